@@ -1,0 +1,1 @@
+//! Shared helpers for Skiff benchmark binaries.

@@ -1,0 +1,4 @@
+//! Skiff's broker: the tokio edge that glues the sans-IO protocol core, the storage engine and the
+//! pure placement and group state machines to sockets, files and the clock.
+
+pub mod placement;

@@ -1,0 +1,1 @@
+//! Replica placement and bundle ownership (placeholder, filled by the placement work).

@@ -1,0 +1,1 @@
+//! Skiff's protocol core (placeholder).

@@ -1,0 +1,1 @@
+//! Skiff's storage engine (placeholder).
