@@ -1,1 +1,12 @@
-//! Skiff's protocol core (placeholder).
+//! Skiff's protocol core: pure code over bytes. It owns Kafka's wire layouts — frames, request and
+//! response headers, bounded request decoders, record formats v0/v1/v2 — and the lazy chunked
+//! down-converter that serves legacy consumers from v2 storage.
+//!
+//! Must never: open sockets or files, read a clock, depend on tokio, or allocate by a count read
+//! from a peer without checking it (see [`codec::capacity_for`]).
+
+pub mod codec;
+pub mod error;
+pub mod records;
+
+pub use error::DecodeError;
