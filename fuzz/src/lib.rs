@@ -1,0 +1,18 @@
+//! Fuzz target bodies. Each is a plain function over bytes that asserts a round trip or an
+//! invariant, called both by its `fuzz_target!` in `fuzz_targets/` and by `tests/replay.rs`, which
+//! replays the committed `corpus/<target>/` in the ordinary test suite on stable.
+
+pub mod records;
+pub mod requests;
+
+/// A named fuzz target body.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target, by the name of its `fuzz_targets/<name>.rs` and `corpus/<name>/`.
+pub fn targets() -> Vec<Target> {
+    records::TARGETS
+        .iter()
+        .chain(requests::TARGETS.iter())
+        .copied()
+        .collect()
+}
