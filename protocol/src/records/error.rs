@@ -1,6 +1,7 @@
 //! Typed errors for record formats and conversion.
 
 use crate::error::DecodeError;
+use crate::records::Compression;
 
 /// Why a record batch or message set is unusable.
 #[non_exhaustive]
@@ -35,4 +36,80 @@ pub enum RecordError {
         /// The length field read.
         batch_length: i32,
     },
+    /// A compressed stream could not be decoded.
+    #[error("compression: {reason}")]
+    Compression {
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// Decompression would produce more than the cap allows.
+    #[error("decompressed data exceeds {output_bytes_max} bytes")]
+    DecompressedTooLarge {
+        /// The cap that was hit.
+        output_bytes_max: usize,
+    },
+    /// A codec the target format cannot carry (zstd in v0/v1, or a down-conversion of zstd).
+    #[error("compression {codec:?} is not supported here")]
+    UnsupportedCompression {
+        /// The codec found.
+        codec: Compression,
+    },
+    /// A message or record is malformed (bad lengths, bad nesting) in a way Kafka calls corrupt.
+    #[error("corrupt record: {reason}")]
+    Corrupt {
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// A well-formed record set that breaks a rule (mixed magics, several compressed wrappers).
+    #[error("invalid record: {reason}")]
+    InvalidRecord {
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// A producer set a timestamp type it may not set (LogAppendTime on produce).
+    #[error("invalid timestamp: {reason}")]
+    InvalidTimestamp {
+        /// What was wrong.
+        reason: &'static str,
+    },
+    /// A batch is larger than the named bound the caller allows for one batch.
+    #[error("batch of {batch_bytes} bytes is above the maximum {batch_bytes_max}")]
+    BatchTooLarge {
+        /// The batch's size.
+        batch_bytes: u64,
+        /// The bound.
+        batch_bytes_max: u64,
+    },
+}
+
+/// Kafka error code CORRUPT_MESSAGE.
+pub const ERROR_CORRUPT_MESSAGE: i16 = 2;
+/// Kafka error code INVALID_TIMESTAMP.
+pub const ERROR_INVALID_TIMESTAMP: i16 = 32;
+/// Kafka error code UNSUPPORTED_COMPRESSION_TYPE.
+pub const ERROR_UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+/// Kafka error code INVALID_RECORD.
+pub const ERROR_INVALID_RECORD: i16 = 87;
+/// Kafka error code MESSAGE_TOO_LARGE.
+pub const ERROR_MESSAGE_TOO_LARGE: i16 = 10;
+
+impl RecordError {
+    /// The Kafka error code a broker answers with for this error (produce or fetch partition).
+    pub fn error_code(&self) -> i16 {
+        match self {
+            Self::UnsupportedCompression { .. } => ERROR_UNSUPPORTED_COMPRESSION_TYPE,
+            Self::InvalidRecord { .. } => ERROR_INVALID_RECORD,
+            Self::InvalidTimestamp { .. } => ERROR_INVALID_TIMESTAMP,
+            Self::BatchTooLarge { .. } | Self::DecompressedTooLarge { .. } => {
+                ERROR_MESSAGE_TOO_LARGE
+            }
+            Self::Decode(_)
+            | Self::UnknownMagic { .. }
+            | Self::UnknownCompression { .. }
+            | Self::CrcMismatch { .. }
+            | Self::InvalidBatchLength { .. }
+            | Self::Compression { .. }
+            | Self::Corrupt { .. } => ERROR_CORRUPT_MESSAGE,
+        }
+    }
 }

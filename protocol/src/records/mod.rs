@@ -3,7 +3,10 @@
 //!
 //! Must never: read files or sockets, or allocate by a length read from the input before checking it.
 
+pub mod compression;
 pub mod error;
+pub mod legacy;
+pub mod record;
 pub mod v2;
 
 pub use error::RecordError;

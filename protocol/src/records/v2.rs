@@ -21,6 +21,8 @@ pub const ATTRIBUTES_OFFSET: usize = 21;
 /// Offset of the max timestamp field.
 pub const MAX_TIMESTAMP_OFFSET: usize = 35;
 /// Smallest legal `batch_length` (header after the length field, no records).
+// INVARIANT: 61 − 12 = 49 fits any integer type.
+#[allow(clippy::cast_possible_truncation)]
 pub const BATCH_LENGTH_MIN: i32 = (BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES) as i32;
 
 /// Attribute bit: timestamps are the broker's log-append time.
