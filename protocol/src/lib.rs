@@ -5,8 +5,14 @@
 //! Must never: open sockets or files, read a clock, depend on tokio, or allocate by a count read
 //! from a peer without checking it (see [`codec::capacity_for`]).
 
+pub mod api;
 pub mod codec;
 pub mod error;
+pub mod frame;
+pub mod header;
+pub mod limits;
 pub mod records;
+pub mod requests;
+pub mod responses;
 
 pub use error::DecodeError;

@@ -1,0 +1,48 @@
+//! Every named limit of the protocol crate: frame size, and the maxima each bounded decoder checks a
+//! peer's counts and lengths against before it allocates. One constant per concept, each saying why.
+//!
+//! Must never: hold a limit that is not used by a check, or repeat a number that another module
+//! also writes down.
+
+// ---- Requests and framing (requests engineer) -------------------------------------------------
+
+/// Largest request frame accepted by default (the body after the 4-byte size prefix), in bytes.
+/// Kafka's `socket.request.max.bytes` default is 100 MiB; a frame above it is rejected before any
+/// buffer is sized for it.
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+
+/// Bytes of the size prefix that precedes every request and response.
+pub const FRAME_PREFIX_BYTES: usize = 4;
+
+/// Topics in one request (Metadata, Produce, Fetch, ListOffsets, OffsetCommit, OffsetFetch,
+/// CreateTopics, DeleteTopics, forgotten topics). Far above any real client (a Metadata request for
+/// a whole cluster is sent as "all topics", not a list) and small enough that a `Vec` of this many
+/// decoded structs stays in the tens of megabytes.
+pub const TOPICS_PER_REQUEST_MAX: usize = 100_000;
+
+/// Partitions listed for one topic in one request (Produce, Fetch, ListOffsets, offsets APIs,
+/// CreateTopics assignments). Kafka clusters top out around a few tens of thousands per topic.
+pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+
+/// Members named in one group request (SyncGroup assignments, LeaveGroup batches).
+pub const GROUP_MEMBERS_MAX: usize = 10_000;
+
+/// Assignment protocols a member offers in one JoinGroup request (real clients send 1–3).
+pub const GROUP_PROTOCOLS_MAX: usize = 1_000;
+
+/// Groups named in one request (DescribeGroups, OffsetFetch v8+, FindCoordinator v4+ keys,
+/// ListGroups filters).
+pub const GROUPS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Config resources or config entries in one request (DescribeConfigs, CreateTopics configs).
+pub const CONFIGS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Replica broker ids in one partition assignment (CreateTopics).
+pub const REPLICAS_PER_PARTITION_MAX: usize = 1_000;
+
+/// Tagged fields in one tagged-field section. Kafka's schemas define at most a handful per struct.
+pub const TAGGED_FIELDS_MAX: usize = 64;
+
+/// Bytes of one string field. Kafka refuses strings longer than `i16::MAX` even in the compact
+/// (varint-length) encoding, so a compact string cannot be larger than a classic one.
+pub const STRING_BYTES_MAX: usize = i16::MAX as usize;

@@ -1,0 +1,176 @@
+//! Bounded request decoders, one module per API, for every version in
+//! [`crate::api::SUPPORTED_APIS`], filling kafka-protocol's message structs. [`decode_request`]
+//! is the broker's one entry point: header, version check, body, and "no byte left over".
+//!
+//! Must never: call kafka-protocol's `Decodable` on bytes from a peer (its array decoders reserve
+//! memory for whatever count the peer sends), allocate by an unchecked count, or copy record sets
+//! out of the frame.
+
+pub mod source;
+
+mod api_versions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod describe_groups;
+mod fetch;
+mod find_coordinator;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
+mod list_offsets;
+mod metadata;
+mod offset_commit;
+mod offset_fetch;
+mod produce;
+mod sasl;
+mod sync_group;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+};
+use kafka_protocol::protocol::Encodable;
+
+use crate::api::{self, ApiKey};
+use crate::error::{DecodeError, EncodeError, RequestError};
+use crate::header::decode_request_header;
+use source::{BytesSource, Source};
+
+/// Whether `version` of `api_key` uses the flexible encoding (from the one version table).
+pub(crate) fn flexible(api_key: ApiKey, version: i16) -> bool {
+    api::supported(api_key).is_some_and(|row| row.is_flexible(version))
+}
+
+/// Fewest bytes a string field takes: its length prefix.
+pub(crate) fn string_bytes_min(compact: bool) -> usize {
+    if compact {
+        1
+    } else {
+        2
+    }
+}
+
+/// Fewest bytes an array (or a bytes field) takes: its count or length prefix.
+pub(crate) fn array_bytes_min(compact: bool) -> usize {
+    if compact {
+        1
+    } else {
+        4
+    }
+}
+
+macro_rules! requests {
+    ($( $variant:ident($ty:ty) = $decode:path; )*) => {
+        /// A decoded request body, one variant per supported API: the broker's single dispatch
+        /// `match` is over this enum.
+        #[non_exhaustive]
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Request {
+            $(
+                #[doc = concat!("`", stringify!($ty), "`.")]
+                $variant($ty),
+            )*
+        }
+
+        impl Request {
+            /// The API this request belongs to.
+            pub fn api_key(&self) -> ApiKey {
+                match self {
+                    $( Self::$variant(_) => ApiKey::$variant, )*
+                }
+            }
+
+            /// Encodes the body with kafka-protocol's encoder — the client side, for tests,
+            /// benches and fuzz round trips. Never the other direction.
+            pub fn encode_body(&self, version: i16) -> Result<BytesMut, EncodeError> {
+                let mut out = BytesMut::new();
+                let result = match self {
+                    $( Self::$variant(message) => message.encode(&mut out, version), )*
+                };
+                result.map_err(|error| EncodeError::Message {
+                    api_key: self.api_key() as i16,
+                    api_version: version,
+                    reason: error.to_string(),
+                })?;
+                Ok(out)
+            }
+        }
+
+        /// Decodes the body of one request from any [`Source`] (the frame reader, or the
+        /// sample generator in tests). Does not check for trailing bytes.
+        pub(crate) fn decode_from<S: Source>(
+            source: &mut S,
+            api_key: ApiKey,
+            version: i16,
+        ) -> Result<Request, DecodeError> {
+            match api_key {
+                $( ApiKey::$variant => Ok(Request::$variant($decode(source, version)?)), )*
+                _ => Err(DecodeError::Invalid { reason: "api key has no decoder" }),
+            }
+        }
+    };
+}
+
+requests! {
+    Produce(ProduceRequest) = produce::decode;
+    Fetch(FetchRequest) = fetch::decode;
+    ListOffsets(ListOffsetsRequest) = list_offsets::decode;
+    Metadata(MetadataRequest) = metadata::decode;
+    OffsetCommit(OffsetCommitRequest) = offset_commit::decode;
+    OffsetFetch(OffsetFetchRequest) = offset_fetch::decode;
+    FindCoordinator(FindCoordinatorRequest) = find_coordinator::decode;
+    JoinGroup(JoinGroupRequest) = join_group::decode;
+    Heartbeat(HeartbeatRequest) = heartbeat::decode;
+    LeaveGroup(LeaveGroupRequest) = leave_group::decode;
+    SyncGroup(SyncGroupRequest) = sync_group::decode;
+    DescribeGroups(DescribeGroupsRequest) = describe_groups::decode;
+    ListGroups(ListGroupsRequest) = list_groups::decode;
+    SaslHandshake(SaslHandshakeRequest) = sasl::decode_handshake;
+    ApiVersions(ApiVersionsRequest) = api_versions::decode;
+    CreateTopics(CreateTopicsRequest) = create_topics::decode;
+    DeleteTopics(DeleteTopicsRequest) = delete_topics::decode;
+    InitProducerId(InitProducerIdRequest) = init_producer_id::decode;
+    DescribeConfigs(DescribeConfigsRequest) = describe_configs::decode;
+    SaslAuthenticate(SaslAuthenticateRequest) = sasl::decode_authenticate;
+}
+
+/// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported
+/// version check, body, and no trailing bytes. Byte fields of the result share `frame`.
+pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), RequestError> {
+    let mut source = BytesSource::new(frame);
+    let (header, row) = decode_request_header(&mut source)?;
+    let version = header.request_api_version;
+    let body_error = |source| RequestError::Body {
+        api_key: header.request_api_key,
+        api_version: version,
+        correlation_id: header.correlation_id,
+        source,
+    };
+    let request = decode_from(&mut source, row.api_key, version).map_err(body_error)?;
+    source.finish().map_err(body_error)?;
+    Ok((header, request))
+}
+
+/// Decodes a request body alone (no header) of `api_key` at `version`; the version must be in
+/// [`crate::api::SUPPORTED_APIS`].
+pub fn decode_body(api_key: ApiKey, version: i16, body: &Bytes) -> Result<Request, DecodeError> {
+    if !api::supported(api_key).is_some_and(|row| row.supports(version)) {
+        return Err(DecodeError::Invalid {
+            reason: "api key or version not supported",
+        });
+    }
+    let mut source = BytesSource::new(body);
+    let request = decode_from(&mut source, api_key, version)?;
+    source.finish()?;
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests;
