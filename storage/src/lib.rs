@@ -1,1 +1,114 @@
-//! Skiff's storage engine (placeholder).
+//! Skiff's storage engine: an embeddable, Kafka-shaped log of v2 record batches.
+//!
+//! ```
+//! use skiff_storage::{LogConfig, LogDir};
+//! # fn batch() -> Vec<u8> {
+//! #     // One v2 batch holding one record with value "hi" (what a producer sends).
+//! #     let record = [0u8, 0, 0, 1, 4, b'h', b'i', 0];
+//! #     let mut b = Vec::new();
+//! #     b.extend_from_slice(&0i64.to_be_bytes());
+//! #     b.extend_from_slice(&((61 + 1 + record.len() - 12) as i32).to_be_bytes());
+//! #     b.extend_from_slice(&0i32.to_be_bytes());
+//! #     b.push(2);
+//! #     b.extend_from_slice(&0u32.to_be_bytes());
+//! #     b.extend_from_slice(&0i16.to_be_bytes());
+//! #     b.extend_from_slice(&0i32.to_be_bytes());
+//! #     b.extend_from_slice(&1_000i64.to_be_bytes());
+//! #     b.extend_from_slice(&1_000i64.to_be_bytes());
+//! #     b.extend_from_slice(&(-1i64).to_be_bytes());
+//! #     b.extend_from_slice(&(-1i16).to_be_bytes());
+//! #     b.extend_from_slice(&(-1i32).to_be_bytes());
+//! #     b.extend_from_slice(&1i32.to_be_bytes());
+//! #     b.push((record.len() * 2) as u8);
+//! #     b.extend_from_slice(&record);
+//! #     let crc = skiff_protocol::records::v2::compute_crc(&b);
+//! #     b[17..21].copy_from_slice(&crc.to_be_bytes());
+//! #     b
+//! # }
+//! # fn main() -> Result<(), skiff_storage::Error> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let data = LogDir::open(dir.path(), LogConfig::default())?;
+//! let log = data.create("orders", 0, None)?;
+//! let now_ms = 1_700_000_000_000; // storage never reads a clock: time is an argument
+//! let info = log.append(&mut batch(), now_ms)?;
+//! assert_eq!((info.base_offset, info.last_offset), (0, 0));
+//! log.append(&mut batch(), now_ms)?; // offsets are assigned by the log
+//! data.close()?; // flush, checkpoint, clean-shutdown marker
+//!
+//! let data = LogDir::open(dir.path(), LogConfig::default())?;
+//! let log = data.log("orders", 0)?.expect("log exists");
+//! assert_eq!(log.log_end_offset()?, 2);
+//! let slice = log.read(1, 1 << 20, true)?; // (file, position, len) for sendfile
+//! let bytes = slice.bytes()?; // or borrow the bytes through a memory map
+//! assert_eq!(&bytes[..8], &1i64.to_be_bytes()); // the second batch, base offset 1
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Model
+//!
+//! A [`LogDir`] is a data directory with one [`Log`] per partition (`<topic>-<partition>/`). A log
+//! is a sequence of segments named by their 20-digit base offset: `.log` holds the v2 batches
+//! exactly as producers sent them (only the base offset is rewritten on append), `.index` maps
+//! offsets to positions (sparse, memory-mapped), `.timeindex` maps timestamps to offsets. The
+//! `checkpoint` file holds the log start offset and the recovery point; indexes are caches that
+//! recovery rebuilds from the log, which is the truth.
+//!
+//! # Limits
+//!
+//! - A segment is at most `u32::MAX` bytes (`segment_bytes`, default 1 GiB): index positions are
+//!   4 bytes, and so are offsets relative to a segment's base.
+//! - One batch is at most `batch_bytes_max` (default 1 MiB + 12, Kafka's `max.message.bytes`).
+//! - Topic names: ASCII letters, digits, `.`, `_`, `-`, at most 249 bytes.
+//! - Durability is what [`PersistMode`] and the flush policy in [`LogConfig`] say; a failed write
+//!   or fsync poisons the log ([`Error::Poisoned`]) until the directory is reopened.
+//! - One process (and one [`LogDir`]) per directory, enforced by a lock file.
+//! - Storage never reads a clock: times are arguments (`append`, `roll_if_needed`,
+//!   `enforce_retention`).
+//!
+//! # Layout
+//!
+//! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
+//! `offset_index`/`time_index` over `index_file` (mapped entries), `recovery` (the batch scan),
+//! `fetch` ([`FetchSlice`]), `config`, `limits`, `fs` (names and atomic files), `io` (every file
+//! operation, injectable), `mmap` (the only `unsafe`), `error`.
+
+#![deny(missing_docs, unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )
+)]
+
+mod config;
+mod error;
+mod fetch;
+mod fs;
+mod index_file;
+mod io;
+mod limits;
+mod log;
+mod log_dir;
+mod mmap;
+mod offset_index;
+mod recovery;
+mod segment;
+mod time_index;
+
+#[cfg(test)]
+#[path = "../tests/support/batch.rs"]
+mod testing;
+
+pub use config::{LogConfig, PersistMode};
+pub use error::{Error, Result};
+pub use fetch::FetchSlice;
+pub use log::{AppendInfo, Log, TimestampOffset};
+pub use log_dir::LogDir;

@@ -1,0 +1,168 @@
+//! Per-log configuration (Kafka's topic-level log settings) and its validation. Owns the defaults
+//! and the ranges; must never read a clock or a file.
+
+use crate::error::{Error, Result};
+use crate::limits;
+
+/// How a flush makes appended bytes durable.
+///
+/// What each survives: `Buffer` survives a crash of this process (the bytes are in the page
+/// cache) but not of the machine; `SyncData` and `SyncAll` survive a machine crash once the flush
+/// returns. `SyncData` (`fdatasync`) skips metadata that reading the data back does not need;
+/// `SyncAll` (`fsync`) also writes the rest (timestamps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PersistMode {
+    /// Flushes do not call the OS: the recovery point does not advance until `close`.
+    Buffer,
+    /// Flushes call `fdatasync`.
+    #[default]
+    SyncData,
+    /// Flushes call `fsync`.
+    SyncAll,
+}
+
+/// Settings of one partition log. Times are milliseconds on the caller's clock (storage never reads
+/// one: every time comes in as an argument).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment before an append would make the active one larger than this
+    /// (Kafka's `segment.bytes`). Default 1 GiB; at most `u32::MAX` because index positions are
+    /// 4 bytes.
+    pub segment_bytes: u64,
+    /// Roll when the active segment's first append is this old (Kafka's `segment.ms`). Default
+    /// 7 days.
+    pub segment_ms: i64,
+    /// Delete the oldest segments while the log is larger than this (Kafka's `retention.bytes`);
+    /// `None` is unlimited (Kafka's −1). Default `None`.
+    pub retention_bytes: Option<u64>,
+    /// Delete segments whose newest timestamp is older than this (Kafka's `retention.ms`); `None`
+    /// is unlimited. Default 7 days.
+    pub retention_ms: Option<i64>,
+    /// Add an offset-index entry after this many bytes of batches (Kafka's
+    /// `index.interval.bytes`). Default 4096.
+    pub index_interval_bytes: u32,
+    /// Size each index file may grow to (Kafka's `segment.index.bytes`); a full index rolls the
+    /// segment. Default 10 MiB.
+    pub index_bytes_max: u32,
+    /// Largest single batch an append accepts (Kafka's `max.message.bytes`). Default 1 MiB + 12.
+    pub batch_bytes_max: u32,
+    /// Flush after this many records since the last flush (Kafka's `flush.messages`); `Some(1)`
+    /// flushes on every append; `None` never flushes by count. Default `None`.
+    pub flush_messages_interval: Option<u64>,
+    /// Flush when an append comes this long after the last flush (Kafka's `flush.ms`); `None`
+    /// never flushes by time. Default `None`.
+    pub flush_ms: Option<i64>,
+    /// What a flush does. Default `SyncData`.
+    pub persist_mode: PersistMode,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: limits::SEGMENT_BYTES_DEFAULT,
+            segment_ms: limits::SEGMENT_MS_DEFAULT,
+            retention_bytes: None,
+            retention_ms: Some(limits::SEGMENT_MS_DEFAULT),
+            index_interval_bytes: limits::INDEX_INTERVAL_BYTES_DEFAULT,
+            index_bytes_max: limits::INDEX_BYTES_MAX_DEFAULT,
+            batch_bytes_max: limits::BATCH_BYTES_MAX_DEFAULT,
+            flush_messages_interval: None,
+            flush_ms: None,
+            persist_mode: PersistMode::SyncData,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every value against its range; the first bad one is named in the error.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig(reason));
+        if self.segment_bytes < limits::SEGMENT_BYTES_MIN
+            || self.segment_bytes > limits::SEGMENT_BYTES_MAX
+        {
+            return bad(format!(
+                "segment_bytes {} not in [{}, {}]",
+                self.segment_bytes,
+                limits::SEGMENT_BYTES_MIN,
+                limits::SEGMENT_BYTES_MAX
+            ));
+        }
+        if self.segment_ms <= 0 {
+            return bad(format!("segment_ms {} must be positive", self.segment_ms));
+        }
+        if let Some(retention_ms) = self.retention_ms {
+            if retention_ms < 0 {
+                return bad(format!(
+                    "retention_ms {retention_ms} is negative (use None for unlimited)"
+                ));
+            }
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive".to_owned());
+        }
+        if self.index_bytes_max < limits::INDEX_BYTES_MIN {
+            return bad(format!(
+                "index_bytes_max {} below {}",
+                self.index_bytes_max,
+                limits::INDEX_BYTES_MIN
+            ));
+        }
+        let batch_min = skiff_protocol::records::v2::BATCH_HEADER_BYTES as u64;
+        if u64::from(self.batch_bytes_max) < batch_min
+            || u64::from(self.batch_bytes_max) > self.segment_bytes
+        {
+            return bad(format!(
+                "batch_bytes_max {} not in [{batch_min}, segment_bytes {}]",
+                self.batch_bytes_max, self.segment_bytes
+            ));
+        }
+        if self.flush_messages_interval == Some(0) {
+            return bad("flush_messages_interval must be at least 1 (None disables)".to_owned());
+        }
+        if let Some(flush_ms) = self.flush_ms {
+            if flush_ms < 0 {
+                return bad(format!("flush_ms {flush_ms} is negative"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        LogConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_typed_errors() {
+        type Case = Box<dyn Fn(&mut LogConfig)>;
+        let cases: Vec<Case> = vec![
+            Box::new(|c| c.segment_bytes = u64::from(u32::MAX) + 1),
+            Box::new(|c| c.segment_bytes = 10),
+            Box::new(|c| c.segment_ms = 0),
+            Box::new(|c| c.retention_ms = Some(-5)),
+            Box::new(|c| c.index_interval_bytes = 0),
+            Box::new(|c| c.index_bytes_max = 8),
+            Box::new(|c| c.batch_bytes_max = 10),
+            Box::new(|c| {
+                c.segment_bytes = 1000;
+                c.batch_bytes_max = 2000;
+            }),
+            Box::new(|c| c.flush_messages_interval = Some(0)),
+            Box::new(|c| c.flush_ms = Some(-1)),
+        ];
+        for (index, case) in cases.iter().enumerate() {
+            let mut config = LogConfig::default();
+            case(&mut config);
+            let result = config.validate();
+            assert!(
+                matches!(result, Err(Error::InvalidConfig(_))),
+                "case {index}: {result:?}"
+            );
+        }
+    }
+}

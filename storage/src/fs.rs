@@ -1,0 +1,214 @@
+//! On-disk names and small atomic files: 20-digit segment file names, partition directory names,
+//! the checkpoint file and the clean-shutdown marker, and the temp → fsync → rename → fsync-dir
+//! sequence that writes them. Must never touch the file system except through [`FileIo`].
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::io::{FileIo, OpenMode};
+use crate::limits;
+
+/// Suffix of a segment's log file.
+pub(crate) const LOG_SUFFIX: &str = "log";
+/// Suffix of a segment's offset index.
+pub(crate) const INDEX_SUFFIX: &str = "index";
+/// Suffix of a segment's time index.
+pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
+/// Suffix of a segment's log file while truncation writes its replacement.
+pub(crate) const TRUNCATING_SUFFIX: &str = "truncating";
+/// A partition's checkpoint: log start offset and recovery point.
+pub(crate) const CHECKPOINT_FILE: &str = "checkpoint";
+/// Suffix of any file being written before its atomic rename.
+pub(crate) const TEMP_SUFFIX: &str = "tmp";
+/// Marker written by a clean close of the data directory; its absence means recovery.
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".skiff_clean_shutdown";
+/// The data directory's lock file.
+pub(crate) const LOCK_FILE: &str = ".lock";
+/// Suffix of a partition directory being deleted (renamed first, so a crash never leaves half a
+/// log under a valid name).
+pub(crate) const DELETING_SUFFIX: &str = ".deleting";
+/// First line of the checkpoint file: format version.
+const CHECKPOINT_HEADER: &str = "skiff-checkpoint 1";
+
+/// `dir/<20-digit base offset>.<suffix>`.
+pub(crate) fn segment_file(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{suffix}"))
+}
+
+/// The base offset a `.log` file name encodes, if it is one.
+pub(crate) fn parse_log_file_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.strip_suffix(LOG_SUFFIX)?.strip_suffix('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Directory name of a partition log: `<topic>-<partition>`.
+pub(crate) fn log_dir_name(topic: &str, partition: i32) -> Result<String> {
+    let valid_topic = !topic.is_empty()
+        && topic.len() <= limits::TOPIC_NAME_BYTES_MAX
+        && topic != "."
+        && topic != ".."
+        && topic
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches_punctuation(byte));
+    if !valid_topic || partition < 0 {
+        return Err(Error::InvalidName(format!("{topic}-{partition}")));
+    }
+    Ok(format!("{topic}-{partition}"))
+}
+
+fn matches_punctuation(byte: u8) -> bool {
+    byte == b'.' || byte == b'_' || byte == b'-'
+}
+
+/// Topic and partition of a partition directory name, if it is one.
+pub(crate) fn parse_log_dir_name(name: &str) -> Option<(String, i32)> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    if !partition.bytes().all(|byte| byte.is_ascii_digit()) || partition.is_empty() {
+        return None;
+    }
+    let partition: i32 = partition.parse().ok()?;
+    let canonical = log_dir_name(topic, partition).ok()?;
+    (canonical == name).then(|| (topic.to_owned(), partition))
+}
+
+/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync of the directory.
+pub(crate) fn write_atomic(io: &dyn FileIo, path: &Path, bytes: &[u8]) -> Result<()> {
+    let temp = path.with_extension(TEMP_SUFFIX);
+    let file = io
+        .open(&temp, OpenMode::CreateTruncate)
+        .map_err(|error| Error::io(&temp, error))?;
+    io.write_all_at(&file, bytes, 0)
+        .map_err(|error| Error::io(&temp, error))?;
+    io.sync(&file, crate::config::PersistMode::SyncAll)
+        .map_err(|error| Error::io(&temp, error))?;
+    drop(file);
+    io.rename(&temp, path)
+        .map_err(|error| Error::io(path, error))?;
+    sync_parent(io, path)
+}
+
+/// Fsyncs the directory holding `path`.
+pub(crate) fn sync_parent(io: &dyn FileIo, path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    io.sync_dir(dir).map_err(|error| Error::io(dir, error))
+}
+
+/// A partition's durable offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checkpoint {
+    /// First offset still readable.
+    pub(crate) log_start_offset: i64,
+    /// Every offset below this was flushed; recovery scans only from here.
+    pub(crate) recovery_point: i64,
+}
+
+impl Checkpoint {
+    /// Writes the checkpoint of the log in `dir` atomically.
+    pub(crate) fn write(self, io: &dyn FileIo, dir: &Path) -> Result<()> {
+        let text = format!(
+            "{CHECKPOINT_HEADER}\nlog_start_offset {}\nrecovery_point {}\n",
+            self.log_start_offset, self.recovery_point
+        );
+        write_atomic(io, &dir.join(CHECKPOINT_FILE), text.as_bytes())
+    }
+
+    /// Reads the checkpoint of the log in `dir`; `None` if there is none.
+    pub(crate) fn read(io: &dyn FileIo, dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(CHECKPOINT_FILE);
+        let bytes = match io.read_small(&path, limits::CHECKPOINT_BYTES_MAX) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(Error::io(&path, error)),
+        };
+        let corrupt = |reason: &str| Error::corrupt(&path, 0, reason);
+        let text = std::str::from_utf8(&bytes).map_err(|_| corrupt("not UTF-8"))?;
+        let mut lines = text.lines();
+        if lines.next() != Some(CHECKPOINT_HEADER) {
+            return Err(corrupt("unknown checkpoint header"));
+        }
+        let mut field = |name: &str| -> Result<i64> {
+            let line = lines.next().ok_or_else(|| corrupt("missing line"))?;
+            let value = line
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(' '))
+                .ok_or_else(|| corrupt("unexpected field"))?;
+            let value: i64 = value.parse().map_err(|_| corrupt("bad number"))?;
+            if value < 0 {
+                return Err(corrupt("negative offset"));
+            }
+            Ok(value)
+        };
+        let log_start_offset = field("log_start_offset")?;
+        let recovery_point = field("recovery_point")?;
+        Ok(Some(Self {
+            log_start_offset,
+            recovery_point,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::StdIo;
+
+    #[test]
+    fn segment_names_round_trip() {
+        let path = segment_file(Path::new("/x"), 42, LOG_SUFFIX);
+        assert_eq!(path, Path::new("/x/00000000000000000042.log"));
+        assert_eq!(parse_log_file_name(&path), Some(42));
+        assert_eq!(parse_log_file_name(Path::new("/x/42.log")), None);
+        assert_eq!(
+            parse_log_file_name(Path::new("/x/00000000000000000042.index")),
+            None
+        );
+    }
+
+    #[test]
+    fn log_dir_names_are_validated() {
+        assert_eq!(log_dir_name("orders", 3).unwrap(), "orders-3");
+        assert_eq!(
+            parse_log_dir_name("my-topic-12"),
+            Some(("my-topic".to_owned(), 12))
+        );
+        for (topic, partition) in [("", 0), ("a/b", 0), ("..", 0), ("ok", -1), ("spa ce", 1)] {
+            assert!(log_dir_name(topic, partition).is_err(), "{topic:?}");
+        }
+        for name in [
+            "topic",
+            "topic-",
+            "topic-01",
+            "a/b-0",
+            "x-0.deleting",
+            ".lock",
+        ] {
+            assert_eq!(parse_log_dir_name(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn checkpoint_round_trip_and_garbage_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Checkpoint::read(&StdIo, dir.path()).unwrap(), None);
+        let checkpoint = Checkpoint {
+            log_start_offset: 5,
+            recovery_point: 17,
+        };
+        checkpoint.write(&StdIo, dir.path()).unwrap();
+        assert_eq!(
+            Checkpoint::read(&StdIo, dir.path()).unwrap(),
+            Some(checkpoint)
+        );
+        std::fs::write(dir.path().join(CHECKPOINT_FILE), b"garbage").unwrap();
+        assert!(matches!(
+            Checkpoint::read(&StdIo, dir.path()),
+            Err(Error::Corrupt { .. })
+        ));
+        std::fs::write(dir.path().join(CHECKPOINT_FILE), vec![b'x'; 10_000]).unwrap();
+        assert!(Checkpoint::read(&StdIo, dir.path()).is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! Every bound of the storage engine, with its reason and default, and the compile-time relations
+//! between them. Owns the numbers; must never hold logic beyond constant checks.
+
+/// Largest segment: positions in `.index` are 4-byte unsigned, so a segment cannot pass `u32::MAX`.
+pub(crate) const SEGMENT_BYTES_MAX: u64 = u32::MAX as u64;
+/// Default `segment_bytes` (Kafka's `segment.bytes`): 1 GiB.
+pub(crate) const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+/// Smallest `segment_bytes`: one header must fit, and tiny segments only make sense in tests.
+pub(crate) const SEGMENT_BYTES_MIN: u64 = 128;
+/// Default `segment_ms` (Kafka's `segment.ms`): 7 days.
+pub(crate) const SEGMENT_MS_DEFAULT: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Default `index_interval_bytes` (Kafka's `index.interval.bytes`): one entry per 4 KiB of log.
+pub(crate) const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+/// Default `index_bytes_max` (Kafka's `segment.index.bytes`): 10 MiB, preallocated (sparse) per
+/// active segment; a full index rolls the segment.
+pub(crate) const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
+/// Smallest `index_bytes_max`: room for a few entries of either index.
+pub(crate) const INDEX_BYTES_MIN: u32 = 64;
+/// Default `batch_bytes_max` (Kafka's `max.message.bytes`: 1 MiB plus the 12-byte log overhead).
+pub(crate) const BATCH_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
+/// Bytes of an offset-index entry: relative offset (u32) and position (u32).
+pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+/// Bytes of a time-index entry: timestamp (i64) and relative offset (u32).
+pub(crate) const TIME_INDEX_ENTRY_BYTES: usize = 12;
+/// Tail of an index searched first: recent lookups (consumers at the head) then touch only the
+/// last pages, which stay resident, instead of the pages a full binary search would fault in.
+/// 8 KiB is two pages on most systems: enough for the tail of the log at the default interval
+/// (8 KiB of entries cover 4 MiB of log), small enough to stay hot.
+pub(crate) const INDEX_WARM_BYTES: usize = 8192;
+/// Largest checkpoint file read back: a few short lines; anything longer is not ours.
+pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 256;
+/// Largest topic name (Kafka's limit, so `<topic>-<partition>` fits a file name).
+pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Bytes read per `pread` when a batch header is inspected on the read path.
+pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
+
+const _: () = assert!(SEGMENT_BYTES_DEFAULT <= SEGMENT_BYTES_MAX);
+const _: () = assert!(SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT);
+const _: () = assert!((BATCH_BYTES_MAX_DEFAULT as u64) <= SEGMENT_BYTES_DEFAULT);
+const _: () = assert!(INDEX_BYTES_MIN as usize >= 4 * TIME_INDEX_ENTRY_BYTES);
+const _: () = assert!(INDEX_WARM_BYTES % OFFSET_INDEX_ENTRY_BYTES == 0);
+const _: () = assert!(HEADER_READ_BYTES as u64 <= SEGMENT_BYTES_MIN);

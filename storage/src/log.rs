@@ -1,0 +1,1128 @@
+//! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
+//! point. Owns offset assignment, rolling, the flush policy and poisoning, reads, time lookups,
+//! truncation and retention; serializes segment access behind one `RwLock` (reads share it,
+//! appends take it exclusively for the duration of a page-cache write). Must never read a clock
+//! (every time is an argument), fsync while holding the lock, or report an offset as flushed
+//! before its fsync returned.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use skiff_protocol::records::v2::{self, BatchHeader, BATCH_HEADER_BYTES};
+
+use crate::config::{LogConfig, PersistMode};
+use crate::error::{Error, Result};
+use crate::fetch::FetchSlice;
+use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
+use crate::io::FileIo;
+use crate::limits;
+use crate::segment::{self, Segment};
+
+/// What an append did, for the produce response and the flush decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AppendInfo {
+    /// Offset assigned to the first record.
+    pub base_offset: i64,
+    /// Offset of the last record.
+    pub last_offset: i64,
+    /// Greatest batch max timestamp among the appended batches (−1 if none had one).
+    pub max_timestamp_ms: i64,
+    /// Base offset of the batch carrying `max_timestamp_ms`.
+    pub offset_of_max_timestamp: i64,
+    /// The caller's time passed to `append` (the log-append time, should the topic use it).
+    pub log_append_time_ms: i64,
+    /// Base offset of the segment written.
+    pub segment_base_offset: i64,
+    /// Byte position of the first batch in that segment's `.log`.
+    pub position: u64,
+    /// Bytes appended.
+    pub size_bytes: u64,
+    /// Records appended.
+    pub records_count: u64,
+    /// Log start offset after the append.
+    pub log_start_offset: i64,
+    /// Whether the flush policy fsynced this append before returning.
+    pub flushed: bool,
+}
+
+/// Answer of [`Log::offset_for_timestamp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    /// Base offset of the first batch whose max timestamp is ≥ the target (at least the log start
+    /// offset). Storage reads batch headers only, so this is the batch holding the first record
+    /// at or after the target, not that record's own offset.
+    pub offset: i64,
+    /// That batch's max timestamp.
+    pub timestamp_ms: i64,
+}
+
+/// One partition log. `Send + Sync`; every method takes `&self`.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    topic: String,
+    partition: i32,
+    io: Arc<dyn FileIo>,
+    state: RwLock<LogState>,
+    /// Set by a failed write or fsync; checked before every append and flush.
+    poisoned: AtomicBool,
+}
+
+#[derive(Debug)]
+struct LogState {
+    config: LogConfig,
+    /// By base offset; never empty (the last is the active segment).
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    recovery_point: i64,
+    unflushed_records: u64,
+    last_flush_ms: Option<i64>,
+    closed: bool,
+}
+
+impl LogState {
+    fn active(&self) -> Result<&Segment> {
+        self.segments.values().next_back().ok_or(Error::Closed)
+    }
+
+    fn active_mut(&mut self) -> Result<&mut Segment> {
+        self.segments.values_mut().next_back().ok_or(Error::Closed)
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        self.segments
+            .values()
+            .next_back()
+            .map_or(self.log_start_offset, |segment| segment.next_offset)
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            log_start_offset: self.log_start_offset,
+            recovery_point: self.recovery_point,
+        }
+    }
+}
+
+/// Counts of one validated append input.
+struct InputSummary {
+    records_count: u64,
+    offsets_count: i64,
+}
+
+/// Checks that `batches` is a sequence of whole, valid v2 producer batches no larger than
+/// `batch_bytes_max` each; nothing is modified.
+fn check_input(batches: &[u8], batch_bytes_max: u32) -> Result<InputSummary> {
+    if batches.is_empty() {
+        return Err(Error::InvalidBatchLayout("no batch"));
+    }
+    let mut summary = InputSummary {
+        records_count: 0,
+        offsets_count: 0,
+    };
+    let mut at = 0usize;
+    while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
+        if rest.len() < BATCH_HEADER_BYTES {
+            return Err(Error::InvalidBatchLayout(
+                "trailing bytes shorter than a batch header",
+            ));
+        }
+        let header = BatchHeader::parse(rest)?;
+        let size_bytes = header.total_bytes();
+        if size_bytes > batch_bytes_max as usize {
+            return Err(Error::BatchTooLarge {
+                size_bytes: size_bytes as u64,
+                limit_bytes: u64::from(batch_bytes_max),
+            });
+        }
+        let batch = rest
+            .get(..size_bytes)
+            .ok_or(Error::InvalidBatchLayout("batch extends past the input"))?;
+        v2::validate(batch)?;
+        if header.records_count < 1 {
+            return Err(Error::InvalidBatchLayout("batch has no records"));
+        }
+        if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
+            return Err(Error::InvalidBatchLayout(
+                "last offset delta does not match the record count",
+            ));
+        }
+        summary.records_count += u64::from(header.records_count.unsigned_abs());
+        summary.offsets_count += i64::from(header.last_offset_delta) + 1;
+        at += size_bytes;
+    }
+    Ok(summary)
+}
+
+impl Log {
+    /// Opens the log in `dir`, recovering it: with `clean` (the data directory's clean-shutdown
+    /// marker was present) only index tails are checked; without it every segment from the
+    /// recovery point on is scanned and a torn tail cut.
+    pub(crate) fn open(
+        io: Arc<dyn FileIo>,
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        clean: bool,
+    ) -> Result<Self> {
+        config.validate()?;
+        let mut bases = Vec::new();
+        for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
+            let extension = path.extension().and_then(|e| e.to_str());
+            if extension == Some(TEMP_SUFFIX) || extension == Some(TRUNCATING_SUFFIX) {
+                // Left by a crash before its rename: the original is still in place.
+                io.remove_file(&path)
+                    .map_err(|error| Error::io(&path, error))?;
+            } else if let Some(base) = fs::parse_log_file_name(&path) {
+                bases.push(base);
+            }
+        }
+        bases.sort_unstable();
+        let checkpoint = Checkpoint::read(io.as_ref(), dir)?;
+        let first_base = bases.first().copied();
+        let default_start = first_base.unwrap_or(0);
+        let Checkpoint {
+            log_start_offset,
+            recovery_point,
+        } = checkpoint.unwrap_or(Checkpoint {
+            log_start_offset: default_start,
+            recovery_point: default_start,
+        });
+        let mut segments = BTreeMap::new();
+        if bases.is_empty() {
+            if recovery_point > log_start_offset {
+                return Err(Error::corrupt(
+                    dir.join(fs::CHECKPOINT_FILE),
+                    0,
+                    format!("no segments, but data up to offset {recovery_point} was flushed"),
+                ));
+            }
+            let segment = Segment::create(io.as_ref(), dir, log_start_offset, &config)?;
+            segments.insert(log_start_offset, segment);
+            fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
+        } else {
+            let mut expected_offset = default_start;
+            for (index, base) in bases.iter().enumerate() {
+                let next_base = bases.get(index + 1);
+                let trusted = clean || next_base.is_some_and(|next| *next <= recovery_point);
+                let (segment, cut) = Segment::recover(
+                    io.as_ref(),
+                    dir,
+                    *base,
+                    &config,
+                    trusted,
+                    expected_offset,
+                    recovery_point,
+                )?;
+                expected_offset = segment.next_offset;
+                segments.insert(*base, segment);
+                if cut {
+                    // Whatever follows a torn point was written after it: drop it as well.
+                    for later in bases.get(index + 1..).unwrap_or_default() {
+                        segment::remove_segment_files(io.as_ref(), dir, *later)?;
+                    }
+                    fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
+                    break;
+                }
+            }
+        }
+        let last_base = segments.keys().next_back().copied();
+        for (base, segment) in segments.iter_mut() {
+            if Some(*base) == last_base {
+                segment.unseal(io.as_ref(), &config)?;
+            } else {
+                segment.seal(io.as_ref())?;
+            }
+        }
+        let mut state = LogState {
+            config,
+            segments,
+            log_start_offset,
+            recovery_point,
+            unflushed_records: 0,
+            last_flush_ms: None,
+            closed: false,
+        };
+        let log_end = state.log_end_offset();
+        if recovery_point > log_end {
+            let active = state.active()?;
+            return Err(Error::corrupt(
+                &**active.log_path(),
+                active.size_bytes,
+                format!("log ends at offset {log_end}, below the recovery point {recovery_point}"),
+            ));
+        }
+        let first = first_base.unwrap_or(log_start_offset);
+        state.log_start_offset = log_start_offset.max(first).min(log_end);
+        Ok(Self {
+            dir: dir.to_owned(),
+            topic: topic.to_owned(),
+            partition,
+            io,
+            state: RwLock::new(state),
+            poisoned: AtomicBool::new(false),
+        })
+    }
+
+    fn read_state(&self) -> Result<RwLockReadGuard<'_, LogState>> {
+        // A panic while holding the lock leaves the state unknown: treat it like a failed write.
+        self.state.read().map_err(|_| Error::Poisoned)
+    }
+
+    fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {
+        self.state.write().map_err(|_| Error::Poisoned)
+    }
+
+    fn check_writable(&self, state: &LogState) -> Result<()> {
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        if state.closed {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Marks the log poisoned and passes the error on.
+    fn poison(&self, error: Error) -> Error {
+        self.poisoned.store(true, Ordering::SeqCst);
+        error
+    }
+
+    /// Topic of this partition.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Partition number.
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Result<LogConfig> {
+        Ok(self.read_state()?.config.clone())
+    }
+
+    /// Replaces the configuration (validated first). Takes effect from the next append or call.
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        let mut state = self.write_state()?;
+        for segment in state.segments.values_mut() {
+            segment.index_interval_bytes = config.index_interval_bytes;
+        }
+        state.config = config;
+        Ok(())
+    }
+
+    /// Offset the next appended record will get.
+    pub fn log_end_offset(&self) -> Result<i64> {
+        Ok(self.read_state()?.log_end_offset())
+    }
+
+    /// First offset still in the log.
+    pub fn log_start_offset(&self) -> Result<i64> {
+        Ok(self.read_state()?.log_start_offset)
+    }
+
+    /// Every offset below this has been made durable by a flush (the recovery point).
+    pub fn flushed_offset(&self) -> Result<i64> {
+        Ok(self.read_state()?.recovery_point)
+    }
+
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> Result<u64> {
+        Ok(self
+            .read_state()?
+            .segments
+            .values()
+            .map(|s| s.size_bytes)
+            .sum())
+    }
+
+    /// Number of segments (at least one).
+    pub fn segment_count(&self) -> Result<usize> {
+        Ok(self.read_state()?.segments.len())
+    }
+
+    /// Whether an earlier write or fsync failed (every append now fails with `Error::Poisoned`).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+
+    /// Appends one or more v2 batches as a produce request carries them.
+    ///
+    /// Each batch is checked (layout, magic, CRC32C, record count against the last offset delta,
+    /// size against `batch_bytes_max`) before anything is written; then offsets are assigned by
+    /// rewriting each base offset in `batches` (outside the CRC, so nothing is re-encoded), the
+    /// bytes are written with one positioned write, and the indexes updated. `now_ms` is the
+    /// caller's clock: the log-append time, the base of `segment_ms` rolls and of `flush_ms`.
+    /// If the flush policy says so, the append is fsynced before this returns
+    /// (`AppendInfo::flushed`). A write or fsync failure poisons the log.
+    pub fn append(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        let (info, flush_due) = {
+            let mut state = self.write_state()?;
+            self.check_writable(&state)?;
+            let summary = check_input(batches, state.config.batch_bytes_max)?;
+            let size_bytes = batches.len() as u64;
+            self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
+            let active = state.active()?;
+            if active.size_bytes + size_bytes > limits::SEGMENT_BYTES_MAX {
+                return Err(Error::BatchTooLarge {
+                    size_bytes,
+                    limit_bytes: limits::SEGMENT_BYTES_MAX - active.size_bytes,
+                });
+            }
+            let base_offset = state.log_end_offset();
+            let mut next_offset = base_offset;
+            let mut max_timestamp_ms = -1;
+            let mut offset_of_max_timestamp = base_offset;
+            let mut at = 0usize;
+            while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
+                let header = BatchHeader::parse(rest)?;
+                v2::set_base_offset(rest, next_offset)?;
+                if header.max_timestamp > max_timestamp_ms {
+                    max_timestamp_ms = header.max_timestamp;
+                    offset_of_max_timestamp = next_offset;
+                }
+                next_offset += i64::from(header.last_offset_delta) + 1;
+                at += header.total_bytes();
+            }
+            let io = Arc::clone(&self.io);
+            let active = state.active_mut()?;
+            let segment_base_offset = active.base_offset;
+            let position = active
+                .append(io.as_ref(), batches, now_ms)
+                .map_err(|error| self.poison(error))?;
+            state.unflushed_records += summary.records_count;
+            let last_flush_ms = *state.last_flush_ms.get_or_insert(now_ms);
+            let flush_due = state
+                .config
+                .flush_messages_interval
+                .is_some_and(|interval| state.unflushed_records >= interval)
+                || state
+                    .config
+                    .flush_ms
+                    .is_some_and(|flush_ms| now_ms.saturating_sub(last_flush_ms) >= flush_ms);
+            if flush_due {
+                state.unflushed_records = 0;
+                state.last_flush_ms = Some(now_ms);
+            }
+            let info = AppendInfo {
+                base_offset,
+                last_offset: next_offset - 1,
+                max_timestamp_ms,
+                offset_of_max_timestamp,
+                log_append_time_ms: now_ms,
+                segment_base_offset,
+                position,
+                size_bytes,
+                records_count: summary.records_count,
+                log_start_offset: state.log_start_offset,
+                flushed: false,
+            };
+            (info, flush_due)
+        };
+        if flush_due {
+            self.flush()?;
+            return Ok(AppendInfo {
+                flushed: true,
+                ..info
+            });
+        }
+        Ok(info)
+    }
+
+    /// Rolls before an append of `size_bytes` bytes and `offsets_count` offsets if the active
+    /// segment is non-empty and too full, too old, out of index room, or would overflow its
+    /// 4-byte relative offsets.
+    fn maybe_roll(
+        &self,
+        state: &mut LogState,
+        now_ms: i64,
+        size_bytes: u64,
+        offsets_count: i64,
+    ) -> Result<bool> {
+        let config = &state.config;
+        let log_end = state.log_end_offset();
+        let active = state.active()?;
+        if active.is_empty() {
+            return Ok(false);
+        }
+        let too_big = active.size_bytes + size_bytes > config.segment_bytes;
+        let too_old = active
+            .first_append_ms
+            .is_some_and(|first_ms| now_ms.saturating_sub(first_ms) >= config.segment_ms);
+        let last_relative = log_end + offsets_count - 1 - active.base_offset;
+        let offsets_overflow = last_relative > i64::from(u32::MAX);
+        if too_big || too_old || active.indexes_full() || offsets_overflow {
+            self.roll(state)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Seals the active segment and starts a new one at the log end offset.
+    fn roll(&self, state: &mut LogState) -> Result<()> {
+        let io = self.io.as_ref();
+        let base_offset = state.log_end_offset();
+        let config = state.config.clone();
+        let result = (|| {
+            state.active_mut()?.seal(io)?;
+            let segment = Segment::create(io, &self.dir, base_offset, &config)?;
+            // The new file's name must survive a crash before any of its data is acknowledged.
+            fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            state.segments.insert(base_offset, segment);
+            Ok(())
+        })();
+        result.map_err(|error| self.poison(error))
+    }
+
+    /// Rolls the active segment if its first append is `segment_ms` older than `now_ms`. Returns
+    /// whether it rolled.
+    pub fn roll_if_needed(&self, now_ms: i64) -> Result<bool> {
+        let mut state = self.write_state()?;
+        self.check_writable(&state)?;
+        let active = state.active()?;
+        let due = !active.is_empty()
+            && active
+                .first_append_ms
+                .is_some_and(|first_ms| now_ms.saturating_sub(first_ms) >= state.config.segment_ms);
+        if due {
+            self.roll(&mut state)?;
+        }
+        Ok(due)
+    }
+
+    /// Makes everything appended so far durable as `persist_mode` says, and advances the
+    /// recovery point. The fsyncs run without the log's lock, so reads and appends continue.
+    /// With `PersistMode::Buffer` nothing is synced and the recovery point stays.
+    pub fn flush(&self) -> Result<()> {
+        self.flush_with(None)
+    }
+
+    fn flush_with(&self, mode_override: Option<PersistMode>) -> Result<()> {
+        let (files, end_offset, mode) = {
+            let state = self.read_state()?;
+            if self.poisoned.load(Ordering::SeqCst) {
+                return Err(Error::Poisoned);
+            }
+            let mode = mode_override.unwrap_or(state.config.persist_mode);
+            if mode == PersistMode::Buffer {
+                return Ok(());
+            }
+            let recovery_point = state.recovery_point;
+            let files: Vec<_> = state
+                .segments
+                .values()
+                .filter(|segment| segment.next_offset > recovery_point)
+                .map(|segment| {
+                    (
+                        Arc::clone(segment.log_file()),
+                        Arc::clone(segment.log_path()),
+                    )
+                })
+                .collect();
+            (files, state.log_end_offset(), mode)
+        };
+        for (file, path) in &files {
+            self.io
+                .sync(file, mode)
+                .map_err(|error| self.poison(Error::io(&**path, error)))?;
+        }
+        let mut state = self.write_state()?;
+        let log_end = state.log_end_offset();
+        state.recovery_point = state.recovery_point.max(end_offset.min(log_end));
+        Ok(())
+    }
+
+    /// Reads from the batch holding `fetch_offset`: up to `max_bytes` of that segment (possibly
+    /// ending inside a batch, as Kafka's fetch does), or the whole first batch if it is larger and
+    /// `min_one_batch` is set. A fetch at the log end offset returns an empty slice; outside
+    /// `[log_start, log_end]` is `Error::OffsetOutOfRange`. A slice never spans two segments.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+    ) -> Result<FetchSlice> {
+        let state = self.read_state()?;
+        let log_end = state.log_end_offset();
+        if fetch_offset < state.log_start_offset || fetch_offset > log_end {
+            return Err(Error::OffsetOutOfRange {
+                requested: fetch_offset,
+                log_start: state.log_start_offset,
+                log_end,
+            });
+        }
+        let floor = state
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(base, _)| *base);
+        for segment in state.segments.range(floor..).map(|(_, segment)| segment) {
+            if fetch_offset >= segment.next_offset {
+                continue;
+            }
+            if let Some((position, header)) = segment.find_batch(self.io.as_ref(), fetch_offset)? {
+                let available = segment.size_bytes - position;
+                let mut len = available.min(max_bytes);
+                if min_one_batch {
+                    len = len.max((header.total_bytes() as u64).min(available));
+                }
+                return Ok(self.slice(segment, position, len));
+            }
+        }
+        let active = state.active()?;
+        Ok(self.slice(active, active.size_bytes, 0))
+    }
+
+    fn slice(&self, segment: &Segment, position: u64, len: u64) -> FetchSlice {
+        FetchSlice::new(
+            Arc::clone(segment.log_file()),
+            Arc::clone(segment.log_path()),
+            Arc::clone(&self.io),
+            position,
+            len,
+        )
+    }
+
+    /// The first batch whose max timestamp is ≥ `timestamp_ms`, found through the time indexes;
+    /// `None` if every batch is older. (Kafka's "earliest" and "latest" are
+    /// [`Log::log_start_offset`] and [`Log::log_end_offset`].)
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<TimestampOffset>> {
+        let state = self.read_state()?;
+        for segment in state.segments.values() {
+            if segment.max_timestamp_ms < timestamp_ms
+                || segment.next_offset <= state.log_start_offset
+            {
+                continue;
+            }
+            if let Some((_, header)) = segment.find_timestamp(self.io.as_ref(), timestamp_ms)? {
+                return Ok(Some(TimestampOffset {
+                    offset: header.base_offset.max(state.log_start_offset),
+                    timestamp_ms: header.max_timestamp,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes every batch holding an offset ≥ `offset` (a batch straddling it goes whole, as in
+    /// Kafka), for a replica that diverged. The new log end offset is returned. Checkpoints are
+    /// lowered first, so a crash mid-way never leaves a recovery point above the data. Slices
+    /// already handed out stay valid (see [`FetchSlice`]).
+    pub fn truncate_to(&self, offset: i64) -> Result<i64> {
+        let mut state = self.write_state()?;
+        self.check_writable(&state)?;
+        let log_end = state.log_end_offset();
+        if offset >= log_end {
+            return Ok(log_end);
+        }
+        let io = Arc::clone(&self.io);
+        let io = io.as_ref();
+        let cut_base = state
+            .segments
+            .range(..=offset)
+            .next_back()
+            .or_else(|| state.segments.iter().next())
+            .map(|(base, _)| *base)
+            .ok_or(Error::Closed)?;
+        let cut_segment = state.segments.get(&cut_base).ok_or(Error::Closed)?;
+        let (cut_position, new_end) = match cut_segment.find_batch(io, offset)? {
+            Some((position, header)) => (position, header.base_offset),
+            None => (cut_segment.size_bytes, cut_segment.next_offset),
+        };
+        let lowered = Checkpoint {
+            log_start_offset: state.log_start_offset.min(new_end),
+            recovery_point: state.recovery_point.min(new_end),
+        };
+        let result = (|| {
+            lowered.write(io, &self.dir)?;
+            state.log_start_offset = lowered.log_start_offset;
+            state.recovery_point = lowered.recovery_point;
+            let later: Vec<i64> = state
+                .segments
+                .range(cut_base + 1..)
+                .map(|(b, _)| *b)
+                .collect();
+            for base in later {
+                if let Some(segment) = state.segments.remove(&base) {
+                    segment.delete_files(io, &self.dir)?;
+                }
+            }
+            let config = state.config.clone();
+            let segment = state.segments.get_mut(&cut_base).ok_or(Error::Closed)?;
+            segment.truncate_at(io, &self.dir, cut_position, &config)?;
+            segment.unseal(io, &config)?;
+            fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            Ok(state.log_end_offset())
+        })();
+        result.map_err(|error| self.poison(error))
+    }
+
+    /// Advances the log start offset to `offset` (Kafka's DeleteRecords) and deletes the segments
+    /// wholly below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let mut state = self.write_state()?;
+        self.check_writable(&state)?;
+        let log_end = state.log_end_offset();
+        if offset > log_end {
+            return Err(Error::OffsetOutOfRange {
+                requested: offset,
+                log_start: state.log_start_offset,
+                log_end,
+            });
+        }
+        if offset > state.log_start_offset {
+            state.log_start_offset = offset;
+            let count = self.deletable_prefix(&state, None);
+            self.delete_oldest(&mut state, count)?;
+        }
+        Ok(state.log_start_offset)
+    }
+
+    /// Deletes whole segments, oldest first, while they are past `retention_ms` (their newest
+    /// timestamp older than `now_ms − retention_ms`), while the log is larger than
+    /// `retention_bytes` without them, or while they lie wholly below the log start offset. The
+    /// active segment is never deleted (roll it first with [`Log::roll_if_needed`]). Returns how
+    /// many segments were deleted.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
+        let mut state = self.write_state()?;
+        self.check_writable(&state)?;
+        let count = self.deletable_prefix(&state, Some(now_ms));
+        self.delete_oldest(&mut state, count)?;
+        Ok(count)
+    }
+
+    /// How many of the oldest non-active segments may go. Without `now_ms`, only those below the
+    /// log start offset.
+    fn deletable_prefix(&self, state: &LogState, now_ms: Option<i64>) -> usize {
+        let config = &state.config;
+        let mut remaining_bytes: u64 = state.segments.values().map(|s| s.size_bytes).sum();
+        let mut count = 0usize;
+        let candidates = state.segments.len().saturating_sub(1);
+        for segment in state.segments.values().take(candidates) {
+            let below_start = segment.next_offset <= state.log_start_offset;
+            let expired = now_ms.is_some_and(|now_ms| {
+                config.retention_ms.is_some_and(|retention_ms| {
+                    segment.max_timestamp_ms >= 0
+                        && now_ms.saturating_sub(segment.max_timestamp_ms) > retention_ms
+                })
+            });
+            let oversized = now_ms.is_some()
+                && config.retention_bytes.is_some_and(|retention_bytes| {
+                    remaining_bytes - segment.size_bytes >= retention_bytes
+                });
+            if !(below_start || expired || oversized) {
+                break;
+            }
+            remaining_bytes -= segment.size_bytes;
+            count += 1;
+        }
+        count
+    }
+
+    /// Deletes the `count` oldest segments: the log start offset moves past them and is
+    /// checkpointed first, then the files are unlinked (open slices keep their inodes).
+    fn delete_oldest(&self, state: &mut LogState, count: usize) -> Result<()> {
+        let io = self.io.as_ref();
+        let doomed: Vec<i64> = state.segments.keys().take(count).copied().collect();
+        let result = (|| {
+            if let Some(first_kept) = state.segments.values().nth(count) {
+                state.log_start_offset = state.log_start_offset.max(first_kept.base_offset);
+            }
+            state.recovery_point = state.recovery_point.max(state.log_start_offset);
+            state.checkpoint().write(io, &self.dir)?;
+            for base in &doomed {
+                if let Some(segment) = state.segments.remove(base) {
+                    segment.delete_files(io, &self.dir)?;
+                }
+            }
+            if !doomed.is_empty() {
+                fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            }
+            Ok(())
+        })();
+        result.map_err(|error| self.poison(error))
+    }
+
+    /// Flushes everything (with at least `fdatasync`, whatever the persist mode: a clean shutdown
+    /// promises the data), trims the active indexes, writes the checkpoint and refuses further
+    /// writes.
+    pub(crate) fn close(&self) -> Result<()> {
+        let mode = match self.read_state()?.config.persist_mode {
+            PersistMode::Buffer => PersistMode::SyncData,
+            mode => mode,
+        };
+        self.flush_with(Some(mode))?;
+        let mut state = self.write_state()?;
+        if state.closed {
+            return Ok(());
+        }
+        let io = self.io.as_ref();
+        let result = (|| {
+            state.active_mut()?.seal(io)?;
+            for segment in state.segments.values() {
+                segment.flush_indexes()?;
+            }
+            state.recovery_point = state.log_end_offset();
+            state.checkpoint().write(io, &self.dir)
+        })();
+        result.map_err(|error| self.poison(error))?;
+        state.closed = true;
+        Ok(())
+    }
+
+    /// Refuses further writes without flushing (the log is being deleted).
+    pub(crate) fn mark_closed(&self) -> Result<()> {
+        self.write_state()?.closed = true;
+        Ok(())
+    }
+
+    /// The partition's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::io::faulty::FaultyIo;
+    use crate::io::StdIo;
+    use crate::log_dir::LogDir;
+    use crate::testing::{batch, batch_with};
+
+    fn small_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 4096,
+            batch_bytes_max: 4096,
+            index_interval_bytes: 256,
+            ..LogConfig::default()
+        }
+    }
+
+    /// The stored bytes of the batch that starts at `offset`.
+    fn batch_at(log: &Log, offset: i64) -> Vec<u8> {
+        let slice = log.read(offset, 0, true).unwrap();
+        slice.bytes().unwrap().to_vec()
+    }
+
+    fn expected(mut bytes: Vec<u8>, base_offset: i64) -> Vec<u8> {
+        v2::set_base_offset(&mut bytes, base_offset).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn append_assigns_offsets_rolls_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let mut appended = Vec::new();
+        for index in 0..120i32 {
+            let records = index % 4 + 1;
+            let original = batch(999, records, (index as usize * 7) % 90);
+            let info = log.append(&mut original.clone(), 5_000).unwrap();
+            assert_eq!(info.last_offset - info.base_offset + 1, i64::from(records));
+            appended.push((info.base_offset, info.last_offset, original));
+        }
+        assert!(
+            log.segment_count().unwrap() > 3,
+            "segment_bytes forces rolls"
+        );
+        for (base, last, original) in &appended {
+            let want = expected(original.clone(), *base);
+            for offset in *base..=*last {
+                assert_eq!(batch_at(&log, offset), want, "offset {offset}");
+            }
+        }
+        let end = log.log_end_offset().unwrap();
+        assert!(log.read(end, 100, true).unwrap().is_empty());
+        assert!(matches!(
+            log.read(end + 1, 100, true),
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        // Without min_one_batch, a small max_bytes cuts inside the batch, as Kafka does.
+        assert_eq!(log.read(0, 10, false).unwrap().len(), 10);
+        assert_eq!(log.read(0, 0, false).unwrap().len(), 0);
+
+        // Clean close and reopen keep everything and the offsets.
+        data.close().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_end_offset().unwrap(), end);
+        for (base, _, original) in &appended {
+            assert_eq!(batch_at(&log, *base), expected(original.clone(), *base));
+        }
+        let info = log.append(&mut batch(0, 1, 5), 6_000).unwrap();
+        assert_eq!(info.base_offset, end);
+    }
+
+    #[test]
+    fn bad_input_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        log.append(&mut batch(0, 2, 10), 0).unwrap();
+        let good = batch(0, 1, 10);
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut torn = good.clone();
+        torn.extend_from_slice(&good[..40]);
+        let mut trailing_header = good.clone();
+        trailing_header.extend_from_slice(&good[..70]);
+        let mut wrong_count = good.clone();
+        wrong_count[23..27].copy_from_slice(&5i32.to_be_bytes()); // last offset delta
+        let mut large = batch(0, 1, 5000);
+        let mut empty = Vec::new();
+        let cases: Vec<(&str, &mut Vec<u8>)> = vec![
+            ("empty", &mut empty),
+            ("crc", &mut flipped),
+            ("torn", &mut torn),
+            ("trailing", &mut trailing_header),
+            ("count", &mut wrong_count),
+            ("large", &mut large),
+        ];
+        for (name, input) in cases {
+            let result = log.append(input, 0);
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::InvalidBatch(_)
+                        | Error::InvalidBatchLayout(_)
+                        | Error::BatchTooLarge { .. })
+                ),
+                "{name}: {result:?}"
+            );
+        }
+        assert_eq!(log.log_end_offset().unwrap(), 2);
+        assert_eq!(log.size_bytes().unwrap(), batch(0, 2, 10).len() as u64);
+    }
+
+    #[test]
+    fn fsync_error_poisons_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Arc::new(FaultyIo::default());
+        let config = LogConfig {
+            flush_messages_interval: Some(1),
+            ..small_config()
+        };
+        let data = LogDir::open_with_io(dir.path(), config.clone(), io.clone()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let info = log.append(&mut batch(0, 1, 10), 0).unwrap();
+        assert!(info.flushed);
+        assert_eq!(log.flushed_offset().unwrap(), 1);
+        io.fail_sync.store(true, Ordering::SeqCst);
+        let failed = log.append(&mut batch(0, 1, 10), 0);
+        assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
+        assert!(log.is_poisoned());
+        io.fail_sync.store(false, Ordering::SeqCst);
+        // Even with the disk healthy again, the log does not pretend.
+        for _ in 0..3 {
+            assert!(matches!(
+                log.append(&mut batch(0, 1, 10), 0),
+                Err(Error::Poisoned)
+            ));
+        }
+        assert!(matches!(log.flush(), Err(Error::Poisoned)));
+        assert!(matches!(log.truncate_to(0), Err(Error::Poisoned)));
+        assert_eq!(log.flushed_offset().unwrap(), 1);
+        // Reads still work, and close refuses to write a clean marker.
+        assert_eq!(batch_at(&log, 0), batch(0, 1, 10));
+        assert!(data.close().is_err());
+        assert!(!dir.path().join(fs::CLEAN_SHUTDOWN_FILE).exists());
+        // Reopening recovers: the flushed batch is there.
+        let data = LogDir::open(dir.path(), config).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert!(log.log_end_offset().unwrap() >= 1);
+        assert_eq!(batch_at(&log, 0), batch(0, 1, 10));
+    }
+
+    #[test]
+    fn torn_write_poisons_and_recovery_cuts_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Arc::new(FaultyIo::default());
+        let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        log.append(&mut batch(0, 3, 10), 0).unwrap();
+        io.torn_write_bytes.store(40, Ordering::SeqCst);
+        assert!(matches!(
+            log.append(&mut batch(0, 1, 10), 0),
+            Err(Error::Io { .. })
+        ));
+        assert!(matches!(
+            log.append(&mut batch(0, 1, 10), 0),
+            Err(Error::Poisoned)
+        ));
+        drop(log);
+        drop(data);
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_end_offset().unwrap(), 3);
+        assert_eq!(log.size_bytes().unwrap(), batch(0, 3, 10).len() as u64);
+        assert_eq!(log.append(&mut batch(0, 1, 10), 0).unwrap().base_offset, 3);
+    }
+
+    #[test]
+    fn second_open_is_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        assert!(matches!(
+            LogDir::open(dir.path(), small_config()),
+            Err(Error::Locked { .. })
+        ));
+        drop(data);
+        LogDir::open(dir.path(), small_config()).unwrap();
+    }
+
+    #[test]
+    fn roll_by_time_retention_and_delete_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_ms: 1_000,
+            retention_ms: Some(10_000),
+            segment_bytes: 1 << 20,
+            ..small_config()
+        };
+        let data = LogDir::open(dir.path(), config.clone()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        // Five segments, one per second of caller time, with timestamps 1000 apart.
+        for second in 0..5i64 {
+            let now_ms = second * 1_000;
+            let mut input = batch_with(0, 2, 20, now_ms, 1);
+            log.append(&mut input, now_ms).unwrap();
+        }
+        assert_eq!(log.segment_count().unwrap(), 5);
+        assert!(!log.roll_if_needed(4_500).unwrap());
+        assert!(log.roll_if_needed(5_000).unwrap());
+        assert_eq!(log.segment_count().unwrap(), 6);
+        assert!(
+            !log.roll_if_needed(5_000).unwrap(),
+            "empty active never rolls"
+        );
+
+        // Time: segments whose newest timestamp is older than now − 10 s go, oldest first.
+        assert_eq!(log.enforce_retention(10_500).unwrap(), 1);
+        assert_eq!(log.log_start_offset().unwrap(), 2);
+        assert!(matches!(
+            log.read(0, 100, true),
+            Err(Error::OffsetOutOfRange { .. })
+        ));
+        // Size: keep at most two segments' worth of bytes.
+        let segment_bytes = batch(0, 2, 20).len() as u64;
+        log.set_config(LogConfig {
+            retention_bytes: Some(2 * segment_bytes),
+            ..config.clone()
+        })
+        .unwrap();
+        assert_eq!(log.enforce_retention(10_500).unwrap(), 2);
+        assert_eq!(log.log_start_offset().unwrap(), 6);
+        assert_eq!(log.size_bytes().unwrap(), 2 * segment_bytes);
+        // DeleteRecords moves the start inside a segment, then past it.
+        assert_eq!(log.delete_records_before(7).unwrap(), 7);
+        assert_eq!(log.segment_count().unwrap(), 3);
+        assert_eq!(log.read(7, 1, true).unwrap().position(), 0);
+        assert_eq!(log.delete_records_before(8).unwrap(), 8);
+        assert_eq!(log.segment_count().unwrap(), 2);
+        assert!(log.delete_records_before(11).is_err());
+        // The start offset survives a crash (no close).
+        drop(log);
+        drop(data);
+        let data = LogDir::open(dir.path(), config).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_start_offset().unwrap(), 8);
+        assert_eq!(log.log_end_offset().unwrap(), 10);
+    }
+
+    #[test]
+    fn offset_for_timestamp_matches_a_linear_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let mut batches = Vec::new();
+        for index in 0..80i64 {
+            // Timestamps mostly rise, with some going back (producers' clocks differ).
+            let timestamp = 1_000 + index * 100 - if index % 7 == 0 { 450 } else { 0 };
+            let info = log
+                .append(&mut batch_with(0, 2, 30, timestamp, 2), 0)
+                .unwrap();
+            batches.push((info.base_offset, info.max_timestamp_ms));
+        }
+        for target in (-600..8_200).step_by(37) {
+            let want = batches
+                .iter()
+                .find(|(_, max)| *max >= target)
+                .map(|(offset, max)| TimestampOffset {
+                    offset: *offset,
+                    timestamp_ms: *max,
+                });
+            assert_eq!(log.offset_for_timestamp(target).unwrap(), want, "{target}");
+        }
+    }
+
+    #[test]
+    fn truncate_keeps_outstanding_slices_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        for _ in 0..40 {
+            log.append(&mut batch(0, 2, 50), 0).unwrap();
+        }
+        let end = log.log_end_offset().unwrap();
+        // A slice of the active segment, held while truncation runs.
+        let held = log.read(end - 2, 1 << 20, true).unwrap();
+        let held_bytes = held.bytes().unwrap();
+        let copy = held_bytes.to_vec();
+        let new_end = log.truncate_to(end - 3).unwrap();
+        assert_eq!(new_end, end - 4, "the straddling batch goes whole");
+        assert_eq!(log.log_end_offset().unwrap(), new_end);
+        let info = log.append(&mut batch(0, 2, 90), 0).unwrap();
+        assert_eq!(info.base_offset, new_end);
+        assert_eq!(held_bytes.to_vec(), copy, "mapping unchanged");
+        let mut reread = vec![0u8; copy.len()];
+        assert_eq!(held.read_at(0, &mut reread).unwrap(), copy.len());
+        assert_eq!(reread, copy, "file unchanged");
+        // Truncation into an earlier segment, without readers: in place.
+        drop((held, held_bytes));
+        assert_eq!(log.truncate_to(5).unwrap(), 4);
+        assert_eq!(log.segment_count().unwrap(), 1);
+        assert_eq!(log.append(&mut batch(0, 1, 5), 0).unwrap().base_offset, 4);
+        // And it holds after a crash.
+        drop(log);
+        drop(data);
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_end_offset().unwrap(), 5);
+        assert_eq!(batch_at(&log, 4), expected(batch(0, 1, 5), 4));
+        let _ = StdIo;
+    }
+
+    #[test]
+    fn slices_survive_retention_deleting_their_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        for _ in 0..40 {
+            log.append(&mut batch(0, 2, 50), 0).unwrap();
+        }
+        let held = log.read(0, 1 << 20, true).unwrap();
+        let before = held.bytes().unwrap().to_vec();
+        log.delete_records_before(60).unwrap();
+        assert!(!dir.path().join("t-0/00000000000000000000.log").exists());
+        assert_eq!(held.bytes().unwrap().to_vec(), before);
+        data.delete("t", 0).unwrap();
+        assert_eq!(held.bytes().unwrap().to_vec(), before);
+        assert!(matches!(
+            log.append(&mut batch(0, 1, 1), 0),
+            Err(Error::Closed)
+        ));
+        assert!(data.list().unwrap().is_empty());
+    }
+}

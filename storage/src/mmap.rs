@@ -1,0 +1,61 @@
+//! The crate's only `unsafe` code: memory maps (memmap2) and the `flock(2)` call behind the data
+//! directory's lock file. Owns the conditions under which a mapping is sound; must never map more
+//! bytes than the file holds, nor hand out a mapping of a file that this engine may shrink while
+//! the mapping lives (see `FetchSlice` and `Log::truncate_to` for how shrinking is avoided).
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+
+use memmap2::{Mmap, MmapMut, MmapOptions};
+
+/// Maps `len` bytes of `file` from `position`, read-only. `len` must be > 0 and the bytes must
+/// exist (checked here against the file's length).
+pub(crate) fn map_read(file: &File, position: u64, len: usize) -> io::Result<Mmap> {
+    check_range(file, position, len)?;
+    // SAFETY: the range lies inside the file (checked above). The engine only appends beyond
+    // existing bytes of a file that a reader can hold; it never shrinks or rewrites such a file
+    // in place (truncation of a shared file copies the kept prefix to a new inode, and deletion
+    // only unlinks, which keeps the inode and its pages alive for this mapping). No other process
+    // writes the directory: the lock file excludes it.
+    unsafe { MmapOptions::new().offset(position).len(len).map(file) }
+}
+
+/// Maps the first `len` bytes of `file` read-write (an index file). `len` must be > 0 and within
+/// the file.
+pub(crate) fn map_mut(file: &File, len: usize) -> io::Result<MmapMut> {
+    check_range(file, 0, len)?;
+    // SAFETY: the range lies inside the file (checked above). Index files are private to their
+    // segment: only the owning index, behind the log's lock, writes through this mapping or
+    // changes the file's length, and it drops the mapping before shrinking the file below it.
+    unsafe { MmapOptions::new().len(len).map_mut(file) }
+}
+
+/// Takes an exclusive, non-blocking `flock` on `file`. `Ok(false)` if someone else holds it. The
+/// lock belongs to the open file description, so a second open of the same lock file in this
+/// process is refused too, and the kernel releases it when the process dies (even by kill -9).
+pub(crate) fn lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: flock takes a file descriptor that `file` keeps open for the duration of the call
+    // and touches no memory of ours.
+    let result = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if result == 0 {
+        return Ok(true);
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(error)
+}
+
+fn check_range(file: &File, position: u64, len: usize) -> io::Result<()> {
+    let file_len = file.metadata()?.len();
+    let end = position.checked_add(len as u64);
+    if len == 0 || end.is_none_or(|end| end > file_len) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("mapping {len} bytes at {position} of a {file_len}-byte file"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,574 @@
+//! One segment: the `.log` file of whole v2 batches plus its `.index` and `.timeindex`, named by
+//! the base offset. Owns appending bytes at the end, keeping the indexes in step with the log
+//! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
+//! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access.
+//! Must never write below `size_bytes` of a file a reader may hold (truncation of a shared file
+//! writes a new inode instead), nor trust an index entry without checking the header it names.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use skiff_protocol::records::v2::BatchHeader;
+
+use crate::config::{LogConfig, PersistMode};
+use crate::error::{Error, Result};
+use crate::fs::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX};
+use crate::index_file::IndexFile;
+use crate::io::{FileIo, OpenMode};
+use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use crate::mmap;
+use crate::offset_index::OffsetIndex;
+use crate::recovery::{self, ScanEnd};
+use crate::time_index::TimeIndex;
+
+/// Bytes copied per step when truncation copies a shared file's kept prefix.
+const TRUNCATE_COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// A segment of a partition log.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    /// Offset of the segment's first possible record; its files are named by it.
+    pub(crate) base_offset: i64,
+    log_path: Arc<Path>,
+    /// Shared with every `FetchSlice` cut from this segment.
+    log: Arc<File>,
+    /// Bytes of whole batches in `.log`.
+    pub(crate) size_bytes: u64,
+    /// Offset after the last batch, or `base_offset` if empty.
+    pub(crate) next_offset: i64,
+    index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Index interval in force (`LogConfig::index_interval_bytes`).
+    pub(crate) index_interval_bytes: u32,
+    bytes_since_index_entry: u64,
+    /// Greatest batch max timestamp, −1 if none.
+    pub(crate) max_timestamp_ms: i64,
+    offset_of_max_timestamp: i64,
+    /// Caller's time of the first append, the base of `segment_ms` rolls; after a restart, the
+    /// first batch's max timestamp stands in (as Kafka does).
+    pub(crate) first_append_ms: Option<i64>,
+}
+
+fn index_capacity(config: &LogConfig, entry_bytes: usize) -> u32 {
+    // Whole entries only, so the file length is always a multiple of the entry size.
+    let entries = config.index_bytes_max as usize / entry_bytes;
+    u32::try_from(entries * entry_bytes).unwrap_or(u32::MAX)
+}
+
+impl Segment {
+    /// Creates an empty segment at `base_offset` in `dir`.
+    pub(crate) fn create(
+        io: &dyn FileIo,
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+    ) -> Result<Self> {
+        let log_path = fs::segment_file(dir, base_offset, LOG_SUFFIX);
+        let log = io
+            .open(&log_path, OpenMode::CreateNew)
+            .map_err(|error| Error::io(&log_path, error))?;
+        let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
+        Ok(Self {
+            base_offset,
+            log_path: log_path.into(),
+            log: Arc::new(log),
+            size_bytes: 0,
+            next_offset: base_offset,
+            index,
+            time_index,
+            index_interval_bytes: config.index_interval_bytes,
+            bytes_since_index_entry: 0,
+            max_timestamp_ms: -1,
+            offset_of_max_timestamp: base_offset,
+            first_append_ms: None,
+        })
+    }
+
+    /// Creates fresh, empty, preallocated index files, unlinking old ones first so a mapping of
+    /// an old file never sees it shrink.
+    fn create_indexes(
+        io: &dyn FileIo,
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+    ) -> Result<(OffsetIndex, TimeIndex)> {
+        let index_path = fs::segment_file(dir, base_offset, INDEX_SUFFIX);
+        let time_path = fs::segment_file(dir, base_offset, TIME_INDEX_SUFFIX);
+        for path in [&index_path, &time_path] {
+            match io.remove_file(path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(Error::io(path, error)),
+            }
+        }
+        let index = OffsetIndex::create(
+            io,
+            &index_path,
+            base_offset,
+            index_capacity(config, OFFSET_INDEX_ENTRY_BYTES),
+        )?;
+        let time_index = TimeIndex::create(
+            io,
+            &time_path,
+            base_offset,
+            index_capacity(config, TIME_INDEX_ENTRY_BYTES),
+        )?;
+        Ok((index, time_index))
+    }
+
+    /// Opens an existing segment and brings its indexes in line with its log.
+    ///
+    /// `trusted`: every batch was flushed (below the recovery point, or after a clean shutdown);
+    /// then indexes that pass their checks are kept and only the bytes after the last index entry
+    /// are scanned. Otherwise, or if that tail scan finds anything wrong, the whole log is scanned
+    /// and the indexes rebuilt. `expected_offset` is the previous segment's next offset. A batch
+    /// that fails the checks where the expected offset is below `recovery_point` is corruption of
+    /// flushed data: an error naming file and position, with nothing cut. From the recovery point
+    /// on, the log is cut there (a torn tail); the returned flag says whether it was.
+    pub(crate) fn recover(
+        io: &dyn FileIo,
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        trusted: bool,
+        expected_offset: i64,
+        recovery_point: i64,
+    ) -> Result<(Self, bool)> {
+        let log_path = fs::segment_file(dir, base_offset, LOG_SUFFIX);
+        let log = io
+            .open(&log_path, OpenMode::ReadWrite)
+            .map_err(|error| Error::io(&log_path, error))?;
+        let file_bytes = io.len(&log).map_err(|error| Error::io(&log_path, error))?;
+        if file_bytes > limits::SEGMENT_BYTES_MAX {
+            return Err(Error::corrupt(
+                &log_path,
+                limits::SEGMENT_BYTES_MAX,
+                "segment larger than 4-byte positions allow",
+            ));
+        }
+        let log = Arc::new(log);
+        let expected_offset = expected_offset.max(base_offset);
+        if trusted {
+            if let Some((index, time_index)) = Self::open_indexes(io, dir, base_offset, file_bytes)?
+            {
+                let mut segment = Self::assemble(
+                    base_offset,
+                    &log_path,
+                    &log,
+                    index,
+                    time_index,
+                    config,
+                    expected_offset,
+                );
+                if segment.resume_tail(io, file_bytes)? {
+                    segment.first_append_ms = segment.first_batch_timestamp(io)?;
+                    return Ok((segment, false));
+                }
+            }
+        }
+        let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
+        let mut segment = Self::assemble(
+            base_offset,
+            &log_path,
+            &log,
+            index,
+            time_index,
+            config,
+            expected_offset,
+        );
+        let end = segment.scan_from(0, expected_offset, file_bytes)?;
+        if let Some(problem) = end.problem {
+            if end.next_offset < recovery_point {
+                return Err(Error::corrupt(&log_path, end.valid_bytes, problem));
+            }
+        }
+        let cut = end.valid_bytes < file_bytes;
+        if cut {
+            io.set_len(&segment.log, end.valid_bytes)
+                .map_err(|error| Error::io(&log_path, error))?;
+            io.sync(&segment.log, PersistMode::SyncData)
+                .map_err(|error| Error::io(&log_path, error))?;
+        }
+        segment.first_append_ms = segment.first_batch_timestamp(io)?;
+        Ok((segment, cut))
+    }
+
+    fn assemble(
+        base_offset: i64,
+        log_path: &Path,
+        log: &Arc<File>,
+        index: OffsetIndex,
+        time_index: TimeIndex,
+        config: &LogConfig,
+        expected_offset: i64,
+    ) -> Self {
+        let mut segment = Self {
+            base_offset,
+            log_path: log_path.into(),
+            log: Arc::clone(log),
+            size_bytes: 0,
+            next_offset: expected_offset,
+            index,
+            time_index,
+            index_interval_bytes: config.index_interval_bytes,
+            bytes_since_index_entry: 0,
+            max_timestamp_ms: -1,
+            offset_of_max_timestamp: base_offset,
+            first_append_ms: None,
+        };
+        if let Some((timestamp, offset)) = segment.time_index.last() {
+            segment.max_timestamp_ms = timestamp;
+            segment.offset_of_max_timestamp = offset;
+        }
+        segment
+    }
+
+    /// With kept indexes: checks that the last index entry names a batch with exactly its offset,
+    /// then scans from there to the end. `false` if anything is off (the caller rebuilds).
+    fn resume_tail(&mut self, io: &dyn FileIo, file_bytes: u64) -> Result<bool> {
+        let (start_position, start_offset) = match self.index.last() {
+            None => (0, self.next_offset),
+            Some((offset, position)) => {
+                match self.read_header_within(io, u64::from(position), file_bytes) {
+                    Ok(header) if header.base_offset == offset => (u64::from(position), offset),
+                    _ => return Ok(false),
+                }
+            }
+        };
+        let end = self.scan_from(start_position, start_offset, file_bytes)?;
+        Ok(end.problem.is_none())
+    }
+
+    /// Opens both indexes if they exist and pass their sanity checks against a log of
+    /// `log_bytes`.
+    fn open_indexes(
+        io: &dyn FileIo,
+        dir: &Path,
+        base_offset: i64,
+        log_bytes: u64,
+    ) -> Result<Option<(OffsetIndex, TimeIndex)>> {
+        let index_path = fs::segment_file(dir, base_offset, INDEX_SUFFIX);
+        let time_path = fs::segment_file(dir, base_offset, TIME_INDEX_SUFFIX);
+        let Some(index) = IndexFile::open(io, &index_path, OFFSET_INDEX_ENTRY_BYTES)? else {
+            return Ok(None);
+        };
+        let Some(time) = IndexFile::open(io, &time_path, TIME_INDEX_ENTRY_BYTES)? else {
+            return Ok(None);
+        };
+        let index = OffsetIndex::new(base_offset, index);
+        let time_index = TimeIndex::new(base_offset, time);
+        let next_bound = base_offset
+            .saturating_add(i64::from(u32::MAX))
+            .saturating_add(1);
+        if !index.is_sane(log_bytes) || !time_index.is_sane(next_bound) {
+            return Ok(None);
+        }
+        Ok(Some((index, time_index)))
+    }
+
+    /// Scans the log bytes `[start_position, file_bytes)` and tracks every accepted batch.
+    fn scan_from(
+        &mut self,
+        start_position: u64,
+        start_offset: i64,
+        file_bytes: u64,
+    ) -> Result<ScanEnd> {
+        self.size_bytes = start_position;
+        if file_bytes <= start_position {
+            return Ok(ScanEnd {
+                valid_bytes: start_position,
+                next_offset: self.next_offset,
+                problem: (file_bytes < start_position)
+                    .then(|| "index points past the end of the log".to_owned()),
+            });
+        }
+        let len = usize::try_from(file_bytes)
+            .map_err(|_| Error::corrupt(&*self.log_path, 0, "segment too large to map"))?;
+        let map =
+            mmap::map_read(&self.log, 0, len).map_err(|error| Error::io(&*self.log_path, error))?;
+        let base_offset = self.base_offset;
+        let end = recovery::scan(
+            &map,
+            start_position,
+            start_offset,
+            base_offset,
+            |position, header| {
+                self.track_batch(position, header);
+            },
+        );
+        if end.valid_bytes > start_position || end.problem.is_none() {
+            self.next_offset = self.next_offset.max(end.next_offset);
+        }
+        Ok(end)
+    }
+
+    /// Keeps size, next offset, max timestamp and both indexes in step with one batch written at
+    /// `position`. The one place these rules live: appends, recovery scans and rebuilds call it.
+    pub(crate) fn track_batch(&mut self, position: u32, header: &BatchHeader) {
+        if header.max_timestamp > self.max_timestamp_ms {
+            self.max_timestamp_ms = header.max_timestamp;
+            self.offset_of_max_timestamp = header.base_offset;
+        }
+        if self.bytes_since_index_entry > u64::from(self.index_interval_bytes) {
+            // A full index only makes lookups scan further; the next append rolls the segment.
+            let _ = self.index.append(header.base_offset, position);
+            let _ = self
+                .time_index
+                .maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp);
+            self.bytes_since_index_entry = 0;
+        }
+        let size_bytes = header.total_bytes() as u64;
+        self.bytes_since_index_entry += size_bytes;
+        self.size_bytes = u64::from(position) + size_bytes;
+        self.next_offset = header.next_offset();
+    }
+
+    /// Appends already validated batches with assigned offsets at the end of the log, then tracks
+    /// them. Returns the position of the first byte.
+    pub(crate) fn append(&mut self, io: &dyn FileIo, batches: &[u8], now_ms: i64) -> Result<u64> {
+        let position = self.size_bytes;
+        io.write_all_at(&self.log, batches, position)
+            .map_err(|error| Error::io(&*self.log_path, error))?;
+        let mut at = 0usize;
+        while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
+            // The caller validated every batch, so the headers parse; stop defensively if not.
+            let Ok(header) = BatchHeader::parse(rest) else {
+                break;
+            };
+            let Ok(batch_position) = u32::try_from(position + at as u64) else {
+                break;
+            };
+            self.track_batch(batch_position, &header);
+            at += header.total_bytes();
+        }
+        if self.first_append_ms.is_none() {
+            self.first_append_ms = Some(now_ms);
+        }
+        Ok(position)
+    }
+}
+
+impl Segment {
+    /// The log file, shared with readers.
+    pub(crate) fn log_file(&self) -> &Arc<File> {
+        &self.log
+    }
+
+    /// Path of the log file.
+    pub(crate) fn log_path(&self) -> &Arc<Path> {
+        &self.log_path
+    }
+
+    /// Whether the segment holds no batch.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.size_bytes == 0
+    }
+
+    /// Whether either index is full (the segment must roll before the next append).
+    pub(crate) fn indexes_full(&self) -> bool {
+        self.index.is_full() || self.time_index.is_full()
+    }
+
+    /// Reads and parses the batch header at `position`, which must lie below `size_bytes`.
+    pub(crate) fn read_header(&self, io: &dyn FileIo, position: u64) -> Result<BatchHeader> {
+        self.read_header_within(io, position, self.size_bytes)
+    }
+
+    fn read_header_within(
+        &self,
+        io: &dyn FileIo,
+        position: u64,
+        end_bytes: u64,
+    ) -> Result<BatchHeader> {
+        let corrupt = |reason: String| Error::corrupt(&*self.log_path, position, reason);
+        if position + HEADER_READ_BYTES as u64 > end_bytes {
+            return Err(corrupt(
+                "batch header past the end of the segment".to_owned(),
+            ));
+        }
+        let mut header = [0u8; HEADER_READ_BYTES];
+        io.read_exact_at(&self.log, &mut header, position)
+            .map_err(|error| Error::io(&*self.log_path, error))?;
+        let parsed = BatchHeader::parse(&header).map_err(|error| corrupt(error.to_string()))?;
+        if position + parsed.total_bytes() as u64 > end_bytes {
+            return Err(corrupt(
+                "batch extends past the end of the segment".to_owned(),
+            ));
+        }
+        Ok(parsed)
+    }
+
+    fn first_batch_timestamp(&self, io: &dyn FileIo) -> Result<Option<i64>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.read_header(io, 0)?.max_timestamp))
+    }
+
+    /// Position and header of the first batch whose last offset is ≥ `target`, if any. Starts
+    /// from the index's entry for `target`, verified against the header found there; an entry
+    /// that does not match (a damaged index) falls back to the start of the segment.
+    pub(crate) fn find_batch(
+        &self,
+        io: &dyn FileIo,
+        target: i64,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        let (offset, position) = self.index.lookup(target);
+        let mut position = u64::from(position);
+        if position > 0 {
+            let matches = self
+                .read_header(io, position)
+                .is_ok_and(|header| header.base_offset == offset);
+            if !matches {
+                position = 0;
+            }
+        }
+        self.first_batch_from(io, position, |header| header.last_offset() >= target)
+    }
+
+    /// First batch with max timestamp ≥ `target_ms` at or after the time index's starting point.
+    pub(crate) fn find_timestamp(
+        &self,
+        io: &dyn FileIo,
+        target_ms: i64,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        let start_offset = self.time_index.lookup(target_ms);
+        let Some((position, _)) = self.find_batch(io, start_offset)? else {
+            return Ok(None);
+        };
+        self.first_batch_from(io, position, |header| header.max_timestamp >= target_ms)
+    }
+
+    /// The one header walk of the read path: from `position`, the first batch satisfying `stop`.
+    fn first_batch_from(
+        &self,
+        io: &dyn FileIo,
+        mut position: u64,
+        stop: impl Fn(&BatchHeader) -> bool,
+    ) -> Result<Option<(u64, BatchHeader)>> {
+        while position < self.size_bytes {
+            let header = self.read_header(io, position)?;
+            if stop(&header) {
+                return Ok(Some((position, header)));
+            }
+            position += header.total_bytes() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Makes the log's bytes durable.
+    pub(crate) fn sync(&self, io: &dyn FileIo, mode: PersistMode) -> Result<()> {
+        io.sync(&self.log, mode)
+            .map_err(|error| Error::io(&*self.log_path, error))
+    }
+
+    /// Leaves the active role: records the final time-index entry (so the segment's greatest
+    /// timestamp survives a restart) and trims both indexes to their entries.
+    pub(crate) fn seal(&mut self, io: &dyn FileIo) -> Result<()> {
+        if self.max_timestamp_ms >= 0 {
+            let _ = self
+                .time_index
+                .maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp);
+        }
+        self.index.file_mut().seal(io)?;
+        self.time_index.file_mut().seal(io)
+    }
+
+    /// Takes the active role: grows both indexes back to their capacity.
+    pub(crate) fn unseal(&mut self, io: &dyn FileIo, config: &LogConfig) -> Result<()> {
+        self.index
+            .file_mut()
+            .unseal(io, index_capacity(config, OFFSET_INDEX_ENTRY_BYTES))?;
+        self.time_index
+            .file_mut()
+            .unseal(io, index_capacity(config, TIME_INDEX_ENTRY_BYTES))
+    }
+
+    /// Cuts the log at `position` (a batch boundary) and rebuilds the indexes.
+    ///
+    /// If no reader holds the log file, it is shortened in place. If one does (a `FetchSlice` is
+    /// still being sent), the kept prefix is copied to a new file that is renamed over the old
+    /// name, so the reader's inode never shrinks and its bytes never change: no SIGBUS through a
+    /// mapping, no wrong bytes through sendfile. The cost is a copy of the kept prefix, paid only
+    /// when truncation races a reader (truncation itself is rare: replication divergence).
+    pub(crate) fn truncate_at(
+        &mut self,
+        io: &dyn FileIo,
+        dir: &Path,
+        position: u64,
+        config: &LogConfig,
+    ) -> Result<()> {
+        let log_path = self.log_path.to_path_buf();
+        // The log's lock is held by the caller, and readers clone this Arc only under it, so the
+        // count cannot grow while we decide.
+        if Arc::strong_count(&self.log) == 1 {
+            io.set_len(&self.log, position)
+                .map_err(|error| Error::io(&log_path, error))?;
+        } else {
+            let temp = log_path.with_extension(TRUNCATING_SUFFIX);
+            let copy = io
+                .open(&temp, OpenMode::CreateTruncate)
+                .map_err(|error| Error::io(&temp, error))?;
+            let mut buffer = vec![0u8; TRUNCATE_COPY_CHUNK_BYTES];
+            let mut copied = 0u64;
+            while copied < position {
+                let step = usize::try_from(position - copied)
+                    .unwrap_or(usize::MAX)
+                    .min(TRUNCATE_COPY_CHUNK_BYTES);
+                let chunk = buffer.get_mut(..step).unwrap_or_default();
+                io.read_exact_at(&self.log, chunk, copied)
+                    .map_err(|error| Error::io(&log_path, error))?;
+                io.write_all_at(&copy, chunk, copied)
+                    .map_err(|error| Error::io(&temp, error))?;
+                copied += step as u64;
+            }
+            io.rename(&temp, &log_path)
+                .map_err(|error| Error::io(&log_path, error))?;
+            self.log = Arc::new(copy);
+        }
+        self.sync(io, PersistMode::SyncData)?;
+        fs::sync_parent(io, &log_path)?;
+        let (index, time_index) = Self::create_indexes(io, dir, self.base_offset, config)?;
+        let log = Arc::clone(&self.log);
+        *self = Self::assemble(
+            self.base_offset,
+            &log_path,
+            &log,
+            index,
+            time_index,
+            config,
+            self.base_offset,
+        );
+        let end = self.scan_from(0, self.base_offset, position)?;
+        if let Some(problem) = end.problem {
+            return Err(Error::corrupt(&log_path, end.valid_bytes, problem));
+        }
+        self.first_append_ms = self.first_batch_timestamp(io)?;
+        Ok(())
+    }
+
+    /// Unlinks the segment's files. Readers holding the log file keep its inode and bytes.
+    pub(crate) fn delete_files(&self, io: &dyn FileIo, dir: &Path) -> Result<()> {
+        remove_segment_files(io, dir, self.base_offset)
+    }
+
+    /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
+    pub(crate) fn flush_indexes(&self) -> Result<()> {
+        self.index.file().flush()?;
+        self.time_index.file().flush()
+    }
+}
+
+/// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
+pub(crate) fn remove_segment_files(io: &dyn FileIo, dir: &Path, base_offset: i64) -> Result<()> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        let path = fs::segment_file(dir, base_offset, suffix);
+        match io.remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Error::io(&path, error)),
+        }
+    }
+    Ok(())
+}
