@@ -7,11 +7,13 @@
 
 pub mod api;
 pub mod codec;
+pub mod down_convert;
 pub mod error;
 pub mod frame;
 pub mod header;
 pub mod limits;
 pub mod records;
+pub mod up_convert;
 pub mod requests;
 pub mod responses;
 

@@ -351,7 +351,12 @@ pub struct LegacySetBuilder {
     magic: Magic,
     codec: Compression,
     log_append_time_ms: Option<i64>,
+    /// Destination: receives plain messages directly, or the wrapper in `finish`.
+    out: Vec<u8>,
+    /// Inner set of a compressed wrapper (unused when uncompressed).
     inner: Vec<u8>,
+    uncompressed_bytes: usize,
+    finished: bool,
     base_offset: Option<i64>,
     last_offset: i64,
     max_timestamp: i64,
@@ -376,7 +381,10 @@ impl LegacySetBuilder {
             magic,
             codec,
             log_append_time_ms,
+            out: Vec::new(),
             inner: Vec::new(),
+            uncompressed_bytes: 0,
+            finished: false,
             base_offset: None,
             last_offset: -1,
             max_timestamp: -1,
@@ -384,9 +392,20 @@ impl LegacySetBuilder {
         })
     }
 
-    /// Reserves room for `bytes` more bytes of (inner) messages.
+    /// Appends to `out` (keeping its contents) instead of a fresh buffer, so a chunk of several
+    /// converted batches is written into one allocation.
+    pub fn appending_to(mut self, out: Vec<u8>) -> Self {
+        self.out = out;
+        self
+    }
+
+    /// Reserves room for `bytes` more bytes of uncompressed messages.
     pub fn reserve(&mut self, bytes: usize) {
-        self.inner.reserve(bytes);
+        if self.codec == Compression::None {
+            self.out.reserve(bytes);
+        } else {
+            self.inner.reserve(bytes);
+        }
     }
 
     /// Exact bytes one appended message adds (uncompressed).
@@ -411,7 +430,7 @@ impl LegacySetBuilder {
 
     /// Bytes of uncompressed messages written so far.
     pub fn uncompressed_bytes(&self) -> usize {
-        self.inner.len()
+        self.uncompressed_bytes
     }
 
     fn attributes(&self, codec: Compression) -> i8 {
@@ -433,6 +452,11 @@ impl LegacySetBuilder {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
     ) -> Result<(), RecordError> {
+        if self.finished {
+            return Err(RecordError::InvalidRecord {
+                reason: "append after finish",
+            });
+        }
         let base = *self.base_offset.get_or_insert(offset);
         let timestamp = self.log_append_time_ms.unwrap_or(timestamp.max(-1));
         let written_offset = if self.codec != Compression::None && self.magic == Magic::V1 {
@@ -441,8 +465,14 @@ impl LegacySetBuilder {
             offset
         };
         let attributes = self.attributes(Compression::None);
+        let buffer = if self.codec == Compression::None {
+            &mut self.out
+        } else {
+            &mut self.inner
+        };
+        let before = buffer.len();
         write_message(
-            &mut self.inner,
+            buffer,
             self.magic,
             written_offset,
             attributes,
@@ -450,34 +480,42 @@ impl LegacySetBuilder {
             key,
             value,
         )?;
+        self.uncompressed_bytes += buffer.len() - before;
         self.last_offset = offset;
         self.max_timestamp = self.max_timestamp.max(timestamp);
         self.count += 1;
         Ok(())
     }
 
-    /// Appends the finished set to `out` (nothing when no record was appended).
-    pub fn finish_into(self, out: &mut Vec<u8>) -> Result<(), RecordError> {
-        if self.count == 0 {
-            return Ok(());
-        }
-        if self.codec == Compression::None {
-            out.extend_from_slice(&self.inner);
+    /// Completes the set: for a compressed set, compresses the inner messages and appends the
+    /// wrapper to the destination buffer. On error the buffer is unchanged (see
+    /// [`LegacySetBuilder::into_buffer`]). Nothing happens when no record was appended.
+    pub fn finish(&mut self) -> Result<(), RecordError> {
+        if self.finished || self.count == 0 || self.codec == Compression::None {
             return Ok(());
         }
         let compressed = compress(self.codec, self.magic, &self.inner)?;
         let attributes = self.attributes(self.codec);
         let timestamp = self.log_append_time_ms.unwrap_or(self.max_timestamp);
-        out.reserve(LOG_OVERHEAD_BYTES + message_bytes(self.magic, 0, compressed.len()));
+        self.out
+            .reserve(LOG_OVERHEAD_BYTES + message_bytes(self.magic, 0, compressed.len()));
         write_message(
-            out,
+            &mut self.out,
             self.magic,
             self.last_offset,
             attributes,
             timestamp,
             None,
             Some(&compressed),
-        )
+        )?;
+        self.inner = Vec::new();
+        self.finished = true;
+        Ok(())
+    }
+
+    /// The destination buffer (with the set appended if [`LegacySetBuilder::finish`] succeeded).
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.out
     }
 
     /// Whether the set is written as plain messages (no wrapper).
@@ -529,8 +567,8 @@ mod tests {
                         .append(offset, timestamp, None, Some(b"x"))
                         .expect("append");
                 }
-                let mut out = Vec::new();
-                builder.finish_into(&mut out).expect("finish");
+                builder.finish().expect("finish");
+                let out = builder.into_buffer();
                 let wrapper = parse_entry(&out).expect("parse").expect("complete");
                 assert_eq!(wrapper.offset, 107);
                 assert!(wrapper.check_crc().is_ok());

@@ -1,0 +1,735 @@
+//! The lazy chunked down-converter (KIP-283, downconversion.md §3): serves a Fetch v0–v3 partition
+//! from a slice of stored v2 batches as magic 0 or 1, fed in bounded pieces, sans-IO.
+//!
+//! The broker never maps or loads the whole slice. A [`DownConverter`] tells it which byte range of
+//! the slice it needs next ([`SourceRange`], relative to the slice start: whole batches, about
+//! `chunk_bytes` of them, at least one batch), the broker preads exactly that range and passes it to
+//! [`DownConverter::feed`], and the converter yields converted output. Two phases:
+//!
+//! * **prepare** ([`DownConverter::prepare_step`]): converts one source batch at a time until the
+//!   first one that converts to something, keeps that output, and fixes the declared size
+//!   `max(slice bytes, first converted batch)` (§3.2). A zstd or corrupt first batch is an error
+//!   ([`RecordError::error_code`] gives 76 or 2).
+//! * **write** ([`DownConverter::write_step`]): yields the kept output, then converts chunks of about
+//!   `chunk_bytes` of source, cutting the output at the declared size, then pads with the overflow
+//!   entries of §3.5 byte for byte, in pieces of at most [`OVERFLOW_PIECE_BYTES`]. Exactly `declared`
+//!   bytes come out in total.
+//!
+//! Memory: the converter holds at most one fed source piece (at most `max(chunk_bytes, one batch)`
+//! bytes, a batch bounded by `batch_bytes_max`) plus its converted output (and, for a compressed
+//! batch, its decompressed records); [`Stats`] records the largest piece of each so tests can check.
+//!
+//! Choices where Kafka is wrong or unhelpful (§3.7), each tested below:
+//!
+//! * **D1** (duplicate delivery): after the prepare phase the source resumes right after the batch
+//!   that produced the kept output, so batches that converted to nothing are never re-read and the
+//!   kept batch is never sent twice.
+//! * **D2/D3** (everything in the slice converts to nothing: only control batches, or compacted
+//!   records all below the fetch offset): the declared size is **0**, an empty record set, not
+//!   Kafka's 12 bytes of padding. Every old client treats an empty set as "no data yet" and fetches
+//!   the same offset again, which is right for a consumer sitting on a trailing marker; 12 bytes make
+//!   0.10.0/0.10.2 Java throw. The broker should treat such a partition as having no data for
+//!   `min_bytes`/long-poll purposes ([`Prepared::dropped_bytes`] says how much was skipped), so the
+//!   re-fetch waits instead of spinning; once data follows, D1's fix delivers it.
+//! * **D4** (first batch larger than `partition_max_bytes`, so the slice holds no complete batch):
+//!   with [`DownConvertConfig::serve_oversized_first_batch`] (the default), the converter asks for
+//!   the whole batch even past the slice end (bounded by `batch_bytes_max`; the only request that
+//!   may pass `slice_bytes`) and serves it, like KIP-74's min-one-message does for Fetch v3+. An old
+//!   client then makes progress instead of throwing (Kafka 2.x) or re-fetching forever (3.x). If the
+//!   broker feeds fewer bytes than asked (log end), the batch is treated as absent.
+//! * **zstd later in the slice**: batches before it are converted and sent, then padding (Kafka drops
+//!   the whole chunk that holds it); the next fetch starts at the zstd batch and gets 76.
+//! * **D7** (v2 timestamps below −1): written as −1 in v1 instead of failing the fetch.
+//! * Corrupt batches after the first: padding from there on, like a zstd batch.
+//!
+//! Stats carry records converted, temporary bytes (source bytes converted plus uncompressed bytes
+//! built, as Kafka counts them) and the largest pieces; time is measured by the broker (no clock here).
+//!
+//! Must never: read a file, socket or clock; hold more than one source piece and its conversion;
+//! allocate by a length read from the source before checking it against `batch_bytes_max`.
+
+use crate::records::legacy::{self, DeepOptions, LegacySetBuilder};
+use crate::records::record::batch_records;
+use crate::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
+use crate::records::{Compression, Magic, RecordError, LOG_OVERHEAD_BYTES, MAGIC_OFFSET};
+
+/// Source bytes converted per chunk (Kafka's `MAX_READ_SIZE`, chosen in KIP-283 as the fastest of
+/// 16 KiB … 1 MiB). A chunk is whole batches up to this size, but at least one batch.
+pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
+/// Largest single source batch the converter will ask for. Kafka's `message.max.bytes` defaults to
+/// about 1 MiB and topics can raise it; 64 MiB bounds the memory of one conversion while leaving room.
+pub const DOWN_CONVERT_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Largest overflow buffer (Kafka's padding buffers are capped at 128 KiB, §3.5).
+pub const OVERFLOW_PIECE_BYTES: usize = 128 * 1024;
+/// Smallest length field an overflow entry carries: at least `RECORD_OVERHEAD_V0` (14) so 0.10.x
+/// Java readers see a partial entry rather than a corrupt one, and the v2 batch minimum (61).
+pub const OVERFLOW_LENGTH_MIN: i32 = 61;
+
+/// Knobs of one conversion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownConvertConfig {
+    /// Source bytes per chunk (at least one batch is always taken).
+    pub chunk_bytes: usize,
+    /// Largest source batch accepted.
+    pub batch_bytes_max: usize,
+    /// Cap on one batch's decompressed records.
+    pub decompressed_bytes_max: usize,
+    /// D4: serve a first batch that extends past the slice end (see the module doc).
+    pub serve_oversized_first_batch: bool,
+}
+
+impl Default for DownConvertConfig {
+    fn default() -> Self {
+        Self {
+            chunk_bytes: DOWN_CONVERT_CHUNK_BYTES,
+            batch_bytes_max: DOWN_CONVERT_BATCH_BYTES_MAX,
+            decompressed_bytes_max: crate::records::compression::DECOMPRESSED_BYTES_MAX,
+            serve_oversized_first_batch: true,
+        }
+    }
+}
+
+/// Counts of one conversion, for the broker's metrics (`FetchMessageConversionsPerSec`,
+/// `TemporaryMemoryBytes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Records re-encoded (verbatim legacy batches count 0).
+    pub records_converted: u64,
+    /// Source bytes of converted batches plus uncompressed bytes built.
+    pub temporary_bytes: u64,
+    /// Source bytes fed by the broker.
+    pub source_bytes_fed: u64,
+    /// Largest source piece fed at once.
+    pub largest_source_piece_bytes: usize,
+    /// Largest converted output held at once.
+    pub largest_output_piece_bytes: usize,
+}
+
+/// A byte range of the slice, relative to its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceRange {
+    /// First byte.
+    pub start: u64,
+    /// Bytes to read.
+    pub len: usize,
+}
+
+/// Outcome of the prepare phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prepared {
+    /// The record-set size to write in the response; exactly this many bytes will be yielded.
+    pub declared_bytes: u64,
+    /// Source bytes skipped because they converted to nothing (control batches, records below the
+    /// fetch offset) before the first converted batch, or in total when nothing converted.
+    pub dropped_bytes: u64,
+}
+
+/// What the prepare phase needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prepare {
+    /// Read this range of the slice and pass it to [`DownConverter::feed`].
+    Read(SourceRange),
+    /// The declared size is fixed.
+    Ready(Prepared),
+}
+
+/// What the write phase needs or yields next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Read this range of the slice and pass it to [`DownConverter::feed`].
+    Read(SourceRange),
+    /// Write these bytes to the client (in order).
+    Output(Vec<u8>),
+    /// Every declared byte has been yielded.
+    Done,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// More source may follow at `position`.
+    Open,
+    /// No more source will be converted (end, partial tail, zstd or corrupt batch): pad.
+    Exhausted,
+}
+
+/// The lazy converter for one partition of one Fetch v0–v3 response.
+#[derive(Debug)]
+pub struct DownConverter {
+    config: DownConvertConfig,
+    target: Magic,
+    fetch_offset: i64,
+    /// End of the source (the slice length, or the end of an oversized first batch, D4).
+    source_end: u64,
+    /// Next unconverted source byte.
+    position: u64,
+    requested: Option<SourceRange>,
+    source: Source,
+    prepared: Option<Prepared>,
+    dropped_bytes: u64,
+    /// Converted bytes waiting to be yielded.
+    ready: Option<Vec<u8>>,
+    yielded_bytes: u64,
+    stats: Stats,
+    scratch: Vec<u8>,
+}
+
+/// How the entries at the start of a fed piece divide up.
+enum Entries {
+    /// The first `n` bytes are whole entries (at least one).
+    Whole(usize),
+    /// The first entry is cut; it needs this many bytes in total.
+    Cut(u64),
+    /// Fewer than 12 bytes: not even an entry header (only at the end of the source).
+    NoHeader,
+}
+
+/// Splits `bytes` into whole entries of at most `max_bytes` (but at least one).
+fn whole_entries(bytes: &[u8], max_bytes: usize) -> Result<Entries, RecordError> {
+    let mut used = 0usize;
+    loop {
+        let rest = bytes.get(used..).unwrap_or_default();
+        let Some(total) = legacy::entry_bytes(rest)? else {
+            break;
+        };
+        if total < LOG_OVERHEAD_BYTES + 14 {
+            return Err(RecordError::Corrupt {
+                reason: "entry smaller than any message",
+            });
+        }
+        if total > rest.len() || (used > 0 && used + total > max_bytes) {
+            if used == 0 {
+                return Ok(Entries::Cut(u64::try_from(total).unwrap_or(u64::MAX)));
+            }
+            break;
+        }
+        used += total;
+    }
+    if used == 0 {
+        return Ok(Entries::NoHeader);
+    }
+    Ok(Entries::Whole(used))
+}
+
+impl DownConverter {
+    /// A converter for a slice of `slice_bytes` stored bytes, converting to `target` (V0 or V1) for a
+    /// fetch at `fetch_offset`.
+    pub fn new(
+        slice_bytes: u64,
+        target: Magic,
+        fetch_offset: i64,
+        config: DownConvertConfig,
+    ) -> Result<Self, RecordError> {
+        if target == Magic::V2 {
+            return Err(RecordError::UnknownMagic { magic: 2 });
+        }
+        Ok(Self {
+            config: DownConvertConfig {
+                chunk_bytes: config.chunk_bytes.max(1),
+                ..config
+            },
+            target,
+            fetch_offset,
+            source_end: slice_bytes,
+            position: 0,
+            requested: None,
+            source: Source::Open,
+            prepared: None,
+            dropped_bytes: 0,
+            ready: None,
+            yielded_bytes: 0,
+            stats: Stats::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Counts so far (complete once [`Write::Done`] was returned).
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The declared size, once prepared.
+    pub fn declared_bytes(&self) -> Option<u64> {
+        self.prepared.map(|prepared| prepared.declared_bytes)
+    }
+
+    fn request(&mut self, len: u64) -> SourceRange {
+        let len = len.min(self.source_end.saturating_sub(self.position));
+        let range = SourceRange {
+            start: self.position,
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+        };
+        self.requested = Some(range);
+        range
+    }
+
+    fn chunk_request_len(&self) -> u64 {
+        u64::try_from(self.config.chunk_bytes.max(BATCH_HEADER_BYTES)).unwrap_or(u64::MAX)
+    }
+
+    /// Advances the prepare phase.
+    pub fn prepare_step(&mut self) -> Result<Prepare, RecordError> {
+        if let Some(prepared) = self.prepared {
+            return Ok(Prepare::Ready(prepared));
+        }
+        if let Some(range) = self.requested {
+            return Ok(Prepare::Read(range));
+        }
+        if self.ready.is_some()
+            || matches!(self.source, Source::Exhausted)
+            || self.position >= self.source_end
+        {
+            let prepared = match &self.ready {
+                Some(first) => Prepared {
+                    declared_bytes: self
+                        .source_end
+                        .max(u64::try_from(first.len()).unwrap_or(u64::MAX)),
+                    dropped_bytes: self.dropped_bytes,
+                },
+                None => Prepared {
+                    declared_bytes: 0,
+                    dropped_bytes: self.dropped_bytes,
+                },
+            };
+            self.prepared = Some(prepared);
+            return Ok(Prepare::Ready(prepared));
+        }
+        let len = self.chunk_request_len();
+        Ok(Prepare::Read(self.request(len)))
+    }
+
+    /// Passes the bytes of the last requested range (fewer bytes mean the source ended there).
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), RecordError> {
+        let Some(range) = self.requested.take() else {
+            return Err(RecordError::InvalidRecord {
+                reason: "down-converter fed without a request",
+            });
+        };
+        let bytes = bytes.get(..range.len).unwrap_or(bytes);
+        self.stats.source_bytes_fed += u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        self.stats.largest_source_piece_bytes =
+            self.stats.largest_source_piece_bytes.max(bytes.len());
+        let preparing = self.prepared.is_none();
+        let entries = match whole_entries(bytes, self.config.chunk_bytes) {
+            Ok(entries) => entries,
+            Err(error) if preparing => return Err(error),
+            Err(_) => {
+                self.source = Source::Exhausted;
+                return Ok(());
+            }
+        };
+        let used = match entries {
+            Entries::Whole(used) => used,
+            Entries::NoHeader => {
+                // Requests are at least a header long unless the source ends: a partial tail.
+                self.source = Source::Exhausted;
+                return Ok(());
+            }
+            Entries::Cut(total) => {
+                let end = self.position.saturating_add(total);
+                let batch_bytes_max =
+                    u64::try_from(self.config.batch_bytes_max).unwrap_or(u64::MAX);
+                if total > batch_bytes_max {
+                    if preparing {
+                        return Err(RecordError::BatchTooLarge {
+                            batch_bytes: total,
+                            batch_bytes_max,
+                        });
+                    }
+                    self.source = Source::Exhausted;
+                } else if bytes.len() < range.len {
+                    // The broker had fewer bytes than it was asked for: the source ends here.
+                    self.source = Source::Exhausted;
+                } else if end <= self.source_end {
+                    self.request(total);
+                } else if preparing && self.config.serve_oversized_first_batch {
+                    // D4: extend the source to this batch's end (see the module doc).
+                    self.source_end = end;
+                    self.request(total);
+                } else {
+                    self.source = Source::Exhausted;
+                }
+                return Ok(());
+            }
+        };
+        let mut out = Vec::new();
+        let mut converted = 0usize;
+        let mut failure = None;
+        for entry in EntrySlices::new(bytes.get(..used).unwrap_or_default()) {
+            let before = out.len();
+            if let Err(error) = convert_entry(
+                entry,
+                self.target,
+                self.fetch_offset,
+                &self.config,
+                &mut self.scratch,
+                &mut out,
+                &mut self.stats,
+            ) {
+                failure = Some(error);
+                break;
+            }
+            converted += entry.len();
+            if preparing {
+                if out.len() > before {
+                    break;
+                }
+                self.dropped_bytes += u64::try_from(entry.len()).unwrap_or(0);
+            }
+        }
+        self.position += u64::try_from(converted).unwrap_or(0);
+        self.scratch = Vec::new();
+        if let Some(error) = failure {
+            if preparing && out.is_empty() {
+                return Err(error);
+            }
+            self.source = Source::Exhausted;
+        }
+        if !out.is_empty() {
+            self.stats.largest_output_piece_bytes =
+                self.stats.largest_output_piece_bytes.max(out.len());
+            self.ready = Some(out);
+        }
+        Ok(())
+    }
+
+    /// Advances the write phase (runs the prepare phase first if it was not run).
+    pub fn write_step(&mut self) -> Result<Write, RecordError> {
+        let declared = match self.prepare_step()? {
+            Prepare::Read(range) => return Ok(Write::Read(range)),
+            Prepare::Ready(prepared) => prepared.declared_bytes,
+        };
+        let remaining = declared.saturating_sub(self.yielded_bytes);
+        if remaining == 0 {
+            self.ready = None;
+            return Ok(Write::Done);
+        }
+        if let Some(mut output) = self.ready.take() {
+            let len = u64::try_from(output.len()).unwrap_or(u64::MAX);
+            if len > remaining {
+                output.truncate(usize::try_from(remaining).unwrap_or(usize::MAX));
+            }
+            self.yielded_bytes += u64::try_from(output.len()).unwrap_or(0);
+            return Ok(Write::Output(output));
+        }
+        if let Some(range) = self.requested {
+            return Ok(Write::Read(range));
+        }
+        if matches!(self.source, Source::Open) && self.position < self.source_end {
+            let len = self.chunk_request_len();
+            return Ok(Write::Read(self.request(len)));
+        }
+        let piece = overflow_piece(remaining);
+        self.yielded_bytes += u64::try_from(piece.len()).unwrap_or(0);
+        Ok(Write::Output(piece))
+    }
+}
+
+/// Iterates the whole entries of a buffer already split by [`whole_entries`].
+struct EntrySlices<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> EntrySlices<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+}
+
+impl<'a> Iterator for EntrySlices<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let total = legacy::entry_bytes(self.rest).ok()??;
+        let entry = self.rest.get(..total)?;
+        self.rest = self.rest.get(total..).unwrap_or_default();
+        Some(entry)
+    }
+}
+
+/// One piece of overflow padding for `remaining` undelivered declared bytes (§3.5): a buffer of
+/// `max(12, min(remaining + 1, 128 KiB))` bytes starting with offset −1 and length
+/// `max(remaining + 1, 61)`, zeros after, of which only `min(buffer, remaining)` bytes are kept.
+pub fn overflow_piece(remaining: u64) -> Vec<u8> {
+    let buffer_bytes = remaining
+        .saturating_add(1)
+        .min(u64::try_from(OVERFLOW_PIECE_BYTES).unwrap_or(u64::MAX))
+        .max(u64::try_from(LOG_OVERHEAD_BYTES).unwrap_or(12));
+    let kept = usize::try_from(buffer_bytes.min(remaining)).unwrap_or(OVERFLOW_PIECE_BYTES);
+    let length = i32::try_from(remaining.saturating_add(1))
+        .unwrap_or(i32::MAX)
+        .max(OVERFLOW_LENGTH_MIN);
+    let mut header = [0u8; LOG_OVERHEAD_BYTES];
+    if let Some(offset) = header.get_mut(..8) {
+        offset.copy_from_slice(&(-1i64).to_be_bytes());
+    }
+    if let Some(field) = header.get_mut(8..12) {
+        field.copy_from_slice(&length.to_be_bytes());
+    }
+    let mut piece = vec![0u8; kept];
+    let head = kept.min(LOG_OVERHEAD_BYTES);
+    if let (Some(dst), Some(src)) = (piece.get_mut(..head), header.get(..head)) {
+        dst.copy_from_slice(src);
+    }
+    piece
+}
+
+/// Converts one complete source entry (a v2 batch, or a legacy v0/v1 entry of a mixed log) to
+/// `target`, appending to `out` (§3.4 for one batch). `scratch` receives decompressed records.
+pub fn convert_entry(
+    entry: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: &DownConvertConfig,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    stats: &mut Stats,
+) -> Result<(), RecordError> {
+    let magic_byte = entry
+        .get(MAGIC_OFFSET)
+        .copied()
+        .ok_or(RecordError::Corrupt {
+            reason: "entry too short for a magic byte",
+        })?;
+    let magic = Magic::from_byte(i8::from_be_bytes([magic_byte]))?;
+    let entry_bytes = u64::try_from(entry.len()).unwrap_or(u64::MAX);
+    if magic <= target {
+        // Old-format data in a mixed log is copied verbatim and not filtered by the fetch offset.
+        out.extend_from_slice(entry);
+        stats.temporary_bytes += entry_bytes;
+        return Ok(());
+    }
+    if magic == Magic::V1 {
+        return convert_legacy_entry(entry, target, fetch_offset, config, out, stats);
+    }
+    let header = BatchHeader::parse(entry)?;
+    if header.total_bytes() != entry.len() {
+        return Err(RecordError::InvalidBatchLength {
+            batch_length: header.batch_length,
+        });
+    }
+    if header.is_control() {
+        return Ok(());
+    }
+    let codec = header.compression()?;
+    if codec == Compression::Zstd {
+        return Err(RecordError::UnsupportedCompression { codec });
+    }
+    let log_append_time = header.is_log_append_time().then_some(header.max_timestamp);
+    let records = batch_records(entry, &header, scratch, config.decompressed_bytes_max)?;
+    let mut builder = LegacySetBuilder::new(target, codec, log_append_time)?;
+    // The hot path (uncompressed v2 → v1/v0): size the output exactly in a first pass over the
+    // varints, reserve once, then write each message straight into it — no per-record allocation,
+    // no regrowth; crc32fast does the IEEE CRC. Compressed batches keep every record (§3.4 rule 4).
+    let keep = |offset: i64| codec != Compression::None || offset >= fetch_offset;
+    let mut exact_bytes = 0usize;
+    for record in records.clone() {
+        let record = record?;
+        if keep(record.offset) {
+            exact_bytes += builder.entry_bytes(record.key, record.value);
+        }
+    }
+    if exact_bytes == 0 {
+        return Ok(());
+    }
+    let start = out.len();
+    builder = builder.appending_to(std::mem::take(out));
+    builder.reserve(exact_bytes);
+    let result = records
+        .filter(|record| record.as_ref().map_or(true, |record| keep(record.offset)))
+        .try_for_each(|record| {
+            let record = record?;
+            builder.append(record.offset, record.timestamp, record.key, record.value)
+        })
+        .and_then(|()| builder.finish());
+    let converted = builder.len();
+    let built = builder.uncompressed_bytes();
+    *out = builder.into_buffer();
+    if let Err(error) = result {
+        // Never leave half a batch behind: callers pad after the last whole batch.
+        out.truncate(start);
+        return Err(error);
+    }
+    debug_assert!(codec != Compression::None || out.len() - start == exact_bytes);
+    stats.records_converted += u64::try_from(converted).unwrap_or(0);
+    stats.temporary_bytes += entry_bytes + u64::try_from(built).unwrap_or(0);
+    Ok(())
+}
+
+/// A v1 entry of a mixed log converted to v0: decoded deeply, re-encoded with its own codec.
+fn convert_legacy_entry(
+    entry: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: &DownConvertConfig,
+    out: &mut Vec<u8>,
+    stats: &mut Stats,
+) -> Result<(), RecordError> {
+    let message = legacy::parse_entry(entry)?.ok_or(RecordError::Corrupt {
+        reason: "cut legacy entry",
+    })?;
+    let codec = message.compression()?;
+    let mut records = Vec::new();
+    let options = DeepOptions {
+        verify_crc: false,
+        decompressed_bytes_max: config.decompressed_bytes_max,
+    };
+    legacy::deep_entry(&message, &options, &mut records)?;
+    let start = out.len();
+    let mut builder = LegacySetBuilder::new(target, codec, None)?.appending_to(std::mem::take(out));
+    let result = records
+        .iter()
+        .filter(|record| codec != Compression::None || record.offset >= fetch_offset)
+        .try_for_each(|record| {
+            builder.append(
+                record.offset,
+                record.timestamp,
+                record.key.as_deref(),
+                record.value.as_deref(),
+            )
+        })
+        .and_then(|()| builder.finish());
+    let converted = builder.len();
+    let built = builder.uncompressed_bytes();
+    *out = builder.into_buffer();
+    if let Err(error) = result {
+        out.truncate(start);
+        return Err(error);
+    }
+    stats.records_converted += u64::try_from(converted).unwrap_or(0);
+    stats.temporary_bytes +=
+        u64::try_from(entry.len()).unwrap_or(0) + u64::try_from(built).unwrap_or(0);
+    Ok(())
+}
+
+/// The eager reference: converts a whole in-memory slice at once and returns exactly the declared
+/// bytes (or the prepare error). Used by the property test "any chunk size gives the eager bytes" and
+/// by the benchmark's eager mode; the broker uses [`DownConverter`]. Written independently of the
+/// state machine (sharing only the per-batch conversion and the padding layout) so the comparison
+/// means something.
+pub fn down_convert_eager(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: &DownConvertConfig,
+) -> Result<(Vec<u8>, Stats), RecordError> {
+    let mut stats = Stats::default();
+    let mut scratch = Vec::new();
+    let mut out = Vec::new();
+    let mut position = 0usize;
+    let mut first_bytes: Option<usize> = None;
+    let mut source_end = slice.len();
+    // Prepare: find the first batch that converts to something.
+    while first_bytes.is_none() {
+        let rest = slice.get(position..).unwrap_or_default();
+        let Some(total) = legacy::entry_bytes(rest)? else {
+            break;
+        };
+        if total < LOG_OVERHEAD_BYTES + 14 {
+            return Err(RecordError::Corrupt {
+                reason: "entry smaller than any message",
+            });
+        }
+        if total > rest.len() {
+            break;
+        }
+        if total > config.batch_bytes_max {
+            return Err(RecordError::BatchTooLarge {
+                batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
+                batch_bytes_max: u64::try_from(config.batch_bytes_max).unwrap_or(u64::MAX),
+            });
+        }
+        let entry = rest.get(..total).unwrap_or_default();
+        convert_entry(
+            entry,
+            target,
+            fetch_offset,
+            config,
+            &mut scratch,
+            &mut out,
+            &mut stats,
+        )?;
+        position += total;
+        if !out.is_empty() {
+            first_bytes = Some(out.len());
+        }
+    }
+    let Some(first_bytes) = first_bytes else {
+        return Ok((Vec::new(), stats));
+    };
+    if position > source_end {
+        source_end = position;
+    }
+    let declared = source_end.max(first_bytes);
+    // Write: everything else, stopping at the first batch that fails (zstd, corrupt) or is cut.
+    while out.len() < declared {
+        let rest = slice.get(position..).unwrap_or_default();
+        let Ok(Some(total)) = legacy::entry_bytes(rest) else {
+            break;
+        };
+        if total > rest.len() || total > config.batch_bytes_max || total < LOG_OVERHEAD_BYTES + 14 {
+            break;
+        }
+        let entry = rest.get(..total).unwrap_or_default();
+        let before = out.len();
+        if convert_entry(
+            entry,
+            target,
+            fetch_offset,
+            config,
+            &mut scratch,
+            &mut out,
+            &mut stats,
+        )
+        .is_err()
+        {
+            out.truncate(before);
+            break;
+        }
+        position += total;
+    }
+    out.truncate(declared);
+    while out.len() < declared {
+        let remaining = u64::try_from(declared - out.len()).unwrap_or(u64::MAX);
+        out.extend_from_slice(&overflow_piece(remaining));
+    }
+    Ok((out, stats))
+}
+
+/// Runs a [`DownConverter`] over an in-memory slice (tests, fuzzing, benchmarks): returns the
+/// declared size, every output piece concatenated, and the stats.
+pub fn down_convert_lazy(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> Result<(u64, Vec<u8>, Stats), RecordError> {
+    let mut converter = DownConverter::new(
+        u64::try_from(slice.len()).unwrap_or(u64::MAX),
+        target,
+        fetch_offset,
+        config,
+    )?;
+    let read = |range: SourceRange| {
+        let start = usize::try_from(range.start).unwrap_or(usize::MAX);
+        let end = start.saturating_add(range.len).min(slice.len());
+        slice.get(start.min(end)..end).unwrap_or_default()
+    };
+    let declared = loop {
+        match converter.prepare_step()? {
+            Prepare::Read(range) => converter.feed(read(range))?,
+            Prepare::Ready(prepared) => break prepared.declared_bytes,
+        }
+    };
+    let mut out = Vec::new();
+    loop {
+        match converter.write_step()? {
+            Write::Read(range) => converter.feed(read(range))?,
+            Write::Output(piece) => out.extend_from_slice(&piece),
+            Write::Done => break,
+        }
+    }
+    Ok((declared, out, converter.stats()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,946 @@
+//! Every edge case of downconversion.md §6.1 that concerns the converter (named `case_NN_…`) and
+//! every hex vector of §6.2 (`vector_vN_…`; real Kafka 3.9 output), plus the property tests.
+
+use super::*;
+use crate::records::compression::decompress;
+use crate::records::legacy::{deep_records, entries, write_message, LegacyRecord};
+use crate::records::record::{BatchBuilder, NewRecord};
+use proptest::prelude::*;
+
+fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
+        .collect()
+}
+
+/// A v2 batch with records at `offsets` (base = first), value = offset as text, key "k".
+fn batch(codec: Compression, offsets: &[i64], timestamp: impl Fn(i64) -> i64) -> Vec<u8> {
+    let base = offsets.first().copied().unwrap_or(0);
+    let mut builder = BatchBuilder::new(base, codec);
+    for offset in offsets {
+        let value = offset.to_string();
+        builder
+            .push(&NewRecord {
+                offset_delta: i32::try_from(offset - base).expect("delta"),
+                timestamp: timestamp(*offset),
+                key: Some(b"k"),
+                value: Some(value.as_bytes()),
+                headers: &[(b"h", Some(b"x"))],
+            })
+            .expect("push");
+    }
+    builder.build().expect("build")
+}
+
+fn plain(offsets: &[i64]) -> Vec<u8> {
+    batch(Compression::None, offsets, |offset| 1000 + offset)
+}
+
+/// A one-record batch at `offset`, timestamp 1, key "k", value "v" (the data batch of V9, §6.1.26).
+fn kv_batch(offset: i64, codec: Compression) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(offset, codec);
+    builder
+        .push(&NewRecord {
+            offset_delta: 0,
+            timestamp: 1,
+            key: Some(b"k"),
+            value: Some(b"v"),
+            headers: &[],
+        })
+        .expect("push");
+    builder.build().expect("build")
+}
+
+/// A transaction marker (control batch) at `offset`: COMMIT (1) or ABORT (0).
+fn marker(offset: i64, commit: bool) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(offset, Compression::None);
+    builder.control = true;
+    builder.transactional = true;
+    builder.producer_id = 7;
+    builder.producer_epoch = 0;
+    let key = [0, 0, 0, u8::from(commit)];
+    builder
+        .push(&NewRecord {
+            offset_delta: 0,
+            timestamp: 1,
+            key: Some(&key),
+            value: Some(&[0, 0, 0, 0, 0, 0]),
+            headers: &[],
+        })
+        .expect("push");
+    builder.build().expect("build")
+}
+
+fn eager(slice: &[u8], target: Magic, fetch_offset: i64) -> Vec<u8> {
+    down_convert_eager(slice, target, fetch_offset, &DownConvertConfig::default())
+        .expect("eager")
+        .0
+}
+
+/// Converts lazily with the default config, checks it against eager, returns the output.
+fn convert(slice: &[u8], target: Magic, fetch_offset: i64) -> Vec<u8> {
+    let (declared, out, _) =
+        down_convert_lazy(slice, target, fetch_offset, DownConvertConfig::default()).expect("lazy");
+    assert_eq!(u64::try_from(out.len()).expect("len"), declared);
+    assert_eq!(out, eager(slice, target, fetch_offset));
+    out
+}
+
+/// `src` followed by a cut entry as long as itself (a log read that ended mid-batch), so the
+/// declared size leaves room for conversion growth and every record arrives.
+fn with_slack(src: &[u8]) -> Vec<u8> {
+    let mut out = src.to_vec();
+    let mut tail = vec![0u8; src.len().max(12) * 2];
+    tail[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    out.extend(tail);
+    out
+}
+
+fn records(output: &[u8]) -> Vec<LegacyRecord> {
+    deep_records(output, &DeepOptions::default()).expect("decodable output")
+}
+
+fn offsets(output: &[u8]) -> Vec<i64> {
+    records(output).iter().map(|record| record.offset).collect()
+}
+
+fn magics(output: &[u8]) -> Vec<Magic> {
+    entries(output)
+        .map(|entry| entry.expect("entry").magic)
+        .collect()
+}
+
+fn legacy_plain(magic: Magic, offsets: &[i64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for offset in offsets {
+        write_message(
+            &mut out,
+            magic,
+            *offset,
+            0,
+            1000 + offset,
+            Some(b"k"),
+            Some(offset.to_string().as_bytes()),
+        )
+        .expect("write");
+    }
+    out
+}
+
+#[test]
+fn vector_v1_to_v0_and_v1_with_stats() {
+    let src = hex("00000000000000050000003effffffff0285d4936f00000000000000000000000003e800000000000003e8ffffffffffffffffffffffffffff0000000118000000026b02760202680278");
+    let v0 = convert(&src, Magic::V0, 0);
+    assert_eq!(
+        v0[..28],
+        hex("0000000000000005 00000010 1fecd70a 00 00 00000001 6b 00000001 76")[..]
+    );
+    let (declared, v1, stats) =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect("v1");
+    assert_eq!(declared, 74);
+    assert_eq!(
+        v1[..36],
+        hex("0000000000000005 00000018 e4e321bc 01 00 00000000000003e8 00000001 6b 00000001 76")[..]
+    );
+    // The rest (38 bytes) is one overflow entry: remaining + 1 = 39 < 61.
+    assert_eq!(v1[36..48], hex("ffffffffffffffff 0000003d")[..]);
+    assert!(v1[48..].iter().all(|byte| *byte == 0));
+    assert_eq!(stats.records_converted, 1);
+    assert_eq!(stats.temporary_bytes, 110);
+}
+
+#[test]
+fn case_01_02_03_magic_timestamps_and_headers() {
+    let src = plain(&[0, 1, 2]);
+    let v0 = records(&convert(&src, Magic::V0, 0));
+    assert!(v0.iter().all(|r| r.magic == Magic::V0 && r.timestamp == -1));
+    let v1 = records(&convert(&src, Magic::V1, 0));
+    assert_eq!(
+        v1.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
+        vec![1000, 1001, 1002]
+    );
+    assert_eq!(v1[2].key.as_deref(), Some(&b"k"[..]));
+    assert_eq!(v1[2].value.as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
+fn case_04_codec_is_preserved() {
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+    ] {
+        let src = batch(codec, &[0, 1, 2], |offset| offset);
+        for target in [Magic::V0, Magic::V1] {
+            let out = convert(&src, target, 0);
+            let first = entries(&out).next().expect("entry").expect("ok");
+            assert_eq!(first.compression().expect("codec"), codec);
+            assert!(records(&out).iter().all(|r| r.compression == codec));
+        }
+    }
+}
+
+#[test]
+fn case_05_non_contiguous_offsets_survive() {
+    let all = [0, 2, 3, 9, 11, 15, 16, 17, 22, 24];
+    for codec in [Compression::None, Compression::Gzip] {
+        let mut src = batch(codec, &all[..3], |o| o);
+        src.extend(batch(codec, &all[3..6], |o| o));
+        src.extend(batch(codec, &all[6..], |o| o));
+        for target in [Magic::V0, Magic::V1] {
+            assert_eq!(offsets(&convert(&with_slack(&src), target, 0)), all);
+        }
+    }
+}
+
+/// [v0 entries 0,2,3][v1 entries 9,11,15][v2 batch 16,17,22,24], uncompressed.
+fn mixed_formats() -> Vec<u8> {
+    let mut src = legacy_plain(Magic::V0, &[0, 2, 3]);
+    src.extend(legacy_plain(Magic::V1, &[9, 11, 15]));
+    src.extend(plain(&[16, 17, 22, 24]));
+    with_slack(&src)
+}
+
+#[test]
+fn case_06_mixed_formats_copy_old_and_convert_new() {
+    let src = mixed_formats();
+    let to_v0 = convert(&src, Magic::V0, 0);
+    assert!(magics(&to_v0).iter().all(|m| *m == Magic::V0));
+    assert_eq!(to_v0[..60], src[..60], "v0 entries are copied verbatim");
+    let to_v1 = convert(&src, Magic::V1, 0);
+    assert_eq!(
+        magics(&to_v1),
+        [[Magic::V0; 3].as_slice(), &[Magic::V1; 7]].concat()
+    );
+    assert_eq!(offsets(&to_v1), vec![0, 2, 3, 9, 11, 15, 16, 17, 22, 24]);
+}
+
+#[test]
+fn case_07_to_v0_first_offset_11_drops_only_converted_records_below_it() {
+    assert_eq!(
+        offsets(&convert(&mixed_formats(), Magic::V0, 11)),
+        vec![0, 2, 3, 11, 15, 16, 17, 22, 24]
+    );
+}
+
+#[test]
+fn case_08_to_v1_first_offset_17_drops_only_record_16() {
+    assert_eq!(
+        offsets(&convert(&mixed_formats(), Magic::V1, 17)),
+        vec![0, 2, 3, 9, 11, 15, 17, 22, 24]
+    );
+}
+
+#[test]
+fn case_09_compressed_sources_ignore_the_fetch_offset() {
+    let src = batch(Compression::Gzip, &[0, 1, 2, 3], |o| o);
+    assert_eq!(offsets(&convert(&src, Magic::V1, 10)), vec![0, 1, 2, 3]);
+    assert_eq!(offsets(&convert(&src, Magic::V0, 2)), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn case_10_every_chunk_size_gives_the_same_bytes() {
+    let mut src = Vec::new();
+    for base in 0..20 {
+        src.extend(batch(
+            if base % 3 == 0 {
+                Compression::Gzip
+            } else {
+                Compression::None
+            },
+            &[base * 10, base * 10 + 4],
+            |o| o,
+        ));
+    }
+    let max_batch = 200;
+    let reference = eager(&src, Magic::V1, 0);
+    for chunk_bytes in [
+        16 * 1024,
+        src.len(),
+        src.len() - 1,
+        src.len() / 4,
+        max_batch + 1,
+        1,
+    ] {
+        let config = DownConvertConfig {
+            chunk_bytes,
+            ..DownConvertConfig::default()
+        };
+        let (_, out, _) = down_convert_lazy(&src, Magic::V1, 0, config).expect("lazy");
+        assert_eq!(out, reference, "chunk {chunk_bytes}");
+    }
+}
+
+#[test]
+fn case_11_declared_larger_than_data_ends_in_padding() {
+    let mut src = plain(&[0, 1]);
+    let data = src.len();
+    // A cut batch of the same size again as the tail of the slice.
+    let mut tail = plain(&[2, 3]);
+    tail.truncate(data - 1);
+    src.extend(&tail);
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(out.len(), src.len());
+    assert_eq!(offsets(&out), vec![0, 1]);
+    let pad_at = 2 * 36;
+    assert_eq!(out[pad_at..pad_at + 8], [0xff; 8]);
+}
+
+#[test]
+fn case_12_and_vector_v8_commit_marker_only_is_an_empty_set_d2() {
+    // Kafka writes 12 bytes of padding (V8), which old Java clients turn into an exception. Skiff
+    // answers with an empty set (D2, module doc); the padding layout itself is still Kafka's.
+    let src = marker(0, true);
+    let (declared, out, _) =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect("lazy");
+    assert_eq!((declared, out.len()), (0, 0));
+    assert!(eager(&src, Magic::V1, 0).is_empty());
+    assert_eq!(overflow_piece(12), hex("ffffffffffffffff 0000003d"));
+}
+
+#[test]
+fn case_13_empty_slice_declares_zero() {
+    assert_eq!(
+        down_convert_lazy(&[], Magic::V0, 0, DownConvertConfig::default())
+            .expect("lazy")
+            .0,
+        0
+    );
+}
+
+#[test]
+fn case_14_slice_cut_inside_the_first_batch_and_no_more_source_is_empty() {
+    let src = plain(&[0, 1]);
+    for serve_oversized_first_batch in [true, false] {
+        let config = DownConvertConfig {
+            serve_oversized_first_batch,
+            ..DownConvertConfig::default()
+        };
+        let (declared, out, _) =
+            down_convert_lazy(&src[..src.len() - 1], Magic::V1, 0, config).expect("lazy");
+        assert_eq!((declared, out.len()), (0, 0));
+    }
+}
+
+#[test]
+fn case_15_interleaved_formats_after_a_downgrade_grow_the_buffer() {
+    let big = vec![b'x'; 3000];
+    let mut builder = BatchBuilder::new(0, Compression::Gzip);
+    builder
+        .push(&NewRecord {
+            offset_delta: 0,
+            timestamp: 5,
+            key: None,
+            value: Some(&big),
+            headers: &[],
+        })
+        .expect("push");
+    let mut src = builder.build().expect("v2");
+    let mut v1 = LegacySetBuilder::new(Magic::V1, Compression::Gzip, None).expect("v1");
+    v1.append(1, 6, None, Some(&big)).expect("append");
+    v1.finish().expect("finish");
+    src.extend(v1.into_buffer());
+    let out = convert(&src, Magic::V1, 0);
+    let got = records(&out);
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|r| r.value.as_deref() == Some(&big[..])));
+}
+
+fn mixed_time_types(codec: Compression) -> Vec<u8> {
+    let mut lat = BatchBuilder::new(0, codec);
+    lat.log_append_time_ms = Some(5555);
+    lat.push(&NewRecord {
+        offset_delta: 0,
+        timestamp: 1,
+        key: None,
+        value: Some(b"a"),
+        headers: &[],
+    })
+    .expect("push");
+    let mut src = lat.build().expect("lat");
+    src.extend(marker(1, false));
+    src.extend(batch(codec, &[2, 3], |o| 100 + o));
+    src.extend(marker(4, true));
+    src
+}
+
+#[test]
+fn case_16_mixed_create_and_log_append_time_with_markers() {
+    let uncompressed = convert(&mixed_time_types(Compression::None), Magic::V1, 0);
+    let got = records(&uncompressed);
+    assert_eq!(
+        got.iter()
+            .map(|r| (r.offset, r.timestamp, r.log_append_time))
+            .collect::<Vec<_>>(),
+        vec![(0, 5555, true), (2, 102, false), (3, 103, false)]
+    );
+    let compressed = convert(&mixed_time_types(Compression::Gzip), Magic::V1, 0);
+    assert_eq!(entries(&compressed).count(), 2);
+    assert_eq!(offsets(&compressed), vec![0, 2, 3]);
+}
+
+#[test]
+fn case_17_zstd_first_batch_is_76() {
+    let src = mixed_time_types(Compression::Zstd);
+    let error =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect_err("zstd");
+    assert_eq!(error.error_code(), 76);
+    assert_eq!(
+        down_convert_eager(&src, Magic::V1, 0, &DownConvertConfig::default())
+            .map_err(|e| e.error_code())
+            .err(),
+        Some(76)
+    );
+}
+
+#[test]
+fn case_18_v0_message_then_v2_batch_to_v1() {
+    let mut src = legacy_plain(Magic::V0, &[0]);
+    src.extend(plain(&[1, 2]));
+    let out = convert(&src, Magic::V1, 2);
+    assert_eq!(offsets(&out), vec![0, 2]);
+    assert_eq!(magics(&out), vec![Magic::V0, Magic::V1]);
+    let mut v0_wrapper = LegacySetBuilder::new(Magic::V0, Compression::Gzip, None).expect("v0");
+    v0_wrapper.append(0, -1, None, Some(b"a")).expect("append");
+    v0_wrapper.finish().expect("finish");
+    let mut src = v0_wrapper.into_buffer();
+    src.extend(batch(Compression::Gzip, &[1, 2], |o| o));
+    let out = convert(&src, Magic::V1, 2);
+    assert_eq!(magics(&out), vec![Magic::V0, Magic::V1]);
+    assert_eq!(offsets(&out), vec![0, 1, 2]);
+}
+
+#[test]
+fn case_19_stats_count_only_re_encoded_records() {
+    let mut src = legacy_plain(Magic::V1, &[0, 1]);
+    src.extend(plain(&[2, 3, 4]));
+    let (_, _, stats) =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect("lazy");
+    assert_eq!(stats.records_converted, 3);
+    assert!(stats.temporary_bytes >= u64::try_from(src.len()).expect("len"));
+}
+
+#[test]
+fn case_22_and_27_zstd_after_data_pads_then_refuses() {
+    let mut src = kv_batch(0, Compression::Gzip);
+    src.extend(kv_batch(1, Compression::Zstd));
+    src.extend(kv_batch(2, Compression::Zstd));
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(offsets(&out), vec![0]);
+    let at_one = src.len() - 2 * kv_batch(1, Compression::Zstd).len();
+    let error = down_convert_lazy(&src[at_one..], Magic::V1, 1, DownConvertConfig::default())
+        .expect_err("76");
+    assert_eq!(error.error_code(), 76);
+}
+
+#[test]
+fn case_23_fetch_inside_an_uncompressed_batch_starts_exactly_there() {
+    let offsets_10: Vec<i64> = (0..10).collect();
+    let offsets_15: Vec<i64> = (10..25).collect();
+    let mut src = plain(&offsets_10);
+    src.extend(plain(&offsets_15));
+    for (fetch, target) in [
+        (3, Magic::V0),
+        (15, Magic::V0),
+        (3, Magic::V1),
+        (15, Magic::V1),
+    ] {
+        assert_eq!(offsets(&convert(&src, target, fetch)).first(), Some(&fetch));
+    }
+}
+
+#[test]
+fn case_25_and_vector_v10_marker_then_data_is_delivered_once_d1() {
+    let mut src = marker(0, true);
+    src.extend(plain(&[1, 2, 3]));
+    src.extend(plain(&[4, 5]));
+    for target in [Magic::V0, Magic::V1] {
+        assert_eq!(
+            offsets(&convert(&with_slack(&src), target, 0)),
+            vec![1, 2, 3, 4, 5]
+        );
+    }
+}
+
+#[test]
+fn case_26_data_then_marker_pads_with_remaining_plus_one() {
+    let mut src = kv_batch(0, Compression::None);
+    src.extend(marker(1, true));
+    assert_eq!(src.len(), 148);
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(
+        out[..36],
+        hex("000000000000000000000018cf056e6e01000000000000000001000000016b0000000176")[..]
+    );
+    assert_eq!(out[36..48], hex("ffffffffffffffff 00000071")[..]);
+    assert!(out[48..].iter().all(|b| *b == 0));
+}
+
+#[test]
+fn vector_v9_data_then_zstd() {
+    let mut src = kv_batch(0, Compression::None);
+    src.extend(kv_batch(1, Compression::Zstd));
+    let out = convert(&src, Magic::V1, 0);
+    let declared = src.len();
+    assert_eq!(out.len(), declared);
+    assert_eq!(
+        out[..36],
+        hex("000000000000000000000018cf056e6e01000000000000000001000000016b0000000176")[..]
+    );
+    let length = i32::try_from(declared - 36 + 1).expect("len");
+    assert_eq!(out[36..44], [0xff; 8]);
+    assert_eq!(out[44..48], length.to_be_bytes());
+    assert!(out[48..].iter().all(|b| *b == 0));
+}
+
+#[test]
+fn case_28_padding_over_128_kib_repeats_headers_at_128_kib_strides() {
+    // 300 058 declared, 36 bytes of data (the [ran] example of §3.5).
+    let mut src = kv_batch(0, Compression::None);
+    let mut tail = vec![0u8; 300_058 - src.len()];
+    tail[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    src.extend(tail);
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(out.len(), 300_058);
+    for (at, length) in [(36usize, 300_023i32), (131_108, 168_951), (262_180, 37_879)] {
+        assert_eq!(out[at..at + 8], [0xff; 8], "header at {at}");
+        assert_eq!(out[at + 8..at + 12], length.to_be_bytes(), "length at {at}");
+    }
+    let (_, _, stats) =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect("lazy");
+    assert!(stats.largest_source_piece_bytes <= DOWN_CONVERT_CHUNK_BYTES);
+}
+
+#[test]
+fn case_29_remaining_below_12_writes_a_header_prefix() {
+    assert_eq!(overflow_piece(5), vec![0xff; 5]);
+    assert_eq!(overflow_piece(11), hex("ffffffffffffffff 000000"));
+    assert_eq!(overflow_piece(0), Vec::<u8>::new());
+}
+
+#[test]
+fn case_30_first_chunk_larger_than_the_slice_sets_the_declared_size() {
+    let mut builder = BatchBuilder::new(0, Compression::None);
+    for delta in 0..200 {
+        builder
+            .push(&NewRecord {
+                offset_delta: delta,
+                timestamp: 0,
+                key: None,
+                value: Some(b"x"),
+                headers: &[],
+            })
+            .expect("push");
+    }
+    let src = builder.build().expect("build");
+    let (declared, out, _) =
+        down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).expect("lazy");
+    assert_eq!(declared, 7000);
+    assert!(declared > u64::try_from(src.len()).expect("len"));
+    assert_eq!(offsets(&out).len(), 200);
+}
+
+#[test]
+fn case_31_later_chunk_is_cut_at_the_declared_size() {
+    let mut src = kv_batch(0, Compression::None);
+    let mut builder = BatchBuilder::new(1, Compression::None);
+    for delta in 0..200 {
+        builder
+            .push(&NewRecord {
+                offset_delta: delta,
+                timestamp: 0,
+                key: None,
+                value: Some(b"x"),
+                headers: &[],
+            })
+            .expect("push");
+    }
+    src.extend(builder.build().expect("build"));
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(out.len(), src.len());
+    let complete = (src.len() - 36) / 35;
+    let got = offsets(&out);
+    assert_eq!(got.len(), 1 + complete);
+    // The client's next fetch is the last complete offset + 1; it resumes exactly there.
+    let next = got.last().expect("some") + 1;
+    let resumed = offsets(&convert(&src[70..], Magic::V1, next));
+    assert_eq!(resumed.first(), Some(&next));
+}
+
+#[test]
+fn case_32_and_vector_v3_log_append_time() {
+    let mut builder = BatchBuilder::new(10, Compression::None);
+    builder.log_append_time_ms = Some(5555);
+    builder
+        .push(&NewRecord {
+            offset_delta: 0,
+            timestamp: 1,
+            key: Some(b"a"),
+            value: Some(b"1"),
+            headers: &[],
+        })
+        .expect("push");
+    builder
+        .push(&NewRecord {
+            offset_delta: 1,
+            timestamp: 2,
+            key: Some(b"b"),
+            value: Some(b"2"),
+            headers: &[],
+        })
+        .expect("push");
+    let src = builder.build().expect("build");
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(out[..72], hex("000000000000000a 00000018 1cdbd910 01 08 00000000000015b3 00000001 61 00000001 31 000000000000000b 00000018 0346fa04 01 08 00000000000015b3 00000001 62 00000001 32")[..]);
+}
+
+#[test]
+fn case_33_34_and_vector_v4_compacted_gzip_keeps_gaps() {
+    let src = batch(Compression::Gzip, &[100, 103, 107], |o| match o {
+        100 => 7,
+        103 => 8,
+        _ => 9,
+    });
+    let v1 = convert(&src, Magic::V1, 104);
+    let wrapper = entries(&v1).next().expect("one").expect("ok");
+    assert_eq!((wrapper.offset, wrapper.timestamp), (107, 9));
+    let inner = decompress(
+        Compression::Gzip,
+        Magic::V1,
+        wrapper.value.expect("value"),
+        1 << 20,
+    )
+    .expect("gzip");
+    assert_eq!(
+        entries(&inner)
+            .map(|m| m.expect("m").offset)
+            .collect::<Vec<_>>(),
+        vec![0, 3, 7]
+    );
+    assert_eq!(offsets(&v1), vec![100, 103, 107]);
+    let v0 = convert(&src, Magic::V0, 104);
+    let wrapper = entries(&v0).next().expect("one").expect("ok");
+    assert_eq!(wrapper.offset, 107);
+    let inner = decompress(
+        Compression::Gzip,
+        Magic::V0,
+        wrapper.value.expect("value"),
+        1 << 20,
+    )
+    .expect("gzip");
+    assert_eq!(
+        entries(&inner)
+            .map(|m| m.expect("m").offset)
+            .collect::<Vec<_>>(),
+        vec![100, 103, 107]
+    );
+}
+
+#[test]
+fn vector_v5_fetch_offset_2_of_uncompressed_0_to_3() {
+    assert_eq!(
+        offsets(&convert(&plain(&[0, 1, 2, 3]), Magic::V0, 2)),
+        vec![2, 3]
+    );
+}
+
+#[test]
+fn case_35_and_vectors_v6_v7_frame_headers() {
+    let lz4 = kv_batch(0, Compression::Lz4);
+    for (target, checksum, inner) in [
+        (
+            Magic::V0,
+            0x1a,
+            "0000000000000000 00000010 1fecd70a 00 00 00000001 6b 00000001 76",
+        ),
+        (
+            Magic::V1,
+            0x82,
+            "0000000000000000 00000018 cf056e6e 01 00 0000000000000001 00000001 6b 00000001 76",
+        ),
+    ] {
+        let out = convert(&lz4, target, 0);
+        let wrapper = entries(&out).next().expect("one").expect("ok");
+        let value = wrapper.value.expect("value");
+        assert_eq!(value[..7], [0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, checksum]);
+        assert!(value.ends_with(&[0, 0, 0, 0]));
+        assert_eq!(
+            decompress(Compression::Lz4, target, value, 1 << 20).expect("lz4"),
+            hex(inner)
+        );
+    }
+    let out = convert(&kv_batch(0, Compression::Snappy), Magic::V1, 0);
+    let value = entries(&out)
+        .next()
+        .expect("one")
+        .expect("ok")
+        .value
+        .expect("value");
+    assert_eq!(value[..16], hex("82534e4150505900 00000001 00000001")[..]);
+}
+
+#[test]
+fn case_37_d4_first_batch_past_the_slice_is_served_whole() {
+    // The broker's log read was cut at partition_max_bytes inside the first batch; the converter
+    // asks for the whole batch (past the slice) and serves it.
+    let src = plain(&[0, 1, 2]);
+    let slice_bytes = 40u64;
+    let mut converter =
+        DownConverter::new(slice_bytes, Magic::V1, 0, DownConvertConfig::default()).expect("new");
+    let mut asked_past_the_slice = false;
+    let declared = loop {
+        match converter.prepare_step().expect("prepare") {
+            Prepare::Read(range) => {
+                let end = usize::try_from(range.start).expect("start") + range.len;
+                asked_past_the_slice |= u64::try_from(end).expect("end") > slice_bytes;
+                converter
+                    .feed(&src[usize::try_from(range.start).expect("start")..end.min(src.len())])
+                    .expect("feed");
+            }
+            Prepare::Ready(prepared) => break prepared.declared_bytes,
+        }
+    };
+    assert!(asked_past_the_slice);
+    let mut out = Vec::new();
+    while let Write::Output(piece) = converter.write_step().expect("write") {
+        out.extend(piece);
+    }
+    assert_eq!(u64::try_from(out.len()).expect("len"), declared);
+    assert_eq!(offsets(&out), vec![0, 1, 2]);
+    // Without the option (Kafka 3.x behaviour) the set is empty.
+    let config = DownConvertConfig {
+        serve_oversized_first_batch: false,
+        ..DownConvertConfig::default()
+    };
+    let mut converter = DownConverter::new(slice_bytes, Magic::V1, 0, config).expect("new");
+    let declared = loop {
+        match converter.prepare_step().expect("prepare") {
+            Prepare::Read(range) => converter.feed(&src[..range.len]).expect("feed"),
+            Prepare::Ready(prepared) => break prepared.declared_bytes,
+        }
+    };
+    assert_eq!(declared, 0);
+}
+
+#[test]
+fn case_38_aborted_transactional_data_is_returned_markers_are_not() {
+    let mut builder = BatchBuilder::new(0, Compression::None);
+    builder.transactional = true;
+    builder.producer_id = 7;
+    builder
+        .push(&NewRecord {
+            offset_delta: 0,
+            timestamp: 1,
+            key: None,
+            value: Some(b"aborted"),
+            headers: &[],
+        })
+        .expect("push");
+    let mut src = builder.build().expect("build");
+    src.extend(marker(1, false));
+    src.extend(plain(&[2]));
+    assert_eq!(offsets(&convert(&src, Magic::V1, 0)), vec![0, 2]);
+}
+
+#[test]
+fn case_40_timestamps_below_minus_one_do_not_fail_d7() {
+    let src = batch(Compression::None, &[0], |_| -5);
+    let got = records(&convert(&src, Magic::V1, 0));
+    assert_eq!(got[0].timestamp, -1);
+}
+
+#[test]
+fn d3_compacted_records_all_below_the_fetch_offset_then_data() {
+    let mut src = plain(&[0, 2]);
+    src.extend(plain(&[9, 10]));
+    assert_eq!(offsets(&convert(&src, Magic::V1, 5)), vec![9, 10]);
+    let only = plain(&[0, 2]);
+    let (declared, _, _) =
+        down_convert_lazy(&only, Magic::V1, 5, DownConvertConfig::default()).expect("lazy");
+    assert_eq!(declared, 0);
+}
+
+#[test]
+fn corrupt_first_batch_is_an_error_and_corrupt_later_batch_pads() {
+    let mut bad = plain(&[0]);
+    let last = bad.len() - 1;
+    bad[last - 3] = 0x7f; // a varint that now overruns the record
+    assert!(down_convert_lazy(&bad, Magic::V1, 0, DownConvertConfig::default()).is_err());
+    let mut src = plain(&[0]);
+    src.extend(&bad);
+    let out = convert(&src, Magic::V1, 0);
+    assert_eq!(offsets(&out), vec![0]);
+}
+
+#[test]
+fn tiny_input_huge_count_is_an_error() {
+    // A batch length of 2 GiB at the start of a slice: the converter asks for at most
+    // batch_bytes_max and errors instead of allocating.
+    let mut src = plain(&[0]);
+    src[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    let config = DownConvertConfig {
+        batch_bytes_max: 1 << 20,
+        ..DownConvertConfig::default()
+    };
+    let mut converter = DownConverter::new(1 << 40, Magic::V1, 0, config).expect("new");
+    let Prepare::Read(range) = converter.prepare_step().expect("step") else {
+        panic!("expected a read")
+    };
+    assert!(range.len <= DOWN_CONVERT_CHUNK_BYTES);
+    assert!(converter.feed(&src).is_err());
+    // A records count of 2^31 − 1 in a small batch.
+    let mut src = plain(&[0]);
+    src[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+    assert!(down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).is_err());
+}
+
+#[test]
+fn memory_is_one_chunk_of_source_and_its_output() {
+    let mut src = Vec::new();
+    for base in 0..400 {
+        let mut builder = BatchBuilder::new(base * 4, Compression::None);
+        for delta in 0..4 {
+            builder
+                .push(&NewRecord {
+                    offset_delta: delta,
+                    timestamp: 0,
+                    key: None,
+                    value: Some(&[7u8; 1024]),
+                    headers: &[],
+                })
+                .expect("push");
+        }
+        src.extend(builder.build().expect("build"));
+    }
+    for chunk_bytes in [16 * 1024, 128 * 1024] {
+        let config = DownConvertConfig {
+            chunk_bytes,
+            ..DownConvertConfig::default()
+        };
+        let (_, out, stats) =
+            down_convert_lazy(&with_slack(&src), Magic::V1, 0, config).expect("lazy");
+        assert_eq!(offsets(&out).len(), 1600);
+        assert!(stats.largest_source_piece_bytes <= chunk_bytes, "{stats:?}");
+        // The converted copy of one chunk: each 1 KiB record grows by a few dozen bytes.
+        assert!(
+            stats.largest_output_piece_bytes <= chunk_bytes + chunk_bytes / 10,
+            "{stats:?}"
+        );
+    }
+}
+
+/// (offset, timestamp, key, value) of a source record.
+type Expected = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn arbitrary_slice() -> impl Strategy<Value = (Vec<u8>, Vec<Expected>)> {
+    let record = (
+        0i64..3,
+        0i64..1 << 40,
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..8)),
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..64)),
+    );
+    let batch_strategy = (
+        prop::sample::select(vec![
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+        ]),
+        prop::collection::vec(record, 1..8),
+        any::<bool>(),
+    );
+    prop::collection::vec(batch_strategy, 0..8).prop_map(|batches| {
+        let mut src = Vec::new();
+        let mut expected = Vec::new();
+        let mut next = 0i64;
+        for (codec, records, control) in batches {
+            if control {
+                src.extend(marker(next, true));
+                next += 1;
+                continue;
+            }
+            let mut builder = BatchBuilder::new(next, codec);
+            let mut delta = 0i64;
+            for (gap, timestamp, key, value) in &records {
+                builder
+                    .push(&NewRecord {
+                        offset_delta: i32::try_from(delta).expect("delta"),
+                        timestamp: *timestamp,
+                        key: key.as_deref(),
+                        value: value.as_deref(),
+                        headers: &[(b"h", None)],
+                    })
+                    .expect("push");
+                expected.push((next + delta, *timestamp, key.clone(), value.clone()));
+                delta += gap + 1;
+            }
+            next += delta;
+            src.extend(builder.build().expect("build"));
+        }
+        (src, expected)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn converted_output_decodes_to_the_source_records(
+        (src, expected) in arbitrary_slice(),
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        // A fetch at offset 0 with the declared size at least the slice: every record fits unless
+        // conversion grows data past the declared size, in which case a prefix arrives.
+        let out = eager(&src, target, 0);
+        let got = records(&out);
+        prop_assert!(got.len() <= expected.len());
+        for (record, (offset, timestamp, key, value)) in got.iter().zip(&expected) {
+            prop_assert_eq!(record.offset, *offset);
+            prop_assert_eq!(&record.key, key);
+            prop_assert_eq!(&record.value, value);
+            prop_assert_eq!(record.timestamp, if target == Magic::V0 { -1 } else { *timestamp });
+        }
+        if u64::try_from(out.len()).expect("len") >= 2 * u64::try_from(src.len()).expect("len") {
+            prop_assert_eq!(got.len(), expected.len());
+        }
+    }
+
+    #[test]
+    fn any_chunk_size_equals_eager_and_writes_exactly_the_declared_size(
+        (src, _) in arbitrary_slice(),
+        chunk_bytes in 1usize..4096,
+        cut in 0usize..64,
+        fetch_offset in 0i64..20,
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        let src = &src[..src.len().saturating_sub(cut)];
+        let config = DownConvertConfig { chunk_bytes, ..DownConvertConfig::default() };
+        let (declared, lazy, stats) = down_convert_lazy(src, target, fetch_offset, config).expect("lazy");
+        prop_assert_eq!(u64::try_from(lazy.len()).expect("len"), declared);
+        let (reference, _) = down_convert_eager(src, target, fetch_offset, &config).expect("eager");
+        prop_assert_eq!(&lazy, &reference);
+        // One fed piece is at most a chunk, or one batch (whole, or the slice's cut tail).
+        let (whole_bytes, largest) = entries_len(src);
+        let bound = chunk_bytes.max(BATCH_HEADER_BYTES).max(largest).max(src.len() - whole_bytes);
+        prop_assert!(stats.largest_source_piece_bytes <= bound, "{:?} > {}", stats, bound);
+    }
+}
+
+/// (bytes of whole entries, largest entry bytes) of a slice.
+fn entries_len(src: &[u8]) -> (usize, usize) {
+    let mut rest = src;
+    let mut count = 0;
+    let mut largest = 0;
+    while let Ok(Some(total)) = legacy::entry_bytes(rest) {
+        if total > rest.len() {
+            break;
+        }
+        largest = largest.max(total);
+        count += total;
+        rest = &rest[total..];
+    }
+    (count, largest)
+}
