@@ -46,3 +46,19 @@ pub const TAGGED_FIELDS_MAX: usize = 64;
 /// Bytes of one string field. Kafka refuses strings longer than `i16::MAX` even in the compact
 /// (varint-length) encoding, so a compact string cannot be larger than a classic one.
 pub const STRING_BYTES_MAX: usize = i16::MAX as usize;
+
+// ---- Records and conversion (records engineer) ------------------------------------------------
+
+/// Cap on the decompressed size of one v2 batch or legacy wrapper, in bytes. A batch is at most
+/// `message.max.bytes` compressed (about 1 MiB by default; topics may raise it) and text compresses
+/// 10–50×, so 64 MiB leaves room for both while bounding the memory of one decompression.
+pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Source bytes the down-converter converts per chunk: Kafka's `MAX_READ_SIZE`, the fastest of
+/// 16 KiB … 1 MiB in KIP-283's measurements. A chunk is whole batches up to this size, at least one.
+pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
+
+/// Largest single source batch the down-converter asks the broker for, in bytes. Bounds one
+/// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first
+/// batch, is an error (MESSAGE_TOO_LARGE).
+pub const DOWN_CONVERT_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;

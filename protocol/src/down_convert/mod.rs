@@ -53,12 +53,8 @@ use crate::records::record::batch_records;
 use crate::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 use crate::records::{Compression, Magic, RecordError, LOG_OVERHEAD_BYTES, MAGIC_OFFSET};
 
-/// Source bytes converted per chunk (Kafka's `MAX_READ_SIZE`, chosen in KIP-283 as the fastest of
-/// 16 KiB … 1 MiB). A chunk is whole batches up to this size, but at least one batch.
-pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
-/// Largest single source batch the converter will ask for. Kafka's `message.max.bytes` defaults to
-/// about 1 MiB and topics can raise it; 64 MiB bounds the memory of one conversion while leaving room.
-pub const DOWN_CONVERT_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub use crate::limits::{DOWN_CONVERT_BATCH_BYTES_MAX, DOWN_CONVERT_CHUNK_BYTES};
+
 /// Largest overflow buffer (Kafka's padding buffers are capped at 128 KiB, §3.5).
 pub const OVERFLOW_PIECE_BYTES: usize = 128 * 1024;
 /// Smallest length field an overflow entry carries: at least `RECORD_OVERHEAD_V0` (14) so 0.10.x

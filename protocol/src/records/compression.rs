@@ -9,11 +9,7 @@ use std::io::Read;
 
 use crate::records::{Compression, Magic, RecordError};
 
-/// Default cap on the decompressed size of one batch or wrapper. A v2 batch is at most
-/// `message.max.bytes` compressed (1 MiB default); Kafka's `max.message.bytes` can be raised, and
-/// compression ratios of 10–50× are common on text, so 64 MiB leaves room for both while bounding one
-/// conversion's memory.
-pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
+pub use crate::limits::DECOMPRESSED_BYTES_MAX;
 
 /// The 8-byte magic that opens a xerial snappy-java stream.
 pub const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
