@@ -2,3 +2,5 @@
 //! pure placement and group state machines to sockets, files and the clock.
 
 pub mod placement;
+
+pub mod load_sampler;

@@ -1,0 +1,285 @@
+//! Rack-aware ensemble building: which E distinct nodes hold one partition (or ledger), so that
+//! every write quorum spans enough racks.
+//!
+//! Owns the rack constraints and the position-by-position fill (BookKeeper's rack-aware policy,
+//! §1.3 of the spec). The per-position draw is delegated to [`NodeWeights`], so the constraint
+//! logic exists once whatever the selection policy.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::select::NodeWeights;
+use super::{ClusterView, NodeId, PlacementError};
+
+/// Rack constraints (BookKeeper's defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RackPolicy {
+    /// Each write quorum should span at least min(Qw, this) racks (`minNumRacksPerWriteQuorum`,
+    /// default 2).
+    pub min_racks_per_write_quorum: usize,
+    /// Fail instead of falling back when the racks cannot satisfy the minimum (default false).
+    pub enforce_min_racks: bool,
+}
+
+impl Default for RackPolicy {
+    fn default() -> Self {
+        Self {
+            min_racks_per_write_quorum: 2,
+            enforce_min_racks: false,
+        }
+    }
+}
+
+/// Whether a built ensemble meets the rack constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Adherence {
+    /// Every write quorum spans at least the minimum number of racks.
+    Meets,
+    /// At least one write quorum does not (only possible without enforcement).
+    Fails,
+}
+
+/// A chosen ensemble: node indices into the view, in position order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensemble {
+    /// Indices into `view.nodes`, position 0 first.
+    pub members: Vec<usize>,
+    /// Rack adherence of the result.
+    pub adherence: Adherence,
+}
+
+impl Ensemble {
+    /// The node ids, position 0 (the preferred leader) first.
+    pub fn node_ids(&self, view: &ClusterView) -> Vec<NodeId> {
+        self.members.iter().map(|&i| view.nodes[i].id).collect()
+    }
+}
+
+/// Builds an ensemble of `ensemble_size` distinct nodes in which entry e is written to positions
+/// e..e+`write_quorum` (mod E), so quorums are E windows of Qw consecutive positions.
+///
+/// Positions are filled in order. For each, the candidates are tried in tiers until one tier has a
+/// node: (1) a rack not used yet in this ensemble, (2) a rack other than the previous position's,
+/// (3) any node; tiers (1)–(3) all require the quorum coverage predicate, and a last tier (4) drops
+/// it unless `racks.enforce_min_racks`. Tier (1) is our addition to BookKeeper's "~previous rack"
+/// rule: Kafka writes every replica, so distinct racks wherever possible is what operators expect.
+pub fn build<R: Rng + ?Sized>(
+    view: &ClusterView,
+    weights: &NodeWeights,
+    ensemble_size: usize,
+    write_quorum: usize,
+    racks: &RackPolicy,
+    rng: &mut R,
+) -> Result<Ensemble, PlacementError> {
+    if ensemble_size == 0 || write_quorum == 0 || write_quorum > ensemble_size {
+        return Err(PlacementError::BadQuorum {
+            ensemble_size,
+            write_quorum,
+        });
+    }
+    let n = view.nodes.len();
+    if ensemble_size > n {
+        return Err(PlacementError::NotEnoughNodes {
+            topic: String::new(),
+            replication_factor: ensemble_size,
+            node_count: n,
+        });
+    }
+    let rack_of: Vec<&str> = view
+        .nodes
+        .iter()
+        .map(|node| node.rack.as_deref().unwrap_or(""))
+        .collect();
+    let mut distinct_racks: Vec<&str> = rack_of.clone();
+    distinct_racks.sort_unstable();
+    distinct_racks.dedup();
+    let racks_min = write_quorum.min(racks.min_racks_per_write_quorum).max(1);
+
+    if distinct_racks.len() < 2 {
+        if racks.enforce_min_racks && racks_min > 1 {
+            return Err(PlacementError::RackConstraint {
+                ensemble_size,
+                racks_min,
+            });
+        }
+        // One rack: the constraint is moot; draw E nodes by weight alone.
+        let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
+        let mut eligible: Vec<usize> = (0..n).collect();
+        for _ in 0..ensemble_size {
+            let pick = weights
+                .pick(&eligible, rng)
+                .ok_or(PlacementError::NotEnoughNodes {
+                    topic: String::new(),
+                    replication_factor: ensemble_size,
+                    node_count: n,
+                })?;
+            members.push(pick);
+            eligible.retain(|&i| i != pick);
+        }
+        let adherence = if racks_min > 1 {
+            Adherence::Fails
+        } else {
+            Adherence::Meets
+        };
+        return Ok(Ensemble { members, adherence });
+    }
+
+    let mut slots: Vec<Option<usize>> = vec![None; ensemble_size];
+    let mut eligible: Vec<usize> = Vec::with_capacity(n);
+    for position in 0..ensemble_size {
+        let used: Vec<usize> = slots.iter().flatten().copied().collect();
+        let previous_rack = position
+            .checked_sub(1)
+            .and_then(|p| slots[p])
+            .map(|i| rack_of[i]);
+        let covers = |candidate: usize| {
+            coverage_ok(
+                &slots,
+                position,
+                candidate,
+                write_quorum,
+                racks_min,
+                &rack_of,
+            )
+        };
+        let mut pick = None;
+        for tier in 0..4 {
+            eligible.clear();
+            eligible.extend(
+                (0..n)
+                    .filter(|i| !used.contains(i))
+                    .filter(|&i| match tier {
+                        0 => !used.iter().any(|&u| rack_of[u] == rack_of[i]) && covers(i),
+                        1 => previous_rack != Some(rack_of[i]) && covers(i),
+                        2 => covers(i),
+                        _ => !racks.enforce_min_racks,
+                    }),
+            );
+            pick = weights.pick(&eligible, rng);
+            if pick.is_some() {
+                break;
+            }
+        }
+        let Some(pick) = pick else {
+            return Err(PlacementError::RackConstraint {
+                ensemble_size,
+                racks_min,
+            });
+        };
+        slots[position] = Some(pick);
+    }
+    let members: Vec<usize> = slots.into_iter().flatten().collect();
+    let adherence = if quorums_meet(&members, write_quorum, racks_min, &rack_of) {
+        Adherence::Meets
+    } else {
+        Adherence::Fails
+    };
+    Ok(Ensemble { members, adherence })
+}
+
+/// Can `candidate` take `position` and still let every quorum through that position reach
+/// `racks_min` racks? A quorum accepts if its distinct racks with the candidate, plus the slots it
+/// still has free after this one, reach the minimum (BookKeeper's coverage rule, in one formula).
+fn coverage_ok(
+    slots: &[Option<usize>],
+    position: usize,
+    candidate: usize,
+    write_quorum: usize,
+    racks_min: usize,
+    rack_of: &[&str],
+) -> bool {
+    if write_quorum < 2 {
+        return true;
+    }
+    let e = slots.len();
+    (0..write_quorum).all(|back| {
+        let start = (position + e - back) % e;
+        let mut racks_seen: Vec<&str> = vec![rack_of[candidate]];
+        let mut filled = 0;
+        for k in 0..write_quorum {
+            let p = (start + k) % e;
+            if p == position {
+                continue;
+            }
+            if let Some(member) = slots[p] {
+                filled += 1;
+                if !racks_seen.contains(&rack_of[member]) {
+                    racks_seen.push(rack_of[member]);
+                }
+            }
+        }
+        let free_after = write_quorum - filled - 1;
+        racks_seen.len() + free_after >= racks_min
+    })
+}
+
+fn quorums_meet(
+    members: &[usize],
+    write_quorum: usize,
+    racks_min: usize,
+    rack_of: &[&str],
+) -> bool {
+    let e = members.len();
+    (0..e).all(|start| {
+        let mut racks: Vec<&str> = (0..write_quorum)
+            .map(|k| rack_of[members[(start + k) % e]])
+            .collect();
+        racks.sort_unstable();
+        racks.dedup();
+        racks.len() >= racks_min
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::placement::select::SelectionPolicy;
+    use crate::placement::tests::view;
+
+    #[test]
+    fn quorums_span_two_racks() {
+        let v = view(10, 2);
+        let w = NodeWeights::compute(&SelectionPolicy::Uniform, &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        for _ in 0..200 {
+            let e = build(&v, &w, 5, 3, &RackPolicy::default(), &mut rng).unwrap();
+            assert_eq!(e.adherence, Adherence::Meets);
+            let mut m = e.members.clone();
+            m.sort_unstable();
+            m.dedup();
+            assert_eq!(m.len(), 5);
+        }
+    }
+
+    #[test]
+    fn one_rack_fails_only_when_enforced() {
+        let v = view(4, 1);
+        let w = NodeWeights::compute(&SelectionPolicy::Uniform, &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let e = build(&v, &w, 2, 2, &RackPolicy::default(), &mut rng).unwrap();
+        assert_eq!(e.adherence, Adherence::Fails);
+        let enforce = RackPolicy {
+            enforce_min_racks: true,
+            ..Default::default()
+        };
+        assert!(matches!(
+            build(&v, &w, 2, 2, &enforce, &mut rng),
+            Err(PlacementError::RackConstraint { .. })
+        ));
+    }
+
+    #[test]
+    fn uneven_racks_fall_back_unless_enforced() {
+        // Racks r0 = {0, 2}, r1 = {1}; three replicas must reuse a rack, still meeting 2 racks.
+        let v = view(3, 2);
+        let w = NodeWeights::compute(&SelectionPolicy::Uniform, &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let e = build(&v, &w, 3, 3, &RackPolicy::default(), &mut rng).unwrap();
+        assert_eq!(e.adherence, Adherence::Meets);
+        assert!(build(&v, &w, 3, 4, &RackPolicy::default(), &mut rng).is_err());
+        assert!(build(&v, &w, 4, 2, &RackPolicy::default(), &mut rng).is_err());
+    }
+}

@@ -1,0 +1,386 @@
+//! Per-pick node selection: how one node is drawn among the eligible ones.
+//!
+//! Owns the selection policies (uniform, BookKeeper's disk weight, BP-65's load weight, and two
+//! references used by the simulator: greedy least-loaded and power-of-two-choices) and the weighted
+//! draw. It knows nothing about racks or replica counts; [`super::ensemble`] decides which nodes
+//! are eligible for each position and calls [`NodeWeights::pick`].
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::{ClusterView, Node};
+
+/// BP-65's defaults for load-weighted selection.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadWeightedConfig {
+    /// Nodes whose IO utilisation is above this (percent) are not drawn (BP-65 default 70).
+    pub load_threshold_pct: f64,
+    /// If the nodes at or under the threshold are at most this share of all nodes, draw uniformly
+    /// over all nodes instead: piling every new replica onto a few survivors would overload them.
+    /// BP-65's default is not published; 0.3 is our choice (the spec's simulator tries 0.3 and 0.5).
+    pub low_load_node_ratio: f64,
+    /// The top of the weight scale: a node at weight 0 gets `weight_max` (100).
+    pub weight_max: f64,
+    /// The floor on `weight_max − weight` (10). This is the smoothing: the idlest node is at most
+    /// 10× as likely as the busiest eligible one, so independent placers sharing one stale view do
+    /// not all herd onto the same node.
+    pub weight_min: f64,
+    /// Weight given to a node above `weight_max` (overloaded): 5.
+    pub weight_overloaded: f64,
+}
+
+impl Default for LoadWeightedConfig {
+    fn default() -> Self {
+        Self {
+            load_threshold_pct: 70.0,
+            low_load_node_ratio: 0.3,
+            weight_max: 100.0,
+            weight_min: 10.0,
+            weight_overloaded: 5.0,
+        }
+    }
+}
+
+/// Default cap of disk-weight selection: a node is drawn at most 3× as often as the median node
+/// (`bookieMaxMultipleForWeightBasedPlacement`).
+pub const DISK_WEIGHT_MAX_MULTIPLE_DEFAULT: f64 = 3.0;
+
+/// How one node is drawn among the eligible ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum SelectionPolicy {
+    /// Every eligible node equally likely: the baseline.
+    Uniform,
+    /// BookKeeper's disk weight: probability ∝ free disk bytes, unknown nodes get the smallest
+    /// known share, and no node more than `max_multiple` × the median (≤ 0 disables the cap).
+    DiskWeight {
+        /// The median multiple cap.
+        max_multiple: f64,
+    },
+    /// BP-65: drop busy nodes, then probability ∝ max(100 − load, 10).
+    LoadWeighted(LoadWeightedConfig),
+    /// Always the least-loaded eligible node (ties drawn at random). Herds under stale views;
+    /// kept as the simulator's anti-baseline.
+    LeastLoaded,
+    /// Draw two eligible nodes uniformly and keep the less loaded: a strong reference.
+    PowerOfTwoChoices,
+}
+
+/// The load figure on BP-65's 0–100 "weight" scale: write throughput as a percentage of the
+/// node's write capacity when both are known (our reading of BP-65, whose mapping is not
+/// published), else the IO utilisation.
+pub fn load_figure(node: &Node) -> Option<f64> {
+    let wbps = node.load.write_bytes_per_second;
+    if node.write_capacity_bytes_per_second > 0 && wbps >= 0.0 {
+        return Some(100.0 * wbps / node.write_capacity_bytes_per_second as f64);
+    }
+    node.load.io_util_pct()
+}
+
+/// Per-node draw weights for one policy over one view, computed once per topic or ensemble.
+#[derive(Debug, Clone)]
+pub struct NodeWeights {
+    mode: Mode,
+    /// Index-aligned with `view.nodes`: the draw weight (`Weighted`) or the load (`Least*`).
+    values: Vec<f64>,
+    fell_back: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Weighted,
+    LeastLoaded,
+    PowerOfTwo,
+}
+
+impl NodeWeights {
+    /// Computes the weights of every node of `view` under `policy`.
+    pub fn compute(policy: &SelectionPolicy, view: &ClusterView) -> Self {
+        let n = view.nodes.len();
+        match policy {
+            SelectionPolicy::Uniform => Self::weighted(vec![1.0; n], false),
+            SelectionPolicy::DiskWeight { max_multiple } => {
+                let free: Vec<f64> = view
+                    .nodes
+                    .iter()
+                    .map(|node| node.load.disk_free().unwrap_or(0.0))
+                    .collect();
+                Self::weighted(disk_weights(&free, *max_multiple), false)
+            }
+            SelectionPolicy::LoadWeighted(config) => {
+                let (weights, fell_back) = load_weights(view, config);
+                Self::weighted(weights, fell_back)
+            }
+            SelectionPolicy::LeastLoaded => Self {
+                mode: Mode::LeastLoaded,
+                values: loads(view),
+                fell_back: false,
+            },
+            SelectionPolicy::PowerOfTwoChoices => Self {
+                mode: Mode::PowerOfTwo,
+                values: loads(view),
+                fell_back: false,
+            },
+        }
+    }
+
+    fn weighted(values: Vec<f64>, fell_back: bool) -> Self {
+        Self {
+            mode: Mode::Weighted,
+            values,
+            fell_back,
+        }
+    }
+
+    /// True if load-weighted selection found too few lightly loaded nodes and drew uniformly.
+    pub fn fell_back(&self) -> bool {
+        self.fell_back
+    }
+
+    /// The draw weight of node index `i` (for tests and reports).
+    pub fn weight(&self, i: usize) -> f64 {
+        self.values.get(i).copied().unwrap_or(0.0)
+    }
+
+    /// Draws one node index among `eligible` (indices into the view's nodes).
+    ///
+    /// Drawing from the whole wheel and skipping ineligible draws (BookKeeper's loop) gives the
+    /// same distribution as drawing ∝ weight among the eligible nodes, which is what this does in
+    /// one pass and without BookKeeper's "seen every node" termination problem. If every eligible
+    /// node has weight 0 (all filtered out as busy), the draw is uniform among them, so a
+    /// placement that can be satisfied always is.
+    pub fn pick<R: Rng + ?Sized>(&self, eligible: &[usize], rng: &mut R) -> Option<usize> {
+        if eligible.is_empty() {
+            return None;
+        }
+        match self.mode {
+            Mode::Weighted => {
+                let total: f64 = eligible.iter().map(|&i| self.weight(i)).sum();
+                if total <= 0.0 || !total.is_finite() {
+                    return Some(eligible[rng.gen_range(0..eligible.len())]);
+                }
+                let mut u = rng.gen::<f64>() * total;
+                for &i in eligible {
+                    u -= self.weight(i);
+                    if u < 0.0 {
+                        return Some(i);
+                    }
+                }
+                // Rounding left u a hair above zero: the last positive-weight node is the answer.
+                eligible
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&i| self.weight(i) > 0.0)
+            }
+            Mode::LeastLoaded => {
+                let mut best: Option<usize> = None;
+                let mut ties = 0u32;
+                for &i in eligible {
+                    match best {
+                        Some(b) if self.values[i] > self.values[b] => {}
+                        Some(b) if self.values[i] == self.values[b] => {
+                            ties += 1;
+                            if rng.gen_range(0..ties + 1) == 0 {
+                                best = Some(i);
+                            }
+                        }
+                        _ => {
+                            best = Some(i);
+                            ties = 0;
+                        }
+                    }
+                }
+                best
+            }
+            Mode::PowerOfTwo => {
+                let a = eligible[rng.gen_range(0..eligible.len())];
+                let b = eligible[rng.gen_range(0..eligible.len())];
+                Some(if self.values[b] < self.values[a] {
+                    b
+                } else {
+                    a
+                })
+            }
+        }
+    }
+}
+
+fn loads(view: &ClusterView) -> Vec<f64> {
+    // Unknown load sorts last: a node that has not reported is not assumed idle.
+    view.nodes
+        .iter()
+        .map(|node| load_figure(node).unwrap_or(f64::MAX))
+        .collect()
+}
+
+/// BP-65's filter → fallback → inverse-smoothed weights. Returns the weights and whether the
+/// uniform fallback was taken.
+fn load_weights(view: &ClusterView, config: &LoadWeightedConfig) -> (Vec<f64>, bool) {
+    let n = view.nodes.len();
+    let kept: Vec<bool> = view
+        .nodes
+        .iter()
+        .map(|node| {
+            node.load
+                .io_util_pct()
+                .is_some_and(|util| util <= config.load_threshold_pct)
+                && load_figure(node).is_some()
+        })
+        .collect();
+    let kept_count = kept.iter().filter(|k| **k).count();
+    if (kept_count as f64) <= config.low_load_node_ratio * n as f64 {
+        return (vec![1.0; n], true);
+    }
+    let weights = view
+        .nodes
+        .iter()
+        .zip(&kept)
+        .map(|(node, &kept)| {
+            let Some(weight) = load_figure(node).filter(|_| kept) else {
+                return 0.0;
+            };
+            if weight > config.weight_max {
+                config.weight_overloaded
+            } else {
+                (config.weight_max - weight).max(config.weight_min)
+            }
+        })
+        .collect();
+    (weights, false)
+}
+
+/// BookKeeper's disk-weight probabilities from free bytes (§1.1 of the spec): zero → the smallest
+/// nonzero share; capped at `max_multiple` × median (zeros included in the median); capped mass is
+/// not redistributed. All zero → uniform.
+pub fn disk_weights(free_bytes: &[f64], max_multiple: f64) -> Vec<f64> {
+    let total: f64 = free_bytes.iter().sum();
+    if total <= 0.0 {
+        return vec![1.0; free_bytes.len()];
+    }
+    let min_nonzero = free_bytes
+        .iter()
+        .copied()
+        .filter(|w| *w > 0.0)
+        .fold(f64::MAX, f64::min);
+    let mut sorted = free_bytes.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    let median = if mid * 2 == sorted.len() {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    };
+    let cap = max_multiple * median;
+    free_bytes
+        .iter()
+        .map(|&w| {
+            let w = if w > 0.0 { w } else { min_nonzero };
+            if cap > 0.0 {
+                w.min(cap)
+            } else {
+                w
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::placement::LoadReport;
+
+    fn view_with(utils: &[f64]) -> ClusterView {
+        ClusterView {
+            nodes: utils
+                .iter()
+                .enumerate()
+                .map(|(i, &u)| Node {
+                    id: i as i32,
+                    rack: None,
+                    load: LoadReport::with_util(u),
+                    write_capacity_bytes_per_second: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn load_weights_follow_bp65() {
+        let v = view_with(&[0.0, 50.0, 95.0, 70.0, -1.0, 92.0]);
+        let w = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        assert!(!w.fell_back());
+        assert_eq!(w.weight(0), 100.0);
+        assert_eq!(w.weight(1), 50.0);
+        assert_eq!(w.weight(2), 0.0); // above the 70 % threshold
+        assert_eq!(w.weight(3), 30.0); // at the threshold: kept
+        assert_eq!(w.weight(4), 0.0); // unknown
+                                      // The floor: a kept node at 95 % weight (capacity-based) gets 10, over 100 gets 5.
+        let mut v = view_with(&[10.0, 10.0, 10.0]);
+        v.nodes[0].write_capacity_bytes_per_second = 100;
+        v.nodes[0].load.write_bytes_per_second = 95.0;
+        v.nodes[1].write_capacity_bytes_per_second = 100;
+        v.nodes[1].load.write_bytes_per_second = 130.0;
+        let w = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        assert_eq!(w.weight(0), 10.0);
+        assert_eq!(w.weight(1), 5.0);
+        assert_eq!(w.weight(2), 90.0);
+    }
+
+    #[test]
+    fn too_few_light_nodes_falls_back_to_uniform() {
+        let v = view_with(&[10.0, 90.0, 90.0, 90.0, 90.0]);
+        let w = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        assert!(w.fell_back());
+        assert!((0..5).all(|i| w.weight(i) == 1.0));
+    }
+
+    #[test]
+    fn disk_weight_rules() {
+        // Median of [0, 10, 20, 1000] is 15, cap 45; the zero takes the smallest nonzero (10).
+        assert_eq!(
+            disk_weights(&[0.0, 10.0, 20.0, 1000.0], 3.0),
+            vec![10.0, 10.0, 20.0, 45.0]
+        );
+        assert_eq!(disk_weights(&[0.0, 0.0], 3.0), vec![1.0, 1.0]);
+        assert_eq!(disk_weights(&[1.0, 100.0], 0.0), vec![1.0, 100.0]);
+    }
+
+    #[test]
+    fn weighted_draw_matches_weights() {
+        let v = view_with(&[0.0, 60.0, 80.0]);
+        let w = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut counts = [0u32; 3];
+        for _ in 0..14_000 {
+            counts[w.pick(&[0, 1, 2], &mut rng).unwrap()] += 1;
+        }
+        // Weights 100 : 40 : 0 → 10 000 : 4 000 : 0 expected.
+        assert_eq!(counts[2], 0);
+        assert!((9_600..10_400).contains(&counts[0]), "{counts:?}");
+        // Restricting the eligible set renormalises over it.
+        assert_eq!(w.pick(&[1], &mut rng), Some(1));
+        // Only zero-weight nodes eligible: still answers.
+        assert_eq!(w.pick(&[2], &mut rng), Some(2));
+        assert_eq!(w.pick(&[], &mut rng), None);
+    }
+
+    #[test]
+    fn least_loaded_and_two_choices() {
+        let v = view_with(&[30.0, 10.0, 50.0, -1.0]);
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let w = NodeWeights::compute(&SelectionPolicy::LeastLoaded, &v);
+        assert_eq!(w.pick(&[0, 1, 2, 3], &mut rng), Some(1));
+        assert_eq!(w.pick(&[0, 3], &mut rng), Some(0));
+        let w = NodeWeights::compute(&SelectionPolicy::PowerOfTwoChoices, &v);
+        for _ in 0..50 {
+            assert_ne!(w.pick(&[0, 1, 2], &mut rng), None);
+            // Two draws of {2, 3}: the known load wins unless both draws hit 3.
+            let p = w.pick(&[2, 3], &mut rng).unwrap();
+            assert!(p == 2 || p == 3);
+        }
+    }
+}
