@@ -1,30 +1,24 @@
 //! Skiff's storage engine: an embeddable, Kafka-shaped log of v2 record batches.
 //!
 //! ```
+//! use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+//! use skiff_protocol::records::Compression;
 //! use skiff_storage::{LogConfig, LogDir};
-//! # fn batch() -> Vec<u8> {
-//! #     // One v2 batch holding one record with value "hi" (what a producer sends).
-//! #     let record = [0u8, 0, 0, 1, 4, b'h', b'i', 0];
-//! #     let mut b = Vec::new();
-//! #     b.extend_from_slice(&0i64.to_be_bytes());
-//! #     b.extend_from_slice(&((61 + 1 + record.len() - 12) as i32).to_be_bytes());
-//! #     b.extend_from_slice(&0i32.to_be_bytes());
-//! #     b.push(2);
-//! #     b.extend_from_slice(&0u32.to_be_bytes());
-//! #     b.extend_from_slice(&0i16.to_be_bytes());
-//! #     b.extend_from_slice(&0i32.to_be_bytes());
-//! #     b.extend_from_slice(&1_000i64.to_be_bytes());
-//! #     b.extend_from_slice(&1_000i64.to_be_bytes());
-//! #     b.extend_from_slice(&(-1i64).to_be_bytes());
-//! #     b.extend_from_slice(&(-1i16).to_be_bytes());
-//! #     b.extend_from_slice(&(-1i32).to_be_bytes());
-//! #     b.extend_from_slice(&1i32.to_be_bytes());
-//! #     b.push((record.len() * 2) as u8);
-//! #     b.extend_from_slice(&record);
-//! #     let crc = skiff_protocol::records::v2::compute_crc(&b);
-//! #     b[17..21].copy_from_slice(&crc.to_be_bytes());
-//! #     b
-//! # }
+//!
+//! // A producer's v2 batch: one record with value "hi" (the base offset is the log's to assign).
+//! fn batch() -> Vec<u8> {
+//!     let mut builder = BatchBuilder::new(0, Compression::None);
+//!     let record = NewRecord {
+//!         offset_delta: 0,
+//!         timestamp: 1_000,
+//!         key: None,
+//!         value: Some(b"hi"),
+//!         headers: &[],
+//!     };
+//!     builder.push(&record).expect("record fits");
+//!     builder.build().expect("batch builds")
+//! }
+//!
 //! # fn main() -> Result<(), skiff_storage::Error> {
 //! let dir = tempfile::tempdir().expect("temp dir");
 //! let data = LogDir::open(dir.path(), LogConfig::default())?;

@@ -477,7 +477,9 @@ impl Log {
             // The new file's name must survive a crash before any of its data is acknowledged.
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             state.segments.insert(base_offset, segment);
-            Ok(())
+            // Persisting the recovery point once per segment bounds what a crash makes recovery
+            // scan to about the last segment or two, without a timer (storage has no clock).
+            state.checkpoint().write(io, &self.dir)
         })();
         result.map_err(|error| self.poison(error))
     }
@@ -798,7 +800,7 @@ mod tests {
     use crate::io::faulty::FaultyIo;
     use crate::io::StdIo;
     use crate::log_dir::LogDir;
-    use crate::testing::{batch, batch_with};
+    use crate::testing::{batch, batch_with, temp_dir};
 
     fn small_config() -> LogConfig {
         LogConfig {
@@ -822,7 +824,7 @@ mod tests {
 
     #[test]
     fn append_assigns_offsets_rolls_and_reads_back() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
         let mut appended = Vec::new();
@@ -867,7 +869,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_before_anything_is_written() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 2, 10), 0).unwrap();
@@ -908,7 +910,7 @@ mod tests {
 
     #[test]
     fn fsync_error_poisons_log() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
         let config = LogConfig {
             flush_messages_interval: Some(1),
@@ -947,7 +949,7 @@ mod tests {
 
     #[test]
     fn torn_write_poisons_and_recovery_cuts_the_tail() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
         let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
         let log = data.create("t", 0, None).unwrap();
@@ -972,7 +974,7 @@ mod tests {
 
     #[test]
     fn second_open_is_locked() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         assert!(matches!(
             LogDir::open(dir.path(), small_config()),
@@ -984,7 +986,7 @@ mod tests {
 
     #[test]
     fn roll_by_time_retention_and_delete_records() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let config = LogConfig {
             segment_ms: 1_000,
             retention_ms: Some(10_000),
@@ -1043,7 +1045,7 @@ mod tests {
 
     #[test]
     fn offset_for_timestamp_matches_a_linear_scan() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
         let mut batches = Vec::new();
@@ -1069,7 +1071,7 @@ mod tests {
 
     #[test]
     fn truncate_keeps_outstanding_slices_intact() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
         for _ in 0..40 {
@@ -1106,7 +1108,7 @@ mod tests {
 
     #[test]
     fn slices_survive_retention_deleting_their_segment() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
         for _ in 0..40 {

@@ -1,10 +1,11 @@
-//! Test-only v2 batch encoder shared by the unit tests, integration tests, benches, the example
-//! and the storage fuzz targets (each includes this file with `#[path]`), so there is one copy.
-//! Storage itself never encodes records: it stores what producers send.
+//! Test-only batch helpers shared by the unit tests, integration tests, benches, the example and
+//! the storage fuzz targets (each includes this file with `#[path]`). They wrap the protocol
+//! crate's `BatchBuilder`: storage itself never encodes records, it stores what producers send.
 
 #![allow(dead_code, unreachable_pub)]
 
-use skiff_protocol::records::v2;
+use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+use skiff_protocol::records::Compression;
 
 /// A batch of `records_count` records with `value_bytes`-byte values of 0xAB, timestamps from
 /// 1000 ms.
@@ -21,50 +22,30 @@ pub fn batch_with(
     first_timestamp_ms: i64,
     value_fill: u8,
 ) -> Vec<u8> {
-    let mut records = Vec::new();
+    let value = vec![value_fill; value_bytes];
+    let mut builder = BatchBuilder::new(base_offset, Compression::None);
     for index in 0..records_count {
-        let mut body = vec![0u8]; // attributes
-        put_varint(&mut body, i64::from(index)); // timestamp delta
-        put_varint(&mut body, i64::from(index)); // offset delta
-        put_varint(&mut body, -1); // null key
-        put_varint(&mut body, value_bytes as i64);
-        body.extend(std::iter::repeat_n(value_fill, value_bytes));
-        put_varint(&mut body, 0); // no headers
-        put_varint(&mut records, body.len() as i64);
-        records.extend(body);
+        builder
+            .push(&NewRecord {
+                offset_delta: index,
+                timestamp: first_timestamp_ms + i64::from(index),
+                key: None,
+                value: Some(&value),
+                headers: &[],
+            })
+            .expect("record fits");
     }
-    let total = v2::BATCH_HEADER_BYTES + records.len();
-    let mut batch = Vec::new();
-    batch.extend_from_slice(&base_offset.to_be_bytes());
-    batch.extend_from_slice(&((total - 12) as i32).to_be_bytes());
-    batch.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
-    batch.push(2); // magic
-    batch.extend_from_slice(&0u32.to_be_bytes()); // crc, filled below
-    batch.extend_from_slice(&0i16.to_be_bytes()); // attributes
-    batch.extend_from_slice(&(records_count - 1).to_be_bytes());
-    batch.extend_from_slice(&first_timestamp_ms.to_be_bytes());
-    let last_timestamp_ms = first_timestamp_ms + i64::from(records_count - 1);
-    batch.extend_from_slice(&last_timestamp_ms.to_be_bytes());
-    batch.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    batch.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-    batch.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-    batch.extend_from_slice(&records_count.to_be_bytes());
-    batch.extend(records);
-    let crc = v2::compute_crc(&batch);
-    batch[v2::CRC_OFFSET..v2::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-    batch
+    builder.build().expect("batch builds")
 }
 
-/// Zigzag varint, as v2 records encode lengths and deltas.
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return;
+/// A temporary directory, on tmpfs when the machine has one: these tests check logic, not the
+/// disk, and an fsync on tmpfs costs nothing, which keeps the suite fast.
+pub fn temp_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(dir) = tempfile::tempdir_in(shm) {
+            return dir;
         }
-        out.push(byte | 0x80);
     }
+    tempfile::tempdir().expect("temp dir")
 }
