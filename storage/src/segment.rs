@@ -417,11 +417,16 @@ impl Segment {
         let (offset, position) = self.index.lookup(target);
         let mut position = u64::from(position);
         if position > 0 {
-            let matches = self
-                .read_header(io, position)
-                .is_ok_and(|header| header.base_offset == offset);
-            if !matches {
-                position = 0;
+            match self.read_header(io, position) {
+                // The common case with batches at least one index interval long: the indexed
+                // batch is the answer, found with one pread.
+                Ok(header) if header.base_offset == offset && header.last_offset() >= target => {
+                    return Ok(Some((position, header)));
+                }
+                Ok(header) if header.base_offset == offset => {
+                    position += header.total_bytes() as u64;
+                }
+                _ => position = 0,
             }
         }
         self.first_batch_from(io, position, |header| header.last_offset() >= target)
