@@ -47,6 +47,12 @@ pub const TAGGED_FIELDS_MAX: usize = 64;
 /// (varint-length) encoding, so a compact string cannot be larger than a classic one.
 pub const STRING_BYTES_MAX: usize = i16::MAX as usize;
 
+/// Array elements in one request, summed over every array in it. Each array's count is already
+/// bounded by its own maximum and by the bytes remaining, but a decoded element takes several
+/// times its wire size in memory (a 6-byte flexible Produce partition becomes a ~70-byte struct),
+/// so this budget keeps one 100 MiB frame from decoding into gigabytes.
+pub const ELEMENTS_PER_REQUEST_MAX: usize = 1_000_000;
+
 // ---- Records and conversion (records engineer) ------------------------------------------------
 
 /// Cap on the decompressed size of one v2 batch or legacy wrapper, in bytes. A batch is at most

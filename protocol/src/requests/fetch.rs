@@ -11,7 +11,11 @@ use crate::error::DecodeError;
 use crate::limits::{PARTITIONS_PER_TOPIC_MAX, TOPICS_PER_REQUEST_MAX};
 
 /// Tag of `cluster_id` in the top-level tagged fields (v12+).
-const CLUSTER_ID_TAG: u32 = 0;
+const CLUSTER_ID_TAG: i32 = 0;
+/// Top-level tag of `replica_state`, a v15+ field: meaningless in the versions Skiff decodes.
+const REPLICA_STATE_TAG: i32 = 1;
+/// Partition tag of `replica_directory_id`, a v17+ field: meaningless in the versions Skiff decodes.
+const REPLICA_DIRECTORY_ID_TAG: i32 = 0;
 
 pub(crate) fn decode<S: Source>(s: &mut S, version: i16) -> Result<FetchRequest, DecodeError> {
     let c = flexible(ApiKey::Fetch, version);
@@ -63,7 +67,12 @@ pub(crate) fn decode<S: Source>(s: &mut S, version: i16) -> Result<FetchRequest,
                 }
                 partition.partition_max_bytes = s.i32()?;
                 if c {
+                    // Dropped rather than kept as unknown: the tag belongs to a later version,
+                    // and kafka-protocol's encoder miscounts an unknown tag inside its known range.
                     partition.unknown_tagged_fields = s.unknown_tagged_fields()?;
+                    partition
+                        .unknown_tagged_fields
+                        .remove(&REPLICA_DIRECTORY_ID_TAG);
                 }
                 Ok(partition)
             })?;
@@ -99,10 +108,12 @@ pub(crate) fn decode<S: Source>(s: &mut S, version: i16) -> Result<FetchRequest,
         m.rack_id = s.string(c)?;
     }
     if c {
-        let (cluster_id, unknown) = tagged_with(s.tagged_fields()?, CLUSTER_ID_TAG, |t| {
+        let (cluster_id, mut unknown) = tagged_with(s.tagged_fields()?, CLUSTER_ID_TAG, |t| {
             t.nullable_string(true)
         })?;
         m.cluster_id = cluster_id.flatten();
+        // A later version's field (see REPLICA_DIRECTORY_ID_TAG).
+        unknown.remove(&REPLICA_STATE_TAG);
         m.unknown_tagged_fields = unknown;
     }
     Ok(m)

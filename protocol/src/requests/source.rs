@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::codec::{capacity_for, Reader};
 use crate::error::DecodeError;
-use crate::limits::{STRING_BYTES_MAX, TAGGED_FIELDS_MAX};
+use crate::limits::{ELEMENTS_PER_REQUEST_MAX, STRING_BYTES_MAX, TAGGED_FIELDS_MAX};
 
 /// Unknown tagged fields as kafka-protocol's structs keep them.
 pub type TaggedFields = BTreeMap<i32, Bytes>;
@@ -75,18 +75,18 @@ pub trait Source {
 
     /// Reads a tagged-field section in which the message defines no known tag.
     fn unknown_tagged_fields(&mut self) -> Result<TaggedFields, DecodeError> {
-        Ok(self
-            .tagged_fields()?
+        self.tagged_fields()?
             .into_iter()
-            .map(|(tag, data)| (tag_key(tag), data))
-            .collect())
+            .map(|(tag, data)| Ok((tag_key(tag)?, data)))
+            .collect()
     }
 }
 
-/// kafka-protocol keys tags by `i32`; tags above `i32::MAX` cannot come from a real schema and
-/// are kept under `i32::MAX` (only reachable by a hostile peer, and never re-encoded).
-fn tag_key(tag: u32) -> i32 {
-    i32::try_from(tag).unwrap_or(i32::MAX)
+/// kafka-protocol keys tags by `i32`; a tag above `i32::MAX` cannot come from any schema.
+fn tag_key(tag: u32) -> Result<i32, DecodeError> {
+    i32::try_from(tag).map_err(|_| DecodeError::Invalid {
+        reason: "tag above i32::MAX",
+    })
 }
 
 /// Reads a non-null array whose elements each take at least `element_bytes_min` bytes.
@@ -132,22 +132,23 @@ pub fn nullable_array<S: Source, T>(
 /// Splits a tagged section into the value of one known `tag` (parsed by `known`) and the rest.
 pub fn tagged_with<T>(
     fields: Vec<(u32, Bytes)>,
-    tag: u32,
+    tag: i32,
     known: impl FnOnce(&mut BytesSource) -> Result<T, DecodeError>,
 ) -> Result<(Option<T>, TaggedFields), DecodeError> {
     let mut value = None;
     let mut known = Some(known);
     let mut unknown = TaggedFields::new();
     for (field_tag, data) in fields {
-        match (field_tag == tag, known.take()) {
-            (true, Some(parse)) => {
+        let field_tag = tag_key(field_tag)?;
+        // Tags arrive strictly increasing (checked by the reader), so `tag` is seen at most once.
+        match known.take_if(|_| field_tag == tag) {
+            Some(parse) => {
                 let mut source = BytesSource::new(&data);
                 value = Some(parse(&mut source)?);
                 source.finish()?;
             }
-            (_, parse) => {
-                known = parse;
-                unknown.insert(tag_key(field_tag), data);
+            None => {
+                unknown.insert(field_tag, data);
             }
         }
     }
@@ -160,6 +161,8 @@ pub fn tagged_with<T>(
 pub struct BytesSource<'a> {
     frame: &'a Bytes,
     reader: Reader<'a>,
+    /// Array elements announced so far, against [`ELEMENTS_PER_REQUEST_MAX`].
+    elements_count: usize,
 }
 
 impl<'a> BytesSource<'a> {
@@ -168,6 +171,7 @@ impl<'a> BytesSource<'a> {
         Self {
             frame,
             reader: Reader::new(frame),
+            elements_count: 0,
         }
     }
 
@@ -256,11 +260,21 @@ impl Source for BytesSource<'_> {
         element_bytes_min: usize,
         count_max: usize,
     ) -> Result<Option<usize>, DecodeError> {
-        if compact {
-            self.reader.compact_array_len(element_bytes_min, count_max)
+        let count = if compact {
+            self.reader
+                .compact_array_len(element_bytes_min, count_max)?
         } else {
-            self.reader.array_len(element_bytes_min, count_max)
+            self.reader.array_len(element_bytes_min, count_max)?
+        };
+        let elements_count = self.elements_count.saturating_add(count.unwrap_or(0));
+        if elements_count > ELEMENTS_PER_REQUEST_MAX {
+            return Err(DecodeError::CountTooLarge {
+                count: elements_count,
+                count_max: ELEMENTS_PER_REQUEST_MAX,
+            });
         }
+        self.elements_count = elements_count;
+        Ok(count)
     }
     fn tagged_fields(&mut self) -> Result<Vec<(u32, Bytes)>, DecodeError> {
         let mut peek = self.reader.clone();

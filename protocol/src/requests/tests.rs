@@ -449,3 +449,54 @@ fn unsupported_versions_are_refused_by_body_decoding() {
 fn _tagged_type_is_kafka_protocols(fields: TaggedFields) -> BTreeMap<i32, Bytes> {
     fields
 }
+
+#[test]
+fn element_budget_spans_the_whole_request() {
+    // Fetch v0 with 20 topics of 60 000 partitions each: every count is below its own maximum and
+    // backed by bytes, but together they break the per-request element budget at topic 17.
+    let partitions_count = 60_000usize;
+    let mut body = Vec::new();
+    body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0]);
+    body.extend_from_slice(&20i32.to_be_bytes());
+    for _ in 0..20 {
+        body.extend_from_slice(&[0, 1, b't']);
+        body.extend_from_slice(&i32::try_from(partitions_count).unwrap().to_be_bytes());
+        body.resize(body.len() + partitions_count * 16, 0);
+    }
+    let result = decode_body(ApiKey::Fetch, 0, &Bytes::from(body));
+    assert_eq!(
+        result,
+        Err(DecodeError::CountTooLarge {
+            count: 20 + 17 * 60_000,
+            count_max: crate::limits::ELEMENTS_PER_REQUEST_MAX
+        })
+    );
+}
+
+#[test]
+fn fetch_tags_of_later_versions_are_dropped() {
+    // Fetch v12 body: replica, wait, min, max, isolation, session, epoch, no topics, no forgotten
+    // topics, rack "", then top-level tags {1: "x"} (replica_state, a v15+ field).
+    let mut body = vec![0xff, 0xff, 0xff, 0xff];
+    body.extend_from_slice(&[0; 12]);
+    body.push(0);
+    body.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    body.extend_from_slice(&[1, 1, 1]);
+    body.extend_from_slice(&[1, 1, 1, b'x']);
+    let Ok(Request::Fetch(fetch)) = decode_body(ApiKey::Fetch, 12, &Bytes::from(body)) else {
+        panic!()
+    };
+    assert!(fetch.unknown_tagged_fields.is_empty());
+}
+
+#[test]
+fn tags_above_i32_max_are_refused() {
+    // ApiVersions v3: two empty compact strings, then one tag 2^31 with no data.
+    let body = Bytes::from_static(&[1, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x08, 0]);
+    assert_eq!(
+        decode_body(ApiKey::ApiVersions, 3, &body),
+        Err(DecodeError::Invalid {
+            reason: "tag above i32::MAX"
+        })
+    );
+}
