@@ -4,3 +4,5 @@
 pub mod placement;
 
 pub mod load_sampler;
+pub mod group;
+pub mod producer_state;

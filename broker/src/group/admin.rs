@@ -1,0 +1,180 @@
+//! The read-only group APIs: FindCoordinator (this broker coordinates every group), DescribeGroups
+//! and ListGroups.
+//!
+//! Must never: change a group.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::coordinator::{Coordinator, RequestMeta, Response};
+use super::state::GroupState;
+
+/// FindCoordinator key type of a consumer group.
+const KEY_TYPE_GROUP: i8 = 0;
+/// FindCoordinator key type of a transactional id (transactions are not served).
+const KEY_TYPE_TRANSACTION: i8 = 1;
+/// The group type ListGroups v5+ reports: only the classic protocol is served.
+const GROUP_TYPE_CLASSIC: &str = "classic";
+/// DescribeGroups' state for a group the coordinator does not hold (Kafka answers it without an
+/// error up to v5).
+const STATE_DEAD: &str = "Dead";
+
+fn str_bytes(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+impl Coordinator {
+    /// FindCoordinator, every version (v0 is GroupCoordinator; v4 batches its keys). Groups are
+    /// all coordinated here; transactional ids get COORDINATOR_NOT_AVAILABLE.
+    pub fn handle_find_coordinator(&mut self, meta: RequestMeta, request: FindCoordinatorRequest) {
+        let version = meta.version;
+        let key_type = if version >= 1 {
+            request.key_type
+        } else {
+            KEY_TYPE_GROUP
+        };
+        let mut response = FindCoordinatorResponse::default();
+        if version >= 4 {
+            for key in &request.coordinator_keys {
+                let mut entry = CoordinatorEntry::default();
+                entry.key = key.clone();
+                match self.coordinator_for(key_type, key.as_str()) {
+                    Ok(()) => {
+                        entry.node_id = BrokerId(self.config.node.node_id);
+                        entry.host = str_bytes(&self.config.node.host);
+                        entry.port = self.config.node.port;
+                    }
+                    Err(error) => {
+                        entry.error_code = error.code();
+                        entry.node_id = BrokerId(-1);
+                        entry.port = -1;
+                    }
+                }
+                response.coordinators.push(entry);
+            }
+        } else {
+            match self.coordinator_for(key_type, request.key.as_str()) {
+                Ok(()) => {
+                    response.node_id = BrokerId(self.config.node.node_id);
+                    response.host = str_bytes(&self.config.node.host);
+                    response.port = self.config.node.port;
+                }
+                Err(error) => {
+                    response.error_code = error.code();
+                    response.node_id = BrokerId(-1);
+                    response.port = -1;
+                }
+            }
+        }
+        self.reply(
+            meta.request_id,
+            version,
+            Response::FindCoordinator(response),
+        );
+    }
+
+    fn coordinator_for(&self, key_type: i8, key: &str) -> Result<(), ResponseError> {
+        match key_type {
+            KEY_TYPE_GROUP if key.is_empty() => Err(ResponseError::InvalidGroupId),
+            KEY_TYPE_GROUP => Ok(()),
+            KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+            _ => Err(ResponseError::InvalidRequest),
+        }
+    }
+
+    /// DescribeGroups, every version: state, protocol and members; member metadata and assignments
+    /// only for a Stable group (as Kafka), and "Dead" for a group that does not exist.
+    pub fn handle_describe_groups(&mut self, meta: RequestMeta, request: DescribeGroupsRequest) {
+        let version = meta.version;
+        let mut response = DescribeGroupsResponse::default();
+        for group_id in &request.groups {
+            let mut described = DescribedGroup::default();
+            described.group_id = group_id.clone();
+            if let Some(error_code) = self.not_ready() {
+                described.error_code = error_code;
+                response.groups.push(described);
+                continue;
+            }
+            let Some(group) = self.groups.get(group_id.0.as_str()) else {
+                described.group_state = StrBytes::from_static_str(STATE_DEAD);
+                response.groups.push(described);
+                continue;
+            };
+            described.group_state = StrBytes::from_static_str(group.state.name());
+            described.protocol_type = str_bytes(group.protocol_type.as_deref().unwrap_or(""));
+            let stable = group.state == GroupState::Stable;
+            let protocol = if stable {
+                group.protocol_name.clone().unwrap_or_default()
+            } else {
+                String::new()
+            };
+            described.protocol_data = str_bytes(&protocol);
+            for member in group.members.values() {
+                let mut entry = DescribedGroupMember::default();
+                entry.member_id = str_bytes(&member.member_id);
+                if version >= 4 {
+                    entry.group_instance_id = member.group_instance_id.as_deref().map(str_bytes);
+                }
+                entry.client_id = str_bytes(&member.client_id);
+                entry.client_host = str_bytes(&member.client_host);
+                if stable {
+                    entry.member_metadata =
+                        member.metadata_for(&protocol).cloned().unwrap_or_default();
+                    entry.member_assignment = member.assignment.clone();
+                }
+                described.members.push(entry);
+            }
+            response.groups.push(described);
+        }
+        self.reply(meta.request_id, version, Response::DescribeGroups(response));
+    }
+
+    /// ListGroups, every version, with the v4 state filter and the v5 type filter (both
+    /// case-insensitive, as Kafka).
+    pub fn handle_list_groups(&mut self, meta: RequestMeta, request: ListGroupsRequest) {
+        let version = meta.version;
+        let mut response = ListGroupsResponse::default();
+        if let Some(error_code) = self.not_ready() {
+            response.error_code = error_code;
+        } else {
+            let states: Vec<String> = request
+                .states_filter
+                .iter()
+                .map(|state| state.as_str().to_lowercase())
+                .collect();
+            let types: Vec<String> = request
+                .types_filter
+                .iter()
+                .map(|kind| kind.as_str().to_lowercase())
+                .collect();
+            let type_wanted =
+                version < 5 || types.is_empty() || types.iter().any(|t| t == GROUP_TYPE_CLASSIC);
+            for group in self.groups.values() {
+                let state_wanted = version < 4
+                    || states.is_empty()
+                    || states.contains(&group.state.name().to_lowercase());
+                if !state_wanted || !type_wanted {
+                    continue;
+                }
+                let mut listed = ListedGroup::default();
+                listed.group_id = kafka_protocol::messages::GroupId(str_bytes(&group.group_id));
+                listed.protocol_type = str_bytes(group.protocol_type.as_deref().unwrap_or(""));
+                if version >= 4 {
+                    listed.group_state = StrBytes::from_static_str(group.state.name());
+                }
+                if version >= 5 {
+                    listed.group_type = StrBytes::from_static_str(GROUP_TYPE_CLASSIC);
+                }
+                response.groups.push(listed);
+            }
+        }
+        self.reply(meta.request_id, version, Response::ListGroups(response));
+    }
+}

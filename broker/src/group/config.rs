@@ -1,0 +1,98 @@
+//! Every bound and timeout of the group coordinator, with Kafka's default where Kafka has one.
+//! The broker's config maps its keys onto [`GroupConfig`]; nothing here reads a file.
+//!
+//! Must never: hold a limit that no check uses.
+
+/// Kafka's `group.min.session.timeout.ms`: a JoinGroup asking for less gets INVALID_SESSION_TIMEOUT.
+/// Below this, a member that pauses for a GC or a slow poll would be expelled constantly.
+pub const SESSION_TIMEOUT_MS_MIN_DEFAULT: i32 = 6_000;
+
+/// Kafka's `group.max.session.timeout.ms`: a JoinGroup asking for more gets INVALID_SESSION_TIMEOUT.
+/// Above this a dead member would hold its partitions for too long.
+pub const SESSION_TIMEOUT_MS_MAX_DEFAULT: i32 = 1_800_000;
+
+/// Members (joined plus awaiting their member id) in one group. Kafka's `group.max.size` defaults to
+/// `i32::MAX`; Skiff bounds it so one group's memory is bounded (members × metadata and assignment
+/// bytes max). A JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED.
+pub const GROUP_MEMBERS_MAX_DEFAULT: usize = 1_000;
+
+/// Groups the coordinator holds (including empty groups that only keep committed offsets). A new
+/// group beyond it gets COORDINATOR_NOT_AVAILABLE.
+pub const GROUPS_MAX_DEFAULT: usize = 100_000;
+
+/// Bytes of protocol metadata one member sends in a JoinGroup (all its protocols together). A
+/// consumer's subscription for thousands of topics stays far below; beyond it: INVALID_REQUEST.
+pub const MEMBER_METADATA_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+
+/// Bytes of assignment the leader hands one member in SyncGroup. Beyond it: INVALID_REQUEST.
+pub const MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT: usize = 1024 * 1024;
+
+/// Kafka's `offset.metadata.max.bytes`: the metadata string of one committed offset. Beyond it that
+/// partition gets OFFSET_METADATA_TOO_LARGE and the others are still committed.
+pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
+
+/// Committed offsets (group, topic, partition entries) the coordinator holds in all. A commit that
+/// would add entries beyond it gets COORDINATOR_NOT_AVAILABLE for the new partitions (updates of
+/// existing entries still pass), so memory stays bounded against a client committing endless
+/// partitions.
+pub const COMMITTED_OFFSETS_MAX_DEFAULT: usize = 10_000_000;
+
+/// Where clients find the coordinator (FindCoordinator's answer): this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorNode {
+    /// The broker's node id.
+    pub node_id: i32,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: i32,
+}
+
+/// The coordinator's bounds and timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// See [`SESSION_TIMEOUT_MS_MIN_DEFAULT`].
+    pub session_timeout_ms_min: i32,
+    /// See [`SESSION_TIMEOUT_MS_MAX_DEFAULT`].
+    pub session_timeout_ms_max: i32,
+    /// See [`GROUP_MEMBERS_MAX_DEFAULT`].
+    pub group_members_max: usize,
+    /// See [`GROUPS_MAX_DEFAULT`].
+    pub groups_max: usize,
+    /// See [`MEMBER_METADATA_BYTES_MAX_DEFAULT`].
+    pub member_metadata_bytes_max: usize,
+    /// See [`MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT`].
+    pub member_assignment_bytes_max: usize,
+    /// See [`OFFSET_METADATA_BYTES_MAX_DEFAULT`].
+    pub offset_metadata_bytes_max: usize,
+    /// See [`COMMITTED_OFFSETS_MAX_DEFAULT`].
+    pub committed_offsets_max: usize,
+    /// This broker, as FindCoordinator reports it.
+    pub node: CoordinatorNode,
+    /// Mixed into every member id so that ids handed out before a restart are not handed out again
+    /// after it (the driver passes something that differs per start, e.g. the start time).
+    pub member_id_salt: u64,
+}
+
+impl GroupConfig {
+    /// Kafka's defaults, for a broker reachable at `node`.
+    pub fn new(node: CoordinatorNode, member_id_salt: u64) -> Self {
+        Self {
+            session_timeout_ms_min: SESSION_TIMEOUT_MS_MIN_DEFAULT,
+            session_timeout_ms_max: SESSION_TIMEOUT_MS_MAX_DEFAULT,
+            group_members_max: GROUP_MEMBERS_MAX_DEFAULT,
+            groups_max: GROUPS_MAX_DEFAULT,
+            member_metadata_bytes_max: MEMBER_METADATA_BYTES_MAX_DEFAULT,
+            member_assignment_bytes_max: MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT,
+            offset_metadata_bytes_max: OFFSET_METADATA_BYTES_MAX_DEFAULT,
+            committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
+            node,
+            member_id_salt,
+        }
+    }
+}
+
+const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);
+// The leader's SyncGroup names every member; the request decoder refuses more than the protocol
+// crate's maximum, so a group must never be allowed to grow past it.
+const _: () = assert!(GROUP_MEMBERS_MAX_DEFAULT <= skiff_protocol::limits::GROUP_MEMBERS_MAX);

@@ -1,0 +1,321 @@
+//! [`Coordinator`]: the groups, the inputs that drive them and the outputs they produce; loading
+//! committed offsets at start, ticking deadlines, and the shared reply helpers.
+//!
+//! Must never: read a clock (time is the `now_ms` argument), or answer a request twice.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetFetchResponse,
+    SyncGroupResponse,
+};
+
+use super::config::GroupConfig;
+use super::offsets::PendingCommit;
+use super::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+use super::state::{CommittedOffset, Group, GroupState};
+
+/// Chosen by the driver for every request it hands in; comes back on the outputs for it.
+pub type RequestId = u64;
+
+/// What the coordinator needs to know about a request besides its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMeta {
+    /// The driver's handle for the eventual reply.
+    pub request_id: RequestId,
+    /// The request's API version (the reply is filled for it).
+    pub version: i16,
+    /// The request header's client id (DescribeGroups reports it).
+    pub client_id: String,
+    /// The peer's address (DescribeGroups reports it).
+    pub client_host: String,
+}
+
+/// A response, one variant per API the coordinator answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Response {
+    /// FindCoordinator (GroupCoordinator v0).
+    FindCoordinator(FindCoordinatorResponse),
+    /// JoinGroup.
+    JoinGroup(JoinGroupResponse),
+    /// SyncGroup.
+    SyncGroup(SyncGroupResponse),
+    /// Heartbeat.
+    Heartbeat(HeartbeatResponse),
+    /// LeaveGroup.
+    LeaveGroup(LeaveGroupResponse),
+    /// OffsetCommit.
+    OffsetCommit(OffsetCommitResponse),
+    /// OffsetFetch.
+    OffsetFetch(OffsetFetchResponse),
+    /// DescribeGroups.
+    DescribeGroups(DescribeGroupsResponse),
+    /// ListGroups.
+    ListGroups(ListGroupsResponse),
+}
+
+/// What the coordinator asks the driver to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send this response for that request (encode it with `version`).
+    Reply {
+        /// The request answered.
+        request_id: RequestId,
+        /// Its API version.
+        version: i16,
+        /// The response body.
+        response: Response,
+    },
+    /// Append these commits durably to the offsets log, in order, then call
+    /// [`Coordinator::offsets_persisted`] with `request_id`.
+    PersistOffsets {
+        /// The OffsetCommit waiting for it.
+        request_id: RequestId,
+        /// The commits, in request order.
+        commits: Vec<(OffsetKey, OffsetValue)>,
+    },
+}
+
+/// Why the driver could not make commits durable; each maps to the error code Kafka sends.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PersistError {
+    /// The offsets log cannot take writes now (COORDINATOR_NOT_AVAILABLE: clients retry).
+    #[error("offsets log unavailable")]
+    Unavailable,
+    /// The records were too large for the log (INVALID_COMMIT_OFFSET_SIZE).
+    #[error("offset commit too large for the offsets log")]
+    TooLarge,
+    /// Anything else, e.g. a poisoned log (UNKNOWN_SERVER_ERROR).
+    #[error("offsets log write failed")]
+    Failed,
+}
+
+impl PersistError {
+    /// The Kafka error code answered for the affected partitions.
+    pub fn error_code(self) -> i16 {
+        match self {
+            Self::Unavailable => ResponseError::CoordinatorNotAvailable.code(),
+            Self::TooLarge => ResponseError::InvalidCommitOffsetSize.code(),
+            Self::Failed => ResponseError::UnknownServerError.code(),
+        }
+    }
+}
+
+/// The classic group coordinator. See the module doc of [`crate::group`] for the driver contract.
+#[derive(Debug)]
+pub struct Coordinator {
+    pub(super) config: GroupConfig,
+    /// Whether [`Coordinator::load_offsets`] ran; before it, group requests are answered with
+    /// COORDINATOR_LOAD_IN_PROGRESS so that no client sees offsets that are not loaded yet.
+    pub(super) loaded: bool,
+    pub(super) groups: BTreeMap<String, Group>,
+    pub(super) outputs: VecDeque<Output>,
+    /// OffsetCommits waiting for their records to be durable, by request id.
+    pub(super) pending_commits: BTreeMap<RequestId, PendingCommit>,
+    /// Committed-offset entries across all groups (bounded by `committed_offsets_max`).
+    pub(super) offsets_count: usize,
+    /// Member ids handed out so far (made unique per start by the config's salt).
+    pub(super) member_id_count: u64,
+    /// PersistOffsets outputs emitted so far: the order of the offsets log.
+    pub(super) persist_sequence: u64,
+}
+
+impl Coordinator {
+    /// A coordinator holding no group yet; call [`Coordinator::load_offsets`] before serving.
+    pub fn new(config: GroupConfig) -> Self {
+        Self {
+            config,
+            loaded: false,
+            groups: BTreeMap::new(),
+            outputs: VecDeque::new(),
+            pending_commits: BTreeMap::new(),
+            offsets_count: 0,
+            member_id_count: 0,
+            persist_sequence: 0,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// Replays the offsets log (oldest first): the last commit of a (group, topic, partition) wins
+    /// and a tombstone deletes it. Marks the coordinator loaded; call it once at start, before any
+    /// request, even with an empty log.
+    pub fn load_offsets(&mut self, entries: impl IntoIterator<Item = OffsetLogEntry>) {
+        for entry in entries {
+            match entry {
+                OffsetLogEntry::Commit(key, value) => {
+                    let sequence = self.next_persist_sequence();
+                    self.apply_commit(key, value, sequence);
+                }
+                OffsetLogEntry::Delete(key) => self.apply_delete(&key),
+            }
+        }
+        self.loaded = true;
+    }
+
+    /// The next output to act on, oldest first.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// Expires sessions, handed-out member ids, and rebalance and sync deadlines that are due at
+    /// `now_ms`. Costs one pass over all groups and members.
+    pub fn tick(&mut self, now_ms: i64) {
+        let group_ids: Vec<String> = self.groups.keys().cloned().collect();
+        for group_id in group_ids {
+            self.expire_group(&group_id, now_ms);
+            self.forget_if_unused(&group_id);
+        }
+    }
+
+    /// When [`Coordinator::tick`] next has something to do, if ever.
+    pub fn next_deadline_ms(&self) -> Option<i64> {
+        let mut next: Option<i64> = None;
+        let mut consider = |deadline: i64| {
+            next = Some(next.map_or(deadline, |current| current.min(deadline)));
+        };
+        for group in self.groups.values() {
+            if let Some(deadline) = group.rebalance_deadline_ms {
+                consider(deadline);
+            }
+            for deadline in group.pending_members.values() {
+                consider(*deadline);
+            }
+            for member in group.members.values() {
+                if member.session_counts() {
+                    consider(member.session_deadline_ms);
+                }
+            }
+        }
+        next
+    }
+
+    /// The state of a group, if the coordinator holds it.
+    pub fn group_state(&self, group_id: &str) -> Option<GroupState> {
+        self.groups.get(group_id).map(|group| group.state)
+    }
+
+    /// The current generation of a group, if the coordinator holds it.
+    pub fn generation_id(&self, group_id: &str) -> Option<i32> {
+        self.groups.get(group_id).map(|group| group.generation_id)
+    }
+
+    /// The committed offset of one partition for a group.
+    pub fn committed_offset(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Option<&CommittedOffset> {
+        self.groups
+            .get(group_id)?
+            .offsets
+            .get(&(topic.to_owned(), partition))
+    }
+
+    /// Every committed offset, as (group, topic, partition) → offset (for tests and snapshots).
+    pub fn committed_offsets(&self) -> BTreeMap<(String, String, i32), i64> {
+        self.groups
+            .values()
+            .flat_map(|group| {
+                group.offsets.iter().map(|((topic, partition), committed)| {
+                    (
+                        (group.group_id.clone(), topic.clone(), *partition),
+                        committed.offset,
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Groups held (including empty ones that keep offsets).
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// The error every group request gets before offsets are loaded.
+    pub(super) fn not_ready(&self) -> Option<i16> {
+        (!self.loaded).then(|| ResponseError::CoordinatorLoadInProgress.code())
+    }
+
+    pub(super) fn reply(&mut self, request_id: RequestId, version: i16, response: Response) {
+        self.outputs.push_back(Output::Reply {
+            request_id,
+            version,
+            response,
+        });
+    }
+
+    pub(super) fn next_persist_sequence(&mut self) -> u64 {
+        self.persist_sequence += 1;
+        self.persist_sequence
+    }
+
+    /// A fresh member id: the client id (as Kafka does, so operators recognise it), the salt that
+    /// differs per start, and a counter.
+    pub(super) fn new_member_id(&mut self, client_id: &str) -> String {
+        self.member_id_count += 1;
+        // Client ids are at most a protocol string long; keep member ids readable and bounded.
+        let prefix: String = client_id.chars().take(64).collect();
+        format!(
+            "{prefix}-{:016x}-{:08x}",
+            self.config.member_id_salt, self.member_id_count
+        )
+    }
+
+    /// Records a durable commit unless a later one for the same partition is already in.
+    pub(super) fn apply_commit(&mut self, key: OffsetKey, value: OffsetValue, sequence: u64) {
+        let group = self
+            .groups
+            .entry(key.group.clone())
+            .or_insert_with(|| Group::new(key.group.clone()));
+        let committed = CommittedOffset {
+            offset: value.offset,
+            leader_epoch: value.leader_epoch,
+            metadata: value.metadata,
+            commit_timestamp_ms: value.commit_timestamp_ms,
+            persist_sequence: sequence,
+        };
+        match group.offsets.get_mut(&(key.topic.clone(), key.partition)) {
+            Some(existing) => {
+                if existing.persist_sequence < sequence {
+                    *existing = committed;
+                }
+            }
+            None => {
+                group.offsets.insert((key.topic, key.partition), committed);
+                self.offsets_count += 1;
+            }
+        }
+    }
+
+    /// Drops a group that holds nothing (no member, no handed-out id, no offset): it would only
+    /// count against `groups_max`. Called after every input that touched the group.
+    pub(super) fn forget_if_unused(&mut self, group_id: &str) {
+        let unused = self.groups.get(group_id).is_some_and(|group| {
+            group.state == GroupState::Empty && group.size() == 0 && group.offsets.is_empty()
+        });
+        if unused {
+            self.groups.remove(group_id);
+        }
+    }
+
+    fn apply_delete(&mut self, key: &OffsetKey) {
+        if let Some(group) = self.groups.get_mut(&key.group) {
+            if group
+                .offsets
+                .remove(&(key.topic.clone(), key.partition))
+                .is_some()
+            {
+                self.offsets_count -= 1;
+            }
+        }
+        self.forget_if_unused(&key.group);
+    }
+}

@@ -1,0 +1,896 @@
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the rebalance they drive:
+//! Empty/Stable → PreparingRebalance (wait for every member's JoinGroup, or the rebalance
+//! deadline) → CompletingRebalance (new generation; wait for the leader's SyncGroup, or the sync
+//! deadline) → Stable.
+//!
+//! Must never: answer a parked request twice or drop one (every path that removes a member or
+//! leaves a state answers what was parked), or let two generations be handed out at once.
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::coordinator::{Coordinator, RequestMeta, Response};
+use super::state::{Group, GroupState, Member, Parked};
+
+/// What a JoinGroup asks for, validated.
+struct JoinParams {
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    protocol_type: String,
+    protocols: Vec<(String, Bytes)>,
+    group_instance_id: Option<String>,
+}
+
+fn code(error: ResponseError) -> i16 {
+    error.code()
+}
+
+fn str_bytes(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+impl Coordinator {
+    /// JoinGroup, every version: validates, then joins (or rejoins) the member and parks the reply
+    /// until the rebalance completes. v4+ members without an id first get MEMBER_ID_REQUIRED with
+    /// one; v0 has no rebalance timeout and uses the session timeout, as Kafka does.
+    pub fn handle_join_group(&mut self, now_ms: i64, meta: RequestMeta, request: JoinGroupRequest) {
+        let member_id = request.member_id.as_str().to_owned();
+        let group_id = request.group_id.0.as_str().to_owned();
+        match self.join_group(now_ms, &meta, &group_id, &member_id, request) {
+            Ok(()) => {}
+            Err(error) => {
+                let response = join_error(meta.version, code(error), &member_id);
+                self.reply(meta.request_id, meta.version, Response::JoinGroup(response));
+            }
+        }
+        self.forget_if_unused(&group_id);
+    }
+
+    fn join_group(
+        &mut self,
+        now_ms: i64,
+        meta: &RequestMeta,
+        group_id: &str,
+        member_id: &str,
+        request: JoinGroupRequest,
+    ) -> Result<(), ResponseError> {
+        if !self.loaded {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let params = self.join_params(meta.version, request)?;
+        if !self.groups.contains_key(group_id) {
+            if !member_id.is_empty() {
+                return Err(ResponseError::UnknownMemberId);
+            }
+            if self.groups.len() >= self.config.groups_max {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            self.groups
+                .insert(group_id.to_owned(), Group::new(group_id.to_owned()));
+        }
+        let members_max = self.config.group_members_max;
+        let Some(group) = self.groups.get(group_id) else {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        let known = (!member_id.is_empty()).then_some(member_id);
+        if !group.accepts(known, &params.protocol_type, &params.protocols) {
+            return Err(ResponseError::InconsistentGroupProtocol);
+        }
+        let parked = Parked {
+            request_id: meta.request_id,
+            version: meta.version,
+        };
+        if member_id.is_empty() {
+            let instance_holder = params
+                .group_instance_id
+                .as_deref()
+                .and_then(|instance| group.static_member_id(instance))
+                .map(str::to_owned);
+            if let Some(old_member_id) = instance_holder {
+                // A static member restarted: the old incarnation is fenced and replaced.
+                self.remove_member(
+                    group_id,
+                    &old_member_id,
+                    ResponseError::FencedInstanceId,
+                    now_ms,
+                );
+            } else if group.size() >= members_max {
+                return Err(ResponseError::GroupMaxSizeReached);
+            }
+            let new_member_id = self.new_member_id(&meta.client_id);
+            let Some(group) = self.groups.get_mut(group_id) else {
+                return Err(ResponseError::CoordinatorNotAvailable);
+            };
+            if meta.version >= 4 && params.group_instance_id.is_none() {
+                // KIP-394: hand out the id first; the member is joined when it comes back with it.
+                let deadline_ms = now_ms.saturating_add(i64::from(params.session_timeout_ms));
+                group
+                    .pending_members
+                    .insert(new_member_id.clone(), deadline_ms);
+                let mut response = join_error(
+                    meta.version,
+                    code(ResponseError::MemberIdRequired),
+                    &new_member_id,
+                );
+                response.member_id = str_bytes(&new_member_id);
+                self.reply(meta.request_id, meta.version, Response::JoinGroup(response));
+                return Ok(());
+            }
+            self.add_member(now_ms, meta, group_id, new_member_id, params, parked);
+            return Ok(());
+        }
+        if let Some(instance) = params.group_instance_id.as_deref() {
+            if group
+                .static_member_id(instance)
+                .is_some_and(|id| id != member_id)
+            {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        };
+        if group.pending_members.remove(member_id).is_some() {
+            self.add_member(now_ms, meta, group_id, member_id.to_owned(), params, parked);
+            return Ok(());
+        }
+        if !group.members.contains_key(member_id) {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        self.rejoin_member(now_ms, group_id, member_id, params, parked);
+        Ok(())
+    }
+
+    fn join_params(
+        &self,
+        version: i16,
+        request: JoinGroupRequest,
+    ) -> Result<JoinParams, ResponseError> {
+        let session_timeout_ms = request.session_timeout_ms;
+        if session_timeout_ms < self.config.session_timeout_ms_min
+            || session_timeout_ms > self.config.session_timeout_ms_max
+        {
+            return Err(ResponseError::InvalidSessionTimeout);
+        }
+        let rebalance_timeout_ms = if version == 0 {
+            session_timeout_ms
+        } else {
+            request.rebalance_timeout_ms
+        };
+        if rebalance_timeout_ms < 0 {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let metadata_bytes: usize = request
+            .protocols
+            .iter()
+            .map(|protocol| protocol.metadata.len())
+            .sum();
+        if metadata_bytes > self.config.member_metadata_bytes_max {
+            return Err(ResponseError::InvalidRequest);
+        }
+        let protocols: Vec<(String, Bytes)> = request
+            .protocols
+            .into_iter()
+            .map(|protocol| (protocol.name.as_str().to_owned(), protocol.metadata))
+            .collect();
+        let protocol_type = request.protocol_type.as_str().to_owned();
+        if protocol_type.is_empty() || protocols.is_empty() {
+            return Err(ResponseError::InconsistentGroupProtocol);
+        }
+        let group_instance_id = if version >= 5 {
+            request
+                .group_instance_id
+                .map(|instance| instance.as_str().to_owned())
+        } else {
+            None
+        };
+        Ok(JoinParams {
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            protocols,
+            group_instance_id,
+        })
+    }
+
+    fn add_member(
+        &mut self,
+        now_ms: i64,
+        meta: &RequestMeta,
+        group_id: &str,
+        member_id: String,
+        params: JoinParams,
+        parked: Parked,
+    ) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if group.members.is_empty() {
+            group.protocol_type = Some(params.protocol_type.clone());
+        }
+        if let Some(instance) = &params.group_instance_id {
+            group
+                .static_members
+                .insert(instance.clone(), member_id.clone());
+        }
+        let member = Member {
+            member_id: member_id.clone(),
+            group_instance_id: params.group_instance_id,
+            client_id: meta.client_id.clone(),
+            client_host: meta.client_host.clone(),
+            session_timeout_ms: params.session_timeout_ms,
+            rebalance_timeout_ms: params.rebalance_timeout_ms,
+            protocols: params.protocols,
+            assignment: Bytes::new(),
+            pending_join: Some(parked),
+            pending_sync: None,
+            session_deadline_ms: now_ms.saturating_add(i64::from(params.session_timeout_ms)),
+            synced: false,
+        };
+        group.members.insert(member_id, member);
+        if group.state != GroupState::PreparingRebalance {
+            self.prepare_rebalance(group_id, now_ms);
+        }
+        self.maybe_complete_join(group_id, now_ms);
+    }
+
+    fn rejoin_member(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        params: JoinParams,
+        parked: Parked,
+    ) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        let state = group.state;
+        let is_leader = group.leader.as_deref() == Some(member_id);
+        let Some(member) = group.members.get_mut(member_id) else {
+            return;
+        };
+        let unchanged = member.protocols == params.protocols;
+        member.session_timeout_ms = params.session_timeout_ms;
+        member.rebalance_timeout_ms = params.rebalance_timeout_ms;
+        member.protocols = params.protocols;
+        member.session_deadline_ms = now_ms.saturating_add(i64::from(params.session_timeout_ms));
+        // A JoinGroup sent again while the first is parked: the old one gets an answer too.
+        let superseded = member.pending_join.take();
+        let answer_now = match state {
+            GroupState::CompletingRebalance => unchanged,
+            GroupState::Stable => unchanged && !is_leader,
+            GroupState::PreparingRebalance | GroupState::Empty => false,
+        };
+        if let Some(old) = superseded {
+            let response = join_error(
+                old.version,
+                code(ResponseError::RebalanceInProgress),
+                member_id,
+            );
+            self.reply(old.request_id, old.version, Response::JoinGroup(response));
+        }
+        if answer_now {
+            // Nothing changed: hand back the current generation without a rebalance.
+            let Some(group) = self.groups.get(group_id) else {
+                return;
+            };
+            let response = join_success(group, member_id, parked.version);
+            self.reply(
+                parked.request_id,
+                parked.version,
+                Response::JoinGroup(response),
+            );
+            return;
+        }
+        if let Some(member) = self
+            .groups
+            .get_mut(group_id)
+            .and_then(|group| group.members.get_mut(member_id))
+        {
+            member.pending_join = Some(parked);
+        }
+        if state != GroupState::PreparingRebalance {
+            self.prepare_rebalance(group_id, now_ms);
+        }
+        self.maybe_complete_join(group_id, now_ms);
+    }
+
+    /// Starts a rebalance: parked SyncGroups of the generation being abandoned are answered with
+    /// REBALANCE_IN_PROGRESS, and the group waits for every member's JoinGroup.
+    pub(super) fn prepare_rebalance(&mut self, group_id: &str, now_ms: i64) {
+        let mut answers: Vec<(Parked, i16)> = Vec::new();
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if group.state == GroupState::CompletingRebalance {
+            for member in group.members.values_mut() {
+                if let Some(parked) = member.pending_sync.take() {
+                    answers.push((parked, code(ResponseError::RebalanceInProgress)));
+                }
+                member.assignment = Bytes::new();
+            }
+        }
+        for member in group.members.values_mut() {
+            member.synced = false;
+        }
+        group.state = GroupState::PreparingRebalance;
+        group.rebalance_deadline_ms =
+            Some(now_ms.saturating_add(i64::from(group.rebalance_timeout_ms())));
+        for (parked, error_code) in answers {
+            self.reply_sync_error(parked, error_code);
+        }
+    }
+
+    pub(super) fn maybe_complete_join(&mut self, group_id: &str, now_ms: i64) {
+        let ready = self.groups.get(group_id).is_some_and(|group| {
+            group.state == GroupState::PreparingRebalance && group.all_joined()
+        });
+        if ready {
+            self.complete_join(group_id, now_ms);
+        }
+    }
+
+    /// Ends the join phase: members that did not rejoin are dropped, a new generation starts, and
+    /// every parked JoinGroup is answered (the leader gets the members' metadata).
+    fn complete_join(&mut self, group_id: &str, now_ms: i64) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        group.pending_members.clear();
+        let missing: Vec<String> = group
+            .members
+            .values()
+            .filter(|member| member.pending_join.is_none())
+            .map(|member| member.member_id.clone())
+            .collect();
+        for member_id in missing {
+            drop_member(group, &member_id);
+        }
+        group.generation_id = next_generation(group.generation_id);
+        if group.members.is_empty() {
+            group.state = GroupState::Empty;
+            group.protocol_name = None;
+            group.leader = None;
+            group.rebalance_deadline_ms = None;
+            return;
+        }
+        let Some(protocol) = group.select_protocol() else {
+            // Unreachable while `accepts` guards every join; if it ever happens, no member can be
+            // served a protocol, so all are told so and dropped rather than left waiting.
+            let parked: Vec<Parked> = group
+                .members
+                .values_mut()
+                .filter_map(|member| member.pending_join.take())
+                .collect();
+            group.members.clear();
+            group.static_members.clear();
+            group.state = GroupState::Empty;
+            group.rebalance_deadline_ms = None;
+            for parked in parked {
+                let response = join_error(
+                    parked.version,
+                    code(ResponseError::InconsistentGroupProtocol),
+                    "",
+                );
+                self.reply(
+                    parked.request_id,
+                    parked.version,
+                    Response::JoinGroup(response),
+                );
+            }
+            return;
+        };
+        group.protocol_name = Some(protocol);
+        let leader_kept = group
+            .leader
+            .as_ref()
+            .is_some_and(|leader| group.members.contains_key(leader));
+        if !leader_kept {
+            group.leader = group.members.keys().next().cloned();
+        }
+        group.state = GroupState::CompletingRebalance;
+        group.rebalance_deadline_ms =
+            Some(now_ms.saturating_add(i64::from(group.rebalance_timeout_ms())));
+        let mut answers: Vec<(Parked, String)> = Vec::new();
+        for member in group.members.values_mut() {
+            member.assignment = Bytes::new();
+            member.synced = false;
+            member.session_deadline_ms =
+                now_ms.saturating_add(i64::from(member.session_timeout_ms));
+            if let Some(parked) = member.pending_join.take() {
+                answers.push((parked, member.member_id.clone()));
+            }
+        }
+        for (parked, member_id) in answers {
+            let Some(group) = self.groups.get(group_id) else {
+                return;
+            };
+            let response = join_success(group, &member_id, parked.version);
+            self.reply(
+                parked.request_id,
+                parked.version,
+                Response::JoinGroup(response),
+            );
+        }
+    }
+
+    /// Removes a member, answering whatever it had parked with `error`, and moves the group on
+    /// (a rebalance if it was formed; the join may now be complete if one was running).
+    pub(super) fn remove_member(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        error: ResponseError,
+        now_ms: i64,
+    ) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if group.pending_members.remove(member_id).is_some() {
+            self.maybe_complete_join(group_id, now_ms);
+            return;
+        }
+        let Some(member) = drop_member(group, member_id) else {
+            return;
+        };
+        let state = group.state;
+        if let Some(parked) = member.pending_join {
+            let response = join_error(parked.version, code(error), member_id);
+            self.reply(
+                parked.request_id,
+                parked.version,
+                Response::JoinGroup(response),
+            );
+        }
+        if let Some(parked) = member.pending_sync {
+            self.reply_sync_error(parked, code(error));
+        }
+        match state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                self.prepare_rebalance(group_id, now_ms);
+                self.maybe_complete_join(group_id, now_ms);
+            }
+            GroupState::PreparingRebalance => self.maybe_complete_join(group_id, now_ms),
+            GroupState::Empty => {}
+        }
+    }
+
+    /// SyncGroup, every version. Followers are parked until the leader's assignment arrives; the
+    /// leader's SyncGroup completes the rebalance.
+    pub fn handle_sync_group(&mut self, now_ms: i64, meta: RequestMeta, request: SyncGroupRequest) {
+        let parked = Parked {
+            request_id: meta.request_id,
+            version: meta.version,
+        };
+        if let Err(error) = self.sync_group(now_ms, parked, &request) {
+            self.reply_sync_error(parked, code(error));
+        }
+    }
+
+    fn sync_group(
+        &mut self,
+        now_ms: i64,
+        parked: Parked,
+        request: &SyncGroupRequest,
+    ) -> Result<(), ResponseError> {
+        let group_id = request.group_id.0.as_str();
+        let member_id = request.member_id.as_str();
+        let instance = instance_id(parked.version, 3, request.group_instance_id.as_ref());
+        let group = self.member_group(group_id, member_id, instance)?;
+        if request.generation_id != group.generation_id {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        if parked.version >= 5 {
+            let type_matches = request
+                .protocol_type
+                .as_ref()
+                .is_none_or(|wanted| group.protocol_type.as_deref() == Some(wanted.as_str()));
+            let name_matches = request
+                .protocol_name
+                .as_ref()
+                .is_none_or(|wanted| group.protocol_name.as_deref() == Some(wanted.as_str()));
+            if !type_matches || !name_matches {
+                return Err(ResponseError::InconsistentGroupProtocol);
+            }
+        }
+        match group.state {
+            GroupState::Empty => Err(ResponseError::UnknownMemberId),
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            GroupState::Stable => {
+                let Some(member) = self.member_mut(group_id, member_id) else {
+                    return Err(ResponseError::UnknownMemberId);
+                };
+                member.session_deadline_ms =
+                    now_ms.saturating_add(i64::from(member.session_timeout_ms));
+                let assignment = member.assignment.clone();
+                self.reply_sync(parked, 0, assignment, group_id);
+                Ok(())
+            }
+            GroupState::CompletingRebalance => {
+                let is_leader = group.leader.as_deref() == Some(member_id);
+                if is_leader {
+                    let too_large = request.assignments.iter().any(|assignment| {
+                        assignment.assignment.len() > self.config.member_assignment_bytes_max
+                    });
+                    if too_large {
+                        return Err(ResponseError::InvalidRequest);
+                    }
+                }
+                let Some(member) = self.member_mut(group_id, member_id) else {
+                    return Err(ResponseError::UnknownMemberId);
+                };
+                member.synced = true;
+                let superseded = member.pending_sync.replace(parked);
+                if let Some(old) = superseded {
+                    self.reply_sync_error(old, code(ResponseError::RebalanceInProgress));
+                }
+                if is_leader {
+                    self.complete_sync(group_id, request, now_ms);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The leader's assignment arrived: hand it out and become Stable.
+    fn complete_sync(&mut self, group_id: &str, request: &SyncGroupRequest, now_ms: i64) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        for assignment in &request.assignments {
+            if let Some(member) = group.members.get_mut(assignment.member_id.as_str()) {
+                member.assignment = assignment.assignment.clone();
+            }
+        }
+        group.state = GroupState::Stable;
+        group.rebalance_deadline_ms = None;
+        let mut answers: Vec<(Parked, Bytes)> = Vec::new();
+        for member in group.members.values_mut() {
+            if let Some(parked) = member.pending_sync.take() {
+                member.session_deadline_ms =
+                    now_ms.saturating_add(i64::from(member.session_timeout_ms));
+                answers.push((parked, member.assignment.clone()));
+            }
+        }
+        for (parked, assignment) in answers {
+            self.reply_sync(parked, 0, assignment, group_id);
+        }
+    }
+
+    /// Heartbeat, every version: keeps the session alive and tells the member whether it must
+    /// rejoin (REBALANCE_IN_PROGRESS).
+    pub fn handle_heartbeat(&mut self, now_ms: i64, meta: RequestMeta, request: HeartbeatRequest) {
+        let error_code = match self.heartbeat(now_ms, meta.version, &request) {
+            Ok(()) => 0,
+            Err(error) => code(error),
+        };
+        let mut response = HeartbeatResponse::default();
+        response.error_code = error_code;
+        self.reply(meta.request_id, meta.version, Response::Heartbeat(response));
+    }
+
+    fn heartbeat(
+        &mut self,
+        now_ms: i64,
+        version: i16,
+        request: &HeartbeatRequest,
+    ) -> Result<(), ResponseError> {
+        let group_id = request.group_id.0.as_str();
+        let member_id = request.member_id.as_str();
+        let instance = instance_id(version, 3, request.group_instance_id.as_ref());
+        let group = self.member_group(group_id, member_id, instance)?;
+        if group.state == GroupState::Empty {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if request.generation_id != group.generation_id {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        let state = group.state;
+        if let Some(member) = self.member_mut(group_id, member_id) {
+            member.session_deadline_ms =
+                now_ms.saturating_add(i64::from(member.session_timeout_ms));
+        }
+        match state {
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            _ => Ok(()),
+        }
+    }
+
+    /// LeaveGroup, every version: v0–v2 name one member and carry its error at the top level;
+    /// v3+ name a batch and get one error per member.
+    pub fn handle_leave_group(
+        &mut self,
+        now_ms: i64,
+        meta: RequestMeta,
+        request: LeaveGroupRequest,
+    ) {
+        let group_id = request.group_id.0.as_str().to_owned();
+        let leaving: Vec<(String, Option<String>)> = if meta.version >= 3 {
+            request
+                .members
+                .iter()
+                .map(|member| {
+                    (
+                        member.member_id.as_str().to_owned(),
+                        member
+                            .group_instance_id
+                            .as_ref()
+                            .map(|instance| instance.as_str().to_owned()),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(request.member_id.as_str().to_owned(), None)]
+        };
+        let mut response = LeaveGroupResponse::default();
+        let group_error = if !self.loaded {
+            Some(ResponseError::CoordinatorLoadInProgress)
+        } else if group_id.is_empty() {
+            Some(ResponseError::InvalidGroupId)
+        } else {
+            None
+        };
+        if let Some(error) = group_error {
+            response.error_code = code(error);
+        } else {
+            for (member_id, instance) in leaving {
+                let error_code =
+                    match self.leave_one(now_ms, &group_id, &member_id, instance.as_deref()) {
+                        Ok(()) => 0,
+                        Err(error) => code(error),
+                    };
+                let mut member = MemberResponse::default();
+                member.member_id = str_bytes(&member_id);
+                member.group_instance_id = instance.map(StrBytes::from_string);
+                member.error_code = error_code;
+                response.members.push(member);
+            }
+            if meta.version < 3 {
+                response.error_code = response.members.first().map_or(0, |m| m.error_code);
+                response.members.clear();
+            }
+        }
+        self.reply(
+            meta.request_id,
+            meta.version,
+            Response::LeaveGroup(response),
+        );
+        self.forget_if_unused(&group_id);
+    }
+
+    fn leave_one(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> Result<(), ResponseError> {
+        let Some(group) = self.groups.get(group_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        let member_id = match (member_id.is_empty(), instance) {
+            (true, Some(instance)) => group
+                .static_member_id(instance)
+                .ok_or(ResponseError::UnknownMemberId)?
+                .to_owned(),
+            (_, Some(instance)) => {
+                if group.static_member_id(instance) != Some(member_id) {
+                    return Err(ResponseError::FencedInstanceId);
+                }
+                member_id.to_owned()
+            }
+            (_, None) => member_id.to_owned(),
+        };
+        if !group.members.contains_key(&member_id)
+            && !group.pending_members.contains_key(&member_id)
+        {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        self.remove_member(group_id, &member_id, ResponseError::UnknownMemberId, now_ms);
+        Ok(())
+    }
+
+    /// Expires what is due in one group at `now_ms` (see [`Coordinator::tick`]).
+    pub(super) fn expire_group(&mut self, group_id: &str, now_ms: i64) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        let before = group.pending_members.len();
+        group
+            .pending_members
+            .retain(|_, deadline_ms| *deadline_ms > now_ms);
+        let pending_expired = group.pending_members.len() != before;
+        let expired: Vec<String> = group
+            .members
+            .values()
+            .filter(|member| member.session_counts() && member.session_deadline_ms <= now_ms)
+            .map(|member| member.member_id.clone())
+            .collect();
+        for member_id in &expired {
+            self.remove_member(group_id, member_id, ResponseError::UnknownMemberId, now_ms);
+        }
+        if pending_expired {
+            self.maybe_complete_join(group_id, now_ms);
+        }
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        if group
+            .rebalance_deadline_ms
+            .is_none_or(|deadline| deadline > now_ms)
+        {
+            return;
+        }
+        match group.state {
+            GroupState::PreparingRebalance => self.complete_join(group_id, now_ms),
+            GroupState::CompletingRebalance => {
+                // The leader's assignment never came (or some members never asked for theirs):
+                // drop those who did not sync and start over with the rest.
+                let unsynced: Vec<String> = group
+                    .members
+                    .values()
+                    .filter(|member| !member.synced)
+                    .map(|member| member.member_id.clone())
+                    .collect();
+                for member_id in &unsynced {
+                    if let Some(group) = self.groups.get_mut(group_id) {
+                        drop_member(group, member_id);
+                    }
+                }
+                self.prepare_rebalance(group_id, now_ms);
+                self.maybe_complete_join(group_id, now_ms);
+            }
+            GroupState::Empty | GroupState::Stable => group.rebalance_deadline_ms = None,
+        }
+    }
+
+    /// The group of a member that names itself in a SyncGroup or Heartbeat, or the error Kafka
+    /// answers (load in progress, invalid group id, unknown member, fenced static member).
+    fn member_group(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> Result<&Group, ResponseError> {
+        if !self.loaded {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        let group = self
+            .groups
+            .get(group_id)
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if let Some(instance) = instance {
+            if group
+                .static_member_id(instance)
+                .is_some_and(|holder| holder != member_id)
+            {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+        if !group.members.contains_key(member_id) {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        Ok(group)
+    }
+
+    fn member_mut(&mut self, group_id: &str, member_id: &str) -> Option<&mut Member> {
+        self.groups.get_mut(group_id)?.members.get_mut(member_id)
+    }
+
+    fn reply_sync(&mut self, parked: Parked, error_code: i16, assignment: Bytes, group_id: &str) {
+        let mut response = SyncGroupResponse::default();
+        response.error_code = error_code;
+        response.assignment = assignment;
+        if parked.version >= 5 {
+            if let Some(group) = self.groups.get(group_id) {
+                response.protocol_type = group.protocol_type.as_deref().map(str_bytes);
+                response.protocol_name = group.protocol_name.as_deref().map(str_bytes);
+            }
+        }
+        self.reply(
+            parked.request_id,
+            parked.version,
+            Response::SyncGroup(response),
+        );
+    }
+
+    fn reply_sync_error(&mut self, parked: Parked, error_code: i16) {
+        let mut response = SyncGroupResponse::default();
+        response.error_code = error_code;
+        self.reply(
+            parked.request_id,
+            parked.version,
+            Response::SyncGroup(response),
+        );
+    }
+}
+
+/// Takes a member out of the group's tables without answering anything (callers do).
+fn drop_member(group: &mut Group, member_id: &str) -> Option<Member> {
+    let member = group.members.remove(member_id)?;
+    if let Some(instance) = &member.group_instance_id {
+        if group.static_member_id(instance) == Some(member_id) {
+            group.static_members.remove(instance);
+        }
+    }
+    if group.leader.as_deref() == Some(member_id) {
+        group.leader = None;
+    }
+    Some(member)
+}
+
+/// Generations count up from 1 and never wrap to zero or below (0 is "no generation yet" and
+/// negative values mean "not using group management" in OffsetCommit).
+fn next_generation(generation_id: i32) -> i32 {
+    generation_id
+        .checked_add(1)
+        .filter(|next| *next > 0)
+        .unwrap_or(1)
+}
+
+/// The group instance id a request carries, if its version has the field.
+fn instance_id(version: i16, first_version: i16, field: Option<&StrBytes>) -> Option<&str> {
+    if version >= first_version {
+        field.map(StrBytes::as_str)
+    } else {
+        None
+    }
+}
+
+/// A JoinGroup error answer, filled so that it encodes at `version`.
+fn join_error(version: i16, error_code: i16, member_id: &str) -> JoinGroupResponse {
+    let mut response = JoinGroupResponse::default();
+    response.error_code = error_code;
+    response.generation_id = -1;
+    response.member_id = str_bytes(member_id);
+    response.protocol_name = if version >= 7 {
+        None
+    } else {
+        Some(StrBytes::default())
+    };
+    response
+}
+
+/// The JoinGroup answer for `member_id` in the group's current generation.
+fn join_success(group: &Group, member_id: &str, version: i16) -> JoinGroupResponse {
+    let mut response = JoinGroupResponse::default();
+    response.generation_id = group.generation_id;
+    let protocol = group.protocol_name.clone().unwrap_or_default();
+    response.protocol_name = Some(str_bytes(&protocol));
+    if version >= 7 {
+        response.protocol_type = group.protocol_type.as_deref().map(str_bytes);
+    }
+    let leader = group.leader.clone().unwrap_or_default();
+    response.leader = str_bytes(&leader);
+    response.member_id = str_bytes(member_id);
+    if leader == member_id {
+        response.members = group
+            .members
+            .values()
+            .map(|member| {
+                let mut entry = JoinGroupResponseMember::default();
+                entry.member_id = str_bytes(&member.member_id);
+                if version >= 5 {
+                    entry.group_instance_id = member.group_instance_id.as_deref().map(str_bytes);
+                }
+                entry.metadata = member.metadata_for(&protocol).cloned().unwrap_or_default();
+                entry
+            })
+            .collect();
+    }
+    response
+}

@@ -1,0 +1,65 @@
+//! The classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, FindCoordinator; every version from 0) as
+//! a sans-IO state machine, and the record codec of the internal offsets log.
+//!
+//! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
+//! leader's assignment), session / rebalance / pending-member deadlines, and the committed offsets.
+//! It must never read a clock, touch files or sockets, or depend on tokio: time arrives as `now_ms`
+//! arguments, and everything it wants done is returned as an [`Output`].
+//!
+//! # Contract with the driver
+//!
+//! 1. At start the driver reads the offsets log (records decoded by [`offsets_log`]) and calls
+//!    [`Coordinator::load_offsets`] once (with nothing if the log is empty). Until then every group
+//!    request is answered with COORDINATOR_LOAD_IN_PROGRESS.
+//! 2. Each decoded request goes in through one `handle_*` method with a [`RequestMeta`] (a driver-
+//!    chosen [`RequestId`], the request's API version, the client id and host). The method may
+//!    answer at once or later: JoinGroup waits until the rebalance completes or times out, SyncGroup
+//!    until the leader's assignment arrives, OffsetCommit until its records are durable.
+//! 3. After every call the driver drains [`Coordinator::poll_output`]:
+//!    - [`Output::Reply`]: the response struct for that request, already filled for its version;
+//!    - [`Output::PersistOffsets`]: append these commits to the offsets log (in the order the
+//!      outputs come out), then call [`Coordinator::offsets_persisted`] with the same request id;
+//!      only that call produces the OffsetCommit reply, so a commit is acknowledged only once it is
+//!      durable.
+//! 4. The driver calls [`Coordinator::tick`] with the current time whenever
+//!    [`Coordinator::next_deadline_ms`] has passed (calling it more often is harmless). `now_ms`
+//!    must never decrease between calls.
+//!
+//! A reply whose connection has gone is simply dropped by the driver. Every accepted request gets
+//! exactly one reply (the simulation in `sim.rs` checks it).
+//!
+//! # Layout
+//!
+//! - [`config`]: every bound and timeout default (Kafka's names in the docs).
+//! - [`state`]: one group and its members; the group states and what each allows.
+//! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, loading, ticking.
+//! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
+//! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
+//! - `admin.rs`: DescribeGroups, ListGroups, FindCoordinator.
+//! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
+//! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants.
+//!
+//! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
+//! until deleted), group metadata persistence (after a restart groups are empty and members rejoin;
+//! only offsets survive), the initial rebalance delay (`group.initial.rebalance.delay.ms`), and the
+//! consumer-group (KIP-848) protocol.
+
+pub mod config;
+pub mod offsets_log;
+pub mod state;
+
+mod admin;
+mod coordinator;
+mod membership;
+mod offsets;
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
+
+pub use config::{CoordinatorNode, GroupConfig};
+pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
+pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+pub use state::GroupState;
