@@ -4,6 +4,7 @@
 
 pub mod records;
 pub mod requests;
+pub mod storage;
 
 /// A named fuzz target body.
 pub type Target = (&'static str, fn(&[u8]));
@@ -13,6 +14,7 @@ pub fn targets() -> Vec<Target> {
     records::TARGETS
         .iter()
         .chain(requests::TARGETS.iter())
+        .chain(storage::TARGETS.iter())
         .copied()
         .collect()
 }

@@ -7,6 +7,8 @@
 
 #[path = "../tests/support/batch.rs"]
 mod support;
+#[path = "../tests/support/temp.rs"]
+mod temp;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rand::{Rng, SeedableRng};
@@ -17,7 +19,7 @@ use skiff_storage::{LogConfig, LogDir};
 const BATCHES: usize = 16_384;
 
 fn lookup(c: &mut Criterion) {
-    let dir = support::temp_dir();
+    let dir = temp::temp_dir();
     let config = LogConfig {
         segment_bytes: 1 << 30,
         ..LogConfig::default()

@@ -43,9 +43,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(log) => log,
         None => data.create("greetings", 0, None)?,
     };
-    for (index, values) in [&["hello", "world"][..], &["bonjour"], &["hallo", "hola", "ciao"]]
-        .iter()
-        .enumerate()
+    for (index, values) in [
+        &["hello", "world"][..],
+        &["bonjour"],
+        &["hallo", "hola", "ciao"],
+    ]
+    .iter()
+    .enumerate()
     {
         let info = log.append(&mut batch(values, now_ms + index as i64), now_ms)?;
         println!(
@@ -59,7 +63,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     data.close()?;
     let data = LogDir::open(&path, config)?;
     println!("logs after restart: {:?}", data.list()?);
-    let log = data.log("greetings", 0)?.ok_or("log missing after restart")?;
+    let log = data
+        .log("greetings", 0)?
+        .ok_or("log missing after restart")?;
     println!(
         "log start {}, log end {}, flushed below {}",
         log.log_start_offset()?,

@@ -100,6 +100,9 @@ mod time_index;
 #[cfg(test)]
 #[path = "../tests/support/batch.rs"]
 mod testing;
+#[cfg(test)]
+#[path = "../tests/support/temp.rs"]
+mod testing_temp;
 
 pub use config::{LogConfig, PersistMode};
 pub use error::{Error, Result};

@@ -738,7 +738,6 @@ impl Log {
             if let Some(first_kept) = state.segments.values().nth(count) {
                 state.log_start_offset = state.log_start_offset.max(first_kept.base_offset);
             }
-            state.recovery_point = state.recovery_point.max(state.log_start_offset);
             state.checkpoint().write(io, &self.dir)?;
             for base in &doomed {
                 if let Some(segment) = state.segments.remove(base) {
@@ -800,7 +799,8 @@ mod tests {
     use crate::io::faulty::FaultyIo;
     use crate::io::StdIo;
     use crate::log_dir::LogDir;
-    use crate::testing::{batch, batch_with, temp_dir};
+    use crate::testing::{batch, batch_with};
+    use crate::testing_temp::temp_dir;
 
     fn small_config() -> LogConfig {
         LogConfig {

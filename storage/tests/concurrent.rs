@@ -4,6 +4,8 @@
 
 #[path = "support/batch.rs"]
 mod support;
+#[path = "support/temp.rs"]
+mod temp;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +14,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
 use skiff_storage::{Error, LogConfig, LogDir};
-use support::{batch_with, temp_dir};
+use support::batch_with;
+use temp::temp_dir;
 
 const BATCHES: usize = 3000;
 const READERS: u64 = 2;
@@ -80,7 +83,13 @@ fn readers_see_whole_valid_batches_while_appends_roll_and_retention_deletes() {
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     for index in 0..BATCHES {
-        let mut input = batch_with(0, rng.gen_range(1..6), rng.gen_range(0..400), 0, index as u8);
+        let mut input = batch_with(
+            0,
+            rng.gen_range(1..6),
+            rng.gen_range(0..400),
+            0,
+            index as u8,
+        );
         log.append(&mut input, 0).unwrap();
         if index % 100 == 0 {
             log.enforce_retention(0).unwrap();

@@ -5,6 +5,8 @@
 
 #[path = "support/batch.rs"]
 mod support;
+#[path = "support/temp.rs"]
+mod temp;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -14,7 +16,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2;
 use skiff_storage::{LogConfig, LogDir};
-use support::{batch_with, temp_dir};
+use support::batch_with;
+use temp::temp_dir;
 
 /// Set in the child's environment to the data directory; absent in a normal test run.
 const CHILD_DIR_ENV: &str = "SKIFF_CRASH_CHILD_DIR";

@@ -4,6 +4,8 @@
 
 #[path = "support/batch.rs"]
 mod support;
+#[path = "support/temp.rs"]
+mod temp;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -12,19 +14,17 @@ use std::path::{Path, PathBuf};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_storage::{Error, Log, LogConfig, LogDir};
-use support::{batch_with, temp_dir};
+use support::batch_with;
+use temp::temp_dir;
 
 const ITERATIONS: usize = 40;
 
 fn seed() -> u64 {
     match std::env::var("SKIFF_SEED") {
         Ok(text) => text.parse().expect("SKIFF_SEED is a number"),
+        // A random seed without reading a clock: the std hasher's per-process random keys.
         Err(_) => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock after 1970")
-                .subsec_nanos();
-            u64::from(nanos) ^ u64::from(std::process::id())
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Test-only batch helpers shared by the unit tests, integration tests, benches, the example and
+//! Test-only batch helpers shared by the unit tests, integration tests, benches and
 //! the storage fuzz targets (each includes this file with `#[path]`). They wrap the protocol
 //! crate's `BatchBuilder`: storage itself never encodes records, it stores what producers send.
 
@@ -36,16 +36,4 @@ pub fn batch_with(
             .expect("record fits");
     }
     builder.build().expect("batch builds")
-}
-
-/// A temporary directory, on tmpfs when the machine has one: these tests check logic, not the
-/// disk, and an fsync on tmpfs costs nothing, which keeps the suite fast.
-pub fn temp_dir() -> tempfile::TempDir {
-    let shm = std::path::Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(dir) = tempfile::tempdir_in(shm) {
-            return dir;
-        }
-    }
-    tempfile::tempdir().expect("temp dir")
 }
