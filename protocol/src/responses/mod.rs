@@ -63,13 +63,25 @@ mod anyhow_free {
 
 /// The supported-versions list of an ApiVersions response, from [`SUPPORTED_APIS`].
 pub fn supported_api_versions() -> Vec<ApiVersion> {
+    capped_api_versions(|_| None)
+}
+
+/// The supported-versions list with each API's maximum lowered to `version_max_cap(api_key)`
+/// (`None` keeps the table's maximum). A broker "emulating 0.10.2" advertises Fetch ≤ 3 and
+/// Produce ≤ 2 this way, which makes unmodified modern clients fall back to magic 1
+/// (shared/docs/clients.md §1). An API whose cap is below its minimum is left out.
+pub fn capped_api_versions(version_max_cap: impl Fn(ApiKey) -> Option<i16>) -> Vec<ApiVersion> {
     SUPPORTED_APIS
         .iter()
-        .map(|row| {
-            ApiVersion::default()
-                .with_api_key(row.api_key as i16)
-                .with_min_version(row.version_min)
-                .with_max_version(row.version_max)
+        .filter_map(|row| {
+            let version_max = version_max_cap(row.api_key)
+                .map_or(row.version_max, |cap| cap.min(row.version_max));
+            (version_max >= row.version_min).then(|| {
+                ApiVersion::default()
+                    .with_api_key(row.api_key as i16)
+                    .with_min_version(row.version_min)
+                    .with_max_version(version_max)
+            })
         })
         .collect()
 }

@@ -70,3 +70,24 @@ fn versions_kafka_protocol_lacks_are_an_error() {
         Err(EncodeError::Message { .. })
     ));
 }
+
+#[test]
+fn capped_versions_emulate_an_old_broker() {
+    let capped = capped_api_versions(|key| match key {
+        ApiKey::Fetch => Some(3),
+        ApiKey::Produce => Some(2),
+        ApiKey::SaslAuthenticate => Some(-1),
+        _ => None,
+    });
+    let max_of = |key: ApiKey| {
+        capped
+            .iter()
+            .find(|row| row.api_key == key as i16)
+            .map(|row| row.max_version)
+    };
+    assert_eq!(max_of(ApiKey::Fetch), Some(3));
+    assert_eq!(max_of(ApiKey::Produce), Some(2));
+    assert_eq!(max_of(ApiKey::Metadata), Some(12));
+    assert_eq!(max_of(ApiKey::SaslAuthenticate), None);
+    assert_eq!(supported_api_versions().len(), SUPPORTED_APIS.len());
+}
