@@ -1,1 +1,899 @@
-//! Unit tests of the coordinator.
+//! Unit tests of the coordinator: each API's answers per version, the bad-input error codes, the
+//! timeouts driven by `tick`, durability of commits, and that every reply encodes at its version.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+
+use super::*;
+
+const SESSION_MS: i32 = 10_000;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn code(error: ResponseError) -> i16 {
+    error.code()
+}
+
+/// A coordinator plus a virtual clock and request ids.
+struct Harness {
+    coordinator: Coordinator,
+    now_ms: i64,
+    next_request_id: RequestId,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let mut harness = Self::unloaded();
+        harness.coordinator.load_offsets([]);
+        harness
+    }
+
+    fn unloaded() -> Self {
+        let node = CoordinatorNode {
+            node_id: 1,
+            host: "localhost".into(),
+            port: 9092,
+        };
+        let mut config = GroupConfig::new(node, 7);
+        config.group_members_max = 3;
+        Self {
+            coordinator: Coordinator::new(config),
+            now_ms: 1_000_000,
+            next_request_id: 0,
+        }
+    }
+
+    fn meta(&mut self, version: i16) -> RequestMeta {
+        self.next_request_id += 1;
+        RequestMeta {
+            request_id: self.next_request_id,
+            version,
+            client_id: "client".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+
+    fn outputs(&mut self) -> Vec<Output> {
+        std::iter::from_fn(|| self.coordinator.poll_output()).collect()
+    }
+
+    /// Replies in order, as (request id, response); fails on a PersistOffsets.
+    fn replies(&mut self) -> Vec<(RequestId, Response)> {
+        self.outputs()
+            .into_iter()
+            .map(|output| match output {
+                Output::Reply {
+                    request_id,
+                    version,
+                    response,
+                } => {
+                    encode(&response, version);
+                    (request_id, response)
+                }
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
+    fn join(&mut self, version: i16, group: &str, member: &str, protocols: &[&str]) -> RequestId {
+        self.join_with(version, group, member, protocols, SESSION_MS, None)
+    }
+
+    fn join_with(
+        &mut self,
+        version: i16,
+        group: &str,
+        member: &str,
+        protocols: &[&str],
+        session_timeout_ms: i32,
+        instance: Option<&str>,
+    ) -> RequestId {
+        let meta = self.meta(version);
+        let id = meta.request_id;
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(s(group));
+        request.session_timeout_ms = session_timeout_ms;
+        request.rebalance_timeout_ms = if version >= 1 { 20_000 } else { -1 };
+        request.member_id = s(member);
+        request.group_instance_id = instance.map(s);
+        request.protocol_type = s("consumer");
+        request.protocols = protocols
+            .iter()
+            .map(|name| {
+                let mut protocol = JoinGroupRequestProtocol::default();
+                protocol.name = s(name);
+                protocol.metadata = Bytes::from(format!("meta-{member}-{name}"));
+                protocol
+            })
+            .collect();
+        self.coordinator
+            .handle_join_group(self.now_ms, meta, request);
+        id
+    }
+
+    fn sync(
+        &mut self,
+        version: i16,
+        group: &str,
+        member: &str,
+        generation: i32,
+        assignments: &[(&str, &str)],
+    ) -> RequestId {
+        let meta = self.meta(version);
+        let id = meta.request_id;
+        let mut request = SyncGroupRequest::default();
+        request.group_id = GroupId(s(group));
+        request.member_id = s(member);
+        request.generation_id = generation;
+        request.assignments = assignments
+            .iter()
+            .map(|(member, assignment)| {
+                let mut entry = SyncGroupRequestAssignment::default();
+                entry.member_id = s(member);
+                entry.assignment = Bytes::from(assignment.to_string());
+                entry
+            })
+            .collect();
+        self.coordinator
+            .handle_sync_group(self.now_ms, meta, request);
+        id
+    }
+
+    fn heartbeat(&mut self, group: &str, member: &str, generation: i32) -> i16 {
+        let meta = self.meta(0);
+        let mut request = HeartbeatRequest::default();
+        request.group_id = GroupId(s(group));
+        request.member_id = s(member);
+        request.generation_id = generation;
+        self.coordinator
+            .handle_heartbeat(self.now_ms, meta, request);
+        match &self.replies()[..] {
+            [(_, Response::Heartbeat(response))] => response.error_code,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn commit(
+        &mut self,
+        version: i16,
+        group: &str,
+        member: &str,
+        generation: i32,
+        offsets: &[(&str, i32, i64)],
+    ) -> RequestId {
+        let meta = self.meta(version);
+        let id = meta.request_id;
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(s(group));
+        request.member_id = s(member);
+        request.generation_id_or_member_epoch = generation;
+        for (topic, partition, offset) in offsets {
+            let mut entry = OffsetCommitRequestTopic::default();
+            entry.name = TopicName(s(topic));
+            let mut p = OffsetCommitRequestPartition::default();
+            p.partition_index = *partition;
+            p.committed_offset = *offset;
+            p.committed_metadata = Some(s("meta"));
+            entry.partitions.push(p);
+            request.topics.push(entry);
+        }
+        self.coordinator
+            .handle_offset_commit(self.now_ms, meta, request, |topic, _| topic != "missing");
+        id
+    }
+
+    fn fetch(
+        &mut self,
+        version: i16,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> OffsetFetchResponse {
+        let meta = self.meta(version);
+        let mut request = OffsetFetchRequest::default();
+        request.group_id = GroupId(s(group));
+        let mut topics = Vec::new();
+        for (topic, partition) in partitions {
+            let mut entry = OffsetFetchRequestTopic::default();
+            entry.name = TopicName(s(topic));
+            entry.partition_indexes = vec![*partition];
+            topics.push(entry);
+        }
+        request.topics = Some(topics);
+        self.coordinator.handle_offset_fetch(meta, request);
+        match self.replies().pop() {
+            Some((_, Response::OffsetFetch(response))) => response,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn advance(&mut self, by_ms: i64) {
+        self.now_ms += by_ms;
+        self.coordinator.tick(self.now_ms);
+    }
+}
+
+/// Encodes a response at its version (fails the test if kafka-protocol refuses the fields).
+fn encode(response: &Response, version: i16) -> BytesMut {
+    let mut buf = BytesMut::new();
+    let result = match response {
+        Response::FindCoordinator(r) => r.encode(&mut buf, version),
+        Response::JoinGroup(r) => r.encode(&mut buf, version),
+        Response::SyncGroup(r) => r.encode(&mut buf, version),
+        Response::Heartbeat(r) => r.encode(&mut buf, version),
+        Response::LeaveGroup(r) => r.encode(&mut buf, version),
+        Response::OffsetCommit(r) => r.encode(&mut buf, version),
+        Response::OffsetFetch(r) => r.encode(&mut buf, version),
+        Response::DescribeGroups(r) => r.encode(&mut buf, version),
+        Response::ListGroups(r) => r.encode(&mut buf, version),
+    };
+    if let Err(error) = result {
+        panic!("{response:?} does not encode at v{version}: {error}");
+    }
+    buf
+}
+
+fn join_response(replies: &[(RequestId, Response)], id: RequestId) -> JoinGroupResponse {
+    replies
+        .iter()
+        .find_map(|(request_id, response)| match response {
+            Response::JoinGroup(r) if *request_id == id => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no JoinGroup reply for {id} in {replies:?}"))
+}
+
+fn sync_response(replies: &[(RequestId, Response)], id: RequestId) -> SyncGroupResponse {
+    replies
+        .iter()
+        .find_map(|(request_id, response)| match response {
+            Response::SyncGroup(r) if *request_id == id => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no SyncGroup reply for {id} in {replies:?}"))
+}
+
+/// One member forms a group at `version`; returns (member id, generation).
+fn form_single(h: &mut Harness, version: i16, group: &str) -> (String, i32) {
+    let mut id = h.join(version, group, "", &["range"]);
+    let mut replies = h.replies();
+    let mut response = join_response(&replies, id);
+    if version >= 4 {
+        assert_eq!(response.error_code, code(ResponseError::MemberIdRequired));
+        let member = response.member_id.as_str().to_owned();
+        id = h.join(version, group, &member, &["range"]);
+        replies = h.replies();
+        response = join_response(&replies, id);
+    }
+    assert_eq!(response.error_code, 0, "{response:?}");
+    let member = response.member_id.as_str().to_owned();
+    assert_eq!(response.leader.as_str(), member);
+    assert_eq!(response.members.len(), 1);
+    let generation = response.generation_id;
+    let sync = h.sync(
+        version.min(5),
+        group,
+        &member,
+        generation,
+        &[(&member, "all")],
+    );
+    let replies = h.replies();
+    let synced = sync_response(&replies, sync);
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(synced.assignment, Bytes::from("all"));
+    (member, generation)
+}
+
+#[test]
+fn requests_before_loading_get_load_in_progress() {
+    let mut h = Harness::unloaded();
+    let id = h.join(0, "g", "", &["range"]);
+    let replies = h.replies();
+    assert_eq!(
+        join_response(&replies, id).error_code,
+        code(ResponseError::CoordinatorLoadInProgress)
+    );
+    // OffsetFetch v1 has no top-level error: it goes into every partition.
+    let response = h.fetch(1, "g", &[("t", 0), ("t", 1)]);
+    let partitions: Vec<_> = response.topics.iter().flat_map(|t| &t.partitions).collect();
+    assert_eq!(partitions.len(), 2);
+    assert!(partitions
+        .iter()
+        .all(|p| p.error_code == 14 && p.committed_offset == -1));
+    let response = h.fetch(2, "g", &[("t", 0)]);
+    assert_eq!(response.error_code, 14);
+    assert!(response.topics.is_empty());
+}
+
+#[test]
+fn every_join_version_forms_a_group() {
+    for version in 0..=9 {
+        let mut h = Harness::new();
+        let (member, generation) = form_single(&mut h, version, "g");
+        assert_eq!(generation, 1);
+        assert_eq!(h.heartbeat("g", &member, generation), 0);
+        assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Stable));
+    }
+}
+
+#[test]
+fn second_member_triggers_a_rebalance_and_gets_its_assignment() {
+    let mut h = Harness::new();
+    let (first, generation) = form_single(&mut h, 1, "g");
+    let second_join = h.join(1, "g", "", &["range"]);
+    assert!(
+        h.replies().is_empty(),
+        "the join waits for the first member"
+    );
+    assert_eq!(h.heartbeat("g", &first, generation), 27);
+    let first_join = h.join(1, "g", &first, &["range"]);
+    let replies = h.replies();
+    let leader = join_response(&replies, first_join);
+    let follower = join_response(&replies, second_join);
+    assert_eq!(leader.generation_id, 2);
+    assert_eq!(follower.generation_id, 2);
+    assert_eq!(leader.leader.as_str(), first, "the leader is kept");
+    assert_eq!(leader.members.len(), 2);
+    assert!(
+        follower.members.is_empty(),
+        "only the leader gets the members"
+    );
+    let second = follower.member_id.as_str().to_owned();
+    let follower_sync = h.sync(0, "g", &second, 2, &[]);
+    assert!(h.replies().is_empty(), "the follower waits for the leader");
+    assert_eq!(
+        h.heartbeat("g", &second, 2),
+        0,
+        "heartbeats are fine while syncing"
+    );
+    let leader_sync = h.sync(0, "g", &first, 2, &[(&first, "p0"), (&second, "p1")]);
+    let replies = h.replies();
+    assert_eq!(
+        sync_response(&replies, leader_sync).assignment,
+        Bytes::from("p0")
+    );
+    assert_eq!(
+        sync_response(&replies, follower_sync).assignment,
+        Bytes::from("p1")
+    );
+    assert_eq!(h.heartbeat("g", &first, 1), 22, "old generation");
+    assert_eq!(h.heartbeat("g", "nobody", 2), 25);
+    assert_eq!(h.heartbeat("other", &first, 2), 25);
+}
+
+#[test]
+fn bad_join_requests_get_kafkas_error_codes() {
+    let mut h = Harness::new();
+    let cases: Vec<(RequestId, i16)> = vec![
+        (h.join_with(0, "g", "", &["range"], 0, None), 26),
+        (h.join_with(0, "g", "", &["range"], i32::MAX, None), 26),
+        (h.join_with(0, "g", "", &["range"], -5, None), 26),
+        (h.join(0, "", "", &["range"]), 24),
+        (h.join(0, "g", "ghost", &["range"]), 25),
+        (h.join(0, "g", "", &[]), 23),
+    ];
+    let replies = h.replies();
+    for (id, expected) in cases {
+        let response = join_response(&replies, id);
+        assert_eq!(response.error_code, expected, "{response:?}");
+        assert_eq!(response.generation_id, -1);
+    }
+    // Oversized metadata and a negative rebalance timeout: INVALID_REQUEST.
+    let meta = h.meta(1);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.session_timeout_ms = SESSION_MS;
+    request.rebalance_timeout_ms = -1;
+    request.protocol_type = s("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    request.protocols = vec![protocol.clone()];
+    h.coordinator
+        .handle_join_group(h.now_ms, meta.clone(), request.clone());
+    request.rebalance_timeout_ms = 1000;
+    protocol.metadata = Bytes::from(vec![
+        0u8;
+        h.coordinator.config().member_metadata_bytes_max + 1
+    ]);
+    request.protocols = vec![protocol];
+    let meta = h.meta(1);
+    h.coordinator.handle_join_group(h.now_ms, meta, request);
+    for (_, response) in h.replies() {
+        match response {
+            Response::JoinGroup(r) => assert_eq!(r.error_code, 42),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        h.coordinator.group_count(),
+        0,
+        "failed joins leave no group behind"
+    );
+    // A different protocol than the group's.
+    let (_member, _) = form_single(&mut h, 0, "g");
+    let id = h.join(0, "g", "", &["roundrobin"]);
+    assert_eq!(join_response(&h.replies(), id).error_code, 23);
+}
+
+#[test]
+fn group_size_is_bounded() {
+    let mut h = Harness::new();
+    let (first, _) = form_single(&mut h, 0, "g");
+    let a = h.join(0, "g", "", &["range"]);
+    let b = h.join(0, "g", "", &["range"]);
+    let c = h.join(0, "g", "", &["range"]);
+    let replies = h.replies();
+    assert_eq!(join_response(&replies, c).error_code, 81);
+    let rejoin = h.join(0, "g", &first, &["range"]);
+    let replies = h.replies();
+    for id in [a, b, rejoin] {
+        assert_eq!(join_response(&replies, id).error_code, 0);
+    }
+}
+
+#[test]
+fn member_id_required_handshake_and_pending_expiry() {
+    let mut h = Harness::new();
+    let id = h.join(4, "g", "", &["range"]);
+    let response = join_response(&h.replies(), id);
+    assert_eq!(response.error_code, 79);
+    assert!(!response.member_id.is_empty());
+    assert_eq!(
+        h.coordinator.next_deadline_ms(),
+        Some(h.now_ms + i64::from(SESSION_MS))
+    );
+    h.advance(i64::from(SESSION_MS));
+    let id = h.join(4, "g", response.member_id.as_str(), &["range"]);
+    assert_eq!(
+        join_response(&h.replies(), id).error_code,
+        25,
+        "the handed-out id expired"
+    );
+}
+
+#[test]
+fn session_expiry_removes_a_member_and_rebalances() {
+    let mut h = Harness::new();
+    let (first, _) = form_single(&mut h, 0, "g");
+    let second_join = h.join(0, "g", "", &["range"]);
+    let first_join = h.join(0, "g", &first, &["range"]);
+    let replies = h.replies();
+    let second = join_response(&replies, second_join)
+        .member_id
+        .as_str()
+        .to_owned();
+    assert_eq!(join_response(&replies, first_join).generation_id, 2);
+    let follower_sync = h.sync(0, "g", &second, 2, &[]);
+    let leader_sync = h.sync(0, "g", &first, 2, &[(&first, "a"), (&second, "b")]);
+    let replies = h.replies();
+    assert_eq!(sync_response(&replies, follower_sync).error_code, 0);
+    assert_eq!(sync_response(&replies, leader_sync).error_code, 0);
+    // Only the first keeps heartbeating.
+    for _ in 0..3 {
+        h.advance(4_000);
+        assert!(h.heartbeat("g", &first, 2) == 0 || h.heartbeat("g", &first, 2) == 27);
+    }
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(h.heartbeat("g", &second, 2), 25, "expired");
+    let rejoin = h.join(0, "g", &first, &["range"]);
+    let response = join_response(&h.replies(), rejoin);
+    assert_eq!(response.generation_id, 3);
+    assert_eq!(response.members.len(), 1);
+}
+
+#[test]
+fn rebalance_deadline_drops_members_that_do_not_rejoin() {
+    let mut h = Harness::new();
+    // v0: the rebalance timeout is the session timeout.
+    let (first, _) = form_single(&mut h, 0, "g");
+    let second_join = h.join(0, "g", "", &["range"]);
+    assert!(h.replies().is_empty());
+    // The first member heartbeats (so its session stays alive) but never rejoins.
+    for _ in 0..2 {
+        h.advance(4_000);
+        assert_eq!(h.heartbeat("g", &first, 1), 27);
+    }
+    h.advance(2_000);
+    let replies = h.replies();
+    let response = join_response(&replies, second_join);
+    assert_eq!(response.error_code, 0);
+    assert_eq!(response.generation_id, 2);
+    assert_eq!(response.members.len(), 1, "the first member was dropped");
+    assert_eq!(response.leader, response.member_id);
+}
+
+#[test]
+fn leader_that_never_syncs_is_dropped_at_the_sync_deadline() {
+    let mut h = Harness::new();
+    let (first, _) = form_single(&mut h, 1, "g");
+    let second_join = h.join(1, "g", "", &["range"]);
+    let first_join = h.join(1, "g", &first, &["range"]);
+    let replies = h.replies();
+    let second = join_response(&replies, second_join)
+        .member_id
+        .as_str()
+        .to_owned();
+    assert_eq!(join_response(&replies, first_join).leader.as_str(), first);
+    let follower_sync = h.sync(0, "g", &second, 2, &[]);
+    assert!(h.replies().is_empty());
+    h.advance(20_000);
+    let replies = h.replies();
+    assert_eq!(sync_response(&replies, follower_sync).error_code, 27);
+    let rejoin = h.join(1, "g", &second, &["range"]);
+    let response = join_response(&h.replies(), rejoin);
+    assert_eq!(response.generation_id, 3);
+    assert_eq!(response.leader.as_str(), second);
+}
+
+#[test]
+fn leave_group_v0_and_batched_v3() {
+    let mut h = Harness::new();
+    let (first, _) = form_single(&mut h, 0, "g");
+    let meta = h.meta(0);
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.member_id = s("ghost");
+    h.coordinator
+        .handle_leave_group(h.now_ms, meta, request.clone());
+    request.member_id = s(&first);
+    let meta = h.meta(0);
+    h.coordinator.handle_leave_group(h.now_ms, meta, request);
+    let codes: Vec<i16> = h
+        .replies()
+        .into_iter()
+        .map(|(_, response)| match response {
+            Response::LeaveGroup(r) => r.error_code,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(codes, vec![25, 0]);
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        None,
+        "an empty group without offsets is dropped"
+    );
+
+    let (first, _) = form_single(&mut h, 3, "g");
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    for member in [first.as_str(), "ghost"] {
+        let mut identity = MemberIdentity::default();
+        identity.member_id = s(member);
+        request.members.push(identity);
+    }
+    let meta = h.meta(3);
+    h.coordinator.handle_leave_group(h.now_ms, meta, request);
+    match h.replies().pop() {
+        Some((_, Response::LeaveGroup(r))) => {
+            assert_eq!(r.error_code, 0);
+            let codes: Vec<i16> = r.members.iter().map(|m| m.error_code).collect();
+            assert_eq!(codes, vec![0, 25]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn static_member_restart_fences_the_old_incarnation() {
+    let mut h = Harness::new();
+    let id = h.join_with(5, "g", "", &["range"], SESSION_MS, Some("instance-1"));
+    let old = join_response(&h.replies(), id);
+    assert_eq!(old.error_code, 0, "static members skip MEMBER_ID_REQUIRED");
+    let old_id = old.member_id.as_str().to_owned();
+    let id = h.join_with(5, "g", "", &["range"], SESSION_MS, Some("instance-1"));
+    let new = join_response(&h.replies(), id);
+    assert_eq!(new.error_code, 0);
+    assert_ne!(new.member_id.as_str(), old_id);
+    let meta = h.meta(3);
+    let mut request = HeartbeatRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.member_id = s(&old_id);
+    request.generation_id = new.generation_id;
+    request.group_instance_id = Some(s("instance-1"));
+    h.coordinator.handle_heartbeat(h.now_ms, meta, request);
+    match h.replies().pop() {
+        Some((_, Response::Heartbeat(r))) => assert_eq!(r.error_code, 82),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn commits_are_acknowledged_only_once_durable_and_survive_a_restart() {
+    let mut h = Harness::new();
+    let (member, generation) = form_single(&mut h, 0, "g");
+    let id = h.commit(2, "g", &member, generation, &[("t", 0, 42), ("t", 1, 7)]);
+    let outputs = h.outputs();
+    let commits = match &outputs[..] {
+        [Output::PersistOffsets {
+            request_id,
+            commits,
+        }] if *request_id == id => commits.clone(),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(commits.len(), 2);
+    assert_eq!(
+        h.fetch(1, "g", &[("t", 0)]).topics[0].partitions[0].committed_offset,
+        -1
+    );
+    h.coordinator.offsets_persisted(id, Ok(()));
+    match h.replies().pop() {
+        Some((request_id, Response::OffsetCommit(r))) => {
+            assert_eq!(request_id, id);
+            assert!(r
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.error_code == 0));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let response = h.fetch(1, "g", &[("t", 0), ("t", 1), ("t", 2)]);
+    let offsets: Vec<i64> = response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.committed_offset)
+        .collect();
+    assert_eq!(offsets, vec![42, 7, -1]);
+    // v0 answers UNKNOWN_TOPIC_OR_PARTITION for a partition without a commit.
+    let v0 = h.fetch(0, "g", &[("t", 2)]);
+    assert_eq!(v0.topics[0].partitions[0].error_code, 3);
+
+    // Restart: replaying the persisted records (and a tombstone) rebuilds the table.
+    let mut restarted = Harness::unloaded();
+    let mut log: Vec<OffsetLogEntry> = commits
+        .into_iter()
+        .map(|(key, value)| OffsetLogEntry::Commit(key, value))
+        .collect();
+    log.push(OffsetLogEntry::Delete(OffsetKey {
+        group: "g".into(),
+        topic: "t".into(),
+        partition: 1,
+    }));
+    restarted.coordinator.load_offsets(log);
+    let offsets = restarted.coordinator.committed_offsets();
+    assert_eq!(offsets.len(), 1);
+    assert_eq!(offsets.get(&("g".into(), "t".into(), 0)), Some(&42));
+}
+
+#[test]
+fn commit_rules_follow_kafka() {
+    let mut h = Harness::new();
+    // Standalone commits (no group management): v0, and v1+ with generation −1.
+    for version in [0, 1, 2, 8] {
+        let id = h.commit(version, "solo", "", -1, &[("t", 0, 5)]);
+        h.coordinator.offsets_persisted(id, Ok(()));
+    }
+    let codes: Vec<i16> = h
+        .outputs()
+        .into_iter()
+        .filter_map(|output| match output {
+            Output::Reply {
+                response: Response::OffsetCommit(r),
+                ..
+            } => Some(r.topics[0].partitions[0].error_code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, vec![0, 0, 0, 0]);
+    // A generation for a group that does not exist; an unknown member; a wrong generation;
+    // an unknown topic; metadata too large.
+    let (member, generation) = form_single(&mut h, 0, "g");
+    h.commit(2, "nogroup", "m", 3, &[("t", 0, 1)]);
+    h.commit(2, "g", "ghost", generation, &[("t", 0, 1)]);
+    h.commit(2, "g", &member, generation + 1, &[("t", 0, 1)]);
+    h.commit(2, "g", &member, generation, &[("missing", 0, 1)]);
+    let codes: Vec<i16> = h
+        .replies()
+        .into_iter()
+        .map(|(_, response)| match response {
+            Response::OffsetCommit(r) => r.topics[0].partitions[0].error_code,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(codes, vec![22, 25, 22, 3]);
+    let meta = h.meta(2);
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.member_id = s(&member);
+    request.generation_id_or_member_epoch = generation;
+    let mut topic = OffsetCommitRequestTopic::default();
+    topic.name = TopicName(s("t"));
+    let mut big = OffsetCommitRequestPartition::default();
+    big.committed_metadata = Some(StrBytes::from_string("x".repeat(5000)));
+    let mut fine = OffsetCommitRequestPartition::default();
+    fine.partition_index = 1;
+    fine.committed_offset = 9;
+    topic.partitions = vec![big, fine];
+    request.topics = vec![topic];
+    h.coordinator
+        .handle_offset_commit(h.now_ms, meta.clone(), request, |_, _| true);
+    let outputs = h.outputs();
+    assert!(matches!(&outputs[..], [Output::PersistOffsets { commits, .. }] if commits.len() == 1));
+    h.coordinator
+        .offsets_persisted(meta.request_id, Err(PersistError::Unavailable));
+    match h.replies().pop() {
+        Some((_, Response::OffsetCommit(r))) => {
+            let codes: Vec<i16> = r.topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            assert_eq!(codes, vec![12, 15]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(
+        h.coordinator.committed_offset("g", "t", 1),
+        None,
+        "a failed write commits nothing"
+    );
+}
+
+#[test]
+fn a_late_older_persist_does_not_overwrite_a_newer_commit() {
+    let mut h = Harness::new();
+    let older = h.commit(2, "g", "", -1, &[("t", 0, 10)]);
+    let newer = h.commit(2, "g", "", -1, &[("t", 0, 20)]);
+    h.coordinator.offsets_persisted(newer, Ok(()));
+    h.coordinator.offsets_persisted(older, Ok(()));
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(20)
+    );
+}
+
+#[test]
+fn offset_fetch_all_partitions_and_v8_groups() {
+    let mut h = Harness::new();
+    let id = h.commit(2, "g", "", -1, &[("a", 0, 1), ("b", 3, 2)]);
+    h.coordinator.offsets_persisted(id, Ok(()));
+    h.outputs();
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.topics = None;
+    let meta = h.meta(2);
+    h.coordinator.handle_offset_fetch(meta, request);
+    let mut request = OffsetFetchRequest::default();
+    let mut group = OffsetFetchRequestGroup::default();
+    group.group_id = GroupId(s("g"));
+    let mut topic = OffsetFetchRequestTopics::default();
+    topic.name = TopicName(s("b"));
+    topic.partition_indexes = vec![3, 4];
+    group.topics = Some(vec![topic]);
+    request.groups = vec![group];
+    let meta = h.meta(8);
+    h.coordinator.handle_offset_fetch(meta, request);
+    let replies = h.replies();
+    match &replies[..] {
+        [(_, Response::OffsetFetch(all)), (_, Response::OffsetFetch(v8))] => {
+            assert_eq!(all.topics.len(), 2);
+            let offsets: Vec<i64> = v8.groups[0].topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.committed_offset)
+                .collect();
+            assert_eq!(offsets, vec![2, -1]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn describe_list_and_find_coordinator() {
+    let mut h = Harness::new();
+    let (member, _) = form_single(&mut h, 0, "g");
+    let mut describe = DescribeGroupsRequest::default();
+    describe.groups = vec![GroupId(s("g")), GroupId(s("absent"))];
+    for version in 0..=5 {
+        let meta = h.meta(version);
+        h.coordinator.handle_describe_groups(meta, describe.clone());
+    }
+    for version in 0..=5 {
+        let mut list = ListGroupsRequest::default();
+        if version >= 4 {
+            list.states_filter = vec![s("stable")];
+        }
+        let meta = h.meta(version);
+        h.coordinator.handle_list_groups(meta, list);
+    }
+    for version in 0..=4 {
+        let mut find = FindCoordinatorRequest::default();
+        find.key = s("g");
+        find.coordinator_keys = vec![s("g"), s("")];
+        let meta = h.meta(version);
+        h.coordinator.handle_find_coordinator(meta, find);
+    }
+    for (_, response) in h.replies() {
+        match response {
+            Response::DescribeGroups(r) => {
+                assert_eq!(r.groups[0].group_state.as_str(), "Stable");
+                assert_eq!(r.groups[0].protocol_data.as_str(), "range");
+                assert_eq!(r.groups[0].members[0].member_id.as_str(), member);
+                assert_eq!(r.groups[0].members[0].member_assignment, Bytes::from("all"));
+                assert_eq!(r.groups[1].group_state.as_str(), "Dead");
+            }
+            Response::ListGroups(r) => {
+                assert_eq!(r.groups.len(), 1);
+                assert_eq!(r.groups[0].protocol_type.as_str(), "consumer");
+            }
+            Response::FindCoordinator(r) => {
+                if r.coordinators.is_empty() {
+                    assert_eq!((r.error_code, r.node_id.0, r.port), (0, 1, 9092));
+                } else {
+                    assert_eq!(r.coordinators[0].node_id.0, 1);
+                    assert_eq!(r.coordinators[1].error_code, 24);
+                }
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_reply_encodes_at_every_version() {
+    // `Harness::replies` encodes every reply it sees; drive each API across its versions through
+    // success and error paths.
+    for version in 0..=9 {
+        let mut h = Harness::new();
+        let (member, generation) = form_single(&mut h, version, "g");
+        let bad = h.join(version, "g", "ghost", &["range"]);
+        let sync_version = version.min(5);
+        h.sync(sync_version, "g", "ghost", generation, &[]);
+        let replies = h.replies();
+        assert_eq!(join_response(&replies, bad).error_code, 25);
+        for commit_version in 0..=8 {
+            let id = h.commit(commit_version, "g", &member, generation, &[("t", 0, 1)]);
+            h.coordinator.offsets_persisted(id, Ok(()));
+            for output in h.outputs() {
+                match output {
+                    Output::Reply {
+                        version, response, ..
+                    } => {
+                        encode(&response, version);
+                    }
+                    Output::PersistOffsets { .. } => {}
+                }
+            }
+        }
+        for fetch_version in 0..=7 {
+            h.fetch(fetch_version, "g", &[("t", 0), ("u", 1)]);
+        }
+        for leave_version in 0..=5 {
+            let mut request = LeaveGroupRequest::default();
+            request.group_id = GroupId(s("g"));
+            request.member_id = s("ghost");
+            let mut identity = MemberIdentity::default();
+            identity.member_id = s("ghost");
+            request.members = vec![identity];
+            let meta = h.meta(leave_version);
+            h.coordinator.handle_leave_group(h.now_ms, meta, request);
+        }
+        for heartbeat_version in 0..=4 {
+            let mut request = HeartbeatRequest::default();
+            request.group_id = GroupId(s("g"));
+            request.member_id = s(&member);
+            request.generation_id = generation;
+            let meta = h.meta(heartbeat_version);
+            h.coordinator.handle_heartbeat(h.now_ms, meta, request);
+        }
+        h.replies();
+    }
+}
