@@ -9,7 +9,6 @@ use bytes::{BufMut, Bytes};
 pub use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 
 use crate::api::{self, ApiKey, SupportedApi};
-use crate::codec::put_unsigned_varint;
 use crate::error::{DecodeError, RequestError};
 use crate::requests::source::{BytesSource, Source};
 
@@ -85,9 +84,8 @@ fn read_start(source: &mut BytesSource<'_>) -> Result<HeaderStart, DecodeError> 
 pub fn put_response_header(out: &mut impl BufMut, header_version: i16, correlation_id: i32) {
     out.put_i32(correlation_id);
     if header_version >= 1 {
-        let mut tags = Vec::with_capacity(1);
-        put_unsigned_varint(&mut tags, 0);
-        out.put_slice(&tags);
+        // An empty tagged-field section: the varint count 0.
+        out.put_u8(0);
     }
 }
 

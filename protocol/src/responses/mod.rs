@@ -32,33 +32,34 @@ pub fn encode_response<M: Encodable>(
     let header_version = api::supported(api_key)
         .map(|row| row.response_header_version(version))
         .unwrap_or(0);
-    let message_error = |error: anyhow_free::Error| EncodeError::Message {
+    // kafka-protocol reports errors as `anyhow` values; they are kept as text so that this crate
+    // does not depend on anyhow.
+    let message_error = |reason: String| EncodeError::Message {
         api_key: api_key as i16,
         api_version: version,
-        reason: error.0,
+        reason,
     };
     let body_bytes = message
         .compute_size(version)
-        .map_err(|error| message_error(anyhow_free::Error(error.to_string())))?;
+        .map_err(|error| message_error(error.to_string()))?;
+    let too_large = EncodeError::TooLarge {
+        what: "response size",
+        value: u64::try_from(body_bytes).unwrap_or(u64::MAX),
+    };
     let size = response_header_bytes(header_version)
         .checked_add(body_bytes)
-        .filter(|size| i32::try_from(*size).is_ok())
-        .ok_or(EncodeError::TooLarge {
-            what: "response size",
-            value: u64::try_from(body_bytes).unwrap_or(u64::MAX),
-        })?;
-    let mut out = BytesMut::with_capacity(FRAME_PREFIX_BYTES + size);
-    out.put_i32(i32::try_from(size).unwrap_or(i32::MAX));
+        .ok_or(too_large)?;
+    let size_field = i32::try_from(size).map_err(|_| EncodeError::TooLarge {
+        what: "response size",
+        value: u64::try_from(size).unwrap_or(u64::MAX),
+    })?;
+    let mut out = BytesMut::with_capacity(FRAME_PREFIX_BYTES.saturating_add(size));
+    out.put_i32(size_field);
     put_response_header(&mut out, header_version, correlation_id);
     message
         .encode(&mut out, version)
-        .map_err(|error| message_error(anyhow_free::Error(error.to_string())))?;
+        .map_err(|error| message_error(error.to_string()))?;
     Ok(out)
-}
-
-/// Keeps `anyhow` out of this crate's dependencies: kafka-protocol's errors are carried as text.
-mod anyhow_free {
-    pub struct Error(pub String);
 }
 
 /// The supported-versions list of an ApiVersions response, from [`SUPPORTED_APIS`].
