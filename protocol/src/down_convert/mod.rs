@@ -61,6 +61,9 @@ pub const OVERFLOW_PIECE_BYTES: usize = 128 * 1024;
 /// Java readers see a partial entry rather than a corrupt one, and the v2 batch minimum (61).
 pub const OVERFLOW_LENGTH_MIN: i32 = 61;
 
+/// Smallest entry in any format: a v0 message with null key and value (12 + 14 bytes).
+const ENTRY_BYTES_MIN: usize = LOG_OVERHEAD_BYTES + legacy::RECORD_OVERHEAD_V0_BYTES;
+
 /// Knobs of one conversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DownConvertConfig {
@@ -184,14 +187,19 @@ fn whole_entries(bytes: &[u8], max_bytes: usize) -> Result<Entries, RecordError>
     let mut used = 0usize;
     loop {
         let rest = bytes.get(used..).unwrap_or_default();
-        let Some(total) = legacy::entry_bytes(rest)? else {
-            break;
+        // A bad entry after good ones ends the piece there; it is the first entry of the next
+        // piece and reported then (as an error in prepare, as padding while writing).
+        let total = match legacy::entry_bytes(rest) {
+            Ok(Some(total)) if total >= ENTRY_BYTES_MIN => total,
+            Ok(None) => break,
+            Ok(Some(_)) if used == 0 => {
+                return Err(RecordError::Corrupt {
+                    reason: "entry smaller than any message",
+                })
+            }
+            Err(error) if used == 0 => return Err(error),
+            Ok(Some(_)) | Err(_) => break,
         };
-        if total < LOG_OVERHEAD_BYTES + 14 {
-            return Err(RecordError::Corrupt {
-                reason: "entry smaller than any message",
-            });
-        }
         if total > rest.len() || (used > 0 && used + total > max_bytes) {
             if used == 0 {
                 return Ok(Entries::Cut(u64::try_from(total).unwrap_or(u64::MAX)));
@@ -620,19 +628,19 @@ pub fn down_convert_eager(
         let Some(total) = legacy::entry_bytes(rest)? else {
             break;
         };
-        if total < LOG_OVERHEAD_BYTES + 14 {
+        if total < ENTRY_BYTES_MIN {
             return Err(RecordError::Corrupt {
                 reason: "entry smaller than any message",
             });
-        }
-        if total > rest.len() {
-            break;
         }
         if total > config.batch_bytes_max {
             return Err(RecordError::BatchTooLarge {
                 batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
                 batch_bytes_max: u64::try_from(config.batch_bytes_max).unwrap_or(u64::MAX),
             });
+        }
+        if total > rest.len() {
+            break;
         }
         let entry = rest.get(..total).unwrap_or_default();
         convert_entry(
@@ -662,7 +670,7 @@ pub fn down_convert_eager(
         let Ok(Some(total)) = legacy::entry_bytes(rest) else {
             break;
         };
-        if total > rest.len() || total > config.batch_bytes_max || total < LOG_OVERHEAD_BYTES + 14 {
+        if total > rest.len() || total > config.batch_bytes_max || total < ENTRY_BYTES_MIN {
             break;
         }
         let entry = rest.get(..total).unwrap_or_default();

@@ -1,0 +1,82 @@
+//! v2 → v1 and v2 → v0 down-conversion of 1 KiB records, uncompressed and gzip/snappy/lz4, lazy
+//! with chunk sizes 16 KiB … 1 MiB and eager. Throughput is in source (stored) bytes.
+//!
+//! The slice is followed by a cut batch of 10 % of its size, as a log read cut at the partition
+//! limit, so the declared size leaves room for the few percent v1 adds and every batch is converted.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use skiff_protocol::down_convert::{
+    down_convert_eager, DownConvertConfig, DownConverter, Prepare, SourceRange, Write,
+};
+use skiff_protocol::records::{Compression, Magic};
+use std::hint::black_box;
+
+mod support;
+
+const SLICE_BYTES: usize = 1024 * 1024;
+
+fn with_cut_tail(mut slice: Vec<u8>) -> Vec<u8> {
+    let mut tail = vec![0u8; slice.len() / 10];
+    tail[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    slice.extend(tail);
+    slice
+}
+
+/// Drives the lazy converter as the broker would, dropping each piece as if written to a socket.
+fn lazy(slice: &[u8], target: Magic, chunk_bytes: usize) -> u64 {
+    let config = DownConvertConfig {
+        chunk_bytes,
+        ..DownConvertConfig::default()
+    };
+    let mut converter = DownConverter::new(slice.len() as u64, target, 0, config).expect("new");
+    let read = |range: SourceRange| {
+        let start = range.start as usize;
+        &slice[start..(start + range.len).min(slice.len())]
+    };
+    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+        converter.feed(read(range)).expect("feed");
+    }
+    let mut written = 0u64;
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => converter.feed(read(range)).expect("feed"),
+            Write::Output(piece) => written += black_box(piece).len() as u64,
+            Write::Done => return written,
+        }
+    }
+}
+
+fn convert(c: &mut Criterion) {
+    for codec in [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+    ] {
+        let slice = with_cut_tail(support::slice(SLICE_BYTES, codec));
+        for target in [Magic::V1, Magic::V0] {
+            let mut group = c.benchmark_group(format!("convert/{codec:?}/to_{target:?}"));
+            group.throughput(Throughput::Bytes(slice.len() as u64));
+            group.sample_size(10);
+            for chunk_kib in [16usize, 32, 64, 128, 256, 512, 1024] {
+                group.bench_with_input(
+                    BenchmarkId::new("lazy_chunk_kib", chunk_kib),
+                    &chunk_kib,
+                    |b, chunk_kib| b.iter(|| lazy(&slice, target, chunk_kib * 1024)),
+                );
+            }
+            group.bench_function("eager", |b| {
+                b.iter(|| {
+                    down_convert_eager(&slice, target, 0, &DownConvertConfig::default())
+                        .expect("eager")
+                        .0
+                        .len()
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, convert);
+criterion_main!(benches);
