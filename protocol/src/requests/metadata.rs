@@ -17,7 +17,12 @@ pub(crate) fn decode<S: Source>(s: &mut S, version: i16) -> Result<MetadataReque
         if version >= 10 {
             topic.topic_id = s.uuid()?;
         }
-        topic.name = s.nullable_string(c)?.map(TopicName);
+        // A null name (look the topic up by id) exists only from v10.
+        topic.name = if version >= 10 {
+            s.nullable_string(c)?.map(TopicName)
+        } else {
+            Some(TopicName(s.string(c)?))
+        };
         if c {
             topic.unknown_tagged_fields = s.unknown_tagged_fields()?;
         }

@@ -500,3 +500,23 @@ fn tags_above_i32_max_are_refused() {
         })
     );
 }
+
+#[test]
+fn metadata_topic_names_are_nullable_only_from_v10() {
+    let body = Bytes::from_static(&[0, 0, 0, 1, 0xff, 0xff]);
+    assert_eq!(
+        decode_body(ApiKey::Metadata, 1, &body),
+        Err(DecodeError::UnexpectedNull)
+    );
+    let mut body = vec![2u8];
+    body.extend_from_slice(&[7; 16]);
+    // null name, no topic tags, allow auto creation, two authorized-operations flags, no tags
+    body.extend_from_slice(&[0, 0, 1, 0, 0, 0]);
+    let Ok(Request::Metadata(metadata)) = decode_body(ApiKey::Metadata, 10, &Bytes::from(body))
+    else {
+        panic!()
+    };
+    let topics = metadata.topics.unwrap();
+    assert_eq!(topics[0].name, None);
+    assert_eq!(topics[0].topic_id, Uuid::from_bytes([7; 16]));
+}
