@@ -1,1 +1,796 @@
-//! Seeded simulation.
+//! A seeded simulation of the coordinator: many members joining (every JoinGroup version),
+//! syncing with a range assignor, heartbeating, committing, fetching offsets, leaving, crashing
+//! and coming back, a driver that persists commits late or fails them, and broker restarts that
+//! replay the offsets log through its real codec — all under a virtual clock, in one thread.
+//!
+//! Checked after every step:
+//! - no reply lost or doubled: each request gets exactly one reply (requests outstanding when the
+//!   broker restarts are dropped with their connection, as a real close would);
+//! - one generation at a time: every successful JoinGroup of a generation names the same leader,
+//!   and generations never go back within one broker run;
+//! - a Stable group's assignments cover every partition exactly once;
+//! - committed offsets: the coordinator shows exactly the last acknowledged commit per partition,
+//!   never moves backwards (across restarts too), and after a restart equals the replay of what
+//!   the driver made durable.
+//!
+//! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-broker group::sim`
+//! replays only that seed; `SKIFF_SIM_STATS=1` (with `--nocapture`) prints what each seed
+//! exercised (broker restarts, stable generations checked, generations, commits).
+//!
+//! Must never: read a clock or sleep.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::offsets_log::{decode_batches, encode_batch};
+use super::*;
+
+/// Seeds run by the normal test run (each a few thousand steps).
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=24;
+/// Steps per seed.
+const STEPS: usize = 2_000;
+/// Members the simulation may run at once.
+const MEMBERS: usize = 6;
+const GROUP: &str = "sim-group";
+const TOPICS: [(&str, i32); 2] = [("orders", 5), ("events", 3)];
+const SESSION_TIMEOUT_MS: i32 = 10_000;
+const REBALANCE_TIMEOUT_MS: i32 = 15_000;
+/// JoinGroup versions members speak (legacy v0/v1 and the modern handshake v4+).
+const JOIN_VERSIONS: [i16; 6] = [0, 1, 4, 5, 7, 9];
+
+type Partition = (String, i32);
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn all_partitions() -> Vec<Partition> {
+    TOPICS
+        .iter()
+        .flat_map(|(topic, count)| (0..*count).map(|p| (topic.to_string(), p)))
+        .collect()
+}
+
+/// Kafka's range assignor: per topic, partitions split in order among members sorted by id, the
+/// first `count % members` members taking one more.
+fn range_assign(members: &[String]) -> BTreeMap<String, Vec<Partition>> {
+    let mut sorted = members.to_vec();
+    sorted.sort();
+    let mut out: BTreeMap<String, Vec<Partition>> =
+        sorted.iter().map(|m| (m.clone(), Vec::new())).collect();
+    let member_count = i32::try_from(sorted.len()).expect("few members").max(1);
+    for (topic, count) in TOPICS {
+        let (each, extra) = (count / member_count, count % member_count);
+        let mut next = 0;
+        for (index, member) in sorted.iter().enumerate() {
+            let index = i32::try_from(index).expect("few members");
+            let take = each + i32::from(index < extra);
+            let owned = out.get_mut(member).expect("member listed");
+            owned.extend((next..next + take).map(|partition| (topic.to_string(), partition)));
+            next += take;
+        }
+    }
+    out
+}
+
+fn encode_assignment(partitions: &[Partition]) -> Bytes {
+    let text: Vec<String> = partitions.iter().map(|(t, p)| format!("{t}:{p}")).collect();
+    Bytes::from(text.join(","))
+}
+
+fn decode_assignment(bytes: &[u8]) -> Vec<Partition> {
+    let text = std::str::from_utf8(bytes).expect("utf8 assignment");
+    text.split(',')
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (topic, partition) = item.split_once(':').expect("topic:partition");
+            (topic.to_owned(), partition.parse().expect("partition"))
+        })
+        .collect()
+}
+
+fn new_coordinator(salt: u64) -> Coordinator {
+    let node = CoordinatorNode {
+        node_id: 0,
+        host: "127.0.0.1".into(),
+        port: 9092,
+    };
+    Coordinator::new(GroupConfig::new(node, salt))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Not in the group (or told to rejoin); will send JoinGroup with `member_id`.
+    Idle,
+    /// JoinGroup answered for `generation`; will send SyncGroup (with the assignment if it leads).
+    Joined {
+        generation: i32,
+        /// The members' ids if this member leads.
+        members: Option<Vec<String>>,
+    },
+    /// SyncGroup answered: owns `assignment` in `generation`.
+    Stable {
+        generation: i32,
+        assignment: Vec<Partition>,
+    },
+    /// Crashed: sends nothing until it restarts as a new member.
+    Dead,
+}
+
+#[derive(Debug, Clone)]
+struct SimMember {
+    member_id: String,
+    join_version: i16,
+    phase: Phase,
+    /// One request in flight per member, as per connection in Kafka.
+    waiting: bool,
+    last_heartbeat_ms: i64,
+}
+
+impl SimMember {
+    fn fresh(join_version: i16, now_ms: i64) -> Self {
+        Self {
+            member_id: String::new(),
+            join_version,
+            phase: Phase::Idle,
+            waiting: false,
+            last_heartbeat_ms: now_ms,
+        }
+    }
+}
+
+/// What a request was, to interpret its reply.
+#[derive(Debug, Clone)]
+enum Sent {
+    Join {
+        member: usize,
+    },
+    Sync {
+        member: usize,
+        generation: i32,
+    },
+    Heartbeat {
+        member: usize,
+    },
+    Commit {
+        member: usize,
+        offsets: Vec<(Partition, i64)>,
+    },
+    Leave {
+        member: usize,
+    },
+    Fetch,
+    Describe,
+}
+
+struct Sim {
+    rng: ChaCha8Rng,
+    now_ms: i64,
+    coordinator: Coordinator,
+    members: Vec<SimMember>,
+    next_request_id: RequestId,
+    outstanding: BTreeMap<RequestId, Sent>,
+    /// PersistOffsets not yet completed, oldest first (the driver appends in order).
+    persist_queue: VecDeque<(RequestId, Vec<(OffsetKey, OffsetValue)>)>,
+    /// The offsets log: v2 batches as the driver wrote them.
+    log: Vec<u8>,
+    /// Latest durable offset per partition (what a replay of `log` must give).
+    durable: BTreeMap<Partition, i64>,
+    /// Consumption progress per partition: every commit names a larger offset than any before.
+    progress: BTreeMap<Partition, i64>,
+    /// Last acknowledged offset per partition.
+    acked: BTreeMap<Partition, i64>,
+    /// Highest committed offset the coordinator ever showed, per partition.
+    high_water: BTreeMap<Partition, i64>,
+    /// Leader of each generation seen in this broker run.
+    leaders: BTreeMap<i32, String>,
+    generation_max: i32,
+    restarts: usize,
+    stable_checks: usize,
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        let mut coordinator = new_coordinator(seed);
+        coordinator.load_offsets([]);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let now_ms = 1_000_000;
+        let members = (0..MEMBERS)
+            .map(|_| SimMember::fresh(JOIN_VERSIONS[rng.gen_range(0..JOIN_VERSIONS.len())], now_ms))
+            .collect();
+        Self {
+            rng,
+            now_ms,
+            coordinator,
+            members,
+            next_request_id: 0,
+            outstanding: BTreeMap::new(),
+            persist_queue: VecDeque::new(),
+            log: Vec::new(),
+            durable: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            high_water: BTreeMap::new(),
+            leaders: BTreeMap::new(),
+            generation_max: 0,
+            restarts: 0,
+            stable_checks: 0,
+        }
+    }
+
+    fn meta(&mut self, version: i16, sent: Sent) -> RequestMeta {
+        self.next_request_id += 1;
+        if let Sent::Join { member }
+        | Sent::Sync { member, .. }
+        | Sent::Heartbeat { member }
+        | Sent::Commit { member, .. }
+        | Sent::Leave { member } = sent
+        {
+            self.members[member].waiting = true;
+        }
+        self.outstanding.insert(self.next_request_id, sent);
+        RequestMeta {
+            request_id: self.next_request_id,
+            version,
+            client_id: "sim".into(),
+            client_host: "/10.0.0.1".into(),
+        }
+    }
+
+    fn run(&mut self) {
+        for _ in 0..STEPS {
+            self.step();
+            self.drain();
+            self.check();
+        }
+        // Quiesce: nobody acts, the driver finishes its writes, time passes every deadline.
+        while !self.persist_queue.is_empty() {
+            self.complete_persist(true);
+            self.drain();
+        }
+        for _ in 0..10 {
+            self.now_ms += i64::from(REBALANCE_TIMEOUT_MS);
+            self.coordinator.tick(self.now_ms);
+            self.drain();
+            self.check();
+        }
+        assert!(
+            self.outstanding.is_empty(),
+            "requests never answered: {:?}",
+            self.outstanding
+        );
+        assert!(self.stable_checks > 0, "the group never became stable");
+        assert!(!self.acked.is_empty(), "no commit was ever acknowledged");
+    }
+
+    fn step(&mut self) {
+        self.now_ms += self.rng.gen_range(0..1_500);
+        if self
+            .coordinator
+            .next_deadline_ms()
+            .is_some_and(|deadline| deadline <= self.now_ms)
+        {
+            self.coordinator.tick(self.now_ms);
+            self.drain();
+            self.check();
+        }
+        match self.rng.gen_range(0..1000) {
+            0..=2 => self.restart_broker(),
+            3..=150 => {
+                if !self.persist_queue.is_empty() {
+                    let ok = self.rng.gen_range(0..20) != 0;
+                    self.complete_persist(ok);
+                }
+            }
+            151..=165 => self.fetch_offsets(),
+            _ => {
+                let member = self.rng.gen_range(0..MEMBERS);
+                if !self.members[member].waiting {
+                    self.act(member);
+                }
+            }
+        }
+    }
+
+    fn act(&mut self, index: usize) {
+        let roll = self.rng.gen_range(0..100);
+        let member = self.members[index].clone();
+        match member.phase {
+            Phase::Dead => {
+                if roll < 3 {
+                    // The process restarts: a new member with a new id.
+                    let version = JOIN_VERSIONS[self.rng.gen_range(0..JOIN_VERSIONS.len())];
+                    self.members[index] = SimMember::fresh(version, self.now_ms);
+                }
+            }
+            Phase::Idle => self.send_join(index),
+            Phase::Joined {
+                generation,
+                members,
+            } => {
+                if roll < 2 {
+                    self.members[index].phase = Phase::Dead;
+                    return;
+                }
+                let assignments = members.map(|ids| range_assign(&ids)).unwrap_or_default();
+                let sent = Sent::Sync {
+                    member: index,
+                    generation,
+                };
+                let meta = self.meta(member.join_version.min(5), sent);
+                let mut request = SyncGroupRequest::default();
+                request.group_id = GroupId(s(GROUP));
+                request.generation_id = generation;
+                request.member_id = s(&member.member_id);
+                request.assignments = assignments
+                    .iter()
+                    .map(|(id, partitions)| {
+                        let mut entry = SyncGroupRequestAssignment::default();
+                        entry.member_id = s(id);
+                        entry.assignment = encode_assignment(partitions);
+                        entry
+                    })
+                    .collect();
+                self.coordinator
+                    .handle_sync_group(self.now_ms, meta, request);
+            }
+            Phase::Stable {
+                generation,
+                assignment,
+            } => match roll {
+                0..=1 => self.members[index].phase = Phase::Dead,
+                2..=3 => {
+                    let version = if roll == 2 { 0 } else { 3 };
+                    let meta = self.meta(version, Sent::Leave { member: index });
+                    let mut request = LeaveGroupRequest::default();
+                    request.group_id = GroupId(s(GROUP));
+                    if version >= 3 {
+                        let mut identity = MemberIdentity::default();
+                        identity.member_id = s(&member.member_id);
+                        request.members.push(identity);
+                    } else {
+                        request.member_id = s(&member.member_id);
+                    }
+                    self.coordinator
+                        .handle_leave_group(self.now_ms, meta, request);
+                }
+                4..=30 if !assignment.is_empty() => {
+                    self.send_commit(index, generation, &assignment);
+                }
+                // One member in six is slow and often misses its heartbeat.
+                _ if index == 0 && roll < 60 => {}
+                _ => {
+                    if self.now_ms - member.last_heartbeat_ms >= 3_000 {
+                        self.members[index].last_heartbeat_ms = self.now_ms;
+                        let meta = self.meta(0, Sent::Heartbeat { member: index });
+                        let mut request = HeartbeatRequest::default();
+                        request.group_id = GroupId(s(GROUP));
+                        request.generation_id = generation;
+                        request.member_id = s(&member.member_id);
+                        self.coordinator
+                            .handle_heartbeat(self.now_ms, meta, request);
+                    }
+                }
+            },
+        }
+    }
+
+    fn send_join(&mut self, index: usize) {
+        let member = self.members[index].clone();
+        let version = member.join_version;
+        let meta = self.meta(version, Sent::Join { member: index });
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.session_timeout_ms = SESSION_TIMEOUT_MS;
+        request.rebalance_timeout_ms = REBALANCE_TIMEOUT_MS;
+        request.member_id = s(&member.member_id);
+        request.protocol_type = s("consumer");
+        let mut protocol = JoinGroupRequestProtocol::default();
+        protocol.name = s("range");
+        protocol.metadata = Bytes::from_static(b"orders,events");
+        request.protocols = vec![protocol];
+        self.coordinator
+            .handle_join_group(self.now_ms, meta, request);
+    }
+
+    fn send_commit(&mut self, index: usize, generation: i32, assignment: &[Partition]) {
+        let version = [0i16, 1, 2, 5, 8][self.rng.gen_range(0..5)];
+        let member_id = self.members[index].member_id.clone();
+        let mut request = OffsetCommitRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.generation_id_or_member_epoch = generation;
+        request.member_id = s(&member_id);
+        let mut by_topic: BTreeMap<&str, OffsetCommitRequestTopic> = BTreeMap::new();
+        let mut offsets = Vec::new();
+        for (topic, partition) in assignment {
+            let next = self
+                .progress
+                .entry((topic.clone(), *partition))
+                .or_insert(0);
+            *next += self.rng.gen_range(1..50);
+            offsets.push(((topic.clone(), *partition), *next));
+            let mut entry = OffsetCommitRequestPartition::default();
+            entry.partition_index = *partition;
+            entry.committed_offset = *next;
+            entry.committed_metadata = Some(s(""));
+            let topic_entry = by_topic.entry(topic.as_str()).or_insert_with(|| {
+                let mut t = OffsetCommitRequestTopic::default();
+                t.name = TopicName(s(topic));
+                t
+            });
+            topic_entry.partitions.push(entry);
+        }
+        let meta = self.meta(
+            version,
+            Sent::Commit {
+                member: index,
+                offsets,
+            },
+        );
+        request.topics = by_topic.into_values().collect();
+        self.coordinator
+            .handle_offset_commit(self.now_ms, meta, request, |_, _| true);
+    }
+
+    fn fetch_offsets(&mut self) {
+        let version = self.rng.gen_range(1..=7);
+        let meta = self.meta(version, Sent::Fetch);
+        let mut request = OffsetFetchRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.topics = Some(
+            TOPICS
+                .iter()
+                .map(|(topic, count)| {
+                    let mut entry = OffsetFetchRequestTopic::default();
+                    entry.name = TopicName(s(topic));
+                    entry.partition_indexes = (0..*count).collect();
+                    entry
+                })
+                .collect(),
+        );
+        self.coordinator.handle_offset_fetch(meta, request);
+    }
+
+    /// The driver finishes the oldest pending write: durable (appended to the log) or failed.
+    fn complete_persist(&mut self, ok: bool) {
+        let Some((request_id, commits)) = self.persist_queue.pop_front() else {
+            return;
+        };
+        if ok {
+            self.append_to_log(&commits);
+            self.coordinator.offsets_persisted(request_id, Ok(()));
+        } else {
+            self.coordinator
+                .offsets_persisted(request_id, Err(PersistError::Unavailable));
+        }
+    }
+
+    fn append_to_log(&mut self, commits: &[(OffsetKey, OffsetValue)]) {
+        let entries: Vec<OffsetLogEntry> = commits
+            .iter()
+            .map(|(key, value)| OffsetLogEntry::Commit(key.clone(), value.clone()))
+            .collect();
+        let batch = encode_batch(&entries, self.now_ms).expect("encode offsets batch");
+        self.log.extend_from_slice(&batch);
+        for (key, value) in commits {
+            self.durable
+                .insert((key.topic.clone(), key.partition), value.offset);
+        }
+    }
+
+    /// The broker crashes and restarts: writes in flight either made it to the log or not (their
+    /// commits were never acknowledged), connections close (outstanding requests get no reply and
+    /// members start over), and the coordinator is rebuilt from the log bytes.
+    fn restart_broker(&mut self) {
+        self.restarts += 1;
+        let pending: Vec<_> = self.persist_queue.drain(..).collect();
+        for (_, commits) in pending {
+            if self.rng.gen_bool(0.5) {
+                self.append_to_log(&commits);
+            }
+        }
+        self.outstanding.clear();
+        for member in &mut self.members {
+            member.waiting = false;
+            if member.phase != Phase::Dead {
+                member.phase = Phase::Idle;
+                member.member_id.clear();
+            }
+        }
+        self.coordinator = new_coordinator(self.rng.gen());
+        let mut entries = Vec::new();
+        let consumed =
+            decode_batches(&self.log, &mut |entry| entries.push(entry)).expect("replay log");
+        assert_eq!(consumed, self.log.len(), "the log is made of whole batches");
+        self.coordinator.load_offsets(entries);
+        let loaded: BTreeMap<Partition, i64> = self
+            .coordinator
+            .committed_offsets()
+            .into_iter()
+            .map(|((_, topic, partition), offset)| ((topic, partition), offset))
+            .collect();
+        assert_eq!(
+            loaded, self.durable,
+            "replay differs from what was made durable"
+        );
+        // Acknowledged commits are durable: the newest acknowledged value survives (or a later
+        // durable one replaced it).
+        for (partition, offset) in &self.acked {
+            let survived = loaded.get(partition).copied().unwrap_or(-1);
+            assert!(
+                survived >= *offset,
+                "{partition:?}: acked {offset}, replayed {survived}"
+            );
+        }
+        self.acked = loaded;
+        self.leaders.clear();
+        self.generation_max = 0;
+    }
+
+    /// Applies every output: replies to members, writes queued for the driver.
+    fn drain(&mut self) {
+        while let Some(output) = self.coordinator.poll_output() {
+            match output {
+                Output::PersistOffsets {
+                    request_id,
+                    commits,
+                } => self.persist_queue.push_back((request_id, commits)),
+                Output::Reply {
+                    request_id,
+                    response,
+                    ..
+                } => {
+                    let sent = self.outstanding.remove(&request_id).unwrap_or_else(|| {
+                        panic!("reply to {request_id}: unknown or answered twice")
+                    });
+                    self.on_reply(sent, response);
+                }
+            }
+        }
+    }
+
+    fn on_reply(&mut self, sent: Sent, response: Response) {
+        match (sent, response) {
+            (Sent::Join { member }, Response::JoinGroup(r)) => {
+                self.members[member].waiting = false;
+                match r.error_code {
+                    0 => {
+                        let generation = r.generation_id;
+                        let leader = r.leader.as_str().to_owned();
+                        let previous = self.leaders.insert(generation, leader.clone());
+                        assert!(
+                            previous.as_ref().is_none_or(|p| *p == leader),
+                            "generation {generation} has leaders {previous:?} and {leader}"
+                        );
+                        assert!(generation >= self.generation_max, "generation went back");
+                        self.generation_max = generation;
+                        assert_eq!(
+                            Some(generation),
+                            self.coordinator.generation_id(GROUP),
+                            "a JoinGroup answered for a generation that is not current"
+                        );
+                        let member_id = r.member_id.as_str().to_owned();
+                        let members = (leader == member_id).then(|| {
+                            r.members
+                                .iter()
+                                .map(|m| m.member_id.as_str().to_owned())
+                                .collect()
+                        });
+                        let state = &mut self.members[member];
+                        state.member_id = member_id;
+                        state.phase = Phase::Joined {
+                            generation,
+                            members,
+                        };
+                    }
+                    // MEMBER_ID_REQUIRED: come back with the id.
+                    79 => self.members[member].member_id = r.member_id.as_str().to_owned(),
+                    // UNKNOWN_MEMBER_ID: start over without an id.
+                    25 => {
+                        self.members[member].member_id.clear();
+                        self.members[member].phase = Phase::Idle;
+                    }
+                    // Superseded or raced with a rebalance: rejoin.
+                    27 => self.members[member].phase = Phase::Idle,
+                    other => panic!("unexpected JoinGroup error {other}"),
+                }
+            }
+            (Sent::Sync { member, generation }, Response::SyncGroup(r)) => {
+                self.members[member].waiting = false;
+                match r.error_code {
+                    0 => {
+                        assert_eq!(
+                            Some(generation),
+                            self.coordinator.generation_id(GROUP),
+                            "an assignment handed out for a stale generation"
+                        );
+                        self.members[member].phase = Phase::Stable {
+                            generation,
+                            assignment: decode_assignment(&r.assignment),
+                        };
+                    }
+                    27 | 22 => self.members[member].phase = Phase::Idle,
+                    25 => {
+                        self.members[member].member_id.clear();
+                        self.members[member].phase = Phase::Idle;
+                    }
+                    other => panic!("unexpected SyncGroup error {other}"),
+                }
+            }
+            (Sent::Heartbeat { member }, Response::Heartbeat(r)) => {
+                self.members[member].waiting = false;
+                self.on_group_error(member, r.error_code, "Heartbeat");
+            }
+            (Sent::Commit { member, offsets }, Response::OffsetCommit(r)) => {
+                self.members[member].waiting = false;
+                let committed: BTreeMap<Partition, i64> = offsets.into_iter().collect();
+                let mut group_error = 0;
+                for topic in &r.topics {
+                    for partition in &topic.partitions {
+                        let key = (topic.name.0.as_str().to_owned(), partition.partition_index);
+                        match partition.error_code {
+                            0 => {
+                                let offset = committed[&key];
+                                self.acked.insert(key, offset);
+                            }
+                            // The driver failed the write: nothing was committed.
+                            15 => {}
+                            code => group_error = code,
+                        }
+                    }
+                }
+                self.on_group_error(member, group_error, "OffsetCommit");
+            }
+            (Sent::Leave { member }, Response::LeaveGroup(r)) => {
+                self.members[member].waiting = false;
+                let code = r.members.first().map_or(r.error_code, |m| m.error_code);
+                assert!(
+                    code == 0 || code == 25,
+                    "unexpected LeaveGroup error {code}"
+                );
+                self.members[member].phase = Phase::Dead;
+            }
+            (Sent::Fetch, Response::OffsetFetch(r)) => {
+                assert_eq!(r.error_code, 0);
+                for topic in &r.topics {
+                    for partition in &topic.partitions {
+                        assert_eq!(partition.error_code, 0);
+                        let key = (topic.name.0.as_str().to_owned(), partition.partition_index);
+                        let acked = self.acked.get(&key).copied().unwrap_or(-1);
+                        assert_eq!(partition.committed_offset, acked, "OffsetFetch of {key:?}");
+                    }
+                }
+            }
+            (Sent::Describe, Response::DescribeGroups(r)) => self.check_described(&r),
+            (sent, response) => panic!("{sent:?} answered with {response:?}"),
+        }
+    }
+
+    /// What a member does after a Heartbeat or OffsetCommit error, as Kafka clients do.
+    fn on_group_error(&mut self, member: usize, error_code: i16, api: &str) {
+        let state = &mut self.members[member];
+        match error_code {
+            0 => {}
+            27 | 22 => state.phase = Phase::Idle,
+            25 => {
+                state.member_id.clear();
+                state.phase = Phase::Idle;
+            }
+            other => panic!("unexpected {api} error {other}"),
+        }
+    }
+
+    fn check(&mut self) {
+        // A group left with nothing is forgotten, and a new one starts again at generation 1.
+        if self.coordinator.group_state(GROUP).is_none() {
+            self.leaders.clear();
+            self.generation_max = 0;
+        }
+        // Committed offsets: exactly the acknowledged ones, never backwards.
+        let shown: BTreeMap<Partition, i64> = self
+            .coordinator
+            .committed_offsets()
+            .into_iter()
+            .map(|((_, topic, partition), offset)| ((topic, partition), offset))
+            .collect();
+        assert_eq!(
+            shown, self.acked,
+            "coordinator offsets differ from acknowledged"
+        );
+        for (partition, offset) in shown {
+            let high = self.high_water.entry(partition.clone()).or_insert(offset);
+            assert!(
+                offset >= *high,
+                "{partition:?} went back from {high} to {offset}"
+            );
+            *high = offset;
+        }
+        if self.coordinator.group_state(GROUP) == Some(GroupState::Stable) {
+            let meta = self.meta(0, Sent::Describe);
+            let mut request = DescribeGroupsRequest::default();
+            request.groups = vec![GroupId(s(GROUP))];
+            self.coordinator.handle_describe_groups(meta, request);
+            self.drain();
+        }
+    }
+
+    fn check_described(&mut self, response: &kafka_protocol::messages::DescribeGroupsResponse) {
+        let group = &response.groups[0];
+        assert_eq!(group.group_state.as_str(), "Stable");
+        let mut seen: BTreeSet<Partition> = BTreeSet::new();
+        for member in &group.members {
+            for partition in decode_assignment(&member.member_assignment) {
+                assert!(
+                    seen.insert(partition.clone()),
+                    "{partition:?} assigned twice"
+                );
+            }
+        }
+        let all: BTreeSet<Partition> = all_partitions().into_iter().collect();
+        assert_eq!(seen, all, "a Stable generation must assign every partition");
+        self.stable_checks += 1;
+    }
+}
+
+fn run_seed(seed: u64) {
+    let result = std::panic::catch_unwind(|| {
+        let mut sim = Sim::new(seed);
+        sim.run();
+        if std::env::var_os("SKIFF_SIM_STATS").is_some() {
+            eprintln!(
+                "seed {seed}: restarts {} stable checks {} generation {} acked {} requests {}",
+                sim.restarts,
+                sim.stable_checks,
+                sim.generation_max,
+                sim.acked.len(),
+                sim.next_request_id
+            );
+        }
+        sim.restarts
+    });
+    if let Err(panic) = result {
+        eprintln!("group simulation failed: SKIFF_SEED={seed}");
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn seeded_group_simulation_keeps_its_invariants() {
+    if let Some(seed) = std::env::var("SKIFF_SEED")
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+    {
+        run_seed(seed);
+        return;
+    }
+    for seed in SEEDS {
+        run_seed(seed);
+    }
+}
+
+#[test]
+fn range_assignor_covers_every_partition_once() {
+    let members: Vec<String> = ["c", "a", "b"].iter().map(|m| m.to_string()).collect();
+    let assigned = range_assign(&members);
+    let mut all: Vec<Partition> = assigned.values().flatten().cloned().collect();
+    all.sort();
+    let mut expected = all_partitions();
+    expected.sort();
+    assert_eq!(all, expected);
+    assert_eq!(assigned["a"].len(), 3, "orders 0-1 and events 0");
+}
