@@ -78,6 +78,8 @@ struct LogState {
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     recovery_point: i64,
+    /// The recovery point last written to the checkpoint file.
+    recovery_point_checkpointed: i64,
     unflushed_records: u64,
     last_flush_ms: Option<i64>,
     closed: bool,
@@ -99,11 +101,15 @@ impl LogState {
             .map_or(self.log_start_offset, |segment| segment.next_offset)
     }
 
-    fn checkpoint(&self) -> Checkpoint {
-        Checkpoint {
+    /// Writes the checkpoint file (atomically) with the current offsets.
+    fn write_checkpoint(&mut self, io: &dyn FileIo, dir: &Path) -> Result<()> {
+        let checkpoint = Checkpoint {
             log_start_offset: self.log_start_offset,
             recovery_point: self.recovery_point,
-        }
+        };
+        checkpoint.write(io, dir)?;
+        self.recovery_point_checkpointed = self.recovery_point;
+        Ok(())
     }
 }
 
@@ -243,6 +249,7 @@ impl Log {
             segments,
             log_start_offset,
             recovery_point,
+            recovery_point_checkpointed: recovery_point,
             unflushed_records: 0,
             last_flush_ms: None,
             closed: false,
@@ -479,7 +486,7 @@ impl Log {
             state.segments.insert(base_offset, segment);
             // Persisting the recovery point once per segment bounds what a crash makes recovery
             // scan to about the last segment or two, without a timer (storage has no clock).
-            state.checkpoint().write(io, &self.dir)
+            state.write_checkpoint(io, &self.dir)
         })();
         result.map_err(|error| self.poison(error))
     }
@@ -503,6 +510,10 @@ impl Log {
     /// Makes everything appended so far durable as `persist_mode` says, and advances the
     /// recovery point. The fsyncs run without the log's lock, so reads and appends continue.
     /// With `PersistMode::Buffer` nothing is synced and the recovery point stays.
+    ///
+    /// Without a flush policy (the default, as Kafka's), the recovery point moves only when this
+    /// is called: an embedder should call it periodically (Kafka flushes rolled segments and
+    /// checkpoints every minute) so that recovery after a crash scans little.
     pub fn flush(&self) -> Result<()> {
         self.flush_with(None)
     }
@@ -539,6 +550,21 @@ impl Log {
         let mut state = self.write_state()?;
         let log_end = state.log_end_offset();
         state.recovery_point = state.recovery_point.max(end_offset.min(log_end));
+        // Persist the recovery point when it has passed the start of another segment: once per
+        // segment at most, which keeps crash recovery to about the active segment without
+        // adding a checkpoint write to every flush.
+        // (BTreeMap::range panics on an empty range, hence the comparison first.)
+        let passed_segment = state.recovery_point > state.recovery_point_checkpointed
+            && state
+                .segments
+                .range(state.recovery_point_checkpointed + 1..=state.recovery_point)
+                .next()
+                .is_some();
+        if passed_segment {
+            state
+                .write_checkpoint(self.io.as_ref(), &self.dir)
+                .map_err(|error| self.poison(error))?;
+        }
         Ok(())
     }
 
@@ -644,9 +670,9 @@ impl Log {
             recovery_point: state.recovery_point.min(new_end),
         };
         let result = (|| {
-            lowered.write(io, &self.dir)?;
             state.log_start_offset = lowered.log_start_offset;
             state.recovery_point = lowered.recovery_point;
+            state.write_checkpoint(io, &self.dir)?;
             let later: Vec<i64> = state
                 .segments
                 .range(cut_base + 1..)
@@ -738,7 +764,7 @@ impl Log {
             if let Some(first_kept) = state.segments.values().nth(count) {
                 state.log_start_offset = state.log_start_offset.max(first_kept.base_offset);
             }
-            state.checkpoint().write(io, &self.dir)?;
+            state.write_checkpoint(io, &self.dir)?;
             for base in &doomed {
                 if let Some(segment) = state.segments.remove(base) {
                     segment.delete_files(io, &self.dir)?;
@@ -772,7 +798,7 @@ impl Log {
                 segment.flush_indexes()?;
             }
             state.recovery_point = state.log_end_offset();
-            state.checkpoint().write(io, &self.dir)
+            state.write_checkpoint(io, &self.dir)
         })();
         result.map_err(|error| self.poison(error))?;
         state.closed = true;
@@ -1103,7 +1129,6 @@ mod tests {
         let log = data.log("t", 0).unwrap().unwrap();
         assert_eq!(log.log_end_offset().unwrap(), 5);
         assert_eq!(batch_at(&log, 4), expected(batch(0, 1, 5), 4));
-        let _ = StdIo;
     }
 
     #[test]
@@ -1126,5 +1151,24 @@ mod tests {
             Err(Error::Closed)
         ));
         assert!(data.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn flush_checkpoints_the_recovery_point_once_it_passes_a_segment() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let read_checkpoint = || Checkpoint::read(&StdIo, &dir.path().join("t-0")).unwrap();
+        log.append(&mut batch(0, 1, 10), 0).unwrap();
+        log.flush().unwrap();
+        // Still inside the first segment: no checkpoint write was needed.
+        assert_eq!(log.flushed_offset().unwrap(), 1);
+        assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
+        while log.segment_count().unwrap() < 3 {
+            log.append(&mut batch(0, 2, 200), 0).unwrap();
+        }
+        log.flush().unwrap();
+        let end = log.log_end_offset().unwrap();
+        assert_eq!(read_checkpoint().unwrap().recovery_point, end);
     }
 }
