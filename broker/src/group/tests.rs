@@ -897,3 +897,412 @@ fn every_reply_encodes_at_every_version() {
         h.replies();
     }
 }
+
+mod hostile {
+    //! Arbitrary request sequences (any version, absurd timeouts, unknown and stale member ids,
+    //! wrong generations, oversized metadata and assignments, failed writes): the coordinator never
+    //! panics, every reply encodes at its version, and every request is answered exactly once.
+
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Join {
+            version: i16,
+            group: usize,
+            member: usize,
+            session_timeout_ms: i32,
+            rebalance_timeout_ms: i32,
+            protocols: Vec<(usize, usize)>,
+            instance: Option<usize>,
+        },
+        Sync {
+            version: i16,
+            group: usize,
+            member: usize,
+            generation_delta: i32,
+            assignments: Vec<(usize, usize)>,
+        },
+        Heartbeat {
+            version: i16,
+            group: usize,
+            member: usize,
+            generation_delta: i32,
+        },
+        Leave {
+            version: i16,
+            group: usize,
+            members: Vec<usize>,
+        },
+        Commit {
+            version: i16,
+            group: usize,
+            member: usize,
+            generation_delta: i32,
+            metadata_bytes: usize,
+        },
+        Fetch {
+            version: i16,
+            group: usize,
+        },
+        Describe {
+            version: i16,
+        },
+        Tick {
+            advance_ms: i64,
+        },
+        Persist {
+            ok: bool,
+        },
+    }
+
+    const GROUPS: [&str; 3] = ["g", "h", ""];
+    const PROTOCOLS: [&str; 3] = ["range", "roundrobin", ""];
+    const TIMEOUTS_MS: [i32; 8] = [i32::MIN, -1, 0, 5_999, 6_000, 30_000, 1_800_001, i32::MAX];
+    /// Sizes around the (lowered) metadata, assignment and offset-metadata maxima.
+    const SIZES: [usize; 4] = [0, 10, 64, 65];
+
+    /// Mostly the one group "g", sometimes "h" or the invalid empty id.
+    fn group_index() -> impl Strategy<Value = usize> {
+        prop_oneof![4 => Just(0usize), 1 => 0..3usize]
+    }
+
+    /// Mostly sizes under the lowered maxima, sometimes just over.
+    fn size_index() -> impl Strategy<Value = usize> {
+        prop_oneof![4 => 0..3usize, 1 => 0..4usize]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let version = |max: i16| 0..=max;
+        prop_oneof![
+            (
+                version(9),
+                group_index(),
+                0..8usize,
+                // Mostly valid timeouts and protocols, so that groups really form.
+                prop_oneof![2 => Just(5usize), 1 => 0..8usize],
+                prop_oneof![2 => Just(5usize), 1 => 0..8usize],
+                proptest::collection::vec(
+                    (prop_oneof![3 => Just(0usize), 1 => 0..3usize], size_index()),
+                    1..3
+                ),
+                proptest::option::of(0..2usize),
+            )
+                .prop_map(
+                    |(version, group, member, session, rebalance, protocols, instance)| {
+                        Op::Join {
+                            version,
+                            group,
+                            member,
+                            session_timeout_ms: TIMEOUTS_MS[session],
+                            rebalance_timeout_ms: TIMEOUTS_MS[rebalance],
+                            protocols,
+                            instance,
+                        }
+                    }
+                ),
+            (
+                version(5),
+                group_index(),
+                0..8usize,
+                -1..2i32,
+                proptest::collection::vec((0..8usize, size_index()), 0..4)
+            )
+                .prop_map(|(version, group, member, generation_delta, assignments)| {
+                    Op::Sync {
+                        version,
+                        group,
+                        member,
+                        generation_delta,
+                        assignments,
+                    }
+                }),
+            (version(4), group_index(), 0..8usize, -1..2i32).prop_map(
+                |(version, group, member, generation_delta)| Op::Heartbeat {
+                    version,
+                    group,
+                    member,
+                    generation_delta,
+                }
+            ),
+            (
+                version(5),
+                group_index(),
+                proptest::collection::vec(0..8usize, 0..3)
+            )
+                .prop_map(|(version, group, members)| Op::Leave {
+                    version,
+                    group,
+                    members,
+                }),
+            (version(8), group_index(), 0..8usize, -2..2i32, size_index()).prop_map(
+                |(version, group, member, generation_delta, size)| Op::Commit {
+                    version,
+                    group,
+                    member,
+                    generation_delta,
+                    metadata_bytes: SIZES[size],
+                }
+            ),
+            (version(8), group_index()).prop_map(|(version, group)| Op::Fetch { version, group }),
+            version(5).prop_map(|version| Op::Describe { version }),
+            (0..40_000i64).prop_map(|advance_ms| Op::Tick { advance_ms }),
+            any::<bool>().prop_map(|ok| Op::Persist { ok }),
+        ]
+    }
+
+    struct Run {
+        h: Harness,
+        /// Member ids seen in JoinGroup replies, oldest first.
+        member_ids: Vec<String>,
+        outstanding: BTreeSet<RequestId>,
+        persists: std::collections::VecDeque<RequestId>,
+    }
+
+    impl Run {
+        /// 6 and 7 are the empty id and one never issued; lower indexes count back from the
+        /// most recently issued id, so that live members are picked often.
+        fn member(&self, index: usize) -> String {
+            match index {
+                6 => String::new(),
+                7 => "never-issued".into(),
+                back => self
+                    .member_ids
+                    .iter()
+                    .rev()
+                    .nth(back % self.member_ids.len().max(1))
+                    .cloned()
+                    .unwrap_or_default(),
+            }
+        }
+
+        fn generation(&self, group: &str, delta: i32) -> i32 {
+            self.h
+                .coordinator
+                .generation_id(group)
+                .unwrap_or(0)
+                .saturating_add(delta)
+        }
+
+        fn meta(&mut self, version: i16) -> RequestMeta {
+            let meta = self.h.meta(version);
+            self.outstanding.insert(meta.request_id);
+            meta
+        }
+
+        fn drain(&mut self) {
+            while let Some(output) = self.h.coordinator.poll_output() {
+                match output {
+                    Output::Reply {
+                        request_id,
+                        version,
+                        response,
+                    } => {
+                        assert!(
+                            self.outstanding.remove(&request_id),
+                            "{request_id} answered twice"
+                        );
+                        encode(&response, version);
+                        if let Response::JoinGroup(r) = &response {
+                            let id = r.member_id.as_str().to_owned();
+                            if !id.is_empty() && !self.member_ids.contains(&id) {
+                                self.member_ids.push(id);
+                            }
+                        }
+                    }
+                    Output::PersistOffsets { request_id, .. } => {
+                        self.persists.push_back(request_id)
+                    }
+                }
+            }
+        }
+
+        fn apply(&mut self, op: Op) {
+            let now_ms = self.h.now_ms;
+            match op {
+                Op::Join {
+                    version,
+                    group,
+                    member,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    protocols,
+                    instance,
+                } => {
+                    let meta = self.meta(version);
+                    let mut request = JoinGroupRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    request.session_timeout_ms = session_timeout_ms;
+                    request.rebalance_timeout_ms = rebalance_timeout_ms;
+                    request.member_id = s(&self.member(member));
+                    request.group_instance_id = instance.map(|i| s(["i1", "i2"][i]));
+                    request.protocol_type = s("consumer");
+                    request.protocols = protocols
+                        .iter()
+                        .map(|(name, size)| {
+                            let mut protocol = JoinGroupRequestProtocol::default();
+                            protocol.name = s(PROTOCOLS[*name]);
+                            protocol.metadata = Bytes::from(vec![1u8; SIZES[*size]]);
+                            protocol
+                        })
+                        .collect();
+                    self.h.coordinator.handle_join_group(now_ms, meta, request);
+                }
+                Op::Sync {
+                    version,
+                    group,
+                    member,
+                    generation_delta,
+                    assignments,
+                } => {
+                    let meta = self.meta(version);
+                    let mut request = SyncGroupRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    request.member_id = s(&self.member(member));
+                    request.generation_id = self.generation(GROUPS[group], generation_delta);
+                    request.assignments = assignments
+                        .iter()
+                        .map(|(member, size)| {
+                            let mut entry = SyncGroupRequestAssignment::default();
+                            entry.member_id = s(&self.member(*member));
+                            entry.assignment = Bytes::from(vec![2u8; SIZES[*size]]);
+                            entry
+                        })
+                        .collect();
+                    self.h.coordinator.handle_sync_group(now_ms, meta, request);
+                }
+                Op::Heartbeat {
+                    version,
+                    group,
+                    member,
+                    generation_delta,
+                } => {
+                    let meta = self.meta(version);
+                    let mut request = HeartbeatRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    request.member_id = s(&self.member(member));
+                    request.generation_id = self.generation(GROUPS[group], generation_delta);
+                    self.h.coordinator.handle_heartbeat(now_ms, meta, request);
+                }
+                Op::Leave {
+                    version,
+                    group,
+                    members,
+                } => {
+                    let meta = self.meta(version);
+                    let mut request = LeaveGroupRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    request.member_id = s(&self.member(members.first().copied().unwrap_or(0)));
+                    request.members = members
+                        .iter()
+                        .map(|member| {
+                            let mut identity = MemberIdentity::default();
+                            identity.member_id = s(&self.member(*member));
+                            identity
+                        })
+                        .collect();
+                    self.h.coordinator.handle_leave_group(now_ms, meta, request);
+                }
+                Op::Commit {
+                    version,
+                    group,
+                    member,
+                    generation_delta,
+                    metadata_bytes,
+                } => {
+                    let meta = self.meta(version);
+                    let mut request = OffsetCommitRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    request.member_id = s(&self.member(member));
+                    request.generation_id_or_member_epoch = if generation_delta < -1 {
+                        -1
+                    } else {
+                        self.generation(GROUPS[group], generation_delta)
+                    };
+                    let mut topic = OffsetCommitRequestTopic::default();
+                    topic.name = TopicName(s("t"));
+                    let mut partition = OffsetCommitRequestPartition::default();
+                    partition.committed_offset = 5;
+                    partition.committed_metadata =
+                        Some(StrBytes::from_string("m".repeat(metadata_bytes)));
+                    topic.partitions = vec![partition];
+                    request.topics = vec![topic];
+                    self.h
+                        .coordinator
+                        .handle_offset_commit(now_ms, meta, request, |_, _| true);
+                }
+                Op::Fetch { version, group } => {
+                    let meta = self.meta(version);
+                    let mut request = OffsetFetchRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    if version < 2 {
+                        let mut topic = OffsetFetchRequestTopic::default();
+                        topic.name = TopicName(s("t"));
+                        topic.partition_indexes = vec![0, 1];
+                        request.topics = Some(vec![topic]);
+                    } else {
+                        request.topics = None;
+                    }
+                    let mut group_entry = OffsetFetchRequestGroup::default();
+                    group_entry.group_id = GroupId(s(GROUPS[group]));
+                    request.groups = vec![group_entry];
+                    self.h.coordinator.handle_offset_fetch(meta, request);
+                }
+                Op::Describe { version } => {
+                    let meta = self.meta(version);
+                    let mut request = DescribeGroupsRequest::default();
+                    request.groups = GROUPS.iter().map(|g| GroupId(s(g))).collect();
+                    self.h.coordinator.handle_describe_groups(meta, request);
+                }
+                Op::Tick { advance_ms } => self.h.advance(advance_ms),
+                Op::Persist { ok } => {
+                    if let Some(request_id) = self.persists.pop_front() {
+                        let result = if ok {
+                            Ok(())
+                        } else {
+                            Err(PersistError::Failed)
+                        };
+                        self.h.coordinator.offsets_persisted(request_id, result);
+                    }
+                }
+            }
+            self.drain();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn arbitrary_requests_never_panic_and_are_all_answered(
+            ops in proptest::collection::vec(op(), 1..120)
+        ) {
+            let mut h = Harness::new();
+            let config = &mut h.coordinator.config;
+            config.member_metadata_bytes_max = 64;
+            config.member_assignment_bytes_max = 64;
+            config.offset_metadata_bytes_max = 64;
+            let mut run = Run {
+                h,
+                member_ids: Vec::new(),
+                outstanding: BTreeSet::new(),
+                persists: Default::default(),
+            };
+            for op in ops {
+                run.apply(op);
+            }
+            while !run.persists.is_empty() {
+                run.apply(Op::Persist { ok: true });
+            }
+            for _ in 0..6 {
+                run.apply(Op::Tick { advance_ms: i64::from(i32::MAX) });
+            }
+            prop_assert!(run.outstanding.is_empty(), "unanswered: {:?}", run.outstanding);
+            prop_assert_eq!(run.h.coordinator.next_deadline_ms(), None);
+        }
+    }
+}
