@@ -420,22 +420,20 @@ impl ProducerIdAllocator {
         self.serve_waiting();
     }
 
-    /// The driver's answer to [`AllocatorOutput::PersistReservedEnd`]. On failure the parked
-    /// requests get COORDINATOR_NOT_AVAILABLE (clients retry) and the next request tries again.
-    pub fn reservation_persisted(&mut self, reserved_end: i64, result: Result<(), ()>) {
+    /// The driver's answer to [`AllocatorOutput::PersistReservedEnd`]: whether `reserved_end` is
+    /// durable. If not, the parked requests get COORDINATOR_NOT_AVAILABLE (clients retry) and the
+    /// next request tries again.
+    pub fn reservation_persisted(&mut self, reserved_end: i64, durable: bool) {
         if self.reserving != Some(reserved_end) {
             return;
         }
         self.reserving = None;
-        match result {
-            Ok(()) => {
-                self.reserved_end = self.reserved_end.max(reserved_end);
-                self.serve_waiting();
-            }
-            Err(()) => {
-                while let Some((request_id, version)) = self.waiting.pop_front() {
-                    self.reply_error(request_id, version, ResponseError::CoordinatorNotAvailable);
-                }
+        if durable {
+            self.reserved_end = self.reserved_end.max(reserved_end);
+            self.serve_waiting();
+        } else {
+            while let Some((request_id, version)) = self.waiting.pop_front() {
+                self.reply_error(request_id, version, ResponseError::CoordinatorNotAvailable);
             }
         }
     }
@@ -634,7 +632,7 @@ mod tests {
         );
         allocator.handle_init_producer_id(2, 0, &request);
         assert_eq!(allocator.poll_output(), None, "one reservation at a time");
-        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, Ok(()));
+        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, true);
         let ids: Vec<i64> = std::iter::from_fn(|| allocator.poll_output())
             .map(|output| match output {
                 AllocatorOutput::Reply { response, .. } => response.producer_id.0,
@@ -651,7 +649,7 @@ mod tests {
                 reserved_end: 2 * PRODUCER_ID_BLOCK_COUNT
             })
         );
-        restarted.reservation_persisted(2 * PRODUCER_ID_BLOCK_COUNT, Ok(()));
+        restarted.reservation_persisted(2 * PRODUCER_ID_BLOCK_COUNT, true);
         match restarted.poll_output() {
             Some(AllocatorOutput::Reply { response, .. }) => {
                 assert_eq!(response.producer_id.0, PRODUCER_ID_BLOCK_COUNT);
@@ -670,7 +668,7 @@ mod tests {
             allocator.poll_output(),
             Some(AllocatorOutput::PersistReservedEnd { .. })
         ));
-        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, Err(()));
+        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, false);
         match allocator.poll_output() {
             Some(AllocatorOutput::Reply {
                 request_id: 1,
@@ -763,7 +761,8 @@ mod tests {
                 match action {
                     Step::Next(records) => {
                         let b = batch(producer_id, *epoch, *next, records);
-                        prop_assert_eq!(produce(&mut state, &b, &mut end), Ok(SequenceCheck::Append));
+                        let outcome = produce(&mut state, &b, &mut end);
+                        prop_assert_eq!(outcome, Ok(SequenceCheck::Append));
                         sent.push((b, end - i64::from(records)));
                         appended_ever.insert(producer_id);
                         log.push((b, end - i64::from(records)));
@@ -801,7 +800,8 @@ mod tests {
                 rebuilt.replay(&header_of(b, *offset));
             }
             for producer_id in model.keys() {
-                prop_assert_eq!(rebuilt.last_sequence(*producer_id), state.last_sequence(*producer_id));
+                let expected = state.last_sequence(*producer_id);
+                prop_assert_eq!(rebuilt.last_sequence(*producer_id), expected);
             }
         }
     }

@@ -3,17 +3,19 @@
 //!
 //! Must never: hold a limit that no check uses.
 
-/// Kafka's `group.min.session.timeout.ms`: a JoinGroup asking for less gets INVALID_SESSION_TIMEOUT.
-/// Below this, a member that pauses for a GC or a slow poll would be expelled constantly.
+/// Kafka's `group.min.session.timeout.ms`: a JoinGroup asking for less gets
+/// INVALID_SESSION_TIMEOUT. Below this, a member that pauses for a GC or a slow poll would be
+/// expelled constantly.
 pub const SESSION_TIMEOUT_MS_MIN_DEFAULT: i32 = 6_000;
 
-/// Kafka's `group.max.session.timeout.ms`: a JoinGroup asking for more gets INVALID_SESSION_TIMEOUT.
-/// Above this a dead member would hold its partitions for too long.
+/// Kafka's `group.max.session.timeout.ms`: a JoinGroup asking for more gets
+/// INVALID_SESSION_TIMEOUT. Above this a dead member would hold its partitions for too
+/// long.
 pub const SESSION_TIMEOUT_MS_MAX_DEFAULT: i32 = 1_800_000;
 
-/// Members (joined plus awaiting their member id) in one group. Kafka's `group.max.size` defaults to
-/// `i32::MAX`; Skiff bounds it so one group's memory is bounded (members × metadata and assignment
-/// bytes max). A JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED.
+/// Members (joined plus awaiting their member id) in one group. Kafka's `group.max.size`
+/// defaults to `i32::MAX`; Skiff bounds it so one group's memory is bounded (members × metadata
+/// and assignment bytes max). A JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED.
 pub const GROUP_MEMBERS_MAX_DEFAULT: usize = 1_000;
 
 /// Groups the coordinator holds (including empty groups that only keep committed offsets). A new

@@ -14,8 +14,9 @@
 //!    request is answered with COORDINATOR_LOAD_IN_PROGRESS.
 //! 2. Each decoded request goes in through one `handle_*` method with a [`RequestMeta`] (a driver-
 //!    chosen [`RequestId`], the request's API version, the client id and host). The method may
-//!    answer at once or later: JoinGroup waits until the rebalance completes or times out, SyncGroup
-//!    until the leader's assignment arrives, OffsetCommit until its records are durable.
+//!    answer at once or later: JoinGroup waits until the rebalance completes or times out,
+//!    SyncGroup until the leader's assignment arrives, OffsetCommit until its records are
+//!    durable.
 //! 3. After every call the driver drains [`Coordinator::poll_output`]:
 //!    - [`Output::Reply`]: the response struct for that request, already filled for its version;
 //!    - [`Output::PersistOffsets`]: append these commits to the offsets log (in the order the

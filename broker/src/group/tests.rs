@@ -746,6 +746,40 @@ fn commit_rules_follow_kafka() {
 }
 
 #[test]
+fn group_and_offset_table_bounds_answer_coordinator_not_available() {
+    let mut h = Harness::new();
+    h.coordinator.config.groups_max = 1;
+    h.coordinator.config.committed_offsets_max = 1;
+    let (member, generation) = form_single(&mut h, 0, "g");
+    let id = h.join(0, "second", "", &["range"]);
+    assert_eq!(join_response(&h.replies(), id).error_code, 15);
+    let first = h.commit(2, "g", &member, generation, &[("t", 0, 1)]);
+    assert!(matches!(&h.outputs()[..], [Output::PersistOffsets { .. }]));
+    h.coordinator.offsets_persisted(first, Ok(()));
+    h.outputs();
+    // A new partition beyond the table bound is refused; updating a known one still works.
+    h.commit(2, "g", &member, generation, &[("t", 1, 1)]);
+    let update = h.commit(2, "g", &member, generation, &[("t", 0, 2)]);
+    let outputs = h.outputs();
+    match &outputs[..] {
+        [Output::Reply {
+            response: Response::OffsetCommit(refused),
+            ..
+        }, Output::PersistOffsets { request_id, .. }] => {
+            assert_eq!(refused.topics[0].partitions[0].error_code, 15);
+            assert_eq!(*request_id, update);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // A standalone commit may not create a group beyond the bound either.
+    h.commit(2, "other", "", -1, &[("t", 0, 1)]);
+    match &h.replies()[..] {
+        [(_, Response::OffsetCommit(r))] => assert_eq!(r.topics[0].partitions[0].error_code, 15),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
 fn a_late_older_persist_does_not_overwrite_a_newer_commit() {
     let mut h = Harness::new();
     let older = h.commit(2, "g", "", -1, &[("t", 0, 10)]);
