@@ -22,6 +22,15 @@
 //! a higher epoch when it restarts at sequence 0. Transactions are not served: an InitProducerId
 //! with a transactional id gets INVALID_REQUEST.
 //!
+//! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the durable
+//! reserved end (0 on a new data directory); [`AllocatorOutput::PersistReservedEnd`] is a small
+//! durable file (temp → fsync → rename). One [`PartitionProducers`] next to each partition's log:
+//! on Produce, for every v2 batch with a producer id, [`PartitionProducers::check`] before the
+//! append; [`SequenceCheck::Duplicate`] answers with the original base offset and appends
+//! nothing; after an append, [`PartitionProducers::record_append`] with the assigned base offset
+//! (under the same partition lock, so check and record see the same state). When a log is
+//! opened, [`PartitionProducers::replay`] every batch header in order.
+//!
 //! Must never: read a clock or a file, append a duplicate twice, or forget a producer without a
 //! bound saying so ([`PRODUCERS_PER_PARTITION_MAX_DEFAULT`]).
 

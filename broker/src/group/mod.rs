@@ -4,7 +4,8 @@
 //!
 //! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
 //! leader's assignment), session / rebalance / pending-member deadlines, and the committed offsets.
-//! It must never read a clock, touch files or sockets, or depend on tokio: time arrives as `now_ms`
+//!
+//! Must never: read a clock, touch files or sockets, or depend on tokio — time arrives as `now_ms`
 //! arguments, and everything it wants done is returned as an [`Output`].
 //!
 //! # Contract with the driver
@@ -29,6 +30,20 @@
 //!
 //! A reply whose connection has gone is simply dropped by the driver. Every accepted request gets
 //! exactly one reply (the simulation in `sim.rs` checks it).
+//!
+//! # Wiring (for the driver)
+//!
+//! - One [`Coordinator`] for the broker, owned by one task (its methods take `&mut self`); the
+//!   handlers send it (meta, request) and receive their reply by request id.
+//! - The offsets log is one internal partition (Kafka names it `__consumer_offsets`; one partition
+//!   is enough on one node). For [`Output::PersistOffsets`], the driver turns the commits into
+//!   [`OffsetLogEntry::Commit`] records, encodes them with [`offsets_log::encode_batches`],
+//!   appends and flushes them, then calls [`Coordinator::offsets_persisted`]. At start it reads
+//!   the whole partition with [`offsets_log::decode_batches`] and passes the entries to
+//!   [`Coordinator::load_offsets`]. Nothing compacts that log yet: it grows by one small batch
+//!   per OffsetCommit until storage gains compaction (or the driver rewrites it from
+//!   [`Coordinator::committed_offsets`]).
+//! - OffsetCommit needs `partition_exists(topic, partition)` from the topic table.
 //!
 //! # Layout
 //!
