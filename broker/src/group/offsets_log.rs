@@ -388,6 +388,31 @@ mod tests {
             prop_assert_eq!(collect(&batch).expect("decode"), vec![entry]);
         }
 
+        /// Records with a valid batch around them but arbitrary key and value bytes: decoding
+        /// answers an error or an entry whose re-encoding gives the same bytes back.
+        #[test]
+        fn arbitrary_records_in_a_valid_batch(
+            key in proptest::collection::vec(any::<u8>(), 0..40),
+            value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..60)),
+        ) {
+            let mut builder = BatchBuilder::new(0, Compression::None);
+            builder.push(&NewRecord {
+                offset_delta: 0,
+                timestamp: 0,
+                key: Some(&key),
+                value: value.as_deref(),
+                headers: &[],
+            }).expect("push");
+            let batch = builder.build().expect("build");
+            if let Ok(entries) = collect(&batch) {
+                prop_assert_eq!(entries.len(), 1);
+                prop_assert_eq!(encode_key(entries[0].key()).expect("encode"), key);
+                if let (OffsetLogEntry::Commit(_, decoded), Some(value)) = (&entries[0], &value) {
+                    prop_assert_eq!(&encode_value(decoded).expect("encode"), value);
+                }
+            }
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = decode_key(&bytes);
