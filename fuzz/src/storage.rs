@@ -101,7 +101,9 @@ fn fixed_batches() -> Vec<Vec<u8>> {
     (0..48i32)
         .map(|index| {
             let records = index % 4 + 1;
-            let timestamp = 1_000 + i64::from(index) * 10 - i64::from(index % 5) * 13;
+            // Strictly increasing batch timestamps: then every real (timestamp, offset) pair is
+            // a true time-index entry, and a lookup may trust any entry it can verify.
+            let timestamp = 1_000 + i64::from(index) * 10;
             batch_support::batch_with(0, records, (index as usize * 11) % 70, timestamp, 0xAB)
         })
         .collect()

@@ -225,8 +225,23 @@ impl Log {
                     recovery_point,
                 )?;
                 expected_offset = segment.next_offset;
+                // Rolls start the next segment at the log end offset, so a segment that ends
+                // before the next one begins has lost its tail (say, truncated at a batch
+                // boundary): flushed data is corruption, anything later a torn tail.
+                let lost_tail = next_base.is_some_and(|next| segment.next_offset < *next);
+                if lost_tail && segment.next_offset < recovery_point {
+                    return Err(Error::corrupt(
+                        &**segment.log_path(),
+                        segment.size_bytes,
+                        format!(
+                            "segment ends at offset {} but the next one starts at {}",
+                            segment.next_offset,
+                            next_base.copied().unwrap_or_default()
+                        ),
+                    ));
+                }
                 segments.insert(*base, segment);
-                if cut {
+                if cut || lost_tail {
                     // Whatever follows a torn point was written after it: drop it as well.
                     for later in bases.get(index + 1..).unwrap_or_default() {
                         segment::remove_segment_files(io.as_ref(), dir, *later)?;

@@ -237,7 +237,19 @@ impl Segment {
             }
         };
         let end = self.scan_from(start_position, start_offset, file_bytes)?;
-        Ok(end.problem.is_none())
+        if end.problem.is_some() {
+            return Ok(false);
+        }
+        // The last time entry carries the segment's greatest timestamp (retention and time
+        // lookups rely on it): it must name a real batch with exactly that timestamp.
+        if let Some((timestamp, offset)) = self.time_index.last() {
+            match self.find_batch(io, offset) {
+                Ok(Some((_, header)))
+                    if header.base_offset == offset && header.max_timestamp == timestamp => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// Opens both indexes if they exist and pass their sanity checks against a log of
@@ -438,10 +450,16 @@ impl Segment {
         io: &dyn FileIo,
         target_ms: i64,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        let start_offset = self.time_index.lookup(target_ms);
-        let Some((position, _)) = self.find_batch(io, start_offset)? else {
-            return Ok(None);
-        };
+        // An entry is used only if the batch it names is really there with that timestamp (a
+        // damaged index must not hide batches); otherwise the scan starts at the segment's start.
+        let mut position = 0;
+        if let Some((timestamp, offset)) = self.time_index.lookup(target_ms) {
+            if let Some((found, header)) = self.find_batch(io, offset)? {
+                if header.base_offset == offset && header.max_timestamp == timestamp {
+                    position = found;
+                }
+            }
+        }
         self.first_batch_from(io, position, |header| header.max_timestamp >= target_ms)
     }
 

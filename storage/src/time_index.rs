@@ -86,14 +86,13 @@ impl TimeIndex {
         self.file.push(&entry)
     }
 
-    /// An offset from which scanning finds the first batch with max timestamp ≥ `target`: the
-    /// offset of the last entry whose timestamp is below `target` (all batches before it are
-    /// below too), or the base offset.
-    pub(crate) fn lookup(&self, target: i64) -> i64 {
+    /// The last entry whose timestamp is below `target`: scanning from its offset finds the
+    /// first batch with max timestamp ≥ `target`, because every batch before it is below its
+    /// timestamp. `None`: scan from the segment's start.
+    pub(crate) fn lookup(&self, target: i64) -> Option<(i64, i64)> {
         self.file
             .last_at_most(|entry| decode(entry).0, target.saturating_sub(1))
             .and_then(|index| self.entry(index))
-            .map_or(self.base_offset, |(_, offset)| offset)
     }
 
     /// Whether timestamps strictly increase and offsets do not decrease nor pass `next_offset`.
@@ -126,14 +125,14 @@ mod tests {
     fn lookup_finds_last_entry_below_target() {
         let dir = tempfile::tempdir().unwrap();
         let mut index = TimeIndex::create(&StdIo, &dir.path().join("0.ti"), 50, 1200).unwrap();
-        assert_eq!(index.lookup(1000), 50);
+        assert_eq!(index.lookup(1000), None);
         assert!(index.maybe_append(1000, 55));
         assert!(index.maybe_append(900, 56)); // not greater: skipped
         assert!(index.maybe_append(2000, 60));
         assert_eq!(index.last(), Some((2000, 60)));
-        assert_eq!(index.lookup(1000), 50);
-        assert_eq!(index.lookup(1001), 55);
-        assert_eq!(index.lookup(2001), 60);
+        assert_eq!(index.lookup(1000), None);
+        assert_eq!(index.lookup(1001), Some((1000, 55)));
+        assert_eq!(index.lookup(2001), Some((2000, 60)));
         assert!(index.is_sane(61));
         assert!(!index.is_sane(60));
     }

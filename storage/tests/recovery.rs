@@ -172,17 +172,23 @@ fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
         );
         let data = LogDir::open(dir.path(), config()).expect(&context);
         let log = data.log("t", 0).unwrap().unwrap();
-        assert_holds_exactly(&log, &stored[..victim], &context);
+        // Zeroing bytes that were already zero (the end of a record) changes nothing: then the
+        // victim is intact and only the batches after it are gone.
+        let unchanged = matches!(damage, Damage::ZeroTail)
+            && target.bytes[within..].iter().all(|byte| *byte == 0);
+        let survivors = if unchanged { victim + 1 } else { victim };
+        assert_holds_exactly(&log, &stored[..survivors], &context);
         // The log takes appends again right after the surviving prefix.
         let next = log.append(&mut batch_with(0, 1, 3, 0, 1), 0).unwrap();
-        assert_eq!(next.base_offset, target.base_offset, "{context}");
+        let next_expected = stored[..survivors].last().map_or(0, |s| s.last_offset + 1);
+        assert_eq!(next.base_offset, next_expected, "{context}");
         data.close().unwrap();
         // And a clean reopen agrees.
         let data = LogDir::open(dir.path(), config()).unwrap();
         let log = data.log("t", 0).unwrap().unwrap();
         assert_eq!(
             log.log_end_offset().unwrap(),
-            target.base_offset + 1,
+            next_expected + 1,
             "{context}"
         );
     }
