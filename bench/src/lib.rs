@@ -1,1 +1,2 @@
 //! Shared helpers for Skiff benchmark binaries.
+pub mod client;

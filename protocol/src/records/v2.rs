@@ -173,6 +173,39 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) -> Result<(), RecordE
     Ok(())
 }
 
+/// Marks every batch in `batches` as LogAppendTime with `log_append_time_ms` as its max timestamp and
+/// recomputes its CRC (a topic with `message.timestamp.type=LogAppendTime`, as Kafka's broker does).
+/// The record timestamps inside are left alone: readers of LogAppendTime batches use the batch's.
+pub fn set_log_append_time(batches: &mut [u8], log_append_time_ms: i64) -> Result<(), RecordError> {
+    let mut position = 0usize;
+    while position < batches.len() {
+        let rest = batches.get(position..).unwrap_or_default();
+        let total_bytes = BatchHeader::parse(rest)?.total_bytes();
+        let batch = batches
+            .get_mut(position..position.saturating_add(total_bytes))
+            .ok_or(RecordError::InvalidBatchLength { batch_length: 0 })?;
+        let attributes = i16::from_be_bytes([
+            batch.get(ATTRIBUTES_OFFSET).copied().unwrap_or_default(),
+            batch
+                .get(ATTRIBUTES_OFFSET + 1)
+                .copied()
+                .unwrap_or_default(),
+        ]) | ATTRIBUTE_LOG_APPEND_TIME;
+        if let Some(field) = batch.get_mut(ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2) {
+            field.copy_from_slice(&attributes.to_be_bytes());
+        }
+        if let Some(field) = batch.get_mut(MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8) {
+            field.copy_from_slice(&log_append_time_ms.to_be_bytes());
+        }
+        let crc = compute_crc(batch);
+        if let Some(field) = batch.get_mut(CRC_OFFSET..CRC_OFFSET + 4) {
+            field.copy_from_slice(&crc.to_be_bytes());
+        }
+        position = position.saturating_add(total_bytes);
+    }
+    Ok(())
+}
+
 /// Iterates over the complete v2 batches at the start of `bytes`, stopping before a partial tail.
 /// Yields `(position, header)` pairs; an invalid header ends iteration with an error item.
 pub fn batch_positions(
@@ -268,5 +301,19 @@ mod tests {
         assert!(validate(&batch).is_err());
         batch[8..12].copy_from_slice(&(-5i32).to_be_bytes());
         assert!(BatchHeader::parse(&batch).is_err());
+    }
+
+    #[test]
+    fn log_append_time_rewrite_keeps_the_batch_valid() {
+        let mut batches = empty_batch(0);
+        batches.extend(empty_batch(1));
+        set_log_append_time(&mut batches, 1234).expect("rewrite");
+        for item in batch_positions(&batches) {
+            let (position, header) = item.expect("header");
+            let batch = &batches[position..position + header.total_bytes()];
+            let header = validate(batch).expect("crc still valid");
+            assert!(header.is_log_append_time());
+            assert_eq!(header.max_timestamp, 1234);
+        }
     }
 }

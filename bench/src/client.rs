@@ -1,0 +1,214 @@
+//! A small Kafka client for benchmarks and cross-crate tests: it talks to **any** Kafka-compatible
+//! broker by address. Requests are encoded with kafka-protocol's encoders; responses are decoded with
+//! kafka-protocol's decoders, which is acceptable only because this is the client side of our own
+//! tests and benches (a broker must never decode peer bytes with them). Response frames are bounded
+//! by [`RESPONSE_BYTES_MAX`] before anything is allocated.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest response this client accepts (a Fetch of 250 MB plus headers).
+pub const RESPONSE_BYTES_MAX: usize = 512 * 1024 * 1024;
+
+/// One connection to a broker.
+pub struct Connection {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Connection {
+    /// Connects to `address` (host:port).
+    pub async fn connect(address: &str) -> anyhow::Result<Self> {
+        let stream = TcpStream::connect(address)
+            .await
+            .with_context(|| format!("connecting to {address}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            correlation_id: 0,
+        })
+    }
+
+    /// Sends one request and returns its correlation id, without reading the response.
+    pub async fn send<R: Encodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<i32> {
+        self.correlation_id += 1;
+        let row = skiff_protocol::api::supported(api_key).context("unsupported api")?;
+        let header = RequestHeader::default()
+            .with_request_api_key(api_key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("skiff-bench")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, row.request_header_version(version))?;
+        request.encode(&mut body, version)?;
+        let size = i32::try_from(body.len())?;
+        self.stream.write_all(&size.to_be_bytes()).await?;
+        self.stream.write_all(&body).await?;
+        Ok(self.correlation_id)
+    }
+
+    /// Reads the size prefix of the next response.
+    pub async fn read_size(&mut self) -> anyhow::Result<usize> {
+        let size = self.stream.read_i32().await?;
+        let size = usize::try_from(size).context("negative response size")?;
+        if size > RESPONSE_BYTES_MAX {
+            bail!("response of {size} bytes is above the client's limit");
+        }
+        Ok(size)
+    }
+
+    /// Reads a whole response body of `size` bytes.
+    pub async fn read_body(&mut self, size: usize) -> anyhow::Result<Bytes> {
+        let mut body = BytesMut::zeroed(size);
+        self.stream.read_exact(&mut body).await?;
+        Ok(body.freeze())
+    }
+
+    /// Reads and discards `size` bytes in pieces of `piece_bytes`, pausing `pause` between pieces:
+    /// a slow reader. Returns the bytes read.
+    pub async fn drain_slowly(
+        &mut self,
+        size: usize,
+        piece_bytes: usize,
+        pause: Duration,
+    ) -> anyhow::Result<usize> {
+        let mut buffer = vec![0u8; piece_bytes.max(1)];
+        let mut remaining = size;
+        while remaining > 0 {
+            let want = remaining.min(buffer.len());
+            let read = self.stream.read(&mut buffer[..want]).await?;
+            if read == 0 {
+                bail!("broker closed with {remaining} bytes unread");
+            }
+            remaining -= read;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+        Ok(size)
+    }
+
+    /// Sends a request and decodes its response.
+    pub async fn request<R: Encodable, S: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &R,
+    ) -> anyhow::Result<S> {
+        let correlation_id = self.send(api_key, version, request).await?;
+        let size = self.read_size().await?;
+        let mut body = self.read_body(size).await?;
+        let row = skiff_protocol::api::supported(api_key).context("unsupported api")?;
+        let got = body.get_i32();
+        if got != correlation_id {
+            bail!("correlation id {got}, expected {correlation_id}");
+        }
+        if row.response_header_version(version) >= 1 {
+            // Tagged fields of the response header: a count we expect to be zero.
+            let count = body.get_u8();
+            if count != 0 {
+                bail!("unexpected response header tagged fields");
+            }
+        }
+        S::decode(&mut body, version).context("decoding response")
+    }
+
+    /// Metadata for `topics` (auto-creating them on brokers that allow it).
+    pub async fn metadata(&mut self, topics: &[&str]) -> anyhow::Result<MetadataResponse> {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        let request = MetadataRequest::default()
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|name| {
+                        MetadataRequestTopic::default().with_name(Some(
+                            kafka_protocol::messages::TopicName(StrBytes::from_string(
+                                (*name).to_owned(),
+                            )),
+                        ))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(true);
+        self.request(ApiKey::Metadata, 4, &request).await
+    }
+
+    /// Produces v2 `batches` to one partition with Produce v3 and acks=1; returns the base offset.
+    pub async fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batches: Bytes,
+    ) -> anyhow::Result<i64> {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    topic.to_owned(),
+                )))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batches))])]);
+        let response: ProduceResponse = self.request(ApiKey::Produce, 3, &request).await?;
+        let partition = response
+            .responses
+            .first()
+            .and_then(|topic| topic.partition_responses.first())
+            .context("empty produce response")?;
+        if partition.error_code != 0 {
+            bail!("produce failed with error {}", partition.error_code);
+        }
+        Ok(partition.base_offset)
+    }
+}
+
+/// A Fetch request for one partition at `version`.
+pub fn fetch_request(
+    topic: &str,
+    partition: i32,
+    fetch_offset: i64,
+    partition_max_bytes: i32,
+    max_bytes: i32,
+    max_wait_ms: i32,
+) -> FetchRequest {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                topic.to_owned(),
+            )))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(fetch_offset)
+                .with_partition_max_bytes(partition_max_bytes)])])
+}
+
+/// Decodes a Fetch response body (after the size prefix) of `version`.
+pub fn decode_fetch(mut body: Bytes, version: i16) -> anyhow::Result<FetchResponse> {
+    let row = skiff_protocol::api::supported(ApiKey::Fetch).context("fetch")?;
+    body.advance(4);
+    if row.response_header_version(version) >= 1 {
+        body.advance(1);
+    }
+    FetchResponse::decode(&mut body, version).context("decoding fetch response")
+}

@@ -1,0 +1,42 @@
+//! What every handler shares: the configuration, the topics, the metrics, the broker-wide budgets,
+//! the clock, and the signal that wakes long-polling fetches.
+//!
+//! Must never: hold per-request state.
+
+use std::sync::Arc;
+
+use tokio::sync::{Notify, Semaphore};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::topics::Topics;
+
+/// Shared broker state.
+pub(crate) struct Ctx {
+    pub(crate) config: Arc<Config>,
+    pub(crate) topics: Topics,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Bytes of request frames held by all connections together (`queued.max.request.bytes`).
+    pub(crate) request_bytes_budget: Semaphore,
+    /// Notified after every append, so fetches waiting for `min_bytes` re-check. One broker-wide
+    /// signal (rather than one per partition) keeps waiting simple; a waiter re-reads only the
+    /// partitions of its own request, which costs an index lookup each.
+    pub(crate) data_arrived: Notify,
+    /// Host and port Metadata advertises for this node.
+    pub(crate) advertised_host: String,
+    /// Port advertised.
+    pub(crate) advertised_port: u16,
+    /// The cluster id Metadata reports.
+    pub(crate) cluster_id: String,
+}
+
+impl Ctx {
+    /// Milliseconds since the Unix epoch: the broker's one wall clock (for log-append times,
+    /// segment age and retention), read here and passed to storage as an argument.
+    pub(crate) fn now_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,145 @@
+//! CreateTopics (and auto-creation from Metadata and Produce): validates every topic, asks placement
+//! for the replica assignment, and creates the logs and the durable metadata together.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, RequestHeader};
+use kafka_protocol::protocol::StrBytes;
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::topics::{Topic, TopicError};
+
+/// Replica assignment for `partition_count` partitions with `replication_factor` replicas each.
+/// One node today: every replica is this node, and a factor above 1 is refused.
+fn assign_replicas(
+    ctx: &Ctx,
+    partition_count: i32,
+    replication_factor: i16,
+) -> Result<Vec<Vec<i32>>, TopicError> {
+    if replication_factor != 1 {
+        return Err(TopicError::InvalidReplicationFactor(replication_factor));
+    }
+    if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
+        return Err(TopicError::InvalidPartitions(partition_count));
+    }
+    Ok((0..partition_count)
+        .map(|_| vec![ctx.config.node_id])
+        .collect())
+}
+
+fn create(
+    ctx: &Ctx,
+    name: &str,
+    partition_count: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<Arc<Topic>, TopicError> {
+    let replicas = assign_replicas(ctx, partition_count, replication_factor)?;
+    tokio::task::block_in_place(|| ctx.topics.create(name, replicas, configs, validate_only))
+}
+
+/// Creates `name` with the broker defaults, or returns it if a concurrent request just did.
+pub(crate) async fn auto_create(ctx: &Ctx, name: &str) -> Result<Arc<Topic>, TopicError> {
+    let replication_factor = ctx.config.default_replication_factor;
+    match create(
+        ctx,
+        name,
+        ctx.config.num_partitions,
+        replication_factor,
+        BTreeMap::new(),
+        false,
+    ) {
+        Err(TopicError::AlreadyExists) => ctx.topics.get(name).ok_or(TopicError::Unknown),
+        other => {
+            if let Ok(topic) = &other {
+                tracing::info!(topic = %topic.name, "auto-created topic");
+            }
+            other
+        }
+    }
+}
+
+/// First CreateTopics response version with error messages.
+const ERROR_MESSAGE_VERSION_MIN: i16 = 1;
+/// First version echoing partition count and replication factor.
+const TOPIC_DETAILS_VERSION_MIN: i16 = 5;
+/// First version with topic ids.
+const TOPIC_ID_VERSION_MIN: i16 = 7;
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let partition_count = if topic.num_partitions == -1 {
+            ctx.config.num_partitions
+        } else {
+            topic.num_partitions
+        };
+        let replication_factor = if topic.replication_factor == -1 {
+            ctx.config.default_replication_factor
+        } else {
+            topic.replication_factor
+        };
+        let outcome = if !topic.assignments.is_empty() {
+            Err(TopicError::InvalidPartitions(-1)).map_err(|_| {
+                (
+                    error_code::INVALID_REQUEST,
+                    "manual replica assignment is not supported on one node".to_owned(),
+                )
+            })
+        } else {
+            let configs = topic
+                .configs
+                .into_iter()
+                .map(|config| {
+                    (
+                        config.name.to_string(),
+                        config
+                            .value
+                            .map(|value| value.to_string())
+                            .unwrap_or_default(),
+                    )
+                })
+                .collect();
+            create(
+                ctx,
+                &name,
+                partition_count,
+                replication_factor,
+                configs,
+                request.validate_only,
+            )
+            .map_err(|error| (error.code(), error.to_string()))
+        };
+        let version = header.request_api_version;
+        let mut result = CreatableTopicResult::default().with_name(topic.name);
+        match outcome {
+            Ok(created) => {
+                if version >= TOPIC_DETAILS_VERSION_MIN {
+                    result = result
+                        .with_num_partitions(partition_count)
+                        .with_replication_factor(replication_factor);
+                }
+                if version >= TOPIC_ID_VERSION_MIN {
+                    result = result.with_topic_id(uuid::Uuid::from_bytes(created.topic_id));
+                }
+            }
+            Err((code, message)) => {
+                result = result.with_error_code(code);
+                if version >= ERROR_MESSAGE_VERSION_MIN {
+                    result = result.with_error_message(Some(StrBytes::from_string(message)));
+                }
+            }
+        }
+        results.push(result);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}

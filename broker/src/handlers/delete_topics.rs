@@ -1,0 +1,67 @@
+//! DeleteTopics: by name (v0–5) or by name or id (v6), forgetting the topic durably before its logs
+//! are removed.
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    DeleteTopicsRequest, DeleteTopicsResponse, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::context::Ctx;
+use crate::topics::TopicError;
+
+/// First DeleteTopics response version with error messages.
+const ERROR_MESSAGE_VERSION_MIN: i16 = 5;
+/// First version naming topics by id.
+const TOPIC_ID_VERSION_MIN: i16 = 6;
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let mut targets: Vec<(Option<TopicName>, uuid::Uuid)> = request
+        .topic_names
+        .into_iter()
+        .map(|name| (Some(name), uuid::Uuid::nil()))
+        .collect();
+    targets.extend(
+        request
+            .topics
+            .into_iter()
+            .map(|topic| (topic.name, topic.topic_id)),
+    );
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, topic_id) in targets {
+        let resolved = match &name {
+            Some(name) => Some(name.0.to_string()),
+            None => ctx
+                .topics
+                .all()
+                .into_iter()
+                .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == topic_id)
+                .map(|topic| topic.name.clone()),
+        };
+        let outcome = match &resolved {
+            Some(resolved) => tokio::task::block_in_place(|| ctx.topics.delete(resolved)),
+            None => Err(TopicError::Unknown),
+        };
+        let version = header.request_api_version;
+        let mut result = DeletableTopicResult::default().with_name(
+            resolved
+                .map(|name| TopicName(StrBytes::from_string(name)))
+                .or(name),
+        );
+        if version >= TOPIC_ID_VERSION_MIN {
+            result = result.with_topic_id(topic_id);
+        }
+        if let Err(error) = outcome {
+            result = result.with_error_code(error.code());
+            if version >= ERROR_MESSAGE_VERSION_MIN {
+                result = result.with_error_message(Some(StrBytes::from_string(error.to_string())));
+            }
+        }
+        responses.push(result);
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}

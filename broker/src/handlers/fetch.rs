@@ -1,0 +1,348 @@
+//! Fetch: reads slices of the partition logs up to the request's limits, long-polls until
+//! `min_bytes` are there or `max_wait_ms` passes (woken by appends), and answers with a response
+//! *plan*: fixed fields as bytes, stored batches as file regions sent with sendfile (Fetch v4+), and
+//! legacy record sets (Fetch v0–v3) as lazy down-conversions that produce one chunk at a time while
+//! the socket drains.
+//!
+//! Decisions beyond Kafka's:
+//! - Every version returns at least one whole batch for the first partition that has data, even
+//!   v0–v2, whose "hard" partition limit in Kafka 3.x makes a legacy consumer re-fetch forever when
+//!   the first batch is bigger than its limit (downconversion.md §3.7 D4). An old client then gets a
+//!   complete message bigger than it asked for, which every client tested parses.
+//! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
+//!
+//! Must never: build a converted record set in memory (outside the benchmark-only eager mode), or
+//! let a partition's error fail the whole response.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::{FetchRequest, RequestHeader};
+use skiff_protocol::records::Magic;
+use skiff_protocol::responses::fetch::{
+    encode_fetch_response, FetchPart, FetchPartitionShape, FetchResponseShape, FetchTopicShape,
+};
+use skiff_storage::FetchSlice;
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::conversion::{ConversionError, LazyRecords};
+use crate::send::ResponsePart;
+use crate::topics::{Partition, Topic};
+
+/// First Fetch version that reads v2 batches as stored (zero-copy); below it, conversion.
+const STORED_FORMAT_FETCH_VERSION_MIN: i16 = 4;
+/// First Fetch version that may carry zstd batches (KIP-110).
+const ZSTD_FETCH_VERSION_MIN: i16 = 10;
+/// First Fetch version with a response-level `max_bytes` (KIP-74).
+const MAX_BYTES_FETCH_VERSION_MIN: i16 = 3;
+/// Highest Fetch version that cannot express KAFKA_STORAGE_ERROR (56); it gets 6 instead (§4.4).
+const STORAGE_ERROR_FETCH_VERSION_MAX: i16 = 5;
+/// First Fetch version that names topics by id.
+const TOPIC_ID_FETCH_VERSION_MIN: i16 = 13;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+/// What one partition of the request found.
+enum PartitionRead {
+    Failed {
+        error_code: i16,
+    },
+    Read {
+        partition: Arc<Partition>,
+        topic: Arc<Topic>,
+        fetch_offset: i64,
+        slice: Option<FetchSlice>,
+        high_watermark: i64,
+        log_start_offset: i64,
+        convert_to: Option<Magic>,
+    },
+}
+
+struct ReadTopic {
+    name: String,
+    topic_id: uuid::Uuid,
+    partitions: Vec<(i32, PartitionRead)>,
+}
+
+/// The magic a legacy Fetch version reads (downconversion.md §2.4).
+fn target_magic(version: i16) -> Option<Magic> {
+    match version {
+        0 | 1 => Some(Magic::V0),
+        2 | 3 => Some(Magic::V1),
+        _ => None,
+    }
+}
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: FetchRequest,
+) -> Vec<ResponsePart> {
+    let version = header.request_api_version;
+    let wait_ms = u64::try_from(request.max_wait_ms)
+        .unwrap_or(0)
+        .min(ctx.config.fetch_wait_max_ms);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let reads = loop {
+        // Registered before reading, so an append between the read and the wait still wakes us.
+        let notified = ctx.data_arrived.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (reads, available_bytes) = read_partitions(ctx, version, &request);
+        let failed = reads
+            .iter()
+            .flat_map(|topic| topic.partitions.iter())
+            .any(|(_, read)| matches!(read, PartitionRead::Failed { .. }));
+        if available_bytes >= min_bytes.max(1) || failed || tokio::time::Instant::now() >= deadline
+        {
+            break reads;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    };
+    build_response(ctx, version, header.correlation_id, reads)
+}
+
+fn read_partitions(ctx: &Ctx, version: i16, request: &FetchRequest) -> (Vec<ReadTopic>, usize) {
+    let response_bytes_max = if version >= MAX_BYTES_FETCH_VERSION_MIN {
+        usize::try_from(request.max_bytes).unwrap_or(0)
+    } else {
+        usize::MAX
+    }
+    .min(ctx.config.fetch_max_bytes as usize);
+    let mut taken_bytes = 0usize;
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for fetch_topic in &request.topics {
+        let topic = if version >= TOPIC_ID_FETCH_VERSION_MIN {
+            ctx.topics
+                .all()
+                .into_iter()
+                .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
+        } else {
+            ctx.topics.get(fetch_topic.topic.0.as_str())
+        };
+        let mut partitions = Vec::with_capacity(fetch_topic.partitions.len());
+        for fetch_partition in &fetch_topic.partitions {
+            let read = match &topic {
+                None if version >= TOPIC_ID_FETCH_VERSION_MIN => PartitionRead::Failed {
+                    error_code: UNKNOWN_TOPIC_ID,
+                },
+                None => PartitionRead::Failed {
+                    error_code: error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                },
+                Some(topic) => {
+                    let partition_bytes_max = usize::try_from(fetch_partition.partition_max_bytes)
+                        .unwrap_or(0)
+                        .min(response_bytes_max.saturating_sub(taken_bytes));
+                    let read = read_partition(
+                        version,
+                        request.replica_id.0,
+                        topic,
+                        fetch_partition.partition,
+                        fetch_partition.fetch_offset,
+                        partition_bytes_max,
+                        taken_bytes == 0,
+                    );
+                    if let PartitionRead::Read {
+                        slice: Some(slice), ..
+                    } = &read
+                    {
+                        taken_bytes = taken_bytes.saturating_add(slice.len() as usize);
+                    }
+                    read
+                }
+            };
+            partitions.push((fetch_partition.partition, read));
+        }
+        topics.push(ReadTopic {
+            name: topic
+                .as_ref()
+                .map(|topic| topic.name.clone())
+                .unwrap_or_else(|| fetch_topic.topic.0.to_string()),
+            topic_id: fetch_topic.topic_id,
+            partitions,
+        });
+    }
+    (topics, taken_bytes)
+}
+
+fn read_partition(
+    version: i16,
+    replica_id: i32,
+    topic: &Arc<Topic>,
+    partition_index: i32,
+    fetch_offset: i64,
+    bytes_max: usize,
+    first_with_data: bool,
+) -> PartitionRead {
+    let Some(partition) = topic.partition(partition_index) else {
+        return PartitionRead::Failed {
+            error_code: error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        };
+    };
+    if version < ZSTD_FETCH_VERSION_MIN && topic.config.compression_type == "zstd" {
+        return PartitionRead::Failed {
+            error_code: error_code::UNSUPPORTED_COMPRESSION_TYPE,
+        };
+    }
+    let convert_to = target_magic(version);
+    let is_consumer = replica_id < 0;
+    if convert_to.is_some() && is_consumer && !topic.config.downconversion_enable {
+        return PartitionRead::Failed {
+            error_code: error_code::UNSUPPORTED_VERSION,
+        };
+    }
+    let log = &partition.log;
+    let storage_error_code = if version <= STORAGE_ERROR_FETCH_VERSION_MAX {
+        error_code::NOT_LEADER_OR_FOLLOWER
+    } else {
+        error_code::KAFKA_STORAGE_ERROR
+    };
+    let (Ok(high_watermark), Ok(log_start_offset)) = (log.log_end_offset(), log.log_start_offset())
+    else {
+        return PartitionRead::Failed {
+            error_code: storage_error_code,
+        };
+    };
+    let slice = if fetch_offset == high_watermark || bytes_max == 0 && !first_with_data {
+        None
+    } else {
+        let max_bytes = u64::try_from(bytes_max).unwrap_or(u64::MAX);
+        match log.read(fetch_offset, max_bytes, first_with_data) {
+            Ok(slice) => (!slice.is_empty()).then_some(slice),
+            Err(skiff_storage::Error::OffsetOutOfRange { .. }) => {
+                return PartitionRead::Failed {
+                    error_code: error_code::OFFSET_OUT_OF_RANGE,
+                }
+            }
+            Err(error) => {
+                tracing::warn!(topic = %topic.name, partition = partition_index, %error, "fetch read failed");
+                return PartitionRead::Failed {
+                    error_code: storage_error_code,
+                };
+            }
+        }
+    };
+    PartitionRead::Read {
+        partition: partition.clone(),
+        topic: topic.clone(),
+        fetch_offset,
+        slice,
+        high_watermark,
+        log_start_offset,
+        convert_to: convert_to.filter(|_| version < STORED_FORMAT_FETCH_VERSION_MIN),
+    }
+}
+
+fn build_response(
+    ctx: &Ctx,
+    version: i16,
+    correlation_id: i32,
+    reads: Vec<ReadTopic>,
+) -> Vec<ResponsePart> {
+    let mut shape = FetchResponseShape::default();
+    let mut holes: Vec<Vec<Option<ResponsePart>>> = Vec::with_capacity(reads.len());
+    for read_topic in reads {
+        let mut topic_shape = FetchTopicShape {
+            name: read_topic.name,
+            topic_id: read_topic.topic_id,
+            partitions: Vec::with_capacity(read_topic.partitions.len()),
+        };
+        let mut topic_holes = Vec::with_capacity(read_topic.partitions.len());
+        for (partition_index, read) in read_topic.partitions {
+            let (partition_shape, hole) = match read {
+                PartitionRead::Failed { error_code } => (
+                    FetchPartitionShape {
+                        partition_index,
+                        error_code,
+                        ..FetchPartitionShape::default()
+                    },
+                    None,
+                ),
+                PartitionRead::Read {
+                    partition,
+                    topic,
+                    fetch_offset,
+                    slice,
+                    high_watermark,
+                    log_start_offset,
+                    convert_to,
+                } => {
+                    let base = FetchPartitionShape {
+                        partition_index,
+                        error_code: error_code::NONE,
+                        high_watermark,
+                        last_stable_offset: high_watermark,
+                        log_start_offset,
+                        aborted_transactions: (version >= 4).then(Vec::new),
+                        ..FetchPartitionShape::default()
+                    };
+                    let (error_code, hole) = match (slice, convert_to) {
+                        (None, _) => (error_code::NONE, None),
+                        (Some(slice), None) => {
+                            let part = ResponsePart::File {
+                                file: slice.file().clone(),
+                                position: slice.position(),
+                                len: u32::try_from(slice.len()).unwrap_or(u32::MAX),
+                            };
+                            (error_code::NONE, Some(part))
+                        }
+                        (Some(slice), Some(magic)) => {
+                            match LazyRecords::prepare(ctx, &topic.name, slice, magic, fetch_offset)
+                            {
+                                Ok(records) => (
+                                    error_code::NONE,
+                                    Some(ResponsePart::Converted(Box::new(records))),
+                                ),
+                                Err(ConversionError::UnsupportedCompression) => {
+                                    (error_code::UNSUPPORTED_COMPRESSION_TYPE, None)
+                                }
+                                Err(error) => {
+                                    tracing::warn!(topic = %topic.name, partition = partition.index, %error, "down-conversion failed");
+                                    (error_code::CORRUPT_MESSAGE, None)
+                                }
+                            }
+                        }
+                    };
+                    let records_bytes = hole.as_ref().map_or(0, ResponsePart::wire_len);
+                    (
+                        FetchPartitionShape {
+                            error_code,
+                            records_bytes,
+                            ..base
+                        },
+                        hole,
+                    )
+                }
+            };
+            topic_shape.partitions.push(partition_shape);
+            topic_holes.push(hole);
+        }
+        shape.topics.push(topic_shape);
+        holes.push(topic_holes);
+    }
+    let layout = match encode_fetch_response(version, correlation_id, &shape) {
+        Ok(layout) => layout,
+        Err(error) => {
+            tracing::error!(%error, "cannot lay out fetch response");
+            return Vec::new();
+        }
+    };
+    layout
+        .into_iter()
+        .filter_map(|part| match part {
+            FetchPart::Bytes(bytes) => Some(ResponsePart::Bytes(bytes)),
+            FetchPart::Records {
+                topic_index,
+                partition_index,
+                ..
+            } => holes
+                .get_mut(topic_index)
+                .and_then(|topic| topic.get_mut(partition_index))
+                .and_then(Option::take),
+        })
+        .collect()
+}

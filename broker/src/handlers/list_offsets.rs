@@ -1,0 +1,106 @@
+//! ListOffsets: v0's `old_style_offsets` list and v1+'s single (timestamp, offset), for the
+//! special timestamps latest (−1), earliest (−2) and max timestamp (−3), and by time index.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
+
+use super::error_code;
+use crate::context::Ctx;
+
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+/// First ListOffsets version with leader epochs.
+const LEADER_EPOCH_VERSION_MIN: i16 = 4;
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let version = header.request_api_version;
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let found = ctx.topics.get(topic.name.0.as_str());
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|request| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(request.partition_index);
+                    let Some(partition) = found
+                        .as_ref()
+                        .and_then(|topic| topic.partition(request.partition_index))
+                    else {
+                        return response
+                            .with_error_code(error_code::UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_timestamp(-1)
+                            .with_offset(-1);
+                    };
+                    let log = &partition.log;
+                    let (Ok(log_end), Ok(log_start)) =
+                        (log.log_end_offset(), log.log_start_offset())
+                    else {
+                        return response
+                            .with_error_code(error_code::KAFKA_STORAGE_ERROR)
+                            .with_timestamp(-1)
+                            .with_offset(-1);
+                    };
+                    let found: Option<(i64, i64)> = match request.timestamp {
+                        LATEST_TIMESTAMP => Some((-1, log_end)),
+                        EARLIEST_TIMESTAMP => Some((-1, log_start)),
+                        MAX_TIMESTAMP => {
+                            // KIP-734's max-timestamp lookup needs a per-log maximum that storage
+                            // does not keep yet; answered as unsupported rather than guessed.
+                            return response
+                                .with_error_code(error_code::UNSUPPORTED_VERSION)
+                                .with_timestamp(-1)
+                                .with_offset(-1);
+                        }
+                        timestamp if timestamp >= 0 => log
+                            .offset_for_timestamp(timestamp)
+                            .ok()
+                            .flatten()
+                            .map(|found| (found.timestamp_ms, found.offset)),
+                        _ => {
+                            return response
+                                .with_error_code(error_code::UNSUPPORTED_VERSION)
+                                .with_timestamp(-1)
+                                .with_offset(-1)
+                        }
+                    };
+                    if version == 0 {
+                        // v0: a descending list of offsets, at most max_num_offsets of them.
+                        let mut offsets: Vec<i64> = match request.timestamp {
+                            LATEST_TIMESTAMP => vec![log_end, log_start],
+                            _ => found.map(|(_, offset)| vec![offset]).unwrap_or_default(),
+                        };
+                        offsets.dedup();
+                        offsets.truncate(usize::try_from(request.max_num_offsets).unwrap_or(0));
+                        return response
+                            .with_error_code(error_code::NONE)
+                            .with_old_style_offsets(offsets);
+                    }
+                    let (timestamp, offset) = found.unwrap_or((-1, -1));
+                    let response = response
+                        .with_error_code(error_code::NONE)
+                        .with_timestamp(timestamp)
+                        .with_offset(offset);
+                    if version >= LEADER_EPOCH_VERSION_MIN {
+                        response.with_leader_epoch(0)
+                    } else {
+                        response
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,115 @@
+//! Metadata: this node as the only broker and controller, and the requested topics (all of them
+//! for a null list, or for an empty list in v0), auto-creating unknown ones when allowed.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::topics::{Topic, TopicError};
+
+/// First Metadata version with partition leader epochs.
+const LEADER_EPOCH_VERSION_MIN: i16 = 7;
+/// First Metadata version with topic ids.
+const TOPIC_ID_VERSION_MIN: i16 = 10;
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let version = header.request_api_version;
+    let node_id = BrokerId(ctx.config.node_id);
+    let requested: Option<Vec<String>> = match request.topics {
+        None => None,
+        Some(topics) if topics.is_empty() && version == 0 => None,
+        Some(topics) => Some(
+            topics
+                .into_iter()
+                .filter_map(|topic| topic.name.map(|name| name.0.to_string()))
+                .collect(),
+        ),
+    };
+    let allow_auto_create =
+        ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
+    let topics = match requested {
+        None => ctx
+            .topics
+            .all()
+            .iter()
+            .map(|topic| describe(ctx, version, topic))
+            .collect(),
+        Some(names) => {
+            let mut out = Vec::with_capacity(names.len());
+            for name in names {
+                let found = match ctx.topics.get(&name) {
+                    Some(topic) => Ok(topic),
+                    None if allow_auto_create => {
+                        super::create_topics::auto_create(ctx, &name).await
+                    }
+                    None => Err(TopicError::Unknown),
+                };
+                out.push(match found {
+                    Ok(topic) => describe(ctx, version, &topic),
+                    Err(error) => MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(name))))
+                        .with_error_code(error.code()),
+                });
+            }
+            out
+        }
+    };
+    // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
+    // version-gated fields are set only where they exist.
+    let mut response = MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(node_id)
+            .with_host(StrBytes::from_string(ctx.advertised_host.clone()))
+            .with_port(i32::from(ctx.advertised_port))])
+        .with_topics(topics);
+    if version >= 1 {
+        response = response.with_controller_id(node_id);
+    }
+    if version >= 2 {
+        response = response.with_cluster_id(Some(StrBytes::from_string(ctx.cluster_id.clone())));
+    }
+    response
+}
+
+fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
+    let node_id = ctx.config.node_id;
+    let partitions = topic
+        .record
+        .replicas
+        .iter()
+        .zip(0..)
+        .map(|(replicas, index)| {
+            let replica_nodes: Vec<BrokerId> = replicas.iter().map(|id| BrokerId(*id)).collect();
+            let partition = MetadataResponsePartition::default()
+                .with_error_code(error_code::NONE)
+                .with_partition_index(index)
+                .with_leader_id(BrokerId(replicas.first().copied().unwrap_or(node_id)))
+                .with_isr_nodes(replica_nodes.clone())
+                .with_replica_nodes(replica_nodes);
+            if version >= LEADER_EPOCH_VERSION_MIN {
+                partition.with_leader_epoch(0)
+            } else {
+                partition
+            }
+        })
+        .collect();
+    let described = MetadataResponseTopic::default()
+        .with_error_code(error_code::NONE)
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_partitions(partitions);
+    if version >= TOPIC_ID_VERSION_MIN {
+        described.with_topic_id(uuid::Uuid::from_bytes(topic.topic_id))
+    } else {
+        described
+    }
+}

@@ -1,0 +1,200 @@
+//! The single dispatch table: decode a frame with the protocol crate's bounded decoders, call the
+//! handler of its API (one file each), and encode the answer. Request-level problems become Kafka
+//! error codes inside responses; only a frame that cannot be answered closes the connection.
+//!
+//! Must never: decode bytes with kafka-protocol's `Decodable`, or let a handler's error close a
+//! connection that could have been answered.
+
+mod api_versions;
+
+pub(crate) use api_versions::CAPPABLE_RELEASES;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::Encodable;
+use skiff_protocol::api;
+use skiff_protocol::error::RequestError;
+use skiff_protocol::requests::{decode_request, Request};
+
+use crate::context::Ctx;
+use crate::send::ResponsePart;
+
+/// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
+/// protocol crate decodes), and `every_advertised_api_has_a_handler` checks the match below.
+pub(crate) const HANDLED_APIS: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::DescribeConfigs,
+];
+
+/// What to do after a frame.
+pub(crate) struct Outcome {
+    /// The response to write, if any (Produce with acks=0 has none).
+    pub(crate) response: Option<Vec<ResponsePart>>,
+    /// Close the connection after writing (the frame could not be understood).
+    pub(crate) close: bool,
+}
+
+impl Outcome {
+    fn respond(parts: Vec<ResponsePart>) -> Self {
+        Self {
+            response: Some(parts),
+            close: false,
+        }
+    }
+
+    fn close() -> Self {
+        Self {
+            response: None,
+            close: true,
+        }
+    }
+}
+
+/// Handles one frame body.
+pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
+    let (header, request) = match decode_request(&frame) {
+        Ok(decoded) => decoded,
+        Err(error) => return undecodable(error),
+    };
+    let version = header.request_api_version;
+    let correlation_id = header.correlation_id;
+    tracing::trace!(api = ?request.api_key(), version, correlation_id, "request");
+    let encoded = match request {
+        Request::ApiVersions(request) => {
+            encode(&header, &api_versions::handle(ctx, &header, request))
+        }
+        Request::Metadata(request) => {
+            encode(&header, &metadata::handle(ctx, &header, request).await)
+        }
+        Request::CreateTopics(request) => {
+            encode(&header, &create_topics::handle(ctx, &header, request).await)
+        }
+        Request::DeleteTopics(request) => {
+            encode(&header, &delete_topics::handle(ctx, &header, request).await)
+        }
+        Request::DescribeConfigs(request) => {
+            encode(&header, &describe_configs::handle(ctx, &header, request))
+        }
+        Request::ListOffsets(request) => {
+            encode(&header, &list_offsets::handle(ctx, &header, request).await)
+        }
+        Request::Produce(request) => match produce::handle(ctx, &header, request).await {
+            Some(response) => encode(&header, &response),
+            None => {
+                return Outcome {
+                    response: None,
+                    close: false,
+                }
+            }
+        },
+        Request::Fetch(request) => {
+            return Outcome::respond(fetch::handle(ctx, &header, request).await)
+        }
+        other => {
+            // Decodable but not served by this broker (and so not advertised): Kafka closes too.
+            tracing::debug!(api = ?other.api_key(), "request for an API this broker does not serve");
+            return Outcome::close();
+        }
+    };
+    match encoded {
+        Ok(bytes) => Outcome::respond(vec![ResponsePart::Bytes(bytes)]),
+        Err(error) => {
+            tracing::error!(%error, correlation_id, "cannot encode response");
+            Outcome::close()
+        }
+    }
+}
+
+/// A frame the decoders refused. ApiVersions at an unknown version is answered (KIP-511: a v0
+/// response with UNSUPPORTED_VERSION and the version list); everything else closes, as Kafka does,
+/// because there is no version of the response the client is sure to parse.
+fn undecodable(error: RequestError) -> Outcome {
+    tracing::debug!(%error, "undecodable request");
+    match error {
+        RequestError::UnsupportedVersion {
+            api_key,
+            correlation_id,
+            ..
+        } if api_key == ApiKey::ApiVersions as i16 => {
+            let response = api_versions::unsupported_version_response();
+            let header = RequestHeader::default()
+                .with_request_api_key(api_key)
+                .with_request_api_version(0)
+                .with_correlation_id(correlation_id);
+            match encode(&header, &response) {
+                Ok(bytes) => Outcome::respond(vec![ResponsePart::Bytes(bytes)]),
+                Err(_) => Outcome::close(),
+            }
+        }
+        _ => Outcome::close(),
+    }
+}
+
+/// Encodes `response` at the request's version, with the size prefix and response header.
+fn encode<R: Encodable>(header: &RequestHeader, response: &R) -> Result<Bytes, String> {
+    let version = header.request_api_version;
+    let header_version = ApiKey::try_from(header.request_api_key)
+        .ok()
+        .and_then(api::supported)
+        .map(|row| row.response_header_version(version))
+        .unwrap_or(0);
+    let body_bytes = response
+        .compute_size(version)
+        .map_err(|error| error.to_string())?;
+    let header_bytes = skiff_protocol::header::response_header_bytes(header_version);
+    let size = i32::try_from(header_bytes + body_bytes).map_err(|_| "response too large")?;
+    let mut out = BytesMut::with_capacity(4 + header_bytes + body_bytes);
+    out.extend_from_slice(&size.to_be_bytes());
+    skiff_protocol::header::put_response_header(&mut out, header_version, header.correlation_id);
+    response
+        .encode(&mut out, version)
+        .map_err(|error| error.to_string())?;
+    Ok(out.freeze())
+}
+
+/// Kafka error codes the handlers use, by name.
+pub(crate) mod error_code {
+    pub(crate) const NONE: i16 = 0;
+    pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub(crate) const CORRUPT_MESSAGE: i16 = 2;
+    pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
+    pub(crate) const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub(crate) const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
+    pub(crate) const INVALID_REQUEST: i16 = 42;
+    pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub(crate) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub(crate) const INVALID_RECORD: i16 = 87;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_advertised_api_has_a_handler_and_a_decoder() {
+        for api_key in HANDLED_APIS {
+            assert!(
+                api::supported(*api_key).is_some(),
+                "{api_key:?} has no decoder"
+            );
+        }
+        let advertised = api_versions::advertised(None);
+        assert_eq!(advertised.len(), HANDLED_APIS.len());
+    }
+}

@@ -1,0 +1,177 @@
+//! Produce: v0–v2 message sets are up-converted to one v2 batch; v3+ batches are validated (layout,
+//! CRC32C, `max.message.bytes`, zstd only from v7) and appended as they are, with offsets assigned by
+//! the log. Errors are per partition; acks=0 gets no response at all.
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
+use skiff_protocol::records::{v2, Compression, RecordError};
+use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::topic_config::TimestampType;
+use crate::topics::{Topic, TopicError};
+
+/// First Produce version whose batches may be zstd-compressed (KIP-110).
+const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
+/// First Produce version that carries v2 batches rather than v0/v1 message sets.
+const V2_PRODUCE_VERSION_MIN: i16 = 3;
+
+/// First Produce response version with `log_append_time_ms`.
+const LOG_APPEND_TIME_VERSION_MIN: i16 = 2;
+/// First Produce response version with `log_start_offset`.
+const LOG_START_OFFSET_VERSION_MIN: i16 = 5;
+
+/// One partition's outcome.
+struct Appended {
+    base_offset: i64,
+    log_append_time_ms: i64,
+    log_start_offset: i64,
+}
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let version = header.request_api_version;
+    let acks = request.acks;
+    let acks_valid = matches!(acks, -1..=1);
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    let mut appended_any = false;
+    for topic_data in request.topic_data {
+        let name = topic_data.name.0.to_string();
+        let topic = match ctx.topics.get(&name) {
+            Some(topic) => Ok(topic),
+            None if ctx.config.auto_create_topics_enable => {
+                super::create_topics::auto_create(ctx, &name).await
+            }
+            None => Err(TopicError::Unknown),
+        };
+        let mut partition_responses = Vec::with_capacity(topic_data.partition_data.len());
+        for partition_data in topic_data.partition_data {
+            let outcome = if !acks_valid {
+                Err(error_code::INVALID_REQUIRED_ACKS)
+            } else {
+                match &topic {
+                    Ok(topic) => append(
+                        ctx,
+                        topic,
+                        version,
+                        partition_data.index,
+                        partition_data.records.unwrap_or_default(),
+                    ),
+                    Err(error) => Err(error.code()),
+                }
+            };
+            let response = PartitionProduceResponse::default().with_index(partition_data.index);
+            partition_responses.push(match outcome {
+                Ok(appended) => {
+                    appended_any = true;
+                    let mut response = response
+                        .with_error_code(error_code::NONE)
+                        .with_base_offset(appended.base_offset);
+                    if version >= LOG_APPEND_TIME_VERSION_MIN {
+                        response = response.with_log_append_time_ms(appended.log_append_time_ms);
+                    }
+                    if version >= LOG_START_OFFSET_VERSION_MIN {
+                        response = response.with_log_start_offset(appended.log_start_offset);
+                    }
+                    response
+                }
+                Err(code) => response.with_error_code(code).with_base_offset(-1),
+            });
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic_data.name)
+                .with_partition_responses(partition_responses),
+        );
+    }
+    if appended_any {
+        ctx.data_arrived.notify_waiters();
+    }
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+fn append(
+    ctx: &Ctx,
+    topic: &Topic,
+    version: i16,
+    partition_index: i32,
+    records: Bytes,
+) -> Result<Appended, i16> {
+    let partition = topic
+        .partition(partition_index)
+        .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let now_ms = ctx.now_ms();
+    let max_message_bytes = topic.config.max_message_bytes as usize;
+    let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
+    let mut batches: Vec<u8> = if version < V2_PRODUCE_VERSION_MIN {
+        let options = UpConvertOptions {
+            log_append_time_ms: log_append_time.then_some(now_ms),
+            ..UpConvertOptions::default()
+        };
+        let converted = up_convert(&records, &options).map_err(|error| error.error_code())?;
+        if converted.batch.len() > max_message_bytes {
+            return Err(error_code::MESSAGE_TOO_LARGE);
+        }
+        converted.batch
+    } else {
+        validate_v2(&records, version, max_message_bytes)?;
+        records.to_vec()
+    };
+    if log_append_time && version >= V2_PRODUCE_VERSION_MIN {
+        v2::set_log_append_time(&mut batches, now_ms).map_err(|error| error.error_code())?;
+    }
+    let info = tokio::task::block_in_place(|| partition.log.append(&mut batches, now_ms))
+        .map_err(|error| storage_error_code(&error))?;
+    Ok(Appended {
+        base_offset: info.base_offset,
+        log_append_time_ms: if log_append_time { now_ms } else { -1 },
+        log_start_offset: info.log_start_offset,
+    })
+}
+
+/// Checks the v2 batches of a Produce v3+ request before anything is appended.
+fn validate_v2(records: &[u8], version: i16, max_message_bytes: usize) -> Result<(), i16> {
+    if records.is_empty() {
+        return Err(error_code::INVALID_RECORD);
+    }
+    let mut covered = 0usize;
+    for item in v2::batch_positions(records) {
+        let (position, header) = item.map_err(|error| error.error_code())?;
+        if header.total_bytes() > max_message_bytes {
+            return Err(error_code::MESSAGE_TOO_LARGE);
+        }
+        let batch = records
+            .get(position..position + header.total_bytes())
+            .ok_or(error_code::CORRUPT_MESSAGE)?;
+        v2::validate(batch).map_err(|error| error.error_code())?;
+        match header.compression() {
+            Ok(Compression::Zstd) if version < ZSTD_PRODUCE_VERSION_MIN => {
+                return Err(error_code::UNSUPPORTED_COMPRESSION_TYPE)
+            }
+            Ok(_) => {}
+            Err(RecordError::UnknownCompression { .. }) | Err(_) => {
+                return Err(error_code::CORRUPT_MESSAGE)
+            }
+        }
+        covered = position + header.total_bytes();
+    }
+    if covered != records.len() {
+        // A partial batch at the end: the producer sent a truncated request.
+        return Err(error_code::CORRUPT_MESSAGE);
+    }
+    Ok(())
+}
+
+/// Maps a storage error to Produce's error codes.
+pub(crate) fn storage_error_code(error: &skiff_storage::Error) -> i16 {
+    match error {
+        skiff_storage::Error::BatchTooLarge { .. } => error_code::RECORD_LIST_TOO_LARGE,
+        skiff_storage::Error::InvalidBatch(record_error) => record_error.error_code(),
+        _ => error_code::KAFKA_STORAGE_ERROR,
+    }
+}

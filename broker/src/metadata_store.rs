@@ -1,0 +1,140 @@
+//! Durable topic metadata (names, ids, partition counts, replica assignment, config overrides)
+//! behind one interface. The single-node default keeps it in one JSON file in `log.dirs`, replaced
+//! atomically (temp file, fsync, rename, fsync of the directory); a cluster would put the same
+//! records in a coordination service instead, behind the same trait.
+//!
+//! Must never: leave a half-written file where a crash could find it.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// One topic as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// Topic name.
+    pub name: String,
+    /// Topic id (KIP-516), 16 bytes as 32 hex digits.
+    pub topic_id: String,
+    /// Replica node ids per partition; the first is the preferred leader.
+    pub replicas: Vec<Vec<i32>>,
+    /// Topic-level config overrides as given at creation.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Where topic metadata lives.
+pub trait MetadataStore: Send + Sync {
+    /// Every topic, as last saved.
+    fn load(&self) -> std::io::Result<Vec<TopicRecord>>;
+    /// Replaces the stored set with `topics`, durably, before returning.
+    fn save(&self, topics: &[TopicRecord]) -> std::io::Result<()>;
+}
+
+/// The single-node store: one JSON file.
+#[derive(Debug)]
+pub struct FileMetadataStore {
+    path: PathBuf,
+}
+
+/// File name of the topic metadata inside `log.dirs`.
+pub const METADATA_FILE_NAME: &str = "skiff-topics.json";
+
+impl FileMetadataStore {
+    /// A store in `dir`.
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            path: dir.join(METADATA_FILE_NAME),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct MetadataFile {
+    version: u32,
+    topics: Vec<TopicRecord>,
+}
+
+const METADATA_FILE_VERSION: u32 = 1;
+
+impl MetadataStore for FileMetadataStore {
+    fn load(&self) -> std::io::Result<Vec<TopicRecord>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let file: MetadataFile = serde_json::from_str(&text).map_err(|error| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} is corrupt: {error}", self.path.display()),
+            )
+        })?;
+        if file.version != METADATA_FILE_VERSION {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} has unknown version {}",
+                    self.path.display(),
+                    file.version
+                ),
+            ));
+        }
+        Ok(file.topics)
+    }
+
+    fn save(&self, topics: &[TopicRecord]) -> std::io::Result<()> {
+        let file = MetadataFile {
+            version: METADATA_FILE_VERSION,
+            topics: topics.to_vec(),
+        };
+        let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        let temp = self.path.with_extension("json.tmp");
+        {
+            let mut out = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&temp)?;
+            out.write_all(&text)?;
+            out.sync_all()?;
+        }
+        std::fs::rename(&temp, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_then_load_round_trips_and_missing_file_is_empty() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FileMetadataStore::new(dir.path());
+        assert!(store.load().expect("empty").is_empty());
+        let topics = vec![TopicRecord {
+            name: "orders".into(),
+            topic_id: "00112233445566778899aabbccddeeff".into(),
+            replicas: vec![vec![1], vec![1]],
+            configs: BTreeMap::from([("retention.ms".into(), "1000".into())]),
+        }];
+        store.save(&topics).expect("save");
+        assert_eq!(store.load().expect("load"), topics);
+    }
+
+    #[test]
+    fn corrupt_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(METADATA_FILE_NAME), b"{not json").expect("write");
+        let error = FileMetadataStore::new(dir.path())
+            .load()
+            .expect_err("corrupt");
+        assert!(error.to_string().contains("corrupt"));
+    }
+}

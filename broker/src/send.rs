@@ -1,0 +1,181 @@
+//! Writing a response plan to a socket: in-memory parts are written as they are, stored batches go
+//! from the segment file to the socket with `sendfile(2)` (no copy through user space), and legacy
+//! record sets are converted one chunk at a time, each only after the socket has taken the one before.
+//!
+//! Must never: hold more than one converted chunk per response, or wait forever on a client that has
+//! stopped reading (every wait for writability is bounded by the idle timeout).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+use crate::conversion::LazyRecords;
+
+/// One piece of a response, written in order.
+pub(crate) enum ResponsePart {
+    /// Header fields, partition headers, small responses.
+    Bytes(Bytes),
+    /// Stored v2 batches sent as they are (modern fetch).
+    File {
+        /// The segment file (kept open by the Arc even if retention deletes it).
+        file: Arc<File>,
+        /// Byte position in the file.
+        position: u64,
+        /// Bytes to send.
+        len: u32,
+    },
+    /// A legacy record set converted while it is sent.
+    Converted(Box<LazyRecords>),
+}
+
+impl ResponsePart {
+    /// Bytes this part puts on the wire.
+    pub(crate) fn wire_len(&self) -> usize {
+        match self {
+            Self::Bytes(bytes) => bytes.len(),
+            Self::File { len, .. } => *len as usize,
+            Self::Converted(records) => records.declared_len(),
+        }
+    }
+}
+
+/// Why a response could not be written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SendError {
+    /// The socket failed or the peer went away.
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The client took nothing for the whole idle timeout.
+    #[error("client stopped reading for {0:?}")]
+    Stalled(Duration),
+    /// The stored bytes were shorter than planned (the log was truncated under the response).
+    #[error("segment file ended {missing_bytes} bytes early")]
+    FileShort {
+        /// Bytes the plan still expected.
+        missing_bytes: u64,
+    },
+    /// Conversion failed after the size was declared; the connection must close.
+    #[error("down-conversion failed mid-response: {0}")]
+    Conversion(String),
+}
+
+/// Small parts are gathered up to this size before a write, so a response with many partitions
+/// costs a few syscalls rather than one per field.
+const COALESCE_BYTES_MAX: usize = 64 * 1024;
+
+/// Writes every part of a response in order.
+pub(crate) async fn write_response(
+    stream: &mut TcpStream,
+    parts: Vec<ResponsePart>,
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    let mut pending: Vec<u8> = Vec::new();
+    for part in parts {
+        match part {
+            ResponsePart::Bytes(bytes) => {
+                if pending.len() + bytes.len() <= COALESCE_BYTES_MAX {
+                    pending.extend_from_slice(&bytes);
+                } else {
+                    flush_pending(stream, &mut pending, stall_timeout).await?;
+                    write_bytes(stream, &bytes, stall_timeout).await?;
+                }
+            }
+            ResponsePart::File {
+                file,
+                position,
+                len,
+            } => {
+                flush_pending(stream, &mut pending, stall_timeout).await?;
+                send_file(stream, &file, position, u64::from(len), stall_timeout).await?;
+            }
+            ResponsePart::Converted(mut records) => {
+                flush_pending(stream, &mut pending, stall_timeout).await?;
+                while let Some(chunk) = records.next_chunk().map_err(SendError::Conversion)? {
+                    write_bytes(stream, &chunk, stall_timeout).await?;
+                    records.chunk_sent(chunk.len());
+                }
+            }
+        }
+    }
+    flush_pending(stream, &mut pending, stall_timeout).await
+}
+
+async fn flush_pending(
+    stream: &mut TcpStream,
+    pending: &mut Vec<u8>,
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    if !pending.is_empty() {
+        write_bytes(stream, pending, stall_timeout).await?;
+        pending.clear();
+    }
+    Ok(())
+}
+
+async fn write_bytes(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    let mut written = 0;
+    while written < bytes.len() {
+        let remaining = bytes.get(written..).unwrap_or_default();
+        match tokio::time::timeout(stall_timeout, stream.write(remaining)).await {
+            Err(_) => return Err(SendError::Stalled(stall_timeout)),
+            Ok(Ok(0)) => return Err(SendError::Io(std::io::ErrorKind::WriteZero.into())),
+            Ok(Ok(count)) => written += count,
+            Ok(Err(error)) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Largest count one sendfile call is asked for (Linux caps a call near 2 GiB anyway).
+const SENDFILE_CALL_BYTES_MAX: u64 = 1 << 30;
+
+/// Sends `len` bytes of `file` from `position` with sendfile(2), waiting for writability between calls.
+async fn send_file(
+    stream: &mut TcpStream,
+    file: &File,
+    position: u64,
+    len: u64,
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    let socket_fd = stream.as_raw_fd();
+    let file_fd = file.as_raw_fd();
+    let mut offset = libc::off_t::try_from(position)
+        .map_err(|_| SendError::Io(std::io::ErrorKind::InvalidInput.into()))?;
+    let mut remaining = len;
+    while remaining > 0 {
+        tokio::time::timeout(stall_timeout, stream.writable())
+            .await
+            .map_err(|_| SendError::Stalled(stall_timeout))??;
+        let count = usize::try_from(remaining.min(SENDFILE_CALL_BYTES_MAX)).unwrap_or(usize::MAX);
+        let result = stream.try_io(Interest::WRITABLE, || {
+            // SAFETY: both descriptors are open for the duration of the call (the stream and the
+            // Arc'd file are borrowed), and `offset` is a valid pointer to an off_t we own.
+            let sent = unsafe { libc::sendfile(socket_fd, file_fd, &mut offset, count) };
+            if sent < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(sent.unsigned_abs())
+            }
+        });
+        match result {
+            Ok(0) => {
+                return Err(SendError::FileShort {
+                    missing_bytes: remaining,
+                })
+            }
+            Ok(sent) => remaining -= (sent as u64).min(remaining),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! Per-topic configuration: Kafka's topic-level keys with the broker's defaults behind them, as
+//! CreateTopics sets them and DescribeConfigs reports them.
+//!
+//! Must never: accept a key it does not understand or a value outside its bound (the topic would
+//! then silently behave differently from what the operator asked).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+
+/// How record timestamps are set on append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimestampType {
+    /// The producer's timestamps are kept.
+    CreateTime,
+    /// The broker's append time replaces them.
+    LogAppendTime,
+}
+
+/// A topic's effective configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `segment.bytes`.
+    pub segment_bytes: u64,
+    /// `segment.ms`.
+    pub segment_ms: u64,
+    /// `retention.ms`, −1 = forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`, −1 = unlimited.
+    pub retention_bytes: i64,
+    /// `max.message.bytes`.
+    pub max_message_bytes: u32,
+    /// `message.downconversion.enable`.
+    pub downconversion_enable: bool,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `compression.type`: `producer` keeps the producer's codec (the only one stored today);
+    /// `zstd` makes Fetch < v10 answer UNSUPPORTED_COMPRESSION_TYPE for the whole partition.
+    pub compression_type: String,
+    /// `flush.messages`.
+    pub flush_messages: u64,
+    /// `flush.ms`.
+    pub flush_ms: u64,
+}
+
+/// Why a topic config was refused (CreateTopics answers INVALID_CONFIG with the message).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid topic config {key}={value}: {reason}")]
+pub struct TopicConfigError {
+    /// The key.
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// Why it was refused.
+    pub reason: &'static str,
+}
+
+/// Every topic key Skiff understands, for DescribeConfigs.
+pub const TOPIC_CONFIG_KEYS: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "flush.messages",
+    "flush.ms",
+    "max.message.bytes",
+    "message.downconversion.enable",
+    "message.timestamp.type",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.ms",
+];
+
+impl TopicConfig {
+    /// The broker defaults with `overrides` (topic-level keys) applied.
+    pub fn resolve(
+        broker: &Config,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<Self, TopicConfigError> {
+        let mut config = Self {
+            segment_bytes: broker.log_segment_bytes,
+            segment_ms: broker.log_roll_ms,
+            retention_ms: broker.log_retention_ms,
+            retention_bytes: broker.log_retention_bytes,
+            max_message_bytes: broker.message_max_bytes,
+            downconversion_enable: broker.log_message_downconversion_enable,
+            timestamp_type: TimestampType::CreateTime,
+            compression_type: "producer".to_owned(),
+            flush_messages: broker.log_flush_interval_messages,
+            flush_ms: broker.log_flush_interval_ms,
+        };
+        for (key, value) in overrides {
+            config.set(key, value)?;
+        }
+        Ok(config)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), TopicConfigError> {
+        let error = |reason| TopicConfigError {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        };
+        fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
+            value.trim().parse().ok()
+        }
+        match key {
+            "segment.bytes" => {
+                self.segment_bytes = number(value)
+                    .filter(|bytes| (1024..=u64::from(u32::MAX)).contains(bytes))
+                    .ok_or_else(|| error("must be between 1024 and 4294967295"))?
+            }
+            "segment.ms" => {
+                self.segment_ms = number(value)
+                    .filter(|ms| *ms > 0)
+                    .ok_or_else(|| error("must be a positive number of ms"))?
+            }
+            "retention.ms" => {
+                self.retention_ms = number(value)
+                    .filter(|ms| *ms >= -1)
+                    .ok_or_else(|| error("must be -1 or a number of ms"))?
+            }
+            "retention.bytes" => {
+                self.retention_bytes = number(value)
+                    .filter(|bytes| *bytes >= -1)
+                    .ok_or_else(|| error("must be -1 or a number of bytes"))?
+            }
+            "max.message.bytes" => {
+                self.max_message_bytes = number(value)
+                    .filter(|bytes| *bytes >= 64)
+                    .ok_or_else(|| error("must be at least 64"))?
+            }
+            "message.downconversion.enable" => {
+                self.downconversion_enable =
+                    number(value).ok_or_else(|| error("must be true or false"))?
+            }
+            "message.timestamp.type" => {
+                self.timestamp_type = match value {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => return Err(error("must be CreateTime or LogAppendTime")),
+                }
+            }
+            "compression.type" => match value {
+                "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd" => {
+                    self.compression_type = value.to_owned()
+                }
+                _ => return Err(error("unknown compression type")),
+            },
+            "cleanup.policy" => {
+                if value != "delete" {
+                    return Err(error("only delete is supported"));
+                }
+            }
+            "flush.messages" => {
+                self.flush_messages = number(value)
+                    .filter(|count| *count >= 1)
+                    .ok_or_else(|| error("must be at least 1"))?
+            }
+            "flush.ms" => {
+                self.flush_ms = number(value).ok_or_else(|| error("must be a number of ms"))?
+            }
+            _ => return Err(error("unknown topic config key")),
+        }
+        Ok(())
+    }
+
+    /// The value of a key as DescribeConfigs reports it.
+    pub fn value_of(&self, key: &str) -> Option<String> {
+        Some(match key {
+            "cleanup.policy" => "delete".to_owned(),
+            "compression.type" => self.compression_type.clone(),
+            "flush.messages" => self.flush_messages.min(i64::MAX as u64).to_string(),
+            "flush.ms" => self.flush_ms.min(i64::MAX as u64).to_string(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "message.downconversion.enable" => self.downconversion_enable.to_string(),
+            "message.timestamp.type" => match self.timestamp_type {
+                TimestampType::CreateTime => "CreateTime".to_owned(),
+                TimestampType::LogAppendTime => "LogAppendTime".to_owned(),
+            },
+            "retention.bytes" => self.retention_bytes.to_string(),
+            "retention.ms" => self.retention_ms.to_string(),
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_and_bad_values_are_refused() {
+        let broker = Config::default();
+        let mut overrides = BTreeMap::new();
+        overrides.insert("retention.ms".to_owned(), "1000".to_owned());
+        overrides.insert(
+            "message.downconversion.enable".to_owned(),
+            "false".to_owned(),
+        );
+        let config = TopicConfig::resolve(&broker, &overrides).expect("valid");
+        assert_eq!(config.retention_ms, 1000);
+        assert!(!config.downconversion_enable);
+        assert_eq!(config.value_of("retention.ms").as_deref(), Some("1000"));
+        overrides.insert("segment.bytes".to_owned(), "99999999999".to_owned());
+        assert!(TopicConfig::resolve(&broker, &overrides).is_err());
+        let mut unknown = BTreeMap::new();
+        unknown.insert("colour".to_owned(), "blue".to_owned());
+        assert!(TopicConfig::resolve(&broker, &unknown).is_err());
+    }
+
+    #[test]
+    fn every_listed_key_has_a_value() {
+        let config = TopicConfig::resolve(&Config::default(), &BTreeMap::new()).expect("defaults");
+        for key in TOPIC_CONFIG_KEYS {
+            assert!(config.value_of(key).is_some(), "{key}");
+        }
+    }
+}

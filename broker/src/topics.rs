@@ -1,0 +1,357 @@
+//! The broker's topics: names, ids, configs and the partition logs behind them. Creation and deletion
+//! go through here so the durable metadata and the logs on disk change together; reads of the topic
+//! map never wait for a creation in progress.
+//!
+//! Must never: report a topic whose logs are not open, or forget one whose metadata was saved.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use rand::RngCore;
+use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
+
+use crate::config::Config;
+use crate::metadata_store::{MetadataStore, TopicRecord};
+use crate::topic_config::{TopicConfig, TopicConfigError};
+
+/// Longest topic name Kafka allows (so the partition directory name stays under 255 bytes).
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Most partitions one topic may have on this node (each holds open files and index mappings).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// One partition of a topic on this node.
+pub struct Partition {
+    /// Partition index.
+    pub index: i32,
+    /// The log.
+    pub log: Arc<Log>,
+}
+
+/// A topic and its partitions.
+pub struct Topic {
+    /// Name.
+    pub name: String,
+    /// KIP-516 id.
+    pub topic_id: [u8; 16],
+    /// Effective configuration.
+    pub config: TopicConfig,
+    /// The stored record (replicas, overrides).
+    pub record: TopicRecord,
+    /// Partitions by index.
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+impl Topic {
+    /// The partition with this index.
+    pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|index| self.partitions.get(index))
+    }
+}
+
+/// Why a topic operation failed; each maps to a Kafka error code.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    /// INVALID_TOPIC_EXCEPTION (17).
+    #[error("invalid topic name: {0}")]
+    InvalidName(&'static str),
+    /// TOPIC_ALREADY_EXISTS (36).
+    #[error("topic already exists")]
+    AlreadyExists,
+    /// UNKNOWN_TOPIC_OR_PARTITION (3).
+    #[error("unknown topic")]
+    Unknown,
+    /// INVALID_PARTITIONS (37).
+    #[error("invalid partition count {0}")]
+    InvalidPartitions(i32),
+    /// INVALID_REPLICATION_FACTOR (38).
+    #[error("invalid replication factor {0}: this node is the only broker")]
+    InvalidReplicationFactor(i16),
+    /// INVALID_CONFIG (40).
+    #[error(transparent)]
+    InvalidConfig(#[from] TopicConfigError),
+    /// KAFKA_STORAGE_ERROR (56).
+    #[error("storage: {0}")]
+    Storage(String),
+}
+
+impl TopicError {
+    /// The Kafka error code.
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::InvalidName(_) => 17,
+            Self::AlreadyExists => 36,
+            Self::Unknown => 3,
+            Self::InvalidPartitions(_) => 37,
+            Self::InvalidReplicationFactor(_) => 38,
+            Self::InvalidConfig(_) => 40,
+            Self::Storage(_) => 56,
+        }
+    }
+}
+
+/// Checks a topic name as Kafka does: 1–249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
+    if name.is_empty() {
+        return Err(TopicError::InvalidName("empty"));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(TopicError::InvalidName("longer than 249 bytes"));
+    }
+    if name == "." || name == ".." {
+        return Err(TopicError::InvalidName("'.' and '..' are not allowed"));
+    }
+    if !name
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+    {
+        return Err(TopicError::InvalidName(
+            "only ASCII letters, digits, '.', '_' and '-'",
+        ));
+    }
+    Ok(())
+}
+
+/// The broker's topic registry.
+pub struct Topics {
+    config: Arc<Config>,
+    /// Taken out at [`Topics::close`]; `None` afterwards.
+    log_dir: Mutex<Option<LogDir>>,
+    store: Box<dyn MetadataStore>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Serializes creations and deletions so the saved metadata is always a consistent set.
+    changes: Mutex<()>,
+}
+
+fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
+    let flush_every_message = topic.flush_messages == 1;
+    LogConfig {
+        segment_bytes: topic.segment_bytes,
+        segment_ms: i64::try_from(topic.segment_ms).unwrap_or(i64::MAX),
+        retention_bytes: u64::try_from(topic.retention_bytes).ok(),
+        retention_ms: (topic.retention_ms >= 0).then_some(topic.retention_ms),
+        index_interval_bytes: broker.log_index_interval_bytes,
+        batch_bytes_max: topic.max_message_bytes,
+        flush_messages_interval: (topic.flush_messages != u64::MAX).then_some(topic.flush_messages),
+        flush_ms: i64::try_from(topic.flush_ms)
+            .ok()
+            .filter(|ms| *ms != i64::MAX),
+        persist_mode: if flush_every_message {
+            PersistMode::SyncData
+        } else {
+            PersistMode::Buffer
+        },
+        ..LogConfig::default()
+    }
+}
+
+fn storage(error: impl std::fmt::Display) -> TopicError {
+    TopicError::Storage(error.to_string())
+}
+
+impl Topics {
+    /// Opens every topic in the metadata store, with its logs (recovering them if needed).
+    pub fn open(
+        config: Arc<Config>,
+        log_dir: LogDir,
+        store: Box<dyn MetadataStore>,
+    ) -> Result<Self, TopicError> {
+        let records = store
+            .load()
+            .map_err(|error| TopicError::Storage(error.to_string()))?;
+        let mut topics = BTreeMap::new();
+        for record in records {
+            let topic = Self::open_topic(&config, &log_dir, record)?;
+            topics.insert(topic.name.clone(), Arc::new(topic));
+        }
+        Ok(Self {
+            config,
+            log_dir: Mutex::new(Some(log_dir)),
+            store,
+            topics: RwLock::new(topics),
+            changes: Mutex::new(()),
+        })
+    }
+
+    /// Builds a topic from its record, opening its partition logs (which the log directory
+    /// recovered at open) or creating the ones missing.
+    fn open_topic(
+        config: &Config,
+        log_dir: &LogDir,
+        record: TopicRecord,
+    ) -> Result<Topic, TopicError> {
+        let topic_config = TopicConfig::resolve(config, &record.configs)?;
+        let storage_config = log_config(&topic_config, config);
+        let mut partitions = Vec::with_capacity(record.replicas.len());
+        for index in 0..record.replicas.len() {
+            let index =
+                i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
+            let log = match log_dir.log(&record.name, index).map_err(storage)? {
+                Some(log) => {
+                    log.set_config(storage_config.clone()).map_err(storage)?;
+                    log
+                }
+                None => log_dir
+                    .create(&record.name, index, Some(storage_config.clone()))
+                    .map_err(storage)?,
+            };
+            partitions.push(Arc::new(Partition { index, log }));
+        }
+        Ok(Topic {
+            name: record.name.clone(),
+            topic_id: parse_topic_id(&record.topic_id),
+            config: topic_config,
+            record,
+            partitions,
+        })
+    }
+
+    /// The topic with this name.
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().ok()?.get(name).cloned()
+    }
+
+    /// Every topic.
+    pub fn all(&self) -> Vec<Arc<Topic>> {
+        self.topics
+            .read()
+            .map(|topics| topics.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Creates a topic with `replicas` (from placement) and config overrides; validates everything
+    /// before anything is written. With `validate_only`, stops after validation.
+    pub fn create(
+        &self,
+        name: &str,
+        replicas: Vec<Vec<i32>>,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        validate_topic_name(name)?;
+        let partition_count = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
+        if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
+            return Err(TopicError::InvalidPartitions(partition_count));
+        }
+        TopicConfig::resolve(&self.config, &configs)?;
+        let _change = self
+            .changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        if self.get(name).is_some() {
+            return Err(TopicError::AlreadyExists);
+        }
+        let mut topic_id = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut topic_id);
+        let record = TopicRecord {
+            name: name.to_owned(),
+            topic_id: topic_id.iter().map(|byte| format!("{byte:02x}")).collect(),
+            replicas,
+            configs,
+        };
+        if validate_only {
+            return Self::open_topic_validated(&self.config, record);
+        }
+        let topic = {
+            let log_dir = self.log_dir.lock().map_err(storage)?;
+            let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+            Arc::new(Self::open_topic(&self.config, log_dir, record)?)
+        };
+        let mut records: Vec<TopicRecord> = self
+            .all()
+            .iter()
+            .map(|topic| topic.record.clone())
+            .collect();
+        records.push(topic.record.clone());
+        self.store
+            .save(&records)
+            .map_err(|error| TopicError::Storage(error.to_string()))?;
+        if let Ok(mut topics) = self.topics.write() {
+            topics.insert(name.to_owned(), topic.clone());
+        }
+        Ok(topic)
+    }
+
+    fn open_topic_validated(
+        config: &Config,
+        record: TopicRecord,
+    ) -> Result<Arc<Topic>, TopicError> {
+        Ok(Arc::new(Topic {
+            name: record.name.clone(),
+            topic_id: parse_topic_id(&record.topic_id),
+            config: TopicConfig::resolve(config, &record.configs)?,
+            record,
+            partitions: Vec::new(),
+        }))
+    }
+
+    /// Deletes a topic: forgotten in the metadata first (durably), then its logs removed.
+    pub fn delete(&self, name: &str) -> Result<(), TopicError> {
+        let _change = self
+            .changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let topic = self.get(name).ok_or(TopicError::Unknown)?;
+        let records: Vec<TopicRecord> = self
+            .all()
+            .iter()
+            .filter(|other| other.name != name)
+            .map(|other| other.record.clone())
+            .collect();
+        self.store
+            .save(&records)
+            .map_err(|error| TopicError::Storage(error.to_string()))?;
+        if let Ok(mut topics) = self.topics.write() {
+            topics.remove(name);
+        }
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+        for partition in &topic.partitions {
+            if let Err(error) = log_dir.delete(name, partition.index) {
+                tracing::warn!(topic = name, partition = partition.index, %error, "deleting log");
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes every log and writes the clean-shutdown marker.
+    pub fn close(&self) -> Result<(), TopicError> {
+        let log_dir = self.log_dir.lock().map_err(storage)?.take();
+        match log_dir {
+            Some(log_dir) => log_dir.close().map_err(storage),
+            None => Ok(()),
+        }
+    }
+}
+
+fn parse_topic_id(hex: &str) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    for (index, byte) in id.iter_mut().enumerate() {
+        *byte = hex
+            .get(index * 2..index * 2 + 2)
+            .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+            .unwrap_or(0);
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        assert!(validate_topic_name("orders.v1_eu-2").is_ok());
+        for bad in ["", ".", "..", "a/b", "spaces here", &"x".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn topic_id_hex_round_trips() {
+        let id: [u8; 16] = std::array::from_fn(|index| index as u8 * 17);
+        let hex: String = id.iter().map(|byte| format!("{byte:02x}")).collect();
+        assert_eq!(parse_topic_id(&hex), id);
+    }
+}
