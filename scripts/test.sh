@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every Skiff test on a fresh Debian machine with the Rust toolchain: installs the real
+# clients it needs when they are missing, then formatting, lints, unit/property/integration tests,
+# the fuzz corpus replay, the benchmark build, and the real-client suite against a release broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "installing real clients if missing"
+scripts/install-clients.sh
+
+step "cargo fmt"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "sans-IO checks"
+if cargo tree -p skiff-protocol -e normal --prefix none | grep -E '^(tokio|mio|memmap2|socket2) '; then
+  echo "skiff-protocol must not depend on IO crates"; exit 1
+fi
+if grep -rnE 'std::(net|fs)|Instant::now|SystemTime::now' protocol/src; then
+  echo "skiff-protocol must not touch files, sockets or clocks"; exit 1
+fi
+if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::fs' broker/src/placement; then
+  echo "placement must be pure"; exit 1
+fi
+
+step "unit, property and integration tests"
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
+cargo test --workspace --doc
+
+step "fuzz corpus replay"
+cargo test --manifest-path fuzz/Cargo.toml
+
+step "benchmarks compile"
+cargo bench --workspace --no-run
+
+step "real clients against a release broker"
+cargo build --release -p skiff-broker
+python3 -m pytest tests/clients -q --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning
