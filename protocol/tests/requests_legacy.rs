@@ -78,16 +78,14 @@ fn a_0_10_1_group_consume_session_decodes() {
             1,
         ),
         (
-            Request::ListOffsets(
-                ListOffsetsRequest::default().with_topics(vec![
+            Request::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
                     list_offsets_request::ListOffsetsTopic::default()
                         .with_name(topic())
                         .with_partitions(vec![
                             list_offsets_request::ListOffsetsPartition::default()
                                 .with_timestamp(-2),
                         ]),
-                ]),
-            ),
+                ])),
             1,
         ),
         (
@@ -160,15 +158,13 @@ fn legacy_produce_and_list_offsets_v0() {
                 ])]),
     );
     assert_eq!(decode_request(&frame(&produce, 0, 5)).unwrap().1, produce);
-    let list = Request::ListOffsets(
-        ListOffsetsRequest::default().with_topics(vec![
+    let list = Request::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
             list_offsets_request::ListOffsetsTopic::default()
                 .with_name(topic())
                 .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
                     .with_timestamp(-1)
                     .with_max_num_offsets(1)]),
-        ]),
-    );
+        ]));
     let Request::ListOffsets(decoded) = decode_request(&frame(&list, 0, 6)).unwrap().1 else {
         panic!()
     };
