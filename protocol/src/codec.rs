@@ -296,39 +296,53 @@ pub fn capacity_for(
 /// Appends Kafka's unsigned varint encoding of `value`.
 pub fn put_unsigned_varint(out: &mut Vec<u8>, mut value: u32) {
     while value >= 0x80 {
-        out.push((value as u8 & 0x7f) | 0x80);
+        let [low, ..] = value.to_le_bytes();
+        out.push(low | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    let [low, ..] = value.to_le_bytes();
+    out.push(low);
 }
 
 /// Appends Kafka's unsigned varlong encoding of `value`.
 pub fn put_unsigned_varlong(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
-        out.push((value as u8 & 0x7f) | 0x80);
+        let [low, ..] = value.to_le_bytes();
+        out.push(low | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    let [low, ..] = value.to_le_bytes();
+    out.push(low);
+}
+
+/// Zig-zag mapping of a signed 32-bit value (small magnitudes become small unsigned values).
+fn zigzag32(value: i32) -> u32 {
+    u32::from_ne_bytes(((value << 1) ^ (value >> 31)).to_ne_bytes())
+}
+
+/// Zig-zag mapping of a signed 64-bit value.
+fn zigzag64(value: i64) -> u64 {
+    u64::from_ne_bytes(((value << 1) ^ (value >> 63)).to_ne_bytes())
 }
 
 /// Appends a zig-zag varint.
 pub fn put_varint(out: &mut Vec<u8>, value: i32) {
-    put_unsigned_varint(out, ((value << 1) ^ (value >> 31)) as u32);
+    put_unsigned_varint(out, zigzag32(value));
 }
 
 /// Appends a zig-zag varlong.
 pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
-    put_unsigned_varlong(out, ((value << 1) ^ (value >> 63)) as u64);
+    put_unsigned_varlong(out, zigzag64(value));
 }
 
 /// Bytes the zig-zag varint encoding of `value` takes.
 pub fn varint_len(value: i32) -> usize {
-    unsigned_varint_len(((value << 1) ^ (value >> 31)) as u32)
+    unsigned_varint_len(zigzag32(value))
 }
 
 /// Bytes the zig-zag varlong encoding of `value` takes.
 pub fn varlong_len(value: i64) -> usize {
-    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
+    let mut raw = zigzag64(value);
     let mut len = 1;
     while raw >= 0x80 {
         raw >>= 7;
