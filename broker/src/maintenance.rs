@@ -1,0 +1,90 @@
+//! Background care of the logs: rolls segments by age, enforces retention, and flushes logs whose
+//! topic sets `flush.ms` even when no append comes to trigger it. Runs blocking file work on the
+//! blocking pool so no request waits behind it.
+//!
+//! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
+//! on one log's error (it logs it and goes on with the others).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::context::Ctx;
+
+/// The shortest tick, so a tiny `flush.ms` cannot turn this task into a busy loop.
+const TICK_MS_MIN: u64 = 100;
+
+/// Runs until `stop` turns true.
+pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let check_interval_ms = ctx.config.log_retention_check_interval_ms.max(TICK_MS_MIN);
+    let mut since_check_ms = 0u64;
+    // Milliseconds since each `flush.ms` topic was last flushed by this task.
+    let mut since_flush_ms: HashMap<String, u64> = HashMap::new();
+    loop {
+        let flush_interval_ms = ctx
+            .topics
+            .all()
+            .iter()
+            .map(|topic| topic.config.flush_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        let tick_ms = check_interval_ms.min(flush_interval_ms).max(TICK_MS_MIN);
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(tick_ms)) => {}
+        }
+        since_check_ms = since_check_ms.saturating_add(tick_ms);
+        let check_due = since_check_ms >= check_interval_ms;
+        if check_due {
+            since_check_ms = 0;
+        }
+        let mut flush_topics = Vec::new();
+        for topic in ctx.topics.all() {
+            if topic.config.flush_ms == u64::MAX {
+                continue;
+            }
+            let since = since_flush_ms.entry(topic.name.clone()).or_insert(0);
+            *since = since.saturating_add(tick_ms);
+            if *since >= topic.config.flush_ms {
+                *since = 0;
+                flush_topics.push(topic.name.clone());
+            }
+        }
+        let ctx = ctx.clone();
+        let work = tokio::task::spawn_blocking(move || care(&ctx, check_due, &flush_topics));
+        if let Err(error) = work.await {
+            tracing::error!(%error, "log maintenance task failed");
+        }
+    }
+}
+
+fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
+    let now_ms = ctx.now_ms();
+    for topic in ctx.topics.all() {
+        let flush_due = flush_topics.contains(&topic.name);
+        for partition in &topic.partitions {
+            let log = &partition.log;
+            if check_due {
+                if let Err(error) = log.roll_if_needed(now_ms) {
+                    tracing::warn!(topic = %topic.name, partition = partition.index, %error, "roll");
+                }
+                match log.enforce_retention(now_ms) {
+                    Ok(0) => {}
+                    Ok(deleted) => {
+                        tracing::info!(topic = %topic.name, partition = partition.index, deleted, "retention deleted segments")
+                    }
+                    Err(error) => {
+                        tracing::warn!(topic = %topic.name, partition = partition.index, %error, "retention")
+                    }
+                }
+            }
+            if flush_due {
+                if let Err(error) = log.flush() {
+                    tracing::error!(topic = %topic.name, partition = partition.index, %error, "flush");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Broker behaviours no real client exercises on purpose: shutdown while fetches long-poll,
+//! `message.downconversion.enable=false`, retention by the background task, long polls woken by
+//! appends.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use skiff_bench::client::{decode_fetch, fetch_request, Connection};
+use skiff_protocol::records::Compression;
+use skiff_tests::{batch, TestBroker};
+
+fn name(text: &str) -> TopicName {
+    TopicName(StrBytes::from_string(text.to_owned()))
+}
+
+async fn create_topic(
+    client: &mut Connection,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(key, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*key).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*value).to_owned())))
+                    })
+                    .collect(),
+            )]);
+    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 4, &request).await?;
+    anyhow::ensure!(
+        response.topics[0].error_code == 0,
+        "create {topic}: {:?}",
+        response.topics[0]
+    );
+    Ok(())
+}
+
+async fn fetch(
+    client: &mut Connection,
+    version: i16,
+    request: &FetchRequest,
+) -> anyhow::Result<FetchResponse> {
+    client.send(ApiKey::Fetch, version, request).await?;
+    let size = client.read_size().await?;
+    let body = client.read_body(size).await?;
+    decode_fetch(body, version)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_completes_while_fetches_long_poll() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "quiet", &[]).await?;
+    let address = broker.bootstrap();
+    let poller = tokio::spawn(async move {
+        let mut connection = Connection::connect(&address).await?;
+        // 30 s of long polling on an empty partition.
+        let request = fetch_request("quiet", 0, 0, 1 << 20, 1 << 20, 30_000);
+        fetch(&mut connection, 11, &request).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The shutdown must wake the poll rather than wait out its 30 s (or the 10 s drain timeout).
+    tokio::time::timeout(Duration::from_secs(5), broker.stop())
+        .await
+        .map_err(|_| anyhow::anyhow!("shutdown waited for the long poll"))?;
+    let response = poller.await??;
+    assert_eq!(response.responses[0].partitions[0].error_code, 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_is_woken_by_an_append() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "wake", &[]).await?;
+    let address = broker.bootstrap();
+    let poller = tokio::spawn(async move {
+        let mut connection = Connection::connect(&address).await?;
+        let request = fetch_request("wake", 0, 0, 1 << 20, 1 << 20, 20_000);
+        fetch(&mut connection, 4, &request).await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client
+        .produce("wake", 0, Bytes::from(batch(0, 5, 10, Compression::None)))
+        .await?;
+    let response = tokio::time::timeout(Duration::from_secs(10), poller)
+        .await
+        .map_err(|_| anyhow::anyhow!("the append did not wake the long poll"))???;
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.high_watermark, 5);
+    assert!(partition
+        .records
+        .as_ref()
+        .is_some_and(|records| !records.is_empty()));
+    broker.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downconversion_disabled_refuses_legacy_consumers_only() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(
+        &mut client,
+        "modern-only",
+        &[("message.downconversion.enable", "false")],
+    )
+    .await?;
+    client
+        .produce(
+            "modern-only",
+            0,
+            Bytes::from(batch(0, 5, 10, Compression::None)),
+        )
+        .await?;
+    let request = fetch_request("modern-only", 0, 0, 1 << 20, 1 << 20, 0);
+    for version in 0..=3 {
+        let response = fetch(&mut client, version, &request).await?;
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 35, "Fetch v{version}");
+        assert!(partition
+            .records
+            .as_ref()
+            .is_none_or(|records| records.is_empty()));
+    }
+    let response = fetch(&mut client, 4, &request).await?;
+    assert_eq!(response.responses[0].partitions[0].error_code, 0);
+    broker.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_segments_in_the_background() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&["log.retention.check.interval.ms=100"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(
+        &mut client,
+        "short-lived",
+        &[("retention.bytes", "4096"), ("segment.bytes", "4096")],
+    )
+    .await?;
+    for first in (0..400).step_by(20) {
+        client
+            .produce(
+                "short-lived",
+                0,
+                Bytes::from(batch(first, 20, 100, Compression::None)),
+            )
+            .await?;
+    }
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("short-lived"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-2)])]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let response: ListOffsetsResponse =
+            client.request(ApiKey::ListOffsets, 1, &earliest).await?;
+        let log_start = response.topics[0].partitions[0].offset;
+        if log_start > 0 {
+            // Everything before the log start is gone; a fetch there is out of range.
+            let request = fetch_request("short-lived", 0, 0, 1 << 20, 1 << 20, 0);
+            let response = fetch(&mut client, 4, &request).await?;
+            assert_eq!(response.responses[0].partitions[0].error_code, 1);
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "retention never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    broker.stop().await;
+    Ok(())
+}
