@@ -6,6 +6,8 @@
 
 #[path = "../tests/support/batch.rs"]
 mod support;
+#[path = "../tests/support/temp.rs"]
+mod temp;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skiff_storage::{LogConfig, LogDir};
@@ -18,9 +20,20 @@ fn append(c: &mut Criterion) {
     let mut group = c.benchmark_group("append_16k_batches");
     let template = support::batch(0, RECORDS_PER_BATCH, VALUE_BYTES);
     group.throughput(Throughput::Bytes(template.len() as u64));
-    for (name, flush_messages_interval) in [("page_cache", None), ("fsync_every_batch", Some(1))] {
-        // On the real disk (not tmpfs), so the fsync case measures the device.
-        let dir = tempfile::tempdir().expect("temp dir");
+    // tmpfs is the page cache without writeback: the engine's own cost. On the disk, a shared
+    // machine's writeback throttles the same appends to what the device sustains; the fsync
+    // case measures the device's flush latency.
+    let cases = [
+        ("page_cache_tmpfs", true, None),
+        ("page_cache_disk", false, None),
+        ("fsync_every_batch_disk", false, Some(1)),
+    ];
+    for (name, on_tmpfs, flush_messages_interval) in cases {
+        let dir = if on_tmpfs {
+            temp::temp_dir()
+        } else {
+            tempfile::tempdir().expect("temp dir")
+        };
         let config = LogConfig {
             segment_bytes: 64 << 20,
             retention_bytes: Some(256 << 20),
