@@ -236,6 +236,12 @@ config_keys! {
         "Advertise only the API versions of this Kafka release (0.10.0, 0.10.2, ...) in ApiVersions."
     "skiff.shutdown.timeout.ms" => shutdown_timeout_ms: u64 = 10_000;
         "How long a graceful shutdown waits for in-flight responses."
+    "group.min.session.timeout.ms" => group_min_session_timeout_ms: i32 = crate::group::config::SESSION_TIMEOUT_MS_MIN_DEFAULT;
+        "Shortest session a group member may ask for; a JoinGroup asking less gets INVALID_SESSION_TIMEOUT."
+    "group.max.session.timeout.ms" => group_max_session_timeout_ms: i32 = crate::group::config::SESSION_TIMEOUT_MS_MAX_DEFAULT;
+        "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
+    "skiff.metrics.listener" => metrics_listener: Option<String> = None;
+        "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
 }
 
 impl Config {
@@ -318,6 +324,22 @@ impl Config {
                 "socket.request.max.bytes",
                 "must be at least message.max.bytes, or no batch of that size could arrive",
             ));
+        }
+        if self.group_min_session_timeout_ms < 1
+            || self.group_min_session_timeout_ms > self.group_max_session_timeout_ms
+        {
+            return Err(invalid(
+                "group.min.session.timeout.ms",
+                "must be at least 1 and at most group.max.session.timeout.ms",
+            ));
+        }
+        if let Some(address) = &self.metrics_listener {
+            address.parse::<SocketAddr>().map_err(|_| {
+                invalid(
+                    "skiff.metrics.listener",
+                    format!("'{address}' is not host:port (an IP address and a port)"),
+                )
+            })?;
         }
         if self.max_connections == 0 {
             return Err(invalid("max.connections", "must be at least 1"));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::config::Config;
+use crate::group_driver::GroupHandle;
 use crate::metrics::Metrics;
 use crate::topics::Topics;
 
@@ -28,6 +29,8 @@ pub(crate) struct Ctx {
     pub(crate) advertised_port: u16,
     /// The cluster id Metadata reports.
     pub(crate) cluster_id: String,
+    /// The group coordinator and producer-id allocator task.
+    pub(crate) groups: GroupHandle,
 }
 
 impl Ctx {

@@ -9,6 +9,7 @@ mod connection;
 mod context;
 mod conversion;
 pub mod group;
+pub mod group_driver;
 mod handlers;
 pub mod load_sampler;
 pub mod metadata_store;
@@ -78,19 +79,26 @@ impl Broker {
         let (advertised_host, advertised_port) = config.advertised_address(bound)?;
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
-        let topics = tokio::task::spawn_blocking(move || {
+        let group_config = group_driver::group_config(&config, &advertised_host, advertised_port);
+        let (topics, group_driver, groups) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&log_dir_path).map_err(|error| {
                 BrokerError::Storage(format!("creating {}: {error}", log_dir_path.display()))
             })?;
             let log_dir =
                 skiff_storage::LogDir::open(&log_dir_path, skiff_storage::LogConfig::default())
                     .map_err(|error| BrokerError::Storage(error.to_string()))?;
-            Topics::open(
+            // Before the topics take the log directory: the offsets log lives in it too, but has
+            // no topic record, so Metadata never lists it.
+            let (group_driver, groups) =
+                group_driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)
+                    .map_err(|error| BrokerError::Storage(error.to_string()))?;
+            let topics = Topics::open(
                 open_config,
                 log_dir,
                 Box::new(FileMetadataStore::new(&log_dir_path)),
             )
-            .map_err(|error| BrokerError::Storage(error.to_string()))
+            .map_err(|error| BrokerError::Storage(error.to_string()))?;
+            Ok::<_, BrokerError>((topics, group_driver, groups))
         })
         .await
         .map_err(|error| BrokerError::Storage(error.to_string()))??;
@@ -105,7 +113,9 @@ impl Broker {
             advertised_host,
             advertised_port,
             cluster_id: "skiff-single-node".to_owned(),
+            groups,
         });
+        tokio::spawn(group_driver.run(Arc::downgrade(&ctx)));
         tracing::info!(%bound, data = %config.log_dirs.display(), "broker started");
         // A plain line on stdout, so scripts and tests that started the broker on port 0 learn the port.
         println!("skiff listening on {bound}");

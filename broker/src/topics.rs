@@ -12,6 +12,7 @@ use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
 use crate::metadata_store::{MetadataStore, TopicRecord};
+use crate::producer_state::PartitionProducers;
 use crate::topic_config::{TopicConfig, TopicConfigError};
 
 /// Longest topic name Kafka allows (so the partition directory name stays under 255 bytes).
@@ -19,12 +20,73 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Most partitions one topic may have on this node (each holds open files and index mappings).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
+/// Offsets at the end of a partition scanned at open to rebuild its idempotent-producer state.
+/// A producer whose last batches lie further back is forgotten: its next batch gets
+/// UNKNOWN_PRODUCER_ID and the client re-initialises (what Kafka does once producer state expires).
+/// Bounds start-up time by this many records per partition instead of the whole log.
+pub const PRODUCER_REPLAY_OFFSETS_MAX: i64 = 100_000;
+/// Bytes read at a time when a log is scanned at open (a larger batch is still read whole; it is
+/// bounded by the log's `batch_bytes_max`).
+pub const LOG_SCAN_READ_BYTES: u64 = 1024 * 1024;
+
 /// One partition of a topic on this node.
 pub struct Partition {
     /// Partition index.
     pub index: i32,
     /// The log.
     pub log: Arc<Log>,
+    /// The idempotent producers appending here. Its lock is held across check, append and record
+    /// so a retried batch is never appended twice.
+    pub producers: Mutex<PartitionProducers>,
+}
+
+/// Reads the whole batches stored from the batch holding `offset` on, at most about
+/// [`LOG_SCAN_READ_BYTES`] (at least one batch). Returns the bytes and the offset after the last
+/// complete batch in them.
+pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_storage::Error> {
+    let slice = log.read(offset, LOG_SCAN_READ_BYTES, true)?;
+    // The slice length is at most LOG_SCAN_READ_BYTES or one batch, which the log bounded.
+    let len = usize::try_from(slice.len()).unwrap_or(0);
+    let mut bytes = vec![0u8; len];
+    let mut filled = 0;
+    while filled < len {
+        let read = slice.read_at(filled as u64, &mut bytes[filled..])?;
+        if read == 0 {
+            bytes.truncate(filled);
+            break;
+        }
+        filled += read;
+    }
+    let mut next = offset;
+    let mut complete = 0;
+    for item in skiff_protocol::records::v2::batch_positions(&bytes) {
+        let Ok((position, header)) = item else { break };
+        next = header.base_offset + i64::from(header.last_offset_delta) + 1;
+        complete = position + header.total_bytes();
+    }
+    bytes.truncate(complete);
+    Ok((bytes, next))
+}
+
+/// Rebuilds a partition's producer state from the batch headers of its last
+/// [`PRODUCER_REPLAY_OFFSETS_MAX`] offsets.
+fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
+    let mut producers = PartitionProducers::default();
+    let log_end = log.log_end_offset()?;
+    let mut offset = log
+        .log_start_offset()?
+        .max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX));
+    while offset < log_end {
+        let (bytes, next) = read_batches(log, offset)?;
+        for (_, header) in skiff_protocol::records::v2::batch_positions(&bytes).flatten() {
+            producers.replay(&header);
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(producers)
 }
 
 /// A topic and its partitions.
@@ -132,7 +194,9 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
         retention_bytes: u64::try_from(topic.retention_bytes).ok(),
         retention_ms: (topic.retention_ms >= 0).then_some(topic.retention_ms),
         index_interval_bytes: broker.log_index_interval_bytes,
-        batch_bytes_max: topic.max_message_bytes,
+        // A batch must fit in one segment; a smaller segment.bytes caps the batch size too.
+        batch_bytes_max: u32::try_from(u64::from(topic.max_message_bytes).min(topic.segment_bytes))
+            .unwrap_or(u32::MAX),
         flush_messages_interval: (topic.flush_messages != u64::MAX).then_some(topic.flush_messages),
         flush_ms: i64::try_from(topic.flush_ms)
             .ok()
@@ -196,7 +260,12 @@ impl Topics {
                     .create(&record.name, index, Some(storage_config.clone()))
                     .map_err(storage)?,
             };
-            partitions.push(Arc::new(Partition { index, log }));
+            let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
+            partitions.push(Arc::new(Partition {
+                index,
+                log,
+                producers,
+            }));
         }
         Ok(Topic {
             name: record.name.clone(),

@@ -144,3 +144,69 @@ def node(command, **args):
 
 def expected(msgs, first_offset=0):
     return [(first_offset + index, key, value) for index, (key, value) in enumerate(msgs)]
+
+
+# --- groups -------------------------------------------------------------------------------------
+
+GROUP_SESSION_MS = 6000
+
+
+def kp_group_consumer(bootstrap, topic, group, api_version=None, **extra):
+    """A kafka-python consumer in `group`, subscribed to `topic`, committing by hand."""
+    from kafka import KafkaConsumer
+
+    kwargs = {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": GROUP_SESSION_MS,
+        "heartbeat_interval_ms": 1000,
+    }
+    if api_version is not None:
+        kwargs["api_version"] = api_version
+    kwargs.update(extra)
+    consumer = KafkaConsumer(**kwargs)
+    consumer.subscribe([topic])
+    return consumer
+
+
+def kp_group_poll(consumer, count, timeout_s=CONSUME_TIMEOUT_S):
+    """Polls until `count` records (or the timeout); returns (partition, offset, key, value)."""
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count and time.monotonic() < deadline:
+        batch = consumer.poll(timeout_ms=500)
+        for tp, records in batch.items():
+            seen.extend((tp.partition, r.offset, r.key, r.value) for r in records)
+    return seen
+
+
+def ck_group_consumer(bootstrap, topic, group, **conf):
+    """A confluent-kafka consumer in `group`, subscribed to `topic`, committing by hand."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": GROUP_SESSION_MS,
+        "heartbeat.interval.ms": 1000,
+        **conf,
+    })
+    consumer.subscribe([topic])
+    return consumer
+
+
+def ck_group_poll(consumer, count, timeout_s=CONSUME_TIMEOUT_S):
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            raise AssertionError(f"consumer error: {message.error()}")
+        seen.append((message.partition(), message.offset(), message.key(), message.value()))
+    return seen

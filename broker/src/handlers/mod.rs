@@ -11,10 +11,20 @@ pub(crate) use api_versions::CAPPABLE_RELEASES;
 mod create_topics;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -37,6 +47,16 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::DescribeConfigs,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::InitProducerId,
 ];
 
 /// What to do after a frame.
@@ -103,6 +123,39 @@ pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
         Request::Fetch(request) => {
             return Outcome::respond(fetch::handle(ctx, &header, request).await)
         }
+        Request::FindCoordinator(request) => encode(
+            &header,
+            &find_coordinator::handle(ctx, &header, request).await,
+        ),
+        Request::JoinGroup(request) => {
+            encode(&header, &join_group::handle(ctx, &header, request).await)
+        }
+        Request::SyncGroup(request) => {
+            encode(&header, &sync_group::handle(ctx, &header, request).await)
+        }
+        Request::Heartbeat(request) => {
+            encode(&header, &heartbeat::handle(ctx, &header, request).await)
+        }
+        Request::LeaveGroup(request) => {
+            encode(&header, &leave_group::handle(ctx, &header, request).await)
+        }
+        Request::OffsetCommit(request) => {
+            encode(&header, &offset_commit::handle(ctx, &header, request).await)
+        }
+        Request::OffsetFetch(request) => {
+            encode(&header, &offset_fetch::handle(ctx, &header, request).await)
+        }
+        Request::DescribeGroups(request) => encode(
+            &header,
+            &describe_groups::handle(ctx, &header, request).await,
+        ),
+        Request::ListGroups(request) => {
+            encode(&header, &list_groups::handle(ctx, &header, request).await)
+        }
+        Request::InitProducerId(request) => encode(
+            &header,
+            &init_producer_id::handle(ctx, &header, request).await,
+        ),
         other => {
             // Decodable but not served by this broker (and so not advertised): Kafka closes too.
             tracing::debug!(api = ?other.api_key(), "request for an API this broker does not serve");
@@ -172,6 +225,7 @@ pub(crate) mod error_code {
     pub(crate) const CORRUPT_MESSAGE: i16 = 2;
     pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
     pub(crate) const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub(crate) const INVALID_REQUIRED_ACKS: i16 = 21;

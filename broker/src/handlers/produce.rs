@@ -1,6 +1,13 @@
 //! Produce: v0–v2 message sets are up-converted to one v2 batch; v3+ batches are validated (layout,
 //! CRC32C, `max.message.bytes`, zstd only from v7) and appended as they are, with offsets assigned by
 //! the log. Errors are per partition; acks=0 gets no response at all.
+//!
+//! Idempotent batches (a producer id in the v2 header) pass the partition's sequence checks under
+//! its producer lock, held across check, append and record: a retry of a batch already in the log
+//! is acknowledged with its original offsets and not appended again; a gap is
+//! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch INVALID_PRODUCER_EPOCH.
+//!
+//! Must never: append a batch the sequence checks called a duplicate.
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -10,6 +17,7 @@ use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
 use super::error_code;
 use crate::context::Ctx;
+use crate::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
 use crate::topic_config::TimestampType;
 use crate::topics::{Topic, TopicError};
 
@@ -125,8 +133,54 @@ fn append(
     if log_append_time && version >= V2_PRODUCE_VERSION_MIN {
         v2::set_log_append_time(&mut batches, now_ms).map_err(|error| error.error_code())?;
     }
+    let idempotent: Vec<ProducerBatch> = v2::batch_positions(&batches)
+        .flatten()
+        .map(|(_, header)| (ProducerBatch::from(&header), header))
+        .filter(|(batch, header)| batch.producer_id != NO_PRODUCER_ID && !header.is_control())
+        .map(|(batch, _)| batch)
+        .collect();
+    // Held across check, append and record (see the module doc); never across an await.
+    let mut producers = match partition.producers.lock() {
+        Ok(producers) => producers,
+        Err(_) => return Err(error_code::KAFKA_STORAGE_ERROR),
+    };
+    let mut duplicate_of = None;
+    for batch in &idempotent {
+        match producers.check(batch) {
+            Ok(SequenceCheck::Append) => {}
+            Ok(SequenceCheck::Duplicate { base_offset, .. }) => {
+                duplicate_of.get_or_insert(base_offset);
+            }
+            Err(error) => {
+                tracing::debug!(%error, "idempotent batch refused");
+                return Err(error.error_code());
+            }
+        }
+    }
+    if let Some(base_offset) = duplicate_of {
+        if idempotent.len() != 1 {
+            // A retried batch arrives alone (clients send one batch per partition): a duplicate
+            // mixed with new batches cannot be half appended.
+            return Err(error_code::INVALID_RECORD);
+        }
+        return Ok(Appended {
+            base_offset,
+            log_append_time_ms: -1,
+            log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
+        });
+    }
     let info = tokio::task::block_in_place(|| partition.log.append(&mut batches, now_ms))
         .map_err(|error| storage_error_code(&error))?;
+    let mut base_offset = info.base_offset;
+    for item in v2::batch_positions(&batches).flatten() {
+        let (_, header) = item;
+        let batch = ProducerBatch::from(&header);
+        if batch.producer_id != NO_PRODUCER_ID && !header.is_control() {
+            producers.record_append(&batch, base_offset);
+        }
+        base_offset += i64::from(header.last_offset_delta) + 1;
+    }
+    drop(producers);
     Ok(Appended {
         base_offset: info.base_offset,
         log_append_time_ms: if log_append_time { now_ms } else { -1 },

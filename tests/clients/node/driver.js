@@ -56,4 +56,52 @@ function consume() {
   consumer.on('offsetOutOfRange', (error) => finish({ error: 'offsetOutOfRange ' + String(error), messages: seen }, 1));
 }
 
-({ produce, consume }[command] || (() => finish({ error: 'unknown command ' + command }, 1)))();
+({ produce, consume, 'group-consume': () => {} }[command] || (() => finish({ error: 'unknown command ' + command }, 1)))();
+
+// --- appended: kafka-node ConsumerGroup (legacy group APIs v0) ---------------------------------
+// Usage: node driver.js group-consume '{"bootstrap", "topic", "group", "count", "commit"}'.
+// Consumes `count` messages as a member of `group`, commits them (if `commit`), leaves, and prints
+// the messages with their partitions.
+function groupConsume() {
+  const seen = [];
+  const consumer = new kafka.ConsumerGroup(
+    {
+      kafkaHost: args.bootstrap,
+      groupId: args.group,
+      sessionTimeout: args.sessionTimeout || 6000,
+      heartbeatInterval: 1000,
+      autoCommit: false,
+      fromOffset: 'earliest',
+      protocol: ['roundrobin'],
+      encoding: 'utf8',
+      keyEncoding: 'utf8',
+      requestTimeout: TIMEOUT_MS,
+    },
+    [args.topic],
+  );
+  let done = false;
+  consumer.on('message', (message) => {
+    if (done) return;
+    seen.push([message.partition, message.offset, message.key, message.value]);
+    if (seen.length >= args.count) done = true;
+  });
+  // kafka-node moves its commit position after the whole fetch response was delivered ('done'),
+  // not per message: commit then, so the committed offset is the next one to read.
+  consumer.on('done', () => {
+    if (!done || consumer.skiffLeaving) return;
+    consumer.skiffLeaving = true;
+    const leave = () => consumer.close(false, () => finish({ messages: seen }));
+    if (args.commit) {
+      consumer.commit(true, (error) => {
+        if (error) finish({ error: 'commit ' + String(error), messages: seen }, 1);
+        leave();
+      });
+    } else {
+      leave();
+    }
+  });
+  consumer.on('error', (error) => finish({ error: String(error), messages: seen }, 1));
+  consumer.on('offsetOutOfRange', (error) => finish({ error: 'offsetOutOfRange ' + String(error), messages: seen }, 1));
+}
+
+if (command === 'group-consume') groupConsume();

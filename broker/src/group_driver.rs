@@ -1,0 +1,482 @@
+//! The tokio edge of the group coordinator and the producer-id allocator: one task owns the
+//! sans-IO [`Coordinator`] and [`ProducerIdAllocator`], takes requests from a bounded channel,
+//! reads the clock, sleeps until the coordinator's next deadline, makes committed offsets durable
+//! in the internal offsets log and producer-id reservations durable in a small checkpoint file,
+//! and hands each reply back through a oneshot channel.
+//!
+//! Durability: an OffsetCommit is answered only after its records are appended to the log
+//! `__consumer_offsets-0` (a log directory of the broker's `LogDir`, never listed in Metadata
+//! because it has no topic record) and that log is flushed; at start the whole log is replayed
+//! into [`Coordinator::load_offsets`]. A producer-id reservation is written to
+//! [`PRODUCER_ID_CHECKPOINT_FILE`] (temp file, fsync, rename, fsync of the directory) before any
+//! id of the block is handed out.
+//!
+//! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
+//! the flush returned, or queue requests without a bound.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
+    InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    OffsetCommitRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+};
+use skiff_storage::Log;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::group::offsets_log::{self, OffsetLogEntry};
+use crate::group::{
+    Coordinator, CoordinatorNode, GroupConfig, Output, PersistError, RequestId, RequestMeta,
+    Response,
+};
+use crate::producer_state::{AllocatorOutput, ProducerIdAllocator};
+use crate::topics::{read_batches, Topics};
+
+/// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The one partition of the offsets log (one node coordinates every group).
+pub const OFFSETS_PARTITION: i32 = 0;
+/// File under `log.dirs` holding the durable end of the reserved producer-id range.
+pub const PRODUCER_ID_CHECKPOINT_FILE: &str = "producer-id-reserved";
+/// Longest producer-id checkpoint file accepted at start (an i64 in decimal plus a newline).
+const PRODUCER_ID_CHECKPOINT_BYTES_MAX: u64 = 32;
+/// Group and InitProducerId requests waiting for the coordinator task. Every connection has one
+/// request in flight, so this only decides when a flood of connections starts to wait.
+pub const GROUP_REQUESTS_QUEUED_MAX: usize = 1024;
+
+/// Why the group task could not start.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum GroupDriverError {
+    /// The offsets log could not be opened or read.
+    #[error("offsets log: {0}")]
+    OffsetsLog(String),
+    /// The producer-id checkpoint could not be read.
+    #[error("producer-id checkpoint {path}: {reason}")]
+    ProducerIdCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A request the coordinator task answers.
+#[derive(Debug)]
+pub(crate) enum GroupRequest {
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    InitProducerId(InitProducerIdRequest),
+}
+
+/// The coordinator task's answer.
+#[derive(Debug)]
+pub(crate) enum GroupReply {
+    Group(Response),
+    InitProducerId(InitProducerIdResponse),
+}
+
+struct Envelope {
+    version: i16,
+    client_id: String,
+    client_host: String,
+    request: GroupRequest,
+    reply: oneshot::Sender<GroupReply>,
+}
+
+/// The handlers' side of the coordinator task.
+#[derive(Clone)]
+pub(crate) struct GroupHandle {
+    requests: mpsc::Sender<Envelope>,
+}
+
+impl GroupHandle {
+    /// Sends a request and waits for its reply; `None` if the task has stopped (the handler then
+    /// answers COORDINATOR_NOT_AVAILABLE, which clients retry).
+    pub(crate) async fn call(
+        &self,
+        header: &RequestHeader,
+        request: GroupRequest,
+    ) -> Option<GroupReply> {
+        let (reply, answer) = oneshot::channel();
+        let envelope = Envelope {
+            version: header.request_api_version,
+            client_id: header
+                .client_id
+                .as_ref()
+                .map(|id| id.as_str().to_owned())
+                .unwrap_or_default(),
+            // The dispatch does not see the peer address; DescribeGroups reports it empty.
+            client_host: String::new(),
+            request,
+            reply,
+        };
+        self.requests.send(envelope).await.ok()?;
+        answer.await.ok()
+    }
+}
+
+/// Everything the coordinator task needs, opened before the broker serves.
+pub(crate) struct GroupDriver {
+    coordinator: Coordinator,
+    allocator: ProducerIdAllocator,
+    offsets_log: Arc<Log>,
+    checkpoint_path: PathBuf,
+    requests: mpsc::Receiver<Envelope>,
+    waiting: BTreeMap<RequestId, oneshot::Sender<GroupReply>>,
+    next_request_id: RequestId,
+}
+
+/// Milliseconds since the Unix epoch (the coordinator's deadlines are in this clock).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Replays the offsets log from its start, oldest first. A damaged record stops the replay with an
+/// error rather than silently forgetting the offsets after it.
+pub fn replay_offsets(log: &Log) -> Result<Vec<OffsetLogEntry>, GroupDriverError> {
+    let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
+    let log_end = log.log_end_offset().map_err(|error| failed(&error))?;
+    let mut offset = log.log_start_offset().map_err(|error| failed(&error))?;
+    let mut entries = Vec::new();
+    while offset < log_end {
+        let (bytes, next) = read_batches(log, offset).map_err(|error| failed(&error))?;
+        offsets_log::decode_batches(&bytes, &mut |entry| entries.push(entry))
+            .map_err(|error| failed(&error))?;
+        if next <= offset {
+            return Err(failed(&format!("no complete batch at offset {offset}")));
+        }
+        offset = next;
+    }
+    Ok(entries)
+}
+
+/// Reads the durable end of the reserved producer-id range (0 if the file does not exist yet).
+fn read_checkpoint(path: &Path) -> Result<i64, GroupDriverError> {
+    let error = |reason: String| GroupDriverError::ProducerIdCheckpoint {
+        path: path.to_owned(),
+        reason,
+    };
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(missing) if missing.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(other) => return Err(error(other.to_string())),
+    };
+    if metadata.len() > PRODUCER_ID_CHECKPOINT_BYTES_MAX {
+        return Err(error(format!("{} bytes is too long", metadata.len())));
+    }
+    let text = std::fs::read_to_string(path).map_err(|other| error(other.to_string()))?;
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|end| *end >= 0)
+        .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
+}
+
+/// Writes the reserved end atomically and durably: temp file, fsync, rename, fsync directory.
+fn write_checkpoint(path: &Path, reserved_end: i64) -> std::io::Result<()> {
+    let temp = path.with_extension("tmp");
+    {
+        let mut file = std::fs::File::create(&temp)?;
+        writeln!(file, "{reserved_end}")?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&temp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl GroupDriver {
+    /// Opens (or creates) the offsets log in `log_dir`, replays it, reads the producer-id
+    /// checkpoint, and returns the task with the handle the handlers use. Blocking: call it where
+    /// blocking is allowed.
+    pub(crate) fn open(
+        log_dir: &skiff_storage::LogDir,
+        data_dir: &Path,
+        group_config: GroupConfig,
+    ) -> Result<(Self, GroupHandle), GroupDriverError> {
+        let failed = |error: skiff_storage::Error| GroupDriverError::OffsetsLog(error.to_string());
+        let offsets_log = match log_dir
+            .log(OFFSETS_TOPIC, OFFSETS_PARTITION)
+            .map_err(failed)?
+        {
+            Some(log) => log,
+            None => log_dir
+                .create(OFFSETS_TOPIC, OFFSETS_PARTITION, None)
+                .map_err(failed)?,
+        };
+        let entries = replay_offsets(&offsets_log)?;
+        let loaded_count = entries.len();
+        let mut coordinator = Coordinator::new(group_config);
+        coordinator.load_offsets(entries);
+        tracing::info!(
+            records = loaded_count,
+            committed = coordinator.committed_offsets().len(),
+            "offsets log replayed"
+        );
+        let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
+        let reserved_end = read_checkpoint(&checkpoint_path)?;
+        let (sender, requests) = mpsc::channel(GROUP_REQUESTS_QUEUED_MAX);
+        Ok((
+            Self {
+                coordinator,
+                allocator: ProducerIdAllocator::new(reserved_end),
+                offsets_log,
+                checkpoint_path,
+                requests,
+                waiting: BTreeMap::new(),
+                next_request_id: 0,
+            },
+            GroupHandle { requests: sender },
+        ))
+    }
+
+    /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
+    /// broker is gone). `ctx` is weak for that reason; its topics answer OffsetCommit's question
+    /// whether a partition exists.
+    pub(crate) async fn run(mut self, ctx: std::sync::Weak<crate::context::Ctx>) {
+        loop {
+            let sleep_ms = self
+                .coordinator
+                .next_deadline_ms()
+                .map(|deadline| u64::try_from(deadline.saturating_sub(now_ms())).unwrap_or(0));
+            let envelope = match sleep_ms {
+                Some(ms) => {
+                    tokio::select! {
+                        envelope = self.requests.recv() => Some(envelope),
+                        () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => None,
+                    }
+                }
+                None => Some(self.requests.recv().await),
+            };
+            match envelope {
+                Some(None) => break,
+                Some(Some(envelope)) => {
+                    let ctx = ctx.upgrade();
+                    self.accept(envelope, ctx.as_deref().map(|ctx| &ctx.topics));
+                }
+                None => self.coordinator.tick(now_ms()),
+            }
+            self.drain();
+        }
+        tracing::debug!("group coordinator stopped");
+    }
+
+    fn accept(&mut self, envelope: Envelope, topics: Option<&Topics>) {
+        self.next_request_id += 1;
+        let request_id = self.next_request_id;
+        let meta = RequestMeta {
+            request_id,
+            version: envelope.version,
+            client_id: envelope.client_id,
+            client_host: envelope.client_host,
+        };
+        self.waiting.insert(request_id, envelope.reply);
+        let now = now_ms();
+        let coordinator = &mut self.coordinator;
+        match envelope.request {
+            GroupRequest::FindCoordinator(request) => {
+                coordinator.handle_find_coordinator(meta, request)
+            }
+            GroupRequest::JoinGroup(request) => coordinator.handle_join_group(now, meta, request),
+            GroupRequest::SyncGroup(request) => coordinator.handle_sync_group(now, meta, request),
+            GroupRequest::Heartbeat(request) => coordinator.handle_heartbeat(now, meta, request),
+            GroupRequest::LeaveGroup(request) => coordinator.handle_leave_group(now, meta, request),
+            GroupRequest::OffsetCommit(request) => {
+                coordinator.handle_offset_commit(now, meta, request, |topic, partition| {
+                    topics
+                        .and_then(|topics| topics.get(topic))
+                        .is_some_and(|topic| topic.partition(partition).is_some())
+                })
+            }
+            GroupRequest::OffsetFetch(request) => coordinator.handle_offset_fetch(meta, request),
+            GroupRequest::DescribeGroups(request) => {
+                coordinator.handle_describe_groups(meta, request)
+            }
+            GroupRequest::ListGroups(request) => coordinator.handle_list_groups(meta, request),
+            GroupRequest::InitProducerId(request) => {
+                self.allocator
+                    .handle_init_producer_id(request_id, meta.version, &request)
+            }
+        }
+        // Time passed in; expire whatever is due before answering, so a request never sees a
+        // member whose session ended.
+        self.coordinator.tick(now);
+    }
+
+    /// Acts on every output of the coordinator and the allocator until both are quiet.
+    fn drain(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(output) = self.coordinator.poll_output() {
+                progressed = true;
+                match output {
+                    Output::Reply {
+                        request_id,
+                        response,
+                        ..
+                    } => self.send(request_id, GroupReply::Group(response)),
+                    Output::PersistOffsets {
+                        request_id,
+                        commits,
+                    } => {
+                        let result = self.persist(commits);
+                        if let Err(error) = &result {
+                            tracing::error!(%error, "offsets log append failed");
+                        }
+                        self.coordinator.offsets_persisted(request_id, result);
+                    }
+                }
+            }
+            while let Some(output) = self.allocator.poll_output() {
+                progressed = true;
+                match output {
+                    AllocatorOutput::Reply {
+                        request_id,
+                        response,
+                        ..
+                    } => self.send(request_id, GroupReply::InitProducerId(response)),
+                    AllocatorOutput::PersistReservedEnd { reserved_end } => {
+                        let path = self.checkpoint_path.clone();
+                        let written =
+                            tokio::task::block_in_place(|| write_checkpoint(&path, reserved_end));
+                        if let Err(error) = &written {
+                            tracing::error!(%error, "producer-id checkpoint write failed");
+                        }
+                        self.allocator
+                            .reservation_persisted(reserved_end, written.is_ok());
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn send(&mut self, request_id: RequestId, reply: GroupReply) {
+        if let Some(sender) = self.waiting.remove(&request_id) {
+            // The connection may have gone meanwhile; its reply is then dropped.
+            let _ = sender.send(reply);
+        }
+    }
+
+    /// Appends the commits to the offsets log and flushes it.
+    fn persist(
+        &self,
+        commits: Vec<(crate::group::OffsetKey, crate::group::OffsetValue)>,
+    ) -> Result<(), PersistError> {
+        let now = now_ms();
+        let entries: Vec<OffsetLogEntry> = commits
+            .into_iter()
+            .map(|(key, value)| OffsetLogEntry::Commit(key, value))
+            .collect();
+        let batches =
+            offsets_log::encode_batches(&entries, now).map_err(|_| PersistError::TooLarge)?;
+        let log = &self.offsets_log;
+        tokio::task::block_in_place(|| {
+            for mut batch in batches {
+                log.append(&mut batch, now).map_err(|error| match error {
+                    skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
+                    _ => PersistError::Failed,
+                })?;
+            }
+            log.flush().map_err(|_| PersistError::Failed)
+        })
+    }
+}
+
+/// The coordinator's configuration from the broker's.
+pub(crate) fn group_config(config: &crate::config::Config, host: &str, port: u16) -> GroupConfig {
+    let node = CoordinatorNode {
+        node_id: config.node_id,
+        host: host.to_owned(),
+        port: i32::from(port),
+    };
+    // Differs per start, so member ids from before a restart are never handed out again.
+    let salt = u64::try_from(now_ms()).unwrap_or(0);
+    let mut group = GroupConfig::new(node, salt);
+    group.session_timeout_ms_min = config.group_min_session_timeout_ms;
+    group.session_timeout_ms_max = config.group_max_session_timeout_ms;
+    group
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{OffsetKey, OffsetValue};
+
+    fn commit(partition: i32, offset: i64) -> OffsetLogEntry {
+        OffsetLogEntry::Commit(
+            OffsetKey {
+                group: "g".into(),
+                topic: "t".into(),
+                partition,
+            },
+            OffsetValue {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp_ms: 1,
+            },
+        )
+    }
+
+    #[test]
+    fn offsets_log_replays_what_was_appended_across_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let written: Vec<OffsetLogEntry> = (0..50)
+            .map(|index| commit(index % 3, index.into()))
+            .collect();
+        {
+            let log_dir =
+                skiff_storage::LogDir::open(dir.path(), skiff_storage::LogConfig::default())
+                    .expect("open");
+            let log = log_dir
+                .create(OFFSETS_TOPIC, OFFSETS_PARTITION, None)
+                .expect("create");
+            for chunk in written.chunks(7) {
+                for mut batch in offsets_log::encode_batches(chunk, 1).expect("encode") {
+                    log.append(&mut batch, 1).expect("append");
+                }
+            }
+            log.flush().expect("flush");
+            // No clean close: what was flushed must come back after recovery.
+        }
+        let log_dir = skiff_storage::LogDir::open(dir.path(), skiff_storage::LogConfig::default())
+            .expect("reopen");
+        let log = log_dir
+            .log(OFFSETS_TOPIC, OFFSETS_PARTITION)
+            .expect("log")
+            .expect("present");
+        assert_eq!(replay_offsets(&log).expect("replay"), written);
+    }
+
+    #[test]
+    fn producer_id_checkpoint_round_trips_and_refuses_garbage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(PRODUCER_ID_CHECKPOINT_FILE);
+        assert_eq!(read_checkpoint(&path).expect("missing is 0"), 0);
+        write_checkpoint(&path, 3000).expect("write");
+        assert_eq!(read_checkpoint(&path).expect("read"), 3000);
+        std::fs::write(&path, "-5\n").expect("write");
+        assert!(read_checkpoint(&path).is_err());
+        std::fs::write(&path, "x".repeat(100)).expect("write");
+        assert!(read_checkpoint(&path).is_err());
+    }
+}

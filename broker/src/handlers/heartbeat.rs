@@ -1,0 +1,27 @@
+//! Heartbeat: handed to the group coordinator task (a rebalance in progress comes back as
+//! REBALANCE_IN_PROGRESS, which makes the member rejoin).
+//!
+//! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
+//! coordinator task has stopped, which happens only during shutdown).
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, RequestHeader};
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::group::Response;
+use crate::group_driver::{GroupReply, GroupRequest};
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: HeartbeatRequest,
+) -> HeartbeatResponse {
+    match ctx
+        .groups
+        .call(header, GroupRequest::Heartbeat(request))
+        .await
+    {
+        Some(GroupReply::Group(Response::Heartbeat(response))) => response,
+        _ => HeartbeatResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
+    }
+}

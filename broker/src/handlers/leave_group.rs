@@ -1,0 +1,26 @@
+//! LeaveGroup: handed to the group coordinator task; the remaining members rebalance.
+//!
+//! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
+//! coordinator task has stopped, which happens only during shutdown).
+
+use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, RequestHeader};
+
+use super::error_code;
+use crate::context::Ctx;
+use crate::group::Response;
+use crate::group_driver::{GroupReply, GroupRequest};
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    match ctx
+        .groups
+        .call(header, GroupRequest::LeaveGroup(request))
+        .await
+    {
+        Some(GroupReply::Group(Response::LeaveGroup(response))) => response,
+        _ => LeaveGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
+    }
+}
