@@ -188,3 +188,77 @@ async fn retention_deletes_old_segments_in_the_background() -> anyhow::Result<()
     broker.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zstd_topics_refuse_fetches_below_v10() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "zstd-topic", &[("compression.type", "zstd")]).await?;
+    client
+        .produce(
+            "zstd-topic",
+            0,
+            Bytes::from(batch(0, 5, 10, Compression::None)),
+        )
+        .await?;
+    let request = fetch_request("zstd-topic", 0, 0, 1 << 20, 1 << 20, 0);
+    for version in [0, 3, 4, 9] {
+        let response = fetch(&mut client, version, &request).await?;
+        assert_eq!(
+            response.responses[0].partitions[0].error_code, 76,
+            "Fetch v{version}"
+        );
+    }
+    let response = fetch(&mut client, 10, &request).await?;
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    assert!(partition
+        .records
+        .as_ref()
+        .is_some_and(|records| !records.is_empty()));
+    broker.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_conversion_releases_what_it_held() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "abandoned", &[]).await?;
+    for first in (0..4096).step_by(64) {
+        client
+            .produce(
+                "abandoned",
+                0,
+                Bytes::from(batch(first, 64, 1024, Compression::None)),
+            )
+            .await?;
+    }
+    for _ in 0..5 {
+        let mut leaver = Connection::connect(&broker.bootstrap()).await?;
+        let request = fetch_request("abandoned", 0, 0, 64 << 20, 64 << 20, 0);
+        leaver.send(ApiKey::Fetch, 1, &request).await?;
+        let size = leaver.read_size().await?;
+        assert!(size > 4 << 20, "a large converted response ({size} bytes)");
+        drop(leaver);
+    }
+    // The broker notices the closed sockets on its next write; then nothing stays held.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while broker.metrics.converted_bytes_in_flight() != 0 {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "converted bytes still held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And the broker still serves.
+    let response = fetch(
+        &mut client,
+        1,
+        &fetch_request("abandoned", 0, 4000, 1 << 20, 1 << 20, 0),
+    )
+    .await?;
+    assert_eq!(response.responses[0].partitions[0].error_code, 0);
+    broker.stop().await;
+    Ok(())
+}
