@@ -34,6 +34,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// A monotonic instant, for measuring how long something took (request latency).
+    pub(crate) fn instant(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+
     /// Milliseconds since the Unix epoch: the broker's one wall clock (for log-append times,
     /// segment age and retention), read here and passed to storage as an argument.
     pub(crate) fn now_ms(&self) -> i64 {

@@ -14,6 +14,7 @@ mod handlers;
 pub mod load_sampler;
 pub mod metadata_store;
 pub mod metrics;
+mod metrics_http;
 pub mod placement;
 pub mod producer_state;
 mod send;
@@ -116,6 +117,21 @@ impl Broker {
             groups,
         });
         tokio::spawn(group_driver.run(Arc::downgrade(&ctx)));
+        if let Some(metrics_address) = &config.metrics_listener {
+            let address: std::net::SocketAddr = metrics_address.parse().map_err(|_| {
+                BrokerError::Storage(format!("bad metrics address {metrics_address}"))
+            })?;
+            let metrics_listener = TcpListener::bind(address)
+                .await
+                .map_err(|source| BrokerError::Bind { address, source })?;
+            let metrics_bound = metrics_listener
+                .local_addr()
+                .map_err(|source| BrokerError::Bind { address, source })?;
+            tokio::spawn(metrics_http::serve(metrics_listener, ctx.metrics.clone()));
+            tracing::info!(%metrics_bound, "metrics endpoint started");
+            // Before the listening line, which ends the start-up output scripts wait for.
+            println!("skiff metrics on {metrics_bound}");
+        }
         tracing::info!(%bound, data = %config.log_dirs.display(), "broker started");
         // A plain line on stdout, so scripts and tests that started the broker on port 0 learn the port.
         println!("skiff listening on {bound}");

@@ -1,19 +1,130 @@
-//! Counters and gauges the broker keeps about itself; the converted-bytes-in-flight gauge is the
-//! visible proof that legacy fetches hold at most one chunk each.
+//! Counters, gauges and histograms the broker keeps about itself, and their Prometheus text
+//! rendering (the endpoint that serves it is `metrics_http.rs`). The converted-bytes-in-flight
+//! gauge is the visible proof that legacy fetches hold at most one chunk each.
 //!
-//! Must never: block or allocate on the hot path (plain atomics only).
+//! Must never: block or allocate on the hot path (plain atomics only; allocation happens only when
+//! rendering a scrape).
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+/// One past the highest Kafka API key counted per API (keys at or above it share the last slot;
+/// the broker serves none of them).
+pub const API_KEY_SLOTS: usize = 76;
+
+/// Upper bounds of the request-latency histogram buckets, in milliseconds (Prometheus `le`).
+pub const LATENCY_BUCKETS_MS: [u64; 13] = [
+    1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
+];
+/// Upper bounds of the conversion-time histogram buckets, in microseconds.
+pub const CONVERSION_TIME_BUCKETS_US: [u64; 10] = [
+    10, 50, 100, 500, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000,
+];
+/// Upper bounds of the conversion temporary-memory histogram buckets, in bytes.
+pub const CONVERSION_MEMORY_BUCKETS_BYTES: [u64; 9] = [
+    1_024,
+    16_384,
+    65_536,
+    262_144,
+    1_048_576,
+    4_194_304,
+    16_777_216,
+    67_108_864,
+    268_435_456,
+];
+
+/// A cumulative histogram over fixed bucket bounds (each observation counted once, in the first
+/// bucket whose bound holds it; rendering accumulates).
+#[derive(Debug)]
+struct Histogram<const N: usize> {
+    bounds: [u64; N],
+    /// One per bound, plus the overflow (+Inf) bucket last.
+    counts: [AtomicU64; N],
+    overflow: AtomicU64,
+    sum: AtomicU64,
+}
+
+impl<const N: usize> Histogram<N> {
+    fn new(bounds: [u64; N]) -> Self {
+        Self {
+            bounds,
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            overflow: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, value: u64) {
+        match self.bounds.iter().position(|bound| value <= *bound) {
+            Some(index) => self.counts[index].fetch_add(1, Ordering::Relaxed),
+            None => self.overflow.fetch_add(1, Ordering::Relaxed),
+        };
+        self.sum.fetch_add(value, Ordering::Relaxed);
+    }
+
+    fn count(&self) -> u64 {
+        self.counts
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum::<u64>()
+            + self.overflow.load(Ordering::Relaxed)
+    }
+
+    /// Prometheus lines for this histogram; `labels` is empty or `key="value",`.
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0u64;
+        for (bound, count) in self.bounds.iter().zip(&self.counts) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.overflow.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum.load(Ordering::Relaxed);
+        let labels = labels.trim_end_matches(',');
+        let braced = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braced} {sum}");
+        let _ = writeln!(out, "{name}_count{braced} {cumulative}");
+    }
+}
+
 /// Broker-wide figures.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     connections: AtomicI64,
     converted_bytes_in_flight: AtomicI64,
     converted_bytes_in_flight_peak: AtomicI64,
     records_converted: AtomicU64,
+    conversions: AtomicU64,
     conversion_temporary_bytes: AtomicU64,
     conversion_nanos: AtomicU64,
+    conversion_time_us: Histogram<10>,
+    conversion_memory_bytes: Histogram<9>,
+    request_latency_ms: [Histogram<13>; API_KEY_SLOTS],
+    request_bytes_in: AtomicU64,
+    response_bytes_out: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            connections: AtomicI64::new(0),
+            converted_bytes_in_flight: AtomicI64::new(0),
+            converted_bytes_in_flight_peak: AtomicI64::new(0),
+            records_converted: AtomicU64::new(0),
+            conversions: AtomicU64::new(0),
+            conversion_temporary_bytes: AtomicU64::new(0),
+            conversion_nanos: AtomicU64::new(0),
+            conversion_time_us: Histogram::new(CONVERSION_TIME_BUCKETS_US),
+            conversion_memory_bytes: Histogram::new(CONVERSION_MEMORY_BUCKETS_BYTES),
+            request_latency_ms: std::array::from_fn(|_| Histogram::new(LATENCY_BUCKETS_MS)),
+            request_bytes_in: AtomicU64::new(0),
+            response_bytes_out: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Metrics {
@@ -58,16 +169,176 @@ impl Metrics {
         self.converted_bytes_in_flight_peak.load(Ordering::Relaxed)
     }
 
-    /// Adds one finished conversion's figures.
+    /// Adds one finished conversion's figures: the caller passes the totals of one converted
+    /// record set (all its chunks summed), so each histogram observation is one conversion.
     pub(crate) fn conversion_done(&self, records: u64, temporary_bytes: u64, nanos: u64) {
+        self.conversions.fetch_add(1, Ordering::Relaxed);
         self.records_converted.fetch_add(records, Ordering::Relaxed);
         self.conversion_temporary_bytes
             .fetch_add(temporary_bytes, Ordering::Relaxed);
         self.conversion_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.conversion_time_us.observe(nanos / 1_000);
+        self.conversion_memory_bytes.observe(temporary_bytes);
     }
 
     /// Records down-converted since start.
     pub fn records_converted(&self) -> u64 {
         self.records_converted.load(Ordering::Relaxed)
+    }
+
+    /// Down-conversions (converted record sets) since start.
+    pub fn conversions(&self) -> u64 {
+        self.conversions.load(Ordering::Relaxed)
+    }
+
+    /// One request answered: its API key, frame bytes in, response bytes out (known up front;
+    /// lazily converted bytes are counted by the conversion figures), and handling time.
+    pub(crate) fn request_done(&self, api_key: i16, bytes_in: usize, bytes_out: u64, ms: u64) {
+        let slot = usize::try_from(api_key)
+            .unwrap_or(API_KEY_SLOTS - 1)
+            .min(API_KEY_SLOTS - 1);
+        self.request_latency_ms[slot].observe(ms);
+        self.request_bytes_in.fetch_add(
+            u64::try_from(bytes_in).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.response_bytes_out
+            .fetch_add(bytes_out, Ordering::Relaxed);
+    }
+
+    /// Requests handled for one API key since start.
+    pub fn requests(&self, api_key: i16) -> u64 {
+        usize::try_from(api_key)
+            .ok()
+            .and_then(|slot| self.request_latency_ms.get(slot))
+            .map_or(0, Histogram::count)
+    }
+
+    /// Every figure in the Prometheus text format (version 0.0.4).
+    pub fn render_prometheus(&self) -> String {
+        let mut out = String::new();
+        let gauge = |out: &mut String, name: &str, help: &str, value: i64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        };
+        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        };
+        gauge(
+            &mut out,
+            "skiff_connections",
+            "Open client connections.",
+            self.connections(),
+        );
+        counter(
+            &mut out,
+            "skiff_request_bytes_total",
+            "Request frame bytes received.",
+            self.request_bytes_in.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "skiff_response_bytes_total",
+            "Response bytes planned (headers, stored batches; converted bytes are counted apart).",
+            self.response_bytes_out.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP skiff_request_latency_ms Time from a decoded request to its planned response.\n\
+             # TYPE skiff_request_latency_ms histogram"
+        );
+        for (api_key, histogram) in self.request_latency_ms.iter().enumerate() {
+            if histogram.count() == 0 {
+                continue;
+            }
+            let name = i16::try_from(api_key)
+                .ok()
+                .and_then(|key| kafka_protocol::messages::ApiKey::try_from(key).ok())
+                .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"));
+            let labels = format!("api=\"{name}\",");
+            histogram.render(&mut out, "skiff_request_latency_ms", &labels);
+        }
+        counter(
+            &mut out,
+            "skiff_down_conversions_total",
+            "Record sets down-converted for legacy fetches.",
+            self.conversions(),
+        );
+        counter(
+            &mut out,
+            "skiff_down_converted_records_total",
+            "Records down-converted for legacy fetches.",
+            self.records_converted(),
+        );
+        counter(
+            &mut out,
+            "skiff_down_conversion_temporary_bytes_total",
+            "Temporary memory allocated by down-conversions.",
+            self.conversion_temporary_bytes.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "skiff_down_conversion_nanoseconds_total",
+            "Time spent down-converting.",
+            self.conversion_nanos.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP skiff_down_conversion_time_us Time of one conversion (all its chunks).\n\
+             # TYPE skiff_down_conversion_time_us histogram"
+        );
+        self.conversion_time_us
+            .render(&mut out, "skiff_down_conversion_time_us", "");
+        let _ = writeln!(
+            out,
+            "# HELP skiff_down_conversion_temporary_bytes Temporary memory of one conversion.\n\
+             # TYPE skiff_down_conversion_temporary_bytes histogram"
+        );
+        self.conversion_memory_bytes
+            .render(&mut out, "skiff_down_conversion_temporary_bytes", "");
+        gauge(
+            &mut out,
+            "skiff_converted_bytes_in_flight",
+            "Converted bytes held by responses now.",
+            self.converted_bytes_in_flight(),
+        );
+        gauge(
+            &mut out,
+            "skiff_converted_bytes_in_flight_peak",
+            "Highest converted bytes held at once since start.",
+            self.converted_bytes_in_flight_peak(),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_accumulate_and_render_cumulative_buckets() {
+        let metrics = Metrics::default();
+        metrics.request_done(1, 100, 50, 3);
+        metrics.request_done(1, 100, 50, 20_000);
+        metrics.conversion_done(10, 4_096, 2_000_000);
+        metrics.conversion_done(5, 100, 1_000);
+        assert_eq!(metrics.requests(1), 2);
+        assert_eq!(metrics.conversions(), 2);
+        assert_eq!(metrics.records_converted(), 15);
+        let text = metrics.render_prometheus();
+        assert!(text.contains("skiff_request_latency_ms_bucket{api=\"Fetch\",le=\"2\"} 0"));
+        assert!(text.contains("skiff_request_latency_ms_bucket{api=\"Fetch\",le=\"5\"} 1"));
+        assert!(text.contains("skiff_request_latency_ms_bucket{api=\"Fetch\",le=\"+Inf\"} 2"));
+        assert!(text.contains("skiff_request_latency_ms_sum{api=\"Fetch\"} 20003"));
+        assert!(text.contains("skiff_down_conversion_temporary_bytes_sum 4196"));
+        assert!(text.contains("skiff_down_conversion_time_us_bucket{le=\"10\"} 1"));
+        assert!(text.contains("skiff_down_conversion_time_us_count 2"));
+        assert!(text.contains("skiff_request_bytes_total 200"));
     }
 }

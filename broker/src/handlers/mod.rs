@@ -89,6 +89,29 @@ pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
         Ok(decoded) => decoded,
         Err(error) => return undecodable(error),
     };
+    let started = ctx.instant();
+    let frame_bytes = frame.len();
+    let api_key = header.request_api_key;
+    let outcome = dispatch(ctx, header, request).await;
+    let bytes_out: u64 = outcome
+        .response
+        .iter()
+        .flatten()
+        .map(|part| match part {
+            ResponsePart::Bytes(bytes) => bytes.len() as u64,
+            ResponsePart::File { len, .. } => u64::from(*len),
+            // Counted by the conversion figures as it is produced.
+            ResponsePart::Converted(_) => 0,
+        })
+        .sum();
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    ctx.metrics
+        .request_done(api_key, frame_bytes, bytes_out, elapsed_ms);
+    outcome
+}
+
+/// Calls the handler of the request's API and encodes its answer.
+async fn dispatch(ctx: &Ctx, header: RequestHeader, request: Request) -> Outcome {
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
     tracing::trace!(api = ?request.api_key(), version, correlation_id, "request");

@@ -1,0 +1,133 @@
+//! The Prometheus endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
+//! answers `GET /metrics` with [`Metrics::render_prometheus`] and closes. Hand-written and bounded:
+//! the request line and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
+//! [`METRICS_REQUEST_TIMEOUT_MS`]; one response per connection.
+//!
+//! Must never: read a request body, keep a connection open, or let a scrape slow the Kafka
+//! listener (each scrape is its own task).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::metrics::Metrics;
+
+/// Most bytes of request line and headers read from a scraper.
+pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;
+/// How long a scraper has to send its request and take the answer.
+pub const METRICS_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// Scrapes served at once; further connections wait in the kernel's accept queue.
+pub const METRICS_CONNECTIONS_MAX: usize = 16;
+
+/// Serves scrapes until the task is dropped.
+pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(METRICS_CONNECTIONS_MAX));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let metrics = metrics.clone();
+                tokio::spawn(async move {
+                    let timeout = Duration::from_millis(METRICS_REQUEST_TIMEOUT_MS);
+                    if let Err(error) = tokio::time::timeout(timeout, answer(stream, &metrics))
+                        .await
+                        .map_err(|_| "timed out".to_owned())
+                        .and_then(|result| result.map_err(|error| error.to_string()))
+                    {
+                        tracing::debug!(%error, "metrics scrape failed");
+                    }
+                    drop(permit);
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// What a request head asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Metrics,
+    NotFound,
+    BadRequest,
+}
+
+/// Routes a complete request head (request line and headers).
+fn route(head: &[u8]) -> Route {
+    let Some(line) = head.split(|byte| *byte == b'\n').next() else {
+        return Route::BadRequest;
+    };
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.trim_end().split(' ');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("GET"), Some(path), Some(version)) if version.starts_with("HTTP/1.") => {
+            if path == "/metrics" || path.starts_with("/metrics?") {
+                Route::Metrics
+            } else {
+                Route::NotFound
+            }
+        }
+        _ => Route::BadRequest,
+    }
+}
+
+async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    let mut head = vec![0u8; METRICS_REQUEST_BYTES_MAX];
+    let mut filled = 0;
+    let complete = loop {
+        if head[..filled]
+            .windows(4)
+            .any(|window| window == b"\r\n\r\n")
+        {
+            break true;
+        }
+        if filled == head.len() {
+            break false;
+        }
+        let read = stream.read(&mut head[filled..]).await?;
+        if read == 0 {
+            break false;
+        }
+        filled += read;
+    };
+    let (status, body) = if !complete {
+        ("431 Request Header Fields Too Large", String::new())
+    } else {
+        match route(&head[..filled]) {
+            Route::Metrics => ("200 OK", metrics.render_prometheus()),
+            Route::NotFound => ("404 Not Found", String::new()),
+            Route::BadRequest => ("400 Bad Request", String::new()),
+        }
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_only_get_metrics() {
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Route::Metrics
+        );
+        assert_eq!(route(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Route::Metrics);
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
+        assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), Route::BadRequest);
+        assert_eq!(route(b"\xff\xfe\r\n\r\n"), Route::BadRequest);
+    }
+}
