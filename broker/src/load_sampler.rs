@@ -188,10 +188,13 @@ mod tests {
         assert_eq!(sampler.sample(1_000, Some(0)), None);
         // The tick counters move in 10 ms steps: wait (bounded) until the machine's has moved,
         // so the CPU share is computable. This waits for a counter, it does not time anything.
-        let start = raw.machine_cpu_ticks.unwrap();
+        let read_ticks = || {
+            let stat = std::fs::read_to_string("/proc/stat").ok();
+            stat.as_deref().and_then(parse_machine_cpu_ticks)
+        };
+        let start = read_ticks().unwrap();
         for _ in 0..1_000_000 {
-            let now = std::fs::read_to_string("/proc/stat").ok();
-            if now.as_deref().and_then(parse_machine_cpu_ticks) > Some(start + 1) {
+            if read_ticks() > Some(start + 1) {
                 break;
             }
         }

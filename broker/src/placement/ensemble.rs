@@ -55,6 +55,63 @@ impl Ensemble {
     }
 }
 
+/// Each node's rack as a small integer, computed once per view so that building many ensembles
+/// (a topic's partitions, or a simulator's rollovers) does not re-sort rack names every time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RackIndex {
+    rack_of: Vec<u32>,
+    rack_count: usize,
+}
+
+impl RackIndex {
+    /// Indexes the racks of `view` (nodes without a rack share the default rack).
+    pub fn new(view: &ClusterView) -> Self {
+        let mut names: Vec<&str> = view
+            .nodes
+            .iter()
+            .map(|node| node.rack.as_deref().unwrap_or(""))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let rack_of = view
+            .nodes
+            .iter()
+            .map(|node| {
+                let name = node.rack.as_deref().unwrap_or("");
+                names.binary_search(&name).map_or(0, |i| i as u32)
+            })
+            .collect();
+        Self {
+            rack_of,
+            rack_count: names.len(),
+        }
+    }
+
+    /// Number of nodes indexed.
+    pub fn node_count(&self) -> usize {
+        self.rack_of.len()
+    }
+}
+
+/// Builds an ensemble over `view`; see [`build_indexed`].
+pub fn build<R: Rng + ?Sized>(
+    view: &ClusterView,
+    weights: &NodeWeights,
+    ensemble_size: usize,
+    write_quorum: usize,
+    racks: &RackPolicy,
+    rng: &mut R,
+) -> Result<Ensemble, PlacementError> {
+    build_indexed(
+        &RackIndex::new(view),
+        weights,
+        ensemble_size,
+        write_quorum,
+        racks,
+        rng,
+    )
+}
+
 /// Builds an ensemble of `ensemble_size` distinct nodes in which entry e is written to positions
 /// e..e+`write_quorum` (mod E), so quorums are E windows of Qw consecutive positions.
 ///
@@ -63,8 +120,8 @@ impl Ensemble {
 /// (3) any node; tiers (1)–(3) all require the quorum coverage predicate, and a last tier (4) drops
 /// it unless `racks.enforce_min_racks`. Tier (1) is our addition to BookKeeper's "~previous rack"
 /// rule: Kafka writes every replica, so distinct racks wherever possible is what operators expect.
-pub fn build<R: Rng + ?Sized>(
-    view: &ClusterView,
+pub fn build_indexed<R: Rng + ?Sized>(
+    index: &RackIndex,
     weights: &NodeWeights,
     ensemble_size: usize,
     write_quorum: usize,
@@ -77,25 +134,19 @@ pub fn build<R: Rng + ?Sized>(
             write_quorum,
         });
     }
-    let n = view.nodes.len();
+    let n = index.node_count();
+    let not_enough = PlacementError::NotEnoughNodes {
+        topic: String::new(),
+        replication_factor: ensemble_size,
+        node_count: n,
+    };
     if ensemble_size > n {
-        return Err(PlacementError::NotEnoughNodes {
-            topic: String::new(),
-            replication_factor: ensemble_size,
-            node_count: n,
-        });
+        return Err(not_enough);
     }
-    let rack_of: Vec<&str> = view
-        .nodes
-        .iter()
-        .map(|node| node.rack.as_deref().unwrap_or(""))
-        .collect();
-    let mut distinct_racks: Vec<&str> = rack_of.clone();
-    distinct_racks.sort_unstable();
-    distinct_racks.dedup();
+    let rack_of = &index.rack_of;
     let racks_min = write_quorum.min(racks.min_racks_per_write_quorum).max(1);
 
-    if distinct_racks.len() < 2 {
+    if index.rack_count < 2 {
         if racks.enforce_min_racks && racks_min > 1 {
             return Err(PlacementError::RackConstraint {
                 ensemble_size,
@@ -106,13 +157,7 @@ pub fn build<R: Rng + ?Sized>(
         let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
         let mut eligible: Vec<usize> = (0..n).collect();
         for _ in 0..ensemble_size {
-            let pick = weights
-                .pick(&eligible, rng)
-                .ok_or(PlacementError::NotEnoughNodes {
-                    topic: String::new(),
-                    replication_factor: ensemble_size,
-                    node_count: n,
-                })?;
+            let pick = weights.pick(&eligible, rng).ok_or(not_enough.clone())?;
             members.push(pick);
             eligible.retain(|&i| i != pick);
         }
@@ -125,23 +170,18 @@ pub fn build<R: Rng + ?Sized>(
     }
 
     let mut slots: Vec<Option<usize>> = vec![None; ensemble_size];
+    let mut used: Vec<usize> = Vec::with_capacity(ensemble_size);
     let mut eligible: Vec<usize> = Vec::with_capacity(n);
     for position in 0..ensemble_size {
-        let used: Vec<usize> = slots.iter().flatten().copied().collect();
         let previous_rack = position
             .checked_sub(1)
             .and_then(|p| slots[p])
             .map(|i| rack_of[i]);
-        let covers = |candidate: usize| {
-            coverage_ok(
-                &slots,
-                position,
-                candidate,
-                write_quorum,
-                racks_min,
-                &rack_of,
-            )
-        };
+        // Coverage depends on the candidate's rack only: decide it once per rack.
+        let rack_covers: Vec<bool> = (0..index.rack_count as u32)
+            .map(|rack| coverage_ok(&slots, position, rack, write_quorum, racks_min, rack_of))
+            .collect();
+        let covers = |candidate: usize| rack_covers[rack_of[candidate] as usize];
         let mut pick = None;
         for tier in 0..4 {
             eligible.clear();
@@ -167,9 +207,10 @@ pub fn build<R: Rng + ?Sized>(
             });
         };
         slots[position] = Some(pick);
+        used.push(pick);
     }
-    let members: Vec<usize> = slots.into_iter().flatten().collect();
-    let adherence = if quorums_meet(&members, write_quorum, racks_min, &rack_of) {
+    let members = used;
+    let adherence = if quorums_meet(&members, write_quorum, racks_min, rack_of) {
         Adherence::Meets
     } else {
         Adherence::Fails
@@ -177,51 +218,55 @@ pub fn build<R: Rng + ?Sized>(
     Ok(Ensemble { members, adherence })
 }
 
-/// Can `candidate` take `position` and still let every quorum through that position reach
-/// `racks_min` racks? A quorum accepts if its distinct racks with the candidate, plus the slots it
-/// still has free after this one, reach the minimum (BookKeeper's coverage rule, in one formula).
+/// Can a candidate from `candidate_rack` take `position` and still let every quorum through that
+/// position reach `racks_min` racks? A quorum accepts if its distinct racks with the candidate,
+/// plus the slots it still has free after this one, reach the minimum (BookKeeper's coverage
+/// rule, in one formula). Allocation-free: it runs for every rack at every position.
 fn coverage_ok(
     slots: &[Option<usize>],
     position: usize,
-    candidate: usize,
+    candidate_rack: u32,
     write_quorum: usize,
     racks_min: usize,
-    rack_of: &[&str],
+    rack_of: &[u32],
 ) -> bool {
     if write_quorum < 2 {
         return true;
     }
     let e = slots.len();
+    let member_at = |start: usize, k: usize| {
+        let p = (start + k) % e;
+        if p == position {
+            None
+        } else {
+            slots[p]
+        }
+    };
     (0..write_quorum).all(|back| {
         let start = (position + e - back) % e;
-        let mut racks_seen: Vec<&str> = vec![rack_of[candidate]];
         let mut filled = 0;
+        let mut distinct = 1; // the candidate's rack
         for k in 0..write_quorum {
-            let p = (start + k) % e;
-            if p == position {
+            let Some(member) = member_at(start, k) else {
                 continue;
-            }
-            if let Some(member) = slots[p] {
-                filled += 1;
-                if !racks_seen.contains(&rack_of[member]) {
-                    racks_seen.push(rack_of[member]);
-                }
+            };
+            filled += 1;
+            let rack = rack_of[member];
+            let seen = rack == candidate_rack
+                || (0..k).any(|k2| member_at(start, k2).is_some_and(|m| rack_of[m] == rack));
+            if !seen {
+                distinct += 1;
             }
         }
         let free_after = write_quorum - filled - 1;
-        racks_seen.len() + free_after >= racks_min
+        distinct + free_after >= racks_min
     })
 }
 
-fn quorums_meet(
-    members: &[usize],
-    write_quorum: usize,
-    racks_min: usize,
-    rack_of: &[&str],
-) -> bool {
+fn quorums_meet(members: &[usize], write_quorum: usize, racks_min: usize, rack_of: &[u32]) -> bool {
     let e = members.len();
     (0..e).all(|start| {
-        let mut racks: Vec<&str> = (0..write_quorum)
+        let mut racks: Vec<u32> = (0..write_quorum)
             .map(|k| rack_of[members[(start + k) % e]])
             .collect();
         racks.sort_unstable();

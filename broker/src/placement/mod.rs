@@ -200,10 +200,11 @@ pub fn assign_replicas<R: Rng + ?Sized>(
         });
     }
     let weights = select::NodeWeights::compute(&policy.selection, view);
+    let racks = ensemble::RackIndex::new(view);
     let mut out = Vec::with_capacity(partition_count);
     for _ in 0..partition_count {
-        let ensemble = ensemble::build(
-            view,
+        let ensemble = ensemble::build_indexed(
+            &racks,
             &weights,
             replication_factor,
             replication_factor,

@@ -11,19 +11,26 @@
 //!
 //! # Skiff's shedder ([`ShedderConfig::skiff`])
 //!
-//! AvgShedder's pairing (i-th lowest score with i-th highest) and multi-hit trigger, changed in
-//! three ways, each aimed at a failure mode the spec lists:
+//! AvgShedder's pairing (i-th lowest score with i-th highest) and multi-hit trigger (8 hits for a
+//! moderate gap, 2 for a gap ≥ 40), changed in five ways, each aimed at a failure mode the spec
+//! lists:
 //!
 //! 1. **Settle before acting.** A broker that took part in a move is left alone until it has sent
 //!    a report made after the move. Acting on a report that predates one's own last decision is
 //!    what makes EMA- and lag-driven shedders unload twice for one imbalance.
-//! 2. **Move score, not message rate, and never invert.** The amount is half the score gap,
-//!    converted to traffic with each broker's own score-per-byte (usage ÷ throughput), so a
-//!    broker with twice the hardware is asked for twice the bytes. Bundles are taken largest
+//! 2. **Move score, not message rate, and never invert.** A bundle is worth, on a broker, the
+//!    broker's usage times the mean of the bundle's shares of its message rate and throughput, so
+//!    a broker with twice the hardware is asked for twice the traffic (AvgShedder's rate-only
+//!    amount moves nothing, or the wrong amount, on mixed hardware). Bundles are taken largest
 //!    first, but only while the predicted source score stays at or above the predicted
-//!    destination score: a move never makes the pair swap ranks, which is what a later move back
-//!    (ping-pong) would need.
-//! 3. **Placement that sees pending moves.** Bundles that have no bound destination (a broker
+//!    destination score: a move never makes the pair swap ranks.
+//! 3. **Pair cooldown.** No move from B to A within 30 min of a move from A to B: that move would
+//!    undo recent work (the ping-pong the spec counts); the pair waits and other pairs act.
+//! 4. **A 10-point deadband** instead of 15, so that the gap it leaves is clearly inside a
+//!    15-point convergence bar rather than at the mercy of measurement noise; and a pair stops
+//!    taking bundles once its predicted gap is under half the deadband, so it does not spend
+//!    moves (each one an unload clients notice) fine-tuning a gap that no longer matters.
+//! 5. **Placement that sees pending moves.** Bundles that have no bound destination (a broker
 //!    left, a new bundle) go to the broker with the lowest score *including* what has already
 //!    been sent to it since its last report, instead of AvgShedder's load-blind random choice.
 //!
@@ -156,6 +163,10 @@ pub struct Plan {
 /// is not moved again within this time.
 pub const GRACE_PERIOD_MS_DEFAULT: u64 = 30 * 60 * 1000;
 
+/// Skiff's pair deadband (score points). Lower than AvgShedder's 15 on purpose: a shedder that
+/// stops at a 15-point gap leaves measurement noise to decide whether the range is under 15.
+pub const SKIFF_LOW_THRESHOLD_PCT: f64 = 10.0;
+
 /// Plain-usage overload line used by OverloadShedder and LeastLongTermMessageRate (85 %).
 pub const OVERLOADED_PCT_DEFAULT: f64 = 85.0;
 
@@ -232,6 +243,9 @@ pub struct PairConfig {
     pub score_amount: bool,
     /// Skiff: leave a broker alone until it reports after its last move.
     pub settle: bool,
+    /// Skiff: never move load from B to A within this long after a move from A to B (0: off).
+    /// Such a move undoes recent work: it is the ping-pong the spec counts.
+    pub pair_cooldown_ms: u64,
 }
 
 /// Which shedder runs.
@@ -301,6 +315,7 @@ impl ShedderConfig {
             min_throughput_bytes_per_second: 1024.0 * 1024.0,
             score_amount: false,
             settle: false,
+            pair_cooldown_ms: 0,
         })
     }
 
@@ -311,8 +326,10 @@ impl ShedderConfig {
             unreachable!("avg_shedder is a pair shedder")
         };
         Self::Pair(PairConfig {
+            low_threshold_pct: SKIFF_LOW_THRESHOLD_PCT,
             score_amount: true,
             settle: true,
+            pair_cooldown_ms: GRACE_PERIOD_MS_DEFAULT,
             ..avg
         })
     }
@@ -388,6 +405,8 @@ pub struct Balancer {
     hits: BTreeMap<NodeId, PairHits>,
     /// TransferShedder's consecutive-condition counter.
     transfer_hits: u32,
+    /// (from, to) → time of the last move between them, for the pair cooldown.
+    pair_moved_at_ms: BTreeMap<(NodeId, NodeId), u64>,
 }
 
 impl Balancer {
@@ -402,6 +421,7 @@ impl Balancer {
             ema_report_ms: BTreeMap::new(),
             hits: BTreeMap::new(),
             transfer_hits: 0,
+            pair_moved_at_ms: BTreeMap::new(),
         }
     }
 
@@ -477,6 +497,7 @@ impl Balancer {
         let _ = self.unloaded_at_ms.insert(bundle.clone(), now);
         let _ = self.moved_at_ms.insert(from, now);
         let _ = self.moved_at_ms.insert(to, now);
+        let _ = self.pair_moved_at_ms.insert((from, to), now);
         self.pending
             .entry(to)
             .or_default()
@@ -494,6 +515,12 @@ impl Balancer {
         let grace = self.config.grace_period_ms;
         self.unloaded_at_ms
             .retain(|_, at| now_ms < at.saturating_add(grace));
+        let cooldown = match self.config.shedder {
+            ShedderConfig::Pair(c) => c.pair_cooldown_ms,
+            _ => 0,
+        };
+        self.pair_moved_at_ms
+            .retain(|_, at| now_ms < at.saturating_add(cooldown));
     }
 
     fn recently_unloaded(&self, bundle: &BundleId) -> bool {
@@ -760,6 +787,7 @@ impl Balancer {
     }
 
     fn shed_pairs(&mut self, s: &LoadSnapshot, now: u64, c: &PairConfig) -> Vec<Unload> {
+        let medians = median_unit_costs(s);
         let settled = |b: &BrokerLoad| {
             !c.settle
                 || self
@@ -802,7 +830,6 @@ impl Balancer {
             self.hits.clear();
             return Vec::new();
         }
-        let _ = now;
         let mut out = Vec::new();
         for (i, j) in candidates {
             let (low, high) = (order[i], order[j]);
@@ -813,6 +840,13 @@ impl Balancer {
             if !fire {
                 continue;
             }
+            let reversed = self
+                .pair_moved_at_ms
+                .get(&(low.node, high.node))
+                .is_some_and(|&at| now < at.saturating_add(c.pair_cooldown_ms));
+            if reversed {
+                continue;
+            }
             let _ = self.hits.insert(low.node, PairHits::default());
             let _ = self.hits.insert(high.node, PairHits::default());
             let reason = MoveReason::PairGap {
@@ -820,7 +854,13 @@ impl Balancer {
                 low_pct: low.usage_pct,
             };
             if c.score_amount {
-                out.extend(self.pair_by_score(high, low, reason));
+                out.extend(self.pair_by_score(
+                    high,
+                    low,
+                    medians,
+                    c.low_threshold_pct / 2.0,
+                    reason,
+                ));
             } else {
                 out.extend(self.pair_by_rate(high, low, c, reason));
             }
@@ -869,36 +909,52 @@ impl Balancer {
     /// Skiff's amount: move bytes, largest first, while the predicted high score stays at or
     /// above the predicted low score. Score-per-byte is each broker's own usage ÷ throughput;
     /// a broker carrying nothing is assumed to cost what the source costs.
+    /// Skiff's amount: see the module docs. The drop on the source uses the smaller of its own
+    /// and the cluster's median cost per unit of traffic: a broker whose usage is partly
+    /// background (not traffic) would otherwise look as if each byte cost far more than it does,
+    /// and would never be unloaded. The rise on the destination uses its own cost (erring on the
+    /// side of moving less), or the source's if it carries nothing.
     fn pair_by_score(
         &self,
         high: &BrokerLoad,
         low: &BrokerLoad,
+        medians: (f64, f64),
+        gap_enough_pct: f64,
         reason: MoveReason,
     ) -> Vec<Unload> {
-        let high_tput = high.throughput();
-        if high_tput <= 0.0 || high.bundles.len() <= 1 {
+        if high.msg_rate() <= 0.0 && high.throughput() <= 0.0 || high.bundles.len() <= 1 {
             return Vec::new();
         }
-        let high_cost = high.usage_pct / high_tput;
-        let low_pending = self.pending_load(low.node).throughput_bytes_per_second;
-        let low_tput = low.throughput();
-        let low_cost = if low_tput > 0.0 {
-            low.usage_pct / low_tput
+        let (own_msg, own_byte) = unit_costs(high);
+        let positive_min = |own: f64, median: f64| if median > 0.0 { own.min(median) } else { own };
+        let high_costs = (
+            positive_min(own_msg, medians.0),
+            positive_min(own_byte, medians.1),
+        );
+        let low_carries = low.msg_rate() > 0.0 || low.throughput() > 0.0;
+        let low_costs = if low_carries {
+            unit_costs(low)
         } else {
-            high_cost
+            high_costs
+        };
+        let points = |load: &BundleLoad, costs: (f64, f64)| {
+            (costs.0 * load.msg_rate_per_second + costs.1 * load.throughput_bytes_per_second) / 2.0
         };
         let mut high_score = high.usage_pct;
-        let mut low_score = low.usage_pct + low_pending * low_cost;
+        let mut low_score = low.usage_pct + points(&self.pending_load(low.node), low_costs);
         let mut out = Vec::new();
         for b in self.movable(high) {
-            if out.len() + 1 >= high.bundles.len() {
+            // Stop once the predicted gap is well inside the deadband: fine-tuning it further
+            // costs moves (each one an unload clients notice) for no change in the verdict.
+            if out.len() + 1 >= high.bundles.len() || high_score - low_score < gap_enough_pct {
                 break;
             }
-            let t = b.short_term.throughput_bytes_per_second;
-            if t <= 0.0 {
+            let drop = points(&b.short_term, high_costs);
+            let rise = points(&b.short_term, low_costs);
+            if drop <= 0.0 {
                 continue;
             }
-            let (h2, l2) = (high_score - t * high_cost, low_score + t * low_cost);
+            let (h2, l2) = (high_score - drop, low_score + rise);
             if h2 >= l2 {
                 high_score = h2;
                 low_score = l2;
@@ -1001,6 +1057,33 @@ impl Unload {
             load: b.long_term,
         }
     }
+}
+
+/// Score points per (msg/s) and per (byte/s) on `broker`, from its own usage and traffic.
+fn unit_costs(broker: &BrokerLoad) -> (f64, f64) {
+    let per = |whole: f64| {
+        if whole > 0.0 {
+            broker.usage_pct / whole
+        } else {
+            0.0
+        }
+    };
+    (per(broker.msg_rate()), per(broker.throughput()))
+}
+
+/// The cluster's median unit costs over brokers that carry traffic.
+fn median_unit_costs(snapshot: &LoadSnapshot) -> (f64, f64) {
+    let (mut per_msg, mut per_byte) = (Vec::new(), Vec::new());
+    for b in &snapshot.brokers {
+        let (m, t) = unit_costs(b);
+        if m > 0.0 {
+            per_msg.push(m);
+        }
+        if t > 0.0 {
+            per_byte.push(t);
+        }
+    }
+    (median(&per_msg), median(&per_byte))
 }
 
 fn mean(xs: &[f64]) -> f64 {

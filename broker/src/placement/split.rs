@@ -142,6 +142,25 @@ pub struct AutoSplitConfig {
     pub splits_per_cycle_max: usize,
     /// Which algorithm places the cuts.
     pub algorithm: SplitAlgorithm,
+    /// Skiff's addition (0 = off, Pulsar's behaviour): also split a bundle whose long-term message
+    /// rate or throughput exceeds this share of an average broker's. Pulsar's limits are absolute
+    /// (30 000 msg/s), so on small or busy clusters a bundle can be too big to move anywhere
+    /// without overloading the destination; a relative limit keeps every bundle movable.
+    pub broker_share_max: f64,
+}
+
+/// Skiff's relative split limit: no bundle above 50 % of an average broker's traffic, so a pair
+/// shedder can always find a bundle that moves without swapping the pair's ranks.
+pub const SKIFF_BROKER_SHARE_MAX: f64 = 0.5;
+
+impl AutoSplitConfig {
+    /// Pulsar's limits plus Skiff's relative limit ([`SKIFF_BROKER_SHARE_MAX`]).
+    pub fn skiff() -> Self {
+        Self {
+            broker_share_max: SKIFF_BROKER_SHARE_MAX,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for AutoSplitConfig {
@@ -152,6 +171,7 @@ impl Default for AutoSplitConfig {
             hit_count_threshold: 3,
             splits_per_cycle_max: 10,
             algorithm: SplitAlgorithm::RangeEquallyDivide,
+            broker_share_max: 0.0,
         }
     }
 }
@@ -183,18 +203,35 @@ impl SplitPlanner {
         }
     }
 
-    /// One cycle: returns the bundles to split and their cuts. Bundles are considered in the
-    /// order given; counters of bundles that no longer qualify are cleared.
-    pub fn plan(&mut self, map: &BundleMap, inputs: &[SplitInput]) -> Vec<(BundleId, Vec<u64>)> {
+    /// One cycle over every bundle of the cluster (`inputs`), which `broker_count` brokers
+    /// share: returns the bundles to split and their cuts. Bundles are considered in the order
+    /// given; counters of bundles that no longer qualify are cleared.
+    pub fn plan(
+        &mut self,
+        map: &BundleMap,
+        inputs: &[SplitInput],
+        broker_count: usize,
+    ) -> Vec<(BundleId, Vec<u64>)> {
         let c = &self.config;
+        let (mut rate_max, mut tput_max) =
+            (c.flow.msg_rate_max, c.flow.throughput_bytes_per_second_max);
+        if c.broker_share_max > 0.0 && broker_count > 0 {
+            let brokers = broker_count as f64;
+            let rate: f64 = inputs.iter().map(|i| i.long_term.msg_rate_per_second).sum();
+            let tput: f64 = inputs
+                .iter()
+                .map(|i| i.long_term.throughput_bytes_per_second)
+                .sum();
+            rate_max = rate_max.min(c.broker_share_max * rate / brokers);
+            tput_max = tput_max.min(c.broker_share_max * tput / brokers);
+        }
         let mut out = Vec::new();
         let mut next_hits = BTreeMap::new();
         for input in inputs {
             let hot = input.partitions.len() >= 2
                 && (input.partitions.len() > c.partitions_max
-                    || input.long_term.msg_rate_per_second > c.flow.msg_rate_max
-                    || input.long_term.throughput_bytes_per_second
-                        > c.flow.throughput_bytes_per_second_max);
+                    || input.long_term.msg_rate_per_second > rate_max
+                    || input.long_term.throughput_bytes_per_second > tput_max);
             if !hot || map.bundle_count(&input.id.namespace) >= NAMESPACE_BUNDLES_MAX {
                 continue;
             }
@@ -299,17 +336,53 @@ mod tests {
             },
         };
         let mut planner = SplitPlanner::new(AutoSplitConfig::default());
-        assert!(planner.plan(&map, std::slice::from_ref(&input)).is_empty());
-        assert!(planner.plan(&map, std::slice::from_ref(&input)).is_empty());
+        assert!(planner
+            .plan(&map, std::slice::from_ref(&input), 1)
+            .is_empty());
+        assert!(planner
+            .plan(&map, std::slice::from_ref(&input), 1)
+            .is_empty());
         let cool = SplitInput {
             long_term: BundleLoad::default(),
             ..input.clone()
         };
-        assert!(planner.plan(&map, &[cool]).is_empty());
-        assert!(planner.plan(&map, std::slice::from_ref(&input)).is_empty());
-        assert!(planner.plan(&map, std::slice::from_ref(&input)).is_empty());
-        let got = planner.plan(&map, std::slice::from_ref(&input));
+        assert!(planner.plan(&map, &[cool], 1).is_empty());
+        assert!(planner
+            .plan(&map, std::slice::from_ref(&input), 1)
+            .is_empty());
+        assert!(planner
+            .plan(&map, std::slice::from_ref(&input), 1)
+            .is_empty());
+        let got = planner.plan(&map, std::slice::from_ref(&input), 1);
         assert_eq!(got, vec![(id, vec![1 << 31])]);
+    }
+
+    #[test]
+    fn relative_limit_splits_a_bundle_too_big_for_its_brokers() {
+        let mut map = BundleMap::new(NamespaceRule::Topic, 2).unwrap();
+        let _ = map.locate("t", 0);
+        let ids: Vec<BundleId> = map.bundles().map(|(id, _, _)| id).collect();
+        let input = |id: &BundleId, rate: f64| SplitInput {
+            id: id.clone(),
+            partitions: vec![part(1, 1.0), part(2, 1.0)],
+            long_term: BundleLoad {
+                msg_rate_per_second: rate,
+                throughput_bytes_per_second: rate,
+            },
+        };
+        let inputs = [input(&ids[0], 900.0), input(&ids[1], 100.0)];
+        // Far below Pulsar's absolute limits: never split without the relative limit.
+        let mut pulsar = SplitPlanner::new(AutoSplitConfig::default());
+        // 900 of 1000 over 2 brokers is 1.8 average brokers, above 0.5: split on the 3rd hit.
+        let mut skiff = SplitPlanner::new(AutoSplitConfig::skiff());
+        for _ in 0..2 {
+            assert!(pulsar.plan(&map, &inputs, 2).is_empty());
+            assert!(skiff.plan(&map, &inputs, 2).is_empty());
+        }
+        assert!(pulsar.plan(&map, &inputs, 2).is_empty());
+        let got = skiff.plan(&map, &inputs, 2);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, ids[0]);
     }
 
     proptest! {

@@ -1,0 +1,61 @@
+//! `skiff-placement-sim`: runs the placement simulator (Sim A: replica placement, Sim B: bundles
+//! and shedding) and writes `placement.md` and `placement-*.svg` into the output directory.
+//!
+//! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles] [--out DIR]`
+//! (default seed 1, output `bench/reports`; the committed report runs both parts). Seeded and deterministic: the same seed writes the same bytes.
+
+#[path = "../placement_sim/mod.rs"]
+mod placement_sim;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+fn main() -> anyhow::Result<()> {
+    let mut options = placement_sim::Options {
+        seed: 1,
+        quick: false,
+        replica: true,
+        bundles: true,
+    };
+    let mut out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/reports"));
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seed" => {
+                let value = args.next().context("--seed needs a value")?;
+                options.seed = value.parse().context("--seed must be an integer")?;
+            }
+            "--quick" => options.quick = true,
+            "--only" => match args.next().as_deref() {
+                Some("replica") => options.bundles = false,
+                Some("bundles") => options.replica = false,
+                _ => bail!("--only takes replica or bundles"),
+            },
+            "--out" => out = PathBuf::from(args.next().context("--out needs a directory")?),
+            "-h" | "--help" => {
+                println!(
+                    "skiff-placement-sim [--seed N] [--quick] [--only replica|bundles] [--out DIR]"
+                );
+                return Ok(());
+            }
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let output = placement_sim::run(&options);
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let report = out.join("placement.md");
+    std::fs::write(&report, &output.markdown)
+        .with_context(|| format!("writing {}", report.display()))?;
+    for (name, svg) in &output.plots {
+        let path = out.join(name);
+        std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    print!("{}", output.markdown);
+    eprintln!(
+        "wrote {} and {} plots",
+        report.display(),
+        output.plots.len()
+    );
+    Ok(())
+}

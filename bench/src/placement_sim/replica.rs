@@ -1,0 +1,537 @@
+//! Sim A: replica placement on a 255-node cluster (a BP-65 reproduction).
+//!
+//! Ledgers (partitions) with heavy-tailed write rates roll over every 10–240 min (or at 2 GB);
+//! at each rollover the owning placer (one of 100 brokers) picks a new ensemble with Skiff's real
+//! `ensemble::build` and a selection policy, from its own stale copy of the nodes' load reports.
+//! Nodes are fluid queues; the latency proxy is M/M/1 p99 plus backlog delay. One second per step.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use skiff_broker::placement::ensemble;
+use skiff_broker::placement::select::NodeWeights;
+use skiff_broker::placement::{
+    ClusterView, LoadReport, LoadWeightedConfig, Node, RackPolicy, SelectionPolicy,
+};
+
+use super::stats::{self, LogHistogram};
+
+/// Everything that shapes one Sim A run.
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// Storage nodes.
+    pub node_count: usize,
+    /// Racks (nodes are spread round-robin).
+    pub rack_count: usize,
+    /// Ledgers (one per partition).
+    pub ledger_count: usize,
+    /// Independent placers, each with its own stale view.
+    pub placer_count: usize,
+    /// Seconds simulated in total.
+    pub duration_s: u64,
+    /// Seconds before statistics start (lets the initial, load-blind placement roll over).
+    pub warmup_s: u64,
+    /// Seconds between a placer's view refreshes (random phase per placer).
+    pub refresh_s: u64,
+    /// Ensemble size, write quorum, ack quorum.
+    pub quorum: (usize, usize, usize),
+    /// Share of nodes with half the journal capacity.
+    pub half_capacity_fraction: f64,
+    /// Mean node utilisation the ledger rates are scaled to (diurnal mean, bursts included).
+    pub mean_util: f64,
+    /// If set, 30 % of ledgers roll over within 10 s at this second (after a broker restart).
+    pub herding_at_s: Option<u64>,
+    /// If above 0, a ledger's per-member rate is capped so that a bursting ledger needs at most
+    /// this share of an average node (as if so hot a topic had been given more partitions).
+    pub ledger_burst_share_max: f64,
+    /// Seed of the workload (same for every policy: common random numbers).
+    pub seed: u64,
+}
+
+impl ReplicaConfig {
+    /// The spec's cluster: 255 nodes in 15 racks, 20 000 ledgers, 100 placers, (2, 2, 2).
+    pub fn bp65(seed: u64) -> Self {
+        Self {
+            node_count: 255,
+            rack_count: 15,
+            ledger_count: 20_000,
+            placer_count: 100,
+            duration_s: 6 * 3600,
+            warmup_s: 2 * 3600,
+            refresh_s: 30,
+            quorum: (2, 2, 2),
+            half_capacity_fraction: 0.0,
+            mean_util: 0.55,
+            herding_at_s: None,
+            ledger_burst_share_max: 0.0,
+            seed,
+        }
+    }
+
+    /// A small configuration for tests.
+    pub fn small(seed: u64) -> Self {
+        Self {
+            node_count: 20,
+            rack_count: 3,
+            ledger_count: 200,
+            placer_count: 5,
+            duration_s: 900,
+            warmup_s: 300,
+            ..Self::bp65(seed)
+        }
+    }
+}
+
+/// Ledger rollover bounds (Pulsar's managedLedgerMin/MaxLedgerRolloverTimeMinutes).
+const ROLLOVER_MIN_S: u64 = 10 * 60;
+const ROLLOVER_MAX_S: u64 = 240 * 60;
+/// Size rollover (managedLedgerMaxSizePerLedgerMbytes), in MB.
+const ROLLOVER_MB: f64 = 2048.0;
+/// Burst model: about 5 % of ledgers are bursting at any time, ×5, for 1–3 minutes.
+const BURST_SHARE: f64 = 0.05;
+const BURST_MULTIPLIER: f64 = 5.0;
+const BURST_MIN_S: u64 = 60;
+const BURST_MAX_S: u64 = 180;
+/// Diurnal swing ±30 %, compressed to one period over the measured span.
+const DIURNAL_AMPLITUDE: f64 = 0.3;
+/// Background noise: AR(1) with σ = 5 % of capacity and per-second correlation 0.95.
+const NOISE_SIGMA_FRACTION: f64 = 0.05;
+const NOISE_PHI: f64 = 0.95;
+/// Latency is sampled every this many seconds.
+const LATENCY_SAMPLE_S: u64 = 10;
+/// Entry size for the service time: S = 1 MB / μ.
+const ENTRY_MB: f64 = 1.0;
+/// Node-side smoothing window (BP-65's W = 3 one-second samples).
+const UTIL_WINDOW: usize = 3;
+
+/// Per-minute figures of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Std of per-node write throughput, MB/s.
+    pub std_mbps: f64,
+    /// Max − min of per-node write throughput, MB/s.
+    pub range_mbps: f64,
+    /// Mean throughput of the 10 busiest nodes, MB/s.
+    pub top10_mbps: f64,
+    /// Highest node utilisation (minute mean), percent.
+    pub util_max_pct: f64,
+    /// Nodes whose minute-mean demand exceeded capacity.
+    pub nodes_over: usize,
+    /// Write-rate-weighted p99 latency proxy, ms.
+    pub p99_ms: f64,
+    /// Placements received by the most-chosen node ÷ the expected share.
+    pub herding: f64,
+}
+
+/// Summary of one run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Policy label.
+    pub label: String,
+    /// Per-minute figures after warm-up.
+    pub windows: Vec<Window>,
+    /// Share of placements where load-weighting fell back to uniform.
+    pub fallback_share: f64,
+    /// Std of per-node base throughput (no noise, no bursts) at the end of warm-up, MB/s.
+    pub static_std_mbps: f64,
+    /// Balls-in-bins prediction of that std for uniform placement, MB/s.
+    pub static_std_predicted_mbps: f64,
+}
+
+impl RunResult {
+    /// Peak over windows of a figure.
+    pub fn peak(&self, f: impl Fn(&Window) -> f64) -> f64 {
+        stats::max(&self.windows.iter().map(f).collect::<Vec<_>>())
+    }
+
+    /// Median over windows of a figure.
+    pub fn median(&self, f: impl Fn(&Window) -> f64) -> f64 {
+        stats::median(&self.windows.iter().map(f).collect::<Vec<_>>())
+    }
+}
+
+/// The policies Sim A compares, with their labels.
+pub fn policies() -> Vec<(&'static str, SelectionPolicy)> {
+    vec![
+        ("(a) uniform random", SelectionPolicy::Uniform),
+        (
+            "(b) disk weight, equal disks",
+            SelectionPolicy::DiskWeight { max_multiple: 3.0 },
+        ),
+        (
+            "(c) BP-65 load-weighted, ratio 0.3",
+            SelectionPolicy::LoadWeighted(LoadWeightedConfig::default()),
+        ),
+        (
+            "(c') BP-65 load-weighted, ratio 0.5",
+            SelectionPolicy::LoadWeighted(LoadWeightedConfig {
+                low_load_node_ratio: 0.5,
+                ..LoadWeightedConfig::default()
+            }),
+        ),
+        ("(d) inverse weight, no floor, no filter", unsmoothed()),
+        ("(e) greedy least-loaded", SelectionPolicy::LeastLoaded),
+        (
+            "(f) power of two choices",
+            SelectionPolicy::PowerOfTwoChoices,
+        ),
+    ]
+}
+
+/// Policy (d): BP-65's inverse weighting without the floor and without the 70 % filter.
+pub fn unsmoothed() -> SelectionPolicy {
+    SelectionPolicy::LoadWeighted(LoadWeightedConfig {
+        load_threshold_pct: 100.0,
+        weight_min: 0.0,
+        weight_overloaded: 0.0,
+        ..LoadWeightedConfig::default()
+    })
+}
+
+struct Workload {
+    rate_mbps: Vec<f64>,
+    capacity_mbps: Vec<f64>,
+}
+
+fn workload(config: &ReplicaConfig) -> Workload {
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0xA11CE);
+    let capacity_mbps: Vec<f64> = (0..config.node_count)
+        .map(|_| {
+            let c = rng.gen_range(150.0..200.0);
+            if rng.gen::<f64>() < config.half_capacity_fraction {
+                c / 2.0
+            } else {
+                c
+            }
+        })
+        .collect();
+    let raw: Vec<f64> = (0..config.ledger_count)
+        .map(|_| (1.5 * stats::normal(&mut rng)).exp())
+        .collect();
+    // Each ledger puts r·Qw on the cluster; bursts add BURST_SHARE × (multiplier − 1) on average.
+    let (_, write_quorum, _) = config.quorum;
+    let burst_factor = 1.0 + BURST_SHARE * (BURST_MULTIPLIER - 1.0);
+    let demand: f64 = raw.iter().sum::<f64>() * write_quorum as f64 * burst_factor;
+    let capacity_total: f64 = capacity_mbps.iter().sum();
+    let scale = config.mean_util * capacity_total / demand;
+    let mut rate_mbps: Vec<f64> = raw.iter().map(|r| r * scale).collect();
+    if config.ledger_burst_share_max > 0.0 {
+        // Cap, then rescale the rest to keep the mean utilisation; a few rounds converge.
+        let (_, write_quorum, _) = config.quorum;
+        let (ensemble_size, _, _) = config.quorum;
+        let per_member = write_quorum as f64 / ensemble_size as f64;
+        let cap = config.ledger_burst_share_max * capacity_total
+            / config.node_count as f64
+            / (BURST_MULTIPLIER * per_member);
+        let target: f64 = rate_mbps.iter().sum();
+        for _ in 0..8 {
+            rate_mbps.iter_mut().for_each(|r| *r = r.min(cap));
+            let sum: f64 = rate_mbps.iter().sum();
+            let uncapped: f64 = rate_mbps.iter().filter(|r| **r < cap).sum();
+            if uncapped <= 0.0 {
+                break;
+            }
+            let factor = 1.0 + (target - sum) / uncapped;
+            rate_mbps
+                .iter_mut()
+                .filter(|r| **r < cap)
+                .for_each(|r| *r *= factor);
+        }
+        rate_mbps.iter_mut().for_each(|r| *r = r.min(cap));
+    }
+    Workload {
+        rate_mbps,
+        capacity_mbps,
+    }
+}
+
+/// Runs one policy over the workload of `config`.
+pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> RunResult {
+    eprintln!("sim A: {label} (refresh {} s)", config.refresh_s);
+    let n = config.node_count;
+    let (e, qw, qa) = config.quorum;
+    let w = workload(config);
+    // Workload randomness (schedule, bursts, noise) is one stream, placement another, so every
+    // policy faces the same events.
+    let mut wrng = ChaCha8Rng::seed_from_u64(config.seed);
+    let mut prng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(0x9E37_79B9));
+    let racks = RackPolicy::default();
+    let mut view = ClusterView {
+        nodes: (0..n)
+            .map(|i| Node {
+                id: i as i32,
+                rack: Some(format!("rack{}", i % config.rack_count)),
+                load: LoadReport::unknown(),
+                write_capacity_bytes_per_second: (w.capacity_mbps[i] * 1e6) as u64,
+            })
+            .collect(),
+    };
+    let rack_index = ensemble::RackIndex::new(&view);
+    let duration = config.duration_s as usize;
+    let refresh = config.refresh_s.max(1) as usize;
+    // Published (smoothed) metrics per second, kept for the longest staleness a view can have.
+    let history_len = refresh + 2;
+    let mut published_util = vec![vec![0.0f64; n]; history_len];
+    let mut published_wbps = vec![vec![0.0f64; n]; history_len];
+    let phase: Vec<usize> = (0..config.placer_count)
+        .map(|_| wrng.gen_range(0..refresh))
+        .collect();
+
+    let ledgers = config.ledger_count;
+    let mut members = vec![0u32; ledgers * e];
+    let mut multiplier = vec![1.0f64; ledgers];
+    let mut next_roll = vec![0u64; ledgers];
+    let mut rolls: Vec<Vec<u32>> = vec![Vec::new(); duration + 1];
+    let mut burst_ends: Vec<Vec<u32>> = vec![Vec::new(); duration + BURST_MAX_S as usize + 1];
+    let mut base = vec![0.0f64; n];
+    let per_member = |rate: f64, mult: f64| rate * mult * qw as f64 / e as f64;
+
+    let mut placements = vec![0u32; n];
+    let mut placements_total = 0u32;
+    let mut fallbacks = 0u64;
+    let mut decisions = 0u64;
+
+    let place = |ledger: usize,
+                 t: usize,
+                 view: &mut ClusterView,
+                 published_util: &[Vec<f64>],
+                 published_wbps: &[Vec<f64>],
+                 prng: &mut ChaCha8Rng|
+     -> (Vec<u32>, bool) {
+        let placer = ledger % config.placer_count;
+        // The view this placer holds: the metrics published at its last refresh.
+        let age = (t + phase[placer]) % refresh;
+        let seen = t.saturating_sub(age + 1);
+        let row = seen % history_len;
+        for (i, node) in view.nodes.iter_mut().enumerate() {
+            let util = if t == 0 { -1.0 } else { published_util[row][i] };
+            node.load = LoadReport {
+                write_bytes_per_second: if t == 0 {
+                    -1.0
+                } else {
+                    published_wbps[row][i] * 1e6
+                },
+                disk_free_bytes: 1e12,
+                ..LoadReport::with_util(util)
+            };
+        }
+        let weights = NodeWeights::compute(policy, view);
+        let chosen = ensemble::build_indexed(&rack_index, &weights, e, qw, &racks, prng)
+            .map(|en| en.members.iter().map(|&m| m as u32).collect())
+            .unwrap_or_else(|_| (0..e as u32).collect());
+        (chosen, weights.fell_back())
+    };
+
+    // Initial placement at t = 0 (no load known: every policy starts load-blind) and staggered
+    // rollovers, as in a cluster that has been running.
+    for ledger in 0..ledgers {
+        let (chosen, _) = place(
+            ledger,
+            0,
+            &mut view,
+            &published_util,
+            &published_wbps,
+            &mut prng,
+        );
+        for (k, &m) in chosen.iter().enumerate() {
+            members[ledger * e + k] = m;
+            base[m as usize] += per_member(w.rate_mbps[ledger], 1.0);
+        }
+        let interval = rollover_interval(&mut wrng, w.rate_mbps[ledger]);
+        let first = wrng.gen_range(1..=interval);
+        next_roll[ledger] = first;
+        if (first as usize) <= duration {
+            rolls[first as usize].push(ledger as u32);
+        }
+    }
+
+    let mut noise = vec![0.0f64; n];
+    let mut backlog_mb = vec![0.0f64; n];
+    let mut util_ring = vec![[0.0f64; UTIL_WINDOW]; n];
+    let mut minute_lambda = vec![0.0f64; n];
+    let mut minute_rho = vec![0.0f64; n];
+    let mut histogram = LogHistogram::new(1.0, 120_000.0, 400);
+    let mut windows = Vec::new();
+    let mut static_std = 0.0;
+    let mut static_pred = 0.0;
+    let burst_start_mean =
+        ledgers as f64 * BURST_SHARE / ((BURST_MIN_S + BURST_MAX_S) as f64 / 2.0);
+    let measured_s = (config.duration_s - config.warmup_s).max(1) as f64;
+    let mut delay_ms = vec![0.0f64; n];
+
+    for t in 1..=duration {
+        // Herding: 30 % of ledgers roll over within the next 10 s.
+        if config.herding_at_s == Some(t as u64) {
+            for (ledger, next) in next_roll.iter_mut().enumerate() {
+                if wrng.gen::<f64>() < 0.3 {
+                    let at = (t + wrng.gen_range(0..10)).min(duration);
+                    *next = at as u64;
+                    rolls[at].push(ledger as u32);
+                }
+            }
+        }
+        // Bursts start and end.
+        for _ in 0..stats::poisson(&mut wrng, burst_start_mean) {
+            let ledger = wrng.gen_range(0..ledgers);
+            if multiplier[ledger] == 1.0 {
+                let end = t + wrng.gen_range(BURST_MIN_S..=BURST_MAX_S) as usize;
+                multiplier[ledger] = BURST_MULTIPLIER;
+                let extra = per_member(w.rate_mbps[ledger], BURST_MULTIPLIER - 1.0);
+                for k in 0..e {
+                    base[members[ledger * e + k] as usize] += extra;
+                }
+                burst_ends[end].push(ledger as u32);
+            }
+        }
+        for ledger in std::mem::take(&mut burst_ends[t]) {
+            let ledger = ledger as usize;
+            let extra = per_member(w.rate_mbps[ledger], BURST_MULTIPLIER - 1.0);
+            for k in 0..e {
+                base[members[ledger * e + k] as usize] -= extra;
+            }
+            multiplier[ledger] = 1.0;
+        }
+        // Rollovers: the owning placer chooses a new ensemble from its stale view.
+        let measuring = t as u64 > config.warmup_s;
+        for ledger in std::mem::take(&mut rolls[t]) {
+            let ledger = ledger as usize;
+            if next_roll[ledger] != t as u64 {
+                continue; // superseded by a herding rollover
+            }
+            let (chosen, fell_back) = place(
+                ledger,
+                t,
+                &mut view,
+                &published_util,
+                &published_wbps,
+                &mut prng,
+            );
+            let load = per_member(w.rate_mbps[ledger], multiplier[ledger]);
+            for k in 0..e {
+                base[members[ledger * e + k] as usize] -= load;
+            }
+            for (k, &m) in chosen.iter().enumerate() {
+                members[ledger * e + k] = m;
+                base[m as usize] += load;
+                if measuring {
+                    placements[m as usize] += 1;
+                }
+            }
+            if measuring {
+                placements_total += e as u32;
+                decisions += 1;
+                fallbacks += u64::from(fell_back);
+            }
+            let next = t as u64 + rollover_interval(&mut wrng, w.rate_mbps[ledger]);
+            next_roll[ledger] = next;
+            if (next as usize) <= duration {
+                rolls[next as usize].push(ledger as u32);
+            }
+        }
+        // Nodes: demand, queue, published metrics.
+        let phase_t = (t as f64 - config.warmup_s as f64) / measured_s;
+        let diurnal = 1.0 + DIURNAL_AMPLITUDE * (2.0 * std::f64::consts::PI * phase_t).sin();
+        let row = t % history_len;
+        for i in 0..n {
+            let mu = w.capacity_mbps[i];
+            noise[i] = NOISE_PHI * noise[i]
+                + (1.0 - NOISE_PHI * NOISE_PHI).sqrt()
+                    * NOISE_SIGMA_FRACTION
+                    * mu
+                    * stats::normal(&mut wrng);
+            let lambda = (base[i].max(0.0) * diurnal + noise[i]).max(0.0);
+            backlog_mb[i] = (backlog_mb[i] + lambda - mu).max(0.0);
+            let rho = lambda / mu;
+            let util = if backlog_mb[i] > 0.0 {
+                100.0
+            } else {
+                (rho * 100.0).min(100.0)
+            };
+            util_ring[i][t % UTIL_WINDOW] = util;
+            published_util[row][i] = if t >= UTIL_WINDOW {
+                util_ring[i].iter().sum::<f64>() / UTIL_WINDOW as f64
+            } else {
+                -1.0
+            };
+            published_wbps[row][i] = lambda;
+            let service_s = ENTRY_MB / mu;
+            delay_ms[i] =
+                1000.0 * (service_s * 100f64.ln() / (1.0 - rho.min(0.99)) + backlog_mb[i] / mu);
+            if measuring {
+                minute_lambda[i] += lambda;
+                minute_rho[i] += rho;
+            }
+        }
+        if t as u64 == config.warmup_s {
+            static_std = stats::std_dev(&base);
+            let mean_sq: f64 = w
+                .rate_mbps
+                .iter()
+                .map(|r| (r * qw as f64 / e as f64).powi(2))
+                .sum::<f64>()
+                / ledgers as f64;
+            let replicas_per_node = (ledgers * e) as f64 / n as f64;
+            static_pred = (replicas_per_node * mean_sq).sqrt();
+        }
+        if !measuring {
+            continue;
+        }
+        if t as u64 % LATENCY_SAMPLE_S == 0 {
+            // A write's latency is one of its nodes' delays, so its bucket is that node's bucket:
+            // one logarithm per node instead of one per write.
+            let bucket: Vec<usize> = delay_ms.iter().map(|d| histogram.bucket(*d)).collect();
+            let mut quorum = vec![0usize; qw];
+            for ledger in 0..ledgers {
+                let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
+                for start in 0..e {
+                    for (k, q) in quorum.iter_mut().enumerate() {
+                        *q = members[ledger * e + (start + k) % e] as usize;
+                    }
+                    quorum.sort_by(|a, b| delay_ms[*a].total_cmp(&delay_ms[*b]));
+                    histogram.add_to_bucket(bucket[quorum[qa - 1]], weight);
+                }
+            }
+        }
+        if (t as u64 - config.warmup_s) % 60 == 0 {
+            let lambdas: Vec<f64> = minute_lambda.iter().map(|x| x / 60.0).collect();
+            let mut sorted = lambdas.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            let expected = placements_total as f64 / n as f64;
+            let herding = if expected > 0.0 {
+                f64::from(*placements.iter().max().unwrap_or(&0)) / expected
+            } else {
+                0.0
+            };
+            windows.push(Window {
+                std_mbps: stats::std_dev(&lambdas),
+                range_mbps: stats::range(&lambdas),
+                top10_mbps: stats::mean(&sorted[..10.min(n)]),
+                util_max_pct: stats::max(&minute_rho) / 60.0 * 100.0,
+                nodes_over: minute_rho.iter().filter(|r| **r / 60.0 > 1.0).count(),
+                p99_ms: histogram.quantile(0.99),
+                herding,
+            });
+            histogram.clear();
+            minute_lambda.iter_mut().for_each(|x| *x = 0.0);
+            minute_rho.iter_mut().for_each(|x| *x = 0.0);
+            placements.iter_mut().for_each(|x| *x = 0);
+            placements_total = 0;
+        }
+    }
+    RunResult {
+        label: label.to_owned(),
+        windows,
+        fallback_share: if decisions > 0 {
+            fallbacks as f64 / decisions as f64
+        } else {
+            0.0
+        },
+        static_std_mbps: static_std,
+        static_std_predicted_mbps: static_pred,
+    }
+}
+
+fn rollover_interval(rng: &mut ChaCha8Rng, rate_mbps: f64) -> u64 {
+    let by_time = rng.gen_range(ROLLOVER_MIN_S..=ROLLOVER_MAX_S);
+    let by_size = (ROLLOVER_MB / rate_mbps.max(1e-6)) as u64;
+    by_time.min(by_size).max(60)
+}
