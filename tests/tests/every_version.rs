@@ -221,3 +221,248 @@ async fn every_advertised_version_answers() -> anyhow::Result<()> {
     broker.stop().await;
     Ok(())
 }
+
+/// Joins `group` alone at JoinGroup `version` (v4+ first gets MEMBER_ID_REQUIRED with its id, as
+/// KIP-394 says); returns the member id and generation.
+async fn join_alone(
+    client: &mut Connection,
+    group: &str,
+    version: i16,
+) -> anyhow::Result<(StrBytes, i32)> {
+    let mut request = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_session_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![
+            kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(Bytes::from_static(b"subscription")),
+        ]);
+    if version >= 1 {
+        request = request.with_rebalance_timeout_ms(10_000);
+    }
+    let mut response: JoinGroupResponse =
+        client.request(ApiKey::JoinGroup, version, &request).await?;
+    if version >= 4 {
+        assert_eq!(
+            response.error_code, 79,
+            "JoinGroup v{version}: MEMBER_ID_REQUIRED"
+        );
+        request = request.with_member_id(response.member_id.clone());
+        response = client.request(ApiKey::JoinGroup, version, &request).await?;
+    }
+    assert_eq!(response.error_code, 0, "JoinGroup v{version}");
+    assert_eq!(response.leader, response.member_id, "JoinGroup v{version}");
+    Ok((response.member_id, response.generation_id))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    client.create_topic("grouped", 1).await?;
+    let group_id = |text: &str| GroupId(StrBytes::from_string(text.to_owned()));
+    let mut answered = 0usize;
+
+    for version in advertised(&versions, ApiKey::FindCoordinator) {
+        let request = if version >= 4 {
+            FindCoordinatorRequest::default()
+                .with_coordinator_keys(vec![StrBytes::from_static_str("g")])
+        } else {
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"))
+        };
+        let response: FindCoordinatorResponse = client
+            .request(ApiKey::FindCoordinator, version, &request)
+            .await?;
+        if version >= 4 {
+            assert_eq!(response.coordinators[0].error_code, 0);
+            assert_eq!(response.coordinators[0].node_id.0, 1);
+        } else {
+            assert_eq!(response.error_code, 0, "FindCoordinator v{version}");
+            assert_eq!(response.node_id.0, 1);
+        }
+        answered += 1;
+    }
+
+    let join_versions = advertised(&versions, ApiKey::JoinGroup);
+    let group_versions_max = *join_versions.end();
+    for version in join_versions {
+        let group = format!("g-join-v{version}");
+        join_alone(&mut client, &group, version).await?;
+        answered += 1;
+    }
+
+    // Every SyncGroup, Heartbeat, OffsetCommit, OffsetFetch and LeaveGroup version, each on a
+    // group of its own joined at the highest JoinGroup version.
+    for version in advertised(&versions, ApiKey::SyncGroup) {
+        let group = format!("g-sync-v{version}");
+        let (member_id, generation_id) =
+            join_alone(&mut client, &group, group_versions_max).await?;
+        let mut request = SyncGroupRequest::default()
+            .with_group_id(group_id(&group))
+            .with_generation_id(generation_id)
+            .with_member_id(member_id.clone())
+            .with_assignments(vec![
+                kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(member_id.clone())
+                    .with_assignment(Bytes::from_static(b"assignment")),
+            ]);
+        if version >= 5 {
+            request = request
+                .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                .with_protocol_name(Some(StrBytes::from_static_str("range")));
+        }
+        let response: SyncGroupResponse =
+            client.request(ApiKey::SyncGroup, version, &request).await?;
+        assert_eq!(response.error_code, 0, "SyncGroup v{version}");
+        assert_eq!(&response.assignment[..], b"assignment");
+        answered += 1;
+    }
+
+    let group = "g-steady";
+    let (member_id, generation_id) = join_alone(&mut client, group, group_versions_max).await?;
+    let sync = SyncGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_generation_id(generation_id)
+        .with_member_id(member_id.clone());
+    let synced: SyncGroupResponse = client.request(ApiKey::SyncGroup, 0, &sync).await?;
+    assert_eq!(synced.error_code, 0);
+    for version in advertised(&versions, ApiKey::Heartbeat) {
+        let request = HeartbeatRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id(generation_id)
+            .with_member_id(member_id.clone());
+        let response: HeartbeatResponse =
+            client.request(ApiKey::Heartbeat, version, &request).await?;
+        assert_eq!(response.error_code, 0, "Heartbeat v{version}");
+        answered += 1;
+    }
+    for version in advertised(&versions, ApiKey::OffsetCommit) {
+        let committed = 100 + i64::from(version);
+        // v0 carries no member: Kafka accepts it only for a group without members (a "simple"
+        // consumer); for a group with members it is UNKNOWN_MEMBER_ID.
+        let target = if version == 0 { "g-simple" } else { group };
+        let mut request = OffsetCommitRequest::default()
+            .with_group_id(group_id(target))
+            .with_topics(vec![
+                kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(name("grouped"))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_committed_offset(committed),
+                    ]),
+            ]);
+        if version >= 1 {
+            request = request
+                .with_generation_id_or_member_epoch(generation_id)
+                .with_member_id(member_id.clone());
+        }
+        let response: OffsetCommitResponse = client
+            .request(ApiKey::OffsetCommit, version, &request)
+            .await?;
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, 0,
+            "OffsetCommit v{version}"
+        );
+        answered += 1;
+    }
+    let last_committed = 100 + i64::from(*advertised(&versions, ApiKey::OffsetCommit).end());
+    for version in advertised(&versions, ApiKey::OffsetFetch) {
+        let committed = if version >= 8 {
+            let request = OffsetFetchRequest::default().with_groups(vec![
+                kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group_id(group))
+                    .with_topics(Some(vec![
+                        kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(name("grouped"))
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            ]);
+            let response: OffsetFetchResponse = client
+                .request(ApiKey::OffsetFetch, version, &request)
+                .await?;
+            response.groups[0].topics[0].partitions[0].committed_offset
+        } else {
+            let request = OffsetFetchRequest::default()
+                .with_group_id(group_id(group))
+                .with_topics(Some(vec![
+                    kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(name("grouped"))
+                        .with_partition_indexes(vec![0]),
+                ]));
+            let response: OffsetFetchResponse = client
+                .request(ApiKey::OffsetFetch, version, &request)
+                .await?;
+            response.topics[0].partitions[0].committed_offset
+        };
+        assert_eq!(committed, last_committed, "OffsetFetch v{version}");
+        answered += 1;
+    }
+    for version in advertised(&versions, ApiKey::DescribeGroups) {
+        let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
+        let response: DescribeGroupsResponse = client
+            .request(ApiKey::DescribeGroups, version, &request)
+            .await?;
+        assert_eq!(
+            response.groups[0].error_code, 0,
+            "DescribeGroups v{version}"
+        );
+        assert_eq!(response.groups[0].group_state.as_str(), "Stable");
+        answered += 1;
+    }
+    for version in advertised(&versions, ApiKey::ListGroups) {
+        let response: ListGroupsResponse = client
+            .request(ApiKey::ListGroups, version, &ListGroupsRequest::default())
+            .await?;
+        assert_eq!(response.error_code, 0, "ListGroups v{version}");
+        assert!(response
+            .groups
+            .iter()
+            .any(|listed| listed.group_id.0.as_str() == group));
+        answered += 1;
+    }
+    for version in advertised(&versions, ApiKey::LeaveGroup) {
+        let group = format!("g-leave-v{version}");
+        let (member_id, _) = join_alone(&mut client, &group, group_versions_max).await?;
+        let request = if version >= 3 {
+            LeaveGroupRequest::default()
+                .with_group_id(group_id(&group))
+                .with_members(vec![
+                    kafka_protocol::messages::leave_group_request::MemberIdentity::default()
+                        .with_member_id(member_id),
+                ])
+        } else {
+            LeaveGroupRequest::default()
+                .with_group_id(group_id(&group))
+                .with_member_id(member_id)
+        };
+        let response: LeaveGroupResponse = client
+            .request(ApiKey::LeaveGroup, version, &request)
+            .await?;
+        assert_eq!(response.error_code, 0, "LeaveGroup v{version}");
+        answered += 1;
+    }
+    let mut producer_ids = Vec::new();
+    for version in advertised(&versions, ApiKey::InitProducerId) {
+        let request = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+        let response: InitProducerIdResponse = client
+            .request(ApiKey::InitProducerId, version, &request)
+            .await?;
+        assert_eq!(response.error_code, 0, "InitProducerId v{version}");
+        producer_ids.push(response.producer_id.0);
+        answered += 1;
+    }
+    let distinct: std::collections::BTreeSet<i64> = producer_ids.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        producer_ids.len(),
+        "producer ids are never reused"
+    );
+
+    println!("answered {answered} group (api, version) pairs");
+    broker.stop().await;
+    Ok(())
+}
