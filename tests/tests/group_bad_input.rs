@@ -61,7 +61,7 @@ async fn bad_group_requests_get_error_codes_and_no_panic() -> anyhow::Result<()>
         }
         let response: JoinGroupResponse =
             client.request(ApiKey::JoinGroup, version, &request).await?;
-        let want = if session < 6_000 || session > 1_800_000 {
+        let want = if !(6_000..=1_800_000).contains(&session) {
             INVALID_SESSION_TIMEOUT
         } else {
             INVALID_REQUEST
@@ -204,7 +204,7 @@ async fn produce(client: &mut Connection, records: Bytes) -> anyhow::Result<(i16
 async fn idempotent_retries_are_acknowledged_once_and_gaps_refused() -> anyhow::Result<()> {
     let broker = TestBroker::start(&[]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
-    client.create_topic("idem", 1).await?;
+    create_topic(&mut client, "idem").await?;
     let init: InitProducerIdResponse = client
         .request(
             ApiKey::InitProducerId,
@@ -237,5 +237,20 @@ async fn idempotent_retries_are_acknowledged_once_and_gaps_refused() -> anyhow::
         (0, 5)
     );
     broker.stop().await;
+    Ok(())
+}
+
+/// Creates a one-partition topic with CreateTopics v0.
+async fn create_topic(client: &mut Connection, topic: &str) -> anyhow::Result<()> {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![
+            kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+        ]);
+    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 0, &request).await?;
+    assert_eq!(response.topics[0].error_code, 0, "creating {topic}");
     Ok(())
 }
