@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::Config;
 use crate::group_driver::GroupHandle;
@@ -29,8 +29,13 @@ pub(crate) struct Ctx {
     pub(crate) advertised_port: u16,
     /// The cluster id Metadata reports.
     pub(crate) cluster_id: String,
+    /// Replica assignment, bundles and this node's load.
+    pub(crate) placement: crate::placement_state::PlacementState,
     /// The group coordinator and producer-id allocator task.
     pub(crate) groups: GroupHandle,
+    /// Turns true when the broker shuts down: connections finish their response and close,
+    /// long-polling fetches answer at once, background tasks stop.
+    pub(crate) shutdown: watch::Sender<bool>,
 }
 
 impl Ctx {

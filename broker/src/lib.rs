@@ -12,9 +12,11 @@ pub mod group;
 pub mod group_driver;
 mod handlers;
 pub mod load_sampler;
+mod maintenance;
 pub mod metadata_store;
 pub mod metrics;
 mod metrics_http;
+mod placement_state;
 pub mod placement;
 pub mod producer_state;
 mod send;
@@ -105,8 +107,15 @@ impl Broker {
         .map_err(|error| BrokerError::Storage(error.to_string()))??;
         let request_bytes_budget =
             Semaphore::new(QUEUED_REQUEST_BYTES_MAX.max(config.socket_request_max_bytes as usize));
+        let placement = placement_state::PlacementState::new(
+            config.node_id,
+            &config.log_dirs,
+            &topics.all(),
+        )
+        .map_err(|error| BrokerError::Storage(format!("placement: {error}")))?;
         let ctx = Arc::new(Ctx {
             config: config.clone(),
+            placement,
             topics,
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
@@ -115,6 +124,7 @@ impl Broker {
             advertised_port,
             cluster_id: "skiff-single-node".to_owned(),
             groups,
+            shutdown: tokio::sync::watch::channel(false).0,
         });
         tokio::spawn(group_driver.run(Arc::downgrade(&ctx)));
         if let Some(metrics_address) = &config.metrics_listener {
@@ -127,7 +137,7 @@ impl Broker {
             let metrics_bound = metrics_listener
                 .local_addr()
                 .map_err(|source| BrokerError::Bind { address, source })?;
-            tokio::spawn(metrics_http::serve(metrics_listener, ctx.metrics.clone()));
+            tokio::spawn(metrics_http::serve(metrics_listener, ctx.clone()));
             tracing::info!(%metrics_bound, "metrics endpoint started");
             // Before the listening line, which ends the start-up output scripts wait for.
             println!("skiff metrics on {metrics_bound}");
@@ -155,7 +165,9 @@ impl Broker {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), BrokerError> {
         let ctx = self.ctx.clone();
+        let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
         server::serve(self.listener, ctx.clone(), shutdown).await;
+        let _ = maintenance.await;
         tokio::task::spawn_blocking(move || ctx.topics.close())
             .await
             .map_err(|error| BrokerError::Storage(error.to_string()))?

@@ -1,5 +1,7 @@
-//! Background care of the logs: rolls segments by age, enforces retention, and flushes logs whose
-//! topic sets `flush.ms` even when no append comes to trigger it. Runs blocking file work on the
+//! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
+//! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
+//! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
+//! that interval's appends. Runs blocking file work on the
 //! blocking pool so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
@@ -15,11 +17,14 @@ use crate::context::Ctx;
 
 /// The shortest tick, so a tiny `flush.ms` cannot turn this task into a busy loop.
 const TICK_MS_MIN: u64 = 100;
+/// How often this node's load (CPU, disk IO, write rate, free disk) is sampled for placement.
+const LOAD_SAMPLE_INTERVAL_MS: u64 = 10_000;
 
 /// Runs until `stop` turns true.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let check_interval_ms = ctx.config.log_retention_check_interval_ms.max(TICK_MS_MIN);
     let mut since_check_ms = 0u64;
+    let mut since_sample_ms = 0u64;
     // Milliseconds since each `flush.ms` topic was last flushed by this task.
     let mut since_flush_ms: HashMap<String, u64> = HashMap::new();
     loop {
@@ -30,7 +35,9 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             .map(|topic| topic.config.flush_ms)
             .min()
             .unwrap_or(u64::MAX);
-        let tick_ms = check_interval_ms.min(flush_interval_ms).max(TICK_MS_MIN);
+        let tick_ms = check_interval_ms
+            .min(flush_interval_ms)
+            .clamp(TICK_MS_MIN, LOAD_SAMPLE_INTERVAL_MS);
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(Duration::from_millis(tick_ms)) => {}
@@ -39,6 +46,11 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let check_due = since_check_ms >= check_interval_ms;
         if check_due {
             since_check_ms = 0;
+        }
+        since_sample_ms = since_sample_ms.saturating_add(tick_ms);
+        let sample_due = since_sample_ms >= LOAD_SAMPLE_INTERVAL_MS;
+        if sample_due {
+            since_sample_ms = 0;
         }
         let mut flush_topics = Vec::new();
         for topic in ctx.topics.all() {
@@ -53,7 +65,14 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             }
         }
         let ctx = ctx.clone();
-        let work = tokio::task::spawn_blocking(move || care(&ctx, check_due, &flush_topics));
+        let work = tokio::task::spawn_blocking(move || {
+            if sample_due {
+                let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
+                ctx.placement
+                    .sample_load(now_ms, Some(ctx.metrics.bytes_in_total()));
+            }
+            care(&ctx, check_due, &flush_topics)
+        });
         if let Err(error) = work.await {
             tracing::error!(%error, "log maintenance task failed");
         }
@@ -80,7 +99,10 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                     }
                 }
             }
-            if flush_due {
+            // Without a flush policy the page cache holds new data until the kernel writes it; a
+            // flush at every check also advances the recovery point, which bounds how much log a
+            // restart after a crash has to rescan.
+            if flush_due || check_due {
                 if let Err(error) = log.flush() {
                     tracing::error!(topic = %topic.name, partition = partition.index, %error, "flush");
                 }

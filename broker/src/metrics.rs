@@ -206,6 +206,11 @@ impl Metrics {
             .fetch_add(bytes_out, Ordering::Relaxed);
     }
 
+    /// Request bytes received since start (placement's write-rate figure is derived from it).
+    pub fn bytes_in_total(&self) -> u64 {
+        self.request_bytes_in.load(Ordering::Relaxed)
+    }
+
     /// Requests handled for one API key since start.
     pub fn requests(&self, api_key: i16) -> u64 {
         usize::try_from(api_key)

@@ -1,5 +1,6 @@
-//! The Prometheus endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
-//! answers `GET /metrics` with [`Metrics::render_prometheus`] and closes. Hand-written and bounded:
+//! The operator endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
+//! answers `GET /metrics` with [`Metrics::render_prometheus`] and `GET /placement/bundles` with
+//! the bundles (ranges, owners, load) as JSON, and closes. Hand-written and bounded:
 //! the request line and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
 //! [`METRICS_REQUEST_TIMEOUT_MS`]; one response per connection.
 //!
@@ -12,6 +13,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::context::Ctx;
+#[cfg(doc)]
 use crate::metrics::Metrics;
 
 /// Most bytes of request line and headers read from a scraper.
@@ -22,7 +25,7 @@ pub const METRICS_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const METRICS_CONNECTIONS_MAX: usize = 16;
 
 /// Serves scrapes until the task is dropped.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
     let permits = Arc::new(tokio::sync::Semaphore::new(METRICS_CONNECTIONS_MAX));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -30,10 +33,10 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
         };
         match listener.accept().await {
             Ok((stream, _)) => {
-                let metrics = metrics.clone();
+                let ctx = ctx.clone();
                 tokio::spawn(async move {
                     let timeout = Duration::from_millis(METRICS_REQUEST_TIMEOUT_MS);
-                    if let Err(error) = tokio::time::timeout(timeout, answer(stream, &metrics))
+                    if let Err(error) = tokio::time::timeout(timeout, answer(stream, &ctx))
                         .await
                         .map_err(|_| "timed out".to_owned())
                         .and_then(|result| result.map_err(|error| error.to_string()))
@@ -55,6 +58,7 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     Metrics,
+    Bundles,
     NotFound,
     BadRequest,
 }
@@ -70,6 +74,8 @@ fn route(head: &[u8]) -> Route {
         (Some("GET"), Some(path), Some(version)) if version.starts_with("HTTP/1.") => {
             if path == "/metrics" || path.starts_with("/metrics?") {
                 Route::Metrics
+            } else if path == "/placement/bundles" {
+                Route::Bundles
             } else {
                 Route::NotFound
             }
@@ -78,7 +84,7 @@ fn route(head: &[u8]) -> Route {
     }
 }
 
-async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
     let mut head = vec![0u8; METRICS_REQUEST_BYTES_MAX];
     let mut filled = 0;
     let complete = loop {
@@ -97,17 +103,30 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
         }
         filled += read;
     };
-    let (status, body) = if !complete {
-        ("431 Request Header Fields Too Large", String::new())
+    const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
+    let (status, content_type, body) = if !complete {
+        (
+            "431 Request Header Fields Too Large",
+            PROMETHEUS_TEXT,
+            String::new(),
+        )
     } else {
         match route(&head[..filled]) {
-            Route::Metrics => ("200 OK", metrics.render_prometheus()),
-            Route::NotFound => ("404 Not Found", String::new()),
-            Route::BadRequest => ("400 Bad Request", String::new()),
+            Route::Metrics => ("200 OK", PROMETHEUS_TEXT, ctx.metrics.render_prometheus()),
+            Route::Bundles => match ctx
+                .placement
+                .snapshot()
+                .map(|snapshot| serde_json::to_string(&snapshot))
+            {
+                Some(Ok(json)) => ("200 OK", "application/json", json),
+                _ => ("500 Internal Server Error", PROMETHEUS_TEXT, String::new()),
+            },
+            Route::NotFound => ("404 Not Found", PROMETHEUS_TEXT, String::new()),
+            Route::BadRequest => ("400 Bad Request", PROMETHEUS_TEXT, String::new()),
         }
     };
     let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
     );

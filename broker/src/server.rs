@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::connection;
@@ -23,7 +23,6 @@ pub(crate) async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let connection_permits = Arc::new(Semaphore::new(ctx.config.max_connections));
-    let (stop_sender, stop_receiver) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -43,7 +42,7 @@ pub(crate) async fn serve(
         match accepted {
             Ok((stream, peer)) => {
                 let ctx = ctx.clone();
-                let stop = stop_receiver.clone();
+                let stop = ctx.shutdown.subscribe();
                 connections.spawn(async move {
                     connection::run(stream, peer, ctx, stop).await;
                     drop(permit);
@@ -57,7 +56,7 @@ pub(crate) async fn serve(
         }
     }
     drop(listener);
-    let _ = stop_sender.send(true);
+    ctx.shutdown.send_replace(true);
     let drain_timeout = Duration::from_millis(ctx.config.shutdown_timeout_ms);
     let drained = tokio::time::timeout(drain_timeout, async {
         while connections.join_next().await.is_some() {}

@@ -10,24 +10,35 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
+use crate::placement::PlacementError;
 use crate::topics::{Topic, TopicError};
 
-/// Replica assignment for `partition_count` partitions with `replication_factor` replicas each.
-/// One node today: every replica is this node, and a factor above 1 is refused.
+/// Replica assignment for `partition_count` partitions with `replication_factor` replicas each,
+/// from placement (which also records each partition's bundle).
 fn assign_replicas(
     ctx: &Ctx,
+    topic: &str,
     partition_count: i32,
     replication_factor: i16,
+    record_bundles: bool,
 ) -> Result<Vec<Vec<i32>>, TopicError> {
-    if replication_factor != 1 {
-        return Err(TopicError::InvalidReplicationFactor(replication_factor));
-    }
     if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
         return Err(TopicError::InvalidPartitions(partition_count));
     }
-    Ok((0..partition_count)
-        .map(|_| vec![ctx.config.node_id])
-        .collect())
+    let (Ok(partitions), Ok(replicas)) = (
+        usize::try_from(partition_count),
+        usize::try_from(replication_factor),
+    ) else {
+        return Err(TopicError::InvalidReplicationFactor(replication_factor));
+    };
+    ctx.placement
+        .assign(topic, partitions, replicas, record_bundles)
+        .map_err(|error| match error {
+            PlacementError::TooManyPartitions { .. } => {
+                TopicError::InvalidPartitions(partition_count)
+            }
+            _ => TopicError::InvalidReplicationFactor(replication_factor),
+        })
 }
 
 fn create(
@@ -38,7 +49,17 @@ fn create(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<Arc<Topic>, TopicError> {
-    let replicas = assign_replicas(ctx, partition_count, replication_factor)?;
+    crate::topics::validate_topic_name(name)?;
+    if ctx.topics.get(name).is_some() {
+        return Err(TopicError::AlreadyExists);
+    }
+    let replicas = assign_replicas(
+        ctx,
+        name,
+        partition_count,
+        replication_factor,
+        !validate_only,
+    )?;
     tokio::task::block_in_place(|| ctx.topics.create(name, replicas, configs, validate_only))
 }
 

@@ -84,6 +84,7 @@ pub(crate) async fn handle(
         .min(ctx.config.fetch_wait_max_ms);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let mut shutdown = ctx.shutdown.subscribe();
     let reads = loop {
         // Registered before reading, so an append between the read and the wait still wakes us.
         let notified = ctx.data_arrived.notified();
@@ -94,12 +95,17 @@ pub(crate) async fn handle(
             .iter()
             .flat_map(|topic| topic.partitions.iter())
             .any(|(_, read)| matches!(read, PartitionRead::Failed { .. }));
-        if available_bytes >= min_bytes.max(1) || failed || tokio::time::Instant::now() >= deadline
+        let stopping = *shutdown.borrow_and_update();
+        if available_bytes >= min_bytes.max(1)
+            || failed
+            || stopping
+            || tokio::time::Instant::now() >= deadline
         {
             break reads;
         }
         tokio::select! {
             _ = &mut notified => {}
+            _ = shutdown.changed() => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
     };

@@ -1,0 +1,129 @@
+//! The broker's placement state: the cluster view (this node, with the load its sampler measures),
+//! the replica policy, the bundle map and a seeded RNG, behind one lock. Topic creation asks it for
+//! replica assignments and bundle membership through the same pure code a cluster will use; on one
+//! node every answer is this node. Operators read the bundles as JSON (`/placement/bundles` on the
+//! metrics listener).
+//!
+//! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
+//! of its name, and on one node every bundle is owned by this node), so it needs no file of its own.
+//!
+//! Must never: decide anything itself — every decision is `placement`'s — or block on IO while
+//! holding its lock.
+
+use std::sync::Mutex;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::load_sampler::LoadSampler;
+use crate::placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
+use crate::placement::{
+    assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
+    ReplicaPolicy,
+};
+use crate::topics::Topic;
+
+/// Load samples smoothed into one report (BP-65's sliding window).
+pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;
+
+struct Inner {
+    view: ClusterView,
+    policy: ReplicaPolicy,
+    bundles: BundleMap,
+    rng: ChaCha8Rng,
+}
+
+/// Placement state shared by the handlers.
+pub(crate) struct PlacementState {
+    node_id: NodeId,
+    inner: Mutex<Inner>,
+    sampler: Mutex<LoadSampler>,
+}
+
+impl PlacementState {
+    /// State for this node, with the bundles of the `topics` that exist.
+    pub(crate) fn new(
+        node_id: NodeId,
+        data_dir: &std::path::Path,
+        topics: &[std::sync::Arc<Topic>],
+    ) -> Result<Self, PlacementError> {
+        let mut bundles = BundleMap::new(NamespaceRule::Topic, NAMESPACE_BUNDLES_DEFAULT)?;
+        for topic in topics {
+            for (partition, replicas) in (0u32..).zip(&topic.record.replicas) {
+                let bundle = bundles.locate(&topic.name, partition);
+                bundles.set_owner(&bundle, replicas.first().copied().unwrap_or(node_id))?;
+            }
+        }
+        // The seed only has to differ between brokers so independent placers do not draw alike.
+        let seed = u64::from(node_id.unsigned_abs()) ^ 0x5eed_5eed_5eed_5eed;
+        Ok(Self {
+            node_id,
+            inner: Mutex::new(Inner {
+                view: ClusterView::single(node_id),
+                policy: ReplicaPolicy::default(),
+                bundles,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+            }),
+            sampler: Mutex::new(LoadSampler::new(data_dir, LOAD_WINDOW_SAMPLES)),
+        })
+    }
+
+    /// Replicas for every partition of a new topic (first = preferred leader); with
+    /// `record_bundles`, the bundle of each partition is recorded with its owner (not for a
+    /// validate-only creation).
+    pub(crate) fn assign(
+        &self,
+        topic: &str,
+        partition_count: usize,
+        replication_factor: usize,
+        record_bundles: bool,
+    ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+        let mut inner = self
+            .inner
+            .lock()
+            .map_err(|_| PlacementError::UnknownBundle("placement state poisoned".to_owned()))?;
+        let Inner {
+            view,
+            policy,
+            bundles,
+            rng,
+        } = &mut *inner;
+        let replicas = assign_replicas(
+            topic,
+            partition_count,
+            replication_factor,
+            view,
+            policy,
+            rng,
+        )?;
+        for (partition, nodes) in (0u32..).zip(&replicas).filter(|_| record_bundles) {
+            let bundle = bundles.locate(topic, partition);
+            bundles.set_owner(&bundle, nodes.first().copied().unwrap_or(self.node_id))?;
+        }
+        Ok(replicas)
+    }
+
+    /// The bundles, their ranges, owners and load.
+    pub(crate) fn snapshot(&self) -> Option<BundleSnapshot> {
+        self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
+    }
+
+    /// Takes one load sample of this node (reads /proc and statvfs: call it off the async workers)
+    /// and, once the window is full, updates the cluster view.
+    pub(crate) fn sample_load(&self, now_ms: u64, write_bytes_total: Option<u64>) {
+        let report = match self.sampler.lock() {
+            Ok(mut sampler) => sampler.sample(now_ms, write_bytes_total),
+            Err(_) => None,
+        };
+        if let (Some(report), Ok(mut inner)) = (report, self.inner.lock()) {
+            if let Some(node) = inner
+                .view
+                .nodes
+                .iter_mut()
+                .find(|node| node.id == self.node_id)
+            {
+                node.load = report;
+            }
+        }
+    }
+}
