@@ -41,6 +41,10 @@ cargo test --manifest-path fuzz/Cargo.toml
 step "benchmarks compile"
 cargo bench --workspace --no-run
 
+step "skiff-bench smoke against a release broker"
+cargo build --release -p skiff-broker -p skiff-bench
+"${CARGO_TARGET_DIR:-target}"/release/skiff-bench smoke --skiff-bin "${CARGO_TARGET_DIR:-target}"/release/skiff
+
 step "real clients against a release broker"
 cargo build --release -p skiff-broker
 python3 -m pytest tests/clients -q --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning

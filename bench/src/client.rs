@@ -102,6 +102,20 @@ impl Connection {
         Ok(size)
     }
 
+    /// Reads a whole response body of `size` bytes into `buffer` and hands it out as [`Bytes`];
+    /// once the caller has dropped every piece of it, the next call reuses the same allocation (a
+    /// consumer reading many large responses allocates, and faults in, its buffer once).
+    pub async fn read_body_reusing(
+        &mut self,
+        size: usize,
+        buffer: &mut BytesMut,
+    ) -> anyhow::Result<Bytes> {
+        buffer.clear();
+        buffer.resize(size, 0);
+        self.stream.read_exact(&mut buffer[..]).await?;
+        Ok(buffer.split().freeze())
+    }
+
     /// Sends a request and decodes its response.
     pub async fn request<R: Encodable, S: Decodable>(
         &mut self,
@@ -110,6 +124,17 @@ impl Connection {
         request: &R,
     ) -> anyhow::Result<S> {
         let correlation_id = self.send(api_key, version, request).await?;
+        self.receive(api_key, version, correlation_id).await
+    }
+
+    /// Reads and decodes the next response, which must carry `correlation_id` (requests sent with
+    /// [`Connection::send`] are answered in order, so several may be in flight).
+    pub async fn receive<S: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    ) -> anyhow::Result<S> {
         let size = self.read_size().await?;
         let mut body = self.read_body(size).await?;
         let row = skiff_protocol::api::supported(api_key).context("unsupported api")?;
@@ -145,6 +170,76 @@ impl Connection {
             ))
             .with_allow_auto_topic_creation(true);
         self.request(ApiKey::Metadata, 4, &request).await
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication 1) with CreateTopics v2; a topic
+    /// that already exists is an error, so callers pick fresh names.
+    pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> anyhow::Result<()> {
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    topic.to_owned(),
+                )))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1)]);
+        let response: CreateTopicsResponse =
+            self.request(ApiKey::CreateTopics, 2, &request).await?;
+        let result = response
+            .topics
+            .first()
+            .context("empty create-topics response")?;
+        if result.error_code != 0 {
+            bail!("creating {topic} failed with error {}", result.error_code);
+        }
+        Ok(())
+    }
+
+    /// Sends (without waiting) a Produce v3, acks=1, of one v2 batch set per partition;
+    /// returns the correlation id for [`Connection::receive_produce`].
+    pub async fn send_produce(
+        &mut self,
+        topic: &str,
+        batches_by_partition: &[(i32, Bytes)],
+    ) -> anyhow::Result<i32> {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    topic.to_owned(),
+                )))
+                .with_partition_data(
+                    batches_by_partition
+                        .iter()
+                        .map(|(partition, batches)| {
+                            PartitionProduceData::default()
+                                .with_index(*partition)
+                                .with_records(Some(batches.clone()))
+                        })
+                        .collect(),
+                )]);
+        self.send(ApiKey::Produce, 3, &request).await
+    }
+
+    /// Reads the answer to [`Connection::send_produce`]; fails if any partition failed.
+    pub async fn receive_produce(&mut self, correlation_id: i32) -> anyhow::Result<()> {
+        let response: ProduceResponse = self.receive(ApiKey::Produce, 3, correlation_id).await?;
+        for topic in &response.responses {
+            for partition in &topic.partition_responses {
+                if partition.error_code != 0 {
+                    bail!(
+                        "produce to partition {} failed with error {}",
+                        partition.index,
+                        partition.error_code
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Produces v2 `batches` to one partition with Produce v3 and acks=1; returns the base offset.
@@ -187,6 +282,24 @@ pub fn fetch_request(
     max_bytes: i32,
     max_wait_ms: i32,
 ) -> FetchRequest {
+    fetch_request_partitions(
+        topic,
+        &[(partition, fetch_offset)],
+        partition_max_bytes,
+        max_bytes,
+        max_wait_ms,
+    )
+}
+
+/// A Fetch request for `partitions` of one topic, each at its own fetch offset (`(partition,
+/// offset)` pairs), at any version (fields a version lacks are simply not encoded).
+pub fn fetch_request_partitions(
+    topic: &str,
+    partitions: &[(i32, i64)],
+    partition_max_bytes: i32,
+    max_bytes: i32,
+    max_wait_ms: i32,
+) -> FetchRequest {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     FetchRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
@@ -197,10 +310,17 @@ pub fn fetch_request(
             .with_topic(kafka_protocol::messages::TopicName(StrBytes::from_string(
                 topic.to_owned(),
             )))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(fetch_offset)
-                .with_partition_max_bytes(partition_max_bytes)])])
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|(partition, offset)| {
+                        FetchPartition::default()
+                            .with_partition(*partition)
+                            .with_fetch_offset(*offset)
+                            .with_partition_max_bytes(partition_max_bytes)
+                    })
+                    .collect(),
+            )])
 }
 
 /// Decodes a Fetch response body (after the size prefix) of `version`.

@@ -1,2 +1,3 @@
 //! Shared helpers for Skiff benchmark binaries.
 pub mod client;
+pub mod kip283;

@@ -1,0 +1,411 @@
+//! `skiff-bench`: KIP-283's memory and throughput tests against any Kafka-compatible broker on this
+//! machine (or a `skiff` it spawns per setting), the raw loopback baseline, the report, and a
+//! few-second smoke for CI. Each measuring subcommand writes `<data>/<kind>.json`; `report` turns
+//! them into `bench/reports/kip283.md` and its SVG plots.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use skiff_bench::kip283::baseline;
+use skiff_bench::kip283::broker::{default_skiff_binary, require_loopback, SpawnSpec, Target};
+use skiff_bench::kip283::machine::{unix_seconds_now, Machine};
+use skiff_bench::kip283::memory::{self, MemorySpec};
+use skiff_bench::kip283::report::{self, Inputs, RunRecord};
+use skiff_bench::kip283::stats::Spread;
+use skiff_bench::kip283::throughput::{self, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP};
+
+/// Bytes of one baseline block: a 12-partition response of 1 MiB each.
+const BASELINE_BLOCK_BYTES: usize = 12 << 20;
+
+#[derive(Parser)]
+#[command(about = "KIP-283's memory and throughput tests against a Kafka-compatible broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// C slow legacy consumers of 250 MB fetches; samples the broker's RSS.
+    Memory(MemoryArgs),
+    /// One consumer reading 12 partitions with modern and legacy fetches; chunk-size sweep.
+    Throughput(ThroughputArgs),
+    /// The same bytes through a plain loopback TCP socket pair.
+    Baseline(BaselineArgs),
+    /// Renders the markdown report and SVG plots from the JSON the other subcommands wrote.
+    Report(ReportArgs),
+    /// A few seconds of everything against a spawned skiff; fails unless data was produced,
+    /// consumed at every version and verified.
+    Smoke(SmokeArgs),
+}
+
+#[derive(Args, Clone)]
+struct BrokerArgs {
+    /// An already running broker (127.0.0.1 only). Without it, a skiff is spawned per setting.
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// The pid of the --bootstrap broker, for RSS.
+    #[arg(long)]
+    broker_pid: Option<u32>,
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+    /// Extra `key=value` settings for the spawned skiff.
+    #[arg(long = "set")]
+    settings: Vec<String>,
+    /// Where the JSON record goes.
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+struct MemoryArgs {
+    #[command(flatten)]
+    broker: BrokerArgs,
+    /// Concurrent slow consumers.
+    #[arg(long, default_value_t = 100)]
+    consumers: usize,
+    /// Messages in all (KIP-283: 1 M).
+    #[arg(long, default_value_t = memory::RECORD_COUNT_DEFAULT)]
+    messages: u64,
+    /// Partitions (KIP-283: 250).
+    #[arg(long, default_value_t = memory::PARTITION_COUNT_DEFAULT)]
+    partitions: i32,
+    /// How long the consumers read.
+    #[arg(long, default_value_t = 30)]
+    seconds: u64,
+    /// Stop (and kill a spawned broker) when its RSS passes this.
+    #[arg(long, default_value_t = 4096)]
+    rss_cap_mib: u64,
+    /// Settings to run against a spawned skiff: lazy, eager, or both.
+    #[arg(long, default_value = "lazy,eager")]
+    modes: String,
+}
+
+#[derive(Args)]
+struct ThroughputArgs {
+    #[command(flatten)]
+    broker: BrokerArgs,
+    /// Messages per partition (12 partitions).
+    #[arg(long, default_value_t = 8192)]
+    messages_per_partition: u64,
+    /// Timed passes per Fetch version.
+    #[arg(long, default_value_t = 5)]
+    passes: usize,
+    /// Repetitions of the whole sweep.
+    #[arg(long, default_value_t = 2)]
+    repeat: usize,
+    /// Chunk sizes in KiB (spawned skiff only); eager is added unless --no-eager.
+    #[arg(long, value_delimiter = ',')]
+    chunks_kib: Vec<usize>,
+    /// Leave eager out of the sweep.
+    #[arg(long)]
+    no_eager: bool,
+    /// Cap on the whole run.
+    #[arg(long, default_value_t = 600)]
+    seconds: u64,
+}
+
+#[derive(Args)]
+struct BaselineArgs {
+    /// MiB per transfer.
+    #[arg(long, default_value_t = 2048)]
+    mib: u64,
+    /// Transfers.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Where the JSON record goes.
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Where the JSON records are.
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
+    /// Where kip283.md and its plots go.
+    #[arg(long, default_value = "bench/reports")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct SmokeArgs {
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Option<Target>)> {
+    if let Some(bootstrap) = &args.bootstrap {
+        require_loopback(bootstrap)?;
+        return Ok((
+            None,
+            Some(Target {
+                bootstrap: bootstrap.clone(),
+                pid: args.broker_pid,
+            }),
+        ));
+    }
+    let binary = args
+        .skiff_bin
+        .clone()
+        .or_else(default_skiff_binary)
+        .context("no --bootstrap, and no skiff binary (--skiff-bin) to spawn")?;
+    Ok((
+        Some(SpawnSpec {
+            binary,
+            settings: args.settings.clone(),
+        }),
+        None,
+    ))
+}
+
+fn write_record(data: &Path, kind: &str, record: &RunRecord) -> anyhow::Result<()> {
+    std::fs::create_dir_all(data)?;
+    let path = data.join(format!("{kind}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(record)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn new_record() -> RunRecord {
+    RunRecord {
+        command: command_line(),
+        started_unix_seconds: unix_seconds_now(),
+        machine_before: Machine::now(),
+        machine_after: Machine::now(),
+        throughput: Vec::new(),
+        truncated: false,
+        memory: Vec::new(),
+        baseline: Vec::new(),
+    }
+}
+
+fn memory_settings(modes: &str, spawned: bool) -> anyhow::Result<Vec<Setting>> {
+    if !spawned {
+        return Ok(vec![Setting::AsConfigured]);
+    }
+    modes
+        .split(',')
+        .map(|mode| match mode.trim() {
+            "lazy" => Ok(Setting::Lazy {
+                chunk_bytes: 128 << 10,
+            }),
+            "eager" => Ok(Setting::Eager),
+            other => bail!("unknown mode {other}; expected lazy or eager"),
+        })
+        .collect()
+}
+
+async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
+    let (spawn, target) = spawn_and_target(&args.broker)?;
+    let partitions = args.partitions.max(1);
+    let spec = MemorySpec {
+        partition_count: partitions,
+        records_per_partition: args.messages.div_ceil(u64::try_from(partitions)?),
+        records_per_batch: 16,
+        produce_in_flight: 2,
+        consumer_count: args.consumers,
+        read_piece_bytes: 64 << 10,
+        read_pause_ms: 1,
+        seconds_max: args.seconds,
+        rss_cap_bytes: args.rss_cap_mib << 20,
+    };
+    let mut record = new_record();
+    let settings = memory_settings(&args.modes, spawn.is_some())?;
+    record.memory = memory::sweep(spawn.as_ref(), target.as_ref(), &spec, &settings).await?;
+    record.machine_after = Machine::now();
+    write_record(&args.broker.data, "memory", &record)
+}
+
+async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
+    let (spawn, target) = spawn_and_target(&args.broker)?;
+    let spec = ThroughputSpec {
+        partition_count: throughput::PARTITION_COUNT_DEFAULT,
+        records_per_partition: args.messages_per_partition,
+        records_per_batch: 16,
+        produce_in_flight: 4,
+        pass_count: args.passes,
+        seconds_max: args.seconds,
+    };
+    let settings: Vec<Setting> = if spawn.is_some() {
+        let chunks: Vec<usize> = if args.chunks_kib.is_empty() {
+            CHUNK_BYTES_SWEEP.to_vec()
+        } else {
+            args.chunks_kib.iter().map(|kib| kib << 10).collect()
+        };
+        let mut settings: Vec<Setting> = chunks
+            .into_iter()
+            .map(|chunk_bytes| Setting::Lazy { chunk_bytes })
+            .collect();
+        if !args.no_eager {
+            settings.push(Setting::Eager);
+        }
+        settings
+    } else {
+        vec![Setting::AsConfigured]
+    };
+    let mut record = new_record();
+    let (results, truncated) = throughput::sweep(
+        spawn.as_ref(),
+        target.as_ref(),
+        &spec,
+        &settings,
+        args.repeat,
+    )
+    .await?;
+    record.throughput = results;
+    record.truncated = truncated;
+    record.machine_after = Machine::now();
+    write_record(&args.broker.data, "throughput", &record)
+}
+
+fn run_baseline(args: BaselineArgs) -> anyhow::Result<()> {
+    let mut record = new_record();
+    for _ in 0..args.repeat {
+        let outcome = baseline::run(args.mib << 20, BASELINE_BLOCK_BYTES)?;
+        eprintln!("baseline: {:.0} MB/s", outcome.bytes_per_second() / 1e6);
+        record.baseline.push(outcome);
+    }
+    record.machine_after = Machine::now();
+    write_record(&args.data, "baseline", &record)
+}
+
+fn read_record(path: &Path) -> anyhow::Result<Option<RunRecord>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes)
+                .with_context(|| format!("parsing {}", path.display()))?,
+        )),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn run_report(args: ReportArgs) -> anyhow::Result<()> {
+    let inputs = Inputs {
+        throughput: read_record(&args.data.join("throughput.json"))?,
+        memory: read_record(&args.data.join("memory.json"))?,
+        baseline: read_record(&args.data.join("baseline.json"))?,
+    };
+    let rendered = report::render(&inputs).map_err(|error| anyhow::anyhow!("plotting: {error}"))?;
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("kip283.md"), rendered.markdown)?;
+    if let Some(svg) = rendered.throughput_svg {
+        std::fs::write(args.out.join(report::THROUGHPUT_SVG), svg)?;
+    }
+    if let Some(svg) = rendered.rss_svg {
+        std::fs::write(args.out.join(report::RSS_SVG), svg)?;
+    }
+    eprintln!("wrote {}", args.out.join("kip283.md").display());
+    Ok(())
+}
+
+/// A few seconds: a small throughput sweep (one chunk size and eager, every Fetch version with a
+/// verified pass) and a small memory run, against spawned brokers.
+async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let binary = args
+        .skiff_bin
+        .or_else(default_skiff_binary)
+        .context("no skiff binary (--skiff-bin)")?;
+    let spawn = SpawnSpec {
+        binary,
+        settings: Vec::new(),
+    };
+    let spec = ThroughputSpec {
+        partition_count: throughput::PARTITION_COUNT_DEFAULT,
+        records_per_partition: 256,
+        records_per_batch: 16,
+        produce_in_flight: 4,
+        pass_count: 1,
+        seconds_max: 60,
+    };
+    let settings = [
+        Setting::Lazy {
+            chunk_bytes: 16 << 10,
+        },
+        Setting::Eager,
+    ];
+    let (results, truncated) = throughput::sweep(Some(&spawn), None, &spec, &settings, 1).await?;
+    if truncated || results.len() != settings.len() {
+        bail!("smoke throughput did not measure every setting");
+    }
+    let expected = spec.records_per_partition * u64::try_from(spec.partition_count)?;
+    for result in &results {
+        if result.produce.record_count != expected || result.produce.bytes_per_second() <= 0.0 {
+            bail!("smoke produced nothing at {}", result.setting.label());
+        }
+        for version in &result.versions {
+            // The verified pass read every record, each checked for offset, key and value.
+            if version.verified.record_count != expected {
+                bail!(
+                    "smoke read {} of {expected} records with Fetch v{}",
+                    version.verified.record_count,
+                    version.version
+                );
+            }
+            let speed = Spread::of(
+                &version
+                    .passes
+                    .iter()
+                    .map(|pass| pass.bytes_per_second())
+                    .collect::<Vec<_>>(),
+            )
+            .map_or(0.0, |spread| spread.median);
+            if speed <= 0.0 {
+                bail!("smoke consumed nothing with Fetch v{}", version.version);
+            }
+        }
+    }
+    let memory_spec = MemorySpec {
+        partition_count: 10,
+        records_per_partition: 256,
+        records_per_batch: 16,
+        produce_in_flight: 2,
+        consumer_count: 4,
+        read_piece_bytes: 64 << 10,
+        read_pause_ms: 1,
+        seconds_max: 2,
+        rss_cap_bytes: 1 << 30,
+    };
+    let memory = memory::sweep(
+        Some(&spawn),
+        None,
+        &memory_spec,
+        &[Setting::Lazy {
+            chunk_bytes: 128 << 10,
+        }],
+    )
+    .await?;
+    if memory
+        .iter()
+        .any(|result| result.bytes_read == 0 || result.samples.is_empty())
+    {
+        bail!("smoke memory run read nothing or sampled no RSS");
+    }
+    println!(
+        "smoke ok in {:.1} s: produced and consumed {expected} verified records per setting at Fetch v4, v2 and v0",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Memory(args) => run_memory(args).await,
+        Command::Throughput(args) => run_throughput(args).await,
+        Command::Baseline(args) => run_baseline(args),
+        Command::Report(args) => run_report(args),
+        Command::Smoke(args) => run_smoke(args).await,
+    }
+}
