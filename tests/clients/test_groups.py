@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from kafka import KafkaConsumer, TopicPartition
@@ -89,14 +90,33 @@ def assigned_partitions(consumer):
 
 
 def wait_for_split(consumers, partitions, timeout_s=TAKEOVER_TIMEOUT_S):
-    """Polls every consumer until their assignments are disjoint and cover `partitions`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        owned = [assigned_partitions(consumer) for consumer in consumers]
-        union = set().union(*owned)
-        if union == partitions and sum(map(len, owned)) == len(partitions) and all(owned):
-            return owned
-    raise AssertionError(f"no split of {partitions}: {owned}")
+    """Polls every consumer (each from its own thread, so that one member blocked in a rebalance
+    never keeps the other from rejoining) until their assignments are disjoint and cover
+    `partitions`."""
+    owned = [set() for _ in consumers]
+    stop = threading.Event()
+
+    def poll(index, consumer):
+        while not stop.is_set():
+            owned[index] = assigned_partitions(consumer)
+
+    threads = [threading.Thread(target=poll, args=(index, consumer), daemon=True)
+               for index, consumer in enumerate(consumers)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            seen = [set(part) for part in owned]
+            union = set().union(*seen)
+            if union == partitions and sum(map(len, seen)) == len(partitions) and all(seen):
+                return seen
+            time.sleep(0.1)
+        raise AssertionError(f"no split of {partitions}: {owned}")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
 
 
 def test_two_members_split_partitions_and_take_over_after_leave(broker_factory):
