@@ -55,21 +55,30 @@ pub(crate) struct LazyRecords {
     declared_bytes: usize,
     /// Bytes the gauge counts for the piece in the socket's hands right now.
     held_bytes: usize,
+    /// Source bytes read for the converter, reused from chunk to chunk.
+    source_buffer: Vec<u8>,
     metrics: Arc<Metrics>,
     started: Instant,
     topic: String,
 }
 
-/// Reads `range` of the slice into a buffer of exactly the bytes present (the converter may ask past
-/// the slice end for an oversized first batch; the slice caps what is read, and the converter then
-/// treats that batch as absent).
-fn read_range(slice: &FetchSlice, range: SourceRange) -> Result<Vec<u8>, ConversionError> {
-    let mut buffer = vec![0u8; range.len];
+/// Reads `range` of the slice into `buffer` (grown to the largest range asked for and reused, so
+/// each chunk costs a pread and no fresh zeroed allocation) and returns the bytes present: the
+/// converter may ask past the slice end for an oversized first batch; the slice caps what is read,
+/// and the converter then treats that batch as absent.
+fn read_range<'a>(
+    slice: &FetchSlice,
+    range: SourceRange,
+    buffer: &'a mut Vec<u8>,
+) -> Result<&'a [u8], ConversionError> {
+    if buffer.len() < range.len {
+        buffer.resize(range.len, 0);
+    }
+    let target = buffer.get_mut(..range.len).unwrap_or_default();
     let read = slice
-        .read_at(range.start, &mut buffer)
+        .read_at(range.start, target)
         .map_err(ConversionError::Storage)?;
-    buffer.truncate(read);
-    Ok(buffer)
+    Ok(buffer.get(..read).unwrap_or_default())
 }
 
 impl LazyRecords {
@@ -87,25 +96,29 @@ impl LazyRecords {
         };
         let started = Instant::now();
         let mut converter = DownConverter::new(slice.len(), target, fetch_offset, config)?;
+        let mut source_buffer = Vec::new();
         let prepared = loop {
             match converter.prepare_step()? {
                 Prepare::Read(range) => {
-                    let bytes = read_range(&slice, range)?;
-                    converter.feed(&bytes)?;
+                    converter.feed(read_range(&slice, range, &mut source_buffer)?)?;
                 }
                 Prepare::Ready(prepared) => break prepared,
             }
         };
         let declared_bytes = usize::try_from(prepared.declared_bytes).unwrap_or(usize::MAX);
         let pieces = match ctx.config.down_conversion_mode {
-            DownConversionMode::Lazy => Pieces::Lazy(Box::new(converter)),
+            DownConversionMode::Lazy => {
+                // Hold nothing converted until this partition's turn on the wire: a response with
+                // many partitions would otherwise keep one converted batch per partition.
+                converter.release_prepared_output();
+                Pieces::Lazy(Box::new(converter))
+            }
             DownConversionMode::Eager => {
                 let mut whole = Vec::with_capacity(declared_bytes);
                 loop {
                     match converter.write_step()? {
                         Write::Read(range) => {
-                            let bytes = read_range(&slice, range)?;
-                            converter.feed(&bytes)?;
+                            converter.feed(read_range(&slice, range, &mut source_buffer)?)?;
                         }
                         Write::Output(piece) => whole.extend_from_slice(&piece),
                         Write::Done => break,
@@ -127,6 +140,8 @@ impl LazyRecords {
             pieces,
             declared_bytes,
             held_bytes,
+            // Kept only while writing; what prepare read is not needed any more.
+            source_buffer: Vec::new(),
             metrics: ctx.metrics.clone(),
             started,
             topic: topic.to_owned(),
@@ -146,9 +161,9 @@ impl LazyRecords {
             Pieces::Lazy(converter) => loop {
                 match converter.write_step().map_err(|error| error.to_string())? {
                     Write::Read(range) => {
-                        let bytes =
-                            read_range(&self.slice, range).map_err(|error| error.to_string())?;
-                        converter.feed(&bytes).map_err(|error| error.to_string())?;
+                        let bytes = read_range(&self.slice, range, &mut self.source_buffer)
+                            .map_err(|error| error.to_string())?;
+                        converter.feed(bytes).map_err(|error| error.to_string())?;
                     }
                     Write::Output(piece) => {
                         self.held_bytes = piece.len();

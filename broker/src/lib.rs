@@ -16,8 +16,8 @@ mod maintenance;
 pub mod metadata_store;
 pub mod metrics;
 mod metrics_http;
-mod placement_state;
 pub mod placement;
+mod placement_state;
 pub mod producer_state;
 mod send;
 mod server;
@@ -107,12 +107,9 @@ impl Broker {
         .map_err(|error| BrokerError::Storage(error.to_string()))??;
         let request_bytes_budget =
             Semaphore::new(QUEUED_REQUEST_BYTES_MAX.max(config.socket_request_max_bytes as usize));
-        let placement = placement_state::PlacementState::new(
-            config.node_id,
-            &config.log_dirs,
-            &topics.all(),
-        )
-        .map_err(|error| BrokerError::Storage(format!("placement: {error}")))?;
+        let placement =
+            placement_state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())
+                .map_err(|error| BrokerError::Storage(format!("placement: {error}")))?;
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,

@@ -167,6 +167,8 @@ pub struct DownConverter {
     dropped_bytes: u64,
     /// Converted bytes waiting to be yielded.
     ready: Option<Vec<u8>>,
+    /// Source position of the batch whose conversion the prepare phase kept in `ready`.
+    kept_start: Option<u64>,
     yielded_bytes: u64,
     stats: Stats,
     scratch: Vec<u8>,
@@ -240,6 +242,7 @@ impl DownConverter {
             prepared: None,
             dropped_bytes: 0,
             ready: None,
+            kept_start: None,
             yielded_bytes: 0,
             stats: Stats::default(),
             scratch: Vec::new(),
@@ -378,6 +381,10 @@ impl DownConverter {
             converted += entry.len();
             if preparing {
                 if out.len() > before {
+                    let kept_start = self
+                        .position
+                        .saturating_add(u64::try_from(converted - entry.len()).unwrap_or(0));
+                    self.kept_start = Some(kept_start);
                     break;
                 }
                 self.dropped_bytes += u64::try_from(entry.len()).unwrap_or(0);
@@ -397,6 +404,22 @@ impl DownConverter {
             self.ready = Some(out);
         }
         Ok(())
+    }
+
+    /// Drops the converted batch the prepare phase kept, so that a prepared converter holds no
+    /// converted bytes until its turn on the wire; the write phase converts that batch again. A
+    /// response with many partitions would otherwise hold one converted batch per partition from
+    /// the moment it is built (what Kafka's LazyDownConversionRecords does), instead of one chunk.
+    /// Costs one batch converted twice (counted twice in [`Stats`]). Call it after
+    /// [`Prepare::Ready`] and before the first [`DownConverter::write_step`]; otherwise it does
+    /// nothing.
+    pub fn release_prepared_output(&mut self) {
+        if self.prepared.is_some() && self.yielded_bytes == 0 && self.requested.is_none() {
+            if let (Some(_), Some(start)) = (self.ready.take(), self.kept_start.take()) {
+                self.position = start;
+                self.source = Source::Open;
+            }
+        }
     }
 
     /// Advances the write phase (runs the prepare phase first if it was not run).

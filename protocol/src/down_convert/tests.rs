@@ -929,6 +929,60 @@ proptest! {
     }
 }
 
+/// The lazy converter driven as the broker drives it: prepared, the kept first batch released,
+/// then written.
+fn lazy_released(
+    src: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> Vec<u8> {
+    let mut converter = DownConverter::new(
+        u64::try_from(src.len()).expect("len"),
+        target,
+        fetch_offset,
+        config,
+    )
+    .expect("converter");
+    let read = |range: SourceRange| {
+        let start = usize::try_from(range.start).expect("start").min(src.len());
+        &src[start..start.saturating_add(range.len).min(src.len())]
+    };
+    loop {
+        match converter.prepare_step().expect("prepare") {
+            Prepare::Read(range) => converter.feed(read(range)).expect("feed"),
+            Prepare::Ready(_) => break,
+        }
+    }
+    converter.release_prepared_output();
+    let mut out = Vec::new();
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => converter.feed(read(range)).expect("feed"),
+            Write::Output(piece) => out.extend_from_slice(&piece),
+            Write::Done => break,
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn releasing_the_prepared_batch_changes_no_byte(
+        (src, _) in arbitrary_slice(),
+        chunk_bytes in 1usize..4096,
+        fetch_offset in 0i64..20,
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        let config = DownConvertConfig { chunk_bytes, ..DownConvertConfig::default() };
+        if let Ok((reference, _)) = down_convert_eager(&src, target, fetch_offset, &config) {
+            prop_assert_eq!(lazy_released(&src, target, fetch_offset, config), reference);
+        }
+    }
+}
+
 /// (bytes of whole entries, largest entry bytes) of a slice.
 fn entries_len(src: &[u8]) -> (usize, usize) {
     let mut rest = src;
