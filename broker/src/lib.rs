@@ -19,6 +19,7 @@ mod metrics_http;
 pub mod placement;
 mod placement_state;
 pub mod producer_state;
+pub mod sasl;
 mod send;
 mod server;
 pub mod topic_config;
