@@ -105,7 +105,9 @@ def broker_factory():
     for broker in brokers:
         alive = broker.alive()
         code = broker.stop()
-        if alive and code not in (0, None):
+        if os.environ.get("SKIFF_TEST_DUMP_LOGS"):
+            print("".join(broker.log_lines))
+        elif alive and code not in (0, None):
             print("".join(broker.log_lines[-50:]))
     for data_dir in dirs:
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -131,3 +133,13 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# Lines a test wants shown even when it passes and output is captured (the crash test's seed,
+# cycle count and run time), printed at the end of the pytest run.
+SUMMARY_LINES = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in SUMMARY_LINES:
+        terminalreporter.write_line(line)

@@ -25,22 +25,21 @@ default). The seed and cycle count are printed.
 after a restart on a larger copy of the same data everything acknowledged is read back.
 """
 
+import collections
 import os
 import random
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
-import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from clients import kp_consume
-from conftest import Broker
+from conftest import SUMMARY_LINES, Broker
 
 CRASH_CYCLES = int(os.environ.get("SKIFF_CRASH_CYCLES", "20"))
 PARTITION_COUNT = 3
@@ -341,11 +340,13 @@ def check_legacy(producer, records):
         sent = producer.sent_numbers(partition)
         # Every number sent was retried until acknowledged, so all are present, in send order.
         if collapsed != sent:
+            first = next((i for i, (a, b) in enumerate(zip(collapsed, sent)) if a != b),
+                         min(len(collapsed), len(sent)))
             problems.append(f"legacy partition {partition}: {len(collapsed)} distinct runs, "
-                            f"{len(sent)} sent; first difference near "
-                            f"{next((i for i, (a, b) in enumerate(zip(collapsed, sent)) if a != b), min(len(collapsed), len(sent)))}")
-        for number in set(numbers):
-            copies = numbers.count(number)
+                            f"{len(sent)} sent; first difference at run {first}: "
+                            f"{collapsed[max(0, first - 3):first + 5]} vs "
+                            f"{sent[max(0, first - 3):first + 5]}")
+        for number, copies in collections.Counter(numbers).items():
             if copies > 1 and copies > producer.attempts.get(number, 0):
                 problems.append(f"L-{number} present {copies} times but sent "
                                 f"{producer.attempts.get(number, 0)} times")
@@ -363,7 +364,10 @@ def kill(broker):
 def test_sigkill_cycles(broker_factory):
     seed = int(os.environ.get("SKIFF_CRASH_SEED", random.SystemRandom().randrange(2**31)))
     rng = random.Random(seed)
-    print(f"\ncrash test: seed {seed} (replay with SKIFF_CRASH_SEED={seed}), {CRASH_CYCLES} cycles")
+    headline = (f"crash test: seed {seed} (replay with SKIFF_CRASH_SEED={seed}), "
+                f"{CRASH_CYCLES} cycles")
+    print("\n" + headline)
+    SUMMARY_LINES.append(headline)
     started = time.monotonic()
     broker = broker_factory(*BROKER_SETTINGS)
     create_topics(broker.bootstrap, [MODERN_TOPIC, LEGACY_TOPIC])
@@ -418,13 +422,15 @@ def test_sigkill_cycles(broker_factory):
     retried_present_twice = sum(
         1 for log in legacy_records.values()
         for i, (_, key, _) in enumerate(log) if i and log[i - 1][1] == key)
-    print(f"crash test done: seed {seed}, {CRASH_CYCLES} cycles in "
-          f"{time.monotonic() - started:.1f} s; modern {len(modern.acked)} acked "
-          f"({len(modern.errors)} delivery errors), legacy {len(legacy.acked)} acked "
-          f"({sum(1 for a in legacy.attempts.values() if a > 1)} retried, "
-          f"{retried_present_twice} retried copies present); group consumed {group.consumed}, "
-          f"{sum(map(len, group.commits.values()))} commits acknowledged "
-          f"({group.commit_failures} failed)")
+    summary = (f"crash test done: seed {seed}, {CRASH_CYCLES} cycles in "
+               f"{time.monotonic() - started:.1f} s; modern {len(modern.acked)} acked "
+               f"({len(modern.errors)} delivery errors), legacy {len(legacy.acked)} acked "
+               f"({sum(1 for a in legacy.attempts.values() if a > 1)} retried, "
+               f"{retried_present_twice} retried copies present); group consumed "
+               f"{group.consumed}, {sum(map(len, group.commits.values()))} commits acknowledged "
+               f"({group.commit_failures} failed)")
+    print(summary)
+    SUMMARY_LINES.append(summary)
     assert not modern.errors, f"idempotent producer gave up on messages: {modern.errors[:5]}"
     assert getattr(modern, "remaining", 1) == 0, "modern producer could not drain"
     assert len(modern.acked) == modern.produced
@@ -467,11 +473,14 @@ def test_disk_full(tmp_path):
                 break
             acked.append((number, metadata.partition, metadata.offset))
         producer.close(timeout=2)
-        print(f"\ndisk full after {len(acked)} acknowledged messages: {error!r}")
+        line = f"disk-full test: full after {len(acked)} acknowledged messages: {error!r}"
+        print("\n" + line)
+        SUMMARY_LINES.append(line)
         assert error is not None, "8 MiB took every message: the disk never filled"
         assert "KafkaStorageError" in repr(error) or "56" in repr(error), (
             f"not a clear storage error: {error!r}")
-        assert broker.alive(), "broker died when the disk filled:\n" + "".join(broker.log_lines[-30:])
+        assert broker.alive(), (
+            "broker died when the disk filled:\n" + "".join(broker.log_lines[-30:]))
         # The broker keeps serving reads of what it acknowledged while the disk is full.
         check_full_topic(broker.bootstrap, acked)
         broker.stop(signal.SIGKILL)
