@@ -948,11 +948,8 @@ fn lazy_released(
         let start = usize::try_from(range.start).expect("start").min(src.len());
         &src[start..start.saturating_add(range.len).min(src.len())]
     };
-    loop {
-        match converter.prepare_step().expect("prepare") {
-            Prepare::Read(range) => converter.feed(read(range)).expect("feed"),
-            Prepare::Ready(_) => break,
-        }
+    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+        converter.feed(read(range)).expect("feed");
     }
     converter.release_prepared_output();
     let mut out = Vec::new();
