@@ -655,6 +655,25 @@ impl Log {
         Ok(None)
     }
 
+    /// The batch holding the greatest timestamp in the log (Kafka's ListOffsets "max timestamp",
+    /// KIP-734): its base offset and that timestamp; `None` for an empty log or one without
+    /// timestamps. The earliest such batch if several share the maximum.
+    pub fn max_timestamp(&self) -> Result<Option<TimestampOffset>> {
+        let max_timestamp_ms = {
+            let state = self.read_state()?;
+            state
+                .segments
+                .values()
+                .filter(|segment| segment.next_offset > state.log_start_offset)
+                .map(|segment| segment.max_timestamp_ms)
+                .max()
+        };
+        match max_timestamp_ms {
+            Some(timestamp_ms) if timestamp_ms >= 0 => self.offset_for_timestamp(timestamp_ms),
+            _ => Ok(None),
+        }
+    }
+
     /// Removes every batch holding an offset ≥ `offset` (a batch straddling it goes whole, as in
     /// Kafka), for a replica that diverged. The new log end offset is returned. Checkpoints are
     /// lowered first, so a crash mid-way never leaves a recovery point above the data. Slices
@@ -1108,6 +1127,18 @@ mod tests {
                 });
             assert_eq!(log.offset_for_timestamp(target).unwrap(), want, "{target}");
         }
+        let (max_offset, max_timestamp_ms) = batches
+            .iter()
+            .copied()
+            .reduce(|best, next| if next.1 > best.1 { next } else { best })
+            .unwrap();
+        assert_eq!(
+            log.max_timestamp().unwrap(),
+            Some(TimestampOffset {
+                offset: max_offset,
+                timestamp_ms: max_timestamp_ms,
+            })
+        );
     }
 
     #[test]

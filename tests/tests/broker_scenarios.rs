@@ -262,3 +262,46 @@ async fn a_client_leaving_mid_conversion_releases_what_it_held() -> anyhow::Resu
     broker.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_by_time_and_max_timestamp() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "timed", &[]).await?;
+    for first in (0..30).step_by(10) {
+        client
+            .produce(
+                "timed",
+                0,
+                Bytes::from(batch(first, 10, 10, Compression::None)),
+            )
+            .await?;
+    }
+    let lookup = |timestamp: i64| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("timed"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])])
+    };
+    // Every test batch carries the same timestamp: the first batch holds the maximum.
+    let response: ListOffsetsResponse = client.request(ApiKey::ListOffsets, 7, &lookup(-3)).await?;
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!((partition.error_code, partition.offset), (0, 0));
+    assert_eq!(partition.timestamp, 1_700_000_000_000);
+    let response: ListOffsetsResponse = client
+        .request(ApiKey::ListOffsets, 7, &lookup(1_800_000_000_000))
+        .await?;
+    assert_eq!(
+        response.topics[0].partitions[0].offset, -1,
+        "nothing that new"
+    );
+    let response: ListOffsetsResponse = client
+        .request(ApiKey::ListOffsets, 1, &lookup(1_600_000_000_000))
+        .await?;
+    assert_eq!(response.topics[0].partitions[0].offset, 0);
+    broker.stop().await;
+    Ok(())
+}

@@ -53,14 +53,11 @@ pub(crate) async fn handle(
                     let found: Option<(i64, i64)> = match request.timestamp {
                         LATEST_TIMESTAMP => Some((-1, log_end)),
                         EARLIEST_TIMESTAMP => Some((-1, log_start)),
-                        MAX_TIMESTAMP => {
-                            // KIP-734's max-timestamp lookup needs a per-log maximum that storage
-                            // does not keep yet; answered as unsupported rather than guessed.
-                            return response
-                                .with_error_code(error_code::UNSUPPORTED_VERSION)
-                                .with_timestamp(-1)
-                                .with_offset(-1);
-                        }
+                        MAX_TIMESTAMP => log
+                            .max_timestamp()
+                            .ok()
+                            .flatten()
+                            .map(|found| (found.timestamp_ms, found.offset)),
                         timestamp if timestamp >= 0 => log
                             .offset_for_timestamp(timestamp)
                             .ok()
