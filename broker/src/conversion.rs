@@ -126,8 +126,13 @@ impl LazyRecords {
                 }
                 ctx.metrics.converted_bytes_acquired(whole.len());
                 let stats = converter.stats();
-                ctx.metrics
-                    .conversion_done(stats.records_converted, stats.temporary_bytes, 0);
+                let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                ctx.metrics.conversion_done(
+                    topic,
+                    stats.records_converted,
+                    stats.temporary_bytes,
+                    nanos,
+                );
                 Pieces::Eager(Some(Bytes::from(whole)))
             }
         };
@@ -175,6 +180,7 @@ impl LazyRecords {
                         let nanos =
                             u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                         self.metrics.conversion_done(
+                            &self.topic,
                             stats.records_converted,
                             stats.temporary_bytes,
                             nanos,

@@ -91,6 +91,12 @@ impl<const N: usize> Histogram<N> {
     }
 }
 
+/// Topics with their own conversion series; more share [`CONVERSION_TOPICS_OVERFLOW`].
+pub const CONVERSION_TOPICS_MAX: usize = 10_000;
+/// The series of topics beyond [`CONVERSION_TOPICS_MAX`] (a name no topic can have: `*` is not a
+/// legal topic character).
+pub const CONVERSION_TOPICS_OVERFLOW: &str = "*other*";
+
 /// Broker-wide figures.
 #[derive(Debug)]
 pub struct Metrics {
@@ -99,6 +105,8 @@ pub struct Metrics {
     converted_bytes_in_flight_peak: AtomicI64,
     records_converted: AtomicU64,
     conversions: AtomicU64,
+    /// Kafka's per-topic `FetchMessageConversionsPerSec`: records converted, by topic.
+    records_converted_by_topic: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     conversion_temporary_bytes: AtomicU64,
     conversion_nanos: AtomicU64,
     conversion_time_us: Histogram<10>,
@@ -116,6 +124,7 @@ impl Default for Metrics {
             converted_bytes_in_flight_peak: AtomicI64::new(0),
             records_converted: AtomicU64::new(0),
             conversions: AtomicU64::new(0),
+            records_converted_by_topic: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             conversion_temporary_bytes: AtomicU64::new(0),
             conversion_nanos: AtomicU64::new(0),
             conversion_time_us: Histogram::new(CONVERSION_TIME_BUCKETS_US),
@@ -171,7 +180,22 @@ impl Metrics {
 
     /// Adds one finished conversion's figures: the caller passes the totals of one converted
     /// record set (all its chunks summed), so each histogram observation is one conversion.
-    pub(crate) fn conversion_done(&self, records: u64, temporary_bytes: u64, nanos: u64) {
+    pub(crate) fn conversion_done(
+        &self,
+        topic: &str,
+        records: u64,
+        temporary_bytes: u64,
+        nanos: u64,
+    ) {
+        if let Ok(mut by_topic) = self.records_converted_by_topic.lock() {
+            // Bounded: topics beyond the cap share one series rather than grow the map.
+            let key = if by_topic.len() < CONVERSION_TOPICS_MAX || by_topic.contains_key(topic) {
+                topic
+            } else {
+                CONVERSION_TOPICS_OVERFLOW
+            };
+            *by_topic.entry(key.to_owned()).or_insert(0) += records;
+        }
         self.conversions.fetch_add(1, Ordering::Relaxed);
         self.records_converted.fetch_add(records, Ordering::Relaxed);
         self.conversion_temporary_bytes
@@ -280,6 +304,20 @@ impl Metrics {
             "Records down-converted for legacy fetches.",
             self.records_converted(),
         );
+        if let Ok(by_topic) = self.records_converted_by_topic.lock() {
+            let _ = writeln!(
+                out,
+                "# HELP skiff_down_converted_records_by_topic_total Records down-converted, by \
+                 topic (Kafka's per-topic FetchMessageConversionsPerSec).\n\
+                 # TYPE skiff_down_converted_records_by_topic_total counter"
+            );
+            for (topic, records) in by_topic.iter() {
+                let _ = writeln!(
+                    out,
+                    "skiff_down_converted_records_by_topic_total{{topic=\"{topic}\"}} {records}"
+                );
+            }
+        }
         counter(
             &mut out,
             "skiff_down_conversion_temporary_bytes_total",
@@ -331,8 +369,8 @@ mod tests {
         let metrics = Metrics::default();
         metrics.request_done(1, 100, 50, 3);
         metrics.request_done(1, 100, 50, 20_000);
-        metrics.conversion_done(10, 4_096, 2_000_000);
-        metrics.conversion_done(5, 100, 1_000);
+        metrics.conversion_done("orders", 10, 4_096, 2_000_000);
+        metrics.conversion_done("orders", 5, 100, 1_000);
         assert_eq!(metrics.requests(1), 2);
         assert_eq!(metrics.conversions(), 2);
         assert_eq!(metrics.records_converted(), 15);
@@ -345,5 +383,6 @@ mod tests {
         assert!(text.contains("skiff_down_conversion_time_us_bucket{le=\"10\"} 1"));
         assert!(text.contains("skiff_down_conversion_time_us_count 2"));
         assert!(text.contains("skiff_request_bytes_total 200"));
+        assert!(text.contains("skiff_down_converted_records_by_topic_total{topic=\"orders\"} 15"));
     }
 }

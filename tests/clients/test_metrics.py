@@ -50,6 +50,7 @@ def test_scrape_after_a_legacy_fetch_shows_conversions(broker_factory):
     _, after = scrape(broker)
     assert value(after, "skiff_down_conversions_total") >= 1
     assert value(after, "skiff_down_converted_records_total") >= 200
+    assert value(after, 'skiff_down_converted_records_by_topic_total{topic="metrics"}') >= 200
     assert value(after, "skiff_down_conversion_temporary_bytes_total") > 0
     assert value(after, "skiff_down_conversion_time_us_count") >= 1
     assert value(after, "skiff_converted_bytes_in_flight_peak") > 0
