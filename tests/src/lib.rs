@@ -3,6 +3,13 @@
 
 use std::net::SocketAddr;
 
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use skiff_bench::client::{decode_fetch, Connection};
+
 use skiff_broker::config::Config;
 use skiff_broker::{Broker, MetricsHandle};
 use skiff_protocol::records::record::{BatchBuilder, NewRecord};
@@ -83,4 +90,51 @@ pub fn batch(first: usize, count: usize, value_bytes: usize, compression: Compre
             .expect("record fits");
     }
     builder.build().expect("batch builds")
+}
+
+/// A topic name as kafka-protocol spells it.
+pub fn topic_name(text: &str) -> TopicName {
+    TopicName(StrBytes::from_string(text.to_owned()))
+}
+
+/// Creates a one-partition topic with `configs` (CreateTopics v4); fails unless the broker agrees.
+pub async fn create_topic(
+    client: &mut Connection,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    let configs = configs
+        .iter()
+        .map(|(key, value)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string((*key).to_owned()))
+                .with_value(Some(StrBytes::from_string((*value).to_owned())))
+        })
+        .collect();
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name(topic))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(configs)]);
+    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 4, &request).await?;
+    anyhow::ensure!(
+        response.topics[0].error_code == 0,
+        "create {topic}: {:?}",
+        response.topics[0]
+    );
+    Ok(())
+}
+
+/// Sends a Fetch at `version` and decodes its answer.
+pub async fn fetch(
+    client: &mut Connection,
+    version: i16,
+    request: &FetchRequest,
+) -> anyhow::Result<FetchResponse> {
+    client.send(ApiKey::Fetch, version, request).await?;
+    let size = client.read_size().await?;
+    let body = client.read_body(size).await?;
+    decode_fetch(body, version)
 }

@@ -5,57 +5,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
-use skiff_bench::client::{decode_fetch, fetch_request, Connection};
+use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::records::Compression;
-use skiff_tests::{batch, TestBroker};
+use skiff_tests::{batch, create_topic, fetch, topic_name, TestBroker};
 
 fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-async fn create_topic(
-    client: &mut Connection,
-    topic: &str,
-    configs: &[(&str, &str)],
-) -> anyhow::Result<()> {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(5000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(
-                configs
-                    .iter()
-                    .map(|(key, value)| {
-                        CreatableTopicConfig::default()
-                            .with_name(StrBytes::from_string((*key).to_owned()))
-                            .with_value(Some(StrBytes::from_string((*value).to_owned())))
-                    })
-                    .collect(),
-            )]);
-    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 4, &request).await?;
-    anyhow::ensure!(
-        response.topics[0].error_code == 0,
-        "create {topic}: {:?}",
-        response.topics[0]
-    );
-    Ok(())
-}
-
-async fn fetch(
-    client: &mut Connection,
-    version: i16,
-    request: &FetchRequest,
-) -> anyhow::Result<FetchResponse> {
-    client.send(ApiKey::Fetch, version, request).await?;
-    let size = client.read_size().await?;
-    let body = client.read_body(size).await?;
-    decode_fetch(body, version)
+    topic_name(text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

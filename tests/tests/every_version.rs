@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::records::legacy::LegacySetBuilder;
 use skiff_protocol::records::{Compression, Magic};
-use skiff_tests::{batch, TestBroker};
+use skiff_tests::{batch, create_topic, TestBroker};
 
 fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_owned()))
@@ -263,7 +263,7 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
     let versions: ApiVersionsResponse = client
         .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
         .await?;
-    create_topic(&mut client, "grouped").await?;
+    create_topic(&mut client, "grouped", &[]).await?;
     let group_id = |text: &str| GroupId(StrBytes::from_string(text.to_owned()));
     let mut answered = 0usize;
 
@@ -464,20 +464,5 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
 
     println!("answered {answered} group (api, version) pairs");
     broker.stop().await;
-    Ok(())
-}
-
-/// Creates a one-partition topic with CreateTopics v0.
-async fn create_topic(client: &mut Connection, topic: &str) -> anyhow::Result<()> {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(5_000)
-        .with_topics(vec![
-            kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                .with_num_partitions(1)
-                .with_replication_factor(1),
-        ]);
-    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 0, &request).await?;
-    assert_eq!(response.topics[0].error_code, 0, "creating {topic}");
     Ok(())
 }

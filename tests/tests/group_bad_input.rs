@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_bench::client::Connection;
 use skiff_protocol::records::record::{BatchBuilder, NewRecord};
 use skiff_protocol::records::Compression;
-use skiff_tests::TestBroker;
+use skiff_tests::{create_topic, TestBroker};
 
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const UNKNOWN_MEMBER_ID: i16 = 25;
@@ -204,7 +204,7 @@ async fn produce(client: &mut Connection, records: Bytes) -> anyhow::Result<(i16
 async fn idempotent_retries_are_acknowledged_once_and_gaps_refused() -> anyhow::Result<()> {
     let broker = TestBroker::start(&[]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
-    create_topic(&mut client, "idem").await?;
+    create_topic(&mut client, "idem", &[]).await?;
     let init: InitProducerIdResponse = client
         .request(
             ApiKey::InitProducerId,
@@ -237,20 +237,5 @@ async fn idempotent_retries_are_acknowledged_once_and_gaps_refused() -> anyhow::
         (0, 5)
     );
     broker.stop().await;
-    Ok(())
-}
-
-/// Creates a one-partition topic with CreateTopics v0.
-async fn create_topic(client: &mut Connection, topic: &str) -> anyhow::Result<()> {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(5_000)
-        .with_topics(vec![
-            kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                .with_num_partitions(1)
-                .with_replication_factor(1),
-        ]);
-    let response: CreateTopicsResponse = client.request(ApiKey::CreateTopics, 0, &request).await?;
-    assert_eq!(response.topics[0].error_code, 0, "creating {topic}");
     Ok(())
 }
