@@ -20,6 +20,7 @@ use skiff_protocol::frame::FrameCheck;
 use crate::context::Ctx;
 use crate::handlers;
 use crate::send::write_response;
+use crate::session::Session;
 
 /// Serves one connection until the client closes, an error, the idle timeout or shutdown.
 pub(crate) async fn run(
@@ -45,6 +46,7 @@ async fn serve(
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
 ) -> Result<(), String> {
+    let session = Session::plaintext_anonymous();
     loop {
         let mut size_prefix = [0u8; 4];
         tokio::select! {
@@ -83,7 +85,7 @@ async fn serve(
             .map_err(|_| format!("frame body not received within {idle:?}"))?
             .map_err(|error| error.to_string())?;
         let body: Bytes = body.freeze();
-        let outcome = handlers::handle_frame(ctx, body).await;
+        let outcome = handlers::handle_frame(ctx, &session, body).await;
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle)
                 .await

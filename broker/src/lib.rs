@@ -22,6 +22,7 @@ pub mod producer_state;
 pub mod sasl;
 mod send;
 mod server;
+pub mod session;
 pub mod topic_config;
 pub mod topics;
 

@@ -35,6 +35,7 @@ use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
 use crate::send::ResponsePart;
+use crate::session::Session;
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
 /// protocol crate decodes), and `every_advertised_api_has_a_handler` checks the match below.
@@ -84,7 +85,7 @@ impl Outcome {
 }
 
 /// Handles one frame body.
-pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
+pub(crate) async fn handle_frame(ctx: &Ctx, session: &Session, frame: Bytes) -> Outcome {
     let (header, request) = match decode_request(&frame) {
         Ok(decoded) => decoded,
         Err(error) => return undecodable(error),
@@ -92,7 +93,7 @@ pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
     let started = ctx.instant();
     let frame_bytes = frame.len();
     let api_key = header.request_api_key;
-    let outcome = dispatch(ctx, header, request).await;
+    let outcome = dispatch(ctx, session, header, request).await;
     let bytes_out: u64 = outcome
         .response
         .iter()
@@ -111,7 +112,14 @@ pub(crate) async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Outcome {
 }
 
 /// Calls the handler of the request's API and encodes its answer.
-async fn dispatch(ctx: &Ctx, header: RequestHeader, request: Request) -> Outcome {
+async fn dispatch(
+    ctx: &Ctx,
+    session: &Session,
+    header: RequestHeader,
+    request: Request,
+) -> Outcome {
+    // Handlers take the session as they gain authorization checks.
+    let _ = session;
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
     tracing::trace!(api = ?request.api_key(), version, correlation_id, "request");
