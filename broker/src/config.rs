@@ -134,6 +134,12 @@ impl FromConfigValue for Option<String> {
     }
 }
 
+impl FromConfigValue for Option<PathBuf> {
+    fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+        Ok(Option::<String>::from_value(key, value)?.map(PathBuf::from))
+    }
+}
+
 /// How legacy fetches are down-converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DownConversionMode {
@@ -242,6 +248,30 @@ config_keys! {
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
     "skiff.metrics.listener" => metrics_listener: Option<String> = None;
         "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
+    "listener.security.protocol.map" => listener_security_protocol_map: String = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".to_owned();
+        "Comma-separated LISTENER_NAME:SECURITY_PROTOCOL pairs; a listener's protocol comes from its name."
+    "ssl.keystore.type" => ssl_keystore_type: String = "PEM".to_owned();
+        "Format of ssl.keystore.location; only PEM is supported."
+    "ssl.keystore.location" => ssl_keystore_location: Option<PathBuf> = None;
+        "PEM file holding the certificate chain and the unencrypted private key of SSL/SASL_SSL listeners."
+    "ssl.truststore.location" => ssl_truststore_location: Option<PathBuf> = None;
+        "PEM file of CA certificates that client certificates must chain to (with ssl.client.auth)."
+    "ssl.client.auth" => ssl_client_auth: String = "none".to_owned();
+        "none, requested or required: whether SSL clients must present a certificate; its subject becomes the principal."
+    "sasl.enabled.mechanisms" => sasl_enabled_mechanisms: String = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".to_owned();
+        "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners."
+    "skiff.sasl.credentials.file" => sasl_credentials_file: Option<PathBuf> = None;
+        "File of SASL users as salted SCRAM keys (`skiff sasl-credential` writes lines); needed by SASL listeners."
+    "skiff.sasl.handshake.timeout.ms" => sasl_handshake_timeout_ms: u64 = 10_000;
+        "A SASL connection that has not authenticated within this long is closed."
+    "skiff.acl.file" => acl_file: Option<PathBuf> = None;
+        "File of ACLs. Unset (default): no authorization, everything is allowed to everyone."
+    "skiff.acl.reload.interval.ms" => acl_reload_interval_ms: u64 = 1000;
+        "How often the ACL file is checked for changes; a changed file that parses replaces the ACLs without a restart."
+    "super.users" => super_users: String = String::new();
+        "Semicolon-separated principals (User:name) allowed everything, whatever the ACLs say."
+    "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
+        "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
 }
 
 impl Config {
