@@ -928,6 +928,34 @@ mod tests {
     }
 
     #[test]
+    fn headers_past_the_active_view_are_read_from_the_file() {
+        // The active segment's `.log` view covers `segment_bytes` (here 4 KiB) as configured when
+        // it was mapped; raising `segment_bytes` lets the segment grow past it, and lookups there
+        // must fall back to `pread` and still find every batch.
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        log.set_config(LogConfig {
+            segment_bytes: 1 << 20,
+            ..small_config()
+        })
+        .unwrap();
+        let mut appended = Vec::new();
+        while log.size_bytes().unwrap() < 3 * 4096 {
+            let original = batch(0, 3, 100);
+            let info = log.append(&mut original.clone(), 0).unwrap();
+            appended.push((info.base_offset, info.last_offset, original));
+        }
+        assert_eq!(log.segment_count().unwrap(), 1);
+        for (base, last, original) in &appended {
+            let want = expected(original.clone(), *base);
+            for offset in *base..=*last {
+                assert_eq!(batch_at(&log, offset), want, "offset {offset}");
+            }
+        }
+    }
+
+    #[test]
     fn bad_input_is_refused_before_anything_is_written() {
         let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();

@@ -1,7 +1,9 @@
 //! The crate's only `unsafe` code: memory maps (memmap2) and the `flock(2)` call behind the data
 //! directory's lock file. Owns the conditions under which a mapping is sound; must never map more
-//! bytes than the file holds, nor hand out a mapping of a file that this engine may shrink while
-//! the mapping lives (see `FetchSlice` and `Log::truncate_to` for how shrinking is avoided).
+//! bytes than the file holds (except the active segment's read-ahead view, [`map_read_ahead`],
+//! whose users read only below the file's length), nor hand out a mapping of a file that this
+//! engine may shrink while the mapping lives (see `FetchSlice` and `Log::truncate_to` for how
+//! shrinking is avoided).
 
 use std::fs::File;
 use std::io;
@@ -19,6 +21,28 @@ pub(crate) fn map_read(file: &File, position: u64, len: usize) -> io::Result<Mma
     // only unlinks, which keeps the inode and its pages alive for this mapping). No other process
     // writes the directory: the lock file excludes it.
     unsafe { MmapOptions::new().offset(position).len(len).map(file) }
+}
+
+/// Maps the first `len` bytes of `file` read-only, where `len` may exceed the file's current
+/// length: the view of the active segment's `.log`, which grows under it by `pwrite` (one page
+/// cache, so written bytes show through the mapping at once).
+///
+/// The caller must read only bytes below the file's length at the time of the read (a page wholly
+/// past the end raises SIGBUS) and must drop the mapping before shrinking the file. `Segment`
+/// reads only below `size_bytes`, which never exceeds the file's length, and drops the view when
+/// it seals or truncates.
+pub(crate) fn map_read_ahead(file: &File, len: usize) -> io::Result<Mmap> {
+    if len == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "empty read-ahead mapping",
+        ));
+    }
+    // SAFETY: mapping past the end of a file is allowed; only touching a page wholly past it
+    // faults, and the caller reads only below the file's length (see above). The bytes it reads
+    // are never rewritten in place: appends add bytes after them, truncation drops this mapping
+    // first, and no other process writes the directory (the lock file excludes it).
+    unsafe { MmapOptions::new().len(len).map(file) }
 }
 
 /// Maps the first `len` bytes of `file` read-write (an index file). `len` must be > 0 and within

@@ -3,12 +3,14 @@
 //! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
 //! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access.
 //! Must never write below `size_bytes` of a file a reader may hold (truncation of a shared file
-//! writes a new inode instead), nor trust an index entry without checking the header it names.
+//! writes a new inode instead), nor trust an index entry without checking the header it names,
+//! nor read its `.log` view at or past `size_bytes`.
 
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+use memmap2::Mmap;
 use skiff_protocol::records::v2::BatchHeader;
 
 use crate::config::{LogConfig, PersistMode};
@@ -48,6 +50,23 @@ pub(crate) struct Segment {
     /// Caller's time of the first append, the base of `segment_ms` rolls; after a restart, the
     /// first batch's max timestamp stands in (as Kafka does).
     pub(crate) first_append_ms: Option<i64>,
+    /// Read-only view of `.log` while the segment is active, longer than the file (see
+    /// [`mmap::map_read_ahead`]): batch headers on the read path come from it instead of a
+    /// `pread`, which was three quarters of a warm lookup's time. Only the active segment has one,
+    /// so a partition holds one such mapping, not one per segment (`vm.max_map_count`); lookups
+    /// in sealed segments `pread`.
+    log_view: Option<Mmap>,
+}
+
+/// Bytes of the active segment's `.log` view: as far as the segment can grow under its
+/// configuration (a batch larger than `segment_bytes` can fill an empty segment), capped by the
+/// 4-byte positions. Reads past it fall back to `pread` (say, after `segment_bytes` was raised).
+fn log_view_bytes(config: &LogConfig, size_bytes: u64) -> u64 {
+    config
+        .segment_bytes
+        .max(u64::from(config.batch_bytes_max))
+        .max(size_bytes)
+        .min(limits::SEGMENT_BYTES_MAX)
 }
 
 fn index_capacity(config: &LogConfig, entry_bytes: usize) -> u32 {
@@ -69,7 +88,7 @@ impl Segment {
             .open(&log_path, OpenMode::CreateNew)
             .map_err(|error| Error::io(&log_path, error))?;
         let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
-        Ok(Self {
+        let mut segment = Self {
             base_offset,
             log_path: log_path.into(),
             log: Arc::new(log),
@@ -82,7 +101,31 @@ impl Segment {
             max_timestamp_ms: -1,
             offset_of_max_timestamp: base_offset,
             first_append_ms: None,
-        })
+            log_view: None,
+        };
+        segment.map_log_view(config)?;
+        Ok(segment)
+    }
+
+    /// Maps the active segment's `.log` view (replacing any earlier one).
+    fn map_log_view(&mut self, config: &LogConfig) -> Result<()> {
+        self.log_view = None;
+        let Ok(len) = usize::try_from(log_view_bytes(config, self.size_bytes)) else {
+            // A target whose address space cannot hold the view reads with `pread`.
+            return Ok(());
+        };
+        let view = mmap::map_read_ahead(&self.log, len)
+            .map_err(|error| Error::io(&*self.log_path, error))?;
+        self.log_view = Some(view);
+        Ok(())
+    }
+
+    /// `len` bytes of `.log` from `position` through the view, if it covers them. The caller
+    /// guarantees `position + len` is within the file (at most `size_bytes` or the file length
+    /// just read).
+    fn viewed(&self, position: u64, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(position).ok()?;
+        self.log_view.as_ref()?.get(start..start.checked_add(len)?)
     }
 
     /// Creates fresh, empty, preallocated index files, unlinking old ones first so a mapping of
@@ -216,6 +259,7 @@ impl Segment {
             max_timestamp_ms: -1,
             offset_of_max_timestamp: base_offset,
             first_append_ms: None,
+            log_view: None,
         };
         if let Some((timestamp, offset)) = segment.time_index.last() {
             segment.max_timestamp_ms = timestamp;
@@ -399,10 +443,18 @@ impl Segment {
                 "batch header past the end of the segment".to_owned(),
             ));
         }
-        let mut header = [0u8; HEADER_READ_BYTES];
-        io.read_exact_at(&self.log, &mut header, position)
-            .map_err(|error| Error::io(&*self.log_path, error))?;
-        let parsed = BatchHeader::parse(&header).map_err(|error| corrupt(error.to_string()))?;
+        // `end_bytes` is `size_bytes` or the file length just read, so the view is read only
+        // below the end of the file, as it must be.
+        let parsed = match self.viewed(position, HEADER_READ_BYTES) {
+            Some(bytes) => BatchHeader::parse(bytes),
+            None => {
+                let mut header = [0u8; HEADER_READ_BYTES];
+                io.read_exact_at(&self.log, &mut header, position)
+                    .map_err(|error| Error::io(&*self.log_path, error))?;
+                BatchHeader::parse(&header)
+            }
+        }
+        .map_err(|error| corrupt(error.to_string()))?;
         if position + parsed.total_bytes() as u64 > end_bytes {
             return Err(corrupt(
                 "batch extends past the end of the segment".to_owned(),
@@ -487,8 +539,10 @@ impl Segment {
     }
 
     /// Leaves the active role: records the final time-index entry (so the segment's greatest
-    /// timestamp survives a restart) and trims both indexes to their entries.
+    /// timestamp survives a restart), trims both indexes to their entries and drops the `.log`
+    /// view.
     pub(crate) fn seal(&mut self, io: &dyn FileIo) -> Result<()> {
+        self.log_view = None;
         if self.max_timestamp_ms >= 0 {
             let _ = self
                 .time_index
@@ -498,14 +552,15 @@ impl Segment {
         self.time_index.file_mut().seal(io)
     }
 
-    /// Takes the active role: grows both indexes back to their capacity.
+    /// Takes the active role: grows both indexes back to their capacity and maps the `.log` view.
     pub(crate) fn unseal(&mut self, io: &dyn FileIo, config: &LogConfig) -> Result<()> {
         self.index
             .file_mut()
             .unseal(io, index_capacity(config, OFFSET_INDEX_ENTRY_BYTES))?;
         self.time_index
             .file_mut()
-            .unseal(io, index_capacity(config, TIME_INDEX_ENTRY_BYTES))
+            .unseal(io, index_capacity(config, TIME_INDEX_ENTRY_BYTES))?;
+        self.map_log_view(config)
     }
 
     /// Cuts the log at `position` (a batch boundary) and rebuilds the indexes.
@@ -523,6 +578,8 @@ impl Segment {
         config: &LogConfig,
     ) -> Result<()> {
         let log_path = self.log_path.to_path_buf();
+        // The view goes before the file can shrink under it (the caller maps a new one).
+        self.log_view = None;
         // The log's lock is held by the caller, and readers clone this Arc only under it, so the
         // count cannot grow while we decide.
         if Arc::strong_count(&self.log) == 1 {
