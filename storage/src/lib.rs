@@ -63,7 +63,8 @@
 //! # Layout
 //!
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
-//! `offset_index`/`time_index` over `index_file` (mapped entries), `recovery` (the batch scan),
+//! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
+//! `index_file` (mapped entries), `recovery` (the batch scan),
 //! `fetch` ([`FetchSlice`]), `config`, `limits`, `fs` (names and atomic files), `io` (every file
 //! operation, injectable), `mmap` (the only `unsafe`), `error`.
 
@@ -95,6 +96,7 @@ mod mmap;
 mod offset_index;
 mod recovery;
 mod segment;
+mod sparse_index;
 mod time_index;
 
 #[cfg(test)]

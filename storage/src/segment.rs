@@ -16,13 +16,12 @@ use skiff_protocol::records::v2::BatchHeader;
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
 use crate::fs::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX};
-use crate::index_file::IndexFile;
 use crate::io::{FileIo, OpenMode};
 use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 use crate::mmap;
-use crate::offset_index::OffsetIndex;
+use crate::offset_index::{OffsetEntry, OffsetIndex};
 use crate::recovery::{self, ScanEnd};
-use crate::time_index::TimeIndex;
+use crate::time_index::{TimeEntry, TimeIndex};
 
 /// Bytes copied per step when truncation copies a shared file's kept prefix.
 const TRUNCATE_COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -88,21 +87,15 @@ impl Segment {
             .open(&log_path, OpenMode::CreateNew)
             .map_err(|error| Error::io(&log_path, error))?;
         let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
-        let mut segment = Self {
+        let mut segment = Self::assemble(
             base_offset,
-            log_path: log_path.into(),
-            log: Arc::new(log),
-            size_bytes: 0,
-            next_offset: base_offset,
+            &log_path,
+            &Arc::new(log),
             index,
             time_index,
-            index_interval_bytes: config.index_interval_bytes,
-            bytes_since_index_entry: 0,
-            max_timestamp_ms: -1,
-            offset_of_max_timestamp: base_offset,
-            first_append_ms: None,
-            log_view: None,
-        };
+            config,
+            base_offset,
+        );
         segment.map_log_view(config)?;
         Ok(segment)
     }
@@ -261,9 +254,9 @@ impl Segment {
             first_append_ms: None,
             log_view: None,
         };
-        if let Some((timestamp, offset)) = segment.time_index.last() {
-            segment.max_timestamp_ms = timestamp;
-            segment.offset_of_max_timestamp = offset;
+        if let Some(last) = segment.time_index.last() {
+            segment.max_timestamp_ms = last.timestamp_ms;
+            segment.offset_of_max_timestamp = last.offset;
         }
         segment
     }
@@ -273,7 +266,7 @@ impl Segment {
     fn resume_tail(&mut self, io: &dyn FileIo, file_bytes: u64) -> Result<bool> {
         let (start_position, start_offset) = match self.index.last() {
             None => (0, self.next_offset),
-            Some((offset, position)) => {
+            Some(OffsetEntry { offset, position }) => {
                 match self.read_header_within(io, u64::from(position), file_bytes) {
                     Ok(header) if header.base_offset == offset => (u64::from(position), offset),
                     _ => return Ok(false),
@@ -286,10 +279,14 @@ impl Segment {
         }
         // The last time entry carries the segment's greatest timestamp (retention and time
         // lookups rely on it): it must name a real batch with exactly that timestamp.
-        if let Some((timestamp, offset)) = self.time_index.last() {
+        if let Some(TimeEntry {
+            timestamp_ms,
+            offset,
+        }) = self.time_index.last()
+        {
             match self.find_batch(io, offset) {
                 Ok(Some((_, header)))
-                    if header.base_offset == offset && header.max_timestamp == timestamp => {}
+                    if header.base_offset == offset && header.max_timestamp == timestamp_ms => {}
                 _ => return Ok(false),
             }
         }
@@ -306,18 +303,16 @@ impl Segment {
     ) -> Result<Option<(OffsetIndex, TimeIndex)>> {
         let index_path = fs::segment_file(dir, base_offset, INDEX_SUFFIX);
         let time_path = fs::segment_file(dir, base_offset, TIME_INDEX_SUFFIX);
-        let Some(index) = IndexFile::open(io, &index_path, OFFSET_INDEX_ENTRY_BYTES)? else {
+        let Some(index) = OffsetIndex::open(io, &index_path, base_offset)? else {
             return Ok(None);
         };
-        let Some(time) = IndexFile::open(io, &time_path, TIME_INDEX_ENTRY_BYTES)? else {
+        let Some(time_index) = TimeIndex::open(io, &time_path, base_offset)? else {
             return Ok(None);
         };
-        let index = OffsetIndex::new(base_offset, index);
-        let time_index = TimeIndex::new(base_offset, time);
         let next_bound = base_offset
             .saturating_add(i64::from(u32::MAX))
             .saturating_add(1);
-        if !index.is_sane(log_bytes) || !time_index.is_sane(next_bound) {
+        if !index.is_sane_for(log_bytes) || !time_index.is_sane_for(next_bound) {
             return Ok(None);
         }
         Ok(Some((index, time_index)))
@@ -478,7 +473,7 @@ impl Segment {
         io: &dyn FileIo,
         target: i64,
     ) -> Result<Option<(u64, BatchHeader)>> {
-        let (offset, position) = self.index.lookup(target);
+        let OffsetEntry { offset, position } = self.index.lookup(target);
         let mut position = u64::from(position);
         if position > 0 {
             match self.read_header(io, position) {
@@ -505,9 +500,10 @@ impl Segment {
         // An entry is used only if the batch it names is really there with that timestamp (a
         // damaged index must not hide batches); otherwise the scan starts at the segment's start.
         let mut position = 0;
-        if let Some((timestamp, offset)) = self.time_index.lookup(target_ms) {
-            if let Some((found, header)) = self.find_batch(io, offset)? {
-                if header.base_offset == offset && header.max_timestamp == timestamp {
+        if let Some(entry) = self.time_index.lookup(target_ms) {
+            if let Some((found, header)) = self.find_batch(io, entry.offset)? {
+                if header.base_offset == entry.offset && header.max_timestamp == entry.timestamp_ms
+                {
                     position = found;
                 }
             }
