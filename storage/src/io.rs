@@ -140,7 +140,8 @@ impl FileIo for StdIo {
 
 #[cfg(test)]
 pub(crate) mod faulty {
-    //! A [`FileIo`] that fails on command: the next fsync, or writes that stop part way (torn).
+    //! A [`FileIo`] that fails on command: the next fsync, or writes that stop part way (torn);
+    //! or that holds writes until released, to look at the log while an append is mid-write.
 
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -153,6 +154,10 @@ pub(crate) mod faulty {
         pub(crate) fail_sync: AtomicBool,
         /// When non-zero, the next write writes only this many bytes, then fails with EIO.
         pub(crate) torn_write_bytes: AtomicUsize,
+        /// While set, writes wait (counted in `writes_held`) before writing anything.
+        pub(crate) hold_writes: AtomicBool,
+        /// Writes waiting on `hold_writes`.
+        pub(crate) writes_held: AtomicUsize,
     }
 
     fn eio() -> io::Error {
@@ -164,6 +169,13 @@ pub(crate) mod faulty {
             StdIo.open(path, mode)
         }
         fn write_all_at(&self, file: &File, bytes: &[u8], position: u64) -> io::Result<()> {
+            if self.hold_writes.load(Ordering::SeqCst) {
+                self.writes_held.fetch_add(1, Ordering::SeqCst);
+                while self.hold_writes.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                self.writes_held.fetch_sub(1, Ordering::SeqCst);
+            }
             let torn = self.torn_write_bytes.swap(0, Ordering::SeqCst);
             if torn > 0 {
                 let prefix = bytes.get(..torn.min(bytes.len())).unwrap_or_default();
