@@ -833,6 +833,11 @@ impl Log {
         let mut state = self.write_state()?;
         self.check_writable(&state)?;
         let count = self.deletable_prefix(&state, Some(now_ms));
+        if count == 0 {
+            // Nothing moves: no checkpoint to write (it would fsync under the locks, and
+            // retention runs often).
+            return Ok(0);
+        }
         let removed = self.delete_oldest(&mut state, count)?;
         close_after_unlock(state, writer, removed);
         Ok(count)
@@ -1364,6 +1369,9 @@ mod tests {
         log.flush().unwrap();
         // Still inside the first segment: no checkpoint write was needed.
         assert_eq!(log.flushed_offset().unwrap(), 1);
+        assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
+        // Nor does retention that deletes nothing (it runs often; the write would fsync).
+        assert_eq!(log.enforce_retention(0).unwrap(), 0);
         assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
         while log.segment_count().unwrap() < 3 {
             log.append(&mut batch(0, 2, 200), 0).unwrap();
