@@ -118,10 +118,47 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
         (config.duration_s - config.warmup_s) as f64 / 3600.0,
         config.warmup_s as f64 / 3600.0,
     );
-    let results: Vec<RunResult> = policies
-        .iter()
-        .map(|(label, p)| replica::run(config, label, p))
-        .collect();
+    // Every run of Sim A is independent (own seeded RNGs), so they all run up front, spread over
+    // the cores, and the tables below only read the results: same bytes, less wall time.
+    let sweep: Vec<u64> = if config.node_count < 100 {
+        vec![300]
+    } else {
+        vec![1, 5, 30, 300]
+    };
+    let sweep_policies = [2usize, 4, 5, 6];
+    let herding_config = ReplicaConfig {
+        herding_at_s: Some(config.warmup_s + (config.duration_s - config.warmup_s) / 4),
+        ..config.clone()
+    };
+    let herd_policies = [0usize, 2, 4, 5, 6];
+    let hetero_config = ReplicaConfig {
+        half_capacity_fraction: 0.1,
+        ..config.clone()
+    };
+    let capped_config = ReplicaConfig {
+        ledger_burst_share_max: 0.5,
+        ..config.clone()
+    };
+    let variant_policies = [0usize, 2, 6];
+    let mut jobs: Vec<(ReplicaConfig, usize)> =
+        (0..policies.len()).map(|i| (config.clone(), i)).collect();
+    for &index in &sweep_policies {
+        for &refresh_s in sweep.iter().filter(|&&r| r != config.refresh_s) {
+            let swept = ReplicaConfig {
+                refresh_s,
+                ..config.clone()
+            };
+            jobs.push((swept, index));
+        }
+    }
+    jobs.extend(herd_policies.iter().map(|&i| (herding_config.clone(), i)));
+    jobs.extend(variant_policies.iter().map(|&i| (hetero_config.clone(), i)));
+    jobs.extend(variant_policies.iter().map(|&i| (capped_config.clone(), i)));
+    let mut all = par_map(&jobs, |(c, i)| {
+        replica::run(c, policies[*i].0, &policies[*i].1)
+    })
+    .into_iter();
+    let results: Vec<RunResult> = all.by_ref().take(policies.len()).collect();
     table_a(
         md,
         &format!("Steady state, view refresh {} s", config.refresh_s),
@@ -212,25 +249,18 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
         md,
         "| Policy | refresh (s) | herding index, peak | p99 peak (ms) | p99 median (ms) | std median (MB/s) |\n|---|---|---|---|---|---|"
     );
-    let sweep: Vec<u64> = if config.node_count < 100 {
-        vec![300]
-    } else {
-        vec![1, 5, 30, 300]
-    };
-    for &index in &[2usize, 4, 5, 6] {
-        let (label, policy) = &policies[index];
+    let swept: Vec<RunResult> = all
+        .by_ref()
+        .take(sweep_policies.len() * sweep.iter().filter(|&&r| r != config.refresh_s).count())
+        .collect();
+    let mut swept = swept.into_iter();
+    for &index in &sweep_policies {
+        let (label, _) = &policies[index];
         for &refresh_s in &sweep {
             let r = if refresh_s == config.refresh_s {
                 results[index].clone()
             } else {
-                replica::run(
-                    &ReplicaConfig {
-                        refresh_s,
-                        ..config.clone()
-                    },
-                    label,
-                    policy,
-                )
+                swept.next().expect("one run per swept refresh")
             };
             let _ = writeln!(
                 md,
@@ -246,38 +276,15 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
     }
     let _ = writeln!(md);
 
-    // Herding event and heterogeneous hardware.
-    let herding_config = ReplicaConfig {
-        herding_at_s: Some(config.warmup_s + (config.duration_s - config.warmup_s) / 4),
-        ..config.clone()
-    };
-    let subset = [0usize, 2, 4, 5, 6];
-    let herd: Vec<RunResult> = subset
-        .iter()
-        .map(|&i| replica::run(&herding_config, policies[i].0, &policies[i].1))
-        .collect();
+    let herd: Vec<RunResult> = all.by_ref().take(herd_policies.len()).collect();
     table_a(
         md,
         "Herding event: 30 % of ledgers roll over within 10 s (refresh 30 s)",
         &herd,
     );
-    let hetero_config = ReplicaConfig {
-        half_capacity_fraction: 0.1,
-        ..config.clone()
-    };
-    let hetero: Vec<RunResult> = [0usize, 2, 6]
-        .iter()
-        .map(|&i| replica::run(&hetero_config, policies[i].0, &policies[i].1))
-        .collect();
+    let hetero: Vec<RunResult> = all.by_ref().take(variant_policies.len()).collect();
     table_a(md, "Heterogeneous: 10 % of nodes at half capacity", &hetero);
-    let capped_config = ReplicaConfig {
-        ledger_burst_share_max: 0.5,
-        ..config.clone()
-    };
-    let capped: Vec<RunResult> = [0usize, 2, 6]
-        .iter()
-        .map(|&i| replica::run(&capped_config, policies[i].0, &policies[i].1))
-        .collect();
+    let capped: Vec<RunResult> = all.by_ref().take(variant_policies.len()).collect();
     table_a(
         md,
         "Variant: no ledger hotter than half a node while bursting (ledger rates capped, the \
@@ -353,11 +360,17 @@ fn sim_b(config: &BundleConfig, md: &mut String, plots: &mut Vec<(String, String
     );
     let mut totals: Vec<(usize, bool, usize)> = vec![(0, true, 0); strategies.len()];
     let mut per_scenario_ok = Vec::new();
+    let jobs: Vec<(Scenario, usize)> = Scenario::ALL
+        .iter()
+        .flat_map(|&scenario| (0..strategies.len()).map(move |i| (scenario, i)))
+        .collect();
+    let mut all = par_map(&jobs, |&(scenario, i)| {
+        let s = &strategies[i];
+        bundles::run(config, scenario, s.label, &s.balancer, &s.split)
+    })
+    .into_iter();
     for scenario in Scenario::ALL {
-        let results: Vec<BundleResult> = strategies
-            .iter()
-            .map(|s| bundles::run(config, scenario, s.label, &s.balancer, &s.split))
-            .collect();
+        let results: Vec<BundleResult> = all.by_ref().take(strategies.len()).collect();
         let _ = writeln!(md, "### {}\n", scenario.name());
         let _ = writeln!(
             md,
@@ -445,6 +458,36 @@ fn sim_b(config: &BundleConfig, md: &mut String, plots: &mut Vec<(String, String
         );
     }
     let _ = writeln!(md);
+}
+
+/// Runs `f` over `items` on every available core and returns the results in item order. Each run
+/// owns its seeded RNGs, so the answer does not depend on the thread count or scheduling.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        mine.push((i, f(item)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a simulator run panicked"))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 fn push_plot(

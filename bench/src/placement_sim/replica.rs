@@ -290,32 +290,45 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     let mut fallbacks = 0u64;
     let mut decisions = 0u64;
 
-    let place = |ledger: usize,
-                 t: usize,
-                 view: &mut ClusterView,
-                 published_util: &[Vec<f64>],
-                 published_wbps: &[Vec<f64>],
-                 prng: &mut ChaCha8Rng|
+    // A placer's view is the row published at its last refresh, so every placer that refreshed
+    // in the same second holds the same view and gets the same weights: compute them once per
+    // (published second) instead of once per placement (255 reports rebuilt per rollover was
+    // most of the old run time). Keyed by the absolute second, so a reused ring row never hits a
+    // stale entry; `None` = the all-unknown view at t = 0.
+    let mut weights_cache: Vec<Option<(Option<usize>, NodeWeights)>> = vec![None; history_len];
+    let mut place = |ledger: usize,
+                     t: usize,
+                     view: &mut ClusterView,
+                     published_util: &[Vec<f64>],
+                     published_wbps: &[Vec<f64>],
+                     prng: &mut ChaCha8Rng|
      -> (Vec<u32>, bool) {
         let placer = ledger % config.placer_count;
         // The view this placer holds: the metrics published at its last refresh.
         let age = (t + phase[placer]) % refresh;
         let seen = t.saturating_sub(age + 1);
         let row = seen % history_len;
-        for (i, node) in view.nodes.iter_mut().enumerate() {
-            let util = if t == 0 { -1.0 } else { published_util[row][i] };
-            node.load = LoadReport {
-                write_bytes_per_second: if t == 0 {
-                    -1.0
-                } else {
-                    published_wbps[row][i] * 1e6
-                },
-                disk_free_bytes: 1e12,
-                ..LoadReport::with_util(util)
-            };
+        let key = (t > 0).then_some(seen);
+        let fresh = matches!(&weights_cache[row], Some((k, _)) if *k == key);
+        if !fresh {
+            for (i, node) in view.nodes.iter_mut().enumerate() {
+                let util = if t == 0 { -1.0 } else { published_util[row][i] };
+                node.load = LoadReport {
+                    write_bytes_per_second: if t == 0 {
+                        -1.0
+                    } else {
+                        published_wbps[row][i] * 1e6
+                    },
+                    disk_free_bytes: 1e12,
+                    ..LoadReport::with_util(util)
+                };
+            }
+            weights_cache[row] = Some((key, NodeWeights::compute(policy, view)));
         }
-        let weights = NodeWeights::compute(policy, view);
-        let chosen = ensemble::build_indexed(&rack_index, &weights, e, qw, &racks, prng)
+        let Some((_, weights)) = &weights_cache[row] else {
+            unreachable!("filled above")
+        };
+        let chosen = ensemble::build_indexed(&rack_index, weights, e, qw, &racks, prng)
             .map(|en| en.members.iter().map(|&m| m as u32).collect())
             .unwrap_or_else(|_| (0..e as u32).collect());
         (chosen, weights.fell_back())
@@ -479,15 +492,12 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             // A write's latency is one of its nodes' delays, so its bucket is that node's bucket:
             // one logarithm per node instead of one per write.
             let bucket: Vec<usize> = delay_ms.iter().map(|d| histogram.bucket(*d)).collect();
-            let mut quorum = vec![0usize; qw];
             for ledger in 0..ledgers {
                 let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
+                let ensemble = &members[ledger * e..(ledger + 1) * e];
                 for start in 0..e {
-                    for (k, q) in quorum.iter_mut().enumerate() {
-                        *q = members[ledger * e + (start + k) % e] as usize;
-                    }
-                    quorum.sort_by(|a, b| delay_ms[*a].total_cmp(&delay_ms[*b]));
-                    histogram.add_to_bucket(bucket[quorum[qa - 1]], weight);
+                    let node = quorum_order_statistic(ensemble, start, qw, qa, &delay_ms);
+                    histogram.add_to_bucket(bucket[node], weight);
                 }
             }
         }
@@ -530,8 +540,87 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     }
 }
 
+/// The node whose delay is the `qa`-th smallest among the `qw` consecutive members of `ensemble`
+/// starting at `start` (the write's latency is that node's delay). A selection by counting, with
+/// no allocation and no sort: it runs for every quorum of every ledger at every latency sample.
+fn quorum_order_statistic(
+    ensemble: &[u32],
+    start: usize,
+    qw: usize,
+    qa: usize,
+    delay_ms: &[f64],
+) -> usize {
+    let e = ensemble.len();
+    let member = |k: usize| {
+        let p = start + k;
+        ensemble[if p < e { p } else { p - e }] as usize
+    };
+    // The common cases (the default (2, 2, 2) waits for every member) without ranking.
+    if qa == qw || qa == 1 {
+        let mut answer = member(0);
+        for k in 1..qw {
+            let node = member(k);
+            let better = if qa == 1 {
+                delay_ms[node] < delay_ms[answer]
+            } else {
+                delay_ms[node] >= delay_ms[answer]
+            };
+            if better {
+                answer = node;
+            }
+        }
+        return answer;
+    }
+    let mut answer = member(0);
+    for k in 0..qw {
+        let node = member(k);
+        let d = delay_ms[node];
+        // Rank with ties broken by quorum position, so exactly one member has each rank.
+        let rank = (0..qw)
+            .filter(|&j| {
+                let other = delay_ms[member(j)];
+                other < d || (other == d && j < k)
+            })
+            .count();
+        if rank == qa - 1 {
+            answer = node;
+            break;
+        }
+    }
+    answer
+}
+
 fn rollover_interval(rng: &mut ChaCha8Rng, rate_mbps: f64) -> u64 {
     let by_time = rng.gen_range(ROLLOVER_MIN_S..=ROLLOVER_MAX_S);
     let by_size = (ROLLOVER_MB / rate_mbps.max(1e-6)) as u64;
     by_time.min(by_size).max(60)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn order_statistic_matches_a_stable_sort(
+            delays in proptest::collection::vec(0u8..4, 1..7),
+            start_seed in any::<usize>(),
+            qw_seed in any::<usize>(),
+            qa_seed in any::<usize>(),
+        ) {
+            let delay_ms: Vec<f64> = delays.iter().map(|d| f64::from(*d)).collect();
+            let e = delay_ms.len();
+            let ensemble: Vec<u32> = (0..e as u32).rev().collect();
+            let start = start_seed % e;
+            let qw = 1 + qw_seed % e;
+            let qa = 1 + qa_seed % qw;
+            let mut quorum: Vec<usize> =
+                (0..qw).map(|k| ensemble[(start + k) % e] as usize).collect();
+            quorum.sort_by(|a, b| delay_ms[*a].total_cmp(&delay_ms[*b]));
+            let got = quorum_order_statistic(&ensemble, start, qw, qa, &delay_ms);
+            prop_assert_eq!(delay_ms[got], delay_ms[quorum[qa - 1]]);
+        }
+    }
 }

@@ -155,11 +155,12 @@ pub fn build_indexed<R: Rng + ?Sized>(
         }
         // One rack: the constraint is moot; draw E nodes by weight alone.
         let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
-        let mut eligible: Vec<usize> = (0..n).collect();
+        let mut scratch: Vec<usize> = Vec::new();
         for _ in 0..ensemble_size {
-            let pick = weights.pick(&eligible, rng).ok_or(not_enough.clone())?;
+            let pick = weights
+                .pick_where(n, |i| !members.contains(&i), &mut scratch, rng)
+                .ok_or(not_enough.clone())?;
             members.push(pick);
-            eligible.retain(|&i| i != pick);
         }
         let adherence = if racks_min > 1 {
             Adherence::Fails
@@ -171,7 +172,7 @@ pub fn build_indexed<R: Rng + ?Sized>(
 
     let mut slots: Vec<Option<usize>> = vec![None; ensemble_size];
     let mut used: Vec<usize> = Vec::with_capacity(ensemble_size);
-    let mut eligible: Vec<usize> = Vec::with_capacity(n);
+    let mut scratch: Vec<usize> = Vec::with_capacity(n);
     for position in 0..ensemble_size {
         let previous_rack = position
             .checked_sub(1)
@@ -184,18 +185,16 @@ pub fn build_indexed<R: Rng + ?Sized>(
         let covers = |candidate: usize| rack_covers[rack_of[candidate] as usize];
         let mut pick = None;
         for tier in 0..4 {
-            eligible.clear();
-            eligible.extend(
-                (0..n)
-                    .filter(|i| !used.contains(i))
-                    .filter(|&i| match tier {
+            let eligible = |i: usize| {
+                !used.contains(&i)
+                    && match tier {
                         0 => !used.iter().any(|&u| rack_of[u] == rack_of[i]) && covers(i),
                         1 => previous_rack != Some(rack_of[i]) && covers(i),
                         2 => covers(i),
                         _ => !racks.enforce_min_racks,
-                    }),
-            );
-            pick = weights.pick(&eligible, rng);
+                    }
+            };
+            pick = weights.pick_where(n, eligible, &mut scratch, rng);
             if pick.is_some() {
                 break;
             }

@@ -83,8 +83,16 @@ pub struct NodeWeights {
     mode: Mode,
     /// Index-aligned with `view.nodes`: the draw weight (`Weighted`) or the load (`Least*`).
     values: Vec<f64>,
+    /// `Weighted` only: running sums of `values` (the roulette wheel), so a draw over every node
+    /// is a binary search instead of a pass.
+    cumulative: Vec<f64>,
     fell_back: bool,
 }
+
+/// Draws from the whole wheel that [`NodeWeights::pick_where`] tries before it falls back to a
+/// pass over every node. Ensembles are small against the cluster, so nearly every first draw is
+/// eligible; the bound keeps the worst case (few eligible nodes) at one pass plus this.
+pub const REJECTION_DRAWS_MAX: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
@@ -114,22 +122,88 @@ impl NodeWeights {
             SelectionPolicy::LeastLoaded => Self {
                 mode: Mode::LeastLoaded,
                 values: loads(view),
+                cumulative: Vec::new(),
                 fell_back: false,
             },
             SelectionPolicy::PowerOfTwoChoices => Self {
                 mode: Mode::PowerOfTwo,
                 values: loads(view),
+                cumulative: Vec::new(),
                 fell_back: false,
             },
         }
     }
 
     fn weighted(values: Vec<f64>, fell_back: bool) -> Self {
+        let mut total = 0.0;
+        let cumulative = values
+            .iter()
+            .map(|w| {
+                if w.is_finite() && *w > 0.0 {
+                    total += w;
+                }
+                total
+            })
+            .collect();
         Self {
             mode: Mode::Weighted,
             values,
+            cumulative,
             fell_back,
         }
+    }
+
+    /// Draws one node index among those of `0..node_count` for which `eligible` holds, with the
+    /// same distribution as [`NodeWeights::pick`] over that set.
+    ///
+    /// First up to [`REJECTION_DRAWS_MAX`] draws from the whole wheel (weighted) or the whole
+    /// node list (two choices), keeping the first eligible one: drawing from the whole wheel and
+    /// skipping ineligible draws is exactly a draw ∝ weight among the eligible (BookKeeper's own
+    /// loop). If none is eligible, one pass collects the eligible set into `scratch` and calls
+    /// [`NodeWeights::pick`], which also handles an all-zero-weight set. Independent tries, so
+    /// the fallback does not bias the result.
+    pub fn pick_where<R: Rng + ?Sized>(
+        &self,
+        node_count: usize,
+        eligible: impl Fn(usize) -> bool,
+        scratch: &mut Vec<usize>,
+        rng: &mut R,
+    ) -> Option<usize> {
+        let node_count = node_count.min(self.values.len());
+        match self.mode {
+            Mode::Weighted => {
+                let total = self.cumulative.get(node_count.wrapping_sub(1)).copied();
+                if let Some(total) = total.filter(|t| *t > 0.0 && t.is_finite()) {
+                    for _ in 0..REJECTION_DRAWS_MAX {
+                        let u = rng.gen::<f64>() * total;
+                        // First node whose running sum exceeds u: it has positive weight.
+                        let i = self.cumulative[..node_count].partition_point(|c| *c <= u);
+                        if i < node_count && eligible(i) {
+                            return Some(i);
+                        }
+                    }
+                }
+            }
+            Mode::PowerOfTwo => {
+                // Two uniform draws among the eligible, by rejection from all nodes.
+                let mut draw = || {
+                    (0..REJECTION_DRAWS_MAX)
+                        .map(|_| rng.gen_range(0..node_count.max(1)))
+                        .find(|&i| i < node_count && eligible(i))
+                };
+                if let (Some(a), Some(b)) = (draw(), draw()) {
+                    return Some(if self.values[b] < self.values[a] {
+                        b
+                    } else {
+                        a
+                    });
+                }
+            }
+            Mode::LeastLoaded => {}
+        }
+        scratch.clear();
+        scratch.extend((0..node_count).filter(|&i| eligible(i)));
+        self.pick(scratch, rng)
     }
 
     /// True if load-weighted selection found too few lightly loaded nodes and drew uniformly.
@@ -366,6 +440,35 @@ mod tests {
         // Only zero-weight nodes eligible: still answers.
         assert_eq!(w.pick(&[2], &mut rng), Some(2));
         assert_eq!(w.pick(&[], &mut rng), None);
+    }
+
+    #[test]
+    fn pick_where_matches_pick_over_the_eligible_set() {
+        let v = view_with(&[0.0, 60.0, 80.0, 20.0, 50.0]);
+        let w = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut scratch = Vec::new();
+        let mut counts = [0u32; 5];
+        // Eligible {1, 2, 3}: weights 40 : 0 : 80 → 4 000 : 0 : 8 000 of 12 000.
+        for _ in 0..12_000 {
+            let i = w
+                .pick_where(5, |i| (1..=3).contains(&i), &mut scratch, &mut rng)
+                .unwrap();
+            counts[i] += 1;
+        }
+        assert_eq!((counts[0], counts[2], counts[4]), (0, 0, 0), "{counts:?}");
+        assert!((3_700..4_300).contains(&counts[1]), "{counts:?}");
+        // Only a zero-weight node eligible: the pass finds it; none eligible: None.
+        assert_eq!(w.pick_where(5, |i| i == 2, &mut scratch, &mut rng), Some(2));
+        assert_eq!(w.pick_where(5, |_| false, &mut scratch, &mut rng), None);
+        assert_eq!(w.pick_where(0, |_| true, &mut scratch, &mut rng), None);
+        let two = NodeWeights::compute(&SelectionPolicy::PowerOfTwoChoices, &v);
+        for _ in 0..100 {
+            let i = two
+                .pick_where(5, |i| i != 0, &mut scratch, &mut rng)
+                .unwrap();
+            assert_ne!(i, 0);
+        }
     }
 
     #[test]
