@@ -1,5 +1,6 @@
-//! Offset lookups through `Log::read`: the index binary search plus the one `pread` of the batch
-//! header it names (16 KiB batches, so every batch has an index entry). "Warm" targets the last
+//! Offset lookups through `Log::read`: the index binary search plus the read of the batch header
+//! it names (16 KiB batches, so every batch has an index entry); in the active segment, as here,
+//! that header comes through the segment's memory-mapped view of its `.log`, elsewhere by `pread`. "Warm" targets the last
 //! few MiB of the log, whose index entries sit in the warm tail searched first; "cold" targets
 //! offsets spread over the whole segment, so the search runs over the whole index. Both run with
 //! the pages resident: evicting them would need dropping the page cache, which a shared machine
