@@ -1,5 +1,5 @@
 //! What every handler shares: the configuration, the topics, the metrics, the broker-wide budgets,
-//! the clock, and the signal that wakes long-polling fetches.
+//! the ACLs, the clock, and the signal that wakes long-polling fetches.
 //!
 //! Must never: hold per-request state.
 
@@ -36,6 +36,8 @@ pub(crate) struct Ctx {
     /// Turns true when the broker shuts down: connections finish their response and close,
     /// long-polling fetches answer at once, background tasks stop.
     pub(crate) shutdown: watch::Sender<bool>,
+    /// The live ACLs; `None` without `skiff.acl.file` (no authorization at all).
+    pub(crate) acl: Option<Arc<crate::acl::AclState>>,
 }
 
 impl Ctx {

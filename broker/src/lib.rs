@@ -4,6 +4,7 @@
 //! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
 //! `skiff-protocol` — or read the clock anywhere but [`context`]'s `now_ms` and the server's timers.
 
+pub mod acl;
 pub mod config;
 mod connection;
 mod context;
@@ -70,6 +71,7 @@ impl Broker {
     /// binds the first listener.
     pub async fn start(config: Config) -> Result<Self, BrokerError> {
         config.validate()?;
+        let acl = acl::load_at_start(&config)?;
         let config = Arc::new(config);
         let address = *config
             .listener_addresses()?
@@ -124,7 +126,9 @@ impl Broker {
             cluster_id: "skiff-single-node".to_owned(),
             groups,
             shutdown: tokio::sync::watch::channel(false).0,
+            acl,
         });
+        acl::spawn_reload(&ctx);
         tokio::spawn(group_driver.run(Arc::downgrade(&ctx)));
         if let Some(metrics_address) = &config.metrics_listener {
             let address: std::net::SocketAddr = metrics_address.parse().map_err(|_| {

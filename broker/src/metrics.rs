@@ -114,6 +114,8 @@ pub struct Metrics {
     request_latency_ms: [Histogram<13>; API_KEY_SLOTS],
     request_bytes_in: AtomicU64,
     response_bytes_out: AtomicU64,
+    /// Requests (or parts of requests) refused by the ACLs, by API key.
+    authorization_failures: [AtomicU64; API_KEY_SLOTS],
 }
 
 impl Default for Metrics {
@@ -132,6 +134,7 @@ impl Default for Metrics {
             request_latency_ms: std::array::from_fn(|_| Histogram::new(LATENCY_BUCKETS_MS)),
             request_bytes_in: AtomicU64::new(0),
             response_bytes_out: AtomicU64::new(0),
+            authorization_failures: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -230,6 +233,22 @@ impl Metrics {
             .fetch_add(bytes_out, Ordering::Relaxed);
     }
 
+    /// One authorization refusal (a topic, group or cluster check that failed) for `api_key`.
+    pub(crate) fn authorization_failed(&self, api_key: i16) {
+        let slot = usize::try_from(api_key)
+            .unwrap_or(API_KEY_SLOTS - 1)
+            .min(API_KEY_SLOTS - 1);
+        self.authorization_failures[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Authorization refusals for one API key since start.
+    pub fn authorization_failures(&self, api_key: i16) -> u64 {
+        usize::try_from(api_key)
+            .ok()
+            .and_then(|slot| self.authorization_failures.get(slot))
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
     /// Request bytes received since start (placement's write-rate figure is derived from it).
     pub fn bytes_in_total(&self) -> u64 {
         self.request_bytes_in.load(Ordering::Relaxed)
@@ -291,6 +310,25 @@ impl Metrics {
                 .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"));
             let labels = format!("api=\"{name}\",");
             histogram.render(&mut out, "skiff_request_latency_ms", &labels);
+        }
+        let _ = writeln!(
+            out,
+            "# HELP skiff_authorization_failures_total Checks the ACLs refused, by API.\n\
+             # TYPE skiff_authorization_failures_total counter"
+        );
+        for (api_key, failures) in self.authorization_failures.iter().enumerate() {
+            let failures = failures.load(Ordering::Relaxed);
+            if failures == 0 {
+                continue;
+            }
+            let name = i16::try_from(api_key)
+                .ok()
+                .and_then(|key| kafka_protocol::messages::ApiKey::try_from(key).ok())
+                .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"));
+            let _ = writeln!(
+                out,
+                "skiff_authorization_failures_total{{api=\"{name}\"}} {failures}"
+            );
         }
         counter(
             &mut out,

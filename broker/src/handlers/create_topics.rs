@@ -1,5 +1,6 @@
 //! CreateTopics (and auto-creation from Metadata and Produce): validates every topic, asks placement
-//! for the replica assignment, and creates the logs and the durable metadata together.
+//! for the replica assignment, and creates the logs and the durable metadata together. Creating
+//! needs Create on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +10,11 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Reques
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
+use crate::acl::model::CLUSTER_NAME;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::placement::PlacementError;
+use crate::session::Session;
 use crate::topics::{Topic, TopicError};
 
 /// Replica assignment for `partition_count` partitions with `replication_factor` replicas each,
@@ -91,11 +95,20 @@ const TOPIC_DETAILS_VERSION_MIN: i16 = 5;
 /// First version with topic ids.
 const TOPIC_ID_VERSION_MIN: i16 = 7;
 
+/// Whether `access` may create the topic `name`: Create on the cluster or on the topic (Kafka's
+/// rule, for CreateTopics and for auto-creation alike).
+pub(crate) fn may_create(access: &Access<'_>, name: &str) -> bool {
+    access.may(Operation::Create, ResourceType::Cluster, CLUSTER_NAME)
+        || access.allows(Operation::Create, ResourceType::Topic, name)
+}
+
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
@@ -109,7 +122,12 @@ pub(crate) async fn handle(
         } else {
             topic.replication_factor
         };
-        let outcome = if !topic.assignments.is_empty() {
+        let outcome = if !may_create(&access, &name) {
+            Err((
+                error_code::TOPIC_AUTHORIZATION_FAILED,
+                "not authorized to create the topic".to_owned(),
+            ))
+        } else if !topic.assignments.is_empty() {
             Err(TopicError::InvalidPartitions(-1)).map_err(|_| {
                 (
                     error_code::INVALID_REQUEST,

@@ -1,5 +1,5 @@
 //! DeleteTopics: by name (v0–5) or by name or id (v6), forgetting the topic durably before its logs
-//! are removed.
+//! are removed. Each topic needs Delete (TOPIC_AUTHORIZATION_FAILED otherwise).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
@@ -7,7 +7,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::session::Session;
 use crate::topics::TopicError;
 
 /// First DeleteTopics response version with error messages.
@@ -17,9 +20,11 @@ const TOPIC_ID_VERSION_MIN: i16 = 6;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
     let mut targets: Vec<(Option<TopicName>, uuid::Uuid)> = request
         .topic_names
         .into_iter()
@@ -43,8 +48,15 @@ pub(crate) async fn handle(
                 .map(|topic| topic.name.clone()),
         };
         let outcome = match &resolved {
-            Some(resolved) => tokio::task::block_in_place(|| ctx.topics.delete(resolved)),
-            None => Err(TopicError::Unknown),
+            Some(resolved) if !access.allows(Operation::Delete, ResourceType::Topic, resolved) => {
+                Err((
+                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    "not authorized to delete the topic".to_owned(),
+                ))
+            }
+            Some(resolved) => tokio::task::block_in_place(|| ctx.topics.delete(resolved))
+                .map_err(|error| (error.code(), error.to_string())),
+            None => Err((TopicError::Unknown.code(), TopicError::Unknown.to_string())),
         };
         let version = header.request_api_version;
         let mut result = DeletableTopicResult::default().with_name(
@@ -55,10 +67,10 @@ pub(crate) async fn handle(
         if version >= TOPIC_ID_VERSION_MIN {
             result = result.with_topic_id(topic_id);
         }
-        if let Err(error) = outcome {
-            result = result.with_error_code(error.code());
+        if let Err((code, message)) = outcome {
+            result = result.with_error_code(code);
             if version >= ERROR_MESSAGE_VERSION_MIN {
-                result = result.with_error_message(Some(StrBytes::from_string(error.to_string())));
+                result = result.with_error_message(Some(StrBytes::from_string(message)));
             }
         }
         responses.push(result);

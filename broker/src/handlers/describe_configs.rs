@@ -1,5 +1,7 @@
 //! DescribeConfigs for topics: every topic-level key Skiff understands with its effective value,
-//! marked default or not. Broker resources get their error per resource.
+//! marked default or not. Broker resources get their error per resource. A topic needs
+//! DescribeConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker DescribeConfigs on the cluster
+//! (CLUSTER_AUTHORIZATION_FAILED).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -8,20 +10,27 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::session::Session;
 use crate::topic_config::TOPIC_CONFIG_KEYS;
 
 /// Kafka's resource type code for topics.
 const RESOURCE_TYPE_TOPIC: i8 = 2;
+/// Kafka's resource type codes for a broker and a broker's loggers.
+const RESOURCE_TYPE_BROKER: i8 = 4;
+const RESOURCE_TYPE_BROKER_LOGGER: i8 = 8;
 /// Config sources as DescribeConfigs v1+ reports them.
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
 pub(crate) fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
     let results = request
         .resources
         .into_iter()
@@ -29,6 +38,21 @@ pub(crate) fn handle(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
+            let refused = match resource.resource_type {
+                RESOURCE_TYPE_TOPIC => (!access.allows(
+                    Operation::DescribeConfigs,
+                    ResourceType::Topic,
+                    resource.resource_name.as_str(),
+                ))
+                .then_some(error_code::TOPIC_AUTHORIZATION_FAILED),
+                RESOURCE_TYPE_BROKER | RESOURCE_TYPE_BROKER_LOGGER => (!access
+                    .allows_cluster(Operation::DescribeConfigs))
+                .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED),
+                _ => None,
+            };
+            if let Some(code) = refused {
+                return result.with_error_code(code);
+            }
             if resource.resource_type != RESOURCE_TYPE_TOPIC {
                 return result
                     .with_error_code(error_code::INVALID_REQUEST)

@@ -11,6 +11,10 @@
 //!   complete message bigger than it asked for, which every client tested parses.
 //! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
 //!
+//! Authorization: a consumer needs Read on each topic, a follower (replica id ≥ 0) ClusterAction
+//! on the cluster; a refused partition is an errored partition like any other (error code, empty
+//! record set).
+//!
 //! Must never: build a converted record set in memory (outside the benchmark-only eager mode), or
 //! let a partition's error fail the whole response.
 
@@ -25,9 +29,11 @@ use skiff_protocol::responses::fetch::{
 use skiff_storage::FetchSlice;
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::conversion::{ConversionError, LazyRecords};
 use crate::send::ResponsePart;
+use crate::session::Session;
 use crate::topics::{Partition, Topic};
 
 /// First Fetch version that reads v2 batches as stored (zero-copy); below it, conversion.
@@ -75,10 +81,12 @@ fn target_magic(version: i16) -> Option<Magic> {
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: FetchRequest,
 ) -> Vec<ResponsePart> {
     let version = header.request_api_version;
+    let refused = refused_topics(ctx, session, header, &request);
     let wait_ms = u64::try_from(request.max_wait_ms)
         .unwrap_or(0)
         .min(ctx.config.fetch_wait_max_ms);
@@ -90,7 +98,7 @@ pub(crate) async fn handle(
         let notified = ctx.data_arrived.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (reads, available_bytes) = read_partitions(ctx, version, &request);
+        let (reads, available_bytes) = read_partitions(ctx, version, &request, &refused);
         let failed = reads
             .iter()
             .flat_map(|topic| topic.partitions.iter())
@@ -112,7 +120,52 @@ pub(crate) async fn handle(
     build_response(ctx, version, header.correlation_id, reads)
 }
 
-fn read_partitions(ctx: &Ctx, version: i16, request: &FetchRequest) -> (Vec<ReadTopic>, usize) {
+/// Per requested topic, the error its partitions get from the ACLs (checked once per request,
+/// not at every long-poll wake-up): a follower fetch (replica id ≥ 0) needs ClusterAction on the
+/// cluster (CLUSTER_AUTHORIZATION_FAILED), a consumer Read on the topic
+/// (TOPIC_AUTHORIZATION_FAILED). Topics named by an unknown id are left to the read, which
+/// answers UNKNOWN_TOPIC_ID.
+fn refused_topics(
+    ctx: &Ctx,
+    session: &Session,
+    header: &RequestHeader,
+    request: &FetchRequest,
+) -> Vec<Option<i16>> {
+    let access = Access::new(ctx, session, header.request_api_key);
+    if !access.enforced() {
+        return Vec::new();
+    }
+    if request.replica_id.0 >= 0 {
+        let refused = (!access.allows_cluster(Operation::ClusterAction))
+            .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED);
+        return vec![refused; request.topics.len()];
+    }
+    let by_id = header.request_api_version >= TOPIC_ID_FETCH_VERSION_MIN;
+    request
+        .topics
+        .iter()
+        .map(|fetch_topic| {
+            let name = if by_id {
+                ctx.topics
+                    .all()
+                    .into_iter()
+                    .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
+                    .map(|topic| topic.name.clone())?
+            } else {
+                fetch_topic.topic.0.to_string()
+            };
+            (!access.allows(Operation::Read, ResourceType::Topic, &name))
+                .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
+        })
+        .collect()
+}
+
+fn read_partitions(
+    ctx: &Ctx,
+    version: i16,
+    request: &FetchRequest,
+    refused: &[Option<i16>],
+) -> (Vec<ReadTopic>, usize) {
     let response_bytes_max = if version >= MAX_BYTES_FETCH_VERSION_MIN {
         usize::try_from(request.max_bytes).unwrap_or(0)
     } else {
@@ -121,7 +174,8 @@ fn read_partitions(ctx: &Ctx, version: i16, request: &FetchRequest) -> (Vec<Read
     .min(ctx.config.fetch_max_bytes as usize);
     let mut taken_bytes = 0usize;
     let mut topics = Vec::with_capacity(request.topics.len());
-    for fetch_topic in &request.topics {
+    for (topic_index, fetch_topic) in request.topics.iter().enumerate() {
+        let refused = refused.get(topic_index).copied().flatten();
         let topic = if version >= TOPIC_ID_FETCH_VERSION_MIN {
             ctx.topics
                 .all()
@@ -133,6 +187,10 @@ fn read_partitions(ctx: &Ctx, version: i16, request: &FetchRequest) -> (Vec<Read
         let mut partitions = Vec::with_capacity(fetch_topic.partitions.len());
         for fetch_partition in &fetch_topic.partitions {
             let read = match &topic {
+                // Refused before existence, as Kafka does: no probing which topics exist.
+                _ if refused.is_some() => PartitionRead::Failed {
+                    error_code: refused.unwrap_or(error_code::TOPIC_AUTHORIZATION_FAILED),
+                },
                 None if version >= TOPIC_ID_FETCH_VERSION_MIN => PartitionRead::Failed {
                     error_code: UNKNOWN_TOPIC_ID,
                 },

@@ -1,4 +1,4 @@
-//! Heartbeat: handed to the group coordinator task (a rebalance in progress comes back as
+//! Heartbeat: checked for Read on the group, then handed to the group coordinator task (a rebalance in progress comes back as
 //! REBALANCE_IN_PROGRESS, which makes the member rejoin).
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
@@ -7,15 +7,27 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse, RequestHeader};
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::group::Response;
 use crate::group_driver::{GroupReply, GroupRequest};
+use crate::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
+    if !access.allows(
+        Operation::Read,
+        ResourceType::Group,
+        request.group_id.as_str(),
+    ) {
+        return HeartbeatResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     match ctx
         .groups
         .call(header, GroupRequest::Heartbeat(request))

@@ -1,4 +1,4 @@
-//! LeaveGroup: handed to the group coordinator task; the remaining members rebalance.
+//! LeaveGroup: checked for Read on the group, then handed to the group coordinator task; the remaining members rebalance.
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).
@@ -6,15 +6,27 @@
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, RequestHeader};
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::group::Response;
 use crate::group_driver::{GroupReply, GroupRequest};
+use crate::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
+    if !access.allows(
+        Operation::Read,
+        ResourceType::Group,
+        request.group_id.as_str(),
+    ) {
+        return LeaveGroupResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     match ctx
         .groups
         .call(header, GroupRequest::LeaveGroup(request))

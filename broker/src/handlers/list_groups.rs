@@ -6,12 +6,16 @@
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, RequestHeader};
 
 use super::error_code;
+use crate::acl::model::CLUSTER_NAME;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::group::Response;
 use crate::group_driver::{GroupReply, GroupRequest};
+use crate::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
@@ -20,7 +24,21 @@ pub(crate) async fn handle(
         .call(header, GroupRequest::ListGroups(request))
         .await
     {
-        Some(GroupReply::Group(Response::ListGroups(response))) => response,
+        Some(GroupReply::Group(Response::ListGroups(mut response))) => {
+            // Describe on the cluster lists every group; without it, only the groups the
+            // principal may describe (Kafka's rule), silently.
+            let access = Access::new(ctx, session, header.request_api_key);
+            if !access.may(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME) {
+                response.groups.retain(|group| {
+                    access.may(
+                        Operation::Describe,
+                        ResourceType::Group,
+                        group.group_id.as_str(),
+                    )
+                });
+            }
+            response
+        }
         _ => ListGroupsResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }
 }

@@ -1,5 +1,6 @@
 //! ListOffsets: v0's `old_style_offsets` list and v1+'s single (timestamp, offset), for the
-//! special timestamps latest (−1), earliest (−2) and max timestamp (−3), and by time index.
+//! special timestamps latest (−1), earliest (−2) and max timestamp (−3), and by time index. Each
+//! topic needs Describe (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -7,7 +8,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::session::Session;
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
@@ -17,14 +20,21 @@ const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let version = header.request_api_version;
+    let access = Access::new(ctx, session, header.request_api_key);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let described = access.allows(
+                Operation::Describe,
+                ResourceType::Topic,
+                topic.name.as_str(),
+            );
             let found = ctx.topics.get(topic.name.0.as_str());
             let partitions = topic
                 .partitions
@@ -32,6 +42,12 @@ pub(crate) async fn handle(
                 .map(|request| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(request.partition_index);
+                    if !described {
+                        return response
+                            .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                            .with_timestamp(-1)
+                            .with_offset(-1);
+                    }
                     let Some(partition) = found
                         .as_ref()
                         .and_then(|topic| topic.partition(request.partition_index))

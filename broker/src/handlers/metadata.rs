@@ -1,5 +1,9 @@
 //! Metadata: this node as the only broker and controller, and the requested topics (all of them
 //! for a null list, or for an empty list in v0), auto-creating unknown ones when allowed.
+//!
+//! Authorization (Kafka's rules): a listing of every topic leaves out those the principal may not
+//! Describe; a named one it may not Describe gets TOPIC_AUTHORIZATION_FAILED, and so does an
+//! unknown one it would auto-create without Create on the cluster or the topic.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -10,7 +14,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::session::Session;
 use crate::topics::{Topic, TopicError};
 
 /// First Metadata version with partition leader epochs.
@@ -20,10 +26,12 @@ const TOPIC_ID_VERSION_MIN: i16 = 10;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: MetadataRequest,
 ) -> MetadataResponse {
     let version = header.request_api_version;
+    let access = Access::new(ctx, session, header.request_api_key);
     let node_id = BrokerId(ctx.config.node_id);
     let requested: Option<Vec<String>> = match request.topics {
         None => None,
@@ -42,23 +50,34 @@ pub(crate) async fn handle(
             .topics
             .all()
             .iter()
+            // Listing every topic silently leaves out those the principal may not describe.
+            .filter(|topic| access.may(Operation::Describe, ResourceType::Topic, &topic.name))
             .map(|topic| describe(ctx, version, topic))
             .collect(),
         Some(names) => {
             let mut out = Vec::with_capacity(names.len());
             for name in names {
-                let found = match ctx.topics.get(&name) {
-                    Some(topic) => Ok(topic),
-                    None if allow_auto_create => {
-                        super::create_topics::auto_create(ctx, &name).await
+                let found = if !access.allows(Operation::Describe, ResourceType::Topic, &name) {
+                    Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+                } else {
+                    match ctx.topics.get(&name) {
+                        Some(topic) => Ok(topic),
+                        None if allow_auto_create
+                            && !super::create_topics::may_create(&access, &name) =>
+                        {
+                            Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+                        }
+                        None if allow_auto_create => super::create_topics::auto_create(ctx, &name)
+                            .await
+                            .map_err(|error| error.code()),
+                        None => Err(TopicError::Unknown.code()),
                     }
-                    None => Err(TopicError::Unknown),
                 };
                 out.push(match found {
                     Ok(topic) => describe(ctx, version, &topic),
-                    Err(error) => MetadataResponseTopic::default()
+                    Err(code) => MetadataResponseTopic::default()
                         .with_name(Some(TopicName(StrBytes::from_string(name))))
-                        .with_error_code(error.code()),
+                        .with_error_code(code),
                 });
             }
             out

@@ -118,8 +118,6 @@ async fn dispatch(
     header: RequestHeader,
     request: Request,
 ) -> Outcome {
-    // Handlers take the session as they gain authorization checks.
-    let _ = session;
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
     tracing::trace!(api = ?request.api_key(), version, correlation_id, "request");
@@ -127,22 +125,27 @@ async fn dispatch(
         Request::ApiVersions(request) => {
             encode(&header, &api_versions::handle(ctx, &header, request))
         }
-        Request::Metadata(request) => {
-            encode(&header, &metadata::handle(ctx, &header, request).await)
-        }
-        Request::CreateTopics(request) => {
-            encode(&header, &create_topics::handle(ctx, &header, request).await)
-        }
-        Request::DeleteTopics(request) => {
-            encode(&header, &delete_topics::handle(ctx, &header, request).await)
-        }
-        Request::DescribeConfigs(request) => {
-            encode(&header, &describe_configs::handle(ctx, &header, request))
-        }
-        Request::ListOffsets(request) => {
-            encode(&header, &list_offsets::handle(ctx, &header, request).await)
-        }
-        Request::Produce(request) => match produce::handle(ctx, &header, request).await {
+        Request::Metadata(request) => encode(
+            &header,
+            &metadata::handle(ctx, session, &header, request).await,
+        ),
+        Request::CreateTopics(request) => encode(
+            &header,
+            &create_topics::handle(ctx, session, &header, request).await,
+        ),
+        Request::DeleteTopics(request) => encode(
+            &header,
+            &delete_topics::handle(ctx, session, &header, request).await,
+        ),
+        Request::DescribeConfigs(request) => encode(
+            &header,
+            &describe_configs::handle(ctx, session, &header, request),
+        ),
+        Request::ListOffsets(request) => encode(
+            &header,
+            &list_offsets::handle(ctx, session, &header, request).await,
+        ),
+        Request::Produce(request) => match produce::handle(ctx, session, &header, request).await {
             Some(response) => encode(&header, &response),
             None => {
                 return Outcome {
@@ -152,40 +155,47 @@ async fn dispatch(
             }
         },
         Request::Fetch(request) => {
-            return Outcome::respond(fetch::handle(ctx, &header, request).await)
+            return Outcome::respond(fetch::handle(ctx, session, &header, request).await)
         }
         Request::FindCoordinator(request) => encode(
             &header,
-            &find_coordinator::handle(ctx, &header, request).await,
+            &find_coordinator::handle(ctx, session, &header, request).await,
         ),
-        Request::JoinGroup(request) => {
-            encode(&header, &join_group::handle(ctx, &header, request).await)
-        }
-        Request::SyncGroup(request) => {
-            encode(&header, &sync_group::handle(ctx, &header, request).await)
-        }
-        Request::Heartbeat(request) => {
-            encode(&header, &heartbeat::handle(ctx, &header, request).await)
-        }
-        Request::LeaveGroup(request) => {
-            encode(&header, &leave_group::handle(ctx, &header, request).await)
-        }
-        Request::OffsetCommit(request) => {
-            encode(&header, &offset_commit::handle(ctx, &header, request).await)
-        }
-        Request::OffsetFetch(request) => {
-            encode(&header, &offset_fetch::handle(ctx, &header, request).await)
-        }
+        Request::JoinGroup(request) => encode(
+            &header,
+            &join_group::handle(ctx, session, &header, request).await,
+        ),
+        Request::SyncGroup(request) => encode(
+            &header,
+            &sync_group::handle(ctx, session, &header, request).await,
+        ),
+        Request::Heartbeat(request) => encode(
+            &header,
+            &heartbeat::handle(ctx, session, &header, request).await,
+        ),
+        Request::LeaveGroup(request) => encode(
+            &header,
+            &leave_group::handle(ctx, session, &header, request).await,
+        ),
+        Request::OffsetCommit(request) => encode(
+            &header,
+            &offset_commit::handle(ctx, session, &header, request).await,
+        ),
+        Request::OffsetFetch(request) => encode(
+            &header,
+            &offset_fetch::handle(ctx, session, &header, request).await,
+        ),
         Request::DescribeGroups(request) => encode(
             &header,
-            &describe_groups::handle(ctx, &header, request).await,
+            &describe_groups::handle(ctx, session, &header, request).await,
         ),
-        Request::ListGroups(request) => {
-            encode(&header, &list_groups::handle(ctx, &header, request).await)
-        }
+        Request::ListGroups(request) => encode(
+            &header,
+            &list_groups::handle(ctx, session, &header, request).await,
+        ),
         Request::InitProducerId(request) => encode(
             &header,
-            &init_producer_id::handle(ctx, &header, request).await,
+            &init_producer_id::handle(ctx, session, &header, request).await,
         ),
         other => {
             // Decodable but not served by this broker (and so not advertised): Kafka closes too.
@@ -265,6 +275,10 @@ pub(crate) mod error_code {
     pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
     pub(crate) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
     pub(crate) const INVALID_RECORD: i16 = 87;
+    pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    pub(crate) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    pub(crate) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 }
 
 #[cfg(test)]

@@ -7,6 +7,11 @@
 //! is acknowledged with its original offsets and not appended again; a gap is
 //! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch INVALID_PRODUCER_EPOCH.
 //!
+//! Authorization (Kafka 3.x): Write on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions),
+//! checked before the topic's existence; idempotent batches also need IdempotentWrite on the
+//! cluster or Write on some topic, transactional ones Write on the transactional id (else every
+//! partition gets CLUSTER_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+//!
 //! Must never: append a batch the sequence checks called a duplicate.
 
 use bytes::Bytes;
@@ -16,8 +21,10 @@ use skiff_protocol::records::{v2, Compression, RecordError};
 use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
+use crate::session::Session;
 use crate::topic_config::TimestampType;
 use crate::topics::{Topic, TopicError};
 
@@ -40,6 +47,7 @@ struct Appended {
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
@@ -48,14 +56,29 @@ pub(crate) async fn handle(
     let acks_valid = matches!(acks, -1..=1);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut appended_any = false;
+    let access = Access::new(ctx, session, header.request_api_key);
+    let refused_all = refused_producer(&access, &request);
     for topic_data in request.topic_data {
         let name = topic_data.name.0.to_string();
-        let topic = match ctx.topics.get(&name) {
-            Some(topic) => Ok(topic),
-            None if ctx.config.auto_create_topics_enable => {
-                super::create_topics::auto_create(ctx, &name).await
+        // Write is checked before existence, as Kafka does, so a refused principal cannot probe
+        // which topics exist.
+        let refused = refused_all.or_else(|| {
+            (!access.allows(Operation::Write, ResourceType::Topic, &name))
+                .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
+        });
+        let topic = match (refused, ctx.topics.get(&name)) {
+            (Some(code), _) => Err(code),
+            (None, Some(topic)) => Ok(topic),
+            (None, None) if ctx.config.auto_create_topics_enable => {
+                if super::create_topics::may_create(&access, &name) {
+                    super::create_topics::auto_create(ctx, &name)
+                        .await
+                        .map_err(|error| error.code())
+                } else {
+                    Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+                }
             }
-            None => Err(TopicError::Unknown),
+            (None, None) => Err(TopicError::Unknown.code()),
         };
         let mut partition_responses = Vec::with_capacity(topic_data.partition_data.len());
         for partition_data in topic_data.partition_data {
@@ -70,7 +93,7 @@ pub(crate) async fn handle(
                         partition_data.index,
                         partition_data.records.unwrap_or_default(),
                     ),
-                    Err(error) => Err(error.code()),
+                    Err(code) => Err(*code),
                 }
             };
             let response = PartitionProduceResponse::default().with_index(partition_data.index);
@@ -101,6 +124,42 @@ pub(crate) async fn handle(
         ctx.data_arrived.notify_waiters();
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// The error every partition gets when the request's producer may not produce at all (Kafka
+/// 3.x): transactional batches need Write on the transactional id; idempotent ones IdempotentWrite
+/// on the cluster or Write on some topic.
+fn refused_producer(access: &Access<'_>, request: &ProduceRequest) -> Option<i16> {
+    if !access.enforced() {
+        // No ACLs: skip the scan of the batch headers.
+        return None;
+    }
+    let mut idempotent = false;
+    let mut transactional = false;
+    let batches = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| topic.partition_data.iter())
+        .filter_map(|partition| partition.records.as_ref())
+        .flat_map(|records| v2::batch_positions(records).flatten());
+    for (_, header) in batches {
+        idempotent |= header.producer_id != NO_PRODUCER_ID;
+        transactional |= header.is_transactional();
+    }
+    if transactional {
+        let transactional_id = request
+            .transactional_id
+            .as_ref()
+            .map_or("", |id| id.as_str());
+        return (!access.allows(
+            Operation::Write,
+            ResourceType::TransactionalId,
+            transactional_id,
+        ))
+        .then_some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    (idempotent && !access.allows_idempotent_write())
+        .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED)
 }
 
 fn append(

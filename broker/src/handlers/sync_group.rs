@@ -1,4 +1,4 @@
-//! SyncGroup: handed to the group coordinator task, which answers when the leader's assignment
+//! SyncGroup: checked for Read on the group, then handed to the group coordinator task, which answers when the leader's assignment
 //! has arrived.
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
@@ -7,15 +7,27 @@
 use kafka_protocol::messages::{RequestHeader, SyncGroupRequest, SyncGroupResponse};
 
 use super::error_code;
+use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
 use crate::group::Response;
 use crate::group_driver::{GroupReply, GroupRequest};
+use crate::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
+    session: &Session,
     header: &RequestHeader,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    let access = Access::new(ctx, session, header.request_api_key);
+    if !access.allows(
+        Operation::Read,
+        ResourceType::Group,
+        request.group_id.as_str(),
+    ) {
+        return SyncGroupResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     match ctx
         .groups
         .call(header, GroupRequest::SyncGroup(request))

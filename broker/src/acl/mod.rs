@@ -1,0 +1,299 @@
+//! Authorization: Kafka's ACL model ([`model`]), the decision over an indexed ACL set
+//! ([`authorizer`]), the ACL file format ([`file`], documented there), the live set that the
+//! reload task replaces when the file changes ([`reload`]), and [`Access`], the one helper every
+//! handler asks.
+//!
+//! With no `skiff.acl.file` there is no authorization at all: [`Access`] holds no authorizer and
+//! every check is one branch that says yes. With a file, the principal of the connection's
+//! [`Session`] is checked against it; `super.users` bypass every ACL, and a resource no ACL names
+//! is refused unless `allow.everyone.if.no.acl.found`.
+//!
+//! Must never: let a request change the ACLs (only the file does), or keep serving a half-built
+//! set (a new set replaces the old one whole, or not at all).
+
+pub mod authorizer;
+pub mod file;
+pub mod model;
+pub(crate) mod reload;
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+pub use authorizer::Authorizer;
+pub use model::{Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType};
+
+use crate::config::{Config, ConfigError};
+use crate::context::Ctx;
+use crate::session::{Principal, Session};
+
+/// The live ACL set and what is needed to rebuild it from the file.
+#[derive(Debug)]
+pub(crate) struct AclState {
+    current: RwLock<Arc<Authorizer>>,
+    settings: Settings,
+    /// The file text loaded at start-up, so the reload task's first look does not reload it.
+    loaded_text: String,
+}
+
+/// What a rebuilt set needs besides the file: the config keys that do not reload.
+#[derive(Debug, Clone)]
+struct Settings {
+    path: std::path::PathBuf,
+    super_users: Vec<String>,
+    allow_everyone_if_no_acl_found: bool,
+    reload_interval_ms: u64,
+}
+
+impl AclState {
+    /// The set in force now.
+    pub(crate) fn current(&self) -> Arc<Authorizer> {
+        match self.current.read() {
+            Ok(current) => current.clone(),
+            // A writer never panics while holding the lock (it only swaps an Arc), but if one
+            // did, the set it left is still a whole one.
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn replace(&self, authorizer: Authorizer) {
+        let authorizer = Arc::new(authorizer);
+        match self.current.write() {
+            Ok(mut current) => *current = authorizer,
+            Err(poisoned) => *poisoned.into_inner() = authorizer,
+        }
+    }
+
+    /// Builds a set from the file's text.
+    fn build(&self, text: &str) -> Result<Authorizer, file::AclFileError> {
+        build(&self.settings, text)
+    }
+}
+
+fn build(settings: &Settings, text: &str) -> Result<Authorizer, file::AclFileError> {
+    let acls = file::parse(text)?;
+    Ok(Authorizer::new(
+        &acls,
+        settings.super_users.iter().cloned(),
+        settings.allow_everyone_if_no_acl_found,
+    ))
+}
+
+/// The shortest reload interval, so a tiny setting cannot turn the reload task into a busy loop.
+pub const RELOAD_INTERVAL_MS_MIN: u64 = 100;
+
+/// Parses `super.users` (`User:a;User:b`, Kafka's form) into user names.
+pub fn parse_super_users(text: &str) -> Result<Vec<String>, String> {
+    text.split(';')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| match AclPrincipal::parse(item)? {
+            AclPrincipal::User(name) => Ok(name),
+            AclPrincipal::AnyUser => Err(
+                "User:* cannot be a super user (list users by name, or use ACLs for everyone)"
+                    .to_owned(),
+            ),
+        })
+        .collect()
+}
+
+/// Reads the ACL file, refusing one bigger than [`file::ACL_FILE_BYTES_MAX`] before reading it.
+fn read_file(path: &Path) -> Result<String, String> {
+    let metadata = std::fs::metadata(path).map_err(|error| error.to_string())?;
+    let bytes = usize::try_from(metadata.len()).unwrap_or(usize::MAX);
+    if bytes > file::ACL_FILE_BYTES_MAX {
+        return Err(file::AclFileError::TooLarge {
+            bytes,
+            max: file::ACL_FILE_BYTES_MAX,
+        }
+        .to_string());
+    }
+    std::fs::read_to_string(path).map_err(|error| error.to_string())
+}
+
+/// Validates the authorization keys and loads the ACL file, at start-up: `None` when no ACL file
+/// is configured (no authorization). A bad `super.users` is an error even then.
+pub(crate) fn load_at_start(config: &Config) -> Result<Option<Arc<AclState>>, ConfigError> {
+    let invalid = |key: &str, reason: String| ConfigError::InvalidValue {
+        key: key.to_owned(),
+        reason,
+    };
+    let super_users =
+        parse_super_users(&config.super_users).map_err(|reason| invalid("super.users", reason))?;
+    let Some(path) = &config.acl_file else {
+        return Ok(None);
+    };
+    let settings = Settings {
+        path: path.clone(),
+        super_users,
+        allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
+        reload_interval_ms: config.acl_reload_interval_ms.max(RELOAD_INTERVAL_MS_MIN),
+    };
+    let text = read_file(path)
+        .map_err(|reason| invalid("skiff.acl.file", format!("{}: {reason}", path.display())))?;
+    let authorizer = build(&settings, &text)
+        .map_err(|error| invalid("skiff.acl.file", format!("{}: {error}", path.display())))?;
+    tracing::info!(path = %path.display(), acls = authorizer.acl_count(), "ACLs loaded");
+    Ok(Some(Arc::new(AclState {
+        current: RwLock::new(Arc::new(authorizer)),
+        settings,
+        loaded_text: text,
+    })))
+}
+
+/// Starts the reload task when an ACL file is configured; it stops with the broker.
+pub(crate) fn spawn_reload(ctx: &Ctx) {
+    if let Some(state) = &ctx.acl {
+        tokio::spawn(reload::run(state.clone(), ctx.shutdown.subscribe()));
+    }
+}
+
+/// What one request's principal may do: built once per request by the dispatch, asked by the
+/// handlers. Without an ACL file it holds no authorizer and allows everything.
+pub(crate) struct Access<'a> {
+    authorizer: Option<Arc<Authorizer>>,
+    principal: &'a Principal,
+    ctx: &'a Ctx,
+    api_key: i16,
+}
+
+impl<'a> Access<'a> {
+    /// The access of `session` for one request of `api_key`.
+    pub(crate) fn new(ctx: &'a Ctx, session: &'a Session, api_key: i16) -> Self {
+        Self {
+            authorizer: ctx.acl.as_ref().map(|state| state.current()),
+            principal: &session.principal,
+            ctx,
+            api_key,
+        }
+    }
+
+    /// Whether ACLs apply at all (an ACL file is configured); callers use it only to skip work
+    /// that exists for the checks.
+    pub(crate) fn enforced(&self) -> bool {
+        self.authorizer.is_some()
+    }
+
+    /// Whether the principal may perform `operation` on `resource_type`/`name`; a refusal is
+    /// counted and logged at debug.
+    pub(crate) fn allows(
+        &self,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let allowed = authorizer.authorize(self.principal, operation, resource_type, name);
+        if !allowed {
+            self.refused(operation, resource_type, name);
+        }
+        allowed
+    }
+
+    /// Whether the principal may perform `operation` on the cluster.
+    pub(crate) fn allows_cluster(&self, operation: Operation) -> bool {
+        self.allows(operation, ResourceType::Cluster, model::CLUSTER_NAME)
+    }
+
+    /// Like [`Access::allows`], but a refusal is not counted: for filtering what a listing shows
+    /// (Kafka does not log those either).
+    pub(crate) fn may(
+        &self,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.authorizer.as_ref().is_none_or(|authorizer| {
+            authorizer.authorize(self.principal, operation, resource_type, name)
+        })
+    }
+
+    /// Idempotent production: IdempotentWrite on the cluster, or (Kafka 3.x, KIP-679) Write on
+    /// at least one topic.
+    pub(crate) fn allows_idempotent_write(&self) -> bool {
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let allowed =
+            authorizer.authorize(
+                self.principal,
+                Operation::IdempotentWrite,
+                ResourceType::Cluster,
+                model::CLUSTER_NAME,
+            ) || authorizer.authorize_any(self.principal, Operation::Write, ResourceType::Topic);
+        if !allowed {
+            self.refused(
+                Operation::IdempotentWrite,
+                ResourceType::Cluster,
+                model::CLUSTER_NAME,
+            );
+        }
+        allowed
+    }
+
+    fn refused(&self, operation: Operation, resource_type: ResourceType, name: &str) {
+        self.ctx.metrics.authorization_failed(self.api_key);
+        tracing::debug!(
+            principal = %self.principal,
+            operation = operation.name(),
+            resource = resource_type.name(),
+            name,
+            api_key = self.api_key,
+            "authorization refused"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn super_users_parse_as_kafka_lists_them() {
+        assert_eq!(
+            parse_super_users("User:admin; User:ops;"),
+            Ok(vec!["admin".to_owned(), "ops".to_owned()])
+        );
+        assert_eq!(parse_super_users(""), Ok(Vec::new()));
+        assert!(parse_super_users("admin").is_err());
+        assert!(parse_super_users("User:*").is_err());
+        assert!(parse_super_users("User:a,User:b")
+            .map(|users| users == ["a,User:b"])
+            .unwrap_or(false));
+    }
+
+    #[test]
+    fn start_up_refuses_bad_keys_and_files_with_the_key_named() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let mut config = Config {
+            super_users: "admin".to_owned(),
+            ..Config::default()
+        };
+        let error = load_at_start(&config).expect_err("bad super.users");
+        assert!(error.to_string().contains("super.users"), "{error}");
+        config.super_users = "User:admin".to_owned();
+        assert!(load_at_start(&config).expect("no file").is_none());
+        let path = directory.path().join("acls.txt");
+        config.acl_file = Some(path.clone());
+        let error = load_at_start(&config).expect_err("missing file");
+        assert!(error.to_string().contains("skiff.acl.file"), "{error}");
+        std::fs::write(
+            &path,
+            "allow User:a read topic:t\nallow User:a jump topic:t\n",
+        )
+        .expect("write");
+        let error = load_at_start(&config).expect_err("bad file").to_string();
+        assert!(error.contains("line 2, column 14"), "{error}");
+        std::fs::write(&path, "allow User:a read topic:t\n").expect("write");
+        let state = load_at_start(&config).expect("loads").expect("a set");
+        let current = state.current();
+        assert_eq!(current.acl_count(), 1);
+        assert!(current.authorize(
+            &Principal::user("admin"),
+            Operation::Delete,
+            ResourceType::Topic,
+            "t"
+        ));
+    }
+}
