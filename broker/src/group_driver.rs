@@ -413,6 +413,7 @@ pub(crate) fn group_config(config: &crate::config::Config, host: &str, port: u16
     let mut group = GroupConfig::new(node, salt);
     group.session_timeout_ms_min = config.group_min_session_timeout_ms;
     group.session_timeout_ms_max = config.group_max_session_timeout_ms;
+    group.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;
     group
 }
 

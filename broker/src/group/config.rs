@@ -39,6 +39,17 @@ pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
 /// partitions.
 pub const COMMITTED_OFFSETS_MAX_DEFAULT: usize = 10_000_000;
 
+/// Kafka's `group.initial.rebalance.delay.ms` default: the first rebalance of an empty group waits
+/// this long for more members, so a group that starts together gets one rebalance, not one per
+/// member (and a member whose join beats its own metadata refresh is not left out).
+pub const INITIAL_REBALANCE_DELAY_MS_DEFAULT: i32 = 3000;
+
+/// The longest `group.initial.rebalance.delay.ms` the broker accepts (Kafka sets none). The wait
+/// never outlasts a group's rebalance timeout anyway; this is Kafka's default
+/// `max.poll.interval.ms`, the rebalance timeout Java consumers send, so a longer delay could only
+/// hold a new group's first join for longer than any default client waits.
+pub const INITIAL_REBALANCE_DELAY_MS_MAX: i32 = 300_000;
+
 /// Where clients find the coordinator (FindCoordinator's answer): this broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoordinatorNode {
@@ -69,6 +80,10 @@ pub struct GroupConfig {
     pub offset_metadata_bytes_max: usize,
     /// See [`COMMITTED_OFFSETS_MAX_DEFAULT`].
     pub committed_offsets_max: usize,
+    /// See [`INITIAL_REBALANCE_DELAY_MS_DEFAULT`]; 0 completes the first join as soon as every
+    /// member has joined. Within `0..=`[`INITIAL_REBALANCE_DELAY_MS_MAX`] (the broker config
+    /// checks it; the coordinator treats a negative value as 0).
+    pub initial_rebalance_delay_ms: i32,
     /// This broker, as FindCoordinator reports it.
     pub node: CoordinatorNode,
     /// Mixed into every member id so that ids handed out before a restart are not handed out again
@@ -88,6 +103,7 @@ impl GroupConfig {
             member_assignment_bytes_max: MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT,
             offset_metadata_bytes_max: OFFSET_METADATA_BYTES_MAX_DEFAULT,
             committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
+            initial_rebalance_delay_ms: INITIAL_REBALANCE_DELAY_MS_DEFAULT,
             node,
             member_id_salt,
         }
@@ -95,6 +111,10 @@ impl GroupConfig {
 }
 
 const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);
+const _: () = assert!(
+    0 <= INITIAL_REBALANCE_DELAY_MS_DEFAULT
+        && INITIAL_REBALANCE_DELAY_MS_DEFAULT <= INITIAL_REBALANCE_DELAY_MS_MAX
+);
 // The leader's SyncGroup names every member; the request decoder refuses more than the protocol
 // crate's maximum, so a group must never be allowed to grow past it.
 const _: () = assert!(GROUP_MEMBERS_MAX_DEFAULT <= skiff_protocol::limits::GROUP_MEMBERS_MAX);

@@ -1,6 +1,7 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the rebalance they drive:
 //! Empty/Stable → PreparingRebalance (wait for every member's JoinGroup, or the rebalance
-//! deadline) → CompletingRebalance (new generation; wait for the leader's SyncGroup, or the sync
+//! deadline; leaving Empty, wait the initial rebalance delay instead, extended while newcomers
+//! arrive) → CompletingRebalance (new generation; wait for the leader's SyncGroup, or the sync
 //! deadline) → Stable.
 //!
 //! Must never: answer a parked request twice or drop one (every path that removes a member or
@@ -17,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::coordinator::{Coordinator, RequestMeta, Response};
-use super::state::{Group, GroupState, Member, Parked};
+use super::state::{Group, GroupState, InitialWait, Member, Parked};
 
 /// What a JoinGroup asks for, validated.
 struct JoinParams {
@@ -240,6 +241,8 @@ impl Coordinator {
         group.members.insert(member_id, member);
         if group.state != GroupState::PreparingRebalance {
             self.prepare_rebalance(group_id, now_ms);
+        } else if let Some(wait) = group.initial_wait.as_mut() {
+            wait.member_added = true;
         }
         self.maybe_complete_join(group_id, now_ms);
     }
@@ -307,12 +310,16 @@ impl Coordinator {
     }
 
     /// Starts a rebalance: parked SyncGroups of the generation being abandoned are answered with
-    /// REBALANCE_IN_PROGRESS, and the group waits for every member's JoinGroup.
+    /// REBALANCE_IN_PROGRESS, and the group waits for every member's JoinGroup. A group that was
+    /// Empty instead waits `initial_rebalance_delay_ms` (at most its rebalance timeout) for more
+    /// members, as Kafka does, so that members starting together form one generation.
     pub(super) fn prepare_rebalance(&mut self, group_id: &str, now_ms: i64) {
         let mut answers: Vec<(Parked, i16)> = Vec::new();
+        let initial_delay_ms = i64::from(self.config.initial_rebalance_delay_ms.max(0));
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
+        let was_empty = group.state == GroupState::Empty;
         if group.state == GroupState::CompletingRebalance {
             for member in group.members.values_mut() {
                 if let Some(parked) = member.pending_sync.take() {
@@ -325,16 +332,31 @@ impl Coordinator {
             member.synced = false;
         }
         group.state = GroupState::PreparingRebalance;
-        group.rebalance_deadline_ms =
-            Some(now_ms.saturating_add(i64::from(group.rebalance_timeout_ms())));
+        let rebalance_timeout_ms = i64::from(group.rebalance_timeout_ms());
+        let end_ms_max = now_ms.saturating_add(rebalance_timeout_ms);
+        let wait_ms = initial_delay_ms.min(rebalance_timeout_ms);
+        if was_empty && wait_ms > 0 {
+            group.initial_wait = Some(InitialWait {
+                end_ms_max,
+                member_added: false,
+            });
+            group.rebalance_deadline_ms = Some(now_ms.saturating_add(wait_ms));
+        } else {
+            group.initial_wait = None;
+            group.rebalance_deadline_ms = Some(end_ms_max);
+        }
         for (parked, error_code) in answers {
             self.reply_sync_error(parked, error_code);
         }
     }
 
     pub(super) fn maybe_complete_join(&mut self, group_id: &str, now_ms: i64) {
+        // An initial wait ends only at its deadline (everyone known having joined says nothing
+        // about who else is starting), unless nobody is left to wait with.
         let ready = self.groups.get(group_id).is_some_and(|group| {
-            group.state == GroupState::PreparingRebalance && group.all_joined()
+            group.state == GroupState::PreparingRebalance
+                && group.all_joined()
+                && (group.initial_wait.is_none() || group.members.is_empty())
         });
         if ready {
             self.complete_join(group_id, now_ms);
@@ -347,6 +369,7 @@ impl Coordinator {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
+        group.initial_wait = None;
         group.pending_members.clear();
         let missing: Vec<String> = group
             .members
@@ -733,7 +756,21 @@ impl Coordinator {
             return;
         }
         match group.state {
-            GroupState::PreparingRebalance => self.complete_join(group_id, now_ms),
+            GroupState::PreparingRebalance => {
+                // Kafka's initial delay: a wait during which a new member joined is followed by
+                // one more, never past the rebalance timeout from the start; otherwise the join
+                // completes with whoever has joined.
+                if let Some(wait) = group.initial_wait.as_mut() {
+                    if wait.member_added && now_ms < wait.end_ms_max {
+                        wait.member_added = false;
+                        let delay_ms = i64::from(self.config.initial_rebalance_delay_ms.max(0));
+                        group.rebalance_deadline_ms =
+                            Some(now_ms.saturating_add(delay_ms).min(wait.end_ms_max));
+                        return;
+                    }
+                }
+                self.complete_join(group_id, now_ms);
+            }
             GroupState::CompletingRebalance => {
                 // The leader's assignment never came (or some members never asked for theirs):
                 // drop those who did not sync and start over with the rest.

@@ -2,6 +2,8 @@
 //! syncing with a range assignor, heartbeating, committing, fetching offsets, leaving, crashing
 //! and coming back, a driver that persists commits late or fails them, and broker restarts that
 //! replay the offsets log through its real codec — all under a virtual clock, in one thread.
+//! Seeds cycle the initial rebalance delay through Kafka's default, off, and longer than the
+//! rebalance timeout.
 //!
 //! Checked after every step:
 //! - no reply lost or doubled: each request gets exactly one reply (requests outstanding when the
@@ -37,6 +39,7 @@ use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::config::INITIAL_REBALANCE_DELAY_MS_DEFAULT;
 use super::offsets_log::{decode_batches, encode_batch};
 use super::*;
 
@@ -104,13 +107,20 @@ fn decode_assignment(bytes: &[u8]) -> Vec<Partition> {
         .collect()
 }
 
-fn new_coordinator(salt: u64) -> Coordinator {
+/// Initial rebalance delays the seeds cycle through: Kafka's default, off, and one longer than
+/// the members' rebalance timeout (so the timeout caps every wait).
+const INITIAL_REBALANCE_DELAYS_MS: [i32; 3] = [INITIAL_REBALANCE_DELAY_MS_DEFAULT, 0, 20_000];
+const _: () = assert!(INITIAL_REBALANCE_DELAYS_MS[2] > REBALANCE_TIMEOUT_MS);
+
+fn new_coordinator(salt: u64, initial_rebalance_delay_ms: i32) -> Coordinator {
     let node = CoordinatorNode {
         node_id: 0,
         host: "127.0.0.1".into(),
         port: 9092,
     };
-    Coordinator::new(GroupConfig::new(node, salt))
+    let mut config = GroupConfig::new(node, salt);
+    config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
+    Coordinator::new(config)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -182,6 +192,8 @@ struct Sim {
     rng: ChaCha8Rng,
     now_ms: i64,
     coordinator: Coordinator,
+    /// The coordinator's initial rebalance delay (kept across broker restarts).
+    initial_rebalance_delay_ms: i32,
     members: Vec<SimMember>,
     next_request_id: RequestId,
     outstanding: BTreeMap<RequestId, Sent>,
@@ -206,7 +218,9 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Self {
-        let mut coordinator = new_coordinator(seed);
+        let delay_index = usize::try_from(seed % 3).expect("below 3");
+        let initial_rebalance_delay_ms = INITIAL_REBALANCE_DELAYS_MS[delay_index];
+        let mut coordinator = new_coordinator(seed, initial_rebalance_delay_ms);
         coordinator.load_offsets([]);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let now_ms = 1_000_000;
@@ -217,6 +231,7 @@ impl Sim {
             rng,
             now_ms,
             coordinator,
+            initial_rebalance_delay_ms,
             members,
             next_request_id: 0,
             outstanding: BTreeMap::new(),
@@ -512,7 +527,7 @@ impl Sim {
                 member.member_id.clear();
             }
         }
-        self.coordinator = new_coordinator(self.rng.gen());
+        self.coordinator = new_coordinator(self.rng.gen(), self.initial_rebalance_delay_ms);
         let mut entries = Vec::new();
         let consumed =
             decode_batches(&self.log, &mut |entry| entries.push(entry)).expect("replay log");
@@ -753,7 +768,9 @@ fn run_seed(seed: u64) {
         sim.run();
         if std::env::var_os("SKIFF_SIM_STATS").is_some() {
             eprintln!(
-                "seed {seed}: restarts {} stable checks {} generation {} acked {} requests {}",
+                "seed {seed}: delay {} ms restarts {} stable checks {} generation {} acked {} \
+                 requests {}",
+                sim.initial_rebalance_delay_ms,
                 sim.restarts,
                 sim.stable_checks,
                 sim.generation_max,

@@ -86,6 +86,17 @@ impl Member {
     }
 }
 
+/// The first rebalance of a group that was Empty, holding its join open for more members
+/// (Kafka's `group.initial.rebalance.delay.ms`): the group's `rebalance_deadline_ms` is then the
+/// end of the current wait, and the join completes there, not when everyone known has joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct InitialWait {
+    /// No wait ends later than this: the group's rebalance timeout after the rebalance started.
+    pub end_ms_max: i64,
+    /// A new member joined during the current wait, so it earns one more delay when it ends.
+    pub member_added: bool,
+}
+
 /// A committed offset as the group holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
@@ -120,9 +131,12 @@ pub(super) struct Group {
     pub pending_members: BTreeMap<String, i64>,
     /// Static members: group instance id → member id.
     pub static_members: BTreeMap<String, String>,
-    /// PreparingRebalance: when the rebalance completes without the members still missing.
+    /// PreparingRebalance: when the rebalance completes without the members still missing (during
+    /// an [`InitialWait`]: when the current wait ends).
     /// CompletingRebalance: when members that have not sent SyncGroup are expelled.
     pub rebalance_deadline_ms: Option<i64>,
+    /// Set while PreparingRebalance holds the first join of a formerly Empty group open.
+    pub initial_wait: Option<InitialWait>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
 }
@@ -140,6 +154,7 @@ impl Group {
             pending_members: BTreeMap::new(),
             static_members: BTreeMap::new(),
             rebalance_deadline_ms: None,
+            initial_wait: None,
             offsets: BTreeMap::new(),
         }
     }

@@ -41,7 +41,20 @@ impl Harness {
         harness
     }
 
+    /// These tests are about what follows a join, so a new group's first join completes as soon
+    /// as every member has joined; the initial delay has its own tests ([`Harness::delayed`]).
     fn unloaded() -> Self {
+        Self::unloaded_with_delay(0)
+    }
+
+    /// A loaded coordinator whose new groups wait `initial_rebalance_delay_ms` for more members.
+    fn delayed(initial_rebalance_delay_ms: i32) -> Self {
+        let mut harness = Self::unloaded_with_delay(initial_rebalance_delay_ms);
+        harness.coordinator.load_offsets([]);
+        harness
+    }
+
+    fn unloaded_with_delay(initial_rebalance_delay_ms: i32) -> Self {
         let node = CoordinatorNode {
             node_id: 1,
             host: "localhost".into(),
@@ -49,6 +62,7 @@ impl Harness {
         };
         let mut config = GroupConfig::new(node, 7);
         config.group_members_max = 3;
+        config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
         Self {
             coordinator: Coordinator::new(config),
             now_ms: 1_000_000,
@@ -932,6 +946,236 @@ fn every_reply_encodes_at_every_version() {
     }
 }
 
+/// A LeaveGroup v0 for one member; returns its error code and the other replies it caused.
+fn leave_v0(h: &mut Harness, group: &str, member: &str) -> (i16, Vec<(RequestId, Response)>) {
+    let meta = h.meta(0);
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s(group));
+    request.member_id = s(member);
+    h.coordinator.handle_leave_group(h.now_ms, meta, request);
+    let mut replies = h.replies();
+    match replies.pop() {
+        Some((_, Response::LeaveGroup(r))) => (r.error_code, replies),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn initial_delay_holds_a_new_groups_first_join_until_it_ends() {
+    let mut h = Harness::delayed(3_000);
+    let start_ms = h.now_ms;
+    let join = h.join(1, "g", "", &["range"]);
+    assert!(h.replies().is_empty(), "the only member is held");
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::PreparingRebalance)
+    );
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(start_ms + 3_000));
+    h.advance(2_999);
+    assert!(h.replies().is_empty());
+    h.advance(1);
+    let response = join_response(&h.replies(), join);
+    assert_eq!(response.error_code, 0);
+    assert_eq!(response.generation_id, 1);
+    assert_eq!(response.leader, response.member_id);
+    assert_eq!(response.members.len(), 1);
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::CompletingRebalance)
+    );
+}
+
+#[test]
+fn a_newcomer_during_the_initial_delay_extends_it_by_the_delay() {
+    let mut h = Harness::delayed(3_000);
+    let start_ms = h.now_ms;
+    let first = h.join(1, "g", "", &["range"]);
+    h.advance(1_000);
+    let second = h.join(1, "g", "", &["range"]);
+    assert!(
+        h.replies().is_empty(),
+        "everyone known has joined, still held"
+    );
+    h.advance(2_000);
+    assert!(h.replies().is_empty(), "the newcomer earned one more delay");
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(start_ms + 6_000));
+    h.advance(2_999);
+    assert!(h.replies().is_empty());
+    h.advance(1);
+    let replies = h.replies();
+    let (first, second) = (
+        join_response(&replies, first),
+        join_response(&replies, second),
+    );
+    assert_eq!((first.error_code, second.error_code), (0, 0));
+    assert_eq!(first.generation_id, 1, "one generation for both");
+    assert_eq!(second.generation_id, 1);
+    assert_eq!(first.leader, second.leader);
+    let leader = if first.leader == first.member_id {
+        &first
+    } else {
+        &second
+    };
+    assert_eq!(leader.members.len(), 2);
+}
+
+#[test]
+fn the_handshake_is_answered_at_once_and_its_join_extends_the_delay() {
+    let mut h = Harness::delayed(3_000);
+    let start_ms = h.now_ms;
+    let mut handed_out = Vec::new();
+    for _ in 0..2 {
+        let id = h.join(4, "g", "", &["range"]);
+        let response = join_response(&h.replies(), id);
+        assert_eq!(response.error_code, code(ResponseError::MemberIdRequired));
+        handed_out.push(response.member_id.as_str().to_owned());
+    }
+    let first = h.join(4, "g", &handed_out[0], &["range"]);
+    h.advance(2_000);
+    let second = h.join(4, "g", &handed_out[1], &["range"]);
+    h.advance(1_000);
+    assert!(h.replies().is_empty());
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(start_ms + 6_000));
+    h.advance(3_000);
+    let replies = h.replies();
+    assert_eq!(join_response(&replies, first).generation_id, 1);
+    assert_eq!(join_response(&replies, second).generation_id, 1);
+}
+
+#[test]
+fn initial_delay_never_outlasts_the_rebalance_timeout() {
+    // v0: the rebalance timeout is the session timeout, 6 s here.
+    let rebalance_timeout_ms = 6_000;
+    let mut h = Harness::delayed(4_000);
+    let start_ms = h.now_ms;
+    let joins: Vec<RequestId> = [0, 1_000, 4_000]
+        .into_iter()
+        .map(|at_ms| {
+            h.advance(start_ms + at_ms - h.now_ms);
+            h.join_with(0, "g", "", &["range"], rebalance_timeout_ms, None)
+        })
+        .collect();
+    assert!(h.replies().is_empty());
+    // The second member's delay would end at 8 s; the third one's would extend again.
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(start_ms + 6_000));
+    h.advance(start_ms + 5_999 - h.now_ms);
+    assert!(h.replies().is_empty());
+    h.advance(1);
+    let replies = h.replies();
+    for join in joins {
+        let response = join_response(&replies, join);
+        assert_eq!((response.error_code, response.generation_id), (0, 1));
+    }
+
+    // A delay longer than the rebalance timeout (v1 members ask for 20 s) waits only that.
+    let mut h = Harness::delayed(30_000);
+    let join = h.join(1, "g", "", &["range"]);
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(h.now_ms + 20_000));
+    h.advance(19_999);
+    assert!(h.replies().is_empty());
+    h.advance(1);
+    assert_eq!(join_response(&h.replies(), join).generation_id, 1);
+}
+
+#[test]
+fn zero_delay_completes_the_first_join_as_soon_as_everyone_has_joined() {
+    let mut h = Harness::delayed(0);
+    let join = h.join(1, "g", "", &["range"]);
+    let response = join_response(&h.replies(), join);
+    assert_eq!((response.error_code, response.generation_id), (0, 1));
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::CompletingRebalance)
+    );
+    // Next is the member's session (earlier than the sync deadline), not a join wait.
+    assert_eq!(
+        h.coordinator.next_deadline_ms(),
+        Some(h.now_ms + i64::from(SESSION_MS))
+    );
+}
+
+#[test]
+fn only_a_group_leaving_empty_is_delayed() {
+    let mut h = Harness::delayed(3_000);
+    let first_join = h.join(1, "g", "", &["range"]);
+    h.advance(3_000);
+    let first = join_response(&h.replies(), first_join);
+    let first = first.member_id.as_str().to_owned();
+    let sync = h.sync(1, "g", &first, 1, &[(&first, "all")]);
+    assert_eq!(sync_response(&h.replies(), sync).error_code, 0);
+    // A Stable group: a newcomer's rebalance completes once everyone has rejoined, no waiting.
+    let second_join = h.join(1, "g", "", &["range"]);
+    assert!(
+        h.replies().is_empty(),
+        "waits for the first member to rejoin"
+    );
+    let first_rejoin = h.join(1, "g", &first, &["range"]);
+    let replies = h.replies();
+    assert_eq!(join_response(&replies, first_rejoin).generation_id, 2);
+    let second = join_response(&replies, second_join);
+    assert_eq!(second.generation_id, 2);
+    let second = second.member_id.as_str().to_owned();
+    // Commit an offset so that the group outlives its members, then let both leave.
+    let sync_second = h.sync(1, "g", &second, 2, &[]);
+    let sync_first = h.sync(1, "g", &first, 2, &[(&first, "a"), (&second, "b")]);
+    let replies = h.replies();
+    assert_eq!(sync_response(&replies, sync_second).error_code, 0);
+    assert_eq!(sync_response(&replies, sync_first).error_code, 0);
+    let commit = h.commit(2, "g", &first, 2, &[("t", 0, 5)]);
+    let persist = h.outputs();
+    assert!(
+        matches!(&persist[..], [Output::PersistOffsets { request_id, .. }] if *request_id == commit)
+    );
+    h.coordinator.offsets_persisted(commit, Ok(()));
+    h.replies();
+    assert_eq!(leave_v0(&mut h, "g", &first).0, 0);
+    assert_eq!(leave_v0(&mut h, "g", &second).0, 0);
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Empty));
+    // Empty again: the next first rebalance waits again.
+    let third_join = h.join(1, "g", "", &["range"]);
+    h.advance(2_999);
+    assert!(h.replies().is_empty());
+    h.advance(1);
+    assert_eq!(join_response(&h.replies(), third_join).generation_id, 4);
+}
+
+#[test]
+fn members_leaving_during_the_initial_delay() {
+    let mut h = Harness::delayed(3_000);
+    let start_ms = h.now_ms;
+    let first_join = h.join(0, "g", "", &["range"]);
+    let second_join = h.join(0, "g", "", &["range"]);
+    assert!(h.replies().is_empty());
+    let members: Vec<String> = h.coordinator.groups["g"].members.keys().cloned().collect();
+    assert_eq!(members.len(), 2);
+    // The second leaves: its own join is answered, the first still waits for the delay.
+    let (leave_code, answered) = leave_v0(&mut h, "g", &members[1]);
+    assert_eq!(leave_code, 0);
+    assert_eq!(answered.len(), 1);
+    assert_ne!(join_response(&answered, second_join).error_code, 0);
+    assert_eq!(h.coordinator.next_deadline_ms(), Some(start_ms + 3_000));
+    h.advance(3_000);
+    assert!(
+        h.replies().is_empty(),
+        "the newcomer earned one more delay even though it left, as in Kafka"
+    );
+    h.advance(3_000);
+    let replies = h.replies();
+    let kept = join_response(&replies, first_join);
+    assert_eq!((kept.error_code, kept.generation_id), (0, 1));
+    assert_eq!(kept.members.len(), 1);
+    assert_eq!(kept.member_id.as_str(), members[0]);
+
+    // Everyone leaves: nothing is left to wait for, the group is forgotten at once.
+    let mut h = Harness::delayed(3_000);
+    h.join(0, "g", "", &["range"]);
+    let member = h.coordinator.groups["g"].members.keys().next().cloned();
+    let (leave_code, answered) = leave_v0(&mut h, "g", &member.unwrap_or_default());
+    assert_eq!((leave_code, answered.len()), (0, 1));
+    assert_eq!(h.coordinator.group_state("g"), None);
+    assert_eq!(h.coordinator.next_deadline_ms(), None);
+}
+
 mod hostile {
     //! Arbitrary request sequences (any version, absurd timeouts, unknown and stale member ids,
     //! wrong generations, oversized metadata and assignments, failed writes): the coordinator never
@@ -1313,9 +1557,10 @@ mod hostile {
 
         #[test]
         fn arbitrary_requests_never_panic_and_are_all_answered(
-            ops in proptest::collection::vec(op(), 1..120)
+            ops in proptest::collection::vec(op(), 1..120),
+            initial_rebalance_delay_ms in prop_oneof![Just(0), Just(-1), 1..40_000i32],
         ) {
-            let mut h = Harness::new();
+            let mut h = Harness::delayed(initial_rebalance_delay_ms);
             let config = &mut h.coordinator.config;
             config.member_metadata_bytes_max = 64;
             config.member_assignment_bytes_max = 64;
