@@ -5,46 +5,11 @@
 //! limit, so the declared size leaves room for the few percent v1 adds and every batch is converted.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use skiff_protocol::down_convert::{
-    down_convert_eager, DownConvertConfig, DownConverter, Prepare, SourceRange, Write,
-};
+use skiff_protocol::down_convert::{down_convert_eager, DownConvertConfig};
 use skiff_protocol::records::{Compression, Magic};
-use std::hint::black_box;
 
 mod support;
-
-const SLICE_BYTES: usize = 1024 * 1024;
-
-fn with_cut_tail(mut slice: Vec<u8>) -> Vec<u8> {
-    let mut tail = vec![0u8; slice.len() / 10];
-    tail[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
-    slice.extend(tail);
-    slice
-}
-
-/// Drives the lazy converter as the broker would, dropping each piece as if written to a socket.
-fn lazy(slice: &[u8], target: Magic, chunk_bytes: usize) -> u64 {
-    let config = DownConvertConfig {
-        chunk_bytes,
-        ..DownConvertConfig::default()
-    };
-    let mut converter = DownConverter::new(slice.len() as u64, target, 0, config).expect("new");
-    let read = |range: SourceRange| {
-        let start = range.start as usize;
-        &slice[start..(start + range.len).min(slice.len())]
-    };
-    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
-        converter.feed(read(range)).expect("feed");
-    }
-    let mut written = 0u64;
-    loop {
-        match converter.write_step().expect("write") {
-            Write::Read(range) => converter.feed(read(range)).expect("feed"),
-            Write::Output(piece) => written += black_box(piece).len() as u64,
-            Write::Done => return written,
-        }
-    }
-}
+use support::{lazy, with_cut_tail, SLICE_BYTES};
 
 fn convert(c: &mut Criterion) {
     for codec in [

@@ -3,8 +3,11 @@
 // Each bench uses a different subset of these helpers.
 #![allow(dead_code)]
 
+use std::hint::black_box;
+
+use skiff_protocol::down_convert::{DownConvertConfig, DownConverter, Prepare, SourceRange, Write};
 use skiff_protocol::records::record::{BatchBuilder, NewRecord};
-use skiff_protocol::records::Compression;
+use skiff_protocol::records::{Compression, Magic};
 
 /// Bytes of each record value.
 pub const RECORD_VALUE_BYTES: usize = 1024;
@@ -56,4 +59,42 @@ pub fn slice(bytes: usize, codec: Compression) -> Vec<u8> {
         offset += RECORDS_PER_BATCH as i64;
     }
     out
+}
+
+/// Source bytes of the conversion benches' slice (before the cut tail).
+pub const SLICE_BYTES: usize = 1024 * 1024;
+
+/// `slice` followed by a cut batch of 10 % of its size, as a log read cut at the partition limit,
+/// so the declared size leaves room for the few percent v1 adds and every batch is converted.
+pub fn with_cut_tail(mut slice: Vec<u8>) -> Vec<u8> {
+    let mut tail = vec![0u8; slice.len() / 10];
+    tail[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+    slice.extend(tail);
+    slice
+}
+
+/// Drives the lazy converter as the broker would (prepare, release the prepared output, write),
+/// dropping each piece as if written to a socket; returns the bytes written.
+pub fn lazy(slice: &[u8], target: Magic, chunk_bytes: usize) -> u64 {
+    let config = DownConvertConfig {
+        chunk_bytes,
+        ..DownConvertConfig::default()
+    };
+    let mut converter = DownConverter::new(slice.len() as u64, target, 0, config).expect("new");
+    let read = |range: SourceRange| {
+        let start = range.start as usize;
+        &slice[start..(start + range.len).min(slice.len())]
+    };
+    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+        converter.feed(read(range)).expect("feed");
+    }
+    converter.release_prepared_output();
+    let mut written = 0u64;
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => converter.feed(read(range)).expect("feed"),
+            Write::Output(piece) => written += black_box(piece).len() as u64,
+            Write::Done => return written,
+        }
+    }
 }

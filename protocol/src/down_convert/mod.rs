@@ -48,6 +48,7 @@
 //! Must never: read a file, socket or clock; hold more than one source piece and its conversion;
 //! allocate by a length read from the source before checking it against `batch_bytes_max`.
 
+use crate::records::compression::Compressor;
 use crate::records::legacy::{self, DeepOptions, LegacySetBuilder};
 use crate::records::record::batch_records;
 use crate::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
@@ -171,7 +172,20 @@ pub struct DownConverter {
     kept_start: Option<u64>,
     yielded_bytes: u64,
     stats: Stats,
+    /// Decompressed records (dropped after each piece) and the compressor, which is reused from
+    /// batch to batch while this partition is written and dropped after the prepare phase and at
+    /// the end, so a response's many prepared-but-waiting partitions hold none (the memory rule of
+    /// the module doc).
+    workspace: Workspace,
+}
+
+/// What converting a batch needs besides its bytes, kept by the caller from batch to batch: room
+/// for the decompressed records of a compressed source batch, and the compression state for a
+/// compressed target (see [`Compressor`]).
+#[derive(Debug, Default)]
+pub struct Workspace {
     scratch: Vec<u8>,
+    compressor: Compressor,
 }
 
 /// How the entries at the start of a fed piece divide up.
@@ -245,7 +259,7 @@ impl DownConverter {
             kept_start: None,
             yielded_bytes: 0,
             stats: Stats::default(),
-            scratch: Vec::new(),
+            workspace: Workspace::default(),
         })
     }
 
@@ -371,7 +385,7 @@ impl DownConverter {
                 self.target,
                 self.fetch_offset,
                 &self.config,
-                &mut self.scratch,
+                &mut self.workspace,
                 &mut out,
                 &mut self.stats,
             ) {
@@ -391,7 +405,11 @@ impl DownConverter {
             }
         }
         self.position += u64::try_from(converted).unwrap_or(0);
-        self.scratch = Vec::new();
+        if preparing {
+            self.workspace = Workspace::default();
+        } else {
+            self.workspace.scratch = Vec::new();
+        }
         if let Some(error) = failure {
             if preparing && out.is_empty() {
                 return Err(error);
@@ -431,6 +449,7 @@ impl DownConverter {
         let remaining = declared.saturating_sub(self.yielded_bytes);
         if remaining == 0 {
             self.ready = None;
+            self.workspace = Workspace::default();
             return Ok(Write::Done);
         }
         if let Some(mut output) = self.ready.take() {
@@ -504,13 +523,13 @@ pub fn overflow_piece(remaining: u64) -> Vec<u8> {
 }
 
 /// Converts one complete source entry (a v2 batch, or a legacy v0/v1 entry of a mixed log) to
-/// `target`, appending to `out` (§3.4 for one batch). `scratch` receives decompressed records.
+/// `target`, appending to `out` (§3.4 for one batch), with `workspace` kept from batch to batch.
 pub fn convert_entry(
     entry: &[u8],
     target: Magic,
     fetch_offset: i64,
     config: &DownConvertConfig,
-    scratch: &mut Vec<u8>,
+    workspace: &mut Workspace,
     out: &mut Vec<u8>,
     stats: &mut Stats,
 ) -> Result<(), RecordError> {
@@ -529,7 +548,15 @@ pub fn convert_entry(
         return Ok(());
     }
     if magic == Magic::V1 {
-        return convert_legacy_entry(entry, target, fetch_offset, config, out, stats);
+        return convert_legacy_entry(
+            entry,
+            target,
+            fetch_offset,
+            config,
+            &mut workspace.compressor,
+            out,
+            stats,
+        );
     }
     let header = BatchHeader::parse(entry)?;
     if header.total_bytes() != entry.len() {
@@ -545,32 +572,34 @@ pub fn convert_entry(
         return Err(RecordError::UnsupportedCompression { codec });
     }
     let log_append_time = header.is_log_append_time().then_some(header.max_timestamp);
+    let Workspace {
+        scratch,
+        compressor,
+    } = workspace;
     let records = batch_records(entry, &header, scratch, config.decompressed_bytes_max)?;
-    let mut builder = LegacySetBuilder::new(target, codec, log_append_time)?;
-    // The hot path (uncompressed v2 → v1/v0): size the output exactly in a first pass over the
-    // varints, reserve once, then write each message straight into it — no per-record allocation,
-    // no regrowth; crc32fast does the IEEE CRC. Compressed batches keep every record (§3.4 rule 4).
+    // The hot path (uncompressed v2 → v1/v0): one pass over the records, writing each message
+    // straight into the output (no per-record allocation; crc32fast does the IEEE CRC). The room
+    // reserved up front is an upper bound, not an exact size: every v2 record spends at least its
+    // key and value bytes, so a legacy entry adds at most its fixed overhead on top, and the record
+    // count was already checked against the bytes present. Sizing exactly took a second pass over
+    // every varint. Compressed batches keep every record (§3.4 rule 4).
+    let room_bytes = records.records_bytes().saturating_add(
+        records
+            .remaining_count()
+            .saturating_mul(LOG_OVERHEAD_BYTES + legacy::message_bytes(target, 0, 0)),
+    );
     let keep = |offset: i64| codec != Compression::None || offset >= fetch_offset;
-    let mut exact_bytes = 0usize;
-    for record in records.clone() {
-        let record = record?;
-        if keep(record.offset) {
-            exact_bytes += builder.entry_bytes(record.key, record.value);
-        }
-    }
-    if exact_bytes == 0 {
-        return Ok(());
-    }
     let start = out.len();
-    builder = builder.appending_to(std::mem::take(out));
-    builder.reserve(exact_bytes);
+    let mut builder =
+        LegacySetBuilder::new(target, codec, log_append_time)?.appending_to(std::mem::take(out));
+    builder.reserve(room_bytes);
     let result = records
         .filter(|record| record.as_ref().map_or(true, |record| keep(record.offset)))
         .try_for_each(|record| {
             let record = record?;
             builder.append(record.offset, record.timestamp, record.key, record.value)
         })
-        .and_then(|()| builder.finish());
+        .and_then(|()| builder.finish_with(compressor));
     let converted = builder.len();
     let built = builder.uncompressed_bytes();
     *out = builder.into_buffer();
@@ -579,7 +608,6 @@ pub fn convert_entry(
         out.truncate(start);
         return Err(error);
     }
-    debug_assert!(codec != Compression::None || out.len() - start == exact_bytes);
     stats.records_converted += u64::try_from(converted).unwrap_or(0);
     stats.temporary_bytes += entry_bytes + u64::try_from(built).unwrap_or(0);
     Ok(())
@@ -591,6 +619,7 @@ fn convert_legacy_entry(
     target: Magic,
     fetch_offset: i64,
     config: &DownConvertConfig,
+    compressor: &mut Compressor,
     out: &mut Vec<u8>,
     stats: &mut Stats,
 ) -> Result<(), RecordError> {
@@ -617,7 +646,7 @@ fn convert_legacy_entry(
                 record.value.as_deref(),
             )
         })
-        .and_then(|()| builder.finish());
+        .and_then(|()| builder.finish_with(compressor));
     let converted = builder.len();
     let built = builder.uncompressed_bytes();
     *out = builder.into_buffer();
@@ -643,7 +672,7 @@ pub fn down_convert_eager(
     config: &DownConvertConfig,
 ) -> Result<(Vec<u8>, Stats), RecordError> {
     let mut stats = Stats::default();
-    let mut scratch = Vec::new();
+    let mut workspace = Workspace::default();
     let mut out = Vec::new();
     let mut position = 0usize;
     let mut first_bytes: Option<usize> = None;
@@ -674,7 +703,7 @@ pub fn down_convert_eager(
             target,
             fetch_offset,
             config,
-            &mut scratch,
+            &mut workspace,
             &mut out,
             &mut stats,
         )?;
@@ -706,7 +735,7 @@ pub fn down_convert_eager(
             target,
             fetch_offset,
             config,
-            &mut scratch,
+            &mut workspace,
             &mut out,
             &mut stats,
         )

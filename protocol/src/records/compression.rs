@@ -29,31 +29,102 @@ const LZ4_UNCOMPRESSED_BIT: u32 = 0x8000_0000;
 const LZ4_BLOCK_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Compresses `input` with `codec` in the framing Kafka writes for `magic` (only lz4 differs by
-/// magic). Compressing our own bytes cannot fail except for zstd in a legacy magic.
+/// magic). Compressing our own bytes cannot fail except for zstd in a legacy magic. One-shot: a
+/// caller compressing batch after batch keeps a [`Compressor`] instead.
 pub fn compress(codec: Compression, magic: Magic, input: &[u8]) -> Result<Vec<u8>, RecordError> {
-    match codec {
-        Compression::None => Ok(input.to_vec()),
-        Compression::Gzip => {
-            let mut encoder = flate2::write::GzEncoder::new(
-                Vec::with_capacity(input.len() / 2 + 64),
-                flate2::Compression::new(6),
-            );
-            std::io::Write::write_all(&mut encoder, input)
-                .and_then(|()| encoder.finish())
-                .map_err(|_| RecordError::Compression {
-                    reason: "gzip encoder failed",
-                })
-        }
-        Compression::Snappy => Ok(xerial_compress(input)),
-        Compression::Lz4 => Ok(lz4_compress(magic, input)),
-        Compression::Zstd => {
-            if magic != Magic::V2 {
-                return Err(RecordError::UnsupportedCompression { codec });
+    let mut out = Vec::new();
+    Compressor::default().compress_into(codec, magic, input, &mut out)?;
+    Ok(out)
+}
+
+/// gzip level Kafka's producers and its down-conversion use (`Deflater.DEFAULT_COMPRESSION`).
+const GZIP_LEVEL: u32 = 6;
+/// The RFC 1952 member header we write: magic, deflate, no flags, no mtime, no extra flags (level
+/// 6), OS 255 "unknown" — the bytes flate2's `GzEncoder` writes, so outputs did not change when
+/// the encoder became reusable.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+/// Compression state kept from batch to batch (the down-converter compresses one wrapper per
+/// source batch): the deflate state (hundreds of KiB of tables, which building afresh per batch
+/// costs an allocation and zeroing each time) is reset instead of rebuilt, and the snappy encoder's
+/// hash table is kept. Everything is created on first use, so an unused one costs nothing.
+#[derive(Default)]
+pub struct Compressor {
+    deflate: Option<flate2::Compress>,
+    snappy: Option<snap::raw::Encoder>,
+}
+
+impl std::fmt::Debug for Compressor {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Compressor")
+            .field("deflate", &self.deflate.is_some())
+            .field("snappy", &self.snappy.is_some())
+            .finish()
+    }
+}
+
+impl Compressor {
+    /// Appends `input` compressed with `codec` in the framing Kafka writes for `magic` to `out`.
+    pub fn compress_into(
+        &mut self,
+        codec: Compression,
+        magic: Magic,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), RecordError> {
+        match codec {
+            Compression::None => out.extend_from_slice(input),
+            Compression::Gzip => self.gzip(input, out)?,
+            Compression::Snappy => {
+                let encoder = self.snappy.get_or_insert_with(snap::raw::Encoder::new);
+                xerial_compress(encoder, input, out);
             }
-            zstd::bulk::compress(input, 3).map_err(|_| RecordError::Compression {
-                reason: "zstd encoder failed",
-            })
+            Compression::Lz4 => lz4_compress(magic, input, out),
+            Compression::Zstd => {
+                if magic != Magic::V2 {
+                    return Err(RecordError::UnsupportedCompression { codec });
+                }
+                let compressed =
+                    zstd::bulk::compress(input, 3).map_err(|_| RecordError::Compression {
+                        reason: "zstd encoder failed",
+                    })?;
+                out.extend_from_slice(&compressed);
+            }
         }
+        Ok(())
+    }
+
+    /// One gzip member: header, raw deflate of `input`, CRC-32 and length (RFC 1952).
+    fn gzip(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), RecordError> {
+        let failed = RecordError::Compression {
+            reason: "gzip encoder failed",
+        };
+        let deflate = self.deflate.get_or_insert_with(|| {
+            flate2::Compress::new(flate2::Compression::new(GZIP_LEVEL), false)
+        });
+        deflate.reset();
+        out.extend_from_slice(&GZIP_HEADER);
+        out.reserve(input.len() / 2 + 64);
+        loop {
+            let consumed = usize::try_from(deflate.total_in()).map_err(|_| failed.clone())?;
+            let rest = input.get(consumed..).unwrap_or_default();
+            if out.len() == out.capacity() {
+                out.reserve(input.len() / 4 + 64);
+            }
+            let status = deflate
+                .compress_vec(rest, out, flate2::FlushCompress::Finish)
+                .map_err(|_| failed.clone())?;
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+        }
+        out.extend_from_slice(&crc32fast::hash(input).to_le_bytes());
+        // ISIZE is the input length modulo 2^32 (RFC 1952 §2.3.1).
+        #[allow(clippy::cast_possible_truncation)]
+        let input_size = input.len() as u32;
+        out.extend_from_slice(&input_size.to_le_bytes());
+        Ok(())
     }
 }
 
@@ -108,12 +179,11 @@ fn read_capped(reader: impl Read, output_bytes_max: usize) -> Result<Vec<u8>, Re
     Ok(out)
 }
 
-fn xerial_compress(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + snap::raw::max_compress_len(input.len()) + 4);
+fn xerial_compress(encoder: &mut snap::raw::Encoder, input: &[u8], out: &mut Vec<u8>) {
+    out.reserve(16 + snap::raw::max_compress_len(input.len()) + 4);
     out.extend_from_slice(&XERIAL_MAGIC);
     out.extend_from_slice(&1i32.to_be_bytes());
     out.extend_from_slice(&1i32.to_be_bytes());
-    let mut encoder = snap::raw::Encoder::new();
     for block in input.chunks(XERIAL_BLOCK_BYTES) {
         let length_at = out.len();
         out.extend_from_slice(&[0; 4]);
@@ -129,7 +199,6 @@ fn xerial_compress(input: &[u8]) -> Vec<u8> {
             field.copy_from_slice(&length.to_be_bytes());
         }
     }
-    out
 }
 
 fn snappy_decompress(input: &[u8], output_bytes_max: usize) -> Result<Vec<u8>, RecordError> {
@@ -186,32 +255,43 @@ fn lz4_header_checksum(magic: Magic, descriptor: &[u8]) -> u8 {
     (hash >> 8).to_le_bytes()[0]
 }
 
-fn lz4_compress(magic: Magic, input: &[u8]) -> Vec<u8> {
+fn lz4_compress(magic: Magic, input: &[u8], out: &mut Vec<u8>) {
     let blocks = input.len() / LZ4_BLOCK_BYTES + 1;
-    let mut out = Vec::with_capacity(7 + input.len() + blocks * 4 + 4 + input.len() / 255 + 16);
+    out.reserve(7 + input.len() + blocks * 4 + 4 + input.len() / 255 + 16);
     out.extend_from_slice(&LZ4_MAGIC);
     out.push(LZ4_FLG);
     out.push(LZ4_BD);
     out.push(lz4_header_checksum(magic, &[LZ4_FLG, LZ4_BD]));
     for block in input.chunks(LZ4_BLOCK_BYTES) {
-        let compressed = lz4_flex::block::compress(block);
-        // Kafka stores a block raw when compression does not shrink it.
-        let (length, data) = if compressed.len() < block.len() {
-            (
-                u32::try_from(compressed.len()).unwrap_or(0),
-                &compressed[..],
-            )
-        } else {
-            (
-                u32::try_from(block.len()).unwrap_or(0) | LZ4_UNCOMPRESSED_BIT,
-                block,
-            )
+        // Compressed straight into `out` after a length placeholder; a block that does not shrink
+        // is stored raw instead, as Kafka does.
+        let length_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        let start = out.len();
+        out.resize(
+            start + lz4_flex::block::get_maximum_output_size(block.len()),
+            0,
+        );
+        let written = out
+            .get_mut(start..)
+            .and_then(|dst| lz4_flex::block::compress_into(block, dst).ok())
+            .filter(|&written| written < block.len());
+        let length = match written {
+            Some(written) => {
+                out.truncate(start + written);
+                u32::try_from(written).unwrap_or(0)
+            }
+            None => {
+                out.truncate(start);
+                out.extend_from_slice(block);
+                u32::try_from(block.len()).unwrap_or(0) | LZ4_UNCOMPRESSED_BIT
+            }
         };
-        out.extend_from_slice(&length.to_le_bytes());
-        out.extend_from_slice(data);
+        if let Some(field) = out.get_mut(length_at..length_at + 4) {
+            field.copy_from_slice(&length.to_le_bytes());
+        }
     }
     out.extend_from_slice(&0u32.to_le_bytes());
-    out
 }
 
 fn lz4_decompress(
@@ -388,18 +468,64 @@ mod tests {
         // (18 bytes), which Kafka never writes; it has no reference vector here.
     }
 
+    /// Inputs of different sizes and contents, so a reused state that kept anything from the
+    /// previous input (dictionary, totals, tables) would show.
+    fn varied_inputs() -> Vec<Vec<u8>> {
+        let text: Vec<u8> = (0..70_000u32)
+            .map(|index| b"skiff kafka legacy batch "[(index as usize * 7) % 25])
+            .collect();
+        let noise: Vec<u8> = (0..40_000u32)
+            .map(|index| (index.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        vec![text.clone(), Vec::new(), noise, b"x".to_vec(), text]
+    }
+
+    #[test]
+    fn a_reused_compressor_writes_what_a_fresh_one_writes() {
+        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4] {
+            for magic in [Magic::V0, Magic::V1] {
+                let mut reused = Compressor::default();
+                for input in varied_inputs() {
+                    let mut again = b"kept".to_vec();
+                    reused
+                        .compress_into(codec, magic, &input, &mut again)
+                        .expect("reused");
+                    let fresh = compress(codec, magic, &input).expect("fresh");
+                    assert_eq!(again.get(..4), Some(&b"kept"[..]), "{codec:?}: prefix kept");
+                    assert_eq!(again.get(4..), Some(&fresh[..]), "{codec:?} {magic:?}");
+                    let back = decompress(codec, magic, &fresh, 1 << 20).expect("round trip");
+                    assert_eq!(back, input, "{codec:?} {magic:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gzip_member_is_the_one_flate2s_encoder_writes() {
+        for input in varied_inputs() {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(GZIP_LEVEL));
+            std::io::Write::write_all(&mut encoder, &input).expect("write");
+            let expected = encoder.finish().expect("finish");
+            let ours = compress(Compression::Gzip, Magic::V1, &input).expect("gzip");
+            assert_eq!(ours, expected);
+        }
+    }
+
     #[test]
     fn lz4_header_checksum_matches_kafka_for_both_magics() {
         // downconversion.md §1.6 / V6: v0 frame starts 04224d18 60 40 1a, v1 04224d18 60 40 82.
         assert_eq!(
-            lz4_compress(Magic::V0, b"x")[..7],
+            compress(Compression::Lz4, Magic::V0, b"x").expect("lz4")[..7],
             [4, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x1a]
         );
         assert_eq!(
-            lz4_compress(Magic::V1, b"x")[..7],
+            compress(Compression::Lz4, Magic::V1, b"x").expect("lz4")[..7],
             [4, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]
         );
-        assert!(lz4_compress(Magic::V1, b"x").ends_with(&[0, 0, 0, 0]));
+        assert!(compress(Compression::Lz4, Magic::V1, b"x")
+            .expect("lz4")
+            .ends_with(&[0, 0, 0, 0]));
     }
 
     #[test]

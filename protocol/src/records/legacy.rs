@@ -7,7 +7,7 @@
 //! cap, or panic on any input.
 
 use crate::codec::Reader;
-use crate::records::compression::{compress, decompress};
+use crate::records::compression::{decompress, Compressor};
 use crate::records::{Compression, Magic, RecordError, LOG_OVERHEAD_BYTES};
 
 /// Message bytes after the size field in v0, without key and value: crc 4, magic 1, attributes 1,
@@ -491,10 +491,16 @@ impl LegacySetBuilder {
     /// wrapper to the destination buffer. On error the buffer is unchanged (see
     /// [`LegacySetBuilder::into_buffer`]). Nothing happens when no record was appended.
     pub fn finish(&mut self) -> Result<(), RecordError> {
+        self.finish_with(&mut Compressor::default())
+    }
+
+    /// [`LegacySetBuilder::finish`] with a compressor kept by the caller from set to set.
+    pub fn finish_with(&mut self, compressor: &mut Compressor) -> Result<(), RecordError> {
         if self.finished || self.count == 0 || self.codec == Compression::None {
             return Ok(());
         }
-        let compressed = compress(self.codec, self.magic, &self.inner)?;
+        let mut compressed = Vec::new();
+        compressor.compress_into(self.codec, self.magic, &self.inner, &mut compressed)?;
         let attributes = self.attributes(self.codec);
         let timestamp = self.log_append_time_ms.unwrap_or(self.max_timestamp);
         self.out
@@ -527,6 +533,7 @@ impl LegacySetBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::compression::compress;
 
     fn hex(text: &str) -> Vec<u8> {
         let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();

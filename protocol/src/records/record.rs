@@ -98,6 +98,11 @@ impl<'a> RecordIter<'a> {
         self.left_count
     }
 
+    /// Encoded record bytes not yet read.
+    pub fn records_bytes(&self) -> usize {
+        self.reader.remaining()
+    }
+
     fn read_record(&mut self) -> Result<Record<'a>, RecordError> {
         let length = usize::try_from(self.reader.varint()?).map_err(|_| RecordError::Corrupt {
             reason: "negative record length",
