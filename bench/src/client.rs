@@ -2,8 +2,10 @@
 //! broker by address. Requests are encoded with kafka-protocol's encoders; responses are decoded with
 //! kafka-protocol's decoders, which is acceptable only because this is the client side of our own
 //! tests and benches (a broker must never decode peer bytes with them). Response frames are bounded
-//! by [`RESPONSE_BYTES_MAX`] before anything is allocated.
+//! by [`RESPONSE_BYTES_MAX`] before anything is allocated. A connection runs over plain TCP or TLS
+//! ([`Security`]); the Kafka framing above it is the same.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -13,25 +15,57 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest response this client accepts (a Fetch of 250 MB plus headers).
 pub const RESPONSE_BYTES_MAX: usize = 512 * 1024 * 1024;
 
+/// The byte stream under a connection: a plain TCP socket or TLS over one.
+pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> ByteStream for T {}
+
+/// How a connection reaches the broker's listener.
+#[derive(Clone, Default)]
+pub enum Security {
+    /// A PLAINTEXT listener.
+    #[default]
+    Plaintext,
+    /// An SSL listener, trusting what this client configuration trusts.
+    Tls(Arc<rustls::ClientConfig>),
+}
+
 /// One connection to a broker.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Box<dyn ByteStream>,
     correlation_id: i32,
 }
 
 impl Connection {
-    /// Connects to `address` (host:port).
+    /// Connects to a PLAINTEXT listener at `address` (host:port).
     pub async fn connect(address: &str) -> anyhow::Result<Self> {
-        let stream = TcpStream::connect(address)
+        Self::connect_with(address, &Security::Plaintext).await
+    }
+
+    /// Connects to `address` (host:port) as `security` says; a TLS connection completes its
+    /// handshake here, checking the broker's certificate against `address`'s host.
+    pub async fn connect_with(address: &str, security: &Security) -> anyhow::Result<Self> {
+        let tcp = TcpStream::connect(address)
             .await
             .with_context(|| format!("connecting to {address}"))?;
-        stream.set_nodelay(true)?;
+        tcp.set_nodelay(true)?;
+        let stream: Box<dyn ByteStream> = match security {
+            Security::Plaintext => Box::new(tcp),
+            Security::Tls(config) => {
+                let name = crate::tls::server_name(address)?;
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, tcp)
+                    .await
+                    .with_context(|| format!("TLS handshake with {address}"))?;
+                Box::new(tls)
+            }
+        };
         Ok(Self {
             stream,
             correlation_id: 0,
@@ -56,8 +90,12 @@ impl Connection {
         header.encode(&mut body, row.request_header_version(version))?;
         request.encode(&mut body, version)?;
         let size = i32::try_from(body.len())?;
-        self.stream.write_all(&size.to_be_bytes()).await?;
-        self.stream.write_all(&body).await?;
+        let mut frame = Vec::with_capacity(4 + body.len());
+        frame.extend_from_slice(&size.to_be_bytes());
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).await?;
+        // TLS may keep the records of a small write until flushed; plain TCP flushes nothing.
+        self.stream.flush().await?;
         Ok(self.correlation_id)
     }
 
@@ -331,4 +369,77 @@ pub fn decode_fetch(mut body: Bytes, version: i16) -> anyhow::Result<FetchRespon
         body.advance(1);
     }
     FetchResponse::decode(&mut body, version).context("decoding fetch response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::RunCertificate;
+    use kafka_protocol::messages::ApiVersionsRequest;
+    use tokio::net::TcpListener;
+
+    /// A TLS server that answers each size-prefixed frame with the same frame, until the client
+    /// closes.
+    async fn echo_server(certificate: &RunCertificate) -> (String, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(certificate.server_config().expect("server config"));
+        let server = tokio::spawn(async move {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            while let Ok(size) = tls.read_i32().await {
+                let mut frame = vec![0u8; usize::try_from(size).unwrap_or(0)];
+                if tls.read_exact(&mut frame).await.is_err() {
+                    return;
+                }
+                let _ = tls.write_all(&size.to_be_bytes()).await;
+                let _ = tls.write_all(&frame).await;
+                let _ = tls.flush().await;
+            }
+        });
+        (address, server)
+    }
+
+    #[tokio::test]
+    async fn requests_round_trip_over_tls_to_a_server_with_the_run_certificate() {
+        let certificate = RunCertificate::generate().expect("certificate");
+        let (address, server) = echo_server(&certificate).await;
+        let security = Security::Tls(certificate.client_config().expect("client config"));
+        let mut connection = Connection::connect_with(&address, &security)
+            .await
+            .expect("connect");
+        for expected_correlation_id in 1..=3 {
+            let correlation_id = connection
+                .send(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+                .await
+                .expect("send");
+            assert_eq!(correlation_id, expected_correlation_id);
+            let size = connection.read_size().await.expect("size");
+            let mut echoed = connection.read_body(size).await.expect("body");
+            // The echoed request header: api key, version, correlation id, client id.
+            assert_eq!(echoed.get_i16(), ApiKey::ApiVersions as i16);
+            assert_eq!(echoed.get_i16(), 0);
+            assert_eq!(echoed.get_i32(), expected_correlation_id);
+            let client_id_bytes = usize::try_from(echoed.get_i16()).expect("client id");
+            assert_eq!(&echoed[..client_id_bytes], b"skiff-bench");
+        }
+        drop(connection);
+        server.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn a_server_with_another_certificate_is_refused() {
+        let trusted = RunCertificate::generate().expect("trusted");
+        let other = RunCertificate::generate().expect("other");
+        let (address, server) = echo_server(&other).await;
+        let security = Security::Tls(trusted.client_config().expect("client config"));
+        let refused = Connection::connect_with(&address, &security).await;
+        assert!(refused.is_err(), "handshake with an untrusted certificate");
+        server.await.expect("server");
+    }
 }

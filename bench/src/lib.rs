@@ -1,3 +1,4 @@
 //! Shared helpers for Skiff benchmark binaries.
 pub mod client;
 pub mod kip283;
+pub mod tls;

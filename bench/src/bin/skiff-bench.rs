@@ -8,13 +8,17 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
+use skiff_bench::client::Security;
 use skiff_bench::kip283::baseline;
 use skiff_bench::kip283::broker::{default_skiff_binary, require_loopback, SpawnSpec, Target};
 use skiff_bench::kip283::machine::{unix_seconds_now, Machine};
 use skiff_bench::kip283::memory::{self, MemorySpec};
 use skiff_bench::kip283::report::{self, Inputs, RunRecord};
 use skiff_bench::kip283::stats::Spread;
-use skiff_bench::kip283::throughput::{self, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP};
+use skiff_bench::kip283::throughput::{
+    self, SecurityProtocol, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP,
+};
+use skiff_bench::tls::RunCertificate;
 
 /// Bytes of one baseline block: a 12-partition response of 1 MiB each.
 const BASELINE_BLOCK_BYTES: usize = 12 << 20;
@@ -106,6 +110,11 @@ struct ThroughputArgs {
     /// Cap on the whole run.
     #[arg(long, default_value_t = 600)]
     seconds: u64,
+    /// Listeners to read through, each with every Fetch version on the same broker: `plaintext`,
+    /// `ssl`, or `plaintext,ssl` (issue #8's TLS cost). SSL needs a spawned skiff: the bench gives
+    /// it a certificate generated for the run and trusts only that one.
+    #[arg(long, value_delimiter = ',', default_value = "plaintext")]
+    security: Vec<String>,
 }
 
 #[derive(Args)]
@@ -149,6 +158,7 @@ fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Opt
             None,
             Some(Target {
                 bootstrap: bootstrap.clone(),
+                ssl_bootstrap: None,
                 pid: args.broker_pid,
             }),
         ));
@@ -162,6 +172,7 @@ fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Opt
         Some(SpawnSpec {
             binary,
             settings: args.settings.clone(),
+            ssl_keystore: None,
         }),
         None,
     ))
@@ -227,7 +238,26 @@ async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
 }
 
 async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
-    let (spawn, target) = spawn_and_target(&args.broker)?;
+    let (mut spawn, target) = spawn_and_target(&args.broker)?;
+    let securities = args
+        .security
+        .iter()
+        .map(|text| SecurityProtocol::parse(text))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // Kept until the run ends: the spawned brokers read the keystore from here.
+    let keystore_directory = tempfile::Builder::new()
+        .prefix("skiff-bench-tls-")
+        .tempdir()?;
+    let tls = if securities.contains(&SecurityProtocol::Ssl) {
+        let spawn = spawn
+            .as_mut()
+            .context("--security ssl needs a spawned skiff (no --bootstrap)")?;
+        let certificate = RunCertificate::generate()?;
+        spawn.ssl_keystore = Some(certificate.write_keystore(keystore_directory.path())?);
+        Some(Security::Tls(certificate.client_config()?))
+    } else {
+        None
+    };
     let spec = ThroughputSpec {
         partition_count: throughput::PARTITION_COUNT_DEFAULT,
         records_per_partition: args.messages_per_partition,
@@ -235,6 +265,7 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
         produce_in_flight: 4,
         pass_count: args.passes,
         seconds_max: args.seconds,
+        securities,
     };
     let settings: Vec<Setting> = if spawn.is_some() {
         let chunks: Vec<usize> = if args.chunks_kib.is_empty() {
@@ -257,6 +288,7 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     let (results, truncated) = throughput::sweep(
         spawn.as_ref(),
         target.as_ref(),
+        tls.as_ref(),
         &spec,
         &settings,
         args.repeat,
@@ -320,6 +352,7 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
     let spawn = SpawnSpec {
         binary,
         settings: Vec::new(),
+        ssl_keystore: None,
     };
     let spec = ThroughputSpec {
         partition_count: throughput::PARTITION_COUNT_DEFAULT,
@@ -328,6 +361,7 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
         produce_in_flight: 4,
         pass_count: 1,
         seconds_max: 60,
+        securities: vec![SecurityProtocol::Plaintext],
     };
     let settings = [
         Setting::Lazy {
@@ -335,7 +369,8 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
         },
         Setting::Eager,
     ];
-    let (results, truncated) = throughput::sweep(Some(&spawn), None, &spec, &settings, 1).await?;
+    let (results, truncated) =
+        throughput::sweep(Some(&spawn), None, None, &spec, &settings, 1).await?;
     if truncated || results.len() != settings.len() {
         bail!("smoke throughput did not measure every setting");
     }

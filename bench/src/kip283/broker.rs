@@ -1,6 +1,6 @@
 //! The broker under test: either one already running (an address, and a pid for RSS when it is
 //! local) or a `skiff` spawned here with a fresh data directory and killed at the end, so a sweep
-//! can start one per setting.
+//! can start one per setting, with an SSL listener next to the PLAINTEXT one when asked.
 //!
 //! Must never: listen anywhere but 127.0.0.1, or leave a spawned broker running (dropping a
 //! [`SpawnedBroker`] kills it).
@@ -21,11 +21,21 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 /// The line prefix `skiff serve` prints once it listens.
 const LISTENING_PREFIX: &str = "skiff listening on ";
 
+/// The line prefix `skiff serve` prints for each of its listeners:
+/// `skiff listener <NAME> (<PROTOCOL>) on <host>:<port>`.
+const LISTENER_PREFIX: &str = "skiff listener ";
+
+/// The name the spawned broker gives its TLS listener (mapped to SSL by the default
+/// `listener.security.protocol.map`).
+const SSL_LISTENER_NAME: &str = "SSL";
+
 /// A broker to measure.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// host:port.
+    /// host:port of the PLAINTEXT listener.
     pub bootstrap: String,
+    /// host:port of an SSL listener, when there is one.
+    pub ssl_bootstrap: Option<String>,
     /// Its pid when it runs on this machine (for RSS).
     pub pid: Option<u32>,
 }
@@ -37,6 +47,40 @@ pub struct SpawnSpec {
     pub binary: PathBuf,
     /// `key=value` settings passed as `--set`, after the data directory and listener.
     pub settings: Vec<String>,
+    /// A PEM keystore (certificate chain and PKCS#8 key): the broker then gets an SSL listener
+    /// next to the PLAINTEXT one, serving this certificate.
+    pub ssl_keystore: Option<PathBuf>,
+}
+
+/// One `skiff listener <NAME> (<PROTOCOL>) on <host>:<port>` line, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerLine {
+    /// Listener name.
+    pub name: String,
+    /// Security protocol.
+    pub protocol: String,
+    /// host:port.
+    pub address: String,
+}
+
+/// Parses a listener line of the broker's stdout; `None` for any other line.
+pub fn parse_listener_line(line: &str) -> Option<ListenerLine> {
+    let rest = line.trim().strip_prefix(LISTENER_PREFIX)?;
+    let (name, rest) = rest.split_once(" (")?;
+    let (protocol, address) = rest.split_once(") on ")?;
+    Some(ListenerLine {
+        name: name.to_owned(),
+        protocol: protocol.to_owned(),
+        address: address.trim().to_owned(),
+    })
+}
+
+/// What the stdout reader thread reports.
+enum Announcement {
+    /// The first line: where the broker listens (its first listener).
+    Listening(String),
+    /// One listener line.
+    Listener(ListenerLine),
 }
 
 /// A `skiff serve` child process with its own temporary data directory.
@@ -55,8 +99,16 @@ impl SpawnedBroker {
             .arg("serve")
             .arg("--set")
             .arg(format!("log.dirs={}", data.path().display()))
-            .arg("--set")
-            .arg("listeners=PLAINTEXT://127.0.0.1:0");
+            .arg("--set");
+        match &spec.ssl_keystore {
+            None => command.arg("listeners=PLAINTEXT://127.0.0.1:0"),
+            Some(keystore) => command
+                .arg(format!(
+                    "listeners=PLAINTEXT://127.0.0.1:0,{SSL_LISTENER_NAME}://127.0.0.1:0"
+                ))
+                .arg("--set")
+                .arg(format!("ssl.keystore.location={}", keystore.display())),
+        };
         for setting in spec.settings.iter().chain(extra) {
             command.arg("--set").arg(setting);
         }
@@ -72,14 +124,17 @@ impl SpawnedBroker {
         // The broker keeps writing to stdout (its logs); the pipe is drained until it closes so
         // the broker never blocks on a full pipe.
         std::thread::spawn(move || {
-            let mut sender = Some(sender);
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if let Some(address) = line.strip_prefix(LISTENING_PREFIX) {
-                    if let Some(sender) = sender.take() {
-                        let _ = sender.send(address.trim().to_owned());
-                    }
-                }
+                let announcement = match line.strip_prefix(LISTENING_PREFIX) {
+                    Some(address) => Announcement::Listening(address.trim().to_owned()),
+                    None => match parse_listener_line(&line) {
+                        Some(listener) => Announcement::Listener(listener),
+                        None => continue,
+                    },
+                };
+                // The receiver stops listening once started; the pipe is still drained.
+                let _ = sender.send(announcement);
             }
         });
         let pid = child.id();
@@ -87,19 +142,41 @@ impl SpawnedBroker {
             child,
             target: Target {
                 bootstrap: String::new(),
+                ssl_bootstrap: None,
                 pid: Some(pid),
             },
             _data: data,
         };
-        match receiver.recv_timeout(STARTUP_TIMEOUT) {
-            Ok(address) => broker.target.bootstrap = address,
-            Err(_) => bail!("{} did not report its address", spec.binary.display()),
+        let deadline = std::time::Instant::now() + STARTUP_TIMEOUT;
+        let mut plaintext = None;
+        loop {
+            let want_ssl = spec.ssl_keystore.is_some() && broker.target.ssl_bootstrap.is_none();
+            if plaintext.is_some() && !want_ssl {
+                break;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match receiver.recv_timeout(left) {
+                Ok(Announcement::Listening(address)) => {
+                    plaintext.get_or_insert(address);
+                }
+                Ok(Announcement::Listener(listener)) => match listener.protocol.as_str() {
+                    "PLAINTEXT" => plaintext = Some(listener.address),
+                    "SSL" => broker.target.ssl_bootstrap = Some(listener.address),
+                    _ => {}
+                },
+                Err(_) if want_ssl && plaintext.is_some() => bail!(
+                    "{} reported no SSL listener (does it support TLS listeners yet?)",
+                    spec.binary.display()
+                ),
+                Err(_) => bail!("{} did not report its address", spec.binary.display()),
+            }
         }
-        if !broker.target.bootstrap.starts_with("127.0.0.1:") {
-            bail!(
-                "broker listens on {}, not loopback",
-                broker.target.bootstrap
-            );
+        broker.target.bootstrap = plaintext.unwrap_or_default();
+        for address in std::iter::once(&broker.target.bootstrap).chain(&broker.target.ssl_bootstrap)
+        {
+            if !address.starts_with("127.0.0.1:") {
+                bail!("broker listens on {address}, not loopback");
+            }
         }
         Ok(broker)
     }
@@ -169,6 +246,31 @@ pub fn default_skiff_binary() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listener_lines_parse_and_other_lines_do_not() {
+        assert_eq!(
+            parse_listener_line("skiff listener SSL (SSL) on 127.0.0.1:40123"),
+            Some(ListenerLine {
+                name: "SSL".to_owned(),
+                protocol: "SSL".to_owned(),
+                address: "127.0.0.1:40123".to_owned(),
+            })
+        );
+        assert_eq!(
+            parse_listener_line("skiff listener INTERNAL (PLAINTEXT) on 127.0.0.1:9092\n")
+                .map(|line| (line.name, line.protocol)),
+            Some(("INTERNAL".to_owned(), "PLAINTEXT".to_owned()))
+        );
+        assert_eq!(
+            parse_listener_line("skiff listening on 127.0.0.1:9092"),
+            None
+        );
+        assert_eq!(
+            parse_listener_line("skiff listener SSL on 127.0.0.1:1"),
+            None
+        );
+    }
 
     #[test]
     fn only_loopback_addresses_pass() {

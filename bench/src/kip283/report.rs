@@ -15,7 +15,7 @@ use super::consume::PassOutcome;
 use super::machine::{format_utc, Machine};
 use super::memory::MemoryResult;
 use super::stats::Spread;
-use super::throughput::{Setting, SettingResult, VERSIONS};
+use super::throughput::{SecurityProtocol, Setting, SettingResult, VERSIONS};
 
 /// One subcommand's run, as written to `<data>/<kind>.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,25 +93,101 @@ pub fn baseline_spread(inputs: &Inputs) -> Option<Spread> {
     )
 }
 
-/// Spread of the timed passes of `version` at `setting`, over every repetition, in bytes/s.
+/// Spread of the timed PLAINTEXT passes of `version` at `setting`, over every repetition, in
+/// bytes/s.
 pub fn pass_spread(results: &[SettingResult], setting: Setting, version: i16) -> Option<Spread> {
+    security_pass_spread(results, setting, version, SecurityProtocol::Plaintext)
+}
+
+/// Spread of the timed passes of `version` at `setting` through `security`'s listener.
+pub fn security_pass_spread(
+    results: &[SettingResult],
+    setting: Setting,
+    version: i16,
+    security: SecurityProtocol,
+) -> Option<Spread> {
     let samples: Vec<f64> = results
         .iter()
         .filter(|result| result.setting == setting)
-        .flat_map(|result| result.versions.iter().filter(|v| v.version == version))
+        .flat_map(|result| {
+            result
+                .versions
+                .iter()
+                .filter(|v| v.version == version && v.security == security)
+        })
         .flat_map(|v| v.passes.iter().map(PassOutcome::bytes_per_second))
         .collect();
     Spread::of(&samples)
 }
 
-/// Spread of modern fetch over every setting (its path does not depend on the conversion setting).
+/// Spread of PLAINTEXT modern fetch over every setting (its path does not depend on the
+/// conversion setting).
 pub fn modern_spread(results: &[SettingResult]) -> Option<Spread> {
     let samples: Vec<f64> = results
         .iter()
-        .flat_map(|result| result.versions.iter().filter(|v| v.version >= 4))
+        .flat_map(|result| {
+            result
+                .versions
+                .iter()
+                .filter(|v| v.version >= 4 && v.security == SecurityProtocol::Plaintext)
+        })
         .flat_map(|v| v.passes.iter().map(PassOutcome::bytes_per_second))
         .collect();
     Spread::of(&samples)
+}
+
+/// The TLS-cost table (issue #8): each Fetch version through PLAINTEXT and SSL side by side, from
+/// the same run, for every setting that has SSL passes. Nothing when the run had no SSL.
+fn tls_table(md: &mut String, results: &[SettingResult]) {
+    let with_ssl: Vec<Setting> = settings_in_order(results)
+        .into_iter()
+        .filter(|&setting| {
+            VERSIONS.iter().any(|&version| {
+                security_pass_spread(results, setting, version, SecurityProtocol::Ssl).is_some()
+            })
+        })
+        .collect();
+    if with_ssl.is_empty() {
+        return;
+    }
+    md.push_str(
+        "### TLS cost (PLAINTEXT and SSL listeners of the same broker, same run)
+
+",
+    );
+    md.push_str(
+        "MB/s (min–max, passes); SSL ÷ PLAINTEXT of the medians. The client is rustls (ring \
+         provider) trusting a certificate the bench generated for the run.\n\n| setting |",
+    );
+    for version in VERSIONS {
+        let label = version_label(version);
+        let _ = write!(md, " {label} PLAINTEXT | {label} SSL | SSL ÷ PLAINTEXT |");
+    }
+    md.push_str("\n|---|");
+    for _ in VERSIONS {
+        md.push_str("---|---|---|");
+    }
+    md.push('\n');
+    for setting in with_ssl {
+        let _ = write!(md, "| {} |", setting.label());
+        for version in VERSIONS {
+            let plain =
+                security_pass_spread(results, setting, version, SecurityProtocol::Plaintext);
+            let ssl = security_pass_spread(results, setting, version, SecurityProtocol::Ssl);
+            let ratio = match (plain, ssl) {
+                (Some(plain), Some(ssl)) => format!("{:.0} %", 100.0 * ssl.median / plain.median),
+                _ => "—".to_owned(),
+            };
+            let _ = write!(
+                md,
+                " {} | {} | {ratio} |",
+                cell(plain, None),
+                cell(ssl, None)
+            );
+        }
+        md.push('\n');
+    }
+    md.push('\n');
 }
 
 fn settings_in_order(results: &[SettingResult]) -> Vec<Setting> {
@@ -201,7 +277,9 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
             md.push_str("The run hit its time cap before every setting was measured.\n\n");
         }
         let results = &record.throughput;
-        md.push_str("MB/s (min–max, passes) = fraction of the loopback baseline.\n\n");
+        md.push_str(
+            "MB/s (min–max, passes) = fraction of the loopback baseline; PLAINTEXT listener.\n\n",
+        );
         md.push_str("| setting | produce |");
         for version in VERSIONS {
             let _ = write!(md, " {} |", version_label(version));
@@ -240,6 +318,7 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
             let _ = writeln!(md, " {}, {} |", ratio(2), ratio(0));
         }
         md.push('\n');
+        tls_table(&mut md, results);
         if let Some(modern) = modern_spread(results) {
             let _ = writeln!(
                 md,
@@ -479,11 +558,100 @@ mod tests {
                 .into_iter()
                 .map(|(version, speed)| VersionResult {
                     version,
+                    security: SecurityProtocol::Plaintext,
                     verified: pass(1.0),
                     passes: vec![pass(speed), pass(speed * 1.1)],
                 })
                 .collect(),
         }
+    }
+
+    /// `result` plus SSL passes at `ssl_fraction` of each PLAINTEXT speed.
+    fn result_with_ssl(setting: Setting, speeds: [f64; 3], ssl_fraction: f64) -> SettingResult {
+        let mut result = result(setting, speeds[0], speeds[1], speeds[2]);
+        let ssl: Vec<VersionResult> = result
+            .versions
+            .iter()
+            .map(|plain| VersionResult {
+                security: SecurityProtocol::Ssl,
+                passes: plain
+                    .passes
+                    .iter()
+                    .map(|p| pass(p.bytes_per_second() * ssl_fraction))
+                    .collect(),
+                ..plain.clone()
+            })
+            .collect();
+        result.versions.extend(ssl);
+        result
+    }
+
+    fn machine() -> Machine {
+        Machine {
+            cpu_count: 2,
+            cpu_model: "test".to_owned(),
+            memory_bytes: 1 << 30,
+            load_average_1m: 1.0,
+        }
+    }
+
+    #[test]
+    fn tls_passes_get_their_own_table_and_stay_out_of_the_plaintext_figures() {
+        let setting = Setting::Lazy {
+            chunk_bytes: 128 << 10,
+        };
+        let record = RunRecord {
+            command: "skiff-bench throughput --security plaintext,ssl".to_owned(),
+            started_unix_seconds: 0,
+            machine_before: machine(),
+            machine_after: machine(),
+            throughput: vec![result_with_ssl(setting, [2e9, 1e9, 8e8], 0.5)],
+            truncated: false,
+            memory: Vec::new(),
+            baseline: Vec::new(),
+        };
+        let results = &record.throughput;
+        // PLAINTEXT figures are what they were without the SSL passes.
+        let plain = pass_spread(results, setting, 2).expect("plaintext");
+        assert!((plain.median - 1.05e9).abs() < 1.0, "{}", plain.median);
+        let modern = modern_spread(results).expect("modern");
+        assert!((modern.median - 2.1e9).abs() < 1.0, "{}", modern.median);
+        let inputs = Inputs {
+            throughput: Some(record),
+            memory: None,
+            baseline: None,
+        };
+        let markdown = render(&inputs).expect("render").markdown;
+        assert!(markdown.contains("### TLS cost"), "{markdown}");
+        assert!(
+            markdown.contains(
+                "| lazy 128 KiB | 2100 (2000–2200, n=2) | 1050 (1000–1100, n=2) | 50 % |"
+            ),
+            "{markdown}"
+        );
+    }
+
+    #[test]
+    fn a_run_without_ssl_has_no_tls_table() {
+        let record = RunRecord {
+            command: "skiff-bench throughput".to_owned(),
+            started_unix_seconds: 0,
+            machine_before: machine(),
+            machine_after: machine(),
+            throughput: vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
+            truncated: false,
+            memory: Vec::new(),
+            baseline: Vec::new(),
+        };
+        let inputs = Inputs {
+            throughput: Some(record),
+            memory: None,
+            baseline: None,
+        };
+        assert!(!render(&inputs)
+            .expect("render")
+            .markdown
+            .contains("TLS cost"));
     }
 
     #[test]

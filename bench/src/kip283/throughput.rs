@@ -1,13 +1,16 @@
 //! KIP-283's throughput test: one topic of 12 partitions of 1 kB messages, one consumer reading it
 //! start to end several times, modern (Fetch v4, as stored) against legacy v2→v1 (Fetch v2) and
 //! v2→v0 (Fetch v0), for each down-conversion setting (chunk sizes, and eager), plus produce
-//! throughput. The first pass of every version is a verified one and is not counted.
+//! throughput. The first pass of every version is a verified one and is not counted. Each version
+//! is read through every listener asked for (PLAINTEXT, and SSL for issue #8's TLS cost) on the
+//! same broker and topic, so the two sit side by side in one run.
 //!
 //! Must never: count an unverified version (if the verified pass fails, the run fails), or run past
 //! the run's deadline.
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +18,7 @@ use super::broker::{SpawnSpec, SpawnedBroker, Target};
 use super::consume::{read_pass, FetchSpec, PassOutcome, MODERN_FETCH_VERSION_MIN};
 use super::produce::{produce, ProduceOutcome, ProduceSpec};
 use super::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES};
-use crate::client::Connection;
+use crate::client::{Connection, Security};
 
 /// KIP-283's partition count for this test.
 pub const PARTITION_COUNT_DEFAULT: i32 = 12;
@@ -71,6 +74,35 @@ impl Setting {
     }
 }
 
+/// The listener a pass reads through (issue #8: what TLS costs, on the same broker in one run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SecurityProtocol {
+    /// The PLAINTEXT listener (the figures of runs from before TLS was measured).
+    #[default]
+    Plaintext,
+    /// The SSL listener: TLS with the certificate the bench generated for the run.
+    Ssl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name, as in `listener.security.protocol.map`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::Ssl => "SSL",
+        }
+    }
+
+    /// Parses `plaintext` or `ssl` (any case).
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "plaintext" => Ok(Self::Plaintext),
+            "ssl" | "tls" => Ok(Self::Ssl),
+            other => anyhow::bail!("unknown security protocol {other}; expected plaintext or ssl"),
+        }
+    }
+}
+
 /// Sizes and counts of one throughput run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThroughputSpec {
@@ -86,6 +118,8 @@ pub struct ThroughputSpec {
     pub pass_count: usize,
     /// Cap on the whole run.
     pub seconds_max: u64,
+    /// Listeners read through, each with every Fetch version, against the same broker and topic.
+    pub securities: Vec<SecurityProtocol>,
 }
 
 /// Passes of one Fetch version against one setting.
@@ -93,6 +127,9 @@ pub struct ThroughputSpec {
 pub struct VersionResult {
     /// Fetch version.
     pub version: i16,
+    /// The listener read through.
+    #[serde(default)]
+    pub security: SecurityProtocol,
     /// The verified pass (not counted in the figures).
     pub verified: PassOutcome,
     /// Timed passes.
@@ -116,6 +153,7 @@ pub struct SettingResult {
 pub async fn measure(
     target: &Target,
     spec: &ThroughputSpec,
+    tls: Option<&Security>,
     setting: Setting,
     repetition: usize,
     deadline: Instant,
@@ -139,8 +177,22 @@ pub async fn measure(
     let end_offset = i64::try_from(spec.records_per_partition)?;
     let mut versions = Vec::new();
     let mut buffer = BytesMut::new();
-    for version in VERSIONS {
-        let mut connection = Connection::connect(&target.bootstrap).await?;
+    for (security, version) in spec
+        .securities
+        .iter()
+        .flat_map(|&security| VERSIONS.map(|version| (security, version)))
+    {
+        let mut connection = match security {
+            SecurityProtocol::Plaintext => Connection::connect(&target.bootstrap).await?,
+            SecurityProtocol::Ssl => {
+                let address = target
+                    .ssl_bootstrap
+                    .as_deref()
+                    .context("the broker has no SSL listener")?;
+                let tls = tls.context("no TLS client configuration")?;
+                Connection::connect_with(address, tls).await?
+            }
+        };
         let fetch = FetchSpec {
             topic: topic.clone(),
             partition_count: spec.partition_count,
@@ -173,6 +225,7 @@ pub async fn measure(
         }
         versions.push(VersionResult {
             version,
+            security,
             verified,
             passes,
         });
@@ -191,6 +244,7 @@ pub async fn measure(
 pub async fn sweep(
     spawn: Option<&SpawnSpec>,
     target: Option<&Target>,
+    tls: Option<&Security>,
     spec: &ThroughputSpec,
     settings: &[Setting],
     repetitions: usize,
@@ -206,12 +260,12 @@ pub async fn sweep(
                 (Some(spawn), _) => {
                     let broker = SpawnedBroker::start(spawn, &setting.skiff_settings())?;
                     let result =
-                        measure(broker.target(), spec, *setting, repetition, deadline).await;
+                        measure(broker.target(), spec, tls, *setting, repetition, deadline).await;
                     broker.stop()?;
                     result?
                 }
                 (None, Some(target)) => {
-                    measure(target, spec, *setting, repetition, deadline).await?
+                    measure(target, spec, tls, *setting, repetition, deadline).await?
                 }
                 (None, None) => anyhow::bail!("neither a broker to spawn nor one to reach"),
             };
@@ -223,8 +277,9 @@ pub async fn sweep(
                     .versions
                     .iter()
                     .map(|version| format!(
-                        "v{} {:.0} MB/s",
+                        "v{} {} {:.0} MB/s",
                         version.version,
+                        version.security.label(),
                         super::stats::Spread::of(
                             &version
                                 .passes
