@@ -162,10 +162,6 @@ def kp_group_consumer(bootstrap, topic, group, api_version=None, **extra):
         "auto_offset_reset": "earliest",
         "session_timeout_ms": GROUP_SESSION_MS,
         "heartbeat_interval_ms": 1000,
-        # A member whose JoinGroup completes before its first metadata answer assigns nothing and
-        # rejoins only at its next metadata refresh (5 min by default). Kafka hides that client
-        # race with group.initial.rebalance.delay.ms, which Skiff does not have yet.
-        "metadata_max_age_ms": 1000,
     }
     if api_version is not None:
         kwargs["api_version"] = api_version
