@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the test suite drives, each only if it is missing:
-# kcat (Debian's package), kafka-python, confluent-kafka and pytest (PyPI), kafka-node 5.0.0 (npm).
+# kcat and openssl (Debian's packages; openssl makes the TLS tests' certificates), kafka-python,
+# confluent-kafka and pytest (PyPI), kafka-node 5.0.0 (npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing from Debian: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

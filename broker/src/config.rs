@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+pub use crate::session::SecurityProtocol;
+
 /// Why a configuration could not be used.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +248,8 @@ config_keys! {
         "Shortest session a group member may ask for; a JoinGroup asking less gets INVALID_SESSION_TIMEOUT."
     "group.max.session.timeout.ms" => group_max_session_timeout_ms: i32 = crate::group::config::SESSION_TIMEOUT_MS_MAX_DEFAULT;
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
+    "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = crate::group::config::INITIAL_REBALANCE_DELAY_MS_DEFAULT;
+        "How long the first rebalance of an empty group waits for more members (extended by each newcomer, up to the rebalance timeout); 0 rebalances at once."
     "skiff.metrics.listener" => metrics_listener: Option<String> = None;
         "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
     "listener.security.protocol.map" => listener_security_protocol_map: String = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".to_owned();
@@ -262,8 +266,8 @@ config_keys! {
         "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners."
     "skiff.sasl.credentials.file" => sasl_credentials_file: Option<PathBuf> = None;
         "File of SASL users as salted SCRAM keys (`skiff sasl-credential` writes lines); needed by SASL listeners."
-    "skiff.sasl.handshake.timeout.ms" => sasl_handshake_timeout_ms: u64 = 10_000;
-        "A SASL connection that has not authenticated within this long is closed."
+    "skiff.authentication.timeout.ms" => authentication_timeout_ms: u64 = 10_000;
+        "A connection on an SSL or SASL listener that has not finished its TLS handshake and SASL exchange within this long is closed."
     "skiff.acl.file" => acl_file: Option<PathBuf> = None;
         "File of ACLs. Unset (default): no authorization, everything is allowed to everyone."
     "skiff.acl.reload.interval.ms" => acl_reload_interval_ms: u64 = 1000;
@@ -391,66 +395,251 @@ impl Config {
                 ));
             }
         }
-        self.listener_addresses()?;
+        self.validate_security()?;
         Ok(())
     }
 
-    /// The socket addresses of `listeners` (PLAINTEXT only in this release).
-    pub fn listener_addresses(&self) -> Result<Vec<SocketAddr>, ConfigError> {
-        parse_listeners("listeners", &self.listeners)
+    /// Every entry of `listeners` with its security protocol (from
+    /// `listener.security.protocol.map`) and what `advertised.listeners` says for it.
+    pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
+        let protocols = parse_protocol_map(&self.listener_security_protocol_map)?;
+        let advertised = match &self.advertised_listeners {
+            None => Vec::new(),
+            Some(text) => split_listeners("advertised.listeners", text)?,
+        };
+        let mut listeners: Vec<ListenerConfig> = Vec::new();
+        for (name, host, port) in split_listeners("listeners", &self.listeners)? {
+            let protocol = *protocols.get(&name).ok_or_else(|| {
+                invalid(
+                    "listeners",
+                    format!("listener {name} has no entry in listener.security.protocol.map"),
+                )
+            })?;
+            if listeners.iter().any(|listener| listener.name == name) {
+                return Err(invalid(
+                    "listeners",
+                    format!("listener {name} appears twice"),
+                ));
+            }
+            let ip = if host == "localhost" {
+                "127.0.0.1"
+            } else {
+                host.as_str()
+            };
+            let address: SocketAddr = format!("{ip}:{port}")
+                .parse()
+                .or_else(|_| format!("[{ip}]:{port}").parse())
+                .map_err(|_| invalid("listeners", format!("'{host}:{port}' is not an ip:port")))?;
+            let advertised = advertised
+                .iter()
+                .find(|(advertised_name, _, _)| *advertised_name == name)
+                .map(|(_, host, port)| (host.clone(), *port));
+            listeners.push(ListenerConfig {
+                name,
+                protocol,
+                address,
+                advertised,
+            });
+        }
+        if listeners.is_empty() {
+            return Err(invalid("listeners", "at least one listener is needed"));
+        }
+        if let Some((name, _, _)) = advertised
+            .iter()
+            .find(|(name, _, _)| !listeners.iter().any(|listener| listener.name == *name))
+        {
+            return Err(invalid(
+                "advertised.listeners",
+                format!("{name} is not one of the listeners"),
+            ));
+        }
+        Ok(listeners)
     }
 
-    /// The host and port Metadata advertises for a listener bound at `bound`.
-    pub fn advertised_address(&self, bound: SocketAddr) -> Result<(String, u16), ConfigError> {
-        match &self.advertised_listeners {
-            None => Ok((bound.ip().to_string(), bound.port())),
-            Some(text) => {
-                let first = text.split(',').next().unwrap_or_default().trim();
-                let host_port = strip_protocol("advertised.listeners", first)?;
-                let (host, port) = host_port
-                    .rsplit_once(':')
-                    .ok_or_else(|| invalid("advertised.listeners", "expected host:port"))?;
-                let port: u16 = port
-                    .parse()
-                    .map_err(|_| invalid("advertised.listeners", "bad port"))?;
-                let port = if port == 0 { bound.port() } else { port };
-                Ok((host.trim_matches(['[', ']']).to_owned(), port))
+    /// Checks the keys a listener's security protocol needs: a keystore for TLS, a credentials file
+    /// and known mechanisms for SASL. The files themselves are read when the broker starts.
+    fn validate_security(&self) -> Result<(), ConfigError> {
+        let listeners = self.listener_configs()?;
+        if listeners
+            .iter()
+            .any(|listener| listener.protocol.uses_tls())
+        {
+            if self.ssl_keystore_type != "PEM" {
+                return Err(invalid("ssl.keystore.type", "only PEM is supported"));
             }
+            if self.ssl_keystore_location.is_none() {
+                return Err(invalid(
+                    "ssl.keystore.location",
+                    "an SSL or SASL_SSL listener needs a PEM file with the certificate chain and key",
+                ));
+            }
+            let client_auth = self.client_auth()?;
+            if client_auth != ClientAuth::None && self.ssl_truststore_location.is_none() {
+                return Err(invalid(
+                    "ssl.truststore.location",
+                    "ssl.client.auth needs the CA certificates client certificates chain to",
+                ));
+            }
+        }
+        if listeners
+            .iter()
+            .any(|listener| listener.protocol.uses_sasl())
+        {
+            self.sasl_mechanisms()?;
+            if self.sasl_credentials_file.is_none() {
+                return Err(invalid(
+                    "skiff.sasl.credentials.file",
+                    "a SASL_PLAINTEXT or SASL_SSL listener needs a credentials file",
+                ));
+            }
+        }
+        if self.authentication_timeout_ms == 0 {
+            return Err(invalid(
+                "skiff.authentication.timeout.ms",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ssl.client.auth`, parsed.
+    pub fn client_auth(&self) -> Result<ClientAuth, ConfigError> {
+        match self.ssl_client_auth.as_str() {
+            "none" => Ok(ClientAuth::None),
+            "requested" => Ok(ClientAuth::Requested),
+            "required" => Ok(ClientAuth::Required),
+            other => Err(invalid(
+                "ssl.client.auth",
+                format!("'{other}' is not none, requested or required"),
+            )),
+        }
+    }
+
+    /// `sasl.enabled.mechanisms`, parsed and checked against what Skiff implements.
+    pub fn sasl_mechanisms(&self) -> Result<Vec<crate::sasl::Mechanism>, ConfigError> {
+        let mut mechanisms = Vec::new();
+        for name in self
+            .sasl_enabled_mechanisms
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
+            let mechanism = crate::sasl::Mechanism::from_name(name).ok_or_else(|| {
+                invalid(
+                    "sasl.enabled.mechanisms",
+                    format!("{name} is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+                )
+            })?;
+            if !mechanisms.contains(&mechanism) {
+                mechanisms.push(mechanism);
+            }
+        }
+        if mechanisms.is_empty() {
+            return Err(invalid(
+                "sasl.enabled.mechanisms",
+                "at least one mechanism is needed",
+            ));
+        }
+        Ok(mechanisms)
+    }
+}
+
+/// Whether TLS clients must present a certificate (`ssl.client.auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// A certificate is asked for; one that is presented must verify.
+    Requested,
+    /// A verified certificate is needed to connect.
+    Required,
+}
+
+/// One listener: its name, security protocol, bind address and advertised endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    /// The listener's name (`PLAINTEXT`, `SASL_SSL`, or a custom one from the protocol map).
+    pub name: String,
+    /// Its security protocol.
+    pub protocol: SecurityProtocol,
+    /// Where it binds (port 0 picks a free port).
+    pub address: SocketAddr,
+    /// Host and port from `advertised.listeners`; `None` advertises the bound address. A port of
+    /// 0 there means the bound port.
+    pub advertised: Option<(String, u16)>,
+}
+
+impl ListenerConfig {
+    /// What Metadata tells clients who came in on this listener bound at `bound`.
+    pub fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
+        match &self.advertised {
+            None => (bound.ip().to_string(), bound.port()),
+            Some((host, 0)) => (host.clone(), bound.port()),
+            Some((host, port)) => (host.clone(), *port),
         }
     }
 }
 
-fn strip_protocol<'a>(key: &str, listener: &'a str) -> Result<&'a str, ConfigError> {
-    let (protocol, address) = listener
-        .split_once("://")
-        .ok_or_else(|| invalid(key, format!("'{listener}' is not NAME://host:port")))?;
-    if protocol != "PLAINTEXT" {
-        return Err(invalid(
-            key,
-            format!("security protocol {protocol} is not supported yet (PLAINTEXT only)"),
-        ));
+/// Parses `NAME:PROTOCOL,...`.
+fn parse_protocol_map(text: &str) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let mut map = BTreeMap::new();
+    for pair in text
+        .split(',')
+        .map(str::trim)
+        .filter(|pair| !pair.is_empty())
+    {
+        let (name, protocol) = pair
+            .split_once(':')
+            .ok_or_else(|| invalid(key, format!("'{pair}' is not NAME:PROTOCOL")))?;
+        check_listener_name(key, name)?;
+        let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
+            invalid(
+                key,
+                format!("'{protocol}' is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+            )
+        })?;
+        map.insert(name.to_owned(), protocol);
     }
-    Ok(address)
+    Ok(map)
 }
 
-fn parse_listeners(key: &str, text: &str) -> Result<Vec<SocketAddr>, ConfigError> {
-    let mut addresses = Vec::new();
+fn check_listener_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(invalid(key, format!("'{name}' is not a listener name")));
+    }
+    Ok(())
+}
+
+/// Splits `NAME://host:port,...` into (name, host, port); IPv6 hosts are written in brackets.
+fn split_listeners(key: &str, text: &str) -> Result<Vec<(String, String, u16)>, ConfigError> {
+    let mut listeners = Vec::new();
     for listener in text
         .split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
     {
-        let address = strip_protocol(key, listener)?;
-        let address = address.replace("localhost", "127.0.0.1");
-        let parsed: SocketAddr = address
+        let (name, host_port) = listener
+            .split_once("://")
+            .ok_or_else(|| invalid(key, format!("'{listener}' is not NAME://host:port")))?;
+        check_listener_name(key, name)?;
+        let (host, port) = host_port
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, format!("'{listener}' has no port")))?;
+        let port: u16 = port
             .parse()
-            .map_err(|_| invalid(key, format!("'{address}' is not an ip:port")))?;
-        addresses.push(parsed);
+            .map_err(|_| invalid(key, format!("'{listener}' has a bad port")))?;
+        let host = host.trim_matches(['[', ']']);
+        if host.is_empty() {
+            return Err(invalid(key, format!("'{listener}' has no host")));
+        }
+        listeners.push((name.to_owned(), host.to_owned(), port));
     }
-    if addresses.is_empty() {
-        return Err(invalid(key, "at least one listener is needed"));
-    }
-    Ok(addresses)
+    Ok(listeners)
 }
 
 fn flatten(prefix: &str, table: &toml::Table, out: &mut BTreeMap<String, toml::Value>) {
@@ -477,9 +666,13 @@ mod tests {
     fn defaults_are_the_embedded_single_node() {
         let config = Config::default();
         config.validate().expect("defaults validate");
+        let listeners = config.listener_configs().expect("listeners");
+        assert_eq!(listeners.len(), 1);
+        assert_eq!(listeners[0].name, "PLAINTEXT");
+        assert_eq!(listeners[0].protocol, SecurityProtocol::Plaintext);
         assert_eq!(
-            config.listener_addresses().expect("listeners"),
-            vec!["127.0.0.1:9092".parse().expect("addr")]
+            listeners[0].address,
+            "127.0.0.1:9092".parse().expect("addr")
         );
         assert_eq!(config.log_dirs, PathBuf::from("./skiff-data"));
     }
@@ -528,9 +721,104 @@ mod tests {
         };
         assert!(config
             .validate()
-            .expect_err("ssl")
+            .expect_err("ssl without a keystore")
             .to_string()
-            .contains("SSL"));
+            .contains("ssl.keystore.location"));
         assert!(Config::default().apply_toml("= broken").is_err());
+    }
+
+    #[test]
+    fn several_listeners_with_a_custom_name_and_advertised_endpoints() {
+        let config = Config {
+            listeners: "PLAINTEXT://127.0.0.1:0,INTERNAL://[::1]:9094,SASL_SSL://localhost:9095"
+                .into(),
+            listener_security_protocol_map:
+                "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".into(),
+            advertised_listeners: Some("SASL_SSL://broker.example:19095,PLAINTEXT://h:0".into()),
+            ssl_keystore_location: Some("/x.pem".into()),
+            sasl_credentials_file: Some("/users".into()),
+            ..Config::default()
+        };
+        config.validate().expect("valid");
+        let listeners = config.listener_configs().expect("listeners");
+        let protocols: Vec<_> = listeners.iter().map(|l| l.protocol).collect();
+        assert_eq!(
+            protocols,
+            [
+                SecurityProtocol::Plaintext,
+                SecurityProtocol::SaslPlaintext,
+                SecurityProtocol::SaslSsl
+            ]
+        );
+        assert_eq!(listeners[1].address, "[::1]:9094".parse().expect("v6"));
+        let bound: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
+        assert_eq!(listeners[0].advertised_endpoint(bound), ("h".into(), 4000));
+        assert_eq!(
+            listeners[1].advertised_endpoint(bound),
+            ("127.0.0.1".into(), 4000)
+        );
+        assert_eq!(
+            listeners[2].advertised_endpoint(bound),
+            ("broker.example".into(), 19095)
+        );
+    }
+
+    #[test]
+    fn listener_mistakes_are_named() {
+        let cases: [(&str, Config); 6] = [
+            (
+                "listener.security.protocol.map",
+                Config {
+                    listeners: "EXTERNAL://127.0.0.1:1".into(),
+                    ..Config::default()
+                },
+            ),
+            (
+                "appears twice",
+                Config {
+                    listeners: "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2".into(),
+                    ..Config::default()
+                },
+            ),
+            (
+                "skiff.sasl.credentials.file",
+                Config {
+                    listeners: "SASL_PLAINTEXT://127.0.0.1:1".into(),
+                    ..Config::default()
+                },
+            ),
+            (
+                "sasl.enabled.mechanisms",
+                Config {
+                    listeners: "SASL_PLAINTEXT://127.0.0.1:1".into(),
+                    sasl_enabled_mechanisms: "GSSAPI".into(),
+                    sasl_credentials_file: Some("/users".into()),
+                    ..Config::default()
+                },
+            ),
+            (
+                "ssl.truststore.location",
+                Config {
+                    listeners: "SSL://127.0.0.1:1".into(),
+                    ssl_keystore_location: Some("/x.pem".into()),
+                    ssl_client_auth: "required".into(),
+                    ..Config::default()
+                },
+            ),
+            (
+                "advertised.listeners",
+                Config {
+                    advertised_listeners: Some("SSL://h:1".into()),
+                    ..Config::default()
+                },
+            ),
+        ];
+        for (expected, config) in cases {
+            let error = config.validate().expect_err(expected).to_string();
+            assert!(
+                error.contains(expected),
+                "{error} should mention {expected}"
+            );
+        }
     }
 }

@@ -1,10 +1,14 @@
 //! One client connection: read a frame (size prefix checked against `socket.request.max.bytes` and
 //! the broker-wide request-bytes budget before anything is allocated), handle it, write the
 //! response, then read the next — one request in flight, so responses stay in order (Kafka's mute
-//! rule). Idle connections are closed after `connections.max.idle.ms`.
+//! rule). Idle connections are closed after `connections.max.idle.ms`. On a SASL listener the
+//! connection serves only ApiVersions and the SASL exchange until it has authenticated, and closes
+//! if that takes longer than `skiff.authentication.timeout.ms`; after a v0 SaslHandshake, frames are
+//! bare SASL tokens until the exchange ends.
 //!
-//! Must never: allocate a frame before its size is checked, or let a bad frame take down anything
-//! but this connection.
+//! Must never: allocate a frame before its size is checked, let a bad frame take down anything but
+//! this connection, or serve a request on a SASL listener before authentication (ApiVersions and
+//! the SASL APIs aside).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,27 +16,36 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use skiff_protocol::frame::FrameCheck;
 
 use crate::context::Ctx;
 use crate::handlers;
-use crate::send::write_response;
-use crate::session::Session;
+use crate::sasl::{Authenticator, TokenFraming};
+use crate::send::{write_response, Transport};
+use crate::session::{Principal, Session};
 
 /// Serves one connection until the client closes, an error, the idle timeout or shutdown.
-pub(crate) async fn run(
-    mut stream: TcpStream,
+/// `sasl` is the exchange to complete first (SASL listeners) and `authenticated_by` the deadline
+/// for it.
+pub(crate) async fn run<S: Transport>(
+    mut stream: S,
     peer: SocketAddr,
     ctx: Arc<Ctx>,
     mut stop: watch::Receiver<bool>,
+    session: Session,
+    sasl: Option<Authenticator>,
+    authenticated_by: tokio::time::Instant,
 ) {
-    let _ = stream.set_nodelay(true);
     ctx.metrics.connection_opened();
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
-    let outcome = serve(&mut stream, &ctx, &mut stop, idle).await;
+    let mut state = ConnectionState {
+        session,
+        sasl,
+        authenticated_by,
+    };
+    let outcome = serve(&mut stream, &ctx, &mut stop, idle, &mut state).await;
     ctx.metrics.connection_closed();
     match outcome {
         Ok(()) => tracing::debug!(%peer, "connection closed"),
@@ -40,26 +53,64 @@ pub(crate) async fn run(
     }
 }
 
-async fn serve(
-    stream: &mut TcpStream,
+/// Largest frame accepted on a SASL listener before authentication (Kafka's
+/// `sasl.server.max.receive.size` default): ApiVersions and SASL messages are far smaller.
+pub(crate) const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 512 * 1024;
+
+/// What a connection knows about its client.
+struct ConnectionState {
+    session: Session,
+    /// The SASL exchange, until it has succeeded.
+    sasl: Option<Authenticator>,
+    authenticated_by: tokio::time::Instant,
+}
+
+impl ConnectionState {
+    /// How long the next frame may take to arrive: the idle timeout, or what is left of the
+    /// authentication deadline while the SASL exchange is not done.
+    fn read_timeout(&self, idle: Duration) -> Result<Duration, String> {
+        if self.sasl.is_none() {
+            return Ok(idle);
+        }
+        let left = self
+            .authenticated_by
+            .saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err("not authenticated within skiff.authentication.timeout.ms".to_owned());
+        }
+        Ok(left.min(idle))
+    }
+}
+
+async fn serve<S: Transport>(
+    stream: &mut S,
     ctx: &Ctx,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
+    state: &mut ConnectionState,
 ) -> Result<(), String> {
-    let session = Session::plaintext_anonymous();
     loop {
+        let read_timeout = state.read_timeout(idle)?;
         let mut size_prefix = [0u8; 4];
         tokio::select! {
             biased;
             _ = stop.changed() => return Ok(()),
-            read = tokio::time::timeout(idle, stream.read_exact(&mut size_prefix)) => match read {
+            read = tokio::time::timeout(read_timeout, stream.read_exact(&mut size_prefix)) => match read {
+                Err(_) if state.sasl.is_some() => {
+                    return Err("not authenticated within skiff.authentication.timeout.ms".to_owned())
+                }
                 Err(_) => return Err(format!("idle for {idle:?}")),
                 Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
                 Ok(Err(error)) => return Err(error.to_string()),
                 Ok(Ok(_)) => {}
             },
         }
-        let request_bytes_max = ctx.config.socket_request_max_bytes as usize;
+        // Before authentication a peer gets only as much memory as a SASL exchange needs.
+        let request_bytes_max = if state.sasl.is_some() {
+            UNAUTHENTICATED_FRAME_BYTES_MAX
+        } else {
+            ctx.config.socket_request_max_bytes as usize
+        };
         let frame_len = match skiff_protocol::frame::check(&size_prefix, request_bytes_max) {
             FrameCheck::NeedMore {
                 frame_bytes: Some(frame_bytes),
@@ -85,7 +136,17 @@ async fn serve(
             .map_err(|_| format!("frame body not received within {idle:?}"))?
             .map_err(|error| error.to_string())?;
         let body: Bytes = body.freeze();
-        let outcome = handlers::handle_frame(ctx, &session, body).await;
+        let outcome = match state.sasl.as_mut() {
+            Some(authenticator) if authenticator.expected_token() == Some(TokenFraming::Bare) => {
+                handlers::handle_bare_sasl_token(authenticator, &body)
+            }
+            sasl => handlers::handle_frame(ctx, &state.session, sasl, body).await,
+        };
+        if let Some(user) = &outcome.authenticated {
+            tracing::debug!(%user, listener = %state.session.listener_name, "authenticated");
+            state.session.principal = Principal::user(user.clone());
+            state.sasl = None;
+        }
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle)
                 .await

@@ -23,10 +23,6 @@ pub(crate) struct Ctx {
     /// signal (rather than one per partition) keeps waiting simple; a waiter re-reads only the
     /// partitions of its own request, which costs an index lookup each.
     pub(crate) data_arrived: Notify,
-    /// Host and port Metadata advertises for this node.
-    pub(crate) advertised_host: String,
-    /// Port advertised.
-    pub(crate) advertised_port: u16,
     /// The cluster id Metadata reports.
     pub(crate) cluster_id: String,
     /// Replica assignment, bundles and this node's load.

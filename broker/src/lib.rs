@@ -24,6 +24,7 @@ pub mod sasl;
 mod send;
 mod server;
 pub mod session;
+mod tls;
 pub mod topic_config;
 pub mod topics;
 
@@ -60,7 +61,7 @@ pub enum BrokerError {
 /// A started broker: data opened, listener bound.
 pub struct Broker {
     ctx: Arc<Ctx>,
-    listener: TcpListener,
+    listeners: Vec<server::BoundListener>,
 }
 
 /// Ceiling on all request frames held in memory at once, across connections.
@@ -73,17 +74,11 @@ impl Broker {
         config.validate()?;
         let acl = acl::load_at_start(&config)?;
         let config = Arc::new(config);
-        let address = *config
-            .listener_addresses()?
+        let listeners = bind_listeners(&config).await?;
+        let (advertised_host, advertised_port) = listeners
             .first()
+            .map(|bound| bound.advertised.clone())
             .ok_or_else(|| BrokerError::Storage("no listener".into()))?;
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|source| BrokerError::Bind { address, source })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|source| BrokerError::Bind { address, source })?;
-        let (advertised_host, advertised_port) = config.advertised_address(bound)?;
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group_driver::group_config(&config, &advertised_host, advertised_port);
@@ -121,8 +116,6 @@ impl Broker {
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
             data_arrived: Notify::new(),
-            advertised_host,
-            advertised_port,
             cluster_id: "skiff-single-node".to_owned(),
             groups,
             shutdown: tokio::sync::watch::channel(false).0,
@@ -145,15 +138,52 @@ impl Broker {
             // Before the listening line, which ends the start-up output scripts wait for.
             println!("skiff metrics on {metrics_bound}");
         }
-        tracing::info!(%bound, data = %config.log_dirs.display(), "broker started");
-        // A plain line on stdout, so scripts and tests that started the broker on port 0 learn the port.
-        println!("skiff listening on {bound}");
-        Ok(Self { ctx, listener })
+        // Plain lines on stdout, so scripts and tests that started the broker on port 0 learn the
+        // ports; the `skiff listening on` line (the first listener) comes last and ends the output
+        // they wait for.
+        let mut first_bound = None;
+        for bound in &listeners {
+            let address = bound
+                .listener
+                .local_addr()
+                .map_err(|source| BrokerError::Bind {
+                    address: bound.config.address,
+                    source,
+                })?;
+            first_bound.get_or_insert(address);
+            tracing::info!(
+                listener = %bound.config.name,
+                protocol = %bound.config.protocol,
+                %address,
+                "listening"
+            );
+            println!(
+                "skiff listener {} ({}) on {address}",
+                bound.config.name, bound.config.protocol
+            );
+        }
+        tracing::info!(data = %config.log_dirs.display(), "broker started");
+        if let Some(address) = first_bound {
+            println!("skiff listening on {address}");
+        }
+        Ok(Self { ctx, listeners })
     }
 
-    /// The address the broker listens on.
+    /// The address of the first listener.
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
-        self.listener.local_addr()
+        self.listeners
+            .first()
+            .ok_or_else(|| std::io::Error::other("no listener"))?
+            .listener
+            .local_addr()
+    }
+
+    /// Every listener's name and bound address, in `listeners` order.
+    pub fn listener_addrs(&self) -> std::io::Result<Vec<(String, std::net::SocketAddr)>> {
+        self.listeners
+            .iter()
+            .map(|bound| Ok((bound.config.name.clone(), bound.listener.local_addr()?)))
+            .collect()
     }
 
     /// The broker's figures, readable while it runs.
@@ -169,7 +199,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let ctx = self.ctx.clone();
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
-        server::serve(self.listener, ctx.clone(), shutdown).await;
+        server::serve(self.listeners, ctx.clone(), shutdown).await;
         let _ = maintenance.await;
         tokio::task::spawn_blocking(move || ctx.topics.close())
             .await
@@ -182,3 +212,71 @@ impl Broker {
 
 /// A broker's figures, shared with the running broker.
 pub type MetricsHandle = Arc<metrics::Metrics>;
+
+/// Binds every listener of `listeners`, with the TLS acceptor and the SASL credentials their
+/// security protocols need (read once, here, so a bad file stops the start with a clear error).
+async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, BrokerError> {
+    let listener_configs = config.listener_configs()?;
+    let tls = if listener_configs.iter().any(|l| l.protocol.uses_tls()) {
+        Some(tls::acceptor(config)?)
+    } else {
+        None
+    };
+    let sasl = if listener_configs.iter().any(|l| l.protocol.uses_sasl()) {
+        Some(Arc::new(load_sasl(config)?))
+    } else {
+        None
+    };
+    let mut bound_listeners = Vec::with_capacity(listener_configs.len());
+    for listener_config in listener_configs {
+        let address = listener_config.address;
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|source| BrokerError::Bind { address, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| BrokerError::Bind { address, source })?;
+        bound_listeners.push(server::BoundListener {
+            listener,
+            advertised: listener_config.advertised_endpoint(bound),
+            tls: tls.clone().filter(|_| listener_config.protocol.uses_tls()),
+            sasl: sasl.clone().filter(|_| listener_config.protocol.uses_sasl()),
+            config: listener_config,
+        });
+    }
+    Ok(bound_listeners)
+}
+
+/// Reads the SASL credentials file and the enabled mechanisms.
+fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
+    let key = "skiff.sasl.credentials.file";
+    let bad = |reason: String| {
+        BrokerError::Config(config::ConfigError::InvalidValue {
+            key: key.to_owned(),
+            reason,
+        })
+    };
+    let path = config
+        .sasl_credentials_file
+        .as_deref()
+        .ok_or_else(|| bad("a SASL listener needs it".to_owned()))?;
+    let metadata = std::fs::metadata(path).map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    if metadata.len() > sasl::CREDENTIALS_FILE_BYTES_MAX {
+        return Err(bad(format!(
+            "{} is larger than {} bytes",
+            path.display(),
+            sasl::CREDENTIALS_FILE_BYTES_MAX
+        )));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    // The secret that derives unknown users' fake credentials: fresh per process, never stored.
+    let mut server_secret = [0u8; 32];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut server_secret);
+    let store = sasl::CredentialStore::parse(&text, &server_secret)
+        .map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    Ok(server::SaslSetup {
+        store: Arc::new(store),
+        mechanisms: config.sasl_mechanisms()?,
+    })
+}

@@ -27,6 +27,16 @@ enum Command {
     },
     /// List every config key with its default and meaning.
     ConfigKeys,
+    /// Print the credentials-file lines of a SASL user (salted SCRAM-SHA-256 and SCRAM-SHA-512
+    /// keys; PLAIN is checked against the SHA-512 one). The password is read from standard input
+    /// (one line), so it never appears in the process list or shell history.
+    SaslCredential {
+        /// The user name.
+        user: String,
+        /// PBKDF2 iterations.
+        #[arg(long, default_value_t = skiff_broker::sasl::credentials::SCRAM_ITERATIONS_DEFAULT)]
+        iterations: u32,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,6 +46,10 @@ fn main() -> anyhow::Result<()> {
             for (key, default, doc) in skiff_broker::config::keys() {
                 println!("{key} (default {default})\n    {doc}");
             }
+            Ok(())
+        }
+        Command::SaslCredential { user, iterations } => {
+            print!("{}", sasl_credential_lines(&user, iterations)?);
             Ok(())
         }
         Command::Serve { config, overrides } => {
@@ -58,6 +72,38 @@ fn main() -> anyhow::Result<()> {
             })
         }
     }
+}
+
+/// The credentials-file lines for `user`, with the password read from standard input.
+fn sasl_credential_lines(user: &str, iterations: u32) -> anyhow::Result<String> {
+    use skiff_broker::sasl::credentials::{
+        credential_from_password, credential_line, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
+        SCRAM_SALT_BYTES,
+    };
+    use skiff_broker::sasl::ScramMechanism;
+    anyhow::ensure!(
+        (SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX).contains(&iterations),
+        "iterations must be between {SCRAM_ITERATIONS_MIN} and {SCRAM_ITERATIONS_MAX}"
+    );
+    anyhow::ensure!(
+        !user.is_empty() && !user.contains([' ', ',', '=']),
+        "a user name must not be empty or contain spaces, commas or '='"
+    );
+    let mut password = String::new();
+    std::io::stdin()
+        .read_line(&mut password)
+        .context("reading the password from standard input")?;
+    let password = password.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!password.is_empty(), "empty password on standard input");
+    let mut lines = String::new();
+    for mechanism in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        let mut salt = [0u8; SCRAM_SALT_BYTES];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut salt);
+        let credential = credential_from_password(mechanism, password, &salt, iterations);
+        lines.push_str(&credential_line(mechanism, user, &credential));
+        lines.push('\n');
+    }
+    Ok(lines)
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -1,9 +1,11 @@
-//! Writing a response plan to a socket: in-memory parts are written as they are, stored batches go
-//! from the segment file to the socket with `sendfile(2)` (no copy through user space), and legacy
-//! record sets are converted one chunk at a time, each only after the socket has taken the one before.
+//! Writing a response plan to a connection: in-memory parts are written as they are, stored batches
+//! go from the segment file to a plain socket with `sendfile(2)` (no copy through user space) or,
+//! over TLS, through one bounded buffer (TLS encrypts in user space, so zero-copy is impossible),
+//! and legacy record sets are converted one chunk at a time, each only after the connection has
+//! taken the one before.
 //!
-//! Must never: hold more than one converted chunk per response, or wait forever on a client that has
-//! stopped reading (every wait for writability is bounded by the idle timeout).
+//! Must never: hold more than one converted chunk (or one TLS file piece) per response, or wait
+//! forever on a client that has stopped reading (every write is bounded by the idle timeout).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -11,10 +13,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::conversion::LazyRecords;
+
+/// A connection's byte stream: a plain TCP socket, or TLS over one.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
+    /// The socket itself when bytes reach it unchanged, so files can be sent with sendfile(2).
+    fn plain_socket(&self) -> Option<&TcpStream>;
+}
+
+impl Transport for TcpStream {
+    fn plain_socket(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
+    fn plain_socket(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+/// Bytes of a stored batch read into user space at a time when TLS rules out sendfile: the one
+/// buffer a TLS response holds besides rustls's own (which caps its pending output at 64 KiB).
+pub(crate) const TLS_FILE_PIECE_BYTES: usize = 64 * 1024;
 
 /// One piece of a response, written in order.
 pub(crate) enum ResponsePart {
@@ -69,8 +93,8 @@ pub(crate) enum SendError {
 const COALESCE_BYTES_MAX: usize = 64 * 1024;
 
 /// Writes every part of a response in order.
-pub(crate) async fn write_response(
-    stream: &mut TcpStream,
+pub(crate) async fn write_response<S: Transport>(
+    stream: &mut S,
     parts: Vec<ResponsePart>,
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
@@ -91,22 +115,78 @@ pub(crate) async fn write_response(
                 len,
             } => {
                 flush_pending(stream, &mut pending, stall_timeout).await?;
-                send_file(stream, &file, position, u64::from(len), stall_timeout).await?;
+                match stream.plain_socket() {
+                    Some(socket) => {
+                        send_file(socket, &file, position, u64::from(len), stall_timeout).await?
+                    }
+                    None => {
+                        copy_file(stream, &file, position, u64::from(len), stall_timeout).await?
+                    }
+                }
             }
             ResponsePart::Converted(mut records) => {
                 flush_pending(stream, &mut pending, stall_timeout).await?;
                 while let Some(chunk) = records.next_chunk().map_err(SendError::Conversion)? {
                     write_bytes(stream, &chunk, stall_timeout).await?;
+                    // Over TLS, the chunk is only gone once rustls has handed it to the socket.
+                    flush(stream, stall_timeout).await?;
                     records.chunk_sent(chunk.len());
                 }
             }
         }
     }
-    flush_pending(stream, &mut pending, stall_timeout).await
+    flush_pending(stream, &mut pending, stall_timeout).await?;
+    flush(stream, stall_timeout).await
 }
 
-async fn flush_pending(
-    stream: &mut TcpStream,
+/// Pushes out what a TLS stream still buffers (a no-op on a plain socket).
+async fn flush<S: Transport>(stream: &mut S, stall_timeout: Duration) -> Result<(), SendError> {
+    tokio::time::timeout(stall_timeout, stream.flush())
+        .await
+        .map_err(|_| SendError::Stalled(stall_timeout))?
+        .map_err(SendError::Io)
+}
+
+/// Sends `len` bytes of `file` from `position` through user space, one bounded piece at a time
+/// (the TLS path; the plain path uses [`send_file`]).
+async fn copy_file<S: Transport>(
+    stream: &mut S,
+    file: &File,
+    position: u64,
+    len: u64,
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    use std::os::unix::fs::FileExt as _;
+    let piece_bytes = usize::try_from(len)
+        .unwrap_or(usize::MAX)
+        .min(TLS_FILE_PIECE_BYTES);
+    let mut piece = vec![0u8; piece_bytes];
+    let mut done = 0u64;
+    while done < len {
+        let want = usize::try_from(len - done)
+            .unwrap_or(usize::MAX)
+            .min(piece_bytes);
+        let buffer = piece.get_mut(..want).unwrap_or_default();
+        // A page-cache read, like the conversion path's: the same bytes sendfile would copy.
+        let read = file.read_at(buffer, position + done)?;
+        if read == 0 {
+            return Err(SendError::FileShort {
+                missing_bytes: len - done,
+            });
+        }
+        write_bytes(
+            stream,
+            buffer.get(..read).unwrap_or_default(),
+            stall_timeout,
+        )
+        .await?;
+        done += read as u64;
+    }
+    Ok(())
+}
+
+async fn flush_pending<S: Transport>(
+    stream: &mut S,
     pending: &mut Vec<u8>,
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
@@ -117,8 +197,8 @@ async fn flush_pending(
     Ok(())
 }
 
-async fn write_bytes(
-    stream: &mut TcpStream,
+async fn write_bytes<S: Transport>(
+    stream: &mut S,
     bytes: &[u8],
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
@@ -140,7 +220,7 @@ const SENDFILE_CALL_BYTES_MAX: u64 = 1 << 30;
 
 /// Sends `len` bytes of `file` from `position` with sendfile(2), waiting for writability between calls.
 async fn send_file(
-    stream: &mut TcpStream,
+    stream: &TcpStream,
     file: &File,
     position: u64,
     len: u64,

@@ -1,27 +1,54 @@
-//! Accepting connections: a permit from the connection semaphore first (so `max.connections` holds
-//! before a socket is even accepted), then one task per connection. Shutdown is a broadcast: the
-//! accept loop stops, every connection finishes the response it is writing and closes, and the
-//! server waits for them up to the shutdown timeout.
+//! Accepting connections on every listener: a permit from the connection semaphore first (so
+//! `max.connections` holds across listeners before a socket is even accepted), then one task per
+//! connection, which runs the TLS handshake on SSL listeners and starts the SASL exchange on SASL
+//! ones. Shutdown is a broadcast: the accept loop stops, every connection finishes the response it
+//! is writing and closes, and the server waits for them up to the shutdown timeout.
 //!
-//! Must never: accept without a permit, or exit while a connection still writes (unless the
-//! shutdown timeout has passed, which it logs).
+//! Must never: accept without a permit, let a TLS handshake run past the authentication timeout, or
+//! exit while a connection still writes (unless the shutdown timeout has passed, which it logs).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
+use crate::config::ListenerConfig;
 use crate::connection;
 use crate::context::Ctx;
+use crate::sasl::{Authenticator, CredentialStore, Mechanism};
+use crate::session::{Principal, SecurityProtocol, Session};
 
-/// Serves `listener` until `shutdown` resolves, then drains connections.
+/// What SASL listeners check clients against.
+pub(crate) struct SaslSetup {
+    pub(crate) store: Arc<CredentialStore>,
+    pub(crate) mechanisms: Vec<Mechanism>,
+}
+
+/// A bound listener and what its connections need.
+pub(crate) struct BoundListener {
+    pub(crate) listener: TcpListener,
+    pub(crate) config: ListenerConfig,
+    /// Host and port Metadata names for clients of this listener.
+    pub(crate) advertised: (String, u16),
+    /// Present on SSL and SASL_SSL listeners.
+    pub(crate) tls: Option<TlsAcceptor>,
+    /// Present on SASL_PLAINTEXT and SASL_SSL listeners.
+    pub(crate) sasl: Option<Arc<SaslSetup>>,
+}
+
+/// Serves `listeners` until `shutdown` resolves, then drains connections.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listeners: Vec<BoundListener>,
     ctx: Arc<Ctx>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let listeners: Vec<Arc<BoundListener>> = listeners.into_iter().map(Arc::new).collect();
+    let mut next_first = 0usize;
     let connection_permits = Arc::new(Semaphore::new(ctx.config.max_connections));
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -33,29 +60,31 @@ pub(crate) async fn serve(
                 Err(_) => break,
             },
         };
-        let accepted = tokio::select! {
+        let (index, accepted) = tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => accepted,
+            accepted = accept_listed(&listeners, &mut next_first) => accepted,
         };
         // Reap finished connection tasks so the set stays as small as the live connections.
         while connections.try_join_next().is_some() {}
-        match accepted {
-            Ok((stream, peer)) => {
+        match (accepted, listeners.get(index)) {
+            (Ok((stream, peer)), Some(bound)) => {
                 let ctx = ctx.clone();
                 let stop = ctx.shutdown.subscribe();
+                let bound = bound.clone();
                 connections.spawn(async move {
-                    connection::run(stream, peer, ctx, stop).await;
+                    start_connection(stream, peer, &bound, ctx, stop).await;
                     drop(permit);
                 });
             }
-            Err(error) => {
+            (Ok(_), None) => {}
+            (Err(error), _) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::warn!(%error, "accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
-    drop(listener);
+    drop(listeners);
     ctx.shutdown.send_replace(true);
     let drain_timeout = Duration::from_millis(ctx.config.shutdown_timeout_ms);
     let drained = tokio::time::timeout(drain_timeout, async {
@@ -69,4 +98,82 @@ pub(crate) async fn serve(
         );
         connections.abort_all();
     }
+}
+
+/// Accepts on whichever listener has a connection waiting (scanning from a rotating start, so a
+/// busy listener cannot starve the others).
+async fn accept_listed(
+    listeners: &[Arc<BoundListener>],
+    next_first: &mut usize,
+) -> (usize, std::io::Result<(TcpStream, SocketAddr)>) {
+    let count = listeners.len().max(1);
+    let first = *next_first % count;
+    *next_first = next_first.wrapping_add(1);
+    std::future::poll_fn(|cx| {
+        for offset in 0..listeners.len() {
+            let index = (first + offset) % count;
+            if let Some(bound) = listeners.get(index) {
+                if let Poll::Ready(accepted) = bound.listener.poll_accept(cx) {
+                    return Poll::Ready((index, accepted));
+                }
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Runs the TLS handshake if the listener has TLS, prepares the session and the SASL exchange,
+/// and serves the connection.
+async fn start_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    bound: &BoundListener,
+    ctx: Arc<Ctx>,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
+    let authenticated_by = tokio::time::Instant::now() + authentication_timeout;
+    let session = Session {
+        principal: Principal::anonymous(),
+        listener_name: bound.config.name.clone(),
+        security_protocol: bound.config.protocol,
+        advertised_host: bound.advertised.0.clone(),
+        advertised_port: bound.advertised.1,
+    };
+    let sasl = bound
+        .sasl
+        .as_ref()
+        .map(|setup| Authenticator::new(setup.store.clone(), setup.mechanisms.clone()));
+    let Some(acceptor) = &bound.tls else {
+        connection::run(stream, peer, ctx, stop, session, sasl, authenticated_by).await;
+        return;
+    };
+    let handshake = tokio::time::timeout_at(authenticated_by, acceptor.accept(stream)).await;
+    let stream = match handshake {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::info!(%peer, listener = %bound.config.name, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, listener = %bound.config.name, "TLS handshake timed out");
+            return;
+        }
+    };
+    let mut session = session;
+    if bound.config.protocol == SecurityProtocol::Ssl {
+        // A verified client certificate names the principal (Kafka's default SSL principal).
+        if let Some(name) = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(crate::tls::certificate_principal)
+        {
+            session.principal = Principal::user(name);
+        }
+    }
+    connection::run(stream, peer, ctx, stop, session, sasl, authenticated_by).await;
 }

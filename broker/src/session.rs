@@ -95,15 +95,22 @@ pub struct Session {
     pub listener_name: String,
     /// The listener's security protocol.
     pub security_protocol: SecurityProtocol,
+    /// The host Metadata and FindCoordinator name for this listener (clients must reconnect
+    /// through the listener they came in on).
+    pub advertised_host: String,
+    /// The port advertised with it.
+    pub advertised_port: u16,
 }
 
 impl Session {
-    /// An unauthenticated session on a PLAINTEXT listener (the embedded default).
+    /// An unauthenticated session on the embedded default listener (PLAINTEXT, 127.0.0.1:9092).
     pub fn plaintext_anonymous() -> Self {
         Self {
             principal: Principal::anonymous(),
             listener_name: "PLAINTEXT".to_owned(),
             security_protocol: SecurityProtocol::Plaintext,
+            advertised_host: "127.0.0.1".to_owned(),
+            advertised_port: 9092,
         }
     }
 }

@@ -13,7 +13,7 @@ CONSUME_TIMEOUT_S = 30
 
 # --- kafka-python -------------------------------------------------------------------------------
 
-def kp_produce(bootstrap, topic, msgs, api_version=None, compression=None, partition=0):
+def kp_produce(bootstrap, topic, msgs, api_version=None, compression=None, partition=0, **extra):
     from kafka import KafkaProducer
 
     kwargs = {"bootstrap_servers": bootstrap, "acks": 1, "linger_ms": 5}
@@ -21,6 +21,7 @@ def kp_produce(bootstrap, topic, msgs, api_version=None, compression=None, parti
         kwargs["api_version"] = api_version
     if compression is not None:
         kwargs["compression_type"] = compression
+    kwargs.update(extra)
     producer = KafkaProducer(**kwargs)
     futures = [producer.send(topic, key=key, value=value, partition=partition) for key, value in msgs]
     producer.flush(timeout=CONSUME_TIMEOUT_S)
@@ -103,9 +104,9 @@ def ck_consume(bootstrap, topic, count, offset=0, partition=0, **conf):
 KCAT_LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.9.0"]
 
 
-def kcat_produce(bootstrap, topic, msgs, legacy=False, codec=None, partition=0):
+def kcat_produce(bootstrap, topic, msgs, legacy=False, codec=None, partition=0, extra=()):
     args = ["kcat", "-b", bootstrap, "-P", "-t", topic, "-p", str(partition), "-K", "\t",
-            "-X", "acks=1"]
+            "-X", "acks=1", *extra]
     if legacy:
         args += KCAT_LEGACY
     if codec:

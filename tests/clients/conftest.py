@@ -18,6 +18,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BROKER_BIN = os.environ.get("SKIFF_BIN", str(ROOT / "target" / "release" / "skiff"))
 LISTENING = re.compile(r"skiff listening on (\S+):(\d+)")
+LISTENER = re.compile(r"skiff listener (\S+) \((\S+)\) on (\S+):(\d+)")
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 20
 
@@ -31,6 +32,7 @@ class Broker:
         self.process = None
         self.host = None
         self.port = None
+        self.listeners = {}
         self.log_lines = []
 
     @property
@@ -56,6 +58,9 @@ class Broker:
             if not line:
                 raise RuntimeError("broker exited during start:\n" + "".join(self.log_lines))
             self.log_lines.append(line)
+            listener = LISTENER.search(line)
+            if listener:
+                self.listeners[listener.group(1)] = f"{listener.group(3)}:{listener.group(4)}"
             match = LISTENING.search(line)
             if match:
                 self.host, self.port = match.group(1), int(match.group(2))

@@ -18,8 +18,10 @@ use tokio::sync::oneshot;
 
 /// A broker running inside the test process.
 pub struct TestBroker {
-    /// Where it listens.
+    /// Where it listens (the first listener).
     pub address: SocketAddr,
+    /// Every listener's name and address.
+    pub listeners: Vec<(String, SocketAddr)>,
     /// Its figures.
     pub metrics: MetricsHandle,
     stop: Option<oneshot::Sender<()>>,
@@ -39,6 +41,7 @@ impl TestBroker {
         }
         let broker = Broker::start(config).await?;
         let address = broker.local_addr()?;
+        let listeners = broker.listener_addrs()?;
         let metrics = broker.metrics();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -50,11 +53,21 @@ impl TestBroker {
         });
         Ok(Self {
             address,
+            listeners,
             metrics,
             stop: Some(stop),
             task: Some(task),
             _data: data,
         })
+    }
+
+    /// The address of the listener named `name`; panics if there is none (a test bug).
+    pub fn listener(&self, name: &str) -> SocketAddr {
+        self.listeners
+            .iter()
+            .find(|(listener, _)| listener == name)
+            .map(|(_, address)| *address)
+            .unwrap_or_else(|| panic!("no listener {name} in {:?}", self.listeners))
     }
 
     /// host:port for clients.

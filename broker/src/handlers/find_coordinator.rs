@@ -64,7 +64,9 @@ pub(crate) async fn handle(
         .call(header, GroupRequest::FindCoordinator(request))
         .await
     {
-        Some(GroupReply::Group(Response::FindCoordinator(response))) => response,
+        Some(GroupReply::Group(Response::FindCoordinator(response))) => {
+            through_own_listener(ctx, session, response)
+        }
         _ if version >= BATCHED_VERSION_MIN => FindCoordinatorResponse::default()
             .with_coordinators(
                 keys.into_iter()
@@ -87,4 +89,28 @@ fn unavailable(key: StrBytes, error_code: i16) -> Coordinator {
         .with_node_id(BrokerId(-1))
         .with_port(-1)
         .with_error_code(error_code)
+}
+
+/// The coordinator names this node by its first listener; a client must reconnect through the
+/// listener it came in on (an SSL client cannot talk to the PLAINTEXT port), so this node's
+/// endpoint is replaced by the session's.
+fn through_own_listener(
+    ctx: &Ctx,
+    session: &Session,
+    mut response: FindCoordinatorResponse,
+) -> FindCoordinatorResponse {
+    let this_node = BrokerId(ctx.config.node_id);
+    let host = StrBytes::from_string(session.advertised_host.clone());
+    let port = i32::from(session.advertised_port);
+    if response.node_id == this_node && response.port >= 0 {
+        response.host = host.clone();
+        response.port = port;
+    }
+    for coordinator in &mut response.coordinators {
+        if coordinator.node_id == this_node && coordinator.port >= 0 {
+            coordinator.host = host.clone();
+            coordinator.port = port;
+        }
+    }
+    response
 }

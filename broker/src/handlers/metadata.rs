@@ -88,8 +88,8 @@ pub(crate) async fn handle(
     let mut response = MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(node_id)
-            .with_host(StrBytes::from_string(ctx.advertised_host.clone()))
-            .with_port(i32::from(ctx.advertised_port))])
+            .with_host(StrBytes::from_string(session.advertised_host.clone()))
+            .with_port(i32::from(session.advertised_port))])
         .with_topics(topics);
     if version >= 1 {
         response = response.with_controller_id(node_id);

@@ -24,6 +24,8 @@ mod metadata;
 mod offset_commit;
 mod offset_fetch;
 mod produce;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod sync_group;
 
 use bytes::{Bytes, BytesMut};
@@ -35,6 +37,7 @@ use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
 use crate::send::ResponsePart;
+use crate::sasl::Authenticator;
 use crate::session::Session;
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
@@ -58,6 +61,8 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::DescribeGroups,
     ApiKey::ListGroups,
     ApiKey::InitProducerId,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
 ];
 
 /// What to do after a frame.
@@ -66,6 +71,8 @@ pub(crate) struct Outcome {
     pub(crate) response: Option<Vec<ResponsePart>>,
     /// Close the connection after writing (the frame could not be understood).
     pub(crate) close: bool,
+    /// The SASL exchange succeeded with this frame, for this user.
+    pub(crate) authenticated: Option<String>,
 }
 
 impl Outcome {
@@ -73,6 +80,7 @@ impl Outcome {
         Self {
             response: Some(parts),
             close: false,
+            authenticated: None,
         }
     }
 
@@ -80,12 +88,38 @@ impl Outcome {
         Self {
             response: None,
             close: true,
+            authenticated: None,
+        }
+    }
+
+    fn nothing() -> Self {
+        Self {
+            response: None,
+            close: false,
+            authenticated: None,
+        }
+    }
+
+    /// An encoded answer, or a close if it could not be encoded.
+    fn encoded(encoded: Result<Bytes, String>, correlation_id: i32) -> Self {
+        match encoded {
+            Ok(bytes) => Self::respond(vec![ResponsePart::Bytes(bytes)]),
+            Err(error) => {
+                tracing::error!(%error, correlation_id, "cannot encode response");
+                Self::close()
+            }
         }
     }
 }
 
-/// Handles one frame body.
-pub(crate) async fn handle_frame(ctx: &Ctx, session: &Session, frame: Bytes) -> Outcome {
+/// Handles one frame body. `sasl` is the connection's SASL exchange while it is not finished (on
+/// SASL listeners); until it is, only ApiVersions and the SASL APIs are served.
+pub(crate) async fn handle_frame(
+    ctx: &Ctx,
+    session: &Session,
+    sasl: Option<&mut Authenticator>,
+    frame: Bytes,
+) -> Outcome {
     let (header, request) = match decode_request(&frame) {
         Ok(decoded) => decoded,
         Err(error) => return undecodable(error),
@@ -93,7 +127,12 @@ pub(crate) async fn handle_frame(ctx: &Ctx, session: &Session, frame: Bytes) -> 
     let started = ctx.instant();
     let frame_bytes = frame.len();
     let api_key = header.request_api_key;
-    let outcome = dispatch(ctx, session, header, request).await;
+    let outcome = match sasl {
+        Some(authenticator) if !authenticator.is_authenticated() => {
+            sasl_gate(ctx, session, authenticator, header, request).await
+        }
+        _ => dispatch(ctx, session, header, request).await,
+    };
     let bytes_out: u64 = outcome
         .response
         .iter()
@@ -108,6 +147,59 @@ pub(crate) async fn handle_frame(ctx: &Ctx, session: &Session, frame: Bytes) -> 
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     ctx.metrics
         .request_done(api_key, frame_bytes, bytes_out, elapsed_ms);
+    outcome
+}
+
+/// A request on a SASL listener before authentication: ApiVersions and the SASL exchange are
+/// answered, anything else closes the connection (Kafka's SaslServerAuthenticator does the same).
+async fn sasl_gate(
+    ctx: &Ctx,
+    session: &Session,
+    authenticator: &mut Authenticator,
+    header: RequestHeader,
+    request: Request,
+) -> Outcome {
+    let correlation_id = header.correlation_id;
+    match request {
+        Request::ApiVersions(_) => dispatch(ctx, session, header, request).await,
+        Request::SaslHandshake(request) => {
+            let (response, close) = sasl_handshake::handle(Some(authenticator), &header, request);
+            let mut outcome = Outcome::encoded(encode(&header, &response), correlation_id);
+            outcome.close |= close;
+            outcome
+        }
+        Request::SaslAuthenticate(request) => {
+            let (response, effect) =
+                sasl_authenticate::handle(Some(authenticator), &header, request);
+            let mut outcome = Outcome::encoded(encode(&header, &response), correlation_id);
+            match effect {
+                sasl_authenticate::Effect::Continue => {}
+                sasl_authenticate::Effect::Authenticated(user) => {
+                    outcome.authenticated = Some(user)
+                }
+                sasl_authenticate::Effect::Close => outcome.close = true,
+            }
+            outcome
+        }
+        other => {
+            tracing::debug!(api = ?other.api_key(), "request before SASL authentication; closing");
+            Outcome::close()
+        }
+    }
+}
+
+/// One bare SASL token (after a v0 SaslHandshake), answered as a bare size-prefixed token.
+pub(crate) fn handle_bare_sasl_token(authenticator: &mut Authenticator, token: &[u8]) -> Outcome {
+    let (answer, effect) = sasl_authenticate::bare_token(authenticator, token);
+    let mut outcome = match answer {
+        Some(bytes) => Outcome::respond(vec![ResponsePart::Bytes(bytes)]),
+        None => Outcome::close(),
+    };
+    match effect {
+        sasl_authenticate::Effect::Continue => {}
+        sasl_authenticate::Effect::Authenticated(user) => outcome.authenticated = Some(user),
+        sasl_authenticate::Effect::Close => outcome.close = true,
+    }
     outcome
 }
 
@@ -147,12 +239,7 @@ async fn dispatch(
         ),
         Request::Produce(request) => match produce::handle(ctx, session, &header, request).await {
             Some(response) => encode(&header, &response),
-            None => {
-                return Outcome {
-                    response: None,
-                    close: false,
-                }
-            }
+            None => return Outcome::nothing(),
         },
         Request::Fetch(request) => {
             return Outcome::respond(fetch::handle(ctx, session, &header, request).await)
@@ -197,19 +284,21 @@ async fn dispatch(
             &header,
             &init_producer_id::handle(ctx, session, &header, request).await,
         ),
+        // Outside the SASL gate (a listener without SASL, or after authentication): Kafka answers
+        // ILLEGAL_SASL_STATE and keeps the connection.
+        Request::SaslHandshake(request) => {
+            encode(&header, &sasl_handshake::handle(None, &header, request).0)
+        }
+        Request::SaslAuthenticate(request) => {
+            encode(&header, &sasl_authenticate::handle(None, &header, request).0)
+        }
         other => {
             // Decodable but not served by this broker (and so not advertised): Kafka closes too.
             tracing::debug!(api = ?other.api_key(), "request for an API this broker does not serve");
             return Outcome::close();
         }
     };
-    match encoded {
-        Ok(bytes) => Outcome::respond(vec![ResponsePart::Bytes(bytes)]),
-        Err(error) => {
-            tracing::error!(%error, correlation_id, "cannot encode response");
-            Outcome::close()
-        }
-    }
+    Outcome::encoded(encoded, correlation_id)
 }
 
 /// A frame the decoders refused. ApiVersions at an unknown version is answered (KIP-511: a v0
@@ -270,15 +359,18 @@ pub(crate) mod error_code {
     pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
     pub(crate) const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub(crate) const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
-    pub(crate) const INVALID_REQUEST: i16 = 42;
-    pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub(crate) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub(crate) const INVALID_RECORD: i16 = 87;
     pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     pub(crate) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    pub(crate) const ILLEGAL_SASL_STATE: i16 = 34;
+    pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
+    pub(crate) const INVALID_REQUEST: i16 = 42;
     pub(crate) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = 58;
+    pub(crate) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+    pub(crate) const INVALID_RECORD: i16 = 87;
 }
 
 #[cfg(test)]

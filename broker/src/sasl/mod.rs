@@ -6,24 +6,29 @@
 //! password (a fake credential derived from a server secret stands in for the missing one, and
 //! every check runs to the end before the answer is decided).
 //!
-//! Not wired into connections yet: SaslHandshake/SaslAuthenticate and the listeners that use these
-//! machines come in a later change. The caller feeds client messages in and sends what comes out;
-//! fresh server nonces are passed in (see [`scram::fresh_nonce`]), so tests are deterministic.
+//! [`authenticator`] runs one connection's exchange (SaslHandshake v0 with bare tokens, v1 with
+//! SaslAuthenticate); the broker's connection task feeds it frames and sends what comes out. Fresh
+//! server nonces are passed in (see [`scram::fresh_nonce`]), so tests are deterministic.
 //!
 //! Must never: store or log a plain password, return early on an unknown user, allocate by a size
 //! a peer chose before checking it against [`SASL_MESSAGE_BYTES_MAX`], or read a clock or socket.
 
+pub mod authenticator;
 pub mod credentials;
 mod crypto;
 pub mod plain;
 pub mod scram;
 
+pub use authenticator::{Authenticator, HandshakeError, Mechanism, TokenFraming, TokenOutcome};
 pub use credentials::{CredentialStore, ScramCredential};
 pub use scram::ScramMechanism;
 
 /// Largest SASL message accepted from a client. PLAIN and SCRAM messages are a few hundred bytes;
 /// anything bigger is refused before it is parsed.
 pub const SASL_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// Largest credentials file the broker reads (a line is about 200 bytes: some 20,000 users).
+pub const CREDENTIALS_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// Authentication attempts allowed on one connection before it must be closed (Kafka closes after
 /// the first failure; one retry covers clients that re-handshake after a mechanism mismatch).

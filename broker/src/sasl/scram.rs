@@ -10,6 +10,8 @@
 //! [`CredentialStore::lookup`] goes through the same steps), or accept any message once the
 //! exchange has succeeded or failed.
 
+use std::sync::Arc;
+
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use rand::RngCore as _;
@@ -56,11 +58,13 @@ impl ScramMechanism {
     }
 }
 
-/// A fresh printable server nonce from the thread's CSPRNG (base64 has no comma, as SCRAM needs).
+/// A fresh server nonce from the thread's CSPRNG, in lowercase hex: SCRAM allows any printable
+/// character but a comma, yet librdkafka cuts a nonce at '=' (base64 padding made its SCRAM fail
+/// with a nonce mismatch), and Kafka's own nonces are alphanumeric too.
 pub fn fresh_nonce() -> String {
     let mut bytes = [0u8; SERVER_NONCE_BYTES];
     rand::thread_rng().fill_bytes(&mut bytes);
-    BASE64.encode(bytes)
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 enum State {
@@ -81,19 +85,19 @@ struct Pending {
 }
 
 /// One SCRAM exchange on the server side.
-pub struct ScramServer<'a> {
+pub struct ScramServer {
     mechanism: ScramMechanism,
-    store: &'a CredentialStore,
+    store: Arc<CredentialStore>,
     server_nonce: String,
     state: State,
 }
 
-impl<'a> ScramServer<'a> {
+impl ScramServer {
     /// Starts an exchange. `server_nonce` must be fresh and printable without commas
     /// ([`fresh_nonce`]).
     pub fn new(
         mechanism: ScramMechanism,
-        store: &'a CredentialStore,
+        store: Arc<CredentialStore>,
         server_nonce: String,
     ) -> Self {
         Self {
@@ -194,7 +198,10 @@ impl<'a> ScramServer<'a> {
                 "channel binding does not match the gs2 header",
             ));
         }
-        if nonce != expected.nonce {
+        // RFC 5802 wants the nonce echoed as sent, but librdkafka sends its client nonce again in
+        // front of it; Kafka accepts any final nonce that ends with the one it issued, and so do we
+        // (the server part, which makes the exchange fresh, is still required).
+        if !nonce.ends_with(expected.nonce.as_str()) {
             return Err(SaslError::NonceMismatch);
         }
         let proof = BASE64
@@ -276,18 +283,23 @@ mod tests {
     const RFC_SERVER_FINAL: &str = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
     const SECRET: &[u8] = b"server secret";
 
-    fn rfc_store() -> CredentialStore {
+    fn rfc_store() -> Arc<CredentialStore> {
         let salt = BASE64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
         let credential = credential_from_password(ScramMechanism::Sha256, "pencil", &salt, 4096);
         CredentialStore::parse(
             &credential_line(ScramMechanism::Sha256, "user", &credential),
             SECRET,
         )
+        .map(Arc::new)
         .unwrap()
     }
 
-    fn rfc_server(store: &CredentialStore) -> ScramServer<'_> {
-        ScramServer::new(ScramMechanism::Sha256, store, RFC_SERVER_NONCE.into())
+    fn rfc_server(store: &Arc<CredentialStore>) -> ScramServer {
+        ScramServer::new(
+            ScramMechanism::Sha256,
+            store.clone(),
+            RFC_SERVER_NONCE.into(),
+        )
     }
 
     /// A client computing its final message, for round trips beyond the RFC's vector.
@@ -296,6 +308,17 @@ mod tests {
         password: &str,
         client_first_bare: &str,
         server_first: &str,
+    ) -> String {
+        client_final_with_nonce_prefix(mechanism, password, client_first_bare, server_first, "")
+    }
+
+    /// As [`client_final`], with `prefix` before the echoed nonce (librdkafka repeats its own).
+    fn client_final_with_nonce_prefix(
+        mechanism: ScramMechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        prefix: &str,
     ) -> String {
         let mut parts = server_first.split(',');
         let nonce = parts.next().unwrap().strip_prefix("r=").unwrap();
@@ -312,7 +335,7 @@ mod tests {
         let salted = crypto::salted_password(mechanism, password.as_bytes(), &salt, iterations);
         let client_key = crypto::hmac(mechanism, &salted, b"Client Key");
         let stored_key = crypto::hash(mechanism, &client_key);
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={prefix}{nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
         let signature = crypto::hmac(mechanism, &stored_key, auth.as_bytes());
         let proof: Vec<u8> = client_key
@@ -346,9 +369,31 @@ mod tests {
     }
 
     #[test]
+    fn librdkafka_style_final_nonce_with_the_client_nonce_repeated_is_accepted() {
+        let store = rfc_store();
+        let mut server = rfc_server(&store);
+        let SaslStep::Challenge(first) = server.step(RFC_CLIENT_FIRST.as_bytes()).unwrap() else {
+            panic!("no challenge");
+        };
+        let first = String::from_utf8(first).unwrap();
+        let bare = RFC_CLIENT_FIRST.strip_prefix("n,,").unwrap();
+        let last = client_final_with_nonce_prefix(
+            ScramMechanism::Sha256,
+            "pencil",
+            bare,
+            &first,
+            "rOprNGfwEbeRWgbNEkqO",
+        );
+        assert!(matches!(
+            server.step(last.as_bytes()),
+            Ok(SaslStep::Success { .. })
+        ));
+    }
+
+    #[test]
     fn replayed_final_message_on_a_new_exchange_fails_on_the_nonce() {
         let store = rfc_store();
-        let mut server = ScramServer::new(ScramMechanism::Sha256, &store, fresh_nonce());
+        let mut server = ScramServer::new(ScramMechanism::Sha256, store.clone(), fresh_nonce());
         assert!(matches!(
             server.step(RFC_CLIENT_FIRST.as_bytes()),
             Ok(SaslStep::Challenge(_))
@@ -367,10 +412,11 @@ mod tests {
             &credential_line(ScramMechanism::Sha512, "alice", &credential),
             SECRET,
         )
+        .map(Arc::new)
         .unwrap();
         let mut outcomes = Vec::new();
         for (user, password) in [("alice", "right"), ("alice", "wrong"), ("nobody", "right")] {
-            let mut server = ScramServer::new(ScramMechanism::Sha512, &store, fresh_nonce());
+            let mut server = ScramServer::new(ScramMechanism::Sha512, store.clone(), fresh_nonce());
             let bare = format!("n={user},r=clientnonce");
             let SaslStep::Challenge(first) = server.step(format!("n,,{bare}").as_bytes()).unwrap()
             else {

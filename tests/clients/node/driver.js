@@ -15,7 +15,10 @@ function finish(result, code = 0) {
 setTimeout(() => finish({ error: 'timeout', command }, 1), TIMEOUT_MS).unref();
 
 function client() {
-  return new kafka.KafkaClient({ kafkaHost: args.bootstrap, requestTimeout: TIMEOUT_MS });
+  const options = { kafkaHost: args.bootstrap, requestTimeout: TIMEOUT_MS };
+  // SASL/PLAIN: kafka-node sends bare tokens after a v0 SaslHandshake, as 0.10-era clients do.
+  if (args.sasl) options.sasl = args.sasl;
+  return new kafka.KafkaClient(options);
 }
 
 function produce() {
