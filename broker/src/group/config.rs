@@ -108,6 +108,12 @@ impl GroupConfig {
             member_id_salt,
         }
     }
+
+    /// The initial rebalance delay as the coordinator applies it: a negative value (which the
+    /// broker config refuses) counts as 0, i.e. off.
+    pub(super) fn initial_rebalance_delay_ms_applied(&self) -> i64 {
+        i64::from(self.initial_rebalance_delay_ms.max(0))
+    }
 }
 
 const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);

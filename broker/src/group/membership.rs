@@ -315,7 +315,7 @@ impl Coordinator {
     /// members, as Kafka does, so that members starting together form one generation.
     pub(super) fn prepare_rebalance(&mut self, group_id: &str, now_ms: i64) {
         let mut answers: Vec<(Parked, i16)> = Vec::new();
-        let initial_delay_ms = i64::from(self.config.initial_rebalance_delay_ms.max(0));
+        let initial_delay_ms = self.config.initial_rebalance_delay_ms_applied();
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
@@ -763,7 +763,7 @@ impl Coordinator {
                 if let Some(wait) = group.initial_wait.as_mut() {
                     if wait.member_added && now_ms < wait.end_ms_max {
                         wait.member_added = false;
-                        let delay_ms = i64::from(self.config.initial_rebalance_delay_ms.max(0));
+                        let delay_ms = self.config.initial_rebalance_delay_ms_applied();
                         group.rebalance_deadline_ms =
                             Some(now_ms.saturating_add(delay_ms).min(wait.end_ms_max));
                         return;
