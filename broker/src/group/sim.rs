@@ -11,6 +11,9 @@
 //! - one generation at a time: every successful JoinGroup of a generation names the same leader,
 //!   and generations never go back within one broker run;
 //! - a Stable group's assignments cover every partition exactly once;
+//! - the first generation after the group leaves Empty is answered no sooner than the initial
+//!   rebalance delay (or the rebalance timeout, if shorter) and no later than the rebalance
+//!   timeout (plus the clock's last advance: deadlines are noticed when the clock passes them);
 //! - committed offsets: the coordinator shows exactly the last acknowledged commit per partition,
 //!   never moves backwards (across restarts too), and after a restart equals the replay of what
 //!   the driver made durable.
@@ -47,6 +50,8 @@ use super::*;
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=24;
 /// Steps per seed.
 const STEPS: usize = 2_000;
+/// The virtual clock advances by less than this per step.
+const STEP_MS_MAX: i64 = 1_500;
 /// Members the simulation may run at once.
 const MEMBERS: usize = 6;
 const GROUP: &str = "sim-group";
@@ -194,6 +199,10 @@ struct Sim {
     coordinator: Coordinator,
     /// The coordinator's initial rebalance delay (kept across broker restarts).
     initial_rebalance_delay_ms: i32,
+    /// When a JoinGroup last took the group out of Empty, until its generation is answered.
+    left_empty_at_ms: Option<i64>,
+    /// How far the clock moved last (a deadline is noticed up to that late).
+    last_advance_ms: i64,
     members: Vec<SimMember>,
     next_request_id: RequestId,
     outstanding: BTreeMap<RequestId, Sent>,
@@ -232,6 +241,8 @@ impl Sim {
             now_ms,
             coordinator,
             initial_rebalance_delay_ms,
+            left_empty_at_ms: None,
+            last_advance_ms: 0,
             members,
             next_request_id: 0,
             outstanding: BTreeMap::new(),
@@ -279,7 +290,7 @@ impl Sim {
             self.drain();
         }
         for _ in 0..10 {
-            self.now_ms += i64::from(REBALANCE_TIMEOUT_MS);
+            self.advance(i64::from(REBALANCE_TIMEOUT_MS));
             self.coordinator.tick(self.now_ms);
             self.drain();
             self.check();
@@ -293,8 +304,14 @@ impl Sim {
         assert!(!self.acked.is_empty(), "no commit was ever acknowledged");
     }
 
+    fn advance(&mut self, by_ms: i64) {
+        self.now_ms += by_ms;
+        self.last_advance_ms = by_ms;
+    }
+
     fn step(&mut self) {
-        self.now_ms += self.rng.gen_range(0..1_500);
+        let by_ms = self.rng.gen_range(0..STEP_MS_MAX);
+        self.advance(by_ms);
         if self
             .coordinator
             .next_deadline_ms()
@@ -419,8 +436,19 @@ impl Sim {
         protocol.name = s("range");
         protocol.metadata = Bytes::from_static(b"orders,events");
         request.protocols = vec![protocol];
+        let was_empty = self
+            .coordinator
+            .group_state(GROUP)
+            .is_none_or(|state| state == GroupState::Empty);
         self.coordinator
             .handle_join_group(self.now_ms, meta, request);
+        let left_empty = self
+            .coordinator
+            .group_state(GROUP)
+            .is_some_and(|state| state != GroupState::Empty);
+        if was_empty && left_empty {
+            self.left_empty_at_ms = Some(self.now_ms);
+        }
     }
 
     fn send_commit(&mut self, index: usize, generation: i32, assignment: &[Partition]) {
@@ -513,6 +541,7 @@ impl Sim {
     /// members start over), and the coordinator is rebuilt from the log bytes.
     fn restart_broker(&mut self) {
         self.restarts += 1;
+        self.left_empty_at_ms = None;
         let pending: Vec<_> = self.persist_queue.drain(..).collect();
         for (_, commits) in pending {
             if self.rng.gen_bool(0.5) {
@@ -593,6 +622,9 @@ impl Sim {
                             "generation {generation} has leaders {previous:?} and {leader}"
                         );
                         assert!(generation >= self.generation_max, "generation went back");
+                        if let Some(left_empty_at_ms) = self.left_empty_at_ms.take() {
+                            self.check_initial_wait(self.now_ms - left_empty_at_ms);
+                        }
                         self.generation_max = generation;
                         assert_eq!(
                             Some(generation),
@@ -742,6 +774,23 @@ impl Sim {
             self.coordinator.handle_describe_groups(meta, request);
             self.drain();
         }
+    }
+
+    /// A group leaving Empty waited the initial delay, capped by its first member's rebalance
+    /// timeout (the session timeout for v0 members, the shorter of the two here).
+    fn check_initial_wait(&self, waited_ms: i64) {
+        const _: () = assert!(SESSION_TIMEOUT_MS <= REBALANCE_TIMEOUT_MS);
+        let delay_ms = i64::from(self.initial_rebalance_delay_ms);
+        let shortest_ms = delay_ms.min(i64::from(SESSION_TIMEOUT_MS));
+        assert!(
+            waited_ms >= shortest_ms,
+            "first join answered after {waited_ms} ms, the delay is {delay_ms} ms"
+        );
+        let longest_ms = i64::from(REBALANCE_TIMEOUT_MS) + self.last_advance_ms;
+        assert!(
+            waited_ms <= longest_ms,
+            "first join answered after {waited_ms} ms, past the rebalance timeout"
+        );
     }
 
     fn check_described(&mut self, response: &kafka_protocol::messages::DescribeGroupsResponse) {
