@@ -240,7 +240,9 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
             listener,
             advertised: listener_config.advertised_endpoint(bound),
             tls: tls.clone().filter(|_| listener_config.protocol.uses_tls()),
-            sasl: sasl.clone().filter(|_| listener_config.protocol.uses_sasl()),
+            sasl: sasl
+                .clone()
+                .filter(|_| listener_config.protocol.uses_sasl()),
             config: listener_config,
         });
     }
@@ -260,7 +262,8 @@ fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
         .sasl_credentials_file
         .as_deref()
         .ok_or_else(|| bad("a SASL listener needs it".to_owned()))?;
-    let metadata = std::fs::metadata(path).map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    let metadata =
+        std::fs::metadata(path).map_err(|error| bad(format!("{}: {error}", path.display())))?;
     if metadata.len() > sasl::CREDENTIALS_FILE_BYTES_MAX {
         return Err(bad(format!(
             "{} is larger than {} bytes",
@@ -268,8 +271,8 @@ fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
             sasl::CREDENTIALS_FILE_BYTES_MAX
         )));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| bad(format!("{}: {error}", path.display())))?;
     // The secret that derives unknown users' fake credentials: fresh per process, never stored.
     let mut server_secret = [0u8; 32];
     rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut server_secret);

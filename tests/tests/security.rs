@@ -482,8 +482,8 @@ fn client_material(
     let certificate = params
         .signed_by(&client_key, &ca, &ca_key)
         .expect("client certificate");
-    let key = rustls::pki_types::PrivateKeyDer::try_from(client_key.serialize_der())
-        .expect("client key");
+    let key =
+        rustls::pki_types::PrivateKeyDer::try_from(client_key.serialize_der()).expect("client key");
     (ca, certificate.der().clone(), key)
 }
 
@@ -526,7 +526,9 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
         .with_root_certificates(roots.clone())
         .with_no_client_auth();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let tcp = TcpStream::connect(broker.listener("SSL")).await.expect("connect");
+    let tcp = TcpStream::connect(broker.listener("SSL"))
+        .await
+        .expect("connect");
     let refused = async {
         let mut stream = tokio_rustls::TlsConnector::from(Arc::new(anonymous))
             .connect(name.clone(), tcp)
@@ -537,7 +539,10 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
         stream.read_exact(&mut byte).await?;
         std::io::Result::Ok(())
     };
-    assert!(refused.await.is_err(), "a client without a certificate must be refused");
+    assert!(
+        refused.await.is_err(),
+        "a client without a certificate must be refused"
+    );
 
     // With one, the principal is its subject: only `visible` is described to it.
     let with_certificate = rustls::ClientConfig::builder_with_provider(provider)
@@ -546,7 +551,9 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
         .with_root_certificates(roots)
         .with_client_auth_cert(vec![client_certificate], client_key)
         .expect("client auth");
-    let tcp = TcpStream::connect(broker.listener("SSL")).await.expect("connect");
+    let tcp = TcpStream::connect(broker.listener("SSL"))
+        .await
+        .expect("connect");
     let stream = tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
         .connect(name, tcp)
         .await

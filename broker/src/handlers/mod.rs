@@ -36,8 +36,8 @@ use skiff_protocol::error::RequestError;
 use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
-use crate::send::ResponsePart;
 use crate::sasl::Authenticator;
+use crate::send::ResponsePart;
 use crate::session::Session;
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
@@ -289,9 +289,10 @@ async fn dispatch(
         Request::SaslHandshake(request) => {
             encode(&header, &sasl_handshake::handle(None, &header, request).0)
         }
-        Request::SaslAuthenticate(request) => {
-            encode(&header, &sasl_authenticate::handle(None, &header, request).0)
-        }
+        Request::SaslAuthenticate(request) => encode(
+            &header,
+            &sasl_authenticate::handle(None, &header, request).0,
+        ),
         other => {
             // Decodable but not served by this broker (and so not advertised): Kafka closes too.
             tracing::debug!(api = ?other.api_key(), "request for an API this broker does not serve");
