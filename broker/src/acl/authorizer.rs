@@ -12,27 +12,55 @@
 //! Must never: read a file, the clock or the network (the reload task builds new sets; this only
 //! answers questions about one).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::model::{
     Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType, WILDCARD_NAME,
 };
 use crate::session::Principal;
 
-/// One ACL as the index keeps it (its pattern is the key it is stored under).
-#[derive(Debug, Clone)]
-struct Entry {
+/// The rule of one ACL, as the index keeps it (its pattern and principal are the keys it is
+/// stored under).
+#[derive(Debug, Clone, Copy)]
+struct Rule {
     permission: Permission,
-    principal: AclPrincipal,
     operation: Operation,
 }
 
-impl Entry {
-    fn applies_to(&self, principal: &Principal) -> bool {
-        match &self.principal {
-            AclPrincipal::AnyUser => true,
-            AclPrincipal::User(name) => *name == principal.user,
+/// The ACLs of one pattern, by principal: a check looks up its own principal instead of scanning
+/// every principal's ACLs on a popular pattern.
+#[derive(Debug, Default)]
+struct PatternAcls {
+    /// `User:*` ACLs.
+    any_user: Vec<Rule>,
+    /// `User:<name>` ACLs by name.
+    by_user: HashMap<String, Vec<Rule>>,
+}
+
+impl PatternAcls {
+    fn push(&mut self, principal: &AclPrincipal, rule: Rule) {
+        match principal {
+            AclPrincipal::AnyUser => self.any_user.push(rule),
+            AclPrincipal::User(name) => self.by_user.entry(name.clone()).or_default().push(rule),
         }
+    }
+
+    /// The rules that apply to `principal`.
+    fn rules_for<'a>(&'a self, principal: &Principal) -> impl Iterator<Item = &'a Rule> + 'a {
+        let own = self.by_user.get(&principal.user).into_iter().flatten();
+        self.any_user.iter().chain(own)
+    }
+
+    fn denies(&self, principal: &Principal, operation: Operation) -> bool {
+        self.rules_for(principal).any(|rule| {
+            rule.permission == Permission::Deny && rule.operation.deny_refuses(operation)
+        })
+    }
+
+    fn allows(&self, principal: &Principal, operation: Operation) -> bool {
+        self.rules_for(principal).any(|rule| {
+            rule.permission == Permission::Allow && rule.operation.allow_grants(operation)
+        })
     }
 }
 
@@ -40,11 +68,12 @@ impl Entry {
 #[derive(Debug, Default)]
 struct TypeIndex {
     /// Literal patterns by name (the wildcard `*` included, under its own name).
-    literal: HashMap<String, Vec<Entry>>,
-    /// Prefixed patterns by prefix, sorted.
-    prefixed: BTreeMap<String, Vec<Entry>>,
-    /// The distinct prefix lengths in bytes: a check looks up only the name's prefixes of these
-    /// lengths, so its cost grows with how many lengths exist, not with the name's length.
+    literal: HashMap<String, PatternAcls>,
+    /// Prefixed patterns by prefix.
+    prefixed: HashMap<String, PatternAcls>,
+    /// The distinct prefix lengths in bytes, sorted: a check looks up only the name's prefixes of
+    /// these lengths, so its cost grows with how many lengths exist, not with the name's length
+    /// or the number of prefixes.
     prefix_lengths_bytes: BTreeSet<usize>,
 }
 
@@ -53,22 +82,19 @@ impl TypeIndex {
         self.literal.is_empty() && self.prefixed.is_empty()
     }
 
-    /// Every entry whose pattern matches `name`.
-    fn matching<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
-        let exact = self.literal.get(name).into_iter().flatten();
+    /// Every pattern that matches `name`.
+    fn matching<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a PatternAcls> + 'a {
+        let exact = self.literal.get(name);
         let wildcard = (name != WILDCARD_NAME)
             .then(|| self.literal.get(WILDCARD_NAME))
-            .flatten()
-            .into_iter()
             .flatten();
         let prefixed = self
             .prefix_lengths_bytes
             .iter()
             .take_while(move |length| **length <= name.len())
             .filter_map(move |length| name.get(..*length))
-            .filter_map(|prefix| self.prefixed.get(prefix))
-            .flatten();
-        exact.chain(wildcard).chain(prefixed)
+            .filter_map(|prefix| self.prefixed.get(prefix));
+        exact.into_iter().chain(wildcard).chain(prefixed)
     }
 }
 
@@ -101,19 +127,19 @@ impl Authorizer {
         let mut by_type: [TypeIndex; 4] = Default::default();
         for acl in acls {
             let index = &mut by_type[type_slot(acl.pattern.resource_type)];
-            let entry = Entry {
+            let rule = Rule {
                 permission: acl.permission,
-                principal: acl.principal.clone(),
                 operation: acl.operation,
             };
             let name = acl.pattern.name.clone();
-            match acl.pattern.pattern_type {
-                PatternType::Literal => index.literal.entry(name).or_default().push(entry),
+            let patterns = match acl.pattern.pattern_type {
+                PatternType::Literal => &mut index.literal,
                 PatternType::Prefixed => {
                     index.prefix_lengths_bytes.insert(name.len());
-                    index.prefixed.entry(name).or_default().push(entry);
+                    &mut index.prefixed
                 }
-            }
+            };
+            patterns.entry(name).or_default().push(&acl.principal, rule);
         }
         Self {
             by_type,
@@ -141,15 +167,14 @@ impl Authorizer {
         }
         let mut found_any = false;
         let mut allowed = false;
-        for entry in self.by_type[type_slot(resource_type)].matching(name) {
+        for patterns in self.by_type[type_slot(resource_type)].matching(name) {
             found_any = true;
-            if !entry.applies_to(principal) {
-                continue;
-            }
-            match entry.permission {
-                Permission::Deny if entry.operation.deny_refuses(operation) => return false,
-                Permission::Allow if entry.operation.allow_grants(operation) => allowed = true,
-                _ => {}
+            for rule in patterns.rules_for(principal) {
+                match rule.permission {
+                    Permission::Deny if rule.operation.deny_refuses(operation) => return false,
+                    Permission::Allow if rule.operation.allow_grants(operation) => allowed = true,
+                    _ => {}
+                }
             }
         }
         if found_any {
@@ -178,17 +203,8 @@ impl Authorizer {
         if index.is_empty() {
             return self.allow_everyone_if_no_acl_found;
         }
-        let applies = |entry: &&Entry| entry.applies_to(principal);
-        let denies = |entries: &Vec<Entry>| {
-            entries.iter().filter(applies).any(|entry| {
-                entry.permission == Permission::Deny && entry.operation.deny_refuses(operation)
-            })
-        };
-        let allows = |entries: &Vec<Entry>| {
-            entries.iter().filter(applies).any(|entry| {
-                entry.permission == Permission::Allow && entry.operation.allow_grants(operation)
-            })
-        };
+        let denies = |patterns: &PatternAcls| patterns.denies(principal, operation);
+        let allows = |patterns: &PatternAcls| patterns.allows(principal, operation);
         if index.literal.get(WILDCARD_NAME).is_some_and(denies) {
             return false;
         }
@@ -196,17 +212,16 @@ impl Authorizer {
             index
                 .prefixed
                 .iter()
-                .any(|(prefix, entries)| name.starts_with(prefix.as_str()) && denies(entries))
+                .any(|(prefix, patterns)| name.starts_with(prefix.as_str()) && denies(patterns))
         };
-        let literal_allowed = index
-            .literal
-            .iter()
-            .any(|(name, entries)| allows(entries) && !denies(entries) && !denied_by_prefix(name));
+        let literal_allowed = index.literal.iter().any(|(name, patterns)| {
+            allows(patterns) && !denies(patterns) && !denied_by_prefix(name)
+        });
         literal_allowed
             || index
                 .prefixed
                 .iter()
-                .any(|(prefix, entries)| allows(entries) && !denied_by_prefix(prefix))
+                .any(|(prefix, patterns)| allows(patterns) && !denied_by_prefix(prefix))
     }
 }
 
