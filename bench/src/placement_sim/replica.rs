@@ -43,6 +43,10 @@ pub struct ReplicaConfig {
     /// If above 0, a ledger's per-member rate is capped so that a bursting ledger needs at most
     /// this share of an average node (as if so hot a topic had been given more partitions).
     pub ledger_burst_share_max: f64,
+    /// A bound, not a placer: every placement sees the true current load of every node (no
+    /// staleness, no noise, no concurrency). With greedy least-loaded it shows how far any
+    /// placer could cut dispersion in this model.
+    pub oracle_view: bool,
     /// Seed of the workload (same for every policy: common random numbers).
     pub seed: u64,
 }
@@ -63,6 +67,7 @@ impl ReplicaConfig {
             mean_util: 0.55,
             herding_at_s: None,
             ledger_burst_share_max: 0.0,
+            oracle_view: false,
             seed,
         }
     }
@@ -301,6 +306,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                      view: &mut ClusterView,
                      published_util: &[Vec<f64>],
                      published_wbps: &[Vec<f64>],
+                     truth_mbps: &[f64],
                      prng: &mut ChaCha8Rng|
      -> (Vec<u32>, bool) {
         let placer = ledger % config.placer_count;
@@ -310,7 +316,17 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
         let row = seen % history_len;
         let key = (t > 0).then_some(seen);
         let fresh = matches!(&weights_cache[row], Some((k, _)) if *k == key);
-        if !fresh {
+        if config.oracle_view && t > 0 {
+            for (i, node) in view.nodes.iter_mut().enumerate() {
+                let util = 100.0 * truth_mbps[i] / w.capacity_mbps[i];
+                node.load = LoadReport {
+                    write_bytes_per_second: truth_mbps[i] * 1e6,
+                    disk_free_bytes: 1e12,
+                    ..LoadReport::with_util(util)
+                };
+            }
+            weights_cache[row] = Some((None, NodeWeights::compute(policy, view)));
+        } else if !fresh {
             for (i, node) in view.nodes.iter_mut().enumerate() {
                 let util = if t == 0 { -1.0 } else { published_util[row][i] };
                 node.load = LoadReport {
@@ -343,6 +359,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             &mut view,
             &published_util,
             &published_wbps,
+            &base,
             &mut prng,
         );
         for (k, &m) in chosen.iter().enumerate() {
@@ -416,6 +433,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 &mut view,
                 &published_util,
                 &published_wbps,
+                &base,
                 &mut prng,
             );
             let load = per_member(w.rate_mbps[ledger], multiplier[ledger]);
