@@ -48,10 +48,14 @@ const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 /// source batch): the deflate state (hundreds of KiB of tables, which building afresh per batch
 /// costs an allocation and zeroing each time) is reset instead of rebuilt, and the snappy encoder's
 /// hash table is kept. Everything is created on first use, so an unused one costs nothing.
+///
+/// Both boxed, so that an unused one is two pointers: snap's encoder holds a 2 KiB table inline
+/// (and the deflate handle is not small either), and a response keeps one idle compressor per
+/// partition in its converters.
 #[derive(Default)]
 pub struct Compressor {
-    deflate: Option<flate2::Compress>,
-    snappy: Option<snap::raw::Encoder>,
+    deflate: Option<Box<flate2::Compress>>,
+    snappy: Option<Box<snap::raw::Encoder>>,
 }
 
 impl std::fmt::Debug for Compressor {
@@ -77,7 +81,9 @@ impl Compressor {
             Compression::None => out.extend_from_slice(input),
             Compression::Gzip => self.gzip(input, out)?,
             Compression::Snappy => {
-                let encoder = self.snappy.get_or_insert_with(snap::raw::Encoder::new);
+                let encoder = self
+                    .snappy
+                    .get_or_insert_with(|| Box::new(snap::raw::Encoder::new()));
                 xerial_compress(encoder, input, out);
             }
             Compression::Lz4 => lz4_compress(magic, input, out),
@@ -101,7 +107,10 @@ impl Compressor {
             reason: "gzip encoder failed",
         };
         let deflate = self.deflate.get_or_insert_with(|| {
-            flate2::Compress::new(flate2::Compression::new(GZIP_LEVEL), false)
+            Box::new(flate2::Compress::new(
+                flate2::Compression::new(GZIP_LEVEL),
+                false,
+            ))
         });
         deflate.reset();
         out.extend_from_slice(&GZIP_HEADER);
@@ -498,6 +507,12 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_idle_compressor_is_small() {
+        // A response holds one per partition (250 in KIP-283's memory test) until it is written.
+        assert!(std::mem::size_of::<Compressor>() <= 2 * std::mem::size_of::<usize>());
     }
 
     #[test]
