@@ -367,6 +367,17 @@ impl Config {
                 "must be at least 1 and at most group.max.session.timeout.ms",
             ));
         }
+        if !(0..=crate::group::config::INITIAL_REBALANCE_DELAY_MS_MAX)
+            .contains(&self.group_initial_rebalance_delay_ms)
+        {
+            return Err(invalid(
+                "group.initial.rebalance.delay.ms",
+                format!(
+                    "must be between 0 and {}",
+                    crate::group::config::INITIAL_REBALANCE_DELAY_MS_MAX
+                ),
+            ));
+        }
         if let Some(address) = &self.metrics_listener {
             address.parse::<SocketAddr>().map_err(|_| {
                 invalid(
@@ -724,6 +735,15 @@ mod tests {
             .expect_err("ssl without a keystore")
             .to_string()
             .contains("ssl.keystore.location"));
+        let config = Config {
+            group_initial_rebalance_delay_ms: -1,
+            ..Config::default()
+        };
+        assert!(config
+            .validate()
+            .expect_err("negative delay")
+            .to_string()
+            .contains("group.initial.rebalance.delay.ms"));
         assert!(Config::default().apply_toml("= broken").is_err());
     }
 
