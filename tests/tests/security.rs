@@ -103,6 +103,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
         Some(T::decode(&mut body, version).expect("decodable response"))
     }
 
+    /// A SaslHandshake for `mechanism` at `version`; `None` if the broker closed instead.
+    async fn handshake(
+        &mut self,
+        version: i16,
+        mechanism: &'static str,
+    ) -> Option<SaslHandshakeResponse> {
+        let request =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        self.request(ApiKey::SaslHandshake, version, &request).await
+    }
+
+    /// A SaslAuthenticate (v1) carrying `token`.
+    async fn authenticate(&mut self, token: &[u8]) -> Option<SaslAuthenticateResponse> {
+        let request =
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+        self.request(ApiKey::SaslAuthenticate, 1, &request).await
+    }
+
     /// True once the broker has closed the connection (reads end without a frame).
     async fn closed(&mut self) -> bool {
         let mut byte = [0u8; 1];
@@ -175,14 +193,7 @@ async fn a_v0_handshake_takes_a_bare_plain_token_then_serves_requests() {
     let dir = tempfile::tempdir().expect("dir");
     let broker = sasl_broker(dir.path(), &[]).await;
     let mut client = connect(broker.listener("SASL_PLAINTEXT")).await;
-    let handshake: SaslHandshakeResponse = client
-        .request(
-            ApiKey::SaslHandshake,
-            0,
-            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-        )
-        .await
-        .expect("handshake");
+    let handshake: SaslHandshakeResponse = client.handshake(0, "PLAIN").await.expect("handshake");
     assert_eq!(handshake.error_code, 0);
     let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
     assert_eq!(offered, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]);
@@ -200,14 +211,7 @@ async fn a_v0_handshake_takes_a_bare_plain_token_then_serves_requests() {
         "Metadata names the listener the client came in on"
     );
     // A second handshake after authentication is refused but the connection stays.
-    let again: SaslHandshakeResponse = client
-        .request(
-            ApiKey::SaslHandshake,
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-        )
-        .await
-        .expect("answered");
+    let again: SaslHandshakeResponse = client.handshake(1, "PLAIN").await.expect("answered");
     assert_eq!(again.error_code, ILLEGAL_SASL_STATE);
     broker.stop().await;
 }
@@ -219,23 +223,10 @@ async fn a_wrong_password_and_an_unknown_user_get_the_same_error_and_a_close() {
     let mut messages = Vec::new();
     for token in [&b"\0alice\0wrong"[..], b"\0mallory\0alice-secret"] {
         let mut client = connect(broker.listener("SASL_PLAINTEXT")).await;
-        let handshake: SaslHandshakeResponse = client
-            .request(
-                ApiKey::SaslHandshake,
-                1,
-                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-            )
-            .await
-            .expect("handshake");
+        let handshake: SaslHandshakeResponse =
+            client.handshake(1, "PLAIN").await.expect("handshake");
         assert_eq!(handshake.error_code, 0);
-        let answer: SaslAuthenticateResponse = client
-            .request(
-                ApiKey::SaslAuthenticate,
-                1,
-                &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
-            )
-            .await
-            .expect("answered");
+        let answer: SaslAuthenticateResponse = client.authenticate(token).await.expect("answered");
         assert_eq!(answer.error_code, SASL_FAILED);
         messages.push(answer.error_message.map(|m| m.to_string()));
         assert!(client.closed().await);
@@ -244,21 +235,9 @@ async fn a_wrong_password_and_an_unknown_user_get_the_same_error_and_a_close() {
 
     // Good credentials on a new connection still work: nothing was locked.
     let mut client = connect(broker.listener("SASL_PLAINTEXT")).await;
-    let _: SaslHandshakeResponse = client
-        .request(
-            ApiKey::SaslHandshake,
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-        )
-        .await
-        .expect("handshake");
+    let _: SaslHandshakeResponse = client.handshake(1, "PLAIN").await.expect("handshake");
     let answer: SaslAuthenticateResponse = client
-        .request(
-            ApiKey::SaslAuthenticate,
-            1,
-            &SaslAuthenticateRequest::default()
-                .with_auth_bytes(Bytes::from_static(b"\0alice\0alice-secret")),
-        )
+        .authenticate(b"\0alice\0alice-secret")
         .await
         .expect("answered");
     assert_eq!(answer.error_code, 0);
@@ -277,14 +256,7 @@ async fn unknown_mechanisms_timeouts_and_the_plaintext_listener() {
     )
     .await;
     let mut client = connect(broker.listener("SASL_PLAINTEXT")).await;
-    let handshake: SaslHandshakeResponse = client
-        .request(
-            ApiKey::SaslHandshake,
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-        )
-        .await
-        .expect("answered");
+    let handshake: SaslHandshakeResponse = client.handshake(1, "PLAIN").await.expect("answered");
     assert_eq!(handshake.error_code, UNSUPPORTED_SASL_MECHANISM);
     let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
     assert_eq!(offered, ["SCRAM-SHA-512"]);
@@ -297,14 +269,7 @@ async fn unknown_mechanisms_timeouts_and_the_plaintext_listener() {
     // On the PLAINTEXT listener there is no exchange: SaslHandshake is answered
     // ILLEGAL_SASL_STATE and the connection keeps serving.
     let mut plain = connect(broker.listener("PLAINTEXT")).await;
-    let handshake: SaslHandshakeResponse = plain
-        .request(
-            ApiKey::SaslHandshake,
-            1,
-            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-        )
-        .await
-        .expect("answered");
+    let handshake: SaslHandshakeResponse = plain.handshake(1, "PLAIN").await.expect("answered");
     assert_eq!(handshake.error_code, ILLEGAL_SASL_STATE);
     let metadata: MetadataResponse = plain
         .request(ApiKey::Metadata, 1, &metadata_request())
