@@ -147,13 +147,43 @@ async fn serve<S: Transport>(
             state.session.principal = Principal::user(user.clone());
             state.sasl = None;
         }
+        let answered = outcome.response.is_some();
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle)
                 .await
                 .map_err(|error| error.to_string())?;
         }
         if outcome.close {
+            if answered {
+                linger(stream).await;
+            }
             return Err("closed after a request that cannot be answered".to_owned());
         }
     }
+}
+
+/// How long a connection closed after a final answer (a SASL failure, an unsupported mechanism)
+/// waits for the client to read it and close first (Kafka delays closing a failed authentication
+/// too, `connection.failed.authentication.delay.ms`).
+const LINGER_MS: u64 = 1000;
+/// Bytes a lingering connection reads and discards at most.
+const LINGER_BYTES_MAX: usize = 64 * 1024;
+
+/// Waits for the client to close (discarding what it still sends) up to [`LINGER_MS`], then shuts
+/// our side: a client that sees the connection end in the same read as the answer may drop the
+/// answer unread, and closing with unread input sends a reset that can destroy it in transit.
+async fn linger<S: Transport>(stream: &mut S) {
+    use tokio::io::AsyncWriteExt as _;
+    let _ = tokio::time::timeout(Duration::from_millis(LINGER_MS), async {
+        let mut scratch = [0u8; 4096];
+        let mut discarded = 0usize;
+        while discarded < LINGER_BYTES_MAX {
+            match stream.read(&mut scratch).await {
+                Ok(0) | Err(_) => break,
+                Ok(count) => discarded += count,
+            }
+        }
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_millis(LINGER_MS), stream.shutdown()).await;
 }
