@@ -529,12 +529,7 @@ impl Config {
     /// `sasl.enabled.mechanisms`, parsed and checked against what Skiff implements.
     pub fn sasl_mechanisms(&self) -> Result<Vec<crate::sasl::Mechanism>, ConfigError> {
         let mut mechanisms = Vec::new();
-        for name in self
-            .sasl_enabled_mechanisms
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
-        {
+        for name in comma_items(&self.sasl_enabled_mechanisms) {
             let mechanism = crate::sasl::Mechanism::from_name(name).ok_or_else(|| {
                 invalid(
                     "sasl.enabled.mechanisms",
@@ -591,15 +586,18 @@ impl ListenerConfig {
     }
 }
 
+/// The non-empty, trimmed items of a comma-separated value (Kafka's list syntax).
+fn comma_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+}
+
 /// Parses `NAME:PROTOCOL,...`.
 fn parse_protocol_map(text: &str) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
     let key = "listener.security.protocol.map";
     let mut map = BTreeMap::new();
-    for pair in text
-        .split(',')
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty())
-    {
+    for pair in comma_items(text) {
         let (name, protocol) = pair
             .split_once(':')
             .ok_or_else(|| invalid(key, format!("'{pair}' is not NAME:PROTOCOL")))?;
@@ -629,11 +627,7 @@ fn check_listener_name(key: &str, name: &str) -> Result<(), ConfigError> {
 /// Splits `NAME://host:port,...` into (name, host, port); IPv6 hosts are written in brackets.
 fn split_listeners(key: &str, text: &str) -> Result<Vec<(String, String, u16)>, ConfigError> {
     let mut listeners = Vec::new();
-    for listener in text
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-    {
+    for listener in comma_items(text) {
         let (name, host_port) = listener
             .split_once("://")
             .ok_or_else(|| invalid(key, format!("'{listener}' is not NAME://host:port")))?;
