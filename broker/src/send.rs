@@ -99,6 +99,8 @@ pub(crate) async fn write_response<S: Transport>(
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
     let mut pending: Vec<u8> = Vec::new();
+    // The TLS path's one file buffer for the whole response, allocated at its first file part.
+    let mut file_piece: Vec<u8> = Vec::new();
     for part in parts {
         match part {
             ResponsePart::Bytes(bytes) => {
@@ -120,7 +122,15 @@ pub(crate) async fn write_response<S: Transport>(
                         send_file(socket, &file, position, u64::from(len), stall_timeout).await?
                     }
                     None => {
-                        copy_file(stream, &file, position, u64::from(len), stall_timeout).await?
+                        copy_file(
+                            stream,
+                            &mut file_piece,
+                            &file,
+                            position,
+                            u64::from(len),
+                            stall_timeout,
+                        )
+                        .await?
                     }
                 }
             }
@@ -147,20 +157,21 @@ async fn flush<S: Transport>(stream: &mut S, stall_timeout: Duration) -> Result<
         .map_err(SendError::Io)
 }
 
-/// Sends `len` bytes of `file` from `position` through user space, one bounded piece at a time
-/// (the TLS path; the plain path uses [`send_file`]).
+/// Sends `len` bytes of `file` from `position` through user space, one bounded piece at a time in
+/// `piece` (the TLS path; the plain path uses [`send_file`]).
 async fn copy_file<S: Transport>(
     stream: &mut S,
+    piece: &mut Vec<u8>,
     file: &File,
     position: u64,
     len: u64,
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
     use std::os::unix::fs::FileExt as _;
-    let piece_bytes = usize::try_from(len)
-        .unwrap_or(usize::MAX)
-        .min(TLS_FILE_PIECE_BYTES);
-    let mut piece = vec![0u8; piece_bytes];
+    if piece.is_empty() {
+        piece.resize(TLS_FILE_PIECE_BYTES, 0);
+    }
+    let piece_bytes = piece.len();
     let mut done = 0u64;
     while done < len {
         let want = usize::try_from(len - done)
