@@ -263,8 +263,9 @@ impl Connection {
         self.send(ApiKey::Produce, 3, &request).await
     }
 
-    /// Reads the answer to [`Connection::send_produce`]; fails if any partition failed.
-    pub async fn receive_produce(&mut self, correlation_id: i32) -> anyhow::Result<()> {
+    /// Reads the answer to [`Connection::send_produce`]; fails if any partition failed, else
+    /// returns the base offset of the first partition.
+    pub async fn receive_produce(&mut self, correlation_id: i32) -> anyhow::Result<i64> {
         let response: ProduceResponse = self.receive(ApiKey::Produce, 3, correlation_id).await?;
         for topic in &response.responses {
             for partition in &topic.partition_responses {
@@ -277,7 +278,12 @@ impl Connection {
                 }
             }
         }
-        Ok(())
+        response
+            .responses
+            .first()
+            .and_then(|topic| topic.partition_responses.first())
+            .map(|partition| partition.base_offset)
+            .context("empty produce response")
     }
 
     /// Produces v2 `batches` to one partition with Produce v3 and acks=1; returns the base offset.
@@ -287,27 +293,8 @@ impl Connection {
         partition: i32,
         batches: Bytes,
     ) -> anyhow::Result<i64> {
-        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-        let request = ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
-                    topic.to_owned(),
-                )))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(batches))])]);
-        let response: ProduceResponse = self.request(ApiKey::Produce, 3, &request).await?;
-        let partition = response
-            .responses
-            .first()
-            .and_then(|topic| topic.partition_responses.first())
-            .context("empty produce response")?;
-        if partition.error_code != 0 {
-            bail!("produce failed with error {}", partition.error_code);
-        }
-        Ok(partition.base_offset)
+        let correlation_id = self.send_produce(topic, &[(partition, batches)]).await?;
+        self.receive_produce(correlation_id).await
     }
 }
 

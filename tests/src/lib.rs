@@ -140,6 +140,24 @@ pub async fn create_topic(
     Ok(())
 }
 
+/// Produces `record_count` uncompressed records to partition 0 of `topic`, `records_per_batch`
+/// records of `value_bytes` each per batch, one Produce per batch.
+pub async fn produce_records(
+    client: &mut Connection,
+    topic: &str,
+    record_count: usize,
+    records_per_batch: usize,
+    value_bytes: usize,
+) -> anyhow::Result<()> {
+    for first in (0..record_count).step_by(records_per_batch) {
+        let records = batch(first, records_per_batch, value_bytes, Compression::None);
+        client
+            .produce(topic, 0, bytes::Bytes::from(records))
+            .await?;
+    }
+    Ok(())
+}
+
 /// Sends a Fetch at `version` and decodes its answer.
 pub async fn fetch(
     client: &mut Connection,

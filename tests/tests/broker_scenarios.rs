@@ -9,7 +9,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::*;
 use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::records::Compression;
-use skiff_tests::{batch, create_topic, fetch, topic_name, TestBroker};
+use skiff_tests::{batch, create_topic, fetch, produce_records, topic_name, TestBroker};
 
 fn name(text: &str) -> TopicName {
     topic_name(text)
@@ -108,15 +108,7 @@ async fn retention_deletes_old_segments_in_the_background() -> anyhow::Result<()
         &[("retention.bytes", "4096"), ("segment.bytes", "4096")],
     )
     .await?;
-    for first in (0..400).step_by(20) {
-        client
-            .produce(
-                "short-lived",
-                0,
-                Bytes::from(batch(first, 20, 100, Compression::None)),
-            )
-            .await?;
-    }
+    produce_records(&mut client, "short-lived", 400, 20, 100).await?;
     let earliest = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_topics(vec![ListOffsetsTopic::default()
@@ -182,15 +174,7 @@ async fn a_client_leaving_mid_conversion_releases_what_it_held() -> anyhow::Resu
     let broker = TestBroker::start(&[]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     create_topic(&mut client, "abandoned", &[]).await?;
-    for first in (0..4096).step_by(64) {
-        client
-            .produce(
-                "abandoned",
-                0,
-                Bytes::from(batch(first, 64, 1024, Compression::None)),
-            )
-            .await?;
-    }
+    produce_records(&mut client, "abandoned", 4096, 64, 1024).await?;
     for _ in 0..5 {
         let mut leaver = Connection::connect(&broker.bootstrap()).await?;
         let request = fetch_request("abandoned", 0, 0, 64 << 20, 64 << 20, 0);
@@ -225,15 +209,7 @@ async fn list_offsets_by_time_and_max_timestamp() -> anyhow::Result<()> {
     let broker = TestBroker::start(&[]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     create_topic(&mut client, "timed", &[]).await?;
-    for first in (0..30).step_by(10) {
-        client
-            .produce(
-                "timed",
-                0,
-                Bytes::from(batch(first, 10, 10, Compression::None)),
-            )
-            .await?;
-    }
+    produce_records(&mut client, "timed", 30, 10, 10).await?;
     let lookup = |timestamp: i64| {
         ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
