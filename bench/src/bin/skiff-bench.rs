@@ -115,6 +115,10 @@ struct ThroughputArgs {
     /// it a certificate generated for the run and trusts only that one.
     #[arg(long, value_delimiter = ',', default_value = "plaintext")]
     security: Vec<String>,
+    /// Fetch versions to read with (4 modern, 2 for v2->v1, 0 for v2->v0); one alone is for
+    /// profiling a single path, the report needs all three.
+    #[arg(long, value_delimiter = ',', default_values_t = throughput::VERSIONS)]
+    versions: Vec<i16>,
 }
 
 #[derive(Args)]
@@ -266,6 +270,7 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
         pass_count: args.passes,
         seconds_max: args.seconds,
         securities,
+        versions: args.versions.clone(),
     };
     let settings: Vec<Setting> = if spawn.is_some() {
         let chunks: Vec<usize> = if args.chunks_kib.is_empty() {
@@ -362,6 +367,7 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
         pass_count: 1,
         seconds_max: 60,
         securities: vec![SecurityProtocol::Plaintext],
+        versions: throughput::VERSIONS.to_vec(),
     };
     let settings = [
         Setting::Lazy {

@@ -120,6 +120,8 @@ pub struct ThroughputSpec {
     pub seconds_max: u64,
     /// Listeners read through, each with every Fetch version, against the same broker and topic.
     pub securities: Vec<SecurityProtocol>,
+    /// Fetch versions read, in order (normally all of [`VERSIONS`]; one alone for a profile).
+    pub versions: Vec<i16>,
 }
 
 /// Passes of one Fetch version against one setting.
@@ -149,7 +151,7 @@ pub struct SettingResult {
     pub versions: Vec<VersionResult>,
 }
 
-/// Fills a fresh topic on `target` and reads it with every version in [`VERSIONS`].
+/// Fills a fresh topic on `target` and reads it with every version in `spec.versions`.
 pub async fn measure(
     target: &Target,
     spec: &ThroughputSpec,
@@ -177,11 +179,11 @@ pub async fn measure(
     let end_offset = i64::try_from(spec.records_per_partition)?;
     let mut versions = Vec::new();
     let mut buffer = BytesMut::new();
-    for (security, version) in spec
-        .securities
-        .iter()
-        .flat_map(|&security| VERSIONS.map(|version| (security, version)))
-    {
+    for (security, version) in spec.securities.iter().flat_map(|&security| {
+        spec.versions
+            .iter()
+            .map(move |&version| (security, version))
+    }) {
         let mut connection = match security {
             SecurityProtocol::Plaintext => Connection::connect(&target.bootstrap).await?,
             SecurityProtocol::Ssl => {
