@@ -1,6 +1,7 @@
 //! The machine's limit for the same bytes: a plain TCP socket pair on 127.0.0.1, a sender thread
-//! writing response-sized blocks from memory and a receiver reading them into one reusable buffer,
-//! with no protocol at all. Every broker figure is also given as a fraction of this.
+//! writing response-sized blocks from memory and a receiver reading them into one reusable buffer
+//! in the consumer's read pieces, with no protocol at all. Every broker figure is also given as a
+//! fraction of this.
 //!
 //! Must never: bind anything but 127.0.0.1, or move more than the `total_bytes` asked for.
 
@@ -10,6 +11,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+use crate::client::READ_PIECE_BYTES_MAX;
 
 /// One baseline transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -48,7 +51,10 @@ pub fn run(total_bytes: u64, block_bytes: usize) -> anyhow::Result<BaselineOutco
     buffer.fill(1);
     let started = Instant::now();
     for _ in 0..blocks {
-        stream.read_exact(&mut buffer)?;
+        // Read as the consumer reads (see READ_PIECE_BYTES_MAX), so the two compare like for like.
+        for piece in buffer.chunks_mut(READ_PIECE_BYTES_MAX) {
+            stream.read_exact(piece)?;
+        }
     }
     let seconds = started.elapsed().as_secs_f64();
     sender
