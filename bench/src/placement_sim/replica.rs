@@ -47,6 +47,16 @@ pub struct ReplicaConfig {
     /// staleness, no noise, no concurrency). With greedy least-loaded it shows how far any
     /// placer could cut dispersion in this model.
     pub oracle_view: bool,
+    /// Own-placement accounting (for Skiff's power of d choices): each placer adds the predicted
+    /// per-member rate of every ledger it placed since its last refresh to its private view, and
+    /// takes it off the previous ledger's members. The prediction is the ledger's base rate.
+    pub own_accounting: bool,
+    /// Diagnostic: every node gets the mean capacity (175 MB/s) instead of 150–200.
+    pub capacity_equal: bool,
+    /// σ of the per-node AR(1) background noise as a share of capacity (spec: 0.05).
+    pub noise_sigma_fraction: f64,
+    /// Share of ledgers bursting at any time (spec: about 0.05).
+    pub burst_share: f64,
     /// Seed of the workload (same for every policy: common random numbers).
     pub seed: u64,
 }
@@ -68,6 +78,10 @@ impl ReplicaConfig {
             herding_at_s: None,
             ledger_burst_share_max: 0.0,
             oracle_view: false,
+            own_accounting: false,
+            capacity_equal: false,
+            noise_sigma_fraction: NOISE_SIGMA_FRACTION,
+            burst_share: BURST_SHARE,
             seed,
         }
     }
@@ -93,7 +107,8 @@ const ROLLOVER_MAX_S: u64 = 240 * 60;
 const ROLLOVER_MB: f64 = 2048.0;
 /// Burst model: about 5 % of ledgers are bursting at any time, ×5, for 1–3 minutes.
 const BURST_SHARE: f64 = 0.05;
-const BURST_MULTIPLIER: f64 = 5.0;
+/// The multiplier of a bursting ledger's rate.
+pub const BURST_MULTIPLIER: f64 = 5.0;
 const BURST_MIN_S: u64 = 60;
 const BURST_MAX_S: u64 = 180;
 /// Diurnal swing ±30 %, compressed to one period over the measured span.
@@ -101,6 +116,9 @@ const DIURNAL_AMPLITUDE: f64 = 0.3;
 /// Background noise: AR(1) with σ = 5 % of capacity and per-second correlation 0.95.
 const NOISE_SIGMA_FRACTION: f64 = 0.05;
 const NOISE_PHI: f64 = 0.95;
+/// Journal capacity is uniform in this range, MB/s; the `capacity_equal` diagnostic uses the mean.
+const CAPACITY_MIN_MBPS: f64 = 150.0;
+const CAPACITY_MAX_MBPS: f64 = 200.0;
 /// Latency is sampled every this many seconds.
 const LATENCY_SAMPLE_S: u64 = 10;
 /// Entry size for the service time: S = 1 MB / μ.
@@ -125,6 +143,23 @@ pub struct Window {
     pub p99_ms: f64,
     /// Placements received by the most-chosen node ÷ the expected share.
     pub herding: f64,
+    /// Std of per-node utilisation (throughput ÷ capacity, minute mean), percentage points.
+    pub util_std_pct: f64,
+    /// Std of per-node replica write throughput without the background noise, MB/s.
+    pub replica_std_mbps: f64,
+    /// Variance budget, MB/s: std across nodes of the placed base rates (Σ r·Qw/E × diurnal,
+    /// no bursts, no noise) ...
+    pub steady_std_mbps: f64,
+    /// ... of the burst extra on top of them ...
+    pub burst_std_mbps: f64,
+    /// ... and of the background noise (with the clamp at zero demand).
+    pub noise_std_mbps: f64,
+    /// Std of throughput if every node ran at the same utilisation as the cluster (the spread
+    /// heterogeneous capacities force on an equal-utilisation placement), MB/s.
+    pub equal_util_std_mbps: f64,
+    /// Share of the write rate on ledgers whose own per-member rate exceeds the capacity of one
+    /// of their nodes (no placement can keep such a node out of backlog).
+    pub oversize_share: f64,
 }
 
 /// Summary of one run.
@@ -201,7 +236,13 @@ fn workload(config: &ReplicaConfig) -> Workload {
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0xA11CE);
     let capacity_mbps: Vec<f64> = (0..config.node_count)
         .map(|_| {
-            let c = rng.gen_range(150.0..200.0);
+            // Drawn even when unused, so every variant keeps the same ledger rates.
+            let drawn = rng.gen_range(CAPACITY_MIN_MBPS..CAPACITY_MAX_MBPS);
+            let c = if config.capacity_equal {
+                (CAPACITY_MIN_MBPS + CAPACITY_MAX_MBPS) / 2.0
+            } else {
+                drawn
+            };
             if rng.gen::<f64>() < config.half_capacity_fraction {
                 c / 2.0
             } else {
@@ -214,7 +255,7 @@ fn workload(config: &ReplicaConfig) -> Workload {
         .collect();
     // Each ledger puts r·Qw on the cluster; bursts add BURST_SHARE × (multiplier − 1) on average.
     let (_, write_quorum, _) = config.quorum;
-    let burst_factor = 1.0 + BURST_SHARE * (BURST_MULTIPLIER - 1.0);
+    let burst_factor = 1.0 + config.burst_share * (BURST_MULTIPLIER - 1.0);
     let demand: f64 = raw.iter().sum::<f64>() * write_quorum as f64 * burst_factor;
     let capacity_total: f64 = capacity_mbps.iter().sum();
     let scale = config.mean_util * capacity_total / demand;
@@ -301,12 +342,16 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     // most of the old run time). Keyed by the absolute second, so a reused ring row never hits a
     // stale entry; `None` = the all-unknown view at t = 0.
     let mut weights_cache: Vec<Option<(Option<usize>, NodeWeights)>> = vec![None; history_len];
+    // Own-placement accounting: each placer's private copy of the view it refreshed last, with
+    // its own placements since then added (keyed like the cache).
+    let mut private: Vec<Option<(Option<usize>, NodeWeights)>> = vec![None; config.placer_count];
     let mut place = |ledger: usize,
                      t: usize,
                      view: &mut ClusterView,
                      published_util: &[Vec<f64>],
                      published_wbps: &[Vec<f64>],
                      truth_mbps: &[f64],
+                     previous: &[u32],
                      prng: &mut ChaCha8Rng|
      -> (Vec<u32>, bool) {
         let placer = ledger % config.placer_count;
@@ -341,13 +386,38 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             }
             weights_cache[row] = Some((key, NodeWeights::compute(policy, view)));
         }
-        let Some((_, weights)) = &weights_cache[row] else {
+        let Some((_, shared)) = &weights_cache[row] else {
             unreachable!("filled above")
         };
-        let chosen = ensemble::build_indexed(&rack_index, weights, e, qw, &racks, prng)
+        let weights = if config.own_accounting && !config.oracle_view {
+            let mine = &mut private[placer];
+            if !matches!(mine, Some((k, _)) if *k == key) {
+                *mine = Some((key, shared.clone()));
+            }
+            let Some((_, weights)) = mine else {
+                unreachable!("filled above")
+            };
+            weights
+        } else {
+            shared
+        };
+        let chosen: Vec<u32> = ensemble::build_indexed(&rack_index, weights, e, qw, &racks, prng)
             .map(|en| en.members.iter().map(|&m| m as u32).collect())
             .unwrap_or_else(|_| (0..e as u32).collect());
-        (chosen, weights.fell_back())
+        let fell_back = weights.fell_back();
+        if config.own_accounting && !config.oracle_view {
+            if let Some((_, weights)) = &mut private[placer] {
+                // The placer predicts the new ledger's rate from the partition's previous ledger.
+                let predicted_bps = per_member(w.rate_mbps[ledger], 1.0) * 1e6;
+                for &m in previous {
+                    weights.add_write_rate(view, m as usize, -predicted_bps);
+                }
+                for &m in &chosen {
+                    weights.add_write_rate(view, m as usize, predicted_bps);
+                }
+            }
+        }
+        (chosen, fell_back)
     };
 
     // Initial placement at t = 0 (no load known: every policy starts load-blind) and staggered
@@ -360,6 +430,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             &published_util,
             &published_wbps,
             &base,
+            &[],
             &mut prng,
         );
         for (k, &m) in chosen.iter().enumerate() {
@@ -379,12 +450,24 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     let mut util_ring = vec![[0.0f64; UTIL_WINDOW]; n];
     let mut minute_lambda = vec![0.0f64; n];
     let mut minute_rho = vec![0.0f64; n];
+    // The variance budget: the burst extra inside `base`, and per-minute sums of each part.
+    let mut burst_extra = vec![0.0f64; n];
+    let mut minute_steady = vec![0.0f64; n];
+    let mut minute_burst = vec![0.0f64; n];
+    let mut minute_noise = vec![0.0f64; n];
+    // Write weight sampled for the p99, and the part of it on ledgers too big for one of their
+    // own nodes; only ledgers that exceed the smallest node while bursting can ever be.
+    let (mut sampled_weight, mut oversize_weight) = (0.0f64, 0.0f64);
+    let capacity_min = w.capacity_mbps.iter().copied().fold(f64::MAX, f64::min);
+    let oversize_candidates: Vec<usize> = (0..ledgers)
+        .filter(|&l| per_member(w.rate_mbps[l], BURST_MULTIPLIER) > capacity_min)
+        .collect();
     let mut histogram = LogHistogram::new(1.0, 120_000.0, 400);
     let mut windows = Vec::new();
     let mut static_std = 0.0;
     let mut static_pred = 0.0;
     let burst_start_mean =
-        ledgers as f64 * BURST_SHARE / ((BURST_MIN_S + BURST_MAX_S) as f64 / 2.0);
+        ledgers as f64 * config.burst_share / ((BURST_MIN_S + BURST_MAX_S) as f64 / 2.0);
     let measured_s = (config.duration_s - config.warmup_s).max(1) as f64;
     let mut delay_ms = vec![0.0f64; n];
 
@@ -408,6 +491,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 let extra = per_member(w.rate_mbps[ledger], BURST_MULTIPLIER - 1.0);
                 for k in 0..e {
                     base[members[ledger * e + k] as usize] += extra;
+                    burst_extra[members[ledger * e + k] as usize] += extra;
                 }
                 burst_ends[end].push(ledger as u32);
             }
@@ -417,6 +501,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             let extra = per_member(w.rate_mbps[ledger], BURST_MULTIPLIER - 1.0);
             for k in 0..e {
                 base[members[ledger * e + k] as usize] -= extra;
+                burst_extra[members[ledger * e + k] as usize] -= extra;
             }
             multiplier[ledger] = 1.0;
         }
@@ -427,6 +512,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             if next_roll[ledger] != t as u64 {
                 continue; // superseded by a herding rollover
             }
+            let previous: Vec<u32> = members[ledger * e..(ledger + 1) * e].to_vec();
             let (chosen, fell_back) = place(
                 ledger,
                 t,
@@ -434,15 +520,19 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 &published_util,
                 &published_wbps,
                 &base,
+                &previous,
                 &mut prng,
             );
             let load = per_member(w.rate_mbps[ledger], multiplier[ledger]);
-            for k in 0..e {
-                base[members[ledger * e + k] as usize] -= load;
+            let extra = per_member(w.rate_mbps[ledger], multiplier[ledger] - 1.0);
+            for &m in &previous {
+                base[m as usize] -= load;
+                burst_extra[m as usize] -= extra;
             }
             for (k, &m) in chosen.iter().enumerate() {
                 members[ledger * e + k] = m;
                 base[m as usize] += load;
+                burst_extra[m as usize] += extra;
                 if measuring {
                     placements[m as usize] += 1;
                 }
@@ -466,7 +556,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             let mu = w.capacity_mbps[i];
             noise[i] = NOISE_PHI * noise[i]
                 + (1.0 - NOISE_PHI * NOISE_PHI).sqrt()
-                    * NOISE_SIGMA_FRACTION
+                    * config.noise_sigma_fraction
                     * mu
                     * stats::normal(&mut wrng);
             let lambda = (base[i].max(0.0) * diurnal + noise[i]).max(0.0);
@@ -490,6 +580,11 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             if measuring {
                 minute_lambda[i] += lambda;
                 minute_rho[i] += rho;
+                let placed = base[i].max(0.0) * diurnal;
+                let burst = burst_extra[i].max(0.0) * diurnal;
+                minute_steady[i] += placed - burst;
+                minute_burst[i] += burst;
+                minute_noise[i] += lambda - placed;
             }
         }
         if t as u64 == config.warmup_s {
@@ -512,10 +607,18 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             let bucket: Vec<usize> = delay_ms.iter().map(|d| histogram.bucket(*d)).collect();
             for ledger in 0..ledgers {
                 let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
+                sampled_weight += weight * e as f64;
                 let ensemble = &members[ledger * e..(ledger + 1) * e];
                 for start in 0..e {
                     let node = quorum_order_statistic(ensemble, start, qw, qa, &delay_ms);
                     histogram.add_to_bucket(bucket[node], weight);
+                }
+            }
+            for &ledger in &oversize_candidates {
+                let own = per_member(w.rate_mbps[ledger], multiplier[ledger]);
+                let ensemble = &members[ledger * e..(ledger + 1) * e];
+                if ensemble.iter().any(|&m| own > w.capacity_mbps[m as usize]) {
+                    oversize_weight += w.rate_mbps[ledger] * multiplier[ledger];
                 }
             }
         }
@@ -529,7 +632,23 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             } else {
                 0.0
             };
+            let per_s = |sums: &[f64]| sums.iter().map(|x| x / 60.0).collect::<Vec<f64>>();
+            let noise_free: Vec<f64> = minute_steady
+                .iter()
+                .zip(&minute_burst)
+                .map(|(s, b)| (s + b) / 60.0)
+                .collect();
+            let cluster_util = lambdas.iter().sum::<f64>() / w.capacity_mbps.iter().sum::<f64>();
+            let equal_util: Vec<f64> = w.capacity_mbps.iter().map(|c| c * cluster_util).collect();
+            let utils: Vec<f64> = minute_rho.iter().map(|r| r / 60.0 * 100.0).collect();
             windows.push(Window {
+                util_std_pct: stats::std_dev(&utils),
+                replica_std_mbps: stats::std_dev(&noise_free),
+                steady_std_mbps: stats::std_dev(&per_s(&minute_steady)),
+                burst_std_mbps: stats::std_dev(&per_s(&minute_burst)),
+                noise_std_mbps: stats::std_dev(&per_s(&minute_noise)),
+                equal_util_std_mbps: stats::std_dev(&equal_util),
+                oversize_share: oversize_weight / sampled_weight.max(1e-9),
                 std_mbps: stats::std_dev(&lambdas),
                 range_mbps: stats::range(&lambdas),
                 top10_mbps: stats::mean(&sorted[..10.min(n)]),
@@ -539,8 +658,16 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 herding,
             });
             histogram.clear();
-            minute_lambda.iter_mut().for_each(|x| *x = 0.0);
-            minute_rho.iter_mut().for_each(|x| *x = 0.0);
+            for sums in [
+                &mut minute_lambda,
+                &mut minute_rho,
+                &mut minute_steady,
+                &mut minute_burst,
+                &mut minute_noise,
+            ] {
+                sums.iter_mut().for_each(|x| *x = 0.0);
+            }
+            (sampled_weight, oversize_weight) = (0.0, 0.0);
             placements.iter_mut().for_each(|x| *x = 0);
             placements_total = 0;
         }

@@ -157,6 +157,15 @@ pub enum PlacementError {
     BadBundleCount(usize),
 }
 
+/// The share of a node's write capacity (percent) that [`assign_replicas`] counts for each replica
+/// it has just put there, in its private copy of the view (own-placement accounting, spec §4). A
+/// new partition's write rate is unknown when its topic is created; counting each new replica as
+/// 1 % of its node makes one CreateTopics request of many partitions spread over the lightly loaded
+/// nodes instead of stacking onto the few that looked lightest in one report. 1 % is our choice:
+/// about one partition's share on a node carrying some fifty partitions at half load. It only
+/// affects the load-ordered policies (see [`select::NodeWeights::add_write_rate`]).
+pub const NEW_REPLICA_CAPACITY_SHARE_PCT: f64 = 1.0;
+
 /// Largest partition count one call to [`assign_replicas`] accepts. The answer is allocated up
 /// front, so the count (which comes from a client's CreateTopics request) is bounded first.
 pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
@@ -199,7 +208,7 @@ pub fn assign_replicas<R: Rng + ?Sized>(
             node_count: view.nodes.len(),
         });
     }
-    let weights = select::NodeWeights::compute(&policy.selection, view);
+    let mut weights = select::NodeWeights::compute(&policy.selection, view);
     let racks = ensemble::RackIndex::new(view);
     let mut out = Vec::with_capacity(partition_count);
     for _ in 0..partition_count {
@@ -211,6 +220,14 @@ pub fn assign_replicas<R: Rng + ?Sized>(
             &policy.racks,
             rng,
         )?;
+        for &member in &ensemble.members {
+            let capacity = view.nodes[member].write_capacity_bytes_per_second as f64;
+            let _ = weights.add_write_rate(
+                view,
+                member,
+                capacity * NEW_REPLICA_CAPACITY_SHARE_PCT / 100.0,
+            );
+        }
         out.push(ensemble.node_ids(view));
     }
     Ok(out)
@@ -309,22 +326,49 @@ mod tests {
         }
     }
 
+    #[test]
+    fn one_topic_of_many_partitions_spreads_by_own_accounting() {
+        // Node 0 reports 0 % and the nine others 50 %. Without accounting every one of the 60
+        // partitions would land on node 0 (64 draws over 10 nodes almost always include it); with
+        // each new replica counted as 1 % of its node, node 0 fills to about the others' 50 %
+        // and the rest spread.
+        let mut v = view(10, 0);
+        for (i, node) in v.nodes.iter_mut().enumerate() {
+            node.write_capacity_bytes_per_second = 100_000_000;
+            node.load.write_bytes_per_second = if i == 0 { 0.0 } else { 50_000_000.0 };
+        }
+        let policy = ReplicaPolicy {
+            selection: SelectionPolicy::PowerOfChoices { choices: 64 },
+            racks: RackPolicy::default(),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        let got = assign_replicas("t", 60, 1, &v, &policy, &mut rng).unwrap();
+        let on_zero = got.iter().filter(|r| r[0] == 0).count();
+        assert!((45..=52).contains(&on_zero), "{on_zero} of 60 on node 0");
+    }
+
     proptest! {
         #[test]
         fn replicas_are_on_distinct_nodes(
             seed in any::<u64>(),
-            node_count in 1usize..40,
+            node_count in 0usize..40,
             rack_count in 0usize..6,
             rf in 1usize..6,
-            policy_index in 0usize..5,
+            policy_index in 0usize..6,
+            choices in 0usize..9,
+            unknown_loads in any::<bool>(),
         ) {
-            let v = view(node_count, rack_count);
+            let mut v = view(node_count, rack_count);
+            if unknown_loads {
+                v.nodes.iter_mut().for_each(|node| node.load = LoadReport::unknown());
+            }
             let selection = match policy_index {
                 0 => SelectionPolicy::Uniform,
                 1 => SelectionPolicy::DiskWeight { max_multiple: 3.0 },
                 2 => SelectionPolicy::LoadWeighted(LoadWeightedConfig::default()),
                 3 => SelectionPolicy::LeastLoaded,
-                _ => SelectionPolicy::PowerOfTwoChoices,
+                4 => SelectionPolicy::PowerOfTwoChoices,
+                _ => SelectionPolicy::PowerOfChoices { choices },
             };
             let policy = ReplicaPolicy { selection, racks: RackPolicy::default() };
             let mut rng = ChaCha8Rng::seed_from_u64(seed);

@@ -1,9 +1,11 @@
 //! Per-pick node selection: how one node is drawn among the eligible ones.
 //!
-//! Owns the selection policies (uniform, BookKeeper's disk weight, BP-65's load weight, and two
-//! references used by the simulator: greedy least-loaded and power-of-two-choices) and the weighted
-//! draw. It knows nothing about racks or replica counts; [`super::ensemble`] decides which nodes
-//! are eligible for each position and calls [`NodeWeights::pick`].
+//! Owns the selection policies (uniform, BookKeeper's disk weight, BP-65's load weight, Skiff's
+//! power of d choices, and two references used by the simulator: greedy least-loaded and
+//! power-of-two-choices), the weighted draw, and a placer's own-placement accounting
+//! ([`NodeWeights::add_write_rate`]). It knows nothing about racks or replica counts;
+//! [`super::ensemble`] decides which nodes are eligible for each position and calls
+//! [`NodeWeights::pick`].
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -64,6 +66,17 @@ pub enum SelectionPolicy {
     LeastLoaded,
     /// Draw two eligible nodes uniformly and keep the less loaded: a strong reference.
     PowerOfTwoChoices,
+    /// Skiff's policy: draw `choices` eligible nodes uniformly (with replacement) and keep the
+    /// least loaded. Meant to be used with own-placement accounting: the placer adds the predicted
+    /// rate of every replica it placed since its last refresh to its private view
+    /// ([`NodeWeights::add_write_rate`]), so its own recent decisions are not invisible to it.
+    /// More choices follow the view more closely; fewer spread independent placers more. Not
+    /// the default: in the simulator it does not clearly beat BP-65 (see
+    /// `bench/reports/placement.md`), and with d ≥ 4 it herds on stale views.
+    PowerOfChoices {
+        /// Candidates drawn per pick (0 counts as 1).
+        choices: usize,
+    },
 }
 
 /// The load figure on BP-65's 0–100 "weight" scale: write throughput as a percentage of the
@@ -98,7 +111,8 @@ pub const REJECTION_DRAWS_MAX: usize = 16;
 enum Mode {
     Weighted,
     LeastLoaded,
-    PowerOfTwo,
+    /// The least loaded of this many uniform draws (at least 1).
+    Choices(usize),
 }
 
 impl NodeWeights {
@@ -125,13 +139,43 @@ impl NodeWeights {
                 cumulative: Vec::new(),
                 fell_back: false,
             },
-            SelectionPolicy::PowerOfTwoChoices => Self {
-                mode: Mode::PowerOfTwo,
-                values: loads(view),
-                cumulative: Vec::new(),
-                fell_back: false,
-            },
+            SelectionPolicy::PowerOfTwoChoices => Self::choices(2, view),
+            SelectionPolicy::PowerOfChoices { choices } => Self::choices(*choices, view),
         }
+    }
+
+    fn choices(choices: usize, view: &ClusterView) -> Self {
+        Self {
+            mode: Mode::Choices(choices.max(1)),
+            values: loads(view),
+            cumulative: Vec::new(),
+            fell_back: false,
+        }
+    }
+
+    /// Own-placement accounting: adds `bytes_per_second` of predicted writes to node index `i` of
+    /// this (private) view, as a share of the node's write capacity, the unit the load-ordered
+    /// policies compare. A negative rate releases load the placer knows has left the node (its
+    /// previous ledger was closed). Until the next refresh a placer would otherwise see its own
+    /// recent replicas nowhere and keep choosing the same nodes.
+    ///
+    /// Applies to the load-ordered policies (least-loaded and the choices policies). It is a no-op
+    /// for the weighted ones (uniform, disk weight and BP-65, whose rule is kept as specified), for
+    /// an index outside the view, for a node of unknown capacity or unknown load (an unknown load
+    /// already sorts last), and for a rate that is not finite. Returns whether the view changed.
+    pub fn add_write_rate(&mut self, view: &ClusterView, i: usize, bytes_per_second: f64) -> bool {
+        if self.mode == Mode::Weighted || !bytes_per_second.is_finite() {
+            return false;
+        }
+        let (Some(node), Some(value)) = (view.nodes.get(i), self.values.get_mut(i)) else {
+            return false;
+        };
+        if node.write_capacity_bytes_per_second == 0 || *value == f64::MAX {
+            return false;
+        }
+        let share_pct = 100.0 * bytes_per_second / node.write_capacity_bytes_per_second as f64;
+        *value = (*value + share_pct).max(0.0);
+        true
     }
 
     fn weighted(values: Vec<f64>, fell_back: bool) -> Self {
@@ -184,19 +228,23 @@ impl NodeWeights {
                     }
                 }
             }
-            Mode::PowerOfTwo => {
-                // Two uniform draws among the eligible, by rejection from all nodes.
-                let mut draw = || {
-                    (0..REJECTION_DRAWS_MAX)
+            Mode::Choices(choices) => {
+                // `choices` uniform draws among the eligible, by rejection from all nodes; every
+                // draw is made (a fixed RNG stream), and one that found nothing sends the pick to
+                // the pass below.
+                let mut best: Option<usize> = None;
+                let mut missed = false;
+                for _ in 0..choices {
+                    let draw = (0..REJECTION_DRAWS_MAX)
                         .map(|_| rng.gen_range(0..node_count.max(1)))
-                        .find(|&i| i < node_count && eligible(i))
-                };
-                if let (Some(a), Some(b)) = (draw(), draw()) {
-                    return Some(if self.values[b] < self.values[a] {
-                        b
-                    } else {
-                        a
-                    });
+                        .find(|&i| i < node_count && eligible(i));
+                    match draw {
+                        Some(i) => best = Some(self.less_loaded(best, i)),
+                        None => missed = true,
+                    }
+                }
+                if let (Some(best), false) = (best, missed) {
+                    return Some(best);
                 }
             }
             Mode::LeastLoaded => {}
@@ -267,15 +315,22 @@ impl NodeWeights {
                 }
                 best
             }
-            Mode::PowerOfTwo => {
-                let a = eligible[rng.gen_range(0..eligible.len())];
-                let b = eligible[rng.gen_range(0..eligible.len())];
-                Some(if self.values[b] < self.values[a] {
-                    b
-                } else {
-                    a
-                })
+            Mode::Choices(choices) => {
+                let mut best = None;
+                for _ in 0..choices {
+                    let i = eligible[rng.gen_range(0..eligible.len())];
+                    best = Some(self.less_loaded(best, i));
+                }
+                best
             }
+        }
+    }
+
+    /// The less loaded of the current best and a new candidate; the earlier draw wins a tie.
+    fn less_loaded(&self, best: Option<usize>, candidate: usize) -> usize {
+        match best {
+            Some(b) if self.values[candidate] >= self.values[b] => b,
+            _ => candidate,
         }
     }
 }
@@ -469,6 +524,66 @@ mod tests {
                 .unwrap();
             assert_ne!(i, 0);
         }
+    }
+
+    fn view_with_capacity(utils: &[f64], capacity_bytes_per_second: u64) -> ClusterView {
+        let mut v = view_with(utils);
+        for node in &mut v.nodes {
+            node.write_capacity_bytes_per_second = capacity_bytes_per_second;
+            if let Some(util) = node.load.io_util_pct() {
+                node.load.write_bytes_per_second = util / 100.0 * capacity_bytes_per_second as f64;
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn many_choices_find_the_least_loaded() {
+        let v = view_with(&[30.0, 10.0, 50.0, -1.0]);
+        let w = NodeWeights::compute(&SelectionPolicy::PowerOfChoices { choices: 64 }, &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut scratch = Vec::new();
+        // 64 draws over 4 nodes miss node 1 with probability (3/4)^64 ≈ 1e-8.
+        for _ in 0..100 {
+            assert_eq!(w.pick(&[0, 1, 2, 3], &mut rng), Some(1));
+            assert_eq!(w.pick_where(4, |_| true, &mut scratch, &mut rng), Some(1));
+        }
+        // Zero choices count as one: still answers, never panics.
+        let w = NodeWeights::compute(&SelectionPolicy::PowerOfChoices { choices: 0 }, &v);
+        assert!(w.pick(&[2, 3], &mut rng).is_some());
+        assert_eq!(w.pick(&[], &mut rng), None);
+    }
+
+    #[test]
+    fn own_placements_move_the_next_pick() {
+        // Two idle nodes of 100 B/s: after 60 B/s are accounted on node 0, node 1 is the least
+        // loaded; releasing them makes node 0 the least loaded again (ties go to the first draw).
+        let v = view_with_capacity(&[20.0, 20.0], 100);
+        let mut w = NodeWeights::compute(&SelectionPolicy::LeastLoaded, &v);
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        assert!(w.add_write_rate(&v, 0, 60.0));
+        assert_eq!(w.weight(0), 80.0);
+        assert_eq!(w.pick(&[0, 1], &mut rng), Some(1));
+        assert!(w.add_write_rate(&v, 0, -70.0));
+        assert_eq!(w.weight(0), 10.0);
+        assert_eq!(w.pick(&[0, 1], &mut rng), Some(0));
+        // Releasing more than was there floors at zero.
+        assert!(w.add_write_rate(&v, 1, -1e9));
+        assert_eq!(w.weight(1), 0.0);
+        // No effect (and no panic) outside the view, on a non-finite rate, on unknown load or
+        // capacity, and on the weighted policies.
+        assert!(!w.add_write_rate(&v, 7, 10.0));
+        assert!(!w.add_write_rate(&v, 0, f64::NAN));
+        let unknown = view_with_capacity(&[-1.0, 20.0], 100);
+        let mut u = NodeWeights::compute(&SelectionPolicy::PowerOfChoices { choices: 4 }, &unknown);
+        assert!(!u.add_write_rate(&unknown, 0, 10.0));
+        assert!(u.add_write_rate(&unknown, 1, 10.0));
+        let no_capacity = view_with(&[20.0]);
+        let mut n = NodeWeights::compute(&SelectionPolicy::LeastLoaded, &no_capacity);
+        assert!(!n.add_write_rate(&no_capacity, 0, 10.0));
+        let mut bp65 = NodeWeights::compute(&SelectionPolicy::LoadWeighted(Default::default()), &v);
+        assert!(!bp65.add_write_rate(&v, 0, 10.0));
+        assert_eq!(bp65.weight(0), 80.0);
     }
 
     #[test]
