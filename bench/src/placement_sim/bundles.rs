@@ -4,7 +4,9 @@
 //! One step is one leader cycle (60 s). Each step: traffic changes (spikes, a hot bundle), every
 //! live broker decides whether to publish a report (Pulsar's 10 % / 15 min rule), the leader
 //! splits hot bundles and runs the shedder on the *reports*, and the moves are applied at once.
-//! A destination's new load shows up only in its next report.
+//! A destination's new load shows up only in its next report. [`move_bounds`] says how many
+//! moves any shedder needs to bring a snapshot under the convergence bar (a lower bound and a
+//! plan with perfect knowledge), so a move count can be judged against the minimum.
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,11 @@
 //! at each rollover the owning placer (one of 100 brokers) picks a new ensemble with Skiff's real
 //! `ensemble::build` and a selection policy, from its own stale copy of the nodes' load reports.
 //! Nodes are fluid queues; the latency proxy is M/M/1 p99 plus backlog delay. One second per step.
+//!
+//! Each node's demand is also kept in its parts (placed base rates, burst extra, background
+//! noise) for the variance budget, and a placer may keep a private view with its own placements
+//! accounted (Skiff's power of d choices). Diagnostic switches (equal capacities, no noise, no
+//! bursts) exist only to measure those parts; the spec'd model is [`ReplicaConfig::bp65`].
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
