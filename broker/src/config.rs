@@ -188,8 +188,9 @@ macro_rules! config_keys {
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
 pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
-/// KIP-283's chunk: 128 KiB of source batches per converted chunk.
-pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize = 128 * 1024;
+/// Source bytes per converted chunk: the down-converter's own default (its doc says why 256 KiB).
+pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
+    skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;
 
 config_keys! {
     "node.id" => node_id: i32 = 1;

@@ -60,9 +60,12 @@ pub const ELEMENTS_PER_REQUEST_MAX: usize = 1_000_000;
 /// 10–50×, so 64 MiB leaves room for both while bounding the memory of one decompression.
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
-/// Source bytes the down-converter converts per chunk: Kafka's `MAX_READ_SIZE`, the fastest of
-/// 16 KiB … 1 MiB in KIP-283's measurements. A chunk is whole batches up to this size, at least one.
-pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
+/// Source bytes the down-converter converts per chunk. A chunk is whole batches up to this size, at
+/// least one. Kafka's `MAX_READ_SIZE` is 128 KiB, the fastest of 16 KiB … 1 MiB in KIP-283's
+/// measurements; on Skiff's bench machine 256 KiB was faster than 128 KiB in three runs of
+/// `skiff-bench throughput` (3–10 % on the legacy medians, `bench/reports/kip283.md`), for one
+/// more 128 KiB held per legacy response being written.
+pub const DOWN_CONVERT_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Largest single source batch the down-converter asks the broker for, in bytes. Bounds one
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first

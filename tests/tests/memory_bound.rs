@@ -16,7 +16,8 @@ const CONSUMERS: usize = 20;
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: usize = 16;
 const TOTAL_BYTES: usize = 56 * 1024 * 1024;
-const CHUNK_BYTES: usize = 128 * 1024;
+/// The broker's default chunk, which the test broker runs with.
+const CHUNK_BYTES: usize = skiff_broker::config::DOWN_CONVERSION_CHUNK_BYTES_DEFAULT;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_slow_legacy_fetches_hold_at_most_one_chunk_each() -> anyhow::Result<()> {
