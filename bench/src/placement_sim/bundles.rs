@@ -815,6 +815,25 @@ pub fn run(
         }
         let snapshot = snapshot_of(&world);
         let plan = balancer.plan(&snapshot, now_ms, &mut prng);
+        // Splits the shedder asked for (Skiff's pair shedder, when no whole bundle fits a pair),
+        // cut by the strategy's split rule; the children stay put, as after an auto-split.
+        for id in &plan.splits {
+            let Some((_, parts)) = loads.get(id) else {
+                continue; // split since the report
+            };
+            let input = SplitInput {
+                id: id.clone(),
+                partitions: parts.clone(),
+                long_term: world.long.get(id).map(|m| m.value).unwrap_or_default(),
+            };
+            if let Some(cuts) = splitter.requested(&world.map, &input) {
+                if world.map.split(id, &cuts).is_ok() {
+                    splits += 1;
+                    let _ = world.short.remove(id);
+                    let _ = world.long.remove(id);
+                }
+            }
+        }
         for m in plan.moves {
             if world.map.owner(&m.bundle).is_err() {
                 continue; // split since the report; the children stay put

@@ -12,7 +12,7 @@
 //! # Skiff's shedder ([`ShedderConfig::skiff`])
 //!
 //! AvgShedder's pairing (i-th lowest score with i-th highest) and multi-hit trigger (8 hits for a
-//! moderate gap, 2 for a gap ≥ 40), changed in five ways, each aimed at a failure mode the spec
+//! moderate gap, 2 for a gap ≥ 40), changed in eight ways, each aimed at a failure mode the spec
 //! lists:
 //!
 //! 1. **Settle before acting.** A broker that took part in a move is left alone until it has sent
@@ -42,6 +42,12 @@
 //!    (its last bundle, bundles in their grace period, or usage that is background rather than
 //!    traffic), the low broker is offered to the next-highest settled broker a deadband above
 //!    it; otherwise AvgShedder's fixed pairing starves it for ever (the mixed-hardware case).
+//! 8. **Split what is too big to move.** If no bundle of a firing pair can move whole (each would
+//!    overshoot) but an eighth of one would be taken, the plan asks for that bundle to be split
+//!    ([`Plan::splits`]; the caller's split rule cuts it). Auto-split stops at half an average
+//!    broker's traffic, so a hot bundle's children (24–32 points in the simulator) can end up
+//!    together on one broker 11–14 points above the mean, where no whole child can level any
+//!    pair: without this the cluster never converges.
 //!
 //! A plan from it never moves load from a less loaded to a more loaded broker (property-tested).
 
@@ -161,11 +167,16 @@ pub struct BundleMove {
     pub reason: MoveReason,
 }
 
-/// A list of bundle moves.
+/// A list of bundle moves, and bundles to split before anything can move.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Plan {
     /// Moves, in the order they were decided.
     pub moves: Vec<BundleMove>,
+    /// Skiff's pair shedder: bundles to split because a pair a deadband apart could not move
+    /// any bundle whole without overshooting, while a piece of one would fit. The caller
+    /// splits them (its split rule decides the cuts and may refuse); the children stay on the
+    /// owner and a later cycle moves one.
+    pub splits: Vec<BundleId>,
 }
 
 /// Re-shed ban per bundle (`loadBalancerSheddingGracePeriodMinutes` = 30): a bundle just moved
@@ -180,6 +191,12 @@ pub const SKIFF_LOW_THRESHOLD_PCT: f64 = 10.0;
 /// (8 points with the 10-point deadband): still clearly inside the 15-point convergence bar, and
 /// each bundle not taken is one unload fewer.
 const STOP_GAP_FACTOR: f64 = 1.6;
+
+/// Skiff's pair shedder asks for a bundle to be split only if a piece this small of it (three
+/// halvings) would be taken: the gap is then one a bundle of that size can close, and each split
+/// (which is for ever) brings a fitting piece a step closer. A bundle that even this piece of
+/// would overshoot is left alone: splitting it would not help the pair.
+const SPLIT_PIECE_FRACTION_MIN: f64 = 0.125;
 
 /// Plain-usage overload line used by OverloadShedder and LeastLongTermMessageRate (85 %).
 pub const OVERLOADED_PCT_DEFAULT: f64 = 85.0;
@@ -421,6 +438,8 @@ pub struct Balancer {
     transfer_hits: u32,
     /// (from, to) → time of the last move between them, for the pair cooldown.
     pair_moved_at_ms: BTreeMap<(NodeId, NodeId), u64>,
+    /// Splits asked for by the pair shedder in the current cycle.
+    requested_splits: Vec<BundleId>,
 }
 
 impl Balancer {
@@ -436,6 +455,7 @@ impl Balancer {
             hits: BTreeMap::new(),
             transfer_hits: 0,
             pair_moved_at_ms: BTreeMap::new(),
+            requested_splits: Vec::new(),
         }
     }
 
@@ -453,6 +473,7 @@ impl Balancer {
         rng: &mut R,
     ) -> Plan {
         self.forget_reported(snapshot, now_ms);
+        self.requested_splits.clear();
         if snapshot.brokers.len() < 2 {
             return Plan::default();
         }
@@ -463,7 +484,10 @@ impl Balancer {
             ShedderConfig::Transfer(c) => self.shed_transfer(snapshot, now_ms, &c),
             ShedderConfig::Pair(c) => self.shed_pairs(snapshot, now_ms, &c),
         };
-        let mut plan = Plan::default();
+        let mut plan = Plan {
+            moves: Vec::new(),
+            splits: std::mem::take(&mut self.requested_splits),
+        };
         for unload in unloads {
             let to = match unload.to {
                 Some(to) => to,
@@ -872,7 +896,7 @@ impl Balancer {
                 low_pct: low.usage_pct,
             };
             if c.score_amount {
-                let mut moves = self.pair_by_score(
+                let (mut moves, split) = self.pair_by_score(
                     high,
                     low,
                     medians,
@@ -902,17 +926,29 @@ impl Balancer {
                             high_pct: alt.usage_pct,
                             low_pct: low.usage_pct,
                         };
-                        moves = self.pair_by_score(
-                            alt,
-                            low,
-                            medians,
-                            cluster_mean_pct,
-                            c.low_threshold_pct / 2.0,
-                            reason,
-                        );
+                        moves = self
+                            .pair_by_score(
+                                alt,
+                                low,
+                                medians,
+                                cluster_mean_pct,
+                                c.low_threshold_pct / 2.0,
+                                reason,
+                            )
+                            .0;
                         if !moves.is_empty() {
                             break;
                         }
+                    }
+                }
+                // Nobody could give the low broker a whole bundle, but a piece of one of the high
+                // broker's would fit: split it (an auto-split limit relative to a whole broker
+                // leaves bundles that level no pair a deadband apart). The high broker sits out
+                // the rest of the cycle: its next report shows the children.
+                if moves.is_empty() {
+                    if let Some(id) = split {
+                        busy.push(high.node);
+                        self.requested_splits.push(id);
                     }
                 }
                 busy.extend(moves.iter().flat_map(|m| [m.from, m.to.unwrap_or(m.from)]));
@@ -978,9 +1014,9 @@ impl Balancer {
         cluster_mean_pct: f64,
         gap_enough_pct: f64,
         reason: MoveReason,
-    ) -> Vec<Unload> {
+    ) -> (Vec<Unload>, Option<BundleId>) {
         if high.msg_rate() <= 0.0 && high.throughput() <= 0.0 || high.bundles.len() <= 1 {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         let (own_msg, own_byte) = unit_costs(high);
         let positive_min = |own: f64, median: f64| if median > 0.0 { own.min(median) } else { own };
@@ -1000,6 +1036,9 @@ impl Balancer {
         let mut high_score = high.usage_pct;
         let mut low_score = low.usage_pct + points(&self.pending_load(low.node), low_costs);
         let mut out = Vec::new();
+        // The smallest bundle rejected whole of which a piece ([`SPLIT_PIECE_FRACTION_MIN`])
+        // would have been taken.
+        let mut split = None;
         for b in self.movable(high) {
             // Stop once the predicted gap is well inside the deadband: fine-tuning it further
             // costs moves (each one an unload clients notice) for no change in the verdict.
@@ -1025,16 +1064,25 @@ impl Balancer {
             // that load has to move a second time later. Stopping at the mean moves each point
             // once, which is what keeps the move count down.
             let past_mean = cluster_mean_pct + gap_enough_pct / 2.0;
-            if (h2 - l2).abs() < high_score - low_score
-                && l2 - h2 < gap_enough_pct
-                && l2 <= past_mean.max(low_score)
-            {
+            let takes = |drop: f64, rise: f64| {
+                let (h2, l2) = (high_score - drop, low_score + rise);
+                (h2 - l2).abs() < high_score - low_score
+                    && l2 - h2 < gap_enough_pct
+                    && l2 <= past_mean.max(low_score)
+            };
+            if takes(drop, rise) {
                 high_score = h2;
                 low_score = l2;
                 out.push(Unload::new(b, high.node, Some(low.node), reason));
+            } else if takes(
+                drop * SPLIT_PIECE_FRACTION_MIN,
+                rise * SPLIT_PIECE_FRACTION_MIN,
+            ) {
+                split = Some(b.id.clone());
             }
         }
-        out
+        let split = if out.is_empty() { split } else { None };
+        (out, split)
     }
 
     fn choose<R: Rng + ?Sized>(
@@ -1362,6 +1410,56 @@ mod tests {
     }
 
     #[test]
+    fn skiff_splits_a_bundle_too_big_to_move_whole() {
+        // The end state of the hot-bundle scenario (seeds 2 and 3): the hot bundle's owner keeps
+        // three children of 24–29 points; the others sit near 65. Gap 14 ≥ the 10-point deadband,
+        // but any whole child would invert the pair by more than half the deadband: before the
+        // split request the pair stayed 14 points apart for ever.
+        let mut brokers: Vec<BrokerLoad> = (0..4).map(|n| broker(n, &[5.0; 13], 0)).collect();
+        brokers.push(broker(4, &[29.0, 26.0, 24.0], 0));
+        let s = snapshot(brokers);
+        let mut b = Balancer::new(BalancerConfig::skiff());
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for t in 0..7 {
+            let plan = b.plan(&s, t, &mut rng);
+            assert!(plan.moves.is_empty() && plan.splits.is_empty(), "t {t}");
+        }
+        let plan = b.plan(&s, 7, &mut rng);
+        assert!(plan.moves.is_empty());
+        // The smallest child: its pieces reach a size that fits with the fewest splits.
+        let smallest = s.brokers[4].bundles[2].id.clone();
+        assert_eq!(plan.splits, vec![smallest]);
+        // AvgShedder never asks for a split.
+        let mut avg = balancer(ShedderConfig::avg_shedder(), PlacerConfig::Random);
+        for t in 0..20 {
+            assert!(avg.plan(&s, t, &mut rng).splits.is_empty());
+        }
+    }
+
+    #[test]
+    fn skiff_asks_no_split_when_a_piece_would_not_help() {
+        // Pairs (0, 3) and (1, 2). Broker 2's bundles are too big to move whole to broker 1
+        // (gap 14), but broker 1 already sits above the cluster mean (63.5) plus a quarter
+        // deadband: no piece of anything may go to it, so a split would only multiply bundles.
+        let s = snapshot(vec![
+            broker(0, &[], 0),
+            broker(1, &[5.0; 14], 0),
+            broker(2, &[42.0, 42.0], 0),
+            broker(3, &[50.0, 50.0], 0),
+        ]);
+        let mut b = Balancer::new(BalancerConfig::skiff());
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut moved = 0;
+        for t in 0..20 {
+            let plan = b.plan(&s, t, &mut rng);
+            assert!(plan.splits.is_empty(), "t {t}: {plan:?}");
+            assert!(plan.moves.iter().all(|m| m.from == 3 && m.to == 0));
+            moved += plan.moves.len();
+        }
+        assert_eq!(moved, 1, "the (0, 3) pair still levels");
+    }
+
+    #[test]
     fn transfer_needs_more_than_three_hits() {
         let s = snapshot(vec![
             broker(0, &[40.0, 30.0, 20.0], 0),
@@ -1476,6 +1574,11 @@ mod tests {
                     let points = loads[m.from as usize][m.bundle.range.lo as usize];
                     *after.get_mut(&m.from).unwrap() -= points;
                     *after.get_mut(&m.to).unwrap() += points;
+                }
+                // A bundle asked to be split is not also moved: the split comes first.
+                for id in &plan.splits {
+                    prop_assert!(skiff, "only Skiff's shedder asks for splits");
+                    prop_assert!(plan.moves.iter().all(|m| &m.bundle != id), "{plan:?}");
                 }
                 if skiff {
                     // Skiff never leaves a pair inverted by more than half its deadband.

@@ -228,11 +228,10 @@ impl SplitPlanner {
         let mut out = Vec::new();
         let mut next_hits = BTreeMap::new();
         for input in inputs {
-            let hot = input.partitions.len() >= 2
-                && (input.partitions.len() > c.partitions_max
-                    || input.long_term.msg_rate_per_second > rate_max
-                    || input.long_term.throughput_bytes_per_second > tput_max);
-            if !hot || map.bundle_count(&input.id.namespace) >= NAMESPACE_BUNDLES_MAX {
+            let hot = input.partitions.len() > c.partitions_max
+                || input.long_term.msg_rate_per_second > rate_max
+                || input.long_term.throughput_bytes_per_second > tput_max;
+            if !hot || !Self::divisible(map, input) {
                 continue;
             }
             let hits = self.hits.get(&input.id).copied().unwrap_or(0) + 1;
@@ -247,6 +246,28 @@ impl SplitPlanner {
         }
         self.hits = next_hits;
         out
+    }
+
+    /// Cuts for a bundle that a shedder asked to split ([`Plan::splits`]: a pair that cannot move
+    /// any whole bundle without inverting itself), with the configured algorithm and the same
+    /// limits as auto-split. `None` if it cannot be split (fewer than two partitions, a full
+    /// namespace, or no cut inside its range).
+    ///
+    /// [`Plan::splits`]: super::shed::Plan::splits
+    pub fn requested(&self, map: &BundleMap, input: &SplitInput) -> Option<Vec<u64>> {
+        if !Self::divisible(map, input) {
+            return None;
+        }
+        let cuts = self
+            .config
+            .algorithm
+            .cuts(input.id.range, &input.partitions);
+        (!cuts.is_empty()).then_some(cuts)
+    }
+
+    /// A split can separate something (two partitions at least) and the namespace has room.
+    fn divisible(map: &BundleMap, input: &SplitInput) -> bool {
+        input.partitions.len() >= 2 && map.bundle_count(&input.id.namespace) < NAMESPACE_BUNDLES_MAX
     }
 }
 
