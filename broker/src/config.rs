@@ -188,7 +188,7 @@ macro_rules! config_keys {
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
 pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
-/// Source bytes per converted chunk: the down-converter's own default (its doc says why 256 KiB).
+/// Source bytes per converted chunk: the down-converter's own default (its doc says why 128 KiB).
 pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;
 

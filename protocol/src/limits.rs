@@ -61,11 +61,11 @@ pub const ELEMENTS_PER_REQUEST_MAX: usize = 1_000_000;
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Source bytes the down-converter converts per chunk. A chunk is whole batches up to this size, at
-/// least one. Kafka's `MAX_READ_SIZE` is 128 KiB, the fastest of 16 KiB … 1 MiB in KIP-283's
-/// measurements; on Skiff's bench machine 256 KiB was faster than 128 KiB in three runs of
-/// `skiff-bench throughput` (3–10 % on the legacy medians, `bench/reports/kip283.md`), for one
-/// more 128 KiB held per legacy response being written.
-pub const DOWN_CONVERT_CHUNK_BYTES: usize = 256 * 1024;
+/// least one. Kafka's `MAX_READ_SIZE`, the fastest of 16 KiB … 1 MiB in KIP-283's measurements. On
+/// Skiff's bench machine 256 KiB was 3–10 % faster on legacy fetch in three runs, but with 100 slow
+/// legacy consumers it took the broker's peak RSS from 90 MiB to 125–133 MiB, past the 128 MiB the
+/// memory bound promises (`bench/reports/kip283-findings.md`), so 128 KiB stays.
+pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
 
 /// Largest single source batch the down-converter asks the broker for, in bytes. Bounds one
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first

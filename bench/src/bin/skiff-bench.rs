@@ -19,6 +19,7 @@ use skiff_bench::kip283::throughput::{
     self, SecurityProtocol, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP,
 };
 use skiff_bench::tls::RunCertificate;
+use skiff_protocol::down_convert::DOWN_CONVERT_CHUNK_BYTES;
 
 /// Bytes of one baseline block: a 12-partition response of 1 MiB each.
 const BASELINE_BLOCK_BYTES: usize = 12 << 20;
@@ -83,7 +84,7 @@ struct MemoryArgs {
     /// Stop (and kill a spawned broker) when its RSS passes this.
     #[arg(long, default_value_t = 4096)]
     rss_cap_mib: u64,
-    /// Settings to run against a spawned skiff: lazy, eager, or both.
+    /// Settings to run against a spawned skiff: lazy (at the default chunk size), eager, or both.
     #[arg(long, default_value = "lazy,eager")]
     modes: String,
 }
@@ -213,7 +214,7 @@ fn memory_settings(modes: &str, spawned: bool) -> anyhow::Result<Vec<Setting>> {
         .split(',')
         .map(|mode| match mode.trim() {
             "lazy" => Ok(Setting::Lazy {
-                chunk_bytes: 128 << 10,
+                chunk_bytes: DOWN_CONVERT_CHUNK_BYTES,
             }),
             "eager" => Ok(Setting::Eager),
             other => bail!("unknown mode {other}; expected lazy or eager"),
@@ -424,7 +425,7 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
         None,
         &memory_spec,
         &[Setting::Lazy {
-            chunk_bytes: 128 << 10,
+            chunk_bytes: DOWN_CONVERT_CHUNK_BYTES,
         }],
     )
     .await?;
