@@ -62,7 +62,7 @@ pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Source bytes the down-converter converts per chunk. A chunk is whole batches up to this size, at
 /// least one. Kafka's `MAX_READ_SIZE`, the fastest of 16 KiB … 1 MiB in KIP-283's measurements. On
-/// Skiff's bench machine 256 KiB was 3–10 % faster on legacy fetch in three runs, but with 100 slow
+/// Skiff's bench machine 256 KiB was 3–12 % faster on legacy fetch in three runs, but with 100 slow
 /// legacy consumers it took the broker's peak RSS from 90 MiB to 125–133 MiB, past the 128 MiB the
 /// memory bound promises (`bench/reports/kip283-findings.md`), so 128 KiB stays.
 pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
