@@ -254,6 +254,12 @@ impl Metrics {
         self.request_bytes_in.load(Ordering::Relaxed)
     }
 
+    /// Response bytes since start, as each response was planned: its fields, stored records and
+    /// converted records (at their declared size, which is what goes on the wire).
+    pub fn bytes_out_total(&self) -> u64 {
+        self.response_bytes_out.load(Ordering::Relaxed)
+    }
+
     /// Requests handled for one API key since start.
     pub fn requests(&self, api_key: i16) -> u64 {
         usize::try_from(api_key)

@@ -170,6 +170,31 @@ async fn zstd_topics_refuse_fetches_below_v10() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converted_responses_count_in_the_bytes_out_figure() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "counted", &[]).await?;
+    produce_records(&mut client, "counted", 512, 16, 1024).await?;
+    let request = fetch_request("counted", 0, 0, 1 << 20, 1 << 20, 0);
+    // Fetch v1 is converted to magic 0; Fetch v4 sends the stored batches.
+    for version in [1, 4] {
+        let before = broker.metrics.bytes_out_total();
+        client.send(ApiKey::Fetch, version, &request).await?;
+        let size = client.read_size().await?;
+        client.read_body(size).await?;
+        let counted = broker.metrics.bytes_out_total() - before;
+        assert!(size > 256 * 1024, "Fetch v{version}: {size} bytes");
+        let size = u64::try_from(size)?;
+        assert!(
+            (size..=size + 4).contains(&counted),
+            "Fetch v{version}: {counted} bytes counted for a {size}-byte response"
+        );
+    }
+    broker.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_leaving_mid_conversion_releases_what_it_held() -> anyhow::Result<()> {
     let broker = TestBroker::start(&[]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;

@@ -137,12 +137,9 @@ pub(crate) async fn handle_frame(
         .response
         .iter()
         .flatten()
-        .map(|part| match part {
-            ResponsePart::Bytes(bytes) => bytes.len() as u64,
-            ResponsePart::File { len, .. } => u64::from(*len),
-            // Counted by the conversion figures as it is produced.
-            ResponsePart::Converted(_) => 0,
-        })
+        // What the response puts on the wire; a converted record set counts its declared size,
+        // which is exactly what is sent for it.
+        .map(|part| part.wire_len() as u64)
         .sum();
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     ctx.metrics
