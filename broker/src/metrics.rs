@@ -298,7 +298,7 @@ impl Metrics {
         counter(
             &mut out,
             "skiff_response_bytes_total",
-            "Response bytes planned (headers, stored batches; converted bytes are counted apart).",
+            "Response bytes planned: fields, stored batches and converted record sets (at their declared size).",
             self.response_bytes_out.load(Ordering::Relaxed),
         );
         let _ = writeln!(
