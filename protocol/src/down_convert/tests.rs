@@ -797,12 +797,12 @@ fn tiny_input_huge_count_is_an_error() {
     assert!(down_convert_lazy(&src, Magic::V1, 0, DownConvertConfig::default()).is_err());
 }
 
-#[test]
-fn memory_is_one_chunk_of_source_and_its_output() {
+/// Batches of `records` 1 KiB records each, offsets from 0.
+fn kib_batches(batch_count: i64, records: i32) -> Vec<u8> {
     let mut src = Vec::new();
-    for base in 0..400 {
-        let mut builder = BatchBuilder::new(base * 4, Compression::None);
-        for delta in 0..4 {
+    for index in 0..batch_count {
+        let mut builder = BatchBuilder::new(index * i64::from(records), Compression::None);
+        for delta in 0..records {
             builder
                 .push(&NewRecord {
                     offset_delta: delta,
@@ -815,6 +815,48 @@ fn memory_is_one_chunk_of_source_and_its_output() {
         }
         src.extend(builder.build().expect("build"));
     }
+    src
+}
+
+/// Runs the prepare phase alone over `src` and returns the ranges it read.
+fn prepare_reads(src: &[u8]) -> Vec<SourceRange> {
+    let mut converter = DownConverter::new(
+        u64::try_from(src.len()).expect("len"),
+        Magic::V1,
+        0,
+        DownConvertConfig::default(),
+    )
+    .expect("new");
+    let mut reads = Vec::new();
+    while let Prepare::Read(range) = converter.prepare_step().expect("step") {
+        reads.push(range);
+        let start = usize::try_from(range.start).expect("start");
+        let end = (start + range.len).min(src.len());
+        converter.feed(&src[start..end]).expect("feed");
+    }
+    reads
+}
+
+#[test]
+fn prepare_reads_one_batch_not_a_chunk() {
+    // Batches of 16 KiB: a small first read tells the first batch's length, then exactly that
+    // batch is read; nothing of the second batch.
+    let src = kib_batches(64, 16);
+    let first_batch = legacy::entry_bytes(&src).expect("entry").expect("some");
+    let reads = prepare_reads(&src);
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    assert!(reads[0].len as u64 <= PREPARE_READ_BYTES_MAX);
+    assert_eq!((reads[1].start, reads[1].len), (0, first_batch));
+    // Batches smaller than the first read: one read takes the first batch whole.
+    let src = kib_batches(64, 1);
+    let reads = prepare_reads(&src);
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(reads[0].len as u64, PREPARE_READ_BYTES_MAX);
+}
+
+#[test]
+fn memory_is_one_chunk_of_source_and_its_output() {
+    let src = kib_batches(400, 4);
     for chunk_bytes in [16 * 1024, 128 * 1024] {
         let config = DownConvertConfig {
             chunk_bytes,
