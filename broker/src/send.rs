@@ -7,12 +7,11 @@
 //! Must never: hold more than one converted chunk (or one TLS file piece) per response, or wait
 //! forever on a client that has stopped reading (every write is bounded by the idle timeout).
 
-use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use skiff_storage::FetchSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
@@ -44,15 +43,9 @@ pub(crate) const TLS_FILE_PIECE_BYTES: usize = 64 * 1024;
 pub(crate) enum ResponsePart {
     /// Header fields, partition headers, small responses.
     Bytes(Bytes),
-    /// Stored v2 batches sent as they are (modern fetch).
-    File {
-        /// The segment file (kept open by the Arc even if retention deletes it).
-        file: Arc<File>,
-        /// Byte position in the file.
-        position: u64,
-        /// Bytes to send.
-        len: u32,
-    },
+    /// Stored v2 batches sent as they are (modern fetch): the slice keeps its segment file open
+    /// even if retention deletes it.
+    File(FetchSlice),
     /// A legacy record set converted while it is sent.
     Converted(Box<LazyRecords>),
 }
@@ -62,7 +55,7 @@ impl ResponsePart {
     pub(crate) fn wire_len(&self) -> usize {
         match self {
             Self::Bytes(bytes) => bytes.len(),
-            Self::File { len, .. } => *len as usize,
+            Self::File(slice) => usize::try_from(slice.len()).unwrap_or(usize::MAX),
             Self::Converted(records) => records.declared_len(),
         }
     }
@@ -83,6 +76,9 @@ pub(crate) enum SendError {
         /// Bytes the plan still expected.
         missing_bytes: u64,
     },
+    /// The TLS path could not read the stored bytes.
+    #[error("reading the segment: {0}")]
+    Storage(skiff_storage::Error),
     /// Conversion failed after the size was declared; the connection must close.
     #[error("down-conversion failed mid-response: {0}")]
     Conversion(String),
@@ -111,27 +107,11 @@ pub(crate) async fn write_response<S: Transport>(
                     write_bytes(stream, &bytes, stall_timeout).await?;
                 }
             }
-            ResponsePart::File {
-                file,
-                position,
-                len,
-            } => {
+            ResponsePart::File(slice) => {
                 flush_pending(stream, &mut pending, stall_timeout).await?;
                 match stream.plain_socket() {
-                    Some(socket) => {
-                        send_file(socket, &file, position, u64::from(len), stall_timeout).await?
-                    }
-                    None => {
-                        copy_file(
-                            stream,
-                            &mut file_piece,
-                            &file,
-                            position,
-                            u64::from(len),
-                            stall_timeout,
-                        )
-                        .await?
-                    }
+                    Some(socket) => send_file(socket, &slice, stall_timeout).await?,
+                    None => copy_file(stream, &mut file_piece, &slice, stall_timeout).await?,
                 }
             }
             ResponsePart::Converted(mut records) => {
@@ -157,40 +137,22 @@ async fn flush<S: Transport>(stream: &mut S, stall_timeout: Duration) -> Result<
         .map_err(SendError::Io)
 }
 
-/// Sends `len` bytes of `file` from `position` through user space, one bounded piece at a time in
-/// `piece` (the TLS path; the plain path uses [`send_file`]).
+/// Sends `slice` through user space, one bounded piece at a time in `piece` (the TLS path; the
+/// plain path uses [`send_file`]).
 async fn copy_file<S: Transport>(
     stream: &mut S,
     piece: &mut Vec<u8>,
-    file: &File,
-    position: u64,
-    len: u64,
+    slice: &FetchSlice,
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
-    use std::os::unix::fs::FileExt as _;
     if piece.is_empty() {
         piece.resize(TLS_FILE_PIECE_BYTES, 0);
     }
-    let piece_bytes = piece.len();
     let mut done = 0u64;
-    while done < len {
-        let want = usize::try_from(len - done)
-            .unwrap_or(usize::MAX)
-            .min(piece_bytes);
-        let buffer = piece.get_mut(..want).unwrap_or_default();
+    while done < slice.len() {
         // A page-cache read, like the conversion path's: the same bytes sendfile would copy.
-        let read = file.read_at(buffer, position + done)?;
-        if read == 0 {
-            return Err(SendError::FileShort {
-                missing_bytes: len - done,
-            });
-        }
-        write_bytes(
-            stream,
-            buffer.get(..read).unwrap_or_default(),
-            stall_timeout,
-        )
-        .await?;
+        let read = slice.read_at(done, piece).map_err(SendError::Storage)?;
+        write_bytes(stream, piece.get(..read).unwrap_or_default(), stall_timeout).await?;
         done += read as u64;
     }
     Ok(())
@@ -229,19 +191,17 @@ async fn write_bytes<S: Transport>(
 /// Largest count one sendfile call is asked for (Linux caps a call near 2 GiB anyway).
 const SENDFILE_CALL_BYTES_MAX: u64 = 1 << 30;
 
-/// Sends `len` bytes of `file` from `position` with sendfile(2), waiting for writability between calls.
+/// Sends `slice` with sendfile(2), waiting for writability between calls.
 async fn send_file(
     stream: &TcpStream,
-    file: &File,
-    position: u64,
-    len: u64,
+    slice: &FetchSlice,
     stall_timeout: Duration,
 ) -> Result<(), SendError> {
     let socket_fd = stream.as_raw_fd();
-    let file_fd = file.as_raw_fd();
-    let mut offset = libc::off_t::try_from(position)
+    let file_fd = slice.file().as_raw_fd();
+    let mut offset = libc::off_t::try_from(slice.position())
         .map_err(|_| SendError::Io(std::io::ErrorKind::InvalidInput.into()))?;
-    let mut remaining = len;
+    let mut remaining = slice.len();
     while remaining > 0 {
         tokio::time::timeout(stall_timeout, stream.writable())
             .await
@@ -249,7 +209,7 @@ async fn send_file(
         let count = usize::try_from(remaining.min(SENDFILE_CALL_BYTES_MAX)).unwrap_or(usize::MAX);
         let result = stream.try_io(Interest::WRITABLE, || {
             // SAFETY: both descriptors are open for the duration of the call (the stream and the
-            // Arc'd file are borrowed), and `offset` is a valid pointer to an off_t we own.
+            // slice, which holds its file, are borrowed), and `offset` is a valid pointer to an off_t we own.
             let sent = unsafe { libc::sendfile(socket_fd, file_fd, &mut offset, count) };
             if sent < 0 {
                 Err(std::io::Error::last_os_error())

@@ -346,14 +346,7 @@ fn build_response(
                     };
                     let (error_code, hole) = match (slice, convert_to) {
                         (None, _) => (error_code::NONE, None),
-                        (Some(slice), None) => {
-                            let part = ResponsePart::File {
-                                file: slice.file().clone(),
-                                position: slice.position(),
-                                len: u32::try_from(slice.len()).unwrap_or(u32::MAX),
-                            };
-                            (error_code::NONE, Some(part))
-                        }
+                        (Some(slice), None) => (error_code::NONE, Some(ResponsePart::File(slice))),
                         (Some(slice), Some(magic)) => {
                             match LazyRecords::prepare(ctx, &topic.name, slice, magic, fetch_offset)
                             {
