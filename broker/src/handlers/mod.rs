@@ -100,6 +100,16 @@ impl Outcome {
         }
     }
 
+    /// Carries out what a SASL step decided for the connection.
+    fn with_sasl_effect(mut self, effect: sasl_authenticate::Effect) -> Self {
+        match effect {
+            sasl_authenticate::Effect::Continue => {}
+            sasl_authenticate::Effect::Authenticated(user) => self.authenticated = Some(user),
+            sasl_authenticate::Effect::Close => self.close = true,
+        }
+        self
+    }
+
     /// An encoded answer, or a close if it could not be encoded.
     fn encoded(encoded: Result<Bytes, String>, correlation_id: i32) -> Self {
         match encoded {
@@ -168,15 +178,7 @@ async fn sasl_gate(
         Request::SaslAuthenticate(request) => {
             let (response, effect) =
                 sasl_authenticate::handle(Some(authenticator), &header, request);
-            let mut outcome = Outcome::encoded(encode(&header, &response), correlation_id);
-            match effect {
-                sasl_authenticate::Effect::Continue => {}
-                sasl_authenticate::Effect::Authenticated(user) => {
-                    outcome.authenticated = Some(user)
-                }
-                sasl_authenticate::Effect::Close => outcome.close = true,
-            }
-            outcome
+            Outcome::encoded(encode(&header, &response), correlation_id).with_sasl_effect(effect)
         }
         other => {
             tracing::debug!(api = ?other.api_key(), "request before SASL authentication; closing");
@@ -188,16 +190,11 @@ async fn sasl_gate(
 /// One bare SASL token (after a v0 SaslHandshake), answered as a bare size-prefixed token.
 pub(crate) fn handle_bare_sasl_token(authenticator: &mut Authenticator, token: &[u8]) -> Outcome {
     let (answer, effect) = sasl_authenticate::bare_token(authenticator, token);
-    let mut outcome = match answer {
+    let outcome = match answer {
         Some(bytes) => Outcome::respond(vec![ResponsePart::Bytes(bytes)]),
         None => Outcome::close(),
     };
-    match effect {
-        sasl_authenticate::Effect::Continue => {}
-        sasl_authenticate::Effect::Authenticated(user) => outcome.authenticated = Some(user),
-        sasl_authenticate::Effect::Close => outcome.close = true,
-    }
-    outcome
+    outcome.with_sasl_effect(effect)
 }
 
 /// Calls the handler of the request's API and encodes its answer.
