@@ -57,6 +57,9 @@ pub(crate) async fn run<S: Transport>(
 /// `sasl.server.max.receive.size` default): ApiVersions and SASL messages are far smaller.
 pub(crate) const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 512 * 1024;
 
+/// Why a connection closes when its SASL exchange outlives `skiff.authentication.timeout.ms`.
+const AUTHENTICATION_TIMED_OUT: &str = "not authenticated within skiff.authentication.timeout.ms";
+
 /// What a connection knows about its client.
 struct ConnectionState {
     session: Session,
@@ -76,7 +79,7 @@ impl ConnectionState {
             .authenticated_by
             .saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            return Err("not authenticated within skiff.authentication.timeout.ms".to_owned());
+            return Err(AUTHENTICATION_TIMED_OUT.to_owned());
         }
         Ok(left.min(idle))
     }
@@ -97,7 +100,7 @@ async fn serve<S: Transport>(
             _ = stop.changed() => return Ok(()),
             read = tokio::time::timeout(read_timeout, stream.read_exact(&mut size_prefix)) => match read {
                 Err(_) if state.sasl.is_some() => {
-                    return Err("not authenticated within skiff.authentication.timeout.ms".to_owned())
+                    return Err(AUTHENTICATION_TIMED_OUT.to_owned())
                 }
                 Err(_) => return Err(format!("idle for {idle:?}")),
                 Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
