@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::Config;
-use crate::group_driver::GroupHandle;
-use crate::metrics::Metrics;
-use crate::topics::Topics;
+use crate::group::driver::GroupHandle;
+use crate::ops::metrics::Metrics;
+use crate::partition::topics::Topics;
 
 /// Shared broker state.
 pub(crate) struct Ctx {
@@ -33,21 +33,18 @@ pub(crate) struct Ctx {
     /// long-polling fetches answer at once, background tasks stop.
     pub(crate) shutdown: watch::Sender<bool>,
     /// The live ACLs; `None` without `skiff.acl.file` (no authorization at all).
-    pub(crate) acl: Option<Arc<crate::acl::AclState>>,
+    pub(crate) acl: Option<Arc<crate::security::acl::AclState>>,
 }
 
 impl Ctx {
     /// A monotonic instant, for measuring how long something took (request latency).
     pub(crate) fn instant(&self) -> std::time::Instant {
-        std::time::Instant::now()
+        crate::clock::instant()
     }
 
     /// Milliseconds since the Unix epoch: the broker's one wall clock (for log-append times,
     /// segment age and retention), read here and passed to storage as an argument.
     pub(crate) fn now_ms(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
+        crate::clock::now_ms()
     }
 }

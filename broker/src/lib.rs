@@ -4,29 +4,18 @@
 //! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
 //! `skiff-protocol` — or read the clock anywhere but [`context`]'s `now_ms` and the server's timers.
 
-pub mod acl;
+mod clock;
 pub mod config;
-mod connection;
 mod context;
-mod conversion;
 pub mod group;
-pub mod group_driver;
 mod handlers;
 pub mod load_sampler;
-mod maintenance;
-pub mod metadata_store;
-pub mod metrics;
-mod metrics_http;
+pub mod net;
+pub mod ops;
+pub mod partition;
 pub mod placement;
 mod placement_state;
-pub mod producer_state;
-pub mod sasl;
-mod send;
-mod server;
-pub mod session;
-mod tls;
-pub mod topic_config;
-pub mod topics;
+pub mod security;
 
 use std::sync::Arc;
 
@@ -35,8 +24,11 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::config::Config;
 use crate::context::Ctx;
-use crate::metadata_store::FileMetadataStore;
-use crate::topics::Topics;
+use crate::net::{server, tls};
+use crate::ops::{maintenance, metrics};
+use crate::partition::metadata_store::FileMetadataStore;
+use crate::partition::topics::Topics;
+use crate::security::{acl, sasl};
 
 /// Why the broker could not start or stopped with an error.
 #[non_exhaustive]
@@ -81,7 +73,7 @@ impl Broker {
             .ok_or_else(|| BrokerError::Storage("no listener".into()))?;
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
-        let group_config = group_driver::group_config(&config, &advertised_host, advertised_port);
+        let group_config = group::driver::group_config(&config, &advertised_host, advertised_port);
         let (topics, group_driver, groups) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&log_dir_path).map_err(|error| {
                 BrokerError::Storage(format!("creating {}: {error}", log_dir_path.display()))
@@ -92,7 +84,7 @@ impl Broker {
             // Before the topics take the log directory: the offsets log lives in it too, but has
             // no topic record, so Metadata never lists it.
             let (group_driver, groups) =
-                group_driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)
+                group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)
                     .map_err(|error| BrokerError::Storage(error.to_string()))?;
             let topics = Topics::open(
                 open_config,
@@ -133,7 +125,7 @@ impl Broker {
             let metrics_bound = metrics_listener
                 .local_addr()
                 .map_err(|source| BrokerError::Bind { address, source })?;
-            tokio::spawn(metrics_http::serve(metrics_listener, ctx.clone()));
+            tokio::spawn(ops::http::serve(metrics_listener, ctx.clone()));
             tracing::info!(%metrics_bound, "metrics endpoint started");
             // Before the listening line, which ends the start-up output scripts wait for.
             println!("skiff metrics on {metrics_bound}");

@@ -34,7 +34,7 @@ enum Command {
         /// The user name.
         user: String,
         /// PBKDF2 iterations.
-        #[arg(long, default_value_t = skiff_broker::sasl::credentials::SCRAM_ITERATIONS_DEFAULT)]
+        #[arg(long, default_value_t = skiff_broker::security::sasl::credentials::SCRAM_ITERATIONS_DEFAULT)]
         iterations: u32,
     },
 }
@@ -76,11 +76,11 @@ fn main() -> anyhow::Result<()> {
 
 /// The credentials-file lines for `user`, with the password read from standard input.
 fn sasl_credential_lines(user: &str, iterations: u32) -> anyhow::Result<String> {
-    use skiff_broker::sasl::credentials::{
+    use skiff_broker::security::sasl::credentials::{
         credential_from_password, credential_line, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
         SCRAM_SALT_BYTES,
     };
-    use skiff_broker::sasl::ScramMechanism;
+    use skiff_broker::security::sasl::ScramMechanism;
     anyhow::ensure!(
         (SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX).contains(&iterations),
         "iterations must be between {SCRAM_ITERATIONS_MIN} and {SCRAM_ITERATIONS_MAX}"

@@ -16,12 +16,12 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::load_sampler::LoadSampler;
+use crate::partition::topics::Topic;
 use crate::placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
 use crate::placement::{
     assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
     ReplicaPolicy,
 };
-use crate::topics::Topic;
 
 /// Load samples smoothed into one report (BP-65's sliding window).
 pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
     SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use skiff_broker::sasl::credentials::{credential_from_password, credential_line};
-use skiff_broker::sasl::ScramMechanism;
+use skiff_broker::security::sasl::credentials::{credential_from_password, credential_line};
+use skiff_broker::security::sasl::ScramMechanism;
 use skiff_tests::TestBroker;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;

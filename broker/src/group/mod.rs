@@ -65,6 +65,8 @@ pub mod config;
 pub mod offsets_log;
 pub mod state;
 
+pub mod driver;
+
 mod admin;
 mod coordinator;
 mod membership;

@@ -10,12 +10,12 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Reques
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::acl::model::CLUSTER_NAME;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::net::session::Session;
+use crate::partition::topics::{Topic, TopicError};
 use crate::placement::PlacementError;
-use crate::session::Session;
-use crate::topics::{Topic, TopicError};
+use crate::security::acl::model::CLUSTER_NAME;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// Replica assignment for `partition_count` partitions with `replication_factor` replicas each,
 /// from placement (which also records each partition's bundle).
@@ -26,7 +26,7 @@ fn assign_replicas(
     replication_factor: i16,
     record_bundles: bool,
 ) -> Result<Vec<Vec<i32>>, TopicError> {
-    if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
+    if !(1..=crate::partition::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
         return Err(TopicError::InvalidPartitions(partition_count));
     }
     let (Ok(partitions), Ok(replicas)) = (
@@ -53,7 +53,7 @@ fn create(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<Arc<Topic>, TopicError> {
-    crate::topics::validate_topic_name(name)?;
+    crate::partition::topics::validate_topic_name(name)?;
     if ctx.topics.get(name).is_some() {
         return Err(TopicError::AlreadyExists);
     }

@@ -8,10 +8,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::session::Session;
-use crate::topics::TopicError;
+use crate::net::session::Session;
+use crate::partition::topics::TopicError;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First DeleteTopics response version with error messages.
 const ERROR_MESSAGE_VERSION_MIN: i16 = 5;

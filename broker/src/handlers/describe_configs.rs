@@ -10,10 +10,10 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::session::Session;
-use crate::topic_config::TOPIC_CONFIG_KEYS;
+use crate::net::session::Session;
+use crate::partition::topic_config::TOPIC_CONFIG_KEYS;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// Kafka's resource type code for topics.
 const RESOURCE_TYPE_TOPIC: i8 = 2;

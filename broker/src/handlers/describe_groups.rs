@@ -10,11 +10,11 @@ use kafka_protocol::messages::{
 };
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::group_driver::{GroupReply, GroupRequest};
-use crate::session::Session;
+use crate::net::session::Session;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,

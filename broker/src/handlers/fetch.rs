@@ -29,12 +29,12 @@ use skiff_protocol::responses::fetch::{
 use skiff_storage::FetchSlice;
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::conversion::{ConversionError, LazyRecords};
-use crate::send::ResponsePart;
-use crate::session::Session;
-use crate::topics::{Partition, Topic};
+use crate::net::send::ResponsePart;
+use crate::net::session::Session;
+use crate::partition::conversion::{ConversionError, LazyRecords};
+use crate::partition::topics::{Partition, Topic};
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First Fetch version that reads v2 batches as stored (zero-copy); below it, conversion.
 const STORED_FORMAT_FETCH_VERSION_MIN: i16 = 4;
@@ -90,7 +90,7 @@ pub(crate) async fn handle(
     let wait_ms = u64::try_from(request.max_wait_ms)
         .unwrap_or(0)
         .min(ctx.config.fetch_wait_max_ms);
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let deadline = crate::clock::deadline_after(Duration::from_millis(wait_ms));
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let mut shutdown = ctx.shutdown.subscribe();
     let reads = loop {
@@ -107,7 +107,7 @@ pub(crate) async fn handle(
         if available_bytes >= min_bytes.max(1)
             || failed
             || stopping
-            || tokio::time::Instant::now() >= deadline
+            || crate::clock::timer_now() >= deadline
         {
             break reads;
         }

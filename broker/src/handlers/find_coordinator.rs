@@ -12,11 +12,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::group_driver::{GroupReply, GroupRequest};
-use crate::session::Session;
+use crate::net::session::Session;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First version that batches keys (KIP-699) and so has no top-level error code.
 const BATCHED_VERSION_MIN: i16 = 4;

@@ -6,12 +6,12 @@
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse, RequestHeader};
 
 use super::error_code;
-use crate::acl::model::CLUSTER_NAME;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::group_driver::{GroupReply, GroupRequest};
-use crate::session::Session;
+use crate::net::session::Session;
+use crate::security::acl::model::CLUSTER_NAME;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,

@@ -8,9 +8,9 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::session::Session;
+use crate::net::session::Session;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;

@@ -14,10 +14,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::session::Session;
-use crate::topics::{Topic, TopicError};
+use crate::net::session::Session;
+use crate::partition::topics::{Topic, TopicError};
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First Metadata version with partition leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 7;

@@ -36,9 +36,9 @@ use skiff_protocol::error::RequestError;
 use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
-use crate::sasl::Authenticator;
-use crate::send::ResponsePart;
-use crate::session::Session;
+use crate::net::send::ResponsePart;
+use crate::net::session::Session;
+use crate::security::sasl::Authenticator;
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
 /// protocol crate decodes), and `every_advertised_api_has_a_handler` checks the match below.

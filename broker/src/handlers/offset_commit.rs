@@ -12,11 +12,11 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, RequestHeader};
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
+use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::group_driver::{GroupReply, GroupRequest};
-use crate::session::Session;
+use crate::net::session::Session;
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// Every partition of `topics`, answered with `code`.
 fn answer(topics: &[OffsetCommitRequestTopic], code: i16) -> Vec<OffsetCommitResponseTopic> {

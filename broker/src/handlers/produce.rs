@@ -21,12 +21,12 @@ use skiff_protocol::records::{v2, Compression, RecordError};
 use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
 use super::error_code;
-use crate::acl::{Access, Operation, ResourceType};
 use crate::context::Ctx;
-use crate::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
-use crate::session::Session;
-use crate::topic_config::TimestampType;
-use crate::topics::{Topic, TopicError};
+use crate::net::session::Session;
+use crate::partition::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
+use crate::partition::topic_config::TimestampType;
+use crate::partition::topics::{Topic, TopicError};
+use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First Produce version whose batches may be zstd-compressed (KIP-110).
 const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;

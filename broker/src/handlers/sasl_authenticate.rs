@@ -11,7 +11,7 @@ use kafka_protocol::messages::{RequestHeader, SaslAuthenticateRequest, SaslAuthe
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::sasl::{Authenticator, SaslError, TokenFraming, TokenOutcome};
+use crate::security::sasl::{Authenticator, SaslError, TokenFraming, TokenOutcome};
 
 /// What a step did to the connection.
 pub(crate) enum Effect {

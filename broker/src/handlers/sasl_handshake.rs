@@ -8,7 +8,7 @@ use kafka_protocol::messages::{RequestHeader, SaslHandshakeRequest, SaslHandshak
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
-use crate::sasl::{scram, Authenticator, HandshakeError};
+use crate::security::sasl::{scram, Authenticator, HandshakeError};
 
 /// The answer, and whether the connection must close after it.
 pub(crate) fn handle(

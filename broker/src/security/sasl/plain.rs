@@ -53,8 +53,8 @@ pub fn authenticate(store: &CredentialStore, message: &[u8]) -> Result<SaslStep,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sasl::credentials::{credential_from_password, credential_line};
-    use crate::sasl::SASL_MESSAGE_BYTES_MAX;
+    use crate::security::sasl::credentials::{credential_from_password, credential_line};
+    use crate::security::sasl::SASL_MESSAGE_BYTES_MAX;
 
     fn store() -> CredentialStore {
         let credential =

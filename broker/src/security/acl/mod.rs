@@ -24,7 +24,7 @@ pub use model::{Acl, AclPrincipal, Operation, PatternType, Permission, ResourceT
 
 use crate::config::{Config, ConfigError};
 use crate::context::Ctx;
-use crate::session::{Principal, Session};
+use crate::net::session::{Principal, Session};
 
 /// The live ACL set and what is needed to rebuild it from the file.
 #[derive(Debug)]

@@ -270,8 +270,8 @@ fn decode_saslname(name: &str) -> Result<String, SaslError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sasl::credentials::{credential_from_password, credential_line};
-    use crate::sasl::SASL_MESSAGE_BYTES_MAX;
+    use crate::security::sasl::credentials::{credential_from_password, credential_line};
+    use crate::security::sasl::SASL_MESSAGE_BYTES_MAX;
 
     // RFC 7677 section 3's example exchange (user "user", password "pencil").
     const RFC_CLIENT_FIRST: &str = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO";

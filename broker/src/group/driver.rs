@@ -27,13 +27,14 @@ use kafka_protocol::messages::{
 use skiff_storage::Log;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::now_ms;
 use crate::group::offsets_log::{self, OffsetLogEntry};
 use crate::group::{
     Coordinator, CoordinatorNode, GroupConfig, Output, PersistError, RequestId, RequestMeta,
     Response,
 };
-use crate::producer_state::{AllocatorOutput, ProducerIdAllocator};
-use crate::topics::{read_batches, Topics};
+use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
+use crate::partition::topics::{read_batches, Topics};
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -135,14 +136,6 @@ pub(crate) struct GroupDriver {
     requests: mpsc::Receiver<Envelope>,
     waiting: BTreeMap<RequestId, oneshot::Sender<GroupReply>>,
     next_request_id: RequestId,
-}
-
-/// Milliseconds since the Unix epoch (the coordinator's deadlines are in this clock).
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// Replays the offsets log from its start, oldest first. A damaged record stops the replay with an

@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::model::{
     Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType, WILDCARD_NAME,
 };
-use crate::session::Principal;
+use crate::net::session::Principal;
 
 /// The rule of one ACL, as the index keeps it (its pattern and principal are the keys it is
 /// stored under).
@@ -228,7 +228,7 @@ impl Authorizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acl::model::{ResourcePattern, CLUSTER_NAME};
+    use crate::security::acl::model::{ResourcePattern, CLUSTER_NAME};
     use proptest::prelude::*;
 
     fn acl(

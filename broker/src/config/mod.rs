@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-pub use crate::session::SecurityProtocol;
+pub use crate::net::session::SecurityProtocol;
 
 /// Why a configuration could not be used.
 #[non_exhaustive]
@@ -528,10 +528,10 @@ impl Config {
     }
 
     /// `sasl.enabled.mechanisms`, parsed and checked against what Skiff implements.
-    pub fn sasl_mechanisms(&self) -> Result<Vec<crate::sasl::Mechanism>, ConfigError> {
+    pub fn sasl_mechanisms(&self) -> Result<Vec<crate::security::sasl::Mechanism>, ConfigError> {
         let mut mechanisms = Vec::new();
         for name in comma_items(&self.sasl_enabled_mechanisms) {
-            let mechanism = crate::sasl::Mechanism::from_name(name).ok_or_else(|| {
+            let mechanism = crate::security::sasl::Mechanism::from_name(name).ok_or_else(|| {
                 invalid(
                     "sasl.enabled.mechanisms",
                     format!("{name} is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),

@@ -11,9 +11,9 @@ use rand::RngCore;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
-use crate::metadata_store::{MetadataStore, TopicRecord};
-use crate::producer_state::PartitionProducers;
-use crate::topic_config::{TopicConfig, TopicConfigError};
+use crate::partition::metadata_store::{MetadataStore, TopicRecord};
+use crate::partition::producer_state::PartitionProducers;
+use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
 /// Longest topic name Kafka allows (so the partition directory name stays under 255 bytes).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;

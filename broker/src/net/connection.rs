@@ -22,9 +22,9 @@ use skiff_protocol::frame::FrameCheck;
 
 use crate::context::Ctx;
 use crate::handlers;
-use crate::sasl::{Authenticator, TokenFraming};
-use crate::send::{write_response, Transport};
-use crate::session::{Principal, Session};
+use crate::net::send::{write_response, Transport};
+use crate::net::session::{Principal, Session};
+use crate::security::sasl::{Authenticator, TokenFraming};
 
 /// Serves one connection until the client closes, an error, the idle timeout or shutdown.
 /// `sasl` is the exchange to complete first (SASL listeners) and `authenticated_by` the deadline
@@ -77,7 +77,7 @@ impl ConnectionState {
         }
         let left = self
             .authenticated_by
-            .saturating_duration_since(tokio::time::Instant::now());
+            .saturating_duration_since(crate::clock::timer_now());
         if left.is_zero() {
             return Err(AUTHENTICATION_TIMED_OUT.to_owned());
         }

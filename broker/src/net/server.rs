@@ -18,10 +18,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenerConfig;
-use crate::connection;
 use crate::context::Ctx;
-use crate::sasl::{Authenticator, CredentialStore, Mechanism};
-use crate::session::{Principal, SecurityProtocol, Session};
+use crate::net::connection;
+use crate::net::session::{Principal, SecurityProtocol, Session};
+use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
 
 /// What SASL listeners check clients against.
 pub(crate) struct SaslSetup {
@@ -134,7 +134,7 @@ async fn start_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
-    let authenticated_by = tokio::time::Instant::now() + authentication_timeout;
+    let authenticated_by = crate::clock::deadline_after(authentication_timeout);
     let session = Session {
         principal: Principal::anonymous(),
         listener_name: bound.config.name.clone(),
@@ -170,7 +170,7 @@ async fn start_connection(
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
-            .and_then(crate::tls::certificate_principal)
+            .and_then(crate::net::tls::certificate_principal)
         {
             session.principal = Principal::user(name);
         }

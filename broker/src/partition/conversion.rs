@@ -16,7 +16,7 @@ use skiff_storage::FetchSlice;
 
 use crate::config::DownConversionMode;
 use crate::context::Ctx;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 
 /// Why a record set could not be converted.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +94,7 @@ impl LazyRecords {
             chunk_bytes: ctx.config.down_conversion_chunk_bytes,
             ..DownConvertConfig::default()
         };
-        let started = Instant::now();
+        let started = crate::clock::instant();
         let mut converter = DownConverter::new(slice.len(), target, fetch_offset, config)?;
         let mut source_buffer = Vec::new();
         let prepared = loop {

@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn the_example_file_parses() {
-        let acls = parse(include_str!("../../examples/acls.txt")).expect("example parses");
+        let acls = parse(include_str!("../../../examples/acls.txt")).expect("example parses");
         assert_eq!(acls.len(), 11);
     }
 

@@ -15,7 +15,7 @@ use skiff_storage::FetchSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::conversion::LazyRecords;
+use crate::partition::conversion::LazyRecords;
 
 /// A connection's byte stream: a plain TCP socket, or TLS over one.
 pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send {

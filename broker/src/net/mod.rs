@@ -1,0 +1,13 @@
+//! The network edge: listeners and the accept loop ([`server`]), one task per connection that
+//! reads frames and writes responses in order ([`connection`]), the response writer with sendfile
+//! and lazily converted parts ([`send`]), what a connection knows about its client ([`session`]),
+//! and TLS ([`tls`]).
+//!
+//! Must never: decide what a request means (that is `handlers`) or decode request bodies (that is
+//! `skiff-protocol`).
+
+pub(crate) mod connection;
+pub(crate) mod send;
+pub(crate) mod server;
+pub mod session;
+pub(crate) mod tls;

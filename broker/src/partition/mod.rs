@@ -1,0 +1,12 @@
+//! Topics and their partitions on this broker: the topic registry and its durable file
+//! ([`topics`], [`metadata_store`]), per-topic configs ([`topic_config`]), idempotent producer
+//! state ([`producer_state`]) and the glue from a fetch to the down-converter ([`conversion`]).
+//!
+//! Must never: parse wire bytes (that is `skiff-protocol`) or manage segments (that is
+//! `skiff-storage`).
+
+pub(crate) mod conversion;
+pub mod metadata_store;
+pub mod producer_state;
+pub mod topic_config;
+pub mod topics;
