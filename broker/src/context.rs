@@ -9,13 +9,15 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::Config;
 use crate::group::driver::GroupHandle;
+use crate::net::session::Session;
 use crate::ops::metrics::Metrics;
 use crate::partition::topics::Topics;
+use crate::security::acl::Access;
 
 /// Shared broker state.
 pub(crate) struct Ctx {
     pub(crate) config: Arc<Config>,
-    pub(crate) topics: Topics,
+    pub(crate) topics: Arc<Topics>,
     pub(crate) metrics: Arc<Metrics>,
     /// Bytes of request frames held by all connections together (`queued.max.request.bytes`).
     pub(crate) request_bytes_budget: Semaphore,
@@ -46,5 +48,11 @@ impl Ctx {
     /// segment age and retention), read here and passed to storage as an argument.
     pub(crate) fn now_ms(&self) -> i64 {
         crate::clock::now_ms()
+    }
+
+    /// What `session`'s principal may do in one request of `api_key`: each handler asks this
+    /// once and runs its checks against it.
+    pub(crate) fn access<'a>(&'a self, session: &'a Session, api_key: i16) -> Access<'a> {
+        Access::new(self.acl.as_deref(), &self.metrics, session, api_key)
     }
 }

@@ -104,7 +104,7 @@ impl Broker {
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
-            topics,
+            topics: Arc::new(topics),
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
             data_arrived: Notify::new(),
@@ -113,8 +113,8 @@ impl Broker {
             shutdown: tokio::sync::watch::channel(false).0,
             acl,
         });
-        acl::spawn_reload(&ctx);
-        tokio::spawn(group_driver.run(Arc::downgrade(&ctx)));
+        acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
+        tokio::spawn(group_driver.run(ctx.topics.clone()));
         if let Some(metrics_address) = &config.metrics_listener {
             let address: std::net::SocketAddr = metrics_address.parse().map_err(|_| {
                 BrokerError::Storage(format!("bad metrics address {metrics_address}"))

@@ -240,9 +240,8 @@ impl GroupDriver {
     }
 
     /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
-    /// broker is gone). `ctx` is weak for that reason; its topics answer OffsetCommit's question
-    /// whether a partition exists.
-    pub(crate) async fn run(mut self, ctx: std::sync::Weak<crate::context::Ctx>) {
+    /// broker is gone). `topics` answers OffsetCommit's question whether a partition exists.
+    pub(crate) async fn run(mut self, topics: Arc<Topics>) {
         loop {
             let sleep_ms = self
                 .coordinator
@@ -260,8 +259,7 @@ impl GroupDriver {
             match envelope {
                 Some(None) => break,
                 Some(Some(envelope)) => {
-                    let ctx = ctx.upgrade();
-                    self.accept(envelope, ctx.as_deref().map(|ctx| &ctx.topics));
+                    self.accept(envelope, &topics);
                 }
                 None => self.coordinator.tick(now_ms()),
             }
@@ -270,7 +268,7 @@ impl GroupDriver {
         tracing::debug!("group coordinator stopped");
     }
 
-    fn accept(&mut self, envelope: Envelope, topics: Option<&Topics>) {
+    fn accept(&mut self, envelope: Envelope, topics: &Topics) {
         self.next_request_id += 1;
         let request_id = self.next_request_id;
         let meta = RequestMeta {
@@ -293,7 +291,7 @@ impl GroupDriver {
             GroupRequest::OffsetCommit(request) => {
                 coordinator.handle_offset_commit(now, meta, request, |topic, partition| {
                     topics
-                        .and_then(|topics| topics.get(topic))
+                        .get(topic)
                         .is_some_and(|topic| topic.partition(partition).is_some())
                 })
             }

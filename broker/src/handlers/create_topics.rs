@@ -108,7 +108,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();

@@ -11,7 +11,7 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topics::TopicError;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// First DeleteTopics response version with error messages.
 const ERROR_MESSAGE_VERSION_MIN: i16 = 5;
@@ -24,7 +24,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let mut targets: Vec<(Option<TopicName>, uuid::Uuid)> = request
         .topic_names
         .into_iter()

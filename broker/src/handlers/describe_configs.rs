@@ -13,7 +13,7 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topic_config::TOPIC_CONFIG_KEYS;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// Kafka's resource type code for topics.
 const RESOURCE_TYPE_TOPIC: i8 = 2;
@@ -30,7 +30,7 @@ pub(crate) fn handle(
     header: &RequestHeader,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let results = request
         .resources
         .into_iter()

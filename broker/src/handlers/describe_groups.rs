@@ -14,7 +14,7 @@ use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -22,7 +22,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     mut request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let (allowed, refused): (Vec<GroupId>, Vec<GroupId>) = std::mem::take(&mut request.groups)
         .into_iter()
         .partition(|group_id| {

@@ -32,9 +32,9 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::send::ResponsePart;
 use crate::net::session::Session;
-use crate::partition::conversion::{ConversionError, LazyRecords};
+use crate::partition::conversion::{ConversionError, ConversionSettings, LazyRecords};
 use crate::partition::topics::{Partition, Topic};
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// First Fetch version that reads v2 batches as stored (zero-copy); below it, conversion.
 const STORED_FORMAT_FETCH_VERSION_MIN: i16 = 4;
@@ -131,7 +131,7 @@ fn refused_topics(
     header: &RequestHeader,
     request: &FetchRequest,
 ) -> Vec<Option<i16>> {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     if !access.enforced() {
         return Vec::new();
     }
@@ -348,8 +348,17 @@ fn build_response(
                         (None, _) => (error_code::NONE, None),
                         (Some(slice), None) => (error_code::NONE, Some(ResponsePart::File(slice))),
                         (Some(slice), Some(magic)) => {
-                            match LazyRecords::prepare(ctx, &topic.name, slice, magic, fetch_offset)
-                            {
+                            match LazyRecords::prepare(
+                                ConversionSettings {
+                                    chunk_bytes: ctx.config.down_conversion_chunk_bytes,
+                                    mode: ctx.config.down_conversion_mode,
+                                },
+                                &ctx.metrics,
+                                &topic.name,
+                                slice,
+                                magic,
+                                fetch_offset,
+                            ) {
                                 Ok(records) => (
                                     error_code::NONE,
                                     Some(ResponsePart::Converted(Box::new(records))),

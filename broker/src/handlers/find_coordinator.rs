@@ -16,7 +16,7 @@ use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// First version that batches keys (KIP-699) and so has no top-level error code.
 const BATCHED_VERSION_MIN: i16 = 4;
@@ -30,7 +30,7 @@ pub(crate) async fn handle(
     mut request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let version = header.request_api_version;
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let (resource_type, refused_code) = match request.key_type {
         KEY_TYPE_TRANSACTION => (
             ResourceType::TransactionalId,

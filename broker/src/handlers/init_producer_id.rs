@@ -14,7 +14,7 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -22,7 +22,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let refused = match request
         .transactional_id
         .as_deref()

@@ -10,7 +10,7 @@ use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -18,7 +18,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     if !access.allows(
         Operation::Read,
         ResourceType::Group,

@@ -11,7 +11,7 @@ use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::net::session::Session;
 use crate::security::acl::model::CLUSTER_NAME;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -27,7 +27,7 @@ pub(crate) async fn handle(
         Some(GroupReply::Group(Response::ListGroups(mut response))) => {
             // Describe on the cluster lists every group; without it, only the groups the
             // principal may describe (Kafka's rule), silently.
-            let access = Access::new(ctx, session, header.request_api_key);
+            let access = ctx.access(session, header.request_api_key);
             if !access.may(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME) {
                 response.groups.retain(|group| {
                     access.may(

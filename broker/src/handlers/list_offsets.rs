@@ -10,7 +10,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestH
 use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
@@ -25,7 +25,7 @@ pub(crate) async fn handle(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let version = header.request_api_version;
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let topics = request
         .topics
         .into_iter()

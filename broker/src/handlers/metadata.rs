@@ -17,7 +17,7 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// First Metadata version with partition leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 7;
@@ -31,7 +31,7 @@ pub(crate) async fn handle(
     request: MetadataRequest,
 ) -> MetadataResponse {
     let version = header.request_api_version;
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let node_id = BrokerId(ctx.config.node_id);
     let requested: Option<Vec<String>> = match request.topics {
         None => None,

@@ -16,7 +16,7 @@ use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::net::session::Session;
-use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType};
 
 /// Every partition of `topics`, answered with `code`.
 fn answer(topics: &[OffsetCommitRequestTopic], code: i16) -> Vec<OffsetCommitResponseTopic> {
@@ -46,7 +46,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     mut request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     if !access.allows(
         Operation::Read,
         ResourceType::Group,

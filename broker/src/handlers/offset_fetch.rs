@@ -42,7 +42,7 @@ pub(crate) async fn handle(
     mut request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let version = header.request_api_version;
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let may_describe_group =
         |group_id: &GroupId| access.allows(Operation::Describe, ResourceType::Group, group_id);
     let refused_groups: Vec<GroupId>;

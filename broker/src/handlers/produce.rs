@@ -56,7 +56,7 @@ pub(crate) async fn handle(
     let acks_valid = matches!(acks, -1..=1);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut appended_any = false;
-    let access = Access::new(ctx, session, header.request_api_key);
+    let access = ctx.access(session, header.request_api_key);
     let refused_all = refused_producer(&access, &request);
     for topic_data in request.topic_data {
         let name = topic_data.name.0.to_string();

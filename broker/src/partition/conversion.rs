@@ -15,7 +15,6 @@ use skiff_protocol::records::{Magic, RecordError};
 use skiff_storage::FetchSlice;
 
 use crate::config::DownConversionMode;
-use crate::context::Ctx;
 use crate::ops::metrics::Metrics;
 
 /// Why a record set could not be converted.
@@ -40,6 +39,15 @@ impl From<RecordError> for ConversionError {
             Self::Corrupt(error)
         }
     }
+}
+
+/// The broker's down-conversion settings, read from the config once per fetch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConversionSettings {
+    /// Source bytes converted per chunk (`skiff.down.conversion.chunk.bytes`).
+    pub(crate) chunk_bytes: usize,
+    /// Lazy (the default) or eager (benchmarks only).
+    pub(crate) mode: DownConversionMode,
 }
 
 /// Where converted bytes come from: the lazy state machine, or (eager mode) a finished buffer.
@@ -84,14 +92,15 @@ fn read_range<'a>(
 impl LazyRecords {
     /// Runs the prepare phase (reading only the first batches) and fixes the declared size.
     pub(crate) fn prepare(
-        ctx: &Ctx,
+        settings: ConversionSettings,
+        metrics: &Arc<Metrics>,
         topic: &str,
         slice: FetchSlice,
         target: Magic,
         fetch_offset: i64,
     ) -> Result<Self, ConversionError> {
         let config = DownConvertConfig {
-            chunk_bytes: ctx.config.down_conversion_chunk_bytes,
+            chunk_bytes: settings.chunk_bytes,
             ..DownConvertConfig::default()
         };
         let started = crate::clock::instant();
@@ -106,7 +115,7 @@ impl LazyRecords {
             }
         };
         let declared_bytes = usize::try_from(prepared.declared_bytes).unwrap_or(usize::MAX);
-        let pieces = match ctx.config.down_conversion_mode {
+        let pieces = match settings.mode {
             DownConversionMode::Lazy => {
                 // Hold nothing converted until this partition's turn on the wire: a response with
                 // many partitions would otherwise keep one converted batch per partition.
@@ -124,10 +133,10 @@ impl LazyRecords {
                         Write::Done => break,
                     }
                 }
-                ctx.metrics.converted_bytes_acquired(whole.len());
+                metrics.converted_bytes_acquired(whole.len());
                 let stats = converter.stats();
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                ctx.metrics.conversion_done(
+                metrics.conversion_done(
                     topic,
                     stats.records_converted,
                     stats.temporary_bytes,
@@ -147,7 +156,7 @@ impl LazyRecords {
             held_bytes,
             // Kept only while writing; what prepare read is not needed any more.
             source_buffer: Vec::new(),
-            metrics: ctx.metrics.clone(),
+            metrics: metrics.clone(),
             started,
             topic: topic.to_owned(),
         })

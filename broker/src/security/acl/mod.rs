@@ -19,12 +19,14 @@ pub(crate) mod reload;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use tokio::sync::watch;
+
 pub use authorizer::Authorizer;
 pub use model::{Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType};
 
 use crate::config::{Config, ConfigError};
-use crate::context::Ctx;
 use crate::net::session::{Principal, Session};
+use crate::ops::metrics::Metrics;
 
 /// The live ACL set and what is needed to rebuild it from the file.
 #[derive(Debug)]
@@ -141,28 +143,35 @@ pub(crate) fn load_at_start(config: &Config) -> Result<Option<Arc<AclState>>, Co
 }
 
 /// Starts the reload task when an ACL file is configured; it stops with the broker.
-pub(crate) fn spawn_reload(ctx: &Ctx) {
-    if let Some(state) = &ctx.acl {
-        tokio::spawn(reload::run(state.clone(), ctx.shutdown.subscribe()));
+pub(crate) fn spawn_reload(acl: Option<&Arc<AclState>>, shutdown: watch::Receiver<bool>) {
+    if let Some(state) = acl {
+        tokio::spawn(reload::run(state.clone(), shutdown));
     }
 }
 
-/// What one request's principal may do: built once per request by the dispatch, asked by the
-/// handlers. Without an ACL file it holds no authorizer and allows everything.
+/// What one request's principal may do: built once per request by its handler (through
+/// `Ctx::access`), asked by the handler's checks. Without an ACL file it holds no authorizer and
+/// allows everything.
 pub(crate) struct Access<'a> {
     authorizer: Option<Arc<Authorizer>>,
     principal: &'a Principal,
-    ctx: &'a Ctx,
+    metrics: &'a Metrics,
     api_key: i16,
 }
 
 impl<'a> Access<'a> {
     /// The access of `session` for one request of `api_key`.
-    pub(crate) fn new(ctx: &'a Ctx, session: &'a Session, api_key: i16) -> Self {
+    /// `acl` is `None` without an ACL file; refusals are counted in `metrics`.
+    pub(crate) fn new(
+        acl: Option<&AclState>,
+        metrics: &'a Metrics,
+        session: &'a Session,
+        api_key: i16,
+    ) -> Self {
         Self {
-            authorizer: ctx.acl.as_ref().map(|state| state.current()),
+            authorizer: acl.map(|state| state.current()),
             principal: &session.principal,
-            ctx,
+            metrics,
             api_key,
         }
     }
@@ -233,7 +242,7 @@ impl<'a> Access<'a> {
     }
 
     fn refused(&self, operation: Operation, resource_type: ResourceType, name: &str) {
-        self.ctx.metrics.authorization_failed(self.api_key);
+        self.metrics.authorization_failed(self.api_key);
         tracing::debug!(
             principal = %self.principal,
             operation = operation.name(),
