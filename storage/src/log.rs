@@ -486,16 +486,9 @@ impl Log {
                 // longer says where the log ends.
                 return Err(self.poison(Error::Poisoned));
             }
+            let flush_due = flush_due(&state, summary.records_count, now_ms);
             state.unflushed_records += summary.records_count;
-            let last_flush_ms = *state.last_flush_ms.get_or_insert(now_ms);
-            let flush_due = state
-                .config
-                .flush_messages_interval
-                .is_some_and(|interval| state.unflushed_records >= interval)
-                || state
-                    .config
-                    .flush_ms
-                    .is_some_and(|flush_ms| now_ms.saturating_sub(last_flush_ms) >= flush_ms);
+            state.last_flush_ms.get_or_insert(now_ms);
             if flush_due {
                 state.unflushed_records = 0;
                 state.last_flush_ms = Some(now_ms);
@@ -538,23 +531,27 @@ impl Log {
         size_bytes: u64,
         offsets_count: i64,
     ) -> Result<bool> {
-        let config = &state.config;
-        let log_end = state.log_end_offset();
-        let active = state.active()?;
-        if active.is_empty() {
-            return Ok(false);
-        }
-        let too_big = active.size_bytes + size_bytes > config.segment_bytes;
-        let too_old = active
-            .first_append_ms
-            .is_some_and(|first_ms| now_ms.saturating_sub(first_ms) >= config.segment_ms);
-        let last_relative = log_end + offsets_count - 1 - active.base_offset;
-        let offsets_overflow = last_relative > i64::from(u32::MAX);
-        if too_big || too_old || active.indexes_full() || offsets_overflow {
+        if roll_due(state, now_ms, size_bytes, offsets_count)? {
             self.roll(state)?;
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Whether an append of `size_bytes` bytes holding `records_count` records at `now_ms` would,
+    /// as the log stands, block on more than a page-cache copy: roll a segment (file creation and
+    /// a directory fsync) or fsync under the flush policy. A hint for callers on an async runtime
+    /// that run such appends on a blocking thread: a concurrent append can change the answer.
+    pub fn append_may_block(
+        &self,
+        size_bytes: u64,
+        records_count: u64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let state = self.read_state()?;
+        let offsets_count = i64::try_from(records_count).unwrap_or(i64::MAX);
+        Ok(roll_due(&state, now_ms, size_bytes, offsets_count)?
+            || flush_due(&state, records_count, now_ms))
     }
 
     /// Seals the active segment and starts a new one at the log end offset.
@@ -940,6 +937,41 @@ impl Log {
     }
 }
 
+/// Whether an append of `size_bytes` bytes and `offsets_count` offsets must first roll: the
+/// active segment is non-empty and too full, too old, out of index room, or its 4-byte relative
+/// offsets would overflow.
+fn roll_due(state: &LogState, now_ms: i64, size_bytes: u64, offsets_count: i64) -> Result<bool> {
+    let config = &state.config;
+    let log_end = state.log_end_offset();
+    let active = state.active()?;
+    if active.is_empty() {
+        return Ok(false);
+    }
+    let too_big = active.size_bytes + size_bytes > config.segment_bytes;
+    let too_old = active
+        .first_append_ms
+        .is_some_and(|first_ms| now_ms.saturating_sub(first_ms) >= config.segment_ms);
+    let last_relative = log_end + offsets_count - 1 - active.base_offset;
+    let offsets_overflow = last_relative > i64::from(u32::MAX);
+    Ok(too_big || too_old || active.indexes_full() || offsets_overflow)
+}
+
+/// Whether the flush policy calls for an fsync once `records_count` more records are appended at
+/// `now_ms` (`flush.messages` reached, or `flush.ms` since the last flush; the first append
+/// starts the `flush.ms` clock).
+fn flush_due(state: &LogState, records_count: u64, now_ms: i64) -> bool {
+    let unflushed_records = state.unflushed_records + records_count;
+    let last_flush_ms = state.last_flush_ms.unwrap_or(now_ms);
+    state
+        .config
+        .flush_messages_interval
+        .is_some_and(|interval| unflushed_records >= interval)
+        || state
+            .config
+            .flush_ms
+            .is_some_and(|flush_ms| now_ms.saturating_sub(last_flush_ms) >= flush_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
@@ -1014,6 +1046,33 @@ mod tests {
         }
         let info = log.append(&mut batch(0, 1, 5), 6_000).unwrap();
         assert_eq!(info.base_offset, end);
+    }
+
+    #[test]
+    fn append_may_block_says_when_the_next_append_rolls_or_flushes() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        // Empty active segment, no flush policy: a plain page-cache append.
+        assert!(!log.append_may_block(100, 1, 1_000).unwrap());
+        log.append(&mut batch(0, 1, 100), 1_000).unwrap();
+        assert!(!log.append_may_block(100, 1, 1_000).unwrap());
+        // Past segment_bytes (4 KiB) the append rolls first.
+        assert!(log.append_may_block(4096, 1, 1_000).unwrap());
+        // segment.ms elapsed since the first append: a roll.
+        let old = log.config().unwrap().segment_ms;
+        assert!(log.append_may_block(100, 1, 1_000 + old).unwrap());
+        // flush.messages = 3 with one record unflushed: two more records reach it, one does not.
+        log.set_config(LogConfig {
+            flush_messages_interval: Some(3),
+            ..small_config()
+        })
+        .unwrap();
+        assert!(!log.append_may_block(100, 1, 1_000).unwrap());
+        assert!(log.append_may_block(100, 2, 1_000).unwrap());
+        let info = log.append(&mut batch(0, 2, 100), 1_000).unwrap();
+        assert!(info.flushed, "the hint and the append agree");
+        assert!(!log.append_may_block(100, 1, 1_000).unwrap());
     }
 
     #[test]

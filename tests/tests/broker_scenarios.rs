@@ -263,3 +263,52 @@ async fn list_offsets_by_time_and_max_timestamp() -> anyhow::Result<()> {
     broker.stop().await;
     Ok(())
 }
+
+/// `Broker::start` and every request path work on a current-thread runtime: disk work that may
+/// block (topic creation and deletion, an append that fsyncs or rolls, offsets-log and producer-id
+/// writes) goes to blocking threads instead of `block_in_place`, which panics there.
+#[tokio::test(flavor = "current_thread")]
+async fn a_current_thread_runtime_serves_every_blocking_path() -> anyhow::Result<()> {
+    use kafka_protocol::messages::{
+        ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest,
+        InitProducerIdResponse,
+    };
+    let broker =
+        TestBroker::start(&["log.flush.interval.messages=1", "log.segment.bytes=1048576"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "current", &[]).await?;
+    // Every append fsyncs (flush.interval.messages = 1), and 1.5 MiB rolls a 1 MiB segment.
+    for first in 0..24 {
+        client
+            .produce(
+                "current",
+                0,
+                Bytes::from(batch(first * 4, 4, 16 * 1024, Compression::None)),
+            )
+            .await?;
+    }
+    let request = fetch_request("current", 0, 0, 1 << 20, 1 << 20, 0);
+    let response = fetch(&mut client, 4, &request).await?;
+    assert_eq!(response.responses[0].partitions[0].high_watermark, 96);
+    let init: InitProducerIdResponse = client
+        .request(
+            ApiKey::InitProducerId,
+            1,
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(-1),
+        )
+        .await?;
+    assert_eq!(init.error_code, 0);
+    assert!(init.producer_id.0 >= 0);
+    let deleted: DeleteTopicsResponse = client
+        .request(
+            ApiKey::DeleteTopics,
+            4,
+            &DeleteTopicsRequest::default()
+                .with_topic_names(vec![name("current")])
+                .with_timeout_ms(5000),
+        )
+        .await?;
+    assert_eq!(deleted.responses[0].error_code, 0);
+    broker.stop().await;
+    Ok(())
+}

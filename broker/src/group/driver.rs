@@ -263,7 +263,7 @@ impl GroupDriver {
                 }
                 None => self.coordinator.tick(now_ms()),
             }
-            self.drain();
+            self.drain().await;
         }
         tracing::debug!("group coordinator stopped");
     }
@@ -310,8 +310,10 @@ impl GroupDriver {
         self.coordinator.tick(now);
     }
 
-    /// Acts on every output of the coordinator and the allocator until both are quiet.
-    fn drain(&mut self) {
+    /// Acts on every output of the coordinator and the allocator until both are quiet. Disk work
+    /// (offsets-log appends and flushes, the producer-id checkpoint) runs on a blocking thread;
+    /// this task waits for it, so outputs are still acted on one at a time, in order.
+    async fn drain(&mut self) {
         loop {
             let mut progressed = false;
             while let Some(output) = self.coordinator.poll_output() {
@@ -326,7 +328,7 @@ impl GroupDriver {
                         request_id,
                         commits,
                     } => {
-                        let result = self.persist(commits);
+                        let result = self.persist(commits).await;
                         if let Err(error) = &result {
                             tracing::error!(%error, "offsets log append failed");
                         }
@@ -344,8 +346,11 @@ impl GroupDriver {
                     } => self.send(request_id, GroupReply::InitProducerId(response)),
                     AllocatorOutput::PersistReservedEnd { reserved_end } => {
                         let path = self.checkpoint_path.clone();
-                        let written =
-                            tokio::task::block_in_place(|| write_checkpoint(&path, reserved_end));
+                        let written = tokio::task::spawn_blocking(move || {
+                            write_checkpoint(&path, reserved_end)
+                        })
+                        .await
+                        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
                         if let Err(error) = &written {
                             tracing::error!(%error, "producer-id checkpoint write failed");
                         }
@@ -368,7 +373,7 @@ impl GroupDriver {
     }
 
     /// Appends the commits to the offsets log and flushes it.
-    fn persist(
+    async fn persist(
         &self,
         commits: Vec<(crate::group::OffsetKey, crate::group::OffsetValue)>,
     ) -> Result<(), PersistError> {
@@ -379,8 +384,8 @@ impl GroupDriver {
             .collect();
         let batches =
             offsets_log::encode_batches(&entries, now).map_err(|_| PersistError::TooLarge)?;
-        let log = &self.offsets_log;
-        tokio::task::block_in_place(|| {
+        let log = self.offsets_log.clone();
+        let written = tokio::task::spawn_blocking(move || {
             for mut batch in batches {
                 log.append(&mut batch, now).map_err(|error| match error {
                     skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
@@ -388,7 +393,8 @@ impl GroupDriver {
                 })?;
             }
             log.flush().map_err(|_| PersistError::Failed)
-        })
+        });
+        written.await.unwrap_or(Err(PersistError::Failed))
     }
 }
 

@@ -45,7 +45,7 @@ fn assign_replicas(
         })
 }
 
-fn create(
+async fn create(
     ctx: &Ctx,
     name: &str,
     partition_count: i32,
@@ -64,7 +64,12 @@ fn create(
         replication_factor,
         !validate_only,
     )?;
-    tokio::task::block_in_place(|| ctx.topics.create(name, replicas, configs, validate_only))
+    // Creating a topic creates directories and files and fsyncs them: a blocking thread's work.
+    let topics = ctx.topics.clone();
+    let name = name.to_owned();
+    tokio::task::spawn_blocking(move || topics.create(&name, replicas, configs, validate_only))
+        .await
+        .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
 }
 
 /// Creates `name` with the broker defaults, or returns it if a concurrent request just did.
@@ -77,7 +82,9 @@ pub(crate) async fn auto_create(ctx: &Ctx, name: &str) -> Result<Arc<Topic>, Top
         replication_factor,
         BTreeMap::new(),
         false,
-    ) {
+    )
+    .await
+    {
         Err(TopicError::AlreadyExists) => ctx.topics.get(name).ok_or(TopicError::Unknown),
         other => {
             if let Ok(topic) = &other {
@@ -156,6 +163,7 @@ pub(crate) async fn handle(
                 configs,
                 request.validate_only,
             )
+            .await
             .map_err(|error| (error.code(), error.to_string()))
         };
         let version = header.request_api_version;

@@ -54,8 +54,15 @@ pub(crate) async fn handle(
                     "not authorized to delete the topic".to_owned(),
                 ))
             }
-            Some(resolved) => tokio::task::block_in_place(|| ctx.topics.delete(resolved))
-                .map_err(|error| (error.code(), error.to_string())),
+            Some(resolved) => {
+                // Deleting removes directories and fsyncs the registry: a blocking thread's work.
+                let topics = ctx.topics.clone();
+                let resolved = resolved.clone();
+                tokio::task::spawn_blocking(move || topics.delete(&resolved))
+                    .await
+                    .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
+                    .map_err(|error| (error.code(), error.to_string()))
+            }
             None => Err((TopicError::Unknown.code(), TopicError::Unknown.to_string())),
         };
         let version = header.request_api_version;

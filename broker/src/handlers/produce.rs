@@ -25,7 +25,7 @@ use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
 use crate::partition::topic_config::TimestampType;
-use crate::partition::topics::{Topic, TopicError};
+use crate::partition::topics::{Partition, Topic, TopicError};
 use crate::security::acl::{Access, Operation, ResourceType};
 
 /// First Produce version whose batches may be zstd-compressed (KIP-110).
@@ -86,13 +86,16 @@ pub(crate) async fn handle(
                 Err(error_code::INVALID_REQUIRED_ACKS)
             } else {
                 match &topic {
-                    Ok(topic) => append(
-                        ctx,
-                        topic,
-                        version,
-                        partition_data.index,
-                        partition_data.records.unwrap_or_default(),
-                    ),
+                    Ok(topic) => {
+                        append(
+                            ctx,
+                            topic,
+                            version,
+                            partition_data.index,
+                            partition_data.records.unwrap_or_default(),
+                        )
+                        .await
+                    }
                     Err(code) => Err(*code),
                 }
             };
@@ -162,7 +165,11 @@ fn refused_producer(access: &Access<'_>, request: &ProduceRequest) -> Option<i16
         .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED)
 }
 
-fn append(
+/// Validates (or up-converts) one partition's records and appends them. The append runs on this
+/// task when it is a page-cache copy, the common case, and on a blocking thread when the log says
+/// it would roll a segment or fsync (so a current-thread runtime is never blocked on a disk, and a
+/// multi-threaded one keeps its workers).
+async fn append(
     ctx: &Ctx,
     topic: &Topic,
     version: i16,
@@ -173,6 +180,36 @@ fn append(
         .partition(partition_index)
         .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION)?;
     let now_ms = ctx.now_ms();
+    let batches = prepare_batches(topic, version, records, now_ms)?;
+    let records_count: u64 = v2::batch_positions(&batches)
+        .flatten()
+        .map(|(_, header)| u64::try_from(header.records_count).unwrap_or(0))
+        .sum();
+    let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
+    let may_block = partition
+        .log
+        .append_may_block(batches.len() as u64, records_count, now_ms)
+        .map_err(|error| storage_error_code(&error))?;
+    if may_block {
+        let partition = partition.clone();
+        tokio::task::spawn_blocking(move || {
+            append_checked(&partition, batches, now_ms, log_append_time)
+        })
+        .await
+        .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))
+    } else {
+        append_checked(partition, batches, now_ms, log_append_time)
+    }
+}
+
+/// The v2 batches to store for one partition's `records`: v0/v1 message sets up-converted, v2
+/// batches validated, log-append time stamped where the topic asks for it.
+fn prepare_batches(
+    topic: &Topic,
+    version: i16,
+    records: Bytes,
+    now_ms: i64,
+) -> Result<Vec<u8>, i16> {
     let max_message_bytes = topic.config.max_message_bytes as usize;
     let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
     let mut batches: Vec<u8> = if version < V2_PRODUCE_VERSION_MIN {
@@ -192,6 +229,17 @@ fn append(
     if log_append_time && version >= V2_PRODUCE_VERSION_MIN {
         v2::set_log_append_time(&mut batches, now_ms).map_err(|error| error.error_code())?;
     }
+    Ok(batches)
+}
+
+/// Runs the idempotence checks, appends and records the producers' new state, all under the
+/// partition's producer lock. Blocking: a roll or an fsync may happen inside.
+fn append_checked(
+    partition: &Partition,
+    mut batches: Vec<u8>,
+    now_ms: i64,
+    log_append_time: bool,
+) -> Result<Appended, i16> {
     let idempotent: Vec<ProducerBatch> = v2::batch_positions(&batches)
         .flatten()
         .map(|(_, header)| (ProducerBatch::from(&header), header))
@@ -228,7 +276,9 @@ fn append(
             log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
         });
     }
-    let info = tokio::task::block_in_place(|| partition.log.append(&mut batches, now_ms))
+    let info = partition
+        .log
+        .append(&mut batches, now_ms)
         .map_err(|error| storage_error_code(&error))?;
     let mut base_offset = info.base_offset;
     for item in v2::batch_positions(&batches).flatten() {
