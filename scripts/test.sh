@@ -49,4 +49,4 @@ step "real clients against a release broker"
 cargo build --release -p skiff-broker
 SKIFF_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/skiff"
 export SKIFF_BIN
-python3 -m pytest tests/clients -q --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning
+python3 -m pytest tests/clients -q -rxX --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning
