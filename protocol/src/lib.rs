@@ -26,12 +26,14 @@ pub mod api;
 pub mod codec;
 pub mod down_convert;
 pub mod error;
+pub mod error_code;
 pub mod frame;
 pub mod header;
 pub mod limits;
 pub mod records;
 pub mod requests;
 pub mod responses;
+pub mod topic_name;
 pub mod up_convert;
 
 pub use error::DecodeError;

@@ -20,9 +20,11 @@ pub const FRAME_PREFIX_BYTES: usize = 4;
 /// decoded structs stays in the tens of megabytes.
 pub const TOPICS_PER_REQUEST_MAX: usize = 100_000;
 
-/// Partitions listed for one topic in one request (Produce, Fetch, ListOffsets, offsets APIs,
-/// CreateTopics assignments). Kafka clusters top out around a few tens of thousands per topic.
-pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+/// Partitions one topic may have, and so partitions listed for one topic in one request (Produce,
+/// Fetch, ListOffsets, offsets APIs, CreateTopics assignments): the broker refuses to create more
+/// (INVALID_PARTITIONS), so no valid request names more. Each partition costs open files and index
+/// mappings on its broker.
+pub const PARTITIONS_PER_TOPIC_MAX: usize = 10_000;
 
 /// Members named in one group request (SyncGroup assignments, LeaveGroup batches).
 pub const GROUP_MEMBERS_MAX: usize = 10_000;

@@ -47,21 +47,11 @@ pub(crate) fn parse_log_file_name(path: &Path) -> Option<i64> {
 
 /// Directory name of a partition log: `<topic>-<partition>`.
 pub(crate) fn log_dir_name(topic: &str, partition: i32) -> Result<String> {
-    let valid_topic = !topic.is_empty()
-        && topic.len() <= limits::TOPIC_NAME_BYTES_MAX
-        && topic != "."
-        && topic != ".."
-        && topic
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches_punctuation(byte));
+    let valid_topic = skiff_protocol::topic_name::validate_topic_name(topic).is_ok();
     if !valid_topic || partition < 0 {
         return Err(Error::InvalidName(format!("{topic}-{partition}")));
     }
     Ok(format!("{topic}-{partition}"))
-}
-
-fn matches_punctuation(byte: u8) -> bool {
-    byte == b'.' || byte == b'_' || byte == b'-'
 }
 
 /// Topic and partition of a partition directory name, if it is one.

@@ -29,8 +29,6 @@ pub(crate) const TIME_INDEX_ENTRY_BYTES: usize = 12;
 pub(crate) const INDEX_WARM_BYTES: usize = 8192;
 /// Largest checkpoint file read back: a few short lines; anything longer is not ours.
 pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 256;
-/// Largest topic name (Kafka's limit, so `<topic>-<partition>` fits a file name).
-pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Bytes read per `pread` when a batch header is inspected on the read path.
 pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
 

@@ -187,7 +187,11 @@ macro_rules! config_keys {
 /// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead.
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
-pub const REQUEST_BYTES_MAX_DEFAULT: u32 = 100 * 1024 * 1024;
+pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
+    // The protocol crate's default frame bound, as the config's type.
+    assert!(skiff_protocol::limits::REQUEST_BYTES_MAX_DEFAULT <= u32::MAX as usize);
+    skiff_protocol::limits::REQUEST_BYTES_MAX_DEFAULT as u32
+};
 /// Source bytes per converted chunk: the down-converter's own default (its doc says why 128 KiB).
 pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;

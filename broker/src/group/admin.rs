@@ -3,7 +3,6 @@
 //!
 //! Must never: change a group.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -12,6 +11,7 @@ use kafka_protocol::messages::{
     FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, RequestMeta, Response};
 use super::state::GroupState;
@@ -80,12 +80,12 @@ impl Coordinator {
         );
     }
 
-    fn coordinator_for(&self, key_type: i8, key: &str) -> Result<(), ResponseError> {
+    fn coordinator_for(&self, key_type: i8, key: &str) -> Result<(), ErrorCode> {
         match key_type {
-            KEY_TYPE_GROUP if key.is_empty() => Err(ResponseError::InvalidGroupId),
+            KEY_TYPE_GROUP if key.is_empty() => Err(ErrorCode::INVALID_GROUP_ID),
             KEY_TYPE_GROUP => Ok(()),
-            KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
-            _ => Err(ResponseError::InvalidRequest),
+            KEY_TYPE_TRANSACTION => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+            _ => Err(ErrorCode::INVALID_REQUEST),
         }
     }
 

@@ -5,12 +5,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
     LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetFetchResponse,
     SyncGroupResponse,
 };
+use skiff_protocol::error_code::ErrorCode;
 
 use super::config::GroupConfig;
 use super::offsets::PendingCommit;
@@ -97,9 +97,9 @@ impl PersistError {
     /// The Kafka error code answered for the affected partitions.
     pub fn error_code(self) -> i16 {
         match self {
-            Self::Unavailable => ResponseError::CoordinatorNotAvailable.code(),
-            Self::TooLarge => ResponseError::InvalidCommitOffsetSize.code(),
-            Self::Failed => ResponseError::UnknownServerError.code(),
+            Self::Unavailable => ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
+            Self::TooLarge => ErrorCode::INVALID_COMMIT_OFFSET_SIZE.code(),
+            Self::Failed => ErrorCode::UNKNOWN_SERVER_ERROR.code(),
         }
     }
 }
@@ -241,7 +241,7 @@ impl Coordinator {
 
     /// The error every group request gets before offsets are loaded.
     pub(super) fn not_ready(&self) -> Option<i16> {
-        (!self.loaded).then(|| ResponseError::CoordinatorLoadInProgress.code())
+        (!self.loaded).then(|| ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code())
     }
 
     pub(super) fn reply(&mut self, request_id: RequestId, version: i16, response: Response) {

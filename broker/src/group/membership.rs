@@ -8,7 +8,6 @@
 //! leaves a state answers what was parked), or let two generations be handed out at once.
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{
@@ -16,6 +15,7 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, RequestMeta, Response};
 use super::state::{Group, GroupState, InitialWait, Member, Parked};
@@ -29,7 +29,7 @@ struct JoinParams {
     group_instance_id: Option<String>,
 }
 
-fn code(error: ResponseError) -> i16 {
+fn code(error: ErrorCode) -> i16 {
     error.code()
 }
 
@@ -61,31 +61,31 @@ impl Coordinator {
         group_id: &str,
         member_id: &str,
         request: JoinGroupRequest,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ErrorCode> {
         if !self.loaded {
-            return Err(ResponseError::CoordinatorLoadInProgress);
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
         }
         if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId);
+            return Err(ErrorCode::INVALID_GROUP_ID);
         }
         let params = self.join_params(meta.version, request)?;
         if !self.groups.contains_key(group_id) {
             if !member_id.is_empty() {
-                return Err(ResponseError::UnknownMemberId);
+                return Err(ErrorCode::UNKNOWN_MEMBER_ID);
             }
             if self.groups.len() >= self.config.groups_max {
-                return Err(ResponseError::CoordinatorNotAvailable);
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
             }
             self.groups
                 .insert(group_id.to_owned(), Group::new(group_id.to_owned()));
         }
         let members_max = self.config.group_members_max;
         let Some(group) = self.groups.get(group_id) else {
-            return Err(ResponseError::CoordinatorNotAvailable);
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
         };
         let known = (!member_id.is_empty()).then_some(member_id);
         if !group.accepts(known, &params.protocol_type, &params.protocols) {
-            return Err(ResponseError::InconsistentGroupProtocol);
+            return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
         }
         let parked = Parked {
             request_id: meta.request_id,
@@ -102,15 +102,15 @@ impl Coordinator {
                 self.remove_member(
                     group_id,
                     &old_member_id,
-                    ResponseError::FencedInstanceId,
+                    ErrorCode::FENCED_INSTANCE_ID,
                     now_ms,
                 );
             } else if group.size() >= members_max {
-                return Err(ResponseError::GroupMaxSizeReached);
+                return Err(ErrorCode::GROUP_MAX_SIZE_REACHED);
             }
             let new_member_id = self.new_member_id(&meta.client_id);
             let Some(group) = self.groups.get_mut(group_id) else {
-                return Err(ResponseError::CoordinatorNotAvailable);
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
             };
             if meta.version >= 4 && params.group_instance_id.is_none() {
                 // KIP-394: hand out the id first; the member is joined when it comes back with it.
@@ -120,7 +120,7 @@ impl Coordinator {
                     .insert(new_member_id.clone(), deadline_ms);
                 let mut response = join_error(
                     meta.version,
-                    code(ResponseError::MemberIdRequired),
+                    code(ErrorCode::MEMBER_ID_REQUIRED),
                     &new_member_id,
                 );
                 response.member_id = str_bytes(&new_member_id);
@@ -135,18 +135,18 @@ impl Coordinator {
                 .static_member_id(instance)
                 .is_some_and(|id| id != member_id)
             {
-                return Err(ResponseError::FencedInstanceId);
+                return Err(ErrorCode::FENCED_INSTANCE_ID);
             }
         }
         let Some(group) = self.groups.get_mut(group_id) else {
-            return Err(ResponseError::CoordinatorNotAvailable);
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
         };
         if group.pending_members.remove(member_id).is_some() {
             self.add_member(now_ms, meta, group_id, member_id.to_owned(), params, parked);
             return Ok(());
         }
         if !group.members.contains_key(member_id) {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         }
         self.rejoin_member(now_ms, group_id, member_id, params, parked);
         Ok(())
@@ -156,12 +156,12 @@ impl Coordinator {
         &self,
         version: i16,
         request: JoinGroupRequest,
-    ) -> Result<JoinParams, ResponseError> {
+    ) -> Result<JoinParams, ErrorCode> {
         let session_timeout_ms = request.session_timeout_ms;
         if session_timeout_ms < self.config.session_timeout_ms_min
             || session_timeout_ms > self.config.session_timeout_ms_max
         {
-            return Err(ResponseError::InvalidSessionTimeout);
+            return Err(ErrorCode::INVALID_SESSION_TIMEOUT);
         }
         let rebalance_timeout_ms = if version == 0 {
             session_timeout_ms
@@ -169,7 +169,7 @@ impl Coordinator {
             request.rebalance_timeout_ms
         };
         if rebalance_timeout_ms < 0 {
-            return Err(ResponseError::InvalidRequest);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         let metadata_bytes: usize = request
             .protocols
@@ -177,7 +177,7 @@ impl Coordinator {
             .map(|protocol| protocol.metadata.len())
             .sum();
         if metadata_bytes > self.config.member_metadata_bytes_max {
-            return Err(ResponseError::InvalidRequest);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         let protocols: Vec<(String, Bytes)> = request
             .protocols
@@ -186,7 +186,7 @@ impl Coordinator {
             .collect();
         let protocol_type = request.protocol_type.as_str().to_owned();
         if protocol_type.is_empty() || protocols.is_empty() {
-            return Err(ResponseError::InconsistentGroupProtocol);
+            return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
         }
         let group_instance_id = if version >= 5 {
             request
@@ -278,7 +278,7 @@ impl Coordinator {
         if let Some(old) = superseded {
             let response = join_error(
                 old.version,
-                code(ResponseError::RebalanceInProgress),
+                code(ErrorCode::REBALANCE_IN_PROGRESS),
                 member_id,
             );
             self.reply(old.request_id, old.version, Response::JoinGroup(response));
@@ -323,7 +323,7 @@ impl Coordinator {
         if group.state == GroupState::CompletingRebalance {
             for member in group.members.values_mut() {
                 if let Some(parked) = member.pending_sync.take() {
-                    answers.push((parked, code(ResponseError::RebalanceInProgress)));
+                    answers.push((parked, code(ErrorCode::REBALANCE_IN_PROGRESS)));
                 }
                 member.assignment = Bytes::new();
             }
@@ -403,7 +403,7 @@ impl Coordinator {
             for parked in parked {
                 let response = join_error(
                     parked.version,
-                    code(ResponseError::InconsistentGroupProtocol),
+                    code(ErrorCode::INCONSISTENT_GROUP_PROTOCOL),
                     "",
                 );
                 self.reply(
@@ -454,7 +454,7 @@ impl Coordinator {
         &mut self,
         group_id: &str,
         member_id: &str,
-        error: ResponseError,
+        error: ErrorCode,
         now_ms: i64,
     ) {
         let Some(group) = self.groups.get_mut(group_id) else {
@@ -506,13 +506,13 @@ impl Coordinator {
         now_ms: i64,
         parked: Parked,
         request: &SyncGroupRequest,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ErrorCode> {
         let group_id = request.group_id.0.as_str();
         let member_id = request.member_id.as_str();
         let instance = instance_id(parked.version, 3, request.group_instance_id.as_ref());
         let group = self.member_group(group_id, member_id, instance)?;
         if request.generation_id != group.generation_id {
-            return Err(ResponseError::IllegalGeneration);
+            return Err(ErrorCode::ILLEGAL_GENERATION);
         }
         if parked.version >= 5 {
             let type_matches = request
@@ -524,15 +524,15 @@ impl Coordinator {
                 .as_ref()
                 .is_none_or(|wanted| group.protocol_name.as_deref() == Some(wanted.as_str()));
             if !type_matches || !name_matches {
-                return Err(ResponseError::InconsistentGroupProtocol);
+                return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
             }
         }
         match group.state {
-            GroupState::Empty => Err(ResponseError::UnknownMemberId),
-            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            GroupState::Empty => Err(ErrorCode::UNKNOWN_MEMBER_ID),
+            GroupState::PreparingRebalance => Err(ErrorCode::REBALANCE_IN_PROGRESS),
             GroupState::Stable => {
                 let Some(member) = self.member_mut(group_id, member_id) else {
-                    return Err(ResponseError::UnknownMemberId);
+                    return Err(ErrorCode::UNKNOWN_MEMBER_ID);
                 };
                 member.session_deadline_ms =
                     now_ms.saturating_add(i64::from(member.session_timeout_ms));
@@ -547,16 +547,16 @@ impl Coordinator {
                         assignment.assignment.len() > self.config.member_assignment_bytes_max
                     });
                     if too_large {
-                        return Err(ResponseError::InvalidRequest);
+                        return Err(ErrorCode::INVALID_REQUEST);
                     }
                 }
                 let Some(member) = self.member_mut(group_id, member_id) else {
-                    return Err(ResponseError::UnknownMemberId);
+                    return Err(ErrorCode::UNKNOWN_MEMBER_ID);
                 };
                 member.synced = true;
                 let superseded = member.pending_sync.replace(parked);
                 if let Some(old) = superseded {
-                    self.reply_sync_error(old, code(ResponseError::RebalanceInProgress));
+                    self.reply_sync_error(old, code(ErrorCode::REBALANCE_IN_PROGRESS));
                 }
                 if is_leader {
                     self.complete_sync(group_id, request, now_ms);
@@ -608,16 +608,16 @@ impl Coordinator {
         now_ms: i64,
         version: i16,
         request: &HeartbeatRequest,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ErrorCode> {
         let group_id = request.group_id.0.as_str();
         let member_id = request.member_id.as_str();
         let instance = instance_id(version, 3, request.group_instance_id.as_ref());
         let group = self.member_group(group_id, member_id, instance)?;
         if group.state == GroupState::Empty {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         }
         if request.generation_id != group.generation_id {
-            return Err(ResponseError::IllegalGeneration);
+            return Err(ErrorCode::ILLEGAL_GENERATION);
         }
         let state = group.state;
         if let Some(member) = self.member_mut(group_id, member_id) {
@@ -625,7 +625,7 @@ impl Coordinator {
                 now_ms.saturating_add(i64::from(member.session_timeout_ms));
         }
         match state {
-            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            GroupState::PreparingRebalance => Err(ErrorCode::REBALANCE_IN_PROGRESS),
             _ => Ok(()),
         }
     }
@@ -658,9 +658,9 @@ impl Coordinator {
         };
         let mut response = LeaveGroupResponse::default();
         let group_error = if !self.loaded {
-            Some(ResponseError::CoordinatorLoadInProgress)
+            Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
         } else if group_id.is_empty() {
-            Some(ResponseError::InvalidGroupId)
+            Some(ErrorCode::INVALID_GROUP_ID)
         } else {
             None
         };
@@ -698,18 +698,18 @@ impl Coordinator {
         group_id: &str,
         member_id: &str,
         instance: Option<&str>,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ErrorCode> {
         let Some(group) = self.groups.get(group_id) else {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         };
         let member_id = match (member_id.is_empty(), instance) {
             (true, Some(instance)) => group
                 .static_member_id(instance)
-                .ok_or(ResponseError::UnknownMemberId)?
+                .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?
                 .to_owned(),
             (_, Some(instance)) => {
                 if group.static_member_id(instance) != Some(member_id) {
-                    return Err(ResponseError::FencedInstanceId);
+                    return Err(ErrorCode::FENCED_INSTANCE_ID);
                 }
                 member_id.to_owned()
             }
@@ -718,9 +718,9 @@ impl Coordinator {
         if !group.members.contains_key(&member_id)
             && !group.pending_members.contains_key(&member_id)
         {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         }
-        self.remove_member(group_id, &member_id, ResponseError::UnknownMemberId, now_ms);
+        self.remove_member(group_id, &member_id, ErrorCode::UNKNOWN_MEMBER_ID, now_ms);
         Ok(())
     }
 
@@ -741,7 +741,7 @@ impl Coordinator {
             .map(|member| member.member_id.clone())
             .collect();
         for member_id in &expired {
-            self.remove_member(group_id, member_id, ResponseError::UnknownMemberId, now_ms);
+            self.remove_member(group_id, member_id, ErrorCode::UNKNOWN_MEMBER_ID, now_ms);
         }
         if pending_expired {
             self.maybe_complete_join(group_id, now_ms);
@@ -799,27 +799,27 @@ impl Coordinator {
         group_id: &str,
         member_id: &str,
         instance: Option<&str>,
-    ) -> Result<&Group, ResponseError> {
+    ) -> Result<&Group, ErrorCode> {
         if !self.loaded {
-            return Err(ResponseError::CoordinatorLoadInProgress);
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
         }
         if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId);
+            return Err(ErrorCode::INVALID_GROUP_ID);
         }
         let group = self
             .groups
             .get(group_id)
-            .ok_or(ResponseError::UnknownMemberId)?;
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
         if let Some(instance) = instance {
             if group
                 .static_member_id(instance)
                 .is_some_and(|holder| holder != member_id)
             {
-                return Err(ResponseError::FencedInstanceId);
+                return Err(ErrorCode::FENCED_INSTANCE_ID);
             }
         }
         if !group.members.contains_key(member_id) {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         }
         Ok(group)
     }

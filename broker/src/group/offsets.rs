@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -20,6 +19,7 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 use super::offsets_log::{OffsetKey, OffsetValue};
@@ -84,13 +84,13 @@ impl Coordinator {
                 let error = if let Err(error) = group_error {
                     Some(error)
                 } else if metadata.len() > self.config.offset_metadata_bytes_max {
-                    Some(ResponseError::OffsetMetadataTooLarge)
+                    Some(ErrorCode::OFFSET_METADATA_TOO_LARGE)
                 } else if !partition_exists(&key.topic, key.partition) {
-                    Some(ResponseError::UnknownTopicOrPartition)
+                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                 } else if is_new
                     && self.offsets_count + new_keys >= self.config.committed_offsets_max
                 {
-                    Some(ResponseError::CoordinatorNotAvailable)
+                    Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
                 } else {
                     None
                 };
@@ -153,9 +153,9 @@ impl Coordinator {
         now_ms: i64,
         version: i16,
         request: &OffsetCommitRequest,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<(), ErrorCode> {
         if !self.loaded {
-            return Err(ResponseError::CoordinatorLoadInProgress);
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
         }
         let group_id = request.group_id.0.as_str();
         let generation_id = if version >= 1 {
@@ -166,10 +166,10 @@ impl Coordinator {
         let member_id = request.member_id.as_str();
         let Some(group) = self.groups.get_mut(group_id) else {
             if generation_id >= 0 {
-                return Err(ResponseError::IllegalGeneration);
+                return Err(ErrorCode::ILLEGAL_GENERATION);
             }
             if self.groups.len() >= self.config.groups_max {
-                return Err(ResponseError::CoordinatorNotAvailable);
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
             }
             // The group is created when the commit becomes durable (`apply_commit`).
             return Ok(());
@@ -183,19 +183,19 @@ impl Coordinator {
                     .static_member_id(instance.as_str())
                     .is_some_and(|holder| holder != member_id)
                 {
-                    return Err(ResponseError::FencedInstanceId);
+                    return Err(ErrorCode::FENCED_INSTANCE_ID);
                 }
             }
         }
         if group.state == GroupState::CompletingRebalance {
-            return Err(ResponseError::RebalanceInProgress);
+            return Err(ErrorCode::REBALANCE_IN_PROGRESS);
         }
         let generation_current = group.generation_id;
         let Some(member) = group.members.get_mut(member_id) else {
-            return Err(ResponseError::UnknownMemberId);
+            return Err(ErrorCode::UNKNOWN_MEMBER_ID);
         };
         if generation_id != generation_current {
-            return Err(ResponseError::IllegalGeneration);
+            return Err(ErrorCode::ILLEGAL_GENERATION);
         }
         member.session_deadline_ms = now_ms.saturating_add(i64::from(member.session_timeout_ms));
         Ok(())
@@ -393,7 +393,7 @@ fn fetched(group: Option<&Group>, topic: &str, partition: i32, version: i16) -> 
             leader_epoch: -1,
             metadata: String::new(),
             error_code: if version == 0 {
-                ResponseError::UnknownTopicOrPartition.code()
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
             } else {
                 0
             },

@@ -2,7 +2,6 @@
 //! timeouts driven by `tick`, durability of commits, and that every reply encodes at its version.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -14,6 +13,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use skiff_protocol::error_code::ErrorCode;
 
 use super::*;
 
@@ -23,7 +23,7 @@ fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 
-fn code(error: ResponseError) -> i16 {
+fn code(error: ErrorCode) -> i16 {
     error.code()
 }
 
@@ -285,7 +285,7 @@ fn form_single(h: &mut Harness, version: i16, group: &str) -> (String, i32) {
     let mut replies = h.replies();
     let mut response = join_response(&replies, id);
     if version >= 4 {
-        assert_eq!(response.error_code, code(ResponseError::MemberIdRequired));
+        assert_eq!(response.error_code, code(ErrorCode::MEMBER_ID_REQUIRED));
         let member = response.member_id.as_str().to_owned();
         id = h.join(version, group, &member, &["range"]);
         replies = h.replies();
@@ -317,7 +317,7 @@ fn requests_before_loading_get_load_in_progress() {
     let replies = h.replies();
     assert_eq!(
         join_response(&replies, id).error_code,
-        code(ResponseError::CoordinatorLoadInProgress)
+        code(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
     );
     // OffsetFetch v1 has no top-level error: it goes into every partition.
     let response = h.fetch(1, "g", &[("t", 0), ("t", 1)]);
@@ -1027,7 +1027,7 @@ fn the_handshake_is_answered_at_once_and_its_join_extends_the_delay() {
     for _ in 0..2 {
         let id = h.join(4, "g", "", &["range"]);
         let response = join_response(&h.replies(), id);
-        assert_eq!(response.error_code, code(ResponseError::MemberIdRequired));
+        assert_eq!(response.error_code, code(ErrorCode::MEMBER_ID_REQUIRED));
         handed_out.push(response.member_id.as_str().to_owned());
     }
     let first = h.join(4, "g", &handed_out[0], &["range"]);

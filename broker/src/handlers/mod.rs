@@ -33,6 +33,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
 use skiff_protocol::api;
 use skiff_protocol::error::RequestError;
+pub(crate) use skiff_protocol::error_code;
 use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
@@ -341,31 +342,6 @@ fn encode<R: Encodable>(header: &RequestHeader, response: &R) -> Result<Bytes, S
         .encode(&mut out, version)
         .map_err(|error| error.to_string())?;
     Ok(out.freeze())
-}
-
-/// Kafka error codes the handlers use, by name.
-pub(crate) mod error_code {
-    pub(crate) const NONE: i16 = 0;
-    pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
-    pub(crate) const CORRUPT_MESSAGE: i16 = 2;
-    pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
-    pub(crate) const RECORD_LIST_TOO_LARGE: i16 = 18;
-    pub(crate) const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub(crate) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub(crate) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-    pub(crate) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-    pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
-    pub(crate) const ILLEGAL_SASL_STATE: i16 = 34;
-    pub(crate) const UNSUPPORTED_VERSION: i16 = 35;
-    pub(crate) const INVALID_REQUEST: i16 = 42;
-    pub(crate) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub(crate) const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = 58;
-    pub(crate) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-    pub(crate) const INVALID_RECORD: i16 = 87;
 }
 
 #[cfg(test)]

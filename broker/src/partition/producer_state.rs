@@ -36,8 +36,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::v2::BatchHeader;
 
 use crate::group::RequestId;
@@ -102,9 +102,9 @@ impl ProducerError {
     /// The Kafka error code for the Produce response.
     pub fn error_code(&self) -> i16 {
         match self {
-            Self::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
-            Self::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
-            Self::UnknownProducerId { .. } => ResponseError::UnknownProducerId.code(),
+            Self::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH.code(),
+            Self::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.code(),
+            Self::UnknownProducerId { .. } => ErrorCode::UNKNOWN_PRODUCER_ID.code(),
         }
     }
 }
@@ -418,11 +418,11 @@ impl ProducerIdAllocator {
             .as_ref()
             .is_some_and(|id| !id.0.is_empty());
         if transactional {
-            self.reply_error(request_id, version, ResponseError::InvalidRequest);
+            self.reply_error(request_id, version, ErrorCode::INVALID_REQUEST);
             return;
         }
         if self.waiting.len() >= INIT_PRODUCER_ID_WAITING_MAX {
-            self.reply_error(request_id, version, ResponseError::CoordinatorNotAvailable);
+            self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
             return;
         }
         self.waiting.push_back((request_id, version));
@@ -442,7 +442,7 @@ impl ProducerIdAllocator {
             self.serve_waiting();
         } else {
             while let Some((request_id, version)) = self.waiting.pop_front() {
-                self.reply_error(request_id, version, ResponseError::CoordinatorNotAvailable);
+                self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
             }
         }
     }
@@ -470,7 +470,7 @@ impl ProducerIdAllocator {
         }
     }
 
-    fn reply_error(&mut self, request_id: RequestId, version: i16, error: ResponseError) {
+    fn reply_error(&mut self, request_id: RequestId, version: i16, error: ErrorCode) {
         let mut response = InitProducerIdResponse::default();
         response.error_code = error.code();
         response.producer_id = ProducerId(NO_PRODUCER_ID);
@@ -619,7 +619,7 @@ mod tests {
         );
         assert_eq!(
             state.check(&batch(2, 0, 1, 1)).unwrap_err().error_code(),
-            ResponseError::UnknownProducerId.code()
+            ErrorCode::UNKNOWN_PRODUCER_ID.code()
         );
     }
 
@@ -686,7 +686,7 @@ mod tests {
             }) => {
                 assert_eq!(
                     response.error_code,
-                    ResponseError::CoordinatorNotAvailable.code()
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
                 );
             }
             other => panic!("unexpected {other:?}"),
@@ -701,7 +701,7 @@ mod tests {
                 response,
                 ..
             }) => {
-                assert_eq!(response.error_code, ResponseError::InvalidRequest.code());
+                assert_eq!(response.error_code, ErrorCode::INVALID_REQUEST.code());
             }
             other => panic!("unexpected {other:?}"),
         }

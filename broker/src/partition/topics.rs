@@ -15,10 +15,9 @@ use crate::partition::metadata_store::{MetadataStore, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
-/// Longest topic name Kafka allows (so the partition directory name stays under 255 bytes).
-pub const TOPIC_NAME_BYTES_MAX: usize = 249;
-/// Most partitions one topic may have on this node (each holds open files and index mappings).
-pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+/// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
+/// partition array, so a request can name every partition of any topic.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32;
 
 /// Offsets at the end of a partition scanned at open to rebuild its idempotent-producer state.
 /// A producer whose last batches lie further back is forgotten: its next batch gets
@@ -117,7 +116,7 @@ impl Topic {
 pub enum TopicError {
     /// INVALID_TOPIC_EXCEPTION (17).
     #[error("invalid topic name: {0}")]
-    InvalidName(&'static str),
+    InvalidName(skiff_protocol::topic_name::InvalidTopicName),
     /// TOPIC_ALREADY_EXISTS (36).
     #[error("topic already exists")]
     AlreadyExists,
@@ -153,26 +152,9 @@ impl TopicError {
     }
 }
 
-/// Checks a topic name as Kafka does: 1–249 bytes of `[a-zA-Z0-9._-]`, not `.` or `..`.
+/// Checks a topic name as Kafka does (the rule is skiff-protocol's, shared with storage).
 pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
-    if name.is_empty() {
-        return Err(TopicError::InvalidName("empty"));
-    }
-    if name.len() > TOPIC_NAME_BYTES_MAX {
-        return Err(TopicError::InvalidName("longer than 249 bytes"));
-    }
-    if name == "." || name == ".." {
-        return Err(TopicError::InvalidName("'.' and '..' are not allowed"));
-    }
-    if !name
-        .bytes()
-        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
-    {
-        return Err(TopicError::InvalidName(
-            "only ASCII letters, digits, '.', '_' and '-'",
-        ));
-    }
-    Ok(())
+    skiff_protocol::topic_name::validate_topic_name(name).map_err(TopicError::InvalidName)
 }
 
 /// The broker's topic registry.

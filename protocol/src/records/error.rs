@@ -1,5 +1,10 @@
 //! Typed errors for record formats and conversion.
 
+use crate::error_code::{
+    CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE,
+    UNSUPPORTED_COMPRESSION_TYPE,
+};
+
 use crate::error::DecodeError;
 use crate::records::Compression;
 
@@ -82,34 +87,21 @@ pub enum RecordError {
     },
 }
 
-/// Kafka error code CORRUPT_MESSAGE.
-pub const ERROR_CORRUPT_MESSAGE: i16 = 2;
-/// Kafka error code INVALID_TIMESTAMP.
-pub const ERROR_INVALID_TIMESTAMP: i16 = 32;
-/// Kafka error code UNSUPPORTED_COMPRESSION_TYPE.
-pub const ERROR_UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-/// Kafka error code INVALID_RECORD.
-pub const ERROR_INVALID_RECORD: i16 = 87;
-/// Kafka error code MESSAGE_TOO_LARGE.
-pub const ERROR_MESSAGE_TOO_LARGE: i16 = 10;
-
 impl RecordError {
     /// The Kafka error code a broker answers with for this error (produce or fetch partition).
     pub fn error_code(&self) -> i16 {
         match self {
-            Self::UnsupportedCompression { .. } => ERROR_UNSUPPORTED_COMPRESSION_TYPE,
-            Self::InvalidRecord { .. } => ERROR_INVALID_RECORD,
-            Self::InvalidTimestamp { .. } => ERROR_INVALID_TIMESTAMP,
-            Self::BatchTooLarge { .. } | Self::DecompressedTooLarge { .. } => {
-                ERROR_MESSAGE_TOO_LARGE
-            }
+            Self::UnsupportedCompression { .. } => UNSUPPORTED_COMPRESSION_TYPE,
+            Self::InvalidRecord { .. } => INVALID_RECORD,
+            Self::InvalidTimestamp { .. } => INVALID_TIMESTAMP,
+            Self::BatchTooLarge { .. } | Self::DecompressedTooLarge { .. } => MESSAGE_TOO_LARGE,
             Self::Decode(_)
             | Self::UnknownMagic { .. }
             | Self::UnknownCompression { .. }
             | Self::CrcMismatch { .. }
             | Self::InvalidBatchLength { .. }
             | Self::Compression { .. }
-            | Self::Corrupt { .. } => ERROR_CORRUPT_MESSAGE,
+            | Self::Corrupt { .. } => CORRUPT_MESSAGE,
         }
     }
 }

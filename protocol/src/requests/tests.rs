@@ -452,13 +452,13 @@ fn _tagged_type_is_kafka_protocols(fields: TaggedFields) -> BTreeMap<i32, Bytes>
 
 #[test]
 fn element_budget_spans_the_whole_request() {
-    // Fetch v0 with 20 topics of 60 000 partitions each: every count is below its own maximum and
-    // backed by bytes, but together they break the per-request element budget at topic 17.
-    let partitions_count = 60_000usize;
+    // Fetch v0 with 110 topics of 10 000 partitions each: every count is at most its own maximum
+    // and backed by bytes, but together they break the per-request element budget at topic 100.
+    let partitions_count = crate::limits::PARTITIONS_PER_TOPIC_MAX;
     let mut body = Vec::new();
     body.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0]);
-    body.extend_from_slice(&20i32.to_be_bytes());
-    for _ in 0..20 {
+    body.extend_from_slice(&110i32.to_be_bytes());
+    for _ in 0..110 {
         body.extend_from_slice(&[0, 1, b't']);
         body.extend_from_slice(&i32::try_from(partitions_count).unwrap().to_be_bytes());
         body.resize(body.len() + partitions_count * 16, 0);
@@ -467,7 +467,7 @@ fn element_budget_spans_the_whole_request() {
     assert_eq!(
         result,
         Err(DecodeError::CountTooLarge {
-            count: 20 + 17 * 60_000,
+            count: 110 + 100 * partitions_count,
             count_max: crate::limits::ELEMENTS_PER_REQUEST_MAX
         })
     );
