@@ -6,13 +6,22 @@
 //!   retry and stream-resume rules of cluster.md §8.
 //! - [`MetaStore`]: the one handle the broker uses, whichever backend is behind it.
 
+mod codec;
 pub mod core;
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 pub mod limits;
+mod local;
+mod store;
 mod types;
 
 pub use crate::core::{Change, MetaCore, Snapshot, WatchId, Write, INITIAL_REVISION};
 pub use error::{Error, Result};
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdOptions, EtcdStore, EtcdWatcher};
+pub use local::{LocalOptions, LocalStore, LocalWatcher};
+pub use store::{MetaStore, StoreAddress, Watcher};
 pub use types::{
     Compare, CompareOp, CompareTarget, Event, EventKind, GetRequest, GetResponse, KeyRange,
     KeyValue, Lease, LeaseId, LeaseStatus, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchBatch,

@@ -26,6 +26,10 @@ pub const STORE_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// Most live leases (one per broker process, plus a few per test).
 pub const LEASES_MAX: usize = 10_000;
 
+/// Most keys attached to one lease. A broker attaches a handful (registration, load report,
+/// controller key); the bound keeps one lease's revocation, a single journal record, bounded.
+pub const LEASE_KEYS_MAX: usize = 10_000;
+
 /// Longest lease TTL, in seconds (one year; etcd's own maximum is far larger and pointless here).
 pub const LEASE_TTL_SECS_MAX: i64 = 365 * 24 * 3600;
 
@@ -47,8 +51,10 @@ pub const WATCH_QUEUE_REVISIONS_MAX: usize = 1024;
 /// Journal bytes after which the embedded store writes a snapshot and starts a new journal.
 pub const JOURNAL_BYTES_BEFORE_SNAPSHOT: u64 = 64 * 1024 * 1024;
 
-/// Largest journal record payload: one Txn's writes with their framing.
-pub const JOURNAL_RECORD_BYTES_MAX: usize = 2 * TXN_BYTES_MAX + 64 * TXN_OPS_MAX;
+/// Largest journal record payload: one Txn's writes, or the key deletions of one revoked lease,
+/// with their framing.
+pub const JOURNAL_RECORD_BYTES_MAX: usize =
+    2 * TXN_BYTES_MAX + LEASE_KEYS_MAX * (KEY_BYTES_MAX + 16);
 
 /// Largest snapshot file accepted on open: the store's bytes plus per-key and per-lease framing.
 pub const SNAPSHOT_BYTES_MAX: u64 = (STORE_BYTES_MAX as u64) + 64 * (KEYS_MAX as u64) + (1 << 20);

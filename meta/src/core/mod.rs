@@ -250,13 +250,7 @@ impl MetaCore {
         } else {
             &txn.failure
         };
-        for op in branch {
-            if let TxnOp::Put { lease, .. } = op {
-                if *lease != NO_LEASE && !self.leases.contains_key(lease) {
-                    return Err(Error::LeaseNotFound { lease: *lease });
-                }
-            }
-        }
+        self.check_leases(branch)?;
         let mut staging = Staging::new(self.revision + 1);
         let mut responses = Vec::with_capacity(branch.len());
         for op in branch {
@@ -280,6 +274,31 @@ impl MetaCore {
             revision,
             responses,
         })
+    }
+
+    /// Every lease a put names must exist, and keep at most [`limits::LEASE_KEYS_MAX`] keys.
+    fn check_leases(&self, branch: &[TxnOp]) -> Result<()> {
+        let mut added: BTreeMap<LeaseId, usize> = BTreeMap::new();
+        for op in branch {
+            if let TxnOp::Put { key, lease, .. } = op {
+                if *lease == NO_LEASE {
+                    continue;
+                }
+                let state = self
+                    .leases
+                    .get(lease)
+                    .ok_or(Error::LeaseNotFound { lease: *lease })?;
+                let count = added.entry(*lease).or_insert(state.keys.len());
+                *count += usize::from(!state.keys.contains(key));
+                if *count > limits::LEASE_KEYS_MAX {
+                    return Err(Error::QuotaExceeded {
+                        what: "keys on one lease",
+                        max: limits::LEASE_KEYS_MAX,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn compare_holds(&self, compare: &Compare) -> bool {
@@ -452,11 +471,14 @@ impl MetaCore {
         self.next_lease_id = self.next_lease_id.max(lease.id + 1);
     }
 
-    /// Renews a lease: it now expires at `now_ms` + its TTL. Returns the TTL in seconds.
+    /// Renews a lease: it now expires at `now_ms` + its TTL. Returns the TTL in seconds. A lease
+    /// already past its deadline is not renewed, even if [`MetaCore::expire_leases`] has not
+    /// run yet: it is as good as gone.
     pub fn lease_keep_alive(&mut self, id: LeaseId, now_ms: u64) -> Result<i64> {
         let lease = self
             .leases
             .get_mut(&id)
+            .filter(|lease| lease.deadline_ms > now_ms)
             .ok_or(Error::LeaseNotFound { lease: id })?;
         lease.deadline_ms = deadline(now_ms, lease.ttl_secs);
         Ok(lease.ttl_secs)
