@@ -41,9 +41,15 @@ async fn a_reopened_store_has_every_acknowledged_write_and_lease() {
     let all = store.get(GetRequest::prefix("/")).await.unwrap();
     assert_eq!(all.revision, revision);
     assert_eq!(all.kvs.len(), 2);
-    assert_eq!((all.kvs[0].value.as_slice(), all.kvs[0].version), (&b"2"[..], 2));
+    assert_eq!(
+        (all.kvs[0].value.as_slice(), all.kvs[0].version),
+        (&b"2"[..], 2)
+    );
     assert_eq!(all.kvs[1].lease, lease.id);
-    assert_eq!(store.lease_status(lease.id).await.unwrap().granted_ttl_secs, 30);
+    assert_eq!(
+        store.lease_status(lease.id).await.unwrap().granted_ttl_secs,
+        30
+    );
     // The journal rebuilt the history: a watch from the first revision still works.
     let mut watcher = store.watch(KeyRange::prefix("/"), 2).await.unwrap();
     assert_eq!(behaviour::next_batch(&mut watcher).await.revision, 2);
@@ -54,11 +60,20 @@ async fn a_reopened_store_has_every_acknowledged_write_and_lease() {
 #[tokio::test]
 async fn snapshots_bound_the_journal_and_recover() {
     let dir = tempfile::tempdir().unwrap();
-    let options = LocalOptions { journal_bytes_before_snapshot: 2048 };
+    let options = LocalOptions {
+        journal_bytes_before_snapshot: 2048,
+    };
     {
-        let store = MetaStore::Local(LocalStore::open_with(dir.path(), options.clone()).await.unwrap());
+        let store = MetaStore::Local(
+            LocalStore::open_with(dir.path(), options.clone())
+                .await
+                .unwrap(),
+        );
         for i in 0..200 {
-            store.put(format!("/k/{i:03}"), vec![b'x'; 64], NO_LEASE).await.unwrap();
+            store
+                .put(format!("/k/{i:03}"), vec![b'x'; 64], NO_LEASE)
+                .await
+                .unwrap();
         }
     }
     let journal = std::fs::metadata(dir.path().join("journal")).unwrap().len();
@@ -91,10 +106,18 @@ async fn a_torn_journal_tail_is_cut_and_the_store_goes_on() {
     assert_eq!(store.put("/c", "1", NO_LEASE).await.unwrap(), 3);
     drop(store);
     let store = open(dir.path()).await;
-    assert!(one(&store, b"/c").await.is_some(), "appends after the cut survive");
+    assert!(
+        one(&store, b"/c").await.is_some(),
+        "appends after the cut survive"
+    );
     // Garbage appended after the last record (a torn header) is cut as well.
     drop(store);
-    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0xff; 5]).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&[0xff; 5])
+        .unwrap();
     let store = open(dir.path()).await;
     assert!(one(&store, b"/c").await.is_some());
 }
@@ -113,24 +136,39 @@ async fn damage_inside_the_journal_is_a_clear_error() {
     bytes[8 + 8 + 9] ^= 0x55; // inside the first record's payload
     std::fs::write(&path, &bytes).unwrap();
     let error = LocalStore::open(dir.path()).await.unwrap_err();
-    assert!(matches!(error, Error::CorruptJournal { offset: 8, .. }), "{error}");
+    assert!(
+        matches!(error, Error::CorruptJournal { offset: 8, .. }),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 async fn a_corrupt_snapshot_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let options = LocalOptions { journal_bytes_before_snapshot: 1 };
+    let options = LocalOptions {
+        journal_bytes_before_snapshot: 1,
+    };
     {
-        let store = LocalStore::open_with(dir.path(), options.clone()).await.unwrap();
-        MetaStore::Local(store).put("/a", "1", NO_LEASE).await.unwrap();
+        let store = LocalStore::open_with(dir.path(), options.clone())
+            .await
+            .unwrap();
+        MetaStore::Local(store)
+            .put("/a", "1", NO_LEASE)
+            .await
+            .unwrap();
     }
     let path = dir.path().join("snapshot");
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
-    let error = LocalStore::open_with(dir.path(), options).await.unwrap_err();
-    assert!(matches!(&error, Error::CorruptSnapshot { path: p, .. } if p == &path), "{error}");
+    let error = LocalStore::open_with(dir.path(), options)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::CorruptSnapshot { path: p, .. } if p == &path),
+        "{error}"
+    );
     assert!(error.to_string().contains("checksum"), "{error}");
 }
 
@@ -138,7 +176,10 @@ async fn a_corrupt_snapshot_is_a_clear_error() {
 async fn one_directory_one_store() {
     let dir = tempfile::tempdir().unwrap();
     let _first = LocalStore::open(dir.path()).await.unwrap();
-    assert!(matches!(LocalStore::open(dir.path()).await, Err(Error::Locked { .. })));
+    assert!(matches!(
+        LocalStore::open(dir.path()).await,
+        Err(Error::Locked { .. })
+    ));
 }
 
 #[tokio::test]
