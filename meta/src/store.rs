@@ -159,7 +159,9 @@ impl MetaStore {
                 WatcherInner::Local(store.watch(range, start_revision).await?)
             }
             #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => WatcherInner::Etcd(store.watch(range, start_revision).await?),
+            MetaStore::Etcd(store) => {
+                WatcherInner::Etcd(Box::new(store.watch(range, start_revision).await?))
+            }
         }))
     }
 
@@ -210,8 +212,9 @@ pub struct Watcher(WatcherInner);
 #[derive(Debug)]
 enum WatcherInner {
     Local(LocalWatcher),
+    /// Boxed: it carries a stream and a client, ten times a local watcher's size.
     #[cfg(feature = "etcd")]
-    Etcd(crate::etcd::EtcdWatcher),
+    Etcd(Box<crate::etcd::EtcdWatcher>),
 }
 
 impl Watcher {

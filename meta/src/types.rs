@@ -539,7 +539,7 @@ pub struct LeaseStatus {
 }
 
 pub(crate) fn validate_ttl(ttl_secs: i64) -> Result<()> {
-    if ttl_secs < 1 || ttl_secs > limits::LEASE_TTL_SECS_MAX {
+    if !(1..=limits::LEASE_TTL_SECS_MAX).contains(&ttl_secs) {
         return Err(Error::InvalidArgument(format!(
             "lease TTL {ttl_secs} s is outside 1..={} s",
             limits::LEASE_TTL_SECS_MAX

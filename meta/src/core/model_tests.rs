@@ -69,6 +69,9 @@ struct ModelKv {
     lease: i64,
 }
 
+/// A key and its new (value, lease), or `None` for a delete.
+type ModelWrite = (Vec<u8>, Option<(Vec<u8>, i64)>);
+
 #[derive(Default)]
 struct Model {
     /// `states[r]`: the key space at revision r (index 0 unused).
@@ -93,7 +96,7 @@ impl Model {
         self.states.last().unwrap()
     }
     /// Applies puts (Some) and deletes (None) as one revision if anything changes.
-    fn write(&mut self, writes: Vec<(Vec<u8>, Option<(Vec<u8>, i64)>)>) {
+    fn write(&mut self, writes: Vec<ModelWrite>) {
         let next = self.revision() + 1;
         let mut state = self.current().clone();
         let mut changed = false;

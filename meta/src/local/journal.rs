@@ -88,7 +88,7 @@ fn read_record(bytes: &[u8]) -> Result<(u64, Change, usize), RecordError> {
     };
     let length = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
     let crc = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    if length > limits::JOURNAL_RECORD_BYTES_MAX + INDEX_BYTES || length < INDEX_BYTES {
+    if !(INDEX_BYTES..=limits::JOURNAL_RECORD_BYTES_MAX + INDEX_BYTES).contains(&length) {
         // A length no writer produces: garbage where the tail was being written.
         return Err(RecordError::Torn);
     }
@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn changes() -> Vec<Change> {
-        (2..6).map(|revision| Change::Compact(revision)).collect()
+        (2..6).map(Change::Compact).collect()
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the two agree on semantics. Each scenario works under its own key root and only compares
 //! revisions relative to the ones it saw, so scenarios can share one etcd cluster.
 
+// Each test binary that includes `common` uses a different part of it.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};

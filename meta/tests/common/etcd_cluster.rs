@@ -3,6 +3,9 @@
 //! so a failing test leaves nothing running. A missing `etcd` binary fails loudly: with the
 //! `etcd` feature on, these tests never skip.
 
+// Each test binary that includes `common` uses a different part of it.
+#![allow(dead_code)]
+
 use std::fs::File;
 use std::net::TcpListener;
 use std::path::PathBuf;
