@@ -95,7 +95,7 @@ pub(crate) fn decode_change(bytes: &[u8]) -> Result<Change, String> {
     Ok(change)
 }
 
-pub(crate) fn encode_snapshot(snapshot: &Snapshot, out: &mut Vec<u8>) {
+pub fn encode_snapshot(snapshot: &Snapshot, out: &mut Vec<u8>) {
     put_i64(out, snapshot.revision);
     put_i64(out, snapshot.next_lease_id);
     put_u32(out, snapshot.leases.len());
@@ -114,7 +114,7 @@ pub(crate) fn encode_snapshot(snapshot: &Snapshot, out: &mut Vec<u8>) {
     }
 }
 
-pub(crate) fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
     let mut input = Decoder { bytes };
     let revision = input.i64()?;
     let next_lease_id = input.i64()?;

@@ -56,6 +56,12 @@ pub const JOURNAL_BYTES_BEFORE_SNAPSHOT: u64 = 64 * 1024 * 1024;
 pub const JOURNAL_RECORD_BYTES_MAX: usize =
     2 * TXN_BYTES_MAX + LEASE_KEYS_MAX * (KEY_BYTES_MAX + 16);
 
+/// Largest journal file accepted on open: a snapshot is due at
+/// [`JOURNAL_BYTES_BEFORE_SNAPSHOT`], and the append that crossed it is at most one record per
+/// change of one operation (a Txn, or a lease revocation and its deletions).
+pub const JOURNAL_BYTES_MAX: u64 =
+    JOURNAL_BYTES_BEFORE_SNAPSHOT + 2 * (JOURNAL_RECORD_BYTES_MAX as u64) + 4096;
+
 /// Largest snapshot file accepted on open: the store's bytes plus per-key and per-lease framing.
 pub const SNAPSHOT_BYTES_MAX: u64 = (STORE_BYTES_MAX as u64) + 64 * (KEYS_MAX as u64) + (1 << 20);
 

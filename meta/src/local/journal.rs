@@ -32,15 +32,15 @@ pub(super) struct Journal {
 
 /// What a scan of journal bytes found.
 #[derive(Debug, PartialEq)]
-pub(crate) struct Scan {
+pub struct Scan {
     /// Valid records: (entry index, change), in file order.
-    pub(crate) records: Vec<(u64, Change)>,
+    pub records: Vec<(u64, Change)>,
     /// Length of the valid prefix (header included); anything after it is a torn tail.
-    pub(crate) valid_bytes: usize,
+    pub valid_bytes: usize,
 }
 
 /// Reads journal bytes. `Err((offset, reason))` for damage that is not a torn tail.
-pub(crate) fn scan(bytes: &[u8]) -> Result<Scan, (u64, String)> {
+pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, String)> {
     if bytes.len() < MAGIC.len() {
         // A crash while the header itself was written: an empty journal.
         return Ok(Scan {
@@ -111,6 +111,23 @@ fn read_record(bytes: &[u8]) -> Result<(u64, Change, usize), RecordError> {
     Ok((index, change, framed))
 }
 
+/// Appends one framed record (entry `index`, `change`) to `out`.
+pub fn encode_record(index: u64, change: &Change, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_BYTES]);
+    out.extend_from_slice(&index.to_le_bytes());
+    codec::encode_change(change, out);
+    let payload_bytes = out.len() - start - FRAME_BYTES;
+    debug_assert!(payload_bytes <= limits::JOURNAL_RECORD_BYTES_MAX + INDEX_BYTES);
+    let crc = crc32c::crc32c(&out[start + FRAME_BYTES..]);
+    let length = u32::try_from(payload_bytes).expect("records are bounded far below 4 GiB");
+    out[start..start + 4].copy_from_slice(&length.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The magic header every journal starts with.
+pub const JOURNAL_MAGIC: &[u8; 8] = MAGIC;
+
 impl Journal {
     /// Starts an empty journal in `dir` (replacing any old one atomically), whose next entry
     /// gets index `last_index + 1`.
@@ -128,6 +145,20 @@ impl Journal {
         mut apply: impl FnMut(&Change) -> Result<(), String>,
     ) -> Result<Self> {
         let path = dir.join(JOURNAL_FILE);
+        match std::fs::metadata(&path) {
+            Ok(metadata) if metadata.len() > limits::JOURNAL_BYTES_MAX => {
+                return Err(Error::CorruptJournal {
+                    path,
+                    offset: limits::JOURNAL_BYTES_MAX,
+                    reason: format!(
+                        "{} bytes, at most {} expected",
+                        metadata.len(),
+                        limits::JOURNAL_BYTES_MAX
+                    ),
+                });
+            }
+            _ => {}
+        }
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -194,16 +225,7 @@ impl Journal {
         let mut index = self.last_index;
         for change in changes {
             index += 1;
-            let start = buffer.len();
-            buffer.extend_from_slice(&[0; FRAME_BYTES]);
-            buffer.extend_from_slice(&index.to_le_bytes());
-            codec::encode_change(change, &mut buffer);
-            let payload_bytes = buffer.len() - start - FRAME_BYTES;
-            debug_assert!(payload_bytes <= limits::JOURNAL_RECORD_BYTES_MAX + INDEX_BYTES);
-            let crc = crc32c::crc32c(&buffer[start + FRAME_BYTES..]);
-            let length = u32::try_from(payload_bytes).expect("records are bounded");
-            buffer[start..start + 4].copy_from_slice(&length.to_le_bytes());
-            buffer[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+            encode_record(index, change, &mut buffer);
         }
         let context = |what: &str| format!("{what} {}", self.path.display());
         self.file

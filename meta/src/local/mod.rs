@@ -13,7 +13,7 @@
 //! that a restart loses.
 
 mod files;
-mod journal;
+pub(crate) mod journal;
 mod snapshot;
 
 use std::fs::File;
@@ -34,7 +34,9 @@ use journal::Journal;
 /// Settings of the embedded store.
 #[derive(Clone, Debug)]
 pub struct LocalOptions {
-    /// Journal bytes after which a snapshot is written and the journal restarted.
+    /// Journal bytes after which a snapshot is written and the journal restarted; at most
+    /// [`limits::JOURNAL_BYTES_BEFORE_SNAPSHOT`] (a larger value is clamped), so a journal never
+    /// outgrows what recovery accepts.
     pub journal_bytes_before_snapshot: u64,
 }
 
@@ -236,7 +238,11 @@ impl State {
             return Ok(());
         }
         let result = self.journal.append(&changes).and_then(|()| {
-            if self.journal.bytes() < self.options.journal_bytes_before_snapshot {
+            let threshold = self
+                .options
+                .journal_bytes_before_snapshot
+                .min(limits::JOURNAL_BYTES_BEFORE_SNAPSHOT);
+            if self.journal.bytes() < threshold {
                 return Ok(());
             }
             let last_index = self.journal.last_index();
