@@ -239,6 +239,12 @@ impl Journal {
         Ok(())
     }
 
+    /// Makes every later append fail, as a full or failing disk would.
+    #[cfg(test)]
+    pub(super) fn fail_appends(&mut self) {
+        self.file = File::open(&self.path).expect("journal opens read-only");
+    }
+
     /// Bytes in the file.
     pub(super) fn bytes(&self) -> u64 {
         self.bytes

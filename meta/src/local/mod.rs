@@ -312,3 +312,34 @@ impl Drop for LocalWatcher {
         self.shared.lock().core.watch_cancel(self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TxnOp;
+
+    #[tokio::test]
+    async fn a_failed_journal_write_poisons_the_store_and_loses_nothing_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).await.unwrap();
+        store
+            .txn(Txn::new().and_then(vec![TxnOp::put("/a", "1")]))
+            .await
+            .unwrap();
+        store.shared.lock().journal.fail_appends();
+        let failed = store
+            .txn(Txn::new().and_then(vec![TxnOp::put("/b", "1")]))
+            .await;
+        assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
+        let refused = store
+            .txn(Txn::new().and_then(vec![TxnOp::put("/c", "1")]))
+            .await;
+        assert!(matches!(refused, Err(Error::Poisoned)), "{refused:?}");
+        assert!(matches!(store.lease_grant(5).await, Err(Error::Poisoned)));
+        drop(store);
+        let reopened = LocalStore::open(dir.path()).await.unwrap();
+        let all = reopened.get(GetRequest::prefix("/")).await.unwrap();
+        assert_eq!(all.kvs.len(), 1, "only the acknowledged write survives");
+        assert_eq!(all.revision, 2);
+    }
+}
