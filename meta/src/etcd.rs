@@ -28,8 +28,9 @@ use tokio::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::types::{
-    validate_ttl, CompareOp, CompareTarget, Event, EventKind, GetRequest, GetResponse, KeyRange,
-    KeyValue, Lease, LeaseId, LeaseStatus, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchBatch,
+    validate_ttl, validate_watch, CompareOp, CompareTarget, Event, EventKind, GetRequest,
+    GetResponse, KeyRange, KeyValue, Lease, LeaseId, LeaseStatus, Txn, TxnOp, TxnOpResponse,
+    TxnResponse, WatchBatch,
 };
 
 /// Longest wait between two retries of one call.
@@ -273,7 +274,7 @@ impl EtcdStore {
 
     /// Watches a range from `start_revision` (`0`: from the next revision).
     pub async fn watch(&self, range: KeyRange, start_revision: i64) -> Result<EtcdWatcher> {
-        range.validate()?;
+        validate_watch(&range, start_revision)?;
         let next_revision = if start_revision == 0 {
             self.get(GetRequest {
                 range: range.clone(),

@@ -4,7 +4,8 @@
 //! A concrete enum rather than a trait object: there are exactly two backends, both known at
 //! compile time; `async fn` in a trait is not object-safe without boxing every future; and the
 //! watch handle stays a concrete type. Behaviour that both backends share (validation, the
-//! convenience calls built on `txn`) lives here once.
+//! convenience calls built on `txn`) lives here once; each backend validates its own requests
+//! (the embedded one in [`crate::MetaCore`]), with the same functions of `types.rs`.
 
 use std::fmt;
 use std::path::Path;
@@ -16,6 +17,17 @@ use crate::types::{
     GetRequest, GetResponse, KeyRange, Lease, LeaseId, LeaseStatus, Txn, TxnOp, TxnResponse,
     WatchBatch,
 };
+
+/// Runs the same call on whichever backend is behind a [`MetaStore`].
+macro_rules! dispatch {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match $store {
+            MetaStore::Local($backend) => $call,
+            #[cfg(feature = "etcd")]
+            MetaStore::Etcd($backend) => $call,
+        }
+    };
+}
 
 /// Where the metadata lives, as `skiff.metadata.store` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,22 +110,12 @@ impl MetaStore {
 
     /// Reads a key or prefix, at the latest or a past revision.
     pub async fn get(&self, request: GetRequest) -> Result<GetResponse> {
-        request.validate()?;
-        match self {
-            MetaStore::Local(store) => store.get(request).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.get(request).await,
-        }
+        dispatch!(self, store => store.get(request).await)
     }
 
     /// Runs a Txn. A failed compare is `succeeded == false`, not an error.
     pub async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        txn.validate()?;
-        match self {
-            MetaStore::Local(store) => store.txn(txn).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.txn(txn).await,
-        }
+        dispatch!(self, store => store.txn(txn).await)
     }
 
     /// Puts one key, unconditionally (a Txn of one put). Returns the write's revision.
@@ -139,21 +141,11 @@ impl MetaStore {
     /// Drops history before `revision`: later reads and watches below it get
     /// [`Error::Compacted`].
     pub async fn compact(&self, revision: i64) -> Result<()> {
-        match self {
-            MetaStore::Local(store) => store.compact(revision).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.compact(revision).await,
-        }
+        dispatch!(self, store => store.compact(revision).await)
     }
 
     /// Watches a range from `start_revision` (`0`: from the next revision on).
     pub async fn watch(&self, range: KeyRange, start_revision: i64) -> Result<Watcher> {
-        range.validate()?;
-        if start_revision < 0 {
-            return Err(Error::InvalidArgument(format!(
-                "negative revision {start_revision}"
-            )));
-        }
         Ok(Watcher(match self {
             MetaStore::Local(store) => {
                 WatcherInner::Local(store.watch(range, start_revision).await?)
@@ -167,40 +159,23 @@ impl MetaStore {
 
     /// Grants a lease of `ttl_secs` seconds.
     pub async fn lease_grant(&self, ttl_secs: i64) -> Result<Lease> {
-        crate::types::validate_ttl(ttl_secs)?;
-        match self {
-            MetaStore::Local(store) => store.lease_grant(ttl_secs).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.lease_grant(ttl_secs).await,
-        }
+        dispatch!(self, store => store.lease_grant(ttl_secs).await)
     }
 
     /// Renews a lease for its full TTL. Returns the TTL; [`Error::LeaseNotFound`] once it is
     /// gone (the caller's session is over: its keys are deleted).
     pub async fn lease_keep_alive(&self, id: LeaseId) -> Result<i64> {
-        match self {
-            MetaStore::Local(store) => store.lease_keep_alive(id).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.lease_keep_alive(id).await,
-        }
+        dispatch!(self, store => store.lease_keep_alive(id).await)
     }
 
     /// Ends a lease now, deleting its keys.
     pub async fn lease_revoke(&self, id: LeaseId) -> Result<()> {
-        match self {
-            MetaStore::Local(store) => store.lease_revoke(id).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.lease_revoke(id).await,
-        }
+        dispatch!(self, store => store.lease_revoke(id).await)
     }
 
     /// A lease's granted and remaining TTL.
     pub async fn lease_status(&self, id: LeaseId) -> Result<LeaseStatus> {
-        match self {
-            MetaStore::Local(store) => store.lease_status(id).await,
-            #[cfg(feature = "etcd")]
-            MetaStore::Etcd(store) => store.lease_status(id).await,
-        }
+        dispatch!(self, store => store.lease_status(id).await)
     }
 }
 

@@ -538,6 +538,17 @@ pub struct LeaseStatus {
     pub remaining_ttl_secs: i64,
 }
 
+/// A watch needs a valid range and a start revision of 0 (now) or more.
+pub(crate) fn validate_watch(range: &KeyRange, start_revision: i64) -> Result<()> {
+    range.validate()?;
+    if start_revision < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "negative revision {start_revision}"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn validate_ttl(ttl_secs: i64) -> Result<()> {
     if !(1..=limits::LEASE_TTL_SECS_MAX).contains(&ttl_secs) {
         return Err(Error::InvalidArgument(format!(

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use super::MetaCore;
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::types::{Event, KeyRange, WatchBatch};
+use crate::types::{validate_watch, Event, KeyRange, WatchBatch};
 
 /// Identifies a watcher of one [`MetaCore`].
 pub type WatchId = u64;
@@ -50,12 +50,7 @@ impl MetaCore {
     /// compact revision is accepted, and the first poll reports [`Error::Compacted`], as etcd's
     /// watch is created and then canceled.
     pub fn watch(&mut self, range: KeyRange, start_revision: i64) -> Result<WatchId> {
-        range.validate()?;
-        if start_revision < 0 {
-            return Err(Error::InvalidArgument(format!(
-                "negative revision {start_revision}"
-            )));
-        }
+        validate_watch(&range, start_revision)?;
         if self.watchers.len() >= limits::WATCHERS_MAX {
             return Err(Error::QuotaExceeded {
                 what: "watchers",
