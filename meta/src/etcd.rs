@@ -424,7 +424,7 @@ impl EtcdStore {
 pub struct EtcdWatcher {
     store: EtcdStore,
     range: KeyRange,
-    /// The first revision not yet delivered: where a re-opened stream starts.
+    /// The first revision not yet queued: where a re-opened stream starts.
     next_revision: i64,
     stream: Option<ec::WatchStream>,
     ready: VecDeque<WatchBatch>,
@@ -482,9 +482,11 @@ impl EtcdWatcher {
     /// the last delivered revision + 1 on any member; [`Error::Compacted`] ends the watch;
     /// [`Error::Unavailable`] after [`EtcdOptions::retry_timeout`] without any member.
     pub async fn next(&mut self) -> Result<WatchBatch> {
+        // Since when streams have been breaking without delivering anything: a watch that cannot
+        // be kept open for the retry timeout gives up instead of spinning forever.
+        let mut failing_since: Option<Instant> = None;
         loop {
             if let Some(batch) = self.ready.pop_front() {
-                self.next_revision = batch.revision + 1;
                 return Ok(batch);
             }
             if self.stream.is_none() {
@@ -493,39 +495,38 @@ impl EtcdWatcher {
             let Some(stream) = self.stream.as_mut() else {
                 continue;
             };
-            let message = match stream.message().await {
-                Ok(Some(message)) => message,
-                Ok(None) | Err(_) => {
-                    // The member died or closed the stream: resume elsewhere from next_revision.
-                    tracing::debug!(
-                        next_revision = self.next_revision,
-                        "etcd watch broke, resuming"
-                    );
-                    self.stream = None;
+            let reason = match stream.message().await {
+                Ok(Some(message)) if !message.canceled() => {
+                    failing_since = None;
+                    self.queue(message.events());
                     continue;
                 }
-            };
-            if message.canceled() {
-                self.stream = None;
-                if message.compact_revision() > 0 {
+                Ok(Some(message)) if message.compact_revision() > 0 => {
+                    self.stream = None;
                     return Err(Error::Compacted {
                         requested_revision: self.next_revision,
                         compact_revision: Some(message.compact_revision()),
                     });
                 }
-                // Canceled for another reason (e.g. the member lost its leader): resume.
-                tracing::debug!(
-                    reason = message.cancel_reason(),
-                    "etcd watch canceled, resuming"
-                );
-                tokio::time::sleep(RETRY_BACKOFF_MIN).await;
-                continue;
+                // Canceled for another reason (e.g. the member lost its leader).
+                Ok(Some(message)) => format!("canceled: {}", message.cancel_reason()),
+                // The member died or closed the stream.
+                Ok(None) => "stream closed".to_owned(),
+                Err(error) => error.to_string(),
+            };
+            self.stream = None;
+            let since = *failing_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= self.store.shared.options.retry_timeout {
+                return Err(self.store.name_endpoints(Error::Unavailable {
+                    reason: format!("watch keeps breaking: {reason}"),
+                }));
             }
-            self.queue(message.events());
+            tracing::debug!(next_revision = self.next_revision, %reason, "etcd watch broke, resuming");
+            tokio::time::sleep(RETRY_BACKOFF_MIN).await;
         }
     }
 
-    /// Groups events into one batch per revision, dropping any already delivered (a resumed
+    /// Groups events into one batch per revision, dropping any already queued (a resumed
     /// stream starts exactly at next_revision, so this is a guard, not a normal path).
     fn queue(&mut self, events: &[ec::Event]) {
         let mut batches: BTreeMap<i64, Vec<Event>> = BTreeMap::new();
@@ -548,9 +549,9 @@ impl EtcdWatcher {
                 prev_kv: event.prev_kv().cloned().map(key_value),
             });
         }
-        let queued_before = self.ready.back().map(|batch| batch.revision);
         for (revision, events) in batches {
-            debug_assert!(queued_before.is_none_or(|last| revision > last));
+            debug_assert!(revision >= self.next_revision);
+            self.next_revision = revision + 1;
             self.ready.push_back(WatchBatch { revision, events });
         }
     }

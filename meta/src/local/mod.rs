@@ -100,7 +100,9 @@ impl LocalStore {
         Ok(Self { shared })
     }
 
-    /// Reads a key or prefix.
+    /// Reads a key or prefix. Reads do not reap leases: a key whose lease just expired stays
+    /// visible until the next write or the expiry task (at most [`limits::LEASE_TICK_MS`] later),
+    /// as in etcd, where the leader revokes expired leases asynchronously.
     pub async fn get(&self, request: GetRequest) -> Result<GetResponse> {
         self.shared.lock().core.get(&request)
     }
