@@ -2,6 +2,7 @@
 //! invariant, called both by its `fuzz_target!` in `fuzz_targets/` and by `tests/replay.rs`, which
 //! replays the committed `corpus/<target>/` in the ordinary test suite on stable.
 
+pub mod meta;
 pub mod records;
 pub mod requests;
 pub mod storage;
@@ -15,6 +16,7 @@ pub fn targets() -> Vec<Target> {
         .iter()
         .chain(requests::TARGETS.iter())
         .chain(storage::TARGETS.iter())
+        .chain(meta::TARGETS.iter())
         .copied()
         .collect()
 }
