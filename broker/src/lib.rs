@@ -115,10 +115,7 @@ impl Broker {
         });
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
         tokio::spawn(group_driver.run(ctx.topics.clone()));
-        if let Some(metrics_address) = &config.metrics_listener {
-            let address: std::net::SocketAddr = metrics_address.parse().map_err(|_| {
-                BrokerError::Storage(format!("bad metrics address {metrics_address}"))
-            })?;
+        if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)
                 .await
                 .map_err(|source| BrokerError::Bind { address, source })?;
@@ -272,6 +269,6 @@ fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
         .map_err(|error| bad(format!("{}: {error}", path.display())))?;
     Ok(server::SaslSetup {
         store: Arc::new(store),
-        mechanisms: config.sasl_mechanisms()?,
+        mechanisms: config.sasl_enabled_mechanisms.enabled.clone(),
     })
 }

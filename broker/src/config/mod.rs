@@ -9,7 +9,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-pub use crate::net::session::SecurityProtocol;
+mod listeners;
+mod security;
+
+pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
+pub use security::{ClientAuth, SaslMechanisms, SuperUsers};
 
 /// Why a configuration could not be used.
 #[non_exhaustive]
@@ -142,6 +146,47 @@ impl FromConfigValue for Option<PathBuf> {
     }
 }
 
+/// Typed values parsed from one string, once, when their key is set.
+macro_rules! parsed_from_text {
+    ($($ty:ty),*) => {$(
+        impl FromConfigValue for $ty {
+            fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+                <$ty>::parse(key, &String::from_value(key, value)?)
+            }
+        }
+    )*};
+}
+parsed_from_text!(
+    ListenerList,
+    ProtocolMap,
+    ClientAuth,
+    SaslMechanisms,
+    SuperUsers
+);
+
+impl FromConfigValue for Option<ListenerList> {
+    fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+        Option::<String>::from_value(key, value)?
+            .map(|text| ListenerList::parse(key, &text))
+            .transpose()
+    }
+}
+
+impl FromConfigValue for Option<SocketAddr> {
+    fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+        Option::<String>::from_value(key, value)?
+            .map(|text| {
+                text.parse().map_err(|_| {
+                    invalid(
+                        key,
+                        format!("'{text}' is not host:port (an IP address and a port)"),
+                    )
+                })
+            })
+            .transpose()
+    }
+}
+
 /// How legacy fetches are down-converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DownConversionMode {
@@ -201,9 +246,9 @@ config_keys! {
         "This broker's id in Metadata answers."
     "log.dirs" => log_dirs: PathBuf = PathBuf::from("./skiff-data");
         "Directory holding the partition logs, topic metadata and group offsets."
-    "listeners" => listeners: String = "PLAINTEXT://127.0.0.1:9092".to_owned();
+    "listeners" => listeners: ListenerList = ListenerList::parse("listeners", "PLAINTEXT://127.0.0.1:9092").expect("the default listener parses");
         "Comma-separated listeners, NAME://host:port. Port 0 picks a free port."
-    "advertised.listeners" => advertised_listeners: Option<String> = None;
+    "advertised.listeners" => advertised_listeners: Option<ListenerList> = None;
         "What Metadata tells clients to connect to; empty means the bound listener address."
     "num.partitions" => num_partitions: i32 = 1;
         "Partitions of an auto-created topic."
@@ -255,9 +300,9 @@ config_keys! {
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
     "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = crate::group::config::INITIAL_REBALANCE_DELAY_MS_DEFAULT;
         "How long the first rebalance of an empty group waits for more members (extended by each newcomer, up to the rebalance timeout); 0 rebalances at once."
-    "skiff.metrics.listener" => metrics_listener: Option<String> = None;
+    "skiff.metrics.listener" => metrics_listener: Option<SocketAddr> = None;
         "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
-    "listener.security.protocol.map" => listener_security_protocol_map: String = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".to_owned();
+    "listener.security.protocol.map" => listener_security_protocol_map: ProtocolMap = ProtocolMap::default();
         "Comma-separated LISTENER_NAME:SECURITY_PROTOCOL pairs; a listener's protocol comes from its name."
     "ssl.keystore.type" => ssl_keystore_type: String = "PEM".to_owned();
         "Format of ssl.keystore.location; only PEM is supported."
@@ -265,9 +310,9 @@ config_keys! {
         "PEM file holding the certificate chain and the unencrypted private key of SSL/SASL_SSL listeners."
     "ssl.truststore.location" => ssl_truststore_location: Option<PathBuf> = None;
         "PEM file of CA certificates that client certificates must chain to (with ssl.client.auth)."
-    "ssl.client.auth" => ssl_client_auth: String = "none".to_owned();
+    "ssl.client.auth" => ssl_client_auth: ClientAuth = ClientAuth::None;
         "none, requested or required: whether SSL clients must present a certificate; its subject becomes the principal."
-    "sasl.enabled.mechanisms" => sasl_enabled_mechanisms: String = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".to_owned();
+    "sasl.enabled.mechanisms" => sasl_enabled_mechanisms: SaslMechanisms = SaslMechanisms::default();
         "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners."
     "skiff.sasl.credentials.file" => sasl_credentials_file: Option<PathBuf> = None;
         "File of SASL users as salted SCRAM keys (`skiff sasl-credential` writes lines); needed by SASL listeners."
@@ -277,7 +322,7 @@ config_keys! {
         "File of ACLs. Unset (default): no authorization, everything is allowed to everyone."
     "skiff.acl.reload.interval.ms" => acl_reload_interval_ms: u64 = 1000;
         "How often the ACL file is checked for changes; a changed file that parses replaces the ACLs without a restart."
-    "super.users" => super_users: String = String::new();
+    "super.users" => super_users: SuperUsers = SuperUsers::default();
         "Semicolon-separated principals (User:name) allowed everything, whatever the ACLs say."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
         "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
@@ -383,14 +428,6 @@ impl Config {
                 ),
             ));
         }
-        if let Some(address) = &self.metrics_listener {
-            address.parse::<SocketAddr>().map_err(|_| {
-                invalid(
-                    "skiff.metrics.listener",
-                    format!("'{address}' is not host:port (an IP address and a port)"),
-                )
-            })?;
-        }
         if self.max_connections == 0 {
             return Err(invalid("max.connections", "must be at least 1"));
         }
@@ -418,58 +455,11 @@ impl Config {
     /// Every entry of `listeners` with its security protocol (from
     /// `listener.security.protocol.map`) and what `advertised.listeners` says for it.
     pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
-        let protocols = parse_protocol_map(&self.listener_security_protocol_map)?;
-        let advertised = match &self.advertised_listeners {
-            None => Vec::new(),
-            Some(text) => split_listeners("advertised.listeners", text)?,
-        };
-        let mut listeners: Vec<ListenerConfig> = Vec::new();
-        for (name, host, port) in split_listeners("listeners", &self.listeners)? {
-            let protocol = *protocols.get(&name).ok_or_else(|| {
-                invalid(
-                    "listeners",
-                    format!("listener {name} has no entry in listener.security.protocol.map"),
-                )
-            })?;
-            if listeners.iter().any(|listener| listener.name == name) {
-                return Err(invalid(
-                    "listeners",
-                    format!("listener {name} appears twice"),
-                ));
-            }
-            let ip = if host == "localhost" {
-                "127.0.0.1"
-            } else {
-                host.as_str()
-            };
-            let address: SocketAddr = format!("{ip}:{port}")
-                .parse()
-                .or_else(|_| format!("[{ip}]:{port}").parse())
-                .map_err(|_| invalid("listeners", format!("'{host}:{port}' is not an ip:port")))?;
-            let advertised = advertised
-                .iter()
-                .find(|(advertised_name, _, _)| *advertised_name == name)
-                .map(|(_, host, port)| (host.clone(), *port));
-            listeners.push(ListenerConfig {
-                name,
-                protocol,
-                address,
-                advertised,
-            });
-        }
-        if listeners.is_empty() {
-            return Err(invalid("listeners", "at least one listener is needed"));
-        }
-        if let Some((name, _, _)) = advertised
-            .iter()
-            .find(|(name, _, _)| !listeners.iter().any(|listener| listener.name == *name))
-        {
-            return Err(invalid(
-                "advertised.listeners",
-                format!("{name} is not one of the listeners"),
-            ));
-        }
-        Ok(listeners)
+        listeners::resolve(
+            &self.listeners,
+            self.advertised_listeners.as_ref(),
+            &self.listener_security_protocol_map,
+        )
     }
 
     /// Checks the keys a listener's security protocol needs: a keystore for TLS, a credentials file
@@ -489,25 +479,21 @@ impl Config {
                     "an SSL or SASL_SSL listener needs a PEM file with the certificate chain and key",
                 ));
             }
-            let client_auth = self.client_auth()?;
-            if client_auth != ClientAuth::None && self.ssl_truststore_location.is_none() {
+            if self.ssl_client_auth != ClientAuth::None && self.ssl_truststore_location.is_none() {
                 return Err(invalid(
                     "ssl.truststore.location",
                     "ssl.client.auth needs the CA certificates client certificates chain to",
                 ));
             }
         }
-        if listeners
+        let sasl_listener = listeners
             .iter()
-            .any(|listener| listener.protocol.uses_sasl())
-        {
-            self.sasl_mechanisms()?;
-            if self.sasl_credentials_file.is_none() {
-                return Err(invalid(
-                    "skiff.sasl.credentials.file",
-                    "a SASL_PLAINTEXT or SASL_SSL listener needs a credentials file",
-                ));
-            }
+            .any(|listener| listener.protocol.uses_sasl());
+        if sasl_listener && self.sasl_credentials_file.is_none() {
+            return Err(invalid(
+                "skiff.sasl.credentials.file",
+                "a SASL_PLAINTEXT or SASL_SSL listener needs a credentials file",
+            ));
         }
         if self.authentication_timeout_ms == 0 {
             return Err(invalid(
@@ -517,78 +503,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// `ssl.client.auth`, parsed.
-    pub fn client_auth(&self) -> Result<ClientAuth, ConfigError> {
-        match self.ssl_client_auth.as_str() {
-            "none" => Ok(ClientAuth::None),
-            "requested" => Ok(ClientAuth::Requested),
-            "required" => Ok(ClientAuth::Required),
-            other => Err(invalid(
-                "ssl.client.auth",
-                format!("'{other}' is not none, requested or required"),
-            )),
-        }
-    }
-
-    /// `sasl.enabled.mechanisms`, parsed and checked against what Skiff implements.
-    pub fn sasl_mechanisms(&self) -> Result<Vec<crate::security::sasl::Mechanism>, ConfigError> {
-        let mut mechanisms = Vec::new();
-        for name in comma_items(&self.sasl_enabled_mechanisms) {
-            let mechanism = crate::security::sasl::Mechanism::from_name(name).ok_or_else(|| {
-                invalid(
-                    "sasl.enabled.mechanisms",
-                    format!("{name} is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
-                )
-            })?;
-            if !mechanisms.contains(&mechanism) {
-                mechanisms.push(mechanism);
-            }
-        }
-        if mechanisms.is_empty() {
-            return Err(invalid(
-                "sasl.enabled.mechanisms",
-                "at least one mechanism is needed",
-            ));
-        }
-        Ok(mechanisms)
-    }
-}
-
-/// Whether TLS clients must present a certificate (`ssl.client.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientAuth {
-    /// No client certificate is asked for.
-    None,
-    /// A certificate is asked for; one that is presented must verify.
-    Requested,
-    /// A verified certificate is needed to connect.
-    Required,
-}
-
-/// One listener: its name, security protocol, bind address and advertised endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerConfig {
-    /// The listener's name (`PLAINTEXT`, `SASL_SSL`, or a custom one from the protocol map).
-    pub name: String,
-    /// Its security protocol.
-    pub protocol: SecurityProtocol,
-    /// Where it binds (port 0 picks a free port).
-    pub address: SocketAddr,
-    /// Host and port from `advertised.listeners`; `None` advertises the bound address. A port of
-    /// 0 there means the bound port.
-    pub advertised: Option<(String, u16)>,
-}
-
-impl ListenerConfig {
-    /// What Metadata tells clients who came in on this listener bound at `bound`.
-    pub fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
-        match &self.advertised {
-            None => (bound.ip().to_string(), bound.port()),
-            Some((host, 0)) => (host.clone(), bound.port()),
-            Some((host, port)) => (host.clone(), *port),
-        }
-    }
 }
 
 /// The non-empty, trimmed items of a comma-separated value (Kafka's list syntax).
@@ -596,60 +510,6 @@ fn comma_items(text: &str) -> impl Iterator<Item = &str> {
     text.split(',')
         .map(str::trim)
         .filter(|item| !item.is_empty())
-}
-
-/// Parses `NAME:PROTOCOL,...`.
-fn parse_protocol_map(text: &str) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
-    let key = "listener.security.protocol.map";
-    let mut map = BTreeMap::new();
-    for pair in comma_items(text) {
-        let (name, protocol) = pair
-            .split_once(':')
-            .ok_or_else(|| invalid(key, format!("'{pair}' is not NAME:PROTOCOL")))?;
-        check_listener_name(key, name)?;
-        let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
-            invalid(
-                key,
-                format!("'{protocol}' is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
-            )
-        })?;
-        map.insert(name.to_owned(), protocol);
-    }
-    Ok(map)
-}
-
-fn check_listener_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(invalid(key, format!("'{name}' is not a listener name")));
-    }
-    Ok(())
-}
-
-/// Splits `NAME://host:port,...` into (name, host, port); IPv6 hosts are written in brackets.
-fn split_listeners(key: &str, text: &str) -> Result<Vec<(String, String, u16)>, ConfigError> {
-    let mut listeners = Vec::new();
-    for listener in comma_items(text) {
-        let (name, host_port) = listener
-            .split_once("://")
-            .ok_or_else(|| invalid(key, format!("'{listener}' is not NAME://host:port")))?;
-        check_listener_name(key, name)?;
-        let (host, port) = host_port
-            .rsplit_once(':')
-            .ok_or_else(|| invalid(key, format!("'{listener}' has no port")))?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| invalid(key, format!("'{listener}' has a bad port")))?;
-        let host = host.trim_matches(['[', ']']);
-        if host.is_empty() {
-            return Err(invalid(key, format!("'{listener}' has no host")));
-        }
-        listeners.push((name.to_owned(), host.to_owned(), port));
-    }
-    Ok(listeners)
 }
 
 fn flatten(prefix: &str, table: &toml::Table, out: &mut BTreeMap<String, toml::Value>) {
@@ -725,12 +585,7 @@ mod tests {
         assert!(error.to_string().contains("num.partitions"));
         config.log_segment_bytes = 1 << 33;
         assert!(config.validate().is_err());
-        let config = Config {
-            listeners: "SSL://127.0.0.1:9093".into(),
-            ..Config::default()
-        };
-        assert!(config
-            .validate()
+        assert!(configured(&["listeners=SSL://127.0.0.1:9093"])
             .expect_err("ssl without a keystore")
             .to_string()
             .contains("ssl.keystore.location"));
@@ -748,17 +603,14 @@ mod tests {
 
     #[test]
     fn several_listeners_with_a_custom_name_and_advertised_endpoints() {
-        let config = Config {
-            listeners: "PLAINTEXT://127.0.0.1:0,INTERNAL://[::1]:9094,SASL_SSL://localhost:9095"
-                .into(),
-            listener_security_protocol_map:
-                "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SASL_SSL:SASL_SSL".into(),
-            advertised_listeners: Some("SASL_SSL://broker.example:19095,PLAINTEXT://h:0".into()),
-            ssl_keystore_location: Some("/x.pem".into()),
-            sasl_credentials_file: Some("/users".into()),
-            ..Config::default()
-        };
-        config.validate().expect("valid");
+        let config = configured(&[
+            "listeners=PLAINTEXT://127.0.0.1:0,INTERNAL://[::1]:9094,SASL_SSL://localhost:9095",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "advertised.listeners=SASL_SSL://broker.example:19095,PLAINTEXT://h:0",
+            "ssl.keystore.location=/x.pem",
+            "skiff.sasl.credentials.file=/users",
+        ])
+        .expect("valid");
         let listeners = config.listener_configs().expect("listeners");
         let protocols: Vec<_> = listeners.iter().map(|l| l.protocol).collect();
         assert_eq!(
@@ -784,60 +636,80 @@ mod tests {
 
     #[test]
     fn listener_mistakes_are_named() {
-        let cases: [(&str, Config); 6] = [
+        let cases: [(&str, &[&str]); 9] = [
             (
                 "listener.security.protocol.map",
-                Config {
-                    listeners: "EXTERNAL://127.0.0.1:1".into(),
-                    ..Config::default()
-                },
+                &["listeners=EXTERNAL://127.0.0.1:1"],
             ),
             (
                 "appears twice",
-                Config {
-                    listeners: "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2".into(),
-                    ..Config::default()
-                },
+                &["listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"],
             ),
             (
                 "skiff.sasl.credentials.file",
-                Config {
-                    listeners: "SASL_PLAINTEXT://127.0.0.1:1".into(),
-                    ..Config::default()
-                },
+                &["listeners=SASL_PLAINTEXT://127.0.0.1:1"],
             ),
             (
                 "sasl.enabled.mechanisms",
-                Config {
-                    listeners: "SASL_PLAINTEXT://127.0.0.1:1".into(),
-                    sasl_enabled_mechanisms: "GSSAPI".into(),
-                    sasl_credentials_file: Some("/users".into()),
-                    ..Config::default()
-                },
+                &["sasl.enabled.mechanisms=GSSAPI"],
             ),
             (
                 "ssl.truststore.location",
-                Config {
-                    listeners: "SSL://127.0.0.1:1".into(),
-                    ssl_keystore_location: Some("/x.pem".into()),
-                    ssl_client_auth: "required".into(),
-                    ..Config::default()
-                },
+                &[
+                    "listeners=SSL://127.0.0.1:1",
+                    "ssl.keystore.location=/x.pem",
+                    "ssl.client.auth=required",
+                ],
             ),
+            ("ssl.client.auth", &["ssl.client.auth=yes"]),
+            ("advertised.listeners", &["advertised.listeners=SSL://h:1"]),
             (
-                "advertised.listeners",
-                Config {
-                    advertised_listeners: Some("SSL://h:1".into()),
-                    ..Config::default()
-                },
+                "skiff.metrics.listener",
+                &["skiff.metrics.listener=localhost"],
             ),
+            ("super.users", &["super.users=admin"]),
         ];
-        for (expected, config) in cases {
-            let error = config.validate().expect_err(expected).to_string();
+        for (expected, overrides) in cases {
+            let error = configured(overrides).expect_err(expected).to_string();
             assert!(
                 error.contains(expected),
                 "{error} should mention {expected}"
             );
         }
+    }
+
+    #[test]
+    fn typed_values_show_as_written_in_config_keys() {
+        let shown: BTreeMap<&str, String> = keys()
+            .into_iter()
+            .map(|(key, default, _)| (key, default))
+            .collect();
+        for (key, default) in [
+            ("listeners", "\"PLAINTEXT://127.0.0.1:9092\""),
+            ("advertised.listeners", "None"),
+            ("skiff.metrics.listener", "None"),
+            (
+                "listener.security.protocol.map",
+                "\"PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\"",
+            ),
+            ("ssl.client.auth", "\"none\""),
+            (
+                "sasl.enabled.mechanisms",
+                "\"PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\"",
+            ),
+            ("super.users", "\"\""),
+        ] {
+            assert_eq!(shown[key], default, "{key}");
+        }
+    }
+
+    /// The defaults with `overrides` applied (as `--set` does), validated.
+    fn configured(overrides: &[&str]) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        for argument in overrides {
+            config.apply_override(argument)?;
+        }
+        config.validate()?;
+        Ok(config)
     }
 }

@@ -18,9 +18,10 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenerConfig;
+use crate::config::SecurityProtocol;
 use crate::context::Ctx;
 use crate::net::connection;
-use crate::net::session::{Principal, SecurityProtocol, Session};
+use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
 
 /// What SASL listeners check clients against.

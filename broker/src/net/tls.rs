@@ -53,8 +53,7 @@ pub(crate) fn acceptor(config: &Config) -> Result<TlsAcceptor, ConfigError> {
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|error| unusable(key_name, keystore, error))?;
-    let client_auth = config.client_auth()?;
-    let builder = match client_auth {
+    let builder = match config.ssl_client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         ClientAuth::Requested | ClientAuth::Required => {
             let trust_name = "ssl.truststore.location";
@@ -75,7 +74,7 @@ pub(crate) fn acceptor(config: &Config) -> Result<TlsAcceptor, ConfigError> {
                     .map_err(|error| unusable(trust_name, truststore, error))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let verifier = if client_auth == ClientAuth::Requested {
+            let verifier = if config.ssl_client_auth == ClientAuth::Requested {
                 verifier.allow_unauthenticated()
             } else {
                 verifier

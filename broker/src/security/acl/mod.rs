@@ -83,21 +83,6 @@ fn build(settings: &Settings, text: &str) -> Result<Authorizer, file::AclFileErr
 /// The shortest reload interval, so a tiny setting cannot turn the reload task into a busy loop.
 pub const RELOAD_INTERVAL_MS_MIN: u64 = 100;
 
-/// Parses `super.users` (`User:a;User:b`, Kafka's form) into user names.
-pub fn parse_super_users(text: &str) -> Result<Vec<String>, String> {
-    text.split(';')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(|item| match AclPrincipal::parse(item)? {
-            AclPrincipal::User(name) => Ok(name),
-            AclPrincipal::AnyUser => Err(
-                "User:* cannot be a super user (list users by name, or use ACLs for everyone)"
-                    .to_owned(),
-            ),
-        })
-        .collect()
-}
-
 /// Reads the ACL file, refusing one bigger than [`file::ACL_FILE_BYTES_MAX`] before reading it.
 fn read_file(path: &Path) -> Result<String, String> {
     let metadata = std::fs::metadata(path).map_err(|error| error.to_string())?;
@@ -113,20 +98,18 @@ fn read_file(path: &Path) -> Result<String, String> {
 }
 
 /// Validates the authorization keys and loads the ACL file, at start-up: `None` when no ACL file
-/// is configured (no authorization). A bad `super.users` is an error even then.
+/// is configured (no authorization).
 pub(crate) fn load_at_start(config: &Config) -> Result<Option<Arc<AclState>>, ConfigError> {
     let invalid = |key: &str, reason: String| ConfigError::InvalidValue {
         key: key.to_owned(),
         reason,
     };
-    let super_users =
-        parse_super_users(&config.super_users).map_err(|reason| invalid("super.users", reason))?;
     let Some(path) = &config.acl_file else {
         return Ok(None);
     };
     let settings = Settings {
         path: path.clone(),
-        super_users,
+        super_users: config.super_users.names.clone(),
         allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
         reload_interval_ms: config.acl_reload_interval_ms.max(RELOAD_INTERVAL_MS_MIN),
     };
@@ -259,29 +242,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn super_users_parse_as_kafka_lists_them() {
-        assert_eq!(
-            parse_super_users("User:admin; User:ops;"),
-            Ok(vec!["admin".to_owned(), "ops".to_owned()])
-        );
-        assert_eq!(parse_super_users(""), Ok(Vec::new()));
-        assert!(parse_super_users("admin").is_err());
-        assert!(parse_super_users("User:*").is_err());
-        assert!(parse_super_users("User:a,User:b")
-            .map(|users| users == ["a,User:b"])
-            .unwrap_or(false));
-    }
-
-    #[test]
     fn start_up_refuses_bad_keys_and_files_with_the_key_named() {
         let directory = tempfile::tempdir().expect("temp dir");
-        let mut config = Config {
-            super_users: "admin".to_owned(),
-            ..Config::default()
-        };
-        let error = load_at_start(&config).expect_err("bad super.users");
-        assert!(error.to_string().contains("super.users"), "{error}");
-        config.super_users = "User:admin".to_owned();
+        let mut config = Config::default();
+        config
+            .apply_override("super.users=User:admin")
+            .expect("a super user");
         assert!(load_at_start(&config).expect("no file").is_none());
         let path = directory.path().join("acls.txt");
         config.acl_file = Some(path.clone());
