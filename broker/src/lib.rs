@@ -37,9 +37,29 @@ pub enum BrokerError {
     /// A bad configuration.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    /// The data directory could not be opened or recovered.
+    /// The data directory (`log.dirs`) could not be created.
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDirectory {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The log directory could not be opened or recovered.
     #[error("storage: {0}")]
-    Storage(String),
+    Storage(#[from] skiff_storage::Error),
+    /// The topics (their metadata or their logs) could not be opened or closed.
+    #[error("topics: {0}")]
+    Topics(#[from] partition::topics::TopicError),
+    /// The group coordinator's offsets log or producer-id checkpoint could not be opened.
+    #[error("group coordinator: {0}")]
+    Groups(#[from] group::driver::GroupDriverError),
+    /// The placement state could not be built from the topics.
+    #[error("placement: {0}")]
+    Placement(#[from] placement::PlacementError),
+    /// A blocking start-up or shutdown task panicked or was cancelled.
+    #[error("a start-up or shutdown task did not finish: {0}")]
+    Task(#[from] tokio::task::JoinError),
     /// The listener could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -70,37 +90,38 @@ impl Broker {
         let (advertised_host, advertised_port) = listeners
             .first()
             .map(|bound| bound.advertised.clone())
-            .ok_or_else(|| BrokerError::Storage("no listener".into()))?;
+            .ok_or_else(|| config::ConfigError::InvalidValue {
+                key: "listeners".to_owned(),
+                reason: "at least one listener is needed".to_owned(),
+            })?;
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group::driver::group_config(&config, &advertised_host, advertised_port);
         let (topics, group_driver, groups) = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&log_dir_path).map_err(|error| {
-                BrokerError::Storage(format!("creating {}: {error}", log_dir_path.display()))
+            std::fs::create_dir_all(&log_dir_path).map_err(|source| {
+                BrokerError::DataDirectory {
+                    path: log_dir_path.clone(),
+                    source,
+                }
             })?;
             let log_dir =
-                skiff_storage::LogDir::open(&log_dir_path, skiff_storage::LogConfig::default())
-                    .map_err(|error| BrokerError::Storage(error.to_string()))?;
+                skiff_storage::LogDir::open(&log_dir_path, skiff_storage::LogConfig::default())?;
             // Before the topics take the log directory: the offsets log lives in it too, but has
             // no topic record, so Metadata never lists it.
             let (group_driver, groups) =
-                group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)
-                    .map_err(|error| BrokerError::Storage(error.to_string()))?;
+                group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
             let topics = Topics::open(
                 open_config,
                 log_dir,
                 Box::new(FileMetadataStore::new(&log_dir_path)),
-            )
-            .map_err(|error| BrokerError::Storage(error.to_string()))?;
+            )?;
             Ok::<_, BrokerError>((topics, group_driver, groups))
         })
-        .await
-        .map_err(|error| BrokerError::Storage(error.to_string()))??;
+        .await??;
         let request_bytes_budget =
             Semaphore::new(QUEUED_REQUEST_BYTES_MAX.max(config.socket_request_max_bytes as usize));
         let placement =
-            placement_state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())
-                .map_err(|error| BrokerError::Storage(format!("placement: {error}")))?;
+            placement_state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
@@ -190,10 +211,7 @@ impl Broker {
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
         server::serve(self.listeners, ctx.clone(), shutdown).await;
         let _ = maintenance.await;
-        tokio::task::spawn_blocking(move || ctx.topics.close())
-            .await
-            .map_err(|error| BrokerError::Storage(error.to_string()))?
-            .map_err(|error| BrokerError::Storage(error.to_string()))?;
+        tokio::task::spawn_blocking(move || ctx.topics.close()).await??;
         tracing::info!("clean shutdown");
         Ok(())
     }

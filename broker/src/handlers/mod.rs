@@ -112,7 +112,7 @@ impl Outcome {
     }
 
     /// An encoded answer, or a close if it could not be encoded.
-    fn encoded(encoded: Result<Bytes, String>, correlation_id: i32) -> Self {
+    fn encoded(encoded: Result<Bytes, EncodeError>, correlation_id: i32) -> Self {
         match encoded {
             Ok(bytes) => Self::respond(vec![ResponsePart::Bytes(bytes)]),
             Err(error) => {
@@ -322,25 +322,42 @@ fn undecodable(error: RequestError) -> Outcome {
     }
 }
 
+/// Why a response could not be encoded: the connection is closed instead of answering.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EncodeError {
+    /// kafka-protocol refused the response at this version (a field the version cannot carry).
+    #[error("cannot encode the response at version {version}: {source}")]
+    Schema {
+        /// The request's version.
+        version: i16,
+        /// What the encoder said.
+        source: anyhow::Error,
+    },
+    /// The response is larger than a frame's i32 size prefix can say.
+    #[error("response of {bytes} bytes does not fit a frame")]
+    TooLarge {
+        /// Header and body bytes.
+        bytes: usize,
+    },
+}
+
 /// Encodes `response` at the request's version, with the size prefix and response header.
-fn encode<R: Encodable>(header: &RequestHeader, response: &R) -> Result<Bytes, String> {
+fn encode<R: Encodable>(header: &RequestHeader, response: &R) -> Result<Bytes, EncodeError> {
     let version = header.request_api_version;
+    let schema = |source| EncodeError::Schema { version, source };
     let header_version = ApiKey::try_from(header.request_api_key)
         .ok()
         .and_then(api::supported)
         .map(|row| row.response_header_version(version))
         .unwrap_or(0);
-    let body_bytes = response
-        .compute_size(version)
-        .map_err(|error| error.to_string())?;
+    let body_bytes = response.compute_size(version).map_err(schema)?;
     let header_bytes = skiff_protocol::header::response_header_bytes(header_version);
-    let size = i32::try_from(header_bytes + body_bytes).map_err(|_| "response too large")?;
-    let mut out = BytesMut::with_capacity(4 + header_bytes + body_bytes);
+    let bytes = header_bytes + body_bytes;
+    let size = i32::try_from(bytes).map_err(|_| EncodeError::TooLarge { bytes })?;
+    let mut out = BytesMut::with_capacity(4 + bytes);
     out.extend_from_slice(&size.to_be_bytes());
     skiff_protocol::header::put_response_header(&mut out, header_version, header.correlation_id);
-    response
-        .encode(&mut out, version)
-        .map_err(|error| error.to_string())?;
+    response.encode(&mut out, version).map_err(schema)?;
     Ok(out.freeze())
 }
 

@@ -57,8 +57,47 @@ pub(crate) async fn run<S: Transport>(
 /// `sasl.server.max.receive.size` default): ApiVersions and SASL messages are far smaller.
 pub(crate) const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = 512 * 1024;
 
-/// Why a connection closes when its SASL exchange outlives `skiff.authentication.timeout.ms`.
-const AUTHENTICATION_TIMED_OUT: &str = "not authenticated within skiff.authentication.timeout.ms";
+/// Why the broker closed a connection (logged at debug level; the client sees only the close).
+#[derive(Debug, thiserror::Error)]
+enum CloseReason {
+    /// The SASL exchange outlived `skiff.authentication.timeout.ms`.
+    #[error("not authenticated within skiff.authentication.timeout.ms")]
+    AuthenticationTimedOut,
+    /// No request arrived within `connections.max.idle.ms`.
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+    /// A frame's body did not arrive within `connections.max.idle.ms` of its size prefix.
+    #[error("frame body not received within {0:?}")]
+    FrameBodyTimedOut(Duration),
+    /// The size prefix is above the bound for this connection.
+    #[error("request of {body_bytes} bytes is above the bound of {max_bytes} (socket.request.max.bytes, or the unauthenticated bound)")]
+    FrameTooLarge {
+        /// What the prefix says.
+        body_bytes: usize,
+        /// The bound.
+        max_bytes: usize,
+    },
+    /// The size prefix is negative.
+    #[error("negative frame size {0}")]
+    NegativeFrameSize(i32),
+    /// The broker-wide request budget was closed: the broker is shutting down.
+    #[error("shutting down")]
+    ShuttingDown,
+    /// A handler answered (or not) and asked to close: a request that cannot be answered, a
+    /// failed SASL exchange.
+    #[error("closed after a request that cannot be answered")]
+    Unanswerable,
+    /// The frame checker found the four bytes read too short for a size prefix (it cannot:
+    /// kept as an error rather than a panic).
+    #[error("incomplete size prefix")]
+    IncompleteSizePrefix,
+    /// Reading the socket failed.
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// Writing the response failed.
+    #[error("response: {0}")]
+    Send(#[from] crate::net::send::SendError),
+}
 
 /// What a connection knows about its client.
 struct ConnectionState {
@@ -71,7 +110,7 @@ struct ConnectionState {
 impl ConnectionState {
     /// How long the next frame may take to arrive: the idle timeout, or what is left of the
     /// authentication deadline while the SASL exchange is not done.
-    fn read_timeout(&self, idle: Duration) -> Result<Duration, String> {
+    fn read_timeout(&self, idle: Duration) -> Result<Duration, CloseReason> {
         if self.sasl.is_none() {
             return Ok(idle);
         }
@@ -79,7 +118,7 @@ impl ConnectionState {
             .authenticated_by
             .saturating_duration_since(crate::clock::timer_now());
         if left.is_zero() {
-            return Err(AUTHENTICATION_TIMED_OUT.to_owned());
+            return Err(CloseReason::AuthenticationTimedOut);
         }
         Ok(left.min(idle))
     }
@@ -91,7 +130,7 @@ async fn serve<S: Transport>(
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
     state: &mut ConnectionState,
-) -> Result<(), String> {
+) -> Result<(), CloseReason> {
     loop {
         let read_timeout = state.read_timeout(idle)?;
         let mut size_prefix = [0u8; 4];
@@ -99,12 +138,10 @@ async fn serve<S: Transport>(
             biased;
             _ = stop.changed() => return Ok(()),
             read = tokio::time::timeout(read_timeout, stream.read_exact(&mut size_prefix)) => match read {
-                Err(_) if state.sasl.is_some() => {
-                    return Err(AUTHENTICATION_TIMED_OUT.to_owned())
-                }
-                Err(_) => return Err(format!("idle for {idle:?}")),
+                Err(_) if state.sasl.is_some() => return Err(CloseReason::AuthenticationTimedOut),
+                Err(_) => return Err(CloseReason::Idle(idle)),
                 Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Ok(Err(error)) => return Err(error.to_string()),
+                Ok(Err(error)) => return Err(error.into()),
                 Ok(Ok(_)) => {}
             },
         }
@@ -120,24 +157,26 @@ async fn serve<S: Transport>(
             } => frame_bytes - size_prefix.len(),
             FrameCheck::Ready { body_bytes } => body_bytes,
             FrameCheck::TooLarge { body_bytes, .. } => {
-                return Err(format!(
-                    "request of {body_bytes} bytes is above socket.request.max.bytes ({request_bytes_max})"
-                ))
+                return Err(CloseReason::FrameTooLarge {
+                    body_bytes,
+                    max_bytes: request_bytes_max,
+                })
             }
-            FrameCheck::Negative { size } => return Err(format!("negative frame size {size}")),
-            FrameCheck::NeedMore { frame_bytes: None } => return Err("no size prefix".to_owned()),
+            FrameCheck::Negative { size } => return Err(CloseReason::NegativeFrameSize(size)),
+            FrameCheck::NeedMore { frame_bytes: None } => {
+                return Err(CloseReason::IncompleteSizePrefix)
+            }
         };
         // The broker-wide budget bounds the memory all connections' frames hold together.
         let _budget = ctx
             .request_bytes_budget
             .acquire_many(u32::try_from(frame_len).unwrap_or(u32::MAX))
             .await
-            .map_err(|_| "shutting down".to_owned())?;
+            .map_err(|_| CloseReason::ShuttingDown)?;
         let mut body = BytesMut::zeroed(frame_len);
         tokio::time::timeout(idle, stream.read_exact(&mut body))
             .await
-            .map_err(|_| format!("frame body not received within {idle:?}"))?
-            .map_err(|error| error.to_string())?;
+            .map_err(|_| CloseReason::FrameBodyTimedOut(idle))??;
         let body: Bytes = body.freeze();
         let outcome = match state.sasl.as_mut() {
             Some(authenticator) if authenticator.expected_token() == Some(TokenFraming::Bare) => {
@@ -152,15 +191,13 @@ async fn serve<S: Transport>(
         }
         let answered = outcome.response.is_some();
         if let Some(parts) = outcome.response {
-            write_response(stream, parts, idle)
-                .await
-                .map_err(|error| error.to_string())?;
+            write_response(stream, parts, idle).await?;
         }
         if outcome.close {
             if answered {
                 linger(stream).await;
             }
-            return Err("closed after a request that cannot be answered".to_owned());
+            return Err(CloseReason::Unanswerable);
         }
     }
 }
