@@ -76,9 +76,6 @@ pub struct Broker {
     listeners: Vec<server::BoundListener>,
 }
 
-/// Ceiling on all request frames held in memory at once, across connections.
-pub const QUEUED_REQUEST_BYTES_MAX: usize = 512 * 1024 * 1024;
-
 impl Broker {
     /// Opens the data directory (recovering it if the last stop was not clean), loads the topics and
     /// binds the first listener.
@@ -118,8 +115,7 @@ impl Broker {
             Ok::<_, BrokerError>((topics, group_driver, groups))
         })
         .await??;
-        let request_bytes_budget =
-            Semaphore::new(QUEUED_REQUEST_BYTES_MAX.max(config.socket_request_max_bytes as usize));
+        let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
             placement_state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
         let ctx = Arc::new(Ctx {

@@ -229,6 +229,13 @@ macro_rules! config_keys {
     };
 }
 
+/// `queued.max.request.bytes` default: 512 MiB of request frames in memory at once, across
+/// connections (Kafka bounds it only by request count, `queued.max.requests`, 500 by default: 500
+/// frames of 1 MiB is the same order).
+pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
+/// The largest `queued.max.request.bytes` accepted: 1 TiB, far above any memory, and below the
+/// budget semaphore's own ceiling (`usize::MAX >> 3` permits).
+pub const QUEUED_REQUEST_BYTES_MAX_LIMIT: usize = 1 << 40;
 /// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead.
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
@@ -276,6 +283,8 @@ config_keys! {
         "Largest record batch a producer may append."
     "socket.request.max.bytes" => socket_request_max_bytes: u32 = REQUEST_BYTES_MAX_DEFAULT;
         "Largest request frame; a bigger size prefix closes the connection before anything is read."
+    "queued.max.request.bytes" => queued_max_request_bytes: usize = QUEUED_REQUEST_BYTES_MAX_DEFAULT;
+        "Bytes of request frames all connections may hold at once; a connection whose next frame does not fit waits before reading it (Kafka's key; its default -1 means no bound, Skiff's is 512 MiB). At least socket.request.max.bytes."
     "max.connections" => max_connections: usize = 1000;
         "Connections served at once; further clients wait in the kernel's accept queue."
     "connections.max.idle.ms" => connections_max_idle_ms: u64 = 10 * 60 * 1000;
@@ -407,6 +416,17 @@ impl Config {
             return Err(invalid(
                 "socket.request.max.bytes",
                 "must be at least message.max.bytes, or no batch of that size could arrive",
+            ));
+        }
+        if self.queued_max_request_bytes < self.socket_request_max_bytes as usize
+            || self.queued_max_request_bytes > QUEUED_REQUEST_BYTES_MAX_LIMIT
+        {
+            return Err(invalid(
+                "queued.max.request.bytes",
+                format!(
+                    "must be between socket.request.max.bytes (or no frame of that size could be read) and {}",
+                    QUEUED_REQUEST_BYTES_MAX_LIMIT
+                ),
             ));
         }
         if self.group_min_session_timeout_ms < 1
@@ -636,7 +656,7 @@ mod tests {
 
     #[test]
     fn listener_mistakes_are_named() {
-        let cases: [(&str, &[&str]); 9] = [
+        let cases: [(&str, &[&str]); 10] = [
             (
                 "listener.security.protocol.map",
                 &["listeners=EXTERNAL://127.0.0.1:1"],
@@ -668,6 +688,10 @@ mod tests {
                 &["skiff.metrics.listener=localhost"],
             ),
             ("super.users", &["super.users=admin"]),
+            (
+                "queued.max.request.bytes",
+                &["queued.max.request.bytes=1000"],
+            ),
         ];
         for (expected, overrides) in cases {
             let error = configured(overrides).expect_err(expected).to_string();

@@ -58,8 +58,7 @@
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
 //! until deleted), group metadata persistence (after a restart groups are empty and members rejoin;
-//! only offsets survive), the initial rebalance delay (`group.initial.rebalance.delay.ms`), and the
-//! consumer-group (KIP-848) protocol.
+//! only offsets survive), and the consumer-group (KIP-848) protocol.
 
 pub mod config;
 pub mod offsets_log;

@@ -1,9 +1,13 @@
 //! Counters, gauges and histograms the broker keeps about itself, and their Prometheus text
-//! rendering (the endpoint that serves it is `metrics_http.rs`). The converted-bytes-in-flight
+//! rendering (the endpoint that serves it is [`crate::ops::http`]). The converted-bytes-in-flight
 //! gauge is the visible proof that legacy fetches hold at most one chunk each.
 //!
-//! Must never: block or allocate on the hot path (plain atomics only; allocation happens only when
-//! rendering a scrape).
+//! Recording is plain atomics, with one exception: the per-topic conversion counter (Kafka's
+//! per-topic `FetchMessageConversionsPerSec`) is a map under a mutex, taken once per converted
+//! record set (not per record or chunk), which allocates only the first time a topic is seen.
+//!
+//! Must never: block on the hot path, or allocate there beyond a topic's first conversion
+//! (rendering a scrape allocates).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -191,13 +195,20 @@ impl Metrics {
         nanos: u64,
     ) {
         if let Ok(mut by_topic) = self.records_converted_by_topic.lock() {
-            // Bounded: topics beyond the cap share one series rather than grow the map.
+            // A known topic's counter is found by its name, without allocating; a topic's name
+            // is copied once, the first time it is converted. Bounded: topics beyond the cap
+            // share one series rather than grow the map.
             let key = if by_topic.len() < CONVERSION_TOPICS_MAX || by_topic.contains_key(topic) {
                 topic
             } else {
                 CONVERSION_TOPICS_OVERFLOW
             };
-            *by_topic.entry(key.to_owned()).or_insert(0) += records;
+            match by_topic.get_mut(key) {
+                Some(count) => *count += records,
+                None => {
+                    by_topic.insert(key.to_owned(), records);
+                }
+            }
         }
         self.conversions.fetch_add(1, Ordering::Relaxed);
         self.records_converted.fetch_add(records, Ordering::Relaxed);
@@ -270,137 +281,158 @@ impl Metrics {
 
     /// Every figure in the Prometheus text format (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
-        let mut out = String::new();
-        let gauge = |out: &mut String, name: &str, help: &str, value: i64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-            );
-        };
-        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
-        };
-        gauge(
-            &mut out,
+        let mut out = Exposition::default();
+        self.render_traffic(&mut out);
+        self.render_authorization(&mut out);
+        self.render_down_conversion(&mut out);
+        out.text
+    }
+
+    /// Connections, bytes in and out, and request latency by API.
+    fn render_traffic(&self, out: &mut Exposition) {
+        out.gauge(
             "skiff_connections",
             "Open client connections.",
             self.connections(),
         );
-        counter(
-            &mut out,
+        out.counter(
             "skiff_request_bytes_total",
             "Request frame bytes received.",
             self.request_bytes_in.load(Ordering::Relaxed),
         );
-        counter(
-            &mut out,
+        out.counter(
             "skiff_response_bytes_total",
             "Response bytes planned: fields, stored batches and converted record sets (at their declared size).",
             self.response_bytes_out.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "# HELP skiff_request_latency_ms Time from a decoded request to its planned response.\n\
-             # TYPE skiff_request_latency_ms histogram"
+        out.header(
+            "skiff_request_latency_ms",
+            "Time from a decoded request to its planned response.",
+            "histogram",
         );
         for (api_key, histogram) in self.request_latency_ms.iter().enumerate() {
             if histogram.count() == 0 {
                 continue;
             }
-            let name = i16::try_from(api_key)
-                .ok()
-                .and_then(|key| kafka_protocol::messages::ApiKey::try_from(key).ok())
-                .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"));
-            let labels = format!("api=\"{name}\",");
-            histogram.render(&mut out, "skiff_request_latency_ms", &labels);
+            let labels = format!("api=\"{}\",", api_name(api_key));
+            histogram.render(&mut out.text, "skiff_request_latency_ms", &labels);
         }
-        let _ = writeln!(
-            out,
-            "# HELP skiff_authorization_failures_total Checks the ACLs refused, by API.\n\
-             # TYPE skiff_authorization_failures_total counter"
+    }
+
+    /// Requests the ACLs refused, by API (only APIs with refusals get a series).
+    fn render_authorization(&self, out: &mut Exposition) {
+        out.header(
+            "skiff_authorization_failures_total",
+            "Checks the ACLs refused, by API.",
+            "counter",
         );
         for (api_key, failures) in self.authorization_failures.iter().enumerate() {
             let failures = failures.load(Ordering::Relaxed);
             if failures == 0 {
                 continue;
             }
-            let name = i16::try_from(api_key)
-                .ok()
-                .and_then(|key| kafka_protocol::messages::ApiKey::try_from(key).ok())
-                .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"));
             let _ = writeln!(
-                out,
-                "skiff_authorization_failures_total{{api=\"{name}\"}} {failures}"
+                out.text,
+                "skiff_authorization_failures_total{{api=\"{}\"}} {failures}",
+                api_name(api_key)
             );
         }
-        counter(
-            &mut out,
+    }
+
+    /// What legacy fetches cost: conversions, records (in all and by topic), temporary memory,
+    /// time, and the converted bytes held now (the KIP-283 bound made visible).
+    fn render_down_conversion(&self, out: &mut Exposition) {
+        out.counter(
             "skiff_down_conversions_total",
             "Record sets down-converted for legacy fetches.",
             self.conversions(),
         );
-        counter(
-            &mut out,
+        out.counter(
             "skiff_down_converted_records_total",
             "Records down-converted for legacy fetches.",
             self.records_converted(),
         );
         if let Ok(by_topic) = self.records_converted_by_topic.lock() {
-            let _ = writeln!(
-                out,
-                "# HELP skiff_down_converted_records_by_topic_total Records down-converted, by \
-                 topic (Kafka's per-topic FetchMessageConversionsPerSec).\n\
-                 # TYPE skiff_down_converted_records_by_topic_total counter"
+            out.header(
+                "skiff_down_converted_records_by_topic_total",
+                "Records down-converted, by topic (Kafka's per-topic FetchMessageConversionsPerSec).",
+                "counter",
             );
             for (topic, records) in by_topic.iter() {
                 let _ = writeln!(
-                    out,
+                    out.text,
                     "skiff_down_converted_records_by_topic_total{{topic=\"{topic}\"}} {records}"
                 );
             }
         }
-        counter(
-            &mut out,
+        out.counter(
             "skiff_down_conversion_temporary_bytes_total",
             "Temporary memory allocated by down-conversions.",
             self.conversion_temporary_bytes.load(Ordering::Relaxed),
         );
-        counter(
-            &mut out,
+        out.counter(
             "skiff_down_conversion_nanoseconds_total",
             "Time spent down-converting.",
             self.conversion_nanos.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "# HELP skiff_down_conversion_time_us Time of one conversion (all its chunks).\n\
-             # TYPE skiff_down_conversion_time_us histogram"
+        out.header(
+            "skiff_down_conversion_time_us",
+            "Time of one conversion (all its chunks).",
+            "histogram",
         );
         self.conversion_time_us
-            .render(&mut out, "skiff_down_conversion_time_us", "");
-        let _ = writeln!(
-            out,
-            "# HELP skiff_down_conversion_temporary_bytes Temporary memory of one conversion.\n\
-             # TYPE skiff_down_conversion_temporary_bytes histogram"
+            .render(&mut out.text, "skiff_down_conversion_time_us", "");
+        out.header(
+            "skiff_down_conversion_temporary_bytes",
+            "Temporary memory of one conversion.",
+            "histogram",
         );
-        self.conversion_memory_bytes
-            .render(&mut out, "skiff_down_conversion_temporary_bytes", "");
-        gauge(
-            &mut out,
+        self.conversion_memory_bytes.render(
+            &mut out.text,
+            "skiff_down_conversion_temporary_bytes",
+            "",
+        );
+        out.gauge(
             "skiff_converted_bytes_in_flight",
             "Converted bytes held by responses now.",
             self.converted_bytes_in_flight(),
         );
-        gauge(
-            &mut out,
+        out.gauge(
             "skiff_converted_bytes_in_flight_peak",
             "Highest converted bytes held at once since start.",
             self.converted_bytes_in_flight_peak(),
         );
-        out
+    }
+}
+
+/// Kafka's name of an API key slot (`Fetch`), or the number for keys Kafka does not name.
+fn api_name(api_key: usize) -> String {
+    i16::try_from(api_key)
+        .ok()
+        .and_then(|key| kafka_protocol::messages::ApiKey::try_from(key).ok())
+        .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"))
+}
+
+/// A Prometheus text exposition being written.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// The `# HELP` and `# TYPE` lines of a metric family.
+    fn header(&mut self, name: &str, help: &str, kind: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, value: i64) {
+        self.header(name, help, "gauge");
+        let _ = writeln!(self.text, "{name} {value}");
+    }
+
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.header(name, help, "counter");
+        let _ = writeln!(self.text, "{name} {value}");
     }
 }
 
