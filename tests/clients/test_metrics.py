@@ -3,6 +3,8 @@ down-conversion figures moved, per-API request counts, bytes and connections."""
 
 import re
 import socket
+import struct
+import time
 
 from clients import expected, kp_consume, kp_produce
 from conftest import messages
@@ -57,7 +59,30 @@ def test_scrape_after_a_legacy_fetch_shows_conversions(broker_factory):
     assert value(after, "skiff_request_bytes_total") > 0
     assert re.search(r'skiff_request_latency_ms_count\{api="Fetch"\} [1-9]', after), after
     assert re.search(r'skiff_request_latency_ms_count\{api="Produce"\} [1-9]', after)
-    assert value(after, "skiff_connections") >= 0
+
+
+def api_versions_connection(broker):
+    """A Kafka connection the broker has surely accepted: its ApiVersions v0 was answered."""
+    sock = socket.create_connection((broker.host, broker.port), timeout=10)
+    client_id = b"metrics"
+    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+    assert len(sock.recv(size, socket.MSG_WAITALL)) == size
+    return sock
+
+
+def test_the_connection_gauge_follows_connections(broker_factory):
+    broker = broker_factory("skiff.metrics.listener=127.0.0.1:0")
+    baseline = value(scrape(broker)[1], "skiff_connections")
+    held = [api_versions_connection(broker) for _ in range(3)]
+    assert value(scrape(broker)[1], "skiff_connections") == baseline + 3
+    for sock in held:
+        sock.close()
+    deadline = time.monotonic() + 10
+    while value(scrape(broker)[1], "skiff_connections") != baseline:
+        assert time.monotonic() < deadline, "closed connections are still counted"
+        time.sleep(0.05)
 
 
 def test_unknown_paths_and_methods_are_refused(broker_factory):
