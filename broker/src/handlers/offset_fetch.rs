@@ -7,6 +7,7 @@
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).
 
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopics;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -35,6 +36,13 @@ struct Refused {
     filter_all: bool,
 }
 
+/// What the ACLs took out of a whole request: groups refused outright (v8) and, per group kept,
+/// its refused topics.
+struct Authorized {
+    refused_groups: Vec<GroupId>,
+    refused_topics: Vec<(GroupId, Refused)>,
+}
+
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
@@ -43,102 +51,115 @@ pub(crate) async fn handle(
 ) -> OffsetFetchResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
+    let authorized = match authorize(&access, version, &mut request) {
+        Ok(authorized) => authorized,
+        Err(refused) => return refused,
+    };
+    let mut response = ask_coordinator(ctx, header, request).await;
+    if version >= GROUPS_VERSION_MIN {
+        restore_refused_groups(&access, &mut response, authorized);
+    } else if let Some((_, refused)) = authorized.refused_topics.first() {
+        restore_refused_topics(&access, &mut response, refused);
+    }
+    response
+}
+
+/// Takes out of `request` what the principal may not describe, remembering it; before v8 a
+/// refused group is the whole answer (`Err`).
+fn authorize(
+    access: &Access<'_>,
+    version: i16,
+    request: &mut OffsetFetchRequest,
+) -> Result<Authorized, OffsetFetchResponse> {
     let may_describe_group =
         |group_id: &GroupId| access.allows(Operation::Describe, ResourceType::Group, group_id);
-    let refused_groups: Vec<GroupId>;
-    let mut refused_topics: Vec<(GroupId, Refused)> = Vec::new();
-    if version >= GROUPS_VERSION_MIN {
-        let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.groups)
-            .into_iter()
-            .partition(|group| may_describe_group(&group.group_id));
-        refused_groups = refused.into_iter().map(|group| group.group_id).collect();
-        request.groups = allowed;
-        for group in &mut request.groups {
-            let (kept, refused) = split_topics(&access, group.topics.take(), |topic| {
-                (topic.name.clone(), topic.partition_indexes.clone())
-            });
-            group.topics = kept;
-            refused_topics.push((group.group_id.clone(), refused));
-        }
-    } else {
+    let topic_parts =
+        |topic: &OffsetFetchRequestTopics| (topic.name.clone(), topic.partition_indexes.clone());
+    if version < GROUPS_VERSION_MIN {
         if !may_describe_group(&request.group_id) {
-            return fallback(version, &request, error_code::GROUP_AUTHORIZATION_FAILED);
+            return Err(fallback(
+                version,
+                request,
+                error_code::GROUP_AUTHORIZATION_FAILED,
+            ));
         }
-        refused_groups = Vec::new();
-        let (kept, refused) = split_topics(&access, request.topics.take(), |topic| {
+        let (kept, refused) = split_topics(access, request.topics.take(), |topic| {
             (topic.name.clone(), topic.partition_indexes.clone())
         });
         request.topics = kept;
-        refused_topics.push((request.group_id.clone(), refused));
+        return Ok(Authorized {
+            refused_groups: Vec::new(),
+            refused_topics: vec![(request.group_id.clone(), refused)],
+        });
+    }
+    let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.groups)
+        .into_iter()
+        .partition(|group| may_describe_group(&group.group_id));
+    request.groups = allowed;
+    let mut refused_topics = Vec::with_capacity(request.groups.len());
+    for group in &mut request.groups {
+        let (kept, refused) = split_topics(access, group.topics.take(), topic_parts);
+        group.topics = kept;
+        refused_topics.push((group.group_id.clone(), refused));
+    }
+    Ok(Authorized {
+        refused_groups: refused.into_iter().map(|group| group.group_id).collect(),
+        refused_topics,
+    })
+}
+
+/// The coordinator's answer to what is left of the request, or COORDINATOR_NOT_AVAILABLE if its
+/// task has stopped (shutdown). A v8 request with every group refused is not sent.
+async fn ask_coordinator(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let version = header.request_api_version;
+    if version >= GROUPS_VERSION_MIN && request.groups.is_empty() {
+        return OffsetFetchResponse::default();
     }
     let fallback = fallback(version, &request, error_code::COORDINATOR_NOT_AVAILABLE);
-    let skip_call = version >= GROUPS_VERSION_MIN && request.groups.is_empty();
-    let mut response = if skip_call {
-        OffsetFetchResponse::default()
-    } else {
-        match ctx
-            .groups
-            .call(header, GroupRequest::OffsetFetch(request))
-            .await
-        {
-            Some(GroupReply::Group(Response::OffsetFetch(response))) => response,
-            _ => fallback,
-        }
-    };
-    let may_describe_topic =
-        |name: &TopicName| access.may(Operation::Describe, ResourceType::Topic, name);
-    if version >= GROUPS_VERSION_MIN {
-        for group in &mut response.groups {
-            let Some((_, refused)) = refused_topics
-                .iter()
-                .find(|(group_id, _)| *group_id == group.group_id)
-            else {
-                continue;
-            };
-            if refused.filter_all {
-                group.topics.retain(|topic| may_describe_topic(&topic.name));
-            }
+    match ctx
+        .groups
+        .call(header, GroupRequest::OffsetFetch(request))
+        .await
+    {
+        Some(GroupReply::Group(Response::OffsetFetch(response))) => response,
+        _ => fallback,
+    }
+}
+
+/// v8: puts the refused groups and topics back into the answer with their errors, and leaves
+/// out of all-topics answers the topics the principal may not describe.
+fn restore_refused_groups(
+    access: &Access<'_>,
+    response: &mut OffsetFetchResponse,
+    authorized: Authorized,
+) {
+    for group in &mut response.groups {
+        let Some((_, refused)) = authorized
+            .refused_topics
+            .iter()
+            .find(|(group_id, _)| *group_id == group.group_id)
+        else {
+            continue;
+        };
+        if refused.filter_all {
             group
                 .topics
-                .extend(refused.topics.iter().map(|(name, partitions)| {
-                    OffsetFetchResponseTopics::default()
-                        .with_name(name.clone())
-                        .with_partitions(
-                            partitions
-                                .iter()
-                                .map(|partition| {
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(*partition)
-                                        .with_committed_offset(-1)
-                                        .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
-                                })
-                                .collect(),
-                        )
-                }));
+                .retain(|topic| may_describe_topic(access, &topic.name));
         }
-        response
-            .groups
-            .extend(refused_groups.into_iter().map(|group_id| {
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED)
-            }));
-    } else if let Some((_, refused)) = refused_topics.first() {
-        if refused.filter_all {
-            response
-                .topics
-                .retain(|topic| may_describe_topic(&topic.name));
-        }
-        response
+        group
             .topics
             .extend(refused.topics.iter().map(|(name, partitions)| {
-                OffsetFetchResponseTopic::default()
+                OffsetFetchResponseTopics::default()
                     .with_name(name.clone())
                     .with_partitions(
                         partitions
                             .iter()
                             .map(|partition| {
-                                OffsetFetchResponsePartition::default()
+                                OffsetFetchResponsePartitions::default()
                                     .with_partition_index(*partition)
                                     .with_committed_offset(-1)
                                     .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
@@ -148,6 +169,47 @@ pub(crate) async fn handle(
             }));
     }
     response
+        .groups
+        .extend(authorized.refused_groups.into_iter().map(|group_id| {
+            OffsetFetchResponseGroup::default()
+                .with_group_id(group_id)
+                .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED)
+        }));
+}
+
+/// v0–v7: the same for the request's one group.
+fn restore_refused_topics(
+    access: &Access<'_>,
+    response: &mut OffsetFetchResponse,
+    refused: &Refused,
+) {
+    if refused.filter_all {
+        response
+            .topics
+            .retain(|topic| may_describe_topic(access, &topic.name));
+    }
+    response
+        .topics
+        .extend(refused.topics.iter().map(|(name, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(name.clone())
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|partition| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(*partition)
+                                .with_committed_offset(-1)
+                                .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                        })
+                        .collect(),
+                )
+        }));
+}
+
+/// Whether an all-topics answer may show `name` (a check that does not count as a refusal).
+fn may_describe_topic(access: &Access<'_>, name: &TopicName) -> bool {
+    access.may(Operation::Describe, ResourceType::Topic, name)
 }
 
 /// Splits a group's requested topics into those the principal may describe (kept in the
