@@ -91,12 +91,25 @@ pub struct PhaseOutcome {
     pub consumed_count: u64,
     /// Seconds from the start to the last acknowledgement.
     pub acked_seconds: f64,
+    /// Seconds from the start until the consumer had every message.
+    pub consumed_seconds: f64,
 }
 
 impl PhaseOutcome {
     /// Acknowledged messages per second over the phase.
     pub fn acked_per_second(&self) -> f64 {
         self.acked_count as f64 / self.acked_seconds.max(f64::MIN_POSITIVE)
+    }
+
+    /// Messages per second both acknowledged and consumed: what the broker sustains end to end.
+    /// An unthrottled producer alone can outrun the consumer for a few seconds (the consumer
+    /// catches up after the last send), which is not a rate the broker can keep.
+    pub fn end_to_end_per_second(&self) -> f64 {
+        self.acked_count as f64
+            / self
+                .acked_seconds
+                .max(self.consumed_seconds)
+                .max(f64::MIN_POSITIVE)
     }
 }
 
@@ -275,22 +288,23 @@ fn acknowledge(
 }
 
 /// The consumer thread: long-polls the partition from offset 0 until it has seen every message
-/// the producer sent (`sent_total`, known once the producer ends) or the deadline passes.
+/// the producer sent (`sent_total`, known once the producer ends) or the deadline passes. Returns
+/// the count and when the last message arrived.
 fn consume(
     spec: &PhaseSpec,
     epoch: Instant,
     sent_total: &AtomicU64,
     stop: &AtomicBool,
     histogram: &mut LatencyHistogram,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<(u64, u64)> {
     let mut stream = connect(&spec.bootstrap)?;
-    let (mut offset, mut correlation_id) = (0i64, 0i32);
+    let (mut offset, mut correlation_id, mut last_nanos) = (0i64, 0i32, 0u64);
     let mut scratch = Vec::new();
     let mut producer_done_at: Option<Instant> = None;
     loop {
         let total = sent_total.load(Ordering::Acquire);
         if u64::try_from(offset).unwrap_or(0) >= total {
-            return Ok(total);
+            return Ok((total, last_nanos));
         }
         if total != u64::MAX {
             let done_at = *producer_done_at.get_or_insert_with(Instant::now);
@@ -358,6 +372,7 @@ fn consume(
                         histogram.record(stamp.intended_nanos, now);
                     }
                     offset += 1;
+                    last_nanos = now;
                 }
             }
         }
@@ -431,7 +446,7 @@ pub fn run_phase(spec: &PhaseSpec) -> anyhow::Result<PhaseOutcome> {
     let sent = sent.context("producer")?;
     let (acked_count, last_ack_nanos) =
         joined(acked, "acknowledgement").context("acknowledgements")?;
-    let consumed_count = joined(consumed, "consumer").context("consumer")?;
+    let (consumed_count, last_consumed_nanos) = joined(consumed, "consumer").context("consumer")?;
     if acked_count != sent || consumed_count != sent {
         bail!("sent {sent}, acknowledged {acked_count}, consumed {consumed_count}");
     }
@@ -442,5 +457,6 @@ pub fn run_phase(spec: &PhaseSpec) -> anyhow::Result<PhaseOutcome> {
         acked_count,
         consumed_count,
         acked_seconds: last_ack_nanos as f64 / 1e9,
+        consumed_seconds: last_consumed_nanos as f64 / 1e9,
     })
 }

@@ -274,12 +274,13 @@ async fn sweep_acks(
                 unthrottled.record_latency = false;
                 let outcome = phase_on_fresh_topic(unthrottled).await?;
                 eprintln!(
-                    "acks={}: maximum {:.0} msg/s ({} messages)",
+                    "acks={}: maximum {:.0} msg/s end to end ({} messages; acknowledged at {:.0} msg/s)",
                     acks.label(),
-                    outcome.acked_per_second(),
-                    outcome.acked_count
+                    outcome.end_to_end_per_second(),
+                    outcome.acked_count,
+                    outcome.acked_per_second()
                 );
-                (outcome.acked_per_second(), true)
+                (outcome.end_to_end_per_second(), true)
             }
         };
         if !(max_per_second.is_finite() && max_per_second > 0.0) {
