@@ -113,6 +113,19 @@ impl PhaseOutcome {
     }
 }
 
+/// Why a thread of a phase ended because another one failed; the phase reports that other
+/// thread's error instead.
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("stopped: another thread of the phase failed")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 /// A request the acknowledgement thread must read the answer to.
 struct InFlight {
     correlation_id: i32,
@@ -202,7 +215,7 @@ fn produce(
     let mut value = Vec::with_capacity(MESSAGE_VALUE_BYTES);
     loop {
         if stop.load(Ordering::Relaxed) {
-            bail!("stopped: another thread of the phase failed");
+            return Err(Stopped.into());
         }
         while outstanding >= spec.in_flight_max.max(1) {
             freed.recv().context("the acknowledgement thread ended")?;
@@ -316,7 +329,7 @@ fn consume(
             }
         }
         if stop.load(Ordering::Relaxed) {
-            bail!("stopped: another thread of the phase failed");
+            return Err(Stopped.into());
         }
         correlation_id += 1;
         let request = fetch_request(
@@ -443,10 +456,23 @@ pub fn run_phase(spec: &PhaseSpec) -> anyhow::Result<PhaseOutcome> {
         let consumed = consumer.join();
         (sent, acked, consumed)
     });
-    let sent = sent.context("producer")?;
-    let (acked_count, last_ack_nanos) =
-        joined(acked, "acknowledgement").context("acknowledgements")?;
-    let (consumed_count, last_consumed_nanos) = joined(consumed, "consumer").context("consumer")?;
+    let sent = sent.context("producer");
+    let acked = joined(acked, "acknowledgement").context("acknowledgements");
+    let consumed = joined(consumed, "consumer").context("consumer");
+    // The thread that failed first, not one that stopped because of it.
+    let cause = [
+        sent.as_ref().err(),
+        acked.as_ref().err(),
+        consumed.as_ref().err(),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|error| error.downcast_ref::<Stopped>().is_none());
+    if let Some(cause) = cause {
+        bail!("{cause:#}");
+    }
+    let (sent, (acked_count, last_ack_nanos), (consumed_count, last_consumed_nanos)) =
+        (sent?, acked?, consumed?);
     if acked_count != sent || consumed_count != sent {
         bail!("sent {sent}, acknowledged {acked_count}, consumed {consumed_count}");
     }
