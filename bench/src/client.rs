@@ -1,8 +1,9 @@
 //! A small Kafka client for benchmarks and cross-crate tests: it talks to **any** Kafka-compatible
-//! broker by address. Requests are encoded with kafka-protocol's encoders; responses are decoded with
-//! kafka-protocol's decoders, which is acceptable only because this is the client side of our own
-//! tests and benches (a broker must never decode peer bytes with them). Response frames are bounded
-//! by [`RESPONSE_BYTES_MAX`] before anything is allocated. A connection runs over plain TCP or TLS
+//! broker by address. Requests are encoded with kafka-protocol's encoders. CreateTopics and Produce
+//! responses are decoded with the bounded decoders of [`crate::responses`]; Metadata and the
+//! KIP-283 Fetch responses (every version) still go through kafka-protocol's decoders, which must
+//! move to bounded code too. Response frames are bounded by [`RESPONSE_BYTES_MAX`] before anything
+//! is allocated. A connection runs over plain TCP or TLS
 //! ([`Security`]); the Kafka framing above it is the same.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader,
+    RequestHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -87,19 +88,7 @@ impl Connection {
         request: &R,
     ) -> anyhow::Result<i32> {
         self.correlation_id += 1;
-        let row = skiff_protocol::api::supported(api_key).context("unsupported api")?;
-        let header = RequestHeader::default()
-            .with_request_api_key(api_key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("skiff-bench")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, row.request_header_version(version))?;
-        request.encode(&mut body, version)?;
-        let size = i32::try_from(body.len())?;
-        let mut frame = Vec::with_capacity(4 + body.len());
-        frame.extend_from_slice(&size.to_be_bytes());
-        frame.extend_from_slice(&body);
+        let frame = request_frame(api_key, version, self.correlation_id, request)?;
         self.stream.write_all(&frame).await?;
         // TLS may keep the records of a small write until flushed; plain TCP flushes nothing.
         self.stream.flush().await?;
@@ -183,6 +172,13 @@ impl Connection {
         self.receive(api_key, version, correlation_id).await
     }
 
+    /// Reads the next response frame whole (after its size prefix), for the bounded decoders of
+    /// [`crate::responses`].
+    pub async fn receive_frame(&mut self) -> anyhow::Result<Bytes> {
+        let size = self.read_size().await?;
+        self.read_body(size).await
+    }
+
     /// Reads and decodes the next response, which must carry `correlation_id` (requests sent with
     /// [`Connection::send`] are answered in order, so several may be in flight).
     pub async fn receive<S: Decodable>(
@@ -232,7 +228,7 @@ impl Connection {
     /// that already exists is an error, so callers pick fresh names.
     pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> anyhow::Result<()> {
         use kafka_protocol::messages::create_topics_request::CreatableTopic;
-        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+        use kafka_protocol::messages::CreateTopicsRequest;
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
             .with_topics(vec![CreatableTopic::default()
@@ -241,14 +237,13 @@ impl Connection {
                 )))
                 .with_num_partitions(partitions)
                 .with_replication_factor(1)]);
-        let response: CreateTopicsResponse =
-            self.request(ApiKey::CreateTopics, 2, &request).await?;
-        let result = response
-            .topics
-            .first()
-            .context("empty create-topics response")?;
-        if result.error_code != 0 {
-            bail!("creating {topic} failed with error {}", result.error_code);
+        let correlation_id = self.send(ApiKey::CreateTopics, 2, &request).await?;
+        let frame = self.receive_frame().await?;
+        let results = crate::responses::create_topics_v2(&frame, correlation_id)
+            .context("decoding the CreateTopics response")?;
+        let (_, error_code) = results.first().context("empty create-topics response")?;
+        if *error_code != 0 {
+            bail!("creating {topic} failed with error {error_code}");
         }
         Ok(())
     }
@@ -260,48 +255,15 @@ impl Connection {
         topic: &str,
         batches_by_partition: &[(i32, Bytes)],
     ) -> anyhow::Result<i32> {
-        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-        let request = ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
-                    topic.to_owned(),
-                )))
-                .with_partition_data(
-                    batches_by_partition
-                        .iter()
-                        .map(|(partition, batches)| {
-                            PartitionProduceData::default()
-                                .with_index(*partition)
-                                .with_records(Some(batches.clone()))
-                        })
-                        .collect(),
-                )]);
-        self.send(ApiKey::Produce, 3, &request).await
+        let request = produce_request(topic, ACKS_LEADER, batches_by_partition);
+        self.send(ApiKey::Produce, PRODUCE_VERSION, &request).await
     }
 
     /// Reads the answer to [`Connection::send_produce`]; fails if any partition failed, else
     /// returns the base offset of the first partition.
     pub async fn receive_produce(&mut self, correlation_id: i32) -> anyhow::Result<i64> {
-        let response: ProduceResponse = self.receive(ApiKey::Produce, 3, correlation_id).await?;
-        for topic in &response.responses {
-            for partition in &topic.partition_responses {
-                if partition.error_code != 0 {
-                    bail!(
-                        "produce to partition {} failed with error {}",
-                        partition.index,
-                        partition.error_code
-                    );
-                }
-            }
-        }
-        response
-            .responses
-            .first()
-            .and_then(|topic| topic.partition_responses.first())
-            .map(|partition| partition.base_offset)
-            .context("empty produce response")
+        let frame = self.receive_frame().await?;
+        produce_base_offset(&frame, correlation_id)
     }
 
     /// Produces v2 `batches` to one partition with Produce v3 and acks=1; returns the base offset.
@@ -314,6 +276,90 @@ impl Connection {
         let correlation_id = self.send_produce(topic, &[(partition, batches)]).await?;
         self.receive_produce(correlation_id).await
     }
+}
+
+/// The Produce version skiff-bench sends: v3, the first with v2 record batches and the lowest
+/// Apache Kafka 4.x still serves.
+pub const PRODUCE_VERSION: i16 = 3;
+
+/// Produce `acks` for the leader's acknowledgement only.
+pub const ACKS_LEADER: i16 = 1;
+
+/// Produce `acks` for every in-sync replica's acknowledgement.
+pub const ACKS_ALL: i16 = -1;
+
+/// The broker's Produce timeout skiff-bench asks for.
+const PRODUCE_TIMEOUT_MS: i32 = 30_000;
+
+/// One request frame: size prefix, request header (client id `skiff-bench`) and `request`
+/// encoded at `version`.
+pub fn request_frame<R: Encodable>(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    request: &R,
+) -> anyhow::Result<Vec<u8>> {
+    let row = skiff_protocol::api::supported(api_key).context("unsupported api")?;
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("skiff-bench")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, row.request_header_version(version))?;
+    request.encode(&mut body, version)?;
+    let size = i32::try_from(body.len())?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&size.to_be_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// A Produce request (send it at [`PRODUCE_VERSION`]) of one v2 batch set per partition of `topic`.
+pub fn produce_request(
+    topic: &str,
+    acks: i16,
+    batches_by_partition: &[(i32, Bytes)],
+) -> ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(PRODUCE_TIMEOUT_MS)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                topic.to_owned(),
+            )))
+            .with_partition_data(
+                batches_by_partition
+                    .iter()
+                    .map(|(partition, batches)| {
+                        PartitionProduceData::default()
+                            .with_index(*partition)
+                            .with_records(Some(batches.clone()))
+                    })
+                    .collect(),
+            )])
+}
+
+/// Decodes a [`PRODUCE_VERSION`] response frame with the bounded decoder; fails if any partition
+/// failed, else returns the base offset of the first partition.
+pub fn produce_base_offset(frame: &[u8], correlation_id: i32) -> anyhow::Result<i64> {
+    let partitions = crate::responses::produce_v3(frame, correlation_id)
+        .context("decoding the Produce response")?;
+    if let Some(failed) = partitions
+        .iter()
+        .find(|partition| partition.error_code != 0)
+    {
+        bail!(
+            "produce to partition {} failed with error {}",
+            failed.partition,
+            failed.error_code
+        );
+    }
+    partitions
+        .first()
+        .map(|partition| partition.base_offset)
+        .context("empty produce response")
 }
 
 /// A Fetch request for one partition at `version`.

@@ -1,4 +1,6 @@
 //! Shared helpers for Skiff benchmark binaries.
 pub mod client;
 pub mod kip283;
+pub mod latency;
+pub mod responses;
 pub mod tls;

@@ -1,4 +1,5 @@
-//! `skiff-bench`: KIP-283's memory and throughput tests against any Kafka-compatible broker on this
+//! `skiff-bench`: KIP-283's memory and throughput tests and the latency percentiles (issue #20)
+//! against any Kafka-compatible broker on this
 //! machine (or a `skiff` it spawns per setting), the raw loopback baseline, the report, and a
 //! few-second smoke for CI. Each measuring subcommand writes `<data>/<kind>.json`; `report` turns
 //! them into `bench/reports/kip283.md` and its SVG plots.
@@ -10,7 +11,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use skiff_bench::client::Security;
 use skiff_bench::kip283::baseline;
-use skiff_bench::kip283::broker::{default_skiff_binary, require_loopback, SpawnSpec, Target};
+use skiff_bench::kip283::broker::{
+    default_skiff_binary, require_loopback, SpawnSpec, SpawnedBroker, Target,
+};
 use skiff_bench::kip283::machine::{unix_seconds_now, Machine};
 use skiff_bench::kip283::memory::{self, MemorySpec};
 use skiff_bench::kip283::report::{self, Inputs, RunRecord};
@@ -18,6 +21,8 @@ use skiff_bench::kip283::stats::Spread;
 use skiff_bench::kip283::throughput::{
     self, SecurityProtocol, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP,
 };
+use skiff_bench::latency;
+use skiff_bench::latency::sweep::{Acks, LatencySpec};
 use skiff_bench::tls::RunCertificate;
 use skiff_protocol::down_convert::DOWN_CONVERT_CHUNK_BYTES;
 
@@ -41,9 +46,59 @@ enum Command {
     Baseline(BaselineArgs),
     /// Renders the markdown report and SVG plots from the JSON the other subcommands wrote.
     Report(ReportArgs),
+    /// Produce-ack and end-to-end latency percentiles at 10, 50 and 90 % of the maximum rate.
+    Latency(LatencyArgs),
     /// A few seconds of everything against a spawned skiff; fails unless data was produced,
     /// consumed at every version and verified.
     Smoke(SmokeArgs),
+}
+
+#[derive(Args)]
+struct LatencyArgs {
+    /// An already running broker (127.0.0.1 only): Skiff, Apache Kafka, Tansu... Without it, a
+    /// skiff is spawned for the run.
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+    /// Extra `key=value` settings for the spawned skiff.
+    #[arg(long = "set")]
+    settings: Vec<String>,
+    /// The broker's name in the report and the file names.
+    #[arg(long, default_value = "skiff")]
+    name: String,
+    /// Acks settings to sweep: `1`, `all`, or `1,all`.
+    #[arg(long, value_delimiter = ',', default_value = "1,all")]
+    acks: Vec<String>,
+    /// Rates in percent of the maximum.
+    #[arg(long, value_delimiter = ',', default_values_t = latency::sweep::RATE_PERCENTS_DEFAULT)]
+    rates: Vec<f64>,
+    /// The maximum rate in messages per second; measured first (unthrottled) when absent.
+    #[arg(long)]
+    max_rate: Option<f64>,
+    /// Seconds of the unthrottled phase that measures the maximum.
+    #[arg(long, default_value_t = 5.0)]
+    max_seconds: f64,
+    /// Seconds per rate.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// Leading seconds of each rate left out of the histograms.
+    #[arg(long, default_value_t = 2.0)]
+    warmup_seconds: f64,
+    /// Records per Produce request at most.
+    #[arg(long, default_value_t = latency::sweep::BATCH_RECORDS_DEFAULT)]
+    batch_records: u64,
+    /// Produce requests in flight at most.
+    #[arg(long, default_value_t = latency::sweep::IN_FLIGHT_DEFAULT)]
+    in_flight: usize,
+    /// Idle consumers long-polling an empty topic during the run (a diagnostic: what every append
+    /// costs a broker with many parked fetches).
+    #[arg(long, default_value_t = 0)]
+    parked_fetchers: usize,
+    /// Where `latency-<name>.json`, `.md` and `.svg` go.
+    #[arg(long, default_value = "bench/reports/latency-data")]
+    out: PathBuf,
 }
 
 #[derive(Args, Clone)]
@@ -348,6 +403,117 @@ fn run_report(args: ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The spawned broker (when there is no --bootstrap) and the address to measure.
+fn latency_target(
+    bootstrap: Option<&str>,
+    skiff_bin: Option<PathBuf>,
+    settings: &[String],
+) -> anyhow::Result<(Option<SpawnedBroker>, String)> {
+    if let Some(bootstrap) = bootstrap {
+        require_loopback(bootstrap)?;
+        return Ok((None, bootstrap.to_owned()));
+    }
+    let binary = skiff_bin
+        .or_else(default_skiff_binary)
+        .context("no --bootstrap, and no skiff binary (--skiff-bin) to spawn")?;
+    let broker = SpawnedBroker::start(
+        &SpawnSpec {
+            binary,
+            settings: settings.to_vec(),
+            ssl_keystore: None,
+        },
+        &[],
+    )?;
+    let bootstrap = broker.target().bootstrap.clone();
+    Ok((Some(broker), bootstrap))
+}
+
+async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
+    let (broker, bootstrap) =
+        latency_target(args.bootstrap.as_deref(), args.skiff_bin, &args.settings)?;
+    let spec = LatencySpec {
+        broker_name: args.name.clone(),
+        bootstrap,
+        acks: args
+            .acks
+            .iter()
+            .map(|text| Acks::parse(text))
+            .collect::<anyhow::Result<_>>()?,
+        rate_percents: args.rates,
+        max_rate: args.max_rate,
+        max_seconds: args.max_seconds,
+        seconds: args.seconds,
+        warmup_seconds: args.warmup_seconds,
+        batch_records_max: args.batch_records,
+        in_flight_max: args.in_flight,
+        fetch_max_wait_ms: latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT,
+        parked_fetchers: args.parked_fetchers,
+    };
+    let record = latency::sweep::sweep(&spec, command_line()).await?;
+    if let Some(broker) = broker {
+        broker.stop()?;
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let stem = args.out.join(format!("latency-{}", args.name));
+    std::fs::write(
+        stem.with_extension("json"),
+        serde_json::to_vec_pretty(&record)?,
+    )?;
+    let markdown = latency::report::markdown(&record);
+    std::fs::write(stem.with_extension("md"), &markdown)?;
+    let svg =
+        latency::report::plot(&record).map_err(|error| anyhow::anyhow!("plotting: {error}"))?;
+    std::fs::write(stem.with_extension("svg"), svg)?;
+    println!("{markdown}");
+    eprintln!("wrote {}.{{json,md,svg}}", stem.display());
+    Ok(())
+}
+
+/// A few seconds of `skiff-bench latency` against a spawned skiff: a short maximum, then 10 % and
+/// 50 % of it; fails unless every message was acknowledged and consumed with latencies recorded.
+async fn latency_smoke(binary: PathBuf) -> anyhow::Result<()> {
+    let (broker, bootstrap) = latency_target(None, Some(binary), &[])?;
+    let spec = LatencySpec {
+        broker_name: "smoke".to_owned(),
+        bootstrap,
+        acks: vec![Acks::Leader],
+        rate_percents: vec![10.0, 50.0],
+        max_rate: None,
+        max_seconds: 1.0,
+        seconds: 1.0,
+        warmup_seconds: 0.2,
+        batch_records_max: latency::sweep::BATCH_RECORDS_DEFAULT,
+        in_flight_max: latency::sweep::IN_FLIGHT_DEFAULT,
+        fetch_max_wait_ms: latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT,
+        parked_fetchers: 0,
+    };
+    let record = latency::sweep::sweep(&spec, command_line()).await?;
+    drop(broker);
+    let acks = record.results.first().context("no latency result")?;
+    if acks.max_per_second <= 0.0 || acks.rates.len() != 2 {
+        bail!("latency smoke measured no maximum or not every rate");
+    }
+    for rate in &acks.rates {
+        // run_phase already failed unless every message was acknowledged and consumed in order.
+        let (Some(produce), Some(end_to_end)) = (&rate.produce, &rate.end_to_end) else {
+            bail!(
+                "latency smoke recorded nothing at {:.0} %",
+                rate.percent_of_max
+            );
+        };
+        if produce.count == 0 || end_to_end.count != produce.count || produce.p50_ms <= 0.0 {
+            bail!(
+                "latency smoke at {:.0} %: {} produce and {} end-to-end samples",
+                rate.percent_of_max,
+                produce.count,
+                end_to_end.count
+            );
+        }
+    }
+    latency::report::plot(&record).map_err(|error| anyhow::anyhow!("plotting: {error}"))?;
+    Ok(())
+}
+
 /// A few seconds: a small throughput sweep (one chunk size and eager, every Fetch version with a
 /// verified pass) and a small memory run, against spawned brokers.
 async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
@@ -435,8 +601,9 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
     {
         bail!("smoke memory run read nothing or sampled no RSS");
     }
+    latency_smoke(spawn.binary.clone()).await?;
     println!(
-        "smoke ok in {:.1} s: produced and consumed {expected} verified records per setting at Fetch v4, v2 and v0",
+        "smoke ok in {:.1} s: produced and consumed {expected} verified records per setting at Fetch v4, v2 and v0; latency at 10 and 50 % of the maximum",
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -449,6 +616,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Throughput(args) => run_throughput(args).await,
         Command::Baseline(args) => run_baseline(args),
         Command::Report(args) => run_report(args),
+        Command::Latency(args) => run_latency(args).await,
         Command::Smoke(args) => run_smoke(args).await,
     }
 }

@@ -219,7 +219,8 @@ fn cell(spread: Option<Spread>, baseline: Option<Spread>) -> String {
     }
 }
 
-fn machine_line(machine: &Machine) -> String {
+/// One line of the machine and its load, for every report's header.
+pub fn machine_line(machine: &Machine) -> String {
     format!(
         "{} CPUs ({}), {:.1} GiB memory, load average {:.1}",
         machine.cpu_count,
@@ -466,6 +467,17 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
     })
 }
 
+/// Line colours of every skiff-bench plot, in series order.
+pub const PALETTE: [RGBColor; 7] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(127, 127, 127),
+];
+
 /// A line chart of named series as an SVG string; x and y ranges fit the data.
 pub fn line_chart(
     title: &str,
@@ -482,15 +494,7 @@ pub fn line_chart(
     } else {
         (0.0, 1.0)
     };
-    let palette = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(127, 127, 127),
-    ];
+    let palette = PALETTE;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 500)).into_drawing_area();

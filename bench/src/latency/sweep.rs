@@ -1,0 +1,373 @@
+//! The whole latency run against one broker: per acks setting, the maximum produce rate (measured
+//! unthrottled, or given), then one phase at each fraction of it, each on a fresh topic; and the
+//! JSON record the report is rendered from.
+//!
+//! Must never: reuse a topic between phases (the consumer checks offsets from 0), or run a phase
+//! without a deadline.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use super::histogram::LatencySummary;
+use super::run::{run_phase, PhaseOutcome, PhaseSpec, FETCH_VERSION};
+use super::schedule::Schedule;
+use kafka_protocol::messages::ApiKey;
+
+use crate::client::{fetch_request, Connection, ACKS_ALL, ACKS_LEADER};
+use crate::kip283::machine::{unix_seconds_now, Machine};
+use crate::responses::fetch_v4;
+
+/// The rates, in percent of the maximum.
+pub const RATE_PERCENTS_DEFAULT: [f64; 3] = [10.0, 50.0, 90.0];
+
+/// Records per Produce request at most: 16 × 1 kB, about a Kafka producer's default
+/// `batch.size` (16 KiB).
+pub const BATCH_RECORDS_DEFAULT: u64 = 16;
+
+/// Produce requests in flight at most: a Kafka producer's default
+/// `max.in.flight.requests.per.connection`.
+pub const IN_FLIGHT_DEFAULT: usize = 5;
+
+/// The consumer's Fetch `max_wait_ms` (a Kafka consumer's default `fetch.max.wait.ms`).
+pub const FETCH_MAX_WAIT_MS_DEFAULT: i32 = 500;
+
+/// How long the consumer may take to catch up after the last send before the phase fails.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A Produce acknowledgement setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Acks {
+    /// The leader's acknowledgement (acks=1).
+    Leader,
+    /// Every in-sync replica's (acks=all, −1).
+    All,
+}
+
+impl Acks {
+    /// Parses `1` or `all` (or `-1`).
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        match text.trim() {
+            "1" => Ok(Self::Leader),
+            "all" | "-1" => Ok(Self::All),
+            other => bail!("acks {other}: expected 1 or all"),
+        }
+    }
+
+    /// The wire value.
+    pub fn wire(self) -> i16 {
+        match self {
+            Self::Leader => ACKS_LEADER,
+            Self::All => ACKS_ALL,
+        }
+    }
+
+    /// `1` or `all`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Leader => "1",
+            Self::All => "all",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LatencySpec {
+    /// Which broker this is, for the report (`skiff`, `kafka`, `tansu`...).
+    pub broker_name: String,
+    /// host:port.
+    pub bootstrap: String,
+    /// Acks settings, each a full sweep.
+    pub acks: Vec<Acks>,
+    /// Rates in percent of the maximum.
+    pub rate_percents: Vec<f64>,
+    /// The maximum in messages per second; measured when `None`.
+    pub max_rate: Option<f64>,
+    /// How long the unthrottled phase runs.
+    pub max_seconds: f64,
+    /// How long each rate runs.
+    pub seconds: f64,
+    /// Leading part of each rate phase left out of the histograms.
+    pub warmup_seconds: f64,
+    /// Records per Produce request at most.
+    pub batch_records_max: u64,
+    /// Produce requests in flight at most.
+    pub in_flight_max: usize,
+    /// The consumer's Fetch `max_wait_ms`.
+    pub fetch_max_wait_ms: i32,
+    /// Extra consumers, each on its own connection, long-polling an empty topic for the whole
+    /// run: what a broker with many idle consumers pays on every append (a diagnostic, 0 by
+    /// default).
+    pub parked_fetchers: usize,
+}
+
+/// One rate's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateResult {
+    /// Percent of the maximum.
+    pub percent_of_max: f64,
+    /// Scheduled messages per second.
+    pub target_per_second: f64,
+    /// Acknowledged messages per second over the phase.
+    pub achieved_per_second: f64,
+    /// Messages sent (all acknowledged and consumed, or the run failed).
+    pub message_count: u64,
+    /// Intended send → acknowledgement.
+    pub produce: Option<LatencySummary>,
+    /// Intended send → fetched.
+    pub end_to_end: Option<LatencySummary>,
+    /// Intended send → written to the socket (the client's own lateness).
+    pub send_lateness: Option<LatencySummary>,
+}
+
+/// One acks setting's sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcksResult {
+    /// `1` or `all`.
+    pub acks: Acks,
+    /// The maximum rate the fractions are of (messages per second).
+    pub max_per_second: f64,
+    /// Whether it was measured in this run (else given with --max-rate).
+    pub max_measured: bool,
+    /// One entry per rate.
+    pub rates: Vec<RateResult>,
+}
+
+/// The JSON record of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyRecord {
+    /// The command line.
+    pub command: String,
+    /// Which broker.
+    pub broker_name: String,
+    /// When it started.
+    pub started_unix_seconds: u64,
+    /// The machine and its load before.
+    pub machine_before: Machine,
+    /// Its load after.
+    pub machine_after: Machine,
+    /// Seconds per rate phase, and of warm-up left out of it.
+    pub seconds: f64,
+    /// Warm-up seconds per phase.
+    pub warmup_seconds: f64,
+    /// Records per request at most.
+    pub batch_records_max: u64,
+    /// Requests in flight at most.
+    pub in_flight_max: usize,
+    /// Idle long-polling consumers of an empty topic during the run.
+    #[serde(default)]
+    pub parked_fetchers: usize,
+    /// One entry per acks setting.
+    pub results: Vec<AcksResult>,
+}
+
+/// Nanoseconds in `seconds` (negative and NaN count as zero).
+fn nanos(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e9) as u64
+}
+
+/// How long a new topic's partition may take to get a leader.
+const PARTITION_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pause between readiness checks of a new partition.
+const PARTITION_READY_RETRY: Duration = Duration::from_millis(50);
+
+/// Kafka's retriable "not there yet" errors of a just-created partition: UNKNOWN_TOPIC_OR_PARTITION
+/// (3), LEADER_NOT_AVAILABLE (5), NOT_LEADER_OR_FOLLOWER (6).
+const PARTITION_NOT_READY_CODES: [i16; 3] = [3, 5, 6];
+
+/// Waits until partition 0 of `topic` answers a Fetch without error. A broker with a separate
+/// controller (Apache Kafka) acknowledges CreateTopics before the partition has a leader; a phase
+/// that started then would measure the election, not the broker.
+async fn await_partition_ready(connection: &mut Connection, topic: &str) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + PARTITION_READY_TIMEOUT;
+    let request = fetch_request(topic, 0, 0, 1, 1, 0);
+    loop {
+        let correlation_id = connection
+            .send(ApiKey::Fetch, FETCH_VERSION, &request)
+            .await?;
+        let frame = connection.receive_frame().await?;
+        let codes: Vec<i16> = fetch_v4(&frame, correlation_id)?
+            .iter()
+            .map(|partition| partition.error_code)
+            .collect();
+        match codes.iter().find(|&&code| code != 0) {
+            None if !codes.is_empty() => return Ok(()),
+            Some(code) if !PARTITION_NOT_READY_CODES.contains(code) => {
+                bail!("the new partition {topic}-0 answers Fetch with error {code}")
+            }
+            _ if tokio::time::Instant::now() >= deadline => bail!(
+                "the new partition {topic}-0 was not ready within {PARTITION_READY_TIMEOUT:?}"
+            ),
+            _ => tokio::time::sleep(PARTITION_READY_RETRY).await,
+        }
+    }
+}
+
+/// Creates `topic` (one partition), waits until it serves, and runs `spec` on it in a blocking
+/// thread.
+async fn phase_on_fresh_topic(spec: PhaseSpec) -> anyhow::Result<PhaseOutcome> {
+    let mut connection = Connection::connect(&spec.bootstrap).await?;
+    connection.create_topic(&spec.topic, 1).await?;
+    await_partition_ready(&mut connection, &spec.topic).await?;
+    tokio::task::spawn_blocking(move || run_phase(&spec))
+        .await
+        .context("the phase thread panicked")?
+}
+
+/// Runs the sweep.
+pub async fn sweep(spec: &LatencySpec, command: String) -> anyhow::Result<LatencyRecord> {
+    let mut record = LatencyRecord {
+        command,
+        broker_name: spec.broker_name.clone(),
+        started_unix_seconds: unix_seconds_now(),
+        machine_before: Machine::now(),
+        machine_after: Machine::now(),
+        seconds: spec.seconds,
+        warmup_seconds: spec.warmup_seconds,
+        batch_records_max: spec.batch_records_max,
+        in_flight_max: spec.in_flight_max,
+        parked_fetchers: spec.parked_fetchers,
+        results: Vec::new(),
+    };
+    // Topic names unique to this run, so a broker that keeps its data can be measured again.
+    let run_id = format!("{}-{}", record.started_unix_seconds, std::process::id());
+    let mut parked = park_fetchers(spec, &format!("latency-{run_id}-parked")).await?;
+    let outcome = sweep_acks(spec, &run_id, &mut record).await;
+    parked.abort_all();
+    outcome?;
+    record.machine_after = Machine::now();
+    Ok(record)
+}
+
+/// Starts `spec.parked_fetchers` consumers long-polling the empty `topic`, each on its own
+/// connection; they run until the returned set is aborted.
+async fn park_fetchers(
+    spec: &LatencySpec,
+    topic: &str,
+) -> anyhow::Result<tokio::task::JoinSet<anyhow::Result<()>>> {
+    let mut parked = tokio::task::JoinSet::new();
+    if spec.parked_fetchers == 0 {
+        return Ok(parked);
+    }
+    Connection::connect(&spec.bootstrap)
+        .await?
+        .create_topic(topic, 1)
+        .await?;
+    for _ in 0..spec.parked_fetchers {
+        let mut connection = Connection::connect(&spec.bootstrap).await?;
+        let (topic, wait_ms) = (topic.to_owned(), spec.fetch_max_wait_ms);
+        parked.spawn(async move {
+            let request = fetch_request(&topic, 0, 0, 1 << 20, 1 << 20, wait_ms);
+            loop {
+                let correlation_id = connection
+                    .send(ApiKey::Fetch, FETCH_VERSION, &request)
+                    .await?;
+                let frame = connection.receive_frame().await?;
+                for partition in fetch_v4(&frame, correlation_id)? {
+                    if partition.error_code != 0 {
+                        bail!("parked fetch failed with error {}", partition.error_code);
+                    }
+                }
+            }
+        });
+    }
+    Ok(parked)
+}
+
+/// The maximum and every rate, per acks setting, into `record`.
+async fn sweep_acks(
+    spec: &LatencySpec,
+    run_id: &str,
+    record: &mut LatencyRecord,
+) -> anyhow::Result<()> {
+    let phase = |topic: String, schedule: Schedule, acks: Acks| PhaseSpec {
+        bootstrap: spec.bootstrap.clone(),
+        topic,
+        schedule,
+        send_until_nanos: u64::MAX,
+        acks: acks.wire(),
+        batch_records_max: spec.batch_records_max,
+        in_flight_max: spec.in_flight_max,
+        warmup_nanos: nanos(spec.warmup_seconds),
+        record_latency: true,
+        fetch_max_wait_ms: spec.fetch_max_wait_ms,
+        drain_timeout: DRAIN_TIMEOUT,
+    };
+    for &acks in &spec.acks {
+        let (max_per_second, max_measured) = match spec.max_rate {
+            Some(rate) => (rate, false),
+            None => {
+                let mut unthrottled = phase(
+                    format!("latency-{run_id}-acks{}-max", acks.label()),
+                    Schedule {
+                        rate_per_second: None,
+                        message_count: u64::MAX,
+                    },
+                    acks,
+                );
+                unthrottled.send_until_nanos = nanos(spec.max_seconds);
+                unthrottled.record_latency = false;
+                let outcome = phase_on_fresh_topic(unthrottled).await?;
+                eprintln!(
+                    "acks={}: maximum {:.0} msg/s end to end ({} messages; acknowledged at {:.0} msg/s)",
+                    acks.label(),
+                    outcome.end_to_end_per_second(),
+                    outcome.acked_count,
+                    outcome.acked_per_second()
+                );
+                (outcome.end_to_end_per_second(), true)
+            }
+        };
+        if !(max_per_second.is_finite() && max_per_second > 0.0) {
+            bail!("the maximum rate {max_per_second} msg/s is not a positive number");
+        }
+        let mut rates = Vec::new();
+        for &percent in &spec.rate_percents {
+            let rate = max_per_second * percent / 100.0;
+            let message_count = ((rate * spec.seconds).ceil() as u64).max(1);
+            let outcome = phase_on_fresh_topic(phase(
+                format!("latency-{run_id}-acks{}-{percent}", acks.label()),
+                Schedule {
+                    rate_per_second: Some(rate),
+                    message_count,
+                },
+                acks,
+            ))
+            .await?;
+            let result = RateResult {
+                percent_of_max: percent,
+                target_per_second: rate,
+                achieved_per_second: outcome.acked_per_second(),
+                message_count: outcome.acked_count,
+                produce: outcome.produce.summary(),
+                end_to_end: outcome.end_to_end.summary(),
+                send_lateness: outcome.send_lateness.summary(),
+            };
+            eprintln!("{}", super::report::progress_line(acks, &result));
+            rates.push(result);
+        }
+        record.results.push(AcksResult {
+            acks,
+            max_per_second,
+            max_measured,
+            rates,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_parse_and_label() {
+        assert_eq!(Acks::parse("1").unwrap(), Acks::Leader);
+        assert_eq!(Acks::parse("all").unwrap().wire(), -1);
+        assert_eq!(Acks::parse("-1").unwrap().label(), "all");
+        assert!(Acks::parse("0").is_err());
+    }
+}
