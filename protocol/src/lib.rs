@@ -31,6 +31,7 @@ pub mod frame;
 pub mod header;
 pub mod limits;
 pub mod records;
+pub mod release;
 pub mod requests;
 pub mod responses;
 pub mod topic_name;

@@ -210,3 +210,26 @@ def test_confluent_idempotent_producer(broker):
     seen = ck_group_poll(consumer, 200)
     consumer.close()
     assert seen == [(0, offset, key, value) for offset, (key, value) in enumerate(msgs)]
+
+
+@pytest.mark.parametrize("release", ["0.10.0", "0.10.1", "0.10.2", "0.11.0"])
+def test_groups_work_under_every_advertised_release_cap(broker_factory, release):
+    """Kafka has had the group APIs since 0.9: capping ApiVersions to an old release must leave
+    them advertised, so clients that negotiate from ApiVersions still join, consume and commit."""
+    broker = broker_factory(f"skiff.advertised.kafka.version={release}")
+    topic = f"capped-{release.replace('.', '-')}"
+    msgs = messages(30, prefix=topic)
+    ck_produce(broker.bootstrap, topic, msgs)
+    want = [(0, offset, key, value) for offset, (key, value) in enumerate(msgs)]
+
+    consumer = ck_group_consumer(broker.bootstrap, topic, f"{topic}-ck")
+    assert ck_group_poll(consumer, 30) == want
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert committed(broker.bootstrap, f"{topic}-ck", topic) == 30
+
+    consumer = kp_group_consumer(broker.bootstrap, topic, f"{topic}-kp")
+    assert kp_group_poll(consumer, 30) == want
+    consumer.commit()
+    consumer.close()
+    assert committed(broker.bootstrap, f"{topic}-kp", topic) == 30

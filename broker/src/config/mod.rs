@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use skiff_protocol::release::{KafkaRelease, UnknownRelease};
+
 mod listeners;
 mod security;
 
@@ -137,6 +139,17 @@ impl FromConfigValue for Option<String> {
     fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
         let text = String::from_value(key, value)?;
         Ok(if text.is_empty() { None } else { Some(text) })
+    }
+}
+
+impl FromConfigValue for Option<KafkaRelease> {
+    fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+        Option::<String>::from_value(key, value)?
+            .map(|name| {
+                name.parse()
+                    .map_err(|error: UnknownRelease| invalid(key, error.to_string()))
+            })
+            .transpose()
     }
 }
 
@@ -299,7 +312,7 @@ config_keys! {
         "Source bytes converted per chunk for legacy fetches; one response holds at most one chunk."
     "skiff.down.conversion.mode" => down_conversion_mode: DownConversionMode = DownConversionMode::Lazy;
         "lazy (default) or eager. Eager converts whole responses up front and exists only for benchmarks."
-    "skiff.advertised.kafka.version" => advertised_kafka_version: Option<String> = None;
+    "skiff.advertised.kafka.version" => advertised_kafka_version: Option<KafkaRelease> = None;
         "Advertise only the API versions of this Kafka release (0.10.0, 0.10.2, ...) in ApiVersions."
     "skiff.shutdown.timeout.ms" => shutdown_timeout_ms: u64 = 10_000;
         "How long a graceful shutdown waits for in-flight responses."
@@ -459,14 +472,6 @@ impl Config {
         }
         if self.log_flush_interval_messages == 0 {
             return Err(invalid("log.flush.interval.messages", "must be at least 1"));
-        }
-        if let Some(release) = &self.advertised_kafka_version {
-            if !crate::handlers::CAPPABLE_RELEASES.contains(&release.as_str()) {
-                return Err(invalid(
-                    "skiff.advertised.kafka.version",
-                    format!("expected one of {:?}", crate::handlers::CAPPABLE_RELEASES),
-                ));
-            }
         }
         self.validate_security()?;
         Ok(())
