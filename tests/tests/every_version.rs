@@ -466,3 +466,49 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
     broker.stop().await;
     Ok(())
 }
+
+/// The APIs the two tests above exercise at every advertised version, and the SASL ones, which
+/// `tests/security.rs` exercises at every version (they need a SASL listener).
+const EXERCISED_APIS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::Metadata,
+    ApiKey::Produce,
+    ApiKey::ListOffsets,
+    ApiKey::Fetch,
+    ApiKey::DescribeConfigs,
+    ApiKey::DeleteTopics,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::LeaveGroup,
+    ApiKey::InitProducerId,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+];
+
+/// What ApiVersions advertises decides what must be exercised: an API advertised without a case
+/// in the tests above fails here until it gets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_api_is_exercised() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    let mut advertised: Vec<i16> = versions
+        .api_keys
+        .iter()
+        .map(|entry| entry.api_key)
+        .collect();
+    let mut exercised: Vec<i16> = EXERCISED_APIS.iter().map(|key| *key as i16).collect();
+    advertised.sort_unstable();
+    exercised.sort_unstable();
+    assert_eq!(advertised, exercised, "advertised vs exercised api keys");
+    Ok(())
+}

@@ -116,9 +116,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
 
     /// A SaslAuthenticate (v1) carrying `token`.
     async fn authenticate(&mut self, token: &[u8]) -> Option<SaslAuthenticateResponse> {
+        self.authenticate_at(1, token).await
+    }
+
+    /// A SaslAuthenticate at `version` carrying `token`.
+    async fn authenticate_at(
+        &mut self,
+        version: i16,
+        token: &[u8],
+    ) -> Option<SaslAuthenticateResponse> {
         let request =
             SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
-        self.request(ApiKey::SaslAuthenticate, 1, &request).await
+        self.request(ApiKey::SaslAuthenticate, version, &request)
+            .await
     }
 
     /// True once the broker has closed the connection (reads end without a frame).
@@ -213,6 +223,36 @@ async fn a_v0_handshake_takes_a_bare_plain_token_then_serves_requests() {
     // A second handshake after authentication is refused but the connection stays.
     let again: SaslHandshakeResponse = client.handshake(1, "PLAIN").await.expect("answered");
     assert_eq!(again.error_code, ILLEGAL_SASL_STATE);
+    broker.stop().await;
+}
+
+/// Every SaslHandshake version (v0 is followed by a bare token) and every SaslAuthenticate version
+/// after a v1 handshake authenticate and then serve requests (`every_version.rs` leaves the SASL
+/// APIs to this file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sasl_authenticate_version_authenticates_after_a_v1_handshake() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = sasl_broker(dir.path(), &[]).await;
+    for version in 0..=2i16 {
+        let mut client = connect(broker.listener("SASL_PLAINTEXT")).await;
+        let handshake: SaslHandshakeResponse =
+            client.handshake(1, "PLAIN").await.expect("handshake");
+        assert_eq!(handshake.error_code, 0);
+        let answer: SaslAuthenticateResponse = client
+            .authenticate_at(version, b"\0alice\0alice-secret")
+            .await
+            .expect("answered");
+        assert_eq!(answer.error_code, 0, "SaslAuthenticate v{version}");
+        let metadata: MetadataResponse = client
+            .request(ApiKey::Metadata, 1, &metadata_request())
+            .await
+            .expect("served after authentication");
+        assert_eq!(
+            metadata.brokers.len(),
+            1,
+            "after SaslAuthenticate v{version}"
+        );
+    }
     broker.stop().await;
 }
 

@@ -69,8 +69,8 @@ pub(crate) fn array_bytes_min(compact: bool) -> usize {
 macro_rules! requests {
     ($( $variant:ident($ty:ty) = $decode:path; )*) => {
         /// A decoded request body, one variant per supported API: the broker's single dispatch
-        /// `match` is over this enum.
-        #[non_exhaustive]
+        /// `match` is over this enum. Deliberately exhaustive (no `#[non_exhaustive]`): a new
+        /// decoder must not compile until the broker's dispatch handles it.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Request {
             $(
