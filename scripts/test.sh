@@ -34,6 +34,9 @@ if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' meta/src/core;
   echo "the metadata store core must be pure"; exit 1
 fi
 
+# The broker's modules import each other without a cycle (a text scan of `crate::` paths).
+python3 scripts/import-cycles.py broker/src
+
 step "unit, property and integration tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
