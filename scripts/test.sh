@@ -21,14 +21,29 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p skiff-meta --all-targets --features etcd -- -D warnings
 
 step "sans-IO checks"
-if cargo tree -p skiff-protocol -e normal --prefix none | grep -E '^(tokio|mio|memmap2|socket2) '; then
-  echo "skiff-protocol must not depend on IO crates"; exit 1
-fi
 if grep -rnE 'std::(net|fs)|Instant::now|SystemTime::now' protocol/src; then
   echo "skiff-protocol must not touch files, sockets or clocks"; exit 1
 fi
-if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::fs' broker/src/placement; then
-  echo "placement must be pure"; exit 1
+for pure in skiff-protocol skiff-placement; do
+  if cargo tree -p "$pure" -e normal --prefix none | grep -E '^(tokio|mio|memmap2|socket2|rustls) '; then
+    echo "$pure must not depend on IO crates"; exit 1
+  fi
+done
+if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' placement/src; then
+  echo "skiff-placement must be pure"; exit 1
+fi
+# The simulator drives skiff-placement alone: no broker, no tokio.
+if cargo tree -p skiff-placement-sim -e normal --prefix none | grep -E '^(skiff-broker|tokio) '; then
+  echo "skiff-placement-sim must depend on skiff-placement only"; exit 1
+fi
+# The group coordinator is pure: only its driver (group/driver.rs) touches tokio, files and time,
+# and the core names nothing of the broker outside group/.
+group_core=$(ls broker/src/group/*.rs | grep -v '/driver.rs$')
+if grep -nE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' $group_core; then
+  echo "the group coordinator core must be pure"; exit 1
+fi
+if grep -nE 'crate::' $group_core | grep -vE 'crate::group\b'; then
+  echo "the group coordinator core must not import the rest of the broker"; exit 1
 fi
 if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' meta/src/core; then
   echo "the metadata store core must be pure"; exit 1

@@ -28,7 +28,7 @@ pub(crate) struct Ctx {
     /// The cluster id Metadata reports.
     pub(crate) cluster_id: String,
     /// Replica assignment, bundles and this node's load.
-    pub(crate) placement: crate::placement_state::PlacementState,
+    pub(crate) placement: crate::placement::state::PlacementState,
     /// The group coordinator and producer-id allocator task.
     pub(crate) groups: GroupHandle,
     /// Turns true when the broker shuts down: connections finish their response and close,

@@ -1,20 +1,34 @@
 //! Skiff's broker: the tokio edge that glues the sans-IO protocol core, the storage engine and the
 //! pure placement and group state machines to sockets, files and the clock.
 //!
+//! Layout (each module's own doc says what it owns and must never do):
+//! - [`config`]: every key, typed and parsed once at load; a leaf that imports nothing of the
+//!   broker's request path;
+//! - [`net`]: the accept loop, one task per connection, response sending (sendfile, TLS), the
+//!   session a connection carries;
+//! - [`security`]: SASL mechanisms and ACLs;
+//! - `handlers`: one file per Kafka API and the one dispatch `match` over decoded requests;
+//! - [`partition`]: topics and their logs, topic configs, down-conversion glue, producer state;
+//! - [`group`]: the pure classic group coordinator and its tokio driver;
+//! - [`placement`]: the load sampler and placement state over the pure `skiff-placement` crate;
+//! - [`ops`]: metrics, the operator HTTP endpoint, maintenance (retention, flush);
+//! - `clock`: the only place that reads the clock; `context`: what handlers share.
+//!
+//! Cluster mode adds `cluster/` (membership and controller) and `replication/` (the pure replica
+//! state machine and its fetcher) beside these.
+//!
 //! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
-//! `skiff-protocol` — or read the clock anywhere but [`context`]'s `now_ms` and the server's timers.
+//! `skiff-protocol` — or read the clock anywhere but `clock` (tokio's timers aside).
 
 mod clock;
 pub mod config;
 mod context;
 pub mod group;
 mod handlers;
-pub mod load_sampler;
 pub mod net;
 pub mod ops;
 pub mod partition;
 pub mod placement;
-mod placement_state;
 pub mod security;
 
 use std::sync::Arc;
@@ -56,7 +70,7 @@ pub enum BrokerError {
     Groups(#[from] group::driver::GroupDriverError),
     /// The placement state could not be built from the topics.
     #[error("placement: {0}")]
-    Placement(#[from] placement::PlacementError),
+    Placement(#[from] skiff_placement::PlacementError),
     /// A blocking start-up or shutdown task panicked or was cancelled.
     #[error("a start-up or shutdown task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -117,7 +131,7 @@ impl Broker {
         .await??;
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
-            placement_state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
+            placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,

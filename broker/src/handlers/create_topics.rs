@@ -13,9 +13,9 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
-use crate::placement::PlacementError;
 use crate::security::acl::model::CLUSTER_NAME;
 use crate::security::acl::{Access, Operation, ResourceType};
+use skiff_placement::PlacementError;
 
 /// Replica assignment for `partition_count` partitions with `replication_factor` replicas each,
 /// from placement (which also records each partition's bundle).

@@ -12,9 +12,9 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use skiff_broker::placement::ensemble;
-use skiff_broker::placement::select::NodeWeights;
-use skiff_broker::placement::{
+use skiff_placement::ensemble;
+use skiff_placement::select::NodeWeights;
+use skiff_placement::{
     ClusterView, LoadReport, LoadWeightedConfig, Node, RackPolicy, SelectionPolicy,
 };
 

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::placement::load::{LoadReport, LoadWindow, RawLoadSample};
+use skiff_placement::load::{LoadReport, LoadWindow, RawLoadSample};
 
 /// CPU ticks (user + system) of a process from the text of `/proc/<pid>/stat`.
 ///

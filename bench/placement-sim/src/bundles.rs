@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use skiff_broker::placement::bundle::{partition_hash, BundleLoad, NamespaceRule};
-use skiff_broker::placement::shed::{
+use skiff_placement::bundle::{partition_hash, BundleLoad, NamespaceRule};
+use skiff_placement::shed::{
     Balancer, BalancerConfig, BrokerLoad, BundleStats, LoadSnapshot, PlacerConfig, ShedderConfig,
     GRACE_PERIOD_MS_DEFAULT,
 };
-use skiff_broker::placement::split::{AutoSplitConfig, PartitionLoad, SplitInput, SplitPlanner};
-use skiff_broker::placement::{BundleId, BundleMap, NodeId};
+use skiff_placement::split::{AutoSplitConfig, PartitionLoad, SplitInput, SplitPlanner};
+use skiff_placement::{BundleId, BundleMap, NodeId};
 
 use super::stats;
 

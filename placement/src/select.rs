@@ -420,7 +420,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::placement::LoadReport;
+    use crate::LoadReport;
 
     fn view_with(utils: &[f64]) -> ClusterView {
         ClusterView {

@@ -7,7 +7,7 @@
 //! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
 //! of its name, and on one node every bundle is owned by this node), so it needs no file of its own.
 //!
-//! Must never: decide anything itself — every decision is `placement`'s — or block on IO while
+//! Must never: decide anything itself — every decision is `skiff-placement`'s — or block on IO while
 //! holding its lock.
 
 use std::sync::Mutex;
@@ -15,13 +15,14 @@ use std::sync::Mutex;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::load_sampler::LoadSampler;
-use crate::partition::topics::Topic;
-use crate::placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
-use crate::placement::{
+use skiff_placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
+use skiff_placement::{
     assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
     ReplicaPolicy,
 };
+
+use super::sampler::LoadSampler;
+use crate::partition::topics::Topic;
 
 /// Load samples smoothed into one report (BP-65's sliding window).
 pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;

@@ -4,12 +4,10 @@
 //! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles] [--out DIR]`
 //! (default seed 1, output `bench/reports`; the committed report runs both parts). Seeded and deterministic: the same seed writes the same bytes.
 
-#[path = "../placement_sim/mod.rs"]
-mod placement_sim;
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use skiff_placement_sim as placement_sim;
 
 fn main() -> anyhow::Result<()> {
     let mut options = placement_sim::Options {
@@ -18,7 +16,7 @@ fn main() -> anyhow::Result<()> {
         replica: true,
         bundles: true,
     };
-    let mut out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/reports"));
+    let mut out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports"));
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {

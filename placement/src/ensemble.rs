@@ -280,8 +280,8 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::placement::select::SelectionPolicy;
-    use crate::placement::tests::view;
+    use crate::select::SelectionPolicy;
+    use crate::tests::view;
 
     #[test]
     fn quorums_span_two_racks() {

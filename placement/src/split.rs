@@ -276,7 +276,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::placement::bundle::{NamespaceRule, HASH_SPACE};
+    use crate::bundle::{NamespaceRule, HASH_SPACE};
 
     fn part(hash: u32, rate: f64) -> PartitionLoad {
         PartitionLoad {
@@ -433,7 +433,7 @@ mod tests {
             };
             let loads: Vec<(u32, BundleLoad)> = names
                 .iter()
-                .map(|(n, p, r)| (crate::placement::bundle::partition_hash(&topic(n), *p),
+                .map(|(n, p, r)| (crate::bundle::partition_hash(&topic(n), *p),
                     BundleLoad { msg_rate_per_second: *r, throughput_bytes_per_second: *r }))
                 .collect();
             for _ in 0..rounds {
@@ -462,7 +462,7 @@ mod tests {
                 prop_assert!(w[0].lo < w[0].hi);
             }
             for (n, p, _) in &names {
-                let h = crate::placement::bundle::partition_hash(&topic(n), *p);
+                let h = crate::bundle::partition_hash(&topic(n), *p);
                 let holders = ranges.iter().filter(|r| r.contains(h)).count();
                 prop_assert_eq!(holders, 1);
                 let found = map.bundle_of(&topic(n), *p).unwrap();

@@ -3,7 +3,7 @@
 //!
 //! Owns [`LoadReport`] (what a node publishes), [`RawLoadSample`] (cumulative counters read at one
 //! instant) and [`LoadWindow`] (the ring of samples and the rate arithmetic). It never reads
-//! counters itself: [`crate::load_sampler`] does that on Linux, the simulator makes them up.
+//! counters itself: the broker's `placement::sampler` does that on Linux, the simulator makes them up.
 
 use std::collections::VecDeque;
 

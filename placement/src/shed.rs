@@ -1269,7 +1269,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
-    use crate::placement::bundle::HashRange;
+    use crate::bundle::HashRange;
 
     fn bundle(ns: &str, i: u64, tput: f64) -> BundleStats {
         let load = BundleLoad {

@@ -1,0 +1,393 @@
+//! skiff-placement: where partition replicas live and which broker owns which bundle of partitions.
+//!
+//! This crate owns four pure decisions, each with its inputs passed in (time as `now_ms`, load
+//! reports, a seeded RNG) and its answer returned as data:
+//!
+//! - [`load`]: the per-node load model (BP-65's figures, smoothed over a sliding window);
+//! - [`select`] and [`ensemble`]: choosing R distinct nodes for a partition's replicas, rack-aware
+//!   first and then load-weighted (BP-65) or disk-weighted (BookKeeper); [`assign_replicas`] is the
+//!   entry point topic creation calls;
+//! - [`bundle`] and [`split`]: partitions grouped per namespace into CRC32 hash-range bundles, and
+//!   the four split algorithms;
+//! - [`shed`]: load shedders and bundle placement strategies that turn a cluster load snapshot into
+//!   a [`shed::Plan`] (a list of bundle moves).
+//!
+//! It must never read a clock, touch files or sockets, or depend on tokio (CI checks its dependency
+//! tree and its source): the broker's glue (`skiff-broker`'s `placement::sampler` and
+//! `placement::state`) gathers the inputs, and the simulator (`skiff-placement-sim`) drives the
+//! very same code with virtual time. On one node every answer is that node, but it comes from the
+//! same code path a cluster uses.
+
+pub mod bundle;
+pub mod ensemble;
+pub mod load;
+pub mod select;
+pub mod shed;
+pub mod split;
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+pub use bundle::{BundleId, BundleMap, BundleSnapshot, HashRange, NamespaceRule};
+pub use ensemble::{Adherence, Ensemble, RackPolicy};
+pub use load::{LoadReport, LoadWindow, RawLoadSample};
+pub use select::{LoadWeightedConfig, SelectionPolicy};
+pub use shed::{BundleMove, MoveReason, Plan};
+
+/// Identifies a broker (a storage node) in the cluster. Kafka's broker ids are 32-bit.
+pub type NodeId = i32;
+
+/// One broker as placement sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// The broker's id.
+    pub id: NodeId,
+    /// The rack (failure domain), if the operator configured one. Nodes without a rack share the
+    /// default rack.
+    pub rack: Option<String>,
+    /// The latest load report received from this node (all figures unknown until it has one).
+    pub load: LoadReport,
+    /// Write throughput at which the node's log disk counts as fully used, in bytes per second.
+    /// 0 means unknown; BP-65's 0–100 "weight" is then taken from IO utilisation alone.
+    pub write_capacity_bytes_per_second: u64,
+}
+
+/// The set of live brokers placement may choose from, with their (possibly stale) load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterView {
+    /// Live nodes. Order does not matter for correctness; it only fixes the RNG's meaning.
+    pub nodes: Vec<Node>,
+}
+
+impl ClusterView {
+    /// A view of a single broker with unknown load: the single-node default.
+    pub fn single(id: NodeId) -> Self {
+        Self {
+            nodes: vec![Node {
+                id,
+                rack: None,
+                load: LoadReport::unknown(),
+                write_capacity_bytes_per_second: 0,
+            }],
+        }
+    }
+}
+
+/// Everything topic creation needs to know about how to choose replicas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaPolicy {
+    /// How one node is drawn among the eligible ones.
+    pub selection: SelectionPolicy,
+    /// Rack constraints applied before the draw.
+    pub racks: RackPolicy,
+}
+
+impl Default for ReplicaPolicy {
+    fn default() -> Self {
+        Self {
+            selection: SelectionPolicy::LoadWeighted(LoadWeightedConfig::default()),
+            racks: RackPolicy::default(),
+        }
+    }
+}
+
+/// Errors placement returns. Everything a caller's input can cause is an error, never a panic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlacementError {
+    /// More replicas were asked for than there are distinct live nodes.
+    #[error(
+        "topic {topic}: replication factor {replication_factor} exceeds the {node_count} live nodes"
+    )]
+    NotEnoughNodes {
+        /// Topic being placed.
+        topic: String,
+        /// Replicas asked for.
+        replication_factor: usize,
+        /// Live nodes available.
+        node_count: usize,
+    },
+    /// A replication factor or ensemble size of zero.
+    #[error("topic {topic}: replication factor must be at least 1")]
+    ReplicationFactorZero {
+        /// Topic being placed.
+        topic: String,
+    },
+    /// The write quorum is larger than the ensemble, or zero.
+    #[error("write quorum {write_quorum} does not fit ensemble size {ensemble_size}")]
+    BadQuorum {
+        /// Ensemble size E.
+        ensemble_size: usize,
+        /// Write quorum Qw.
+        write_quorum: usize,
+    },
+    /// Rack enforcement is on and the topology cannot satisfy it.
+    #[error("cannot place {ensemble_size} replicas across at least {racks_min} racks per quorum")]
+    RackConstraint {
+        /// Ensemble size E.
+        ensemble_size: usize,
+        /// Minimum racks per write quorum that could not be met.
+        racks_min: usize,
+    },
+    /// Too many partitions asked for in one topic.
+    #[error("topic {topic}: {partition_count} partitions exceed the maximum {partitions_max}")]
+    TooManyPartitions {
+        /// Topic being placed.
+        topic: String,
+        /// Partitions asked for.
+        partition_count: usize,
+        /// [`PARTITIONS_PER_TOPIC_MAX`].
+        partitions_max: usize,
+    },
+    /// The two ids name the same node twice in a view.
+    #[error("node {0} appears twice in the cluster view")]
+    DuplicateNode(NodeId),
+    /// A bundle id that the map does not hold (it was split, or never existed).
+    #[error("unknown bundle {0}")]
+    UnknownBundle(String),
+    /// A namespace would exceed [`bundle::NAMESPACE_BUNDLES_MAX`], or a bundle is too narrow.
+    #[error("bundle {bundle} cannot be split: {why}")]
+    SplitRefused {
+        /// Bundle name.
+        bundle: String,
+        /// Why not.
+        why: &'static str,
+    },
+    /// The bundle count asked for a new namespace is outside 1..=[`bundle::NAMESPACE_BUNDLES_MAX`].
+    #[error("bundle count {0} outside 1..={max}", max = bundle::NAMESPACE_BUNDLES_MAX)]
+    BadBundleCount(usize),
+}
+
+/// The share of a node's write capacity (percent) that [`assign_replicas`] counts for each replica
+/// it has just put there, in its private copy of the view (own-placement accounting, spec §4). A
+/// new partition's write rate is unknown when its topic is created; counting each new replica as
+/// 1 % of its node makes one CreateTopics request of many partitions spread over the lightly loaded
+/// nodes instead of stacking onto the few that looked lightest in one report. 1 % is our choice:
+/// about one partition's share on a node carrying some fifty partitions at half load. It only
+/// affects the load-ordered policies (see [`select::NodeWeights::add_write_rate`]).
+pub const NEW_REPLICA_CAPACITY_SHARE_PCT: f64 = 1.0;
+
+/// Largest partition count one call to [`assign_replicas`] accepts. The answer is allocated up
+/// front, so the count (which comes from a client's CreateTopics request) is bounded first.
+pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+
+/// Chooses replicas for every partition of a new topic.
+///
+/// Returns one list per partition; the first node of each list is the preferred leader. Each list
+/// holds `replication_factor` distinct nodes, spread over racks by `policy.racks` and drawn by
+/// `policy.selection` from the load in `view`. Rejects a replication factor above the node count
+/// with [`PlacementError::NotEnoughNodes`].
+///
+/// Each partition is an independent ensemble of size = write quorum = replication factor (Kafka
+/// writes every replica), so the rack rule "at least `min_racks_per_write_quorum` racks" applies to
+/// the whole replica list.
+pub fn assign_replicas<R: Rng + ?Sized>(
+    topic: &str,
+    partition_count: usize,
+    replication_factor: usize,
+    view: &ClusterView,
+    policy: &ReplicaPolicy,
+    rng: &mut R,
+) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+    if replication_factor == 0 {
+        return Err(PlacementError::ReplicationFactorZero {
+            topic: topic.to_owned(),
+        });
+    }
+    if partition_count > PARTITIONS_PER_TOPIC_MAX {
+        return Err(PlacementError::TooManyPartitions {
+            topic: topic.to_owned(),
+            partition_count,
+            partitions_max: PARTITIONS_PER_TOPIC_MAX,
+        });
+    }
+    check_distinct(view)?;
+    if replication_factor > view.nodes.len() {
+        return Err(PlacementError::NotEnoughNodes {
+            topic: topic.to_owned(),
+            replication_factor,
+            node_count: view.nodes.len(),
+        });
+    }
+    let mut weights = select::NodeWeights::compute(&policy.selection, view);
+    let racks = ensemble::RackIndex::new(view);
+    let mut out = Vec::with_capacity(partition_count);
+    for _ in 0..partition_count {
+        let ensemble = ensemble::build_indexed(
+            &racks,
+            &weights,
+            replication_factor,
+            replication_factor,
+            &policy.racks,
+            rng,
+        )?;
+        for &member in &ensemble.members {
+            let capacity = view.nodes[member].write_capacity_bytes_per_second as f64;
+            let _ = weights.add_write_rate(
+                view,
+                member,
+                capacity * NEW_REPLICA_CAPACITY_SHARE_PCT / 100.0,
+            );
+        }
+        out.push(ensemble.node_ids(view));
+    }
+    Ok(out)
+}
+
+fn check_distinct(view: &ClusterView) -> Result<(), PlacementError> {
+    let mut ids: Vec<NodeId> = view.nodes.iter().map(|n| n.id).collect();
+    ids.sort_unstable();
+    for pair in ids.windows(2) {
+        if pair[0] == pair[1] {
+            return Err(PlacementError::DuplicateNode(pair[0]));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    pub(crate) fn view(node_count: usize, rack_count: usize) -> ClusterView {
+        ClusterView {
+            nodes: (0..node_count)
+                .map(|i| Node {
+                    id: i as NodeId,
+                    rack: (rack_count > 0).then(|| format!("r{}", i % rack_count)),
+                    load: LoadReport::with_util(((i * 37) % 90) as f64),
+                    write_capacity_bytes_per_second: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn single_node_answers_that_node() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let got = assign_replicas(
+            "t",
+            3,
+            1,
+            &ClusterView::single(7),
+            &ReplicaPolicy::default(),
+            &mut rng,
+        )
+        .unwrap();
+        assert_eq!(got, vec![vec![7], vec![7], vec![7]]);
+    }
+
+    #[test]
+    fn replication_factor_above_nodes_is_typed_error() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let err = assign_replicas(
+            "t",
+            1,
+            2,
+            &ClusterView::single(0),
+            &ReplicaPolicy::default(),
+            &mut rng,
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            PlacementError::NotEnoughNodes { node_count: 1, .. }
+        ));
+        let err = assign_replicas("t", 1, 0, &view(3, 1), &ReplicaPolicy::default(), &mut rng)
+            .unwrap_err();
+        assert!(matches!(err, PlacementError::ReplicationFactorZero { .. }));
+    }
+
+    #[test]
+    fn duplicate_node_ids_are_rejected() {
+        let mut v = view(3, 0);
+        v.nodes[2].id = 0;
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let err = assign_replicas("t", 1, 1, &v, &ReplicaPolicy::default(), &mut rng).unwrap_err();
+        assert_eq!(err, PlacementError::DuplicateNode(0));
+    }
+
+    #[test]
+    fn replicas_use_distinct_racks_when_possible() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let v = view(12, 3);
+        let got = assign_replicas("t", 50, 3, &v, &ReplicaPolicy::default(), &mut rng).unwrap();
+        for replicas in got {
+            let mut racks: Vec<_> = replicas
+                .iter()
+                .map(|id| v.nodes[*id as usize].rack.clone())
+                .collect();
+            racks.sort();
+            racks.dedup();
+            assert_eq!(racks.len(), 3);
+        }
+    }
+
+    #[test]
+    fn one_topic_of_many_partitions_spreads_by_own_accounting() {
+        // Node 0 reports 0 % and the nine others 50 %. Without accounting every one of the 60
+        // partitions would land on node 0 (64 draws over 10 nodes almost always include it); with
+        // each new replica counted as 1 % of its node, node 0 fills to about the others' 50 %
+        // and the rest spread.
+        let mut v = view(10, 0);
+        for (i, node) in v.nodes.iter_mut().enumerate() {
+            node.write_capacity_bytes_per_second = 100_000_000;
+            node.load.write_bytes_per_second = if i == 0 { 0.0 } else { 50_000_000.0 };
+        }
+        let policy = ReplicaPolicy {
+            selection: SelectionPolicy::PowerOfChoices { choices: 64 },
+            racks: RackPolicy::default(),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        let got = assign_replicas("t", 60, 1, &v, &policy, &mut rng).unwrap();
+        let on_zero = got.iter().filter(|r| r[0] == 0).count();
+        assert!((45..=52).contains(&on_zero), "{on_zero} of 60 on node 0");
+    }
+
+    proptest! {
+        #[test]
+        fn replicas_are_on_distinct_nodes(
+            seed in any::<u64>(),
+            node_count in 0usize..40,
+            rack_count in 0usize..6,
+            rf in 1usize..6,
+            policy_index in 0usize..6,
+            choices in 0usize..9,
+            unknown_loads in any::<bool>(),
+        ) {
+            let mut v = view(node_count, rack_count);
+            if unknown_loads {
+                v.nodes.iter_mut().for_each(|node| node.load = LoadReport::unknown());
+            }
+            let selection = match policy_index {
+                0 => SelectionPolicy::Uniform,
+                1 => SelectionPolicy::DiskWeight { max_multiple: 3.0 },
+                2 => SelectionPolicy::LoadWeighted(LoadWeightedConfig::default()),
+                3 => SelectionPolicy::LeastLoaded,
+                4 => SelectionPolicy::PowerOfTwoChoices,
+                _ => SelectionPolicy::PowerOfChoices { choices },
+            };
+            let policy = ReplicaPolicy { selection, racks: RackPolicy::default() };
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            match assign_replicas("t", 8, rf, &v, &policy, &mut rng) {
+                Ok(all) => {
+                    prop_assert!(rf <= node_count);
+                    prop_assert_eq!(all.len(), 8);
+                    for replicas in all {
+                        prop_assert_eq!(replicas.len(), rf);
+                        let mut sorted = replicas.clone();
+                        sorted.sort_unstable();
+                        sorted.dedup();
+                        prop_assert_eq!(sorted.len(), rf);
+                    }
+                }
+                Err(PlacementError::NotEnoughNodes { .. }) => prop_assert!(rf > node_count),
+                Err(other) => prop_assert!(false, "unexpected {other}"),
+            }
+        }
+    }
+}
