@@ -81,6 +81,14 @@ pub(crate) fn write_atomic(io: &dyn FileIo, path: &Path, bytes: &[u8]) -> Result
     sync_parent(io, path)
 }
 
+/// Writes `bytes` to `path` atomically and durably, exactly as the engine writes its own
+/// checkpoints (temp file, fsync, rename, fsync of the directory): after a crash `path` holds the old
+/// bytes or the new ones, never a mix. The one such writer; the broker's own durable files (topic
+/// metadata, the producer-id reservation) use it too.
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic(&crate::io::StdIo, path, bytes)
+}
+
 /// Fsyncs the directory holding `path`.
 pub(crate) fn sync_parent(io: &dyn FileIo, path: &Path) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -109,5 +109,6 @@ mod testing_temp;
 pub use config::{LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
+pub use fs::write_file_atomically;
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;

@@ -15,7 +15,6 @@
 //! the flush returned, or queue requests without a bound.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -179,19 +178,10 @@ fn read_checkpoint(path: &Path) -> Result<i64, GroupDriverError> {
         .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
 }
 
-/// Writes the reserved end atomically and durably: temp file, fsync, rename, fsync directory.
+/// Writes the reserved end atomically and durably, with the storage engine's one atomic writer.
 fn write_checkpoint(path: &Path, reserved_end: i64) -> std::io::Result<()> {
-    let temp = path.with_extension("tmp");
-    {
-        let mut file = std::fs::File::create(&temp)?;
-        writeln!(file, "{reserved_end}")?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&temp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    skiff_storage::write_file_atomically(path, format!("{reserved_end}\n").as_bytes())
+        .map_err(std::io::Error::other)
 }
 
 impl GroupDriver {

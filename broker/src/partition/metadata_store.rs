@@ -6,8 +6,7 @@
 //! Must never: leave a half-written file where a crash could find it.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -91,21 +90,7 @@ impl MetadataStore for FileMetadataStore {
             topics: topics.to_vec(),
         };
         let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        let temp = self.path.with_extension("json.tmp");
-        {
-            let mut out = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&temp)?;
-            out.write_all(&text)?;
-            out.sync_all()?;
-        }
-        std::fs::rename(&temp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        skiff_storage::write_file_atomically(&self.path, &text).map_err(std::io::Error::other)
     }
 }
 
