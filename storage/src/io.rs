@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::PersistMode;
 
+#[cfg(feature = "power-sim")]
+pub mod sim;
+
 /// How to open a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OpenMode {

@@ -111,3 +111,7 @@ pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
+
+/// The simulated power cut for tests (feature `power-sim`): see [`sim::SimIo`].
+#[cfg(feature = "power-sim")]
+pub use io::sim;

@@ -924,6 +924,17 @@ impl Log {
         Ok(())
     }
 
+    /// Checks every segment's offset and time index against its log (feature `power-sim`, for
+    /// tests): each entry must name the batch it claims. A description of the first mismatch.
+    #[cfg(feature = "power-sim")]
+    pub fn verify_indexes(&self) -> std::result::Result<(), String> {
+        let state = self.read_state().map_err(|error| error.to_string())?;
+        for segment in state.segments.values() {
+            segment.verify_indexes(self.io.as_ref())?;
+        }
+        Ok(())
+    }
+
     /// Refuses further writes without flushing (the log is being deleted).
     pub(crate) fn mark_closed(&self) -> Result<()> {
         let _writer = self.writer()?;

@@ -665,6 +665,42 @@ impl Segment {
         remove_segment_files(io, dir, self.base_offset)
     }
 
+    /// Checks every index entry against the batch header it names (feature `power-sim`).
+    #[cfg(feature = "power-sim")]
+    pub(crate) fn verify_indexes(&self, io: &dyn FileIo) -> std::result::Result<(), String> {
+        let name = self.log_path.display();
+        let mut index = 0;
+        while let Some(OffsetEntry { offset, position }) = self.index.entry(index) {
+            match self.read_header(io, u64::from(position)) {
+                Ok(header) if header.base_offset == offset => {}
+                other => {
+                    return Err(format!(
+                        "{name}: offset index entry {index} ({offset} at {position}) names {other:?}"
+                    ))
+                }
+            }
+            index += 1;
+        }
+        let mut index = 0;
+        while let Some(TimeEntry {
+            timestamp_ms,
+            offset,
+        }) = self.time_index.entry(index)
+        {
+            match self.find_batch(io, offset) {
+                Ok(Some((_, header)))
+                    if header.base_offset == offset && header.max_timestamp == timestamp_ms => {}
+                other => {
+                    return Err(format!(
+                        "{name}: time index entry {index} ({timestamp_ms} ms, offset {offset}) names {other:?}"
+                    ))
+                }
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+
     /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
     pub(crate) fn flush_indexes(&self) -> Result<()> {
         self.index.file().flush()?;
