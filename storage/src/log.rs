@@ -712,7 +712,11 @@ impl Log {
             {
                 continue;
             }
-            if let Some((_, header)) = segment.find_timestamp(self.io.as_ref(), timestamp_ms)? {
+            if let Some((_, header)) = segment.find_timestamp(
+                self.io.as_ref(),
+                timestamp_ms,
+                state.log_start_offset,
+            )? {
                 return Ok(Some(TimestampOffset {
                     offset: header.base_offset.max(state.log_start_offset),
                     timestamp_ms: header.max_timestamp,
@@ -1369,6 +1373,26 @@ mod tests {
                 timestamp_ms: max_timestamp_ms,
             })
         );
+    }
+
+    #[test]
+    fn offset_for_timestamp_skips_batches_below_the_log_start() {
+        // Found by tests/power_loss.rs (seed 1): DeleteRecords inside a segment left its older
+        // batches in place, and a time lookup answered with one of them (its timestamp, with the
+        // offset clamped to the log start), as Kafka does not.
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        for timestamp in [3_000, 1_000, 2_000] {
+            log.append(&mut batch_with(0, 1, 10, timestamp, 1), 0)
+                .unwrap();
+        }
+        assert_eq!(log.delete_records_before(1).unwrap(), 1);
+        assert_eq!(log.segment_count().unwrap(), 1);
+        let found = log.offset_for_timestamp(0).unwrap().unwrap();
+        assert_eq!((found.offset, found.timestamp_ms), (1, 1_000));
+        let found = log.offset_for_timestamp(1_500).unwrap().unwrap();
+        assert_eq!((found.offset, found.timestamp_ms), (2, 2_000));
     }
 
     #[test]

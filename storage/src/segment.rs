@@ -526,11 +526,14 @@ impl Segment {
         self.first_batch_from(io, position, |header| header.last_offset() >= target)
     }
 
-    /// First batch with max timestamp ≥ `target_ms` at or after the time index's starting point.
+    /// First batch with max timestamp ≥ `target_ms` that holds an offset ≥ `from_offset` (the log
+    /// start offset: batches wholly below it are deleted records), at or after the time index's
+    /// starting point.
     pub(crate) fn find_timestamp(
         &self,
         io: &dyn FileIo,
         target_ms: i64,
+        from_offset: i64,
     ) -> Result<Option<(u64, BatchHeader)>> {
         // An entry is used only if the batch it names is really there with that timestamp (a
         // damaged index must not hide batches); otherwise the scan starts at the segment's start.
@@ -543,7 +546,9 @@ impl Segment {
                 }
             }
         }
-        self.first_batch_from(io, position, |header| header.max_timestamp >= target_ms)
+        self.first_batch_from(io, position, |header| {
+            header.max_timestamp >= target_ms && header.last_offset() >= from_offset
+        })
     }
 
     /// The one header walk of the read path: from `position`, the first batch satisfying `stop`.
