@@ -475,7 +475,7 @@ impl Log {
         target
             .write(self.io.as_ref(), batches)
             .map_err(|error| self.poison(error))?;
-        let (info, flush_due) = {
+        let (info, flush_due, persist_mode) = {
             let mut state = self.write_state()?;
             let tracked = state
                 .segments
@@ -506,15 +506,16 @@ impl Log {
                 log_start_offset: state.log_start_offset,
                 flushed: false,
             };
-            (info, flush_due)
+            (info, flush_due, state.config.persist_mode)
         };
         // The fsync runs without the writer lock, so other appends go on meanwhile.
         drop(target);
         drop(writer);
         if flush_due {
             self.flush()?;
+            // Under `PersistMode::Buffer` the flush synced nothing: the append is not durable.
             return Ok(AppendInfo {
-                flushed: true,
+                flushed: persist_mode != PersistMode::Buffer,
                 ..info
             });
         }
@@ -1373,6 +1374,23 @@ mod tests {
                 timestamp_ms: max_timestamp_ms,
             })
         );
+    }
+
+    #[test]
+    fn an_append_flushed_in_buffer_mode_is_not_reported_flushed() {
+        // Found by tests/power_loss.rs (seed 12): with `persist_mode = Buffer` and a flush policy,
+        // appends said `flushed: true` though nothing was synced, and a power cut lost them.
+        let dir = temp_dir();
+        let config = LogConfig {
+            flush_messages_interval: Some(1),
+            persist_mode: PersistMode::Buffer,
+            ..small_config()
+        };
+        let data = LogDir::open(dir.path(), config).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let info = log.append(&mut batch(0, 1, 10), 0).unwrap();
+        assert!(!info.flushed);
+        assert_eq!(log.flushed_offset().unwrap(), 0);
     }
 
     #[test]
