@@ -919,7 +919,7 @@ impl Log {
         let result = (|| {
             state.active_mut()?.seal(io)?;
             for segment in state.segments.values() {
-                segment.flush_indexes()?;
+                segment.flush_indexes(io)?;
             }
             state.recovery_point = state.log_end_offset();
             state.write_checkpoint(io, &self.dir)

@@ -707,9 +707,9 @@ impl Segment {
     }
 
     /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
-    pub(crate) fn flush_indexes(&self) -> Result<()> {
-        self.index.file().flush()?;
-        self.time_index.file().flush()
+    pub(crate) fn flush_indexes(&self, io: &dyn FileIo) -> Result<()> {
+        self.index.file().flush(io)?;
+        self.time_index.file().flush(io)
     }
 }
 

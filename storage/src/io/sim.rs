@@ -21,13 +21,13 @@
 //! after the next `n` fail, which stops the engine in the middle of a roll, a truncation or a
 //! checkpoint; the cut then lands there.
 //!
-//! I/O that bypasses `FileIo`: the index files are written through memory maps and made durable
-//! by nothing but `msync`, which this model does not count as an fsync. So an index's entries
-//! are unsynced until the file is fsynced through `FileIo`, which the engine never does: a cut
-//! keeps none, some (random pages) or all of them. That is how it should be, since recovery must
-//! treat indexes as caches and check them against the log. The active segment's read map and
-//! `sendfile` only read. The model diffs each file's current bytes (however they were written)
-//! against its synced bytes at the cut, so mapped writes are covered without being seen.
+//! I/O that bypasses `FileIo`: the index files are written through memory maps. They are modelled
+//! as unsynced until their flush: the engine's `msync(MS_SYNC)` goes through
+//! [`FileIo::sync_map`], which here makes the mapped bytes (not the file's length) durable, as on
+//! Linux. Until then a cut keeps none, some (random pages) or all of an index's entries, and
+//! recovery must check indexes against the log. The active segment's read map and `sendfile`
+//! only read. The model diffs each file's current bytes (however they were written) against its
+//! synced bytes at the cut, so mapped writes are covered without being seen one by one.
 //!
 //! Simplifications: directories themselves (creation, `remove_dir_all`, directory renames) are
 //! durable at once; a removed file whose entry was durable comes back with its synced bytes.
@@ -430,6 +430,25 @@ impl FileIo for SimIo {
         if state.last_write.is_some_and(|(file, _, _)| file == id) {
             state.last_write = None;
         }
+        Ok(())
+    }
+
+    fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+        // msync(MS_SYNC) makes the mapped pages durable, not the length: the synced image takes
+        // the mapped range and keeps its own length beyond it.
+        self.step()?;
+        let mut state = self.lock();
+        if state.syncs_before_failure == Some(0) {
+            state.failed_syncs += 1;
+            return Err(eio("msync"));
+        }
+        map.flush()?;
+        let id = Self::id_for_inode(&mut state, file.metadata()?.ino());
+        let synced = state.synced.entry(id).or_default();
+        if synced.len() < map.len() {
+            synced.resize(map.len(), 0);
+        }
+        synced[..map.len()].copy_from_slice(&map[..]);
         Ok(())
     }
 
