@@ -332,6 +332,12 @@ impl Log {
         }
         let first = first_base.unwrap_or(log_start_offset);
         state.log_start_offset = log_start_offset.max(first).min(log_end);
+        if state.log_start_offset < log_start_offset {
+            // Recovery cut the log below the checkpointed start (unflushed batches lost): the
+            // lower start must be durable before new appends reuse those offsets, or a later
+            // crash would bring the old start back and hide them.
+            state.write_checkpoint(io.as_ref(), dir)?;
+        }
         Ok(Self {
             dir: dir.to_owned(),
             topic: topic.to_owned(),
