@@ -719,11 +719,9 @@ impl Log {
             {
                 continue;
             }
-            if let Some((_, header)) = segment.find_timestamp(
-                self.io.as_ref(),
-                timestamp_ms,
-                state.log_start_offset,
-            )? {
+            if let Some((_, header)) =
+                segment.find_timestamp(self.io.as_ref(), timestamp_ms, state.log_start_offset)?
+            {
                 return Ok(Some(TimestampOffset {
                     offset: header.base_offset.max(state.log_start_offset),
                     timestamp_ms: header.max_timestamp,

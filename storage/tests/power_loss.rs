@@ -14,6 +14,7 @@ mod support;
 mod temp;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -91,7 +92,7 @@ fn random_config(rng: &mut ChaCha8Rng) -> LogConfig {
         segment_ms: rng.gen_range(100..2_000),
         retention_bytes: rng.gen_bool(0.5).then(|| rng.gen_range(4_000..40_000)),
         retention_ms: Some(rng.gen_range(500..5_000)),
-        index_interval_bytes: rng.gen_range(0..1_024),
+        index_interval_bytes: rng.gen_range(1..1_024),
         index_bytes_max: rng.gen_range(8..64) * 24,
         batch_bytes_max: 3_500,
         flush_messages_interval: match rng.gen_range(0..4) {
@@ -182,9 +183,15 @@ fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
 fn assert_refuses_appends(log: &Log, now_ms: i64) {
     for _ in 0..3 {
         let result = log.append(&mut batch_with(0, 1, 10, now_ms, 1), now_ms);
-        assert!(result.is_err(), "append succeeded after a failure: {result:?}");
+        assert!(
+            result.is_err(),
+            "append succeeded after a failure: {result:?}"
+        );
     }
 }
+
+/// Operations that failed under an injected fault (each then checked for poisoning).
+static FAILED_OPS: AtomicU64 = AtomicU64::new(0);
 
 /// Whether to print every step (`SKIFF_POWER_TRACE=1`), for debugging a failing seed.
 fn tracing() -> bool {
@@ -240,8 +247,7 @@ fn run_seed(seed: u64) -> u64 {
                     let records = rng.gen_range(1..=4);
                     let timestamp = now_ms - rng.gen_range(0..30);
                     let fill = rng.gen();
-                    let mut bytes =
-                        batch_with(0, records, rng.gen_range(0..700), timestamp, fill);
+                    let mut bytes = batch_with(0, records, rng.gen_range(0..700), timestamp, fill);
                     match log.append(&mut bytes, now_ms) {
                         Ok(info) => {
                             assert_eq!(info.base_offset, end);
@@ -315,11 +321,19 @@ fn run_seed(seed: u64) -> u64 {
             };
             model.start_ceiling = model.start_ceiling.max(log.log_start_offset().unwrap());
             if failed {
+                FAILED_OPS.fetch_add(1, Ordering::Relaxed);
                 assert!(
                     sim.has_failed(),
                     "an operation failed with no fault injected (seed {seed})"
                 );
-                assert!(log.is_poisoned() || matches!(log.append(&mut batch_with(0, 1, 1, now_ms, 1), now_ms), Err(Error::Poisoned)), "failure did not poison the log");
+                assert!(
+                    log.is_poisoned()
+                        || matches!(
+                            log.append(&mut batch_with(0, 1, 1, now_ms, 1), now_ms),
+                            Err(Error::Poisoned)
+                        ),
+                    "failure did not poison the log"
+                );
                 assert_refuses_appends(&log, now_ms);
                 break;
             }
@@ -366,7 +380,9 @@ fn seeds() -> Vec<u64> {
     }
     let count = std::env::var("SKIFF_POWER_SEEDS")
         .ok()
-        .map_or(CI_SEEDS, |count| count.parse().expect("SKIFF_POWER_SEEDS is a number"));
+        .map_or(CI_SEEDS, |count| {
+            count.parse().expect("SKIFF_POWER_SEEDS is a number")
+        });
     // Seeds are 0..count (a base from the clock would make runs differ), then the regressions.
     let mut seeds: Vec<u64> = (0..count).collect();
     seeds.extend(REGRESSION_SEEDS.iter().filter(|seed| **seed >= count));
@@ -387,7 +403,11 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
             }
         }
     }
-    eprintln!("power_loss: {} seeds, {cuts} power cuts", seeds.len());
+    eprintln!(
+        "power_loss: {} seeds, {cuts} power cuts, {} operations failed under injected faults",
+        seeds.len(),
+        FAILED_OPS.load(Ordering::Relaxed)
+    );
 }
 
 /// `bytes` with the base offset the log would have given it.

@@ -266,8 +266,7 @@ impl SimIo {
                         let current_bytes = std::fs::read(&path)?;
                         let synced_bytes = state.synced.get(&id).cloned().unwrap_or_default();
                         let tear = last_write.filter(|(file, _, _)| *file == id);
-                        let bytes =
-                            mix(mode, &synced_bytes, &current_bytes, tear, &mut choices);
+                        let bytes = mix(mode, &synced_bytes, &current_bytes, tear, &mut choices);
                         survivors.push((path, bytes));
                     }
                     Some((id, false)) => {
