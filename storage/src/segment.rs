@@ -678,9 +678,11 @@ impl Segment {
         while let Some(OffsetEntry { offset, position }) = self.index.entry(index) {
             match self.read_header(io, u64::from(position)) {
                 Ok(header) if header.base_offset == offset => {}
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "{name}: offset index entry {index} ({offset} at {position}) names {other:?}"
-                )),
+                ))
+                }
             }
             index += 1;
         }

@@ -32,6 +32,16 @@
 //! Simplifications: directories themselves (creation, `remove_dir_all`, directory renames) are
 //! durable at once; a removed file whose entry was durable comes back with its synced bytes.
 
+// Test support only (feature `power-sim`): the files it handles are a test's, a few KiB each,
+// and a panic here fails that test, which is what it should do; the crate's no-panic lints are
+// for the engine.
+#![allow(
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::expect_used,
+    clippy::unwrap_used
+)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::fs::File;
@@ -89,10 +99,7 @@ pub struct SimIo {
 }
 
 fn eio(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Other,
-        format!("simulated EIO ({what}); os error {}", libc::EIO),
-    )
+    io::Error::other(format!("simulated EIO ({what}); os error {}", libc::EIO))
 }
 
 /// splitmix64: the cut's choices come from a seed, with no dependency.
