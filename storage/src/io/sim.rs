@@ -161,7 +161,8 @@ impl SimIo {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// After `syncs` more successful fsyncs, every fsync fails with EIO until the next cut.
+    /// After `syncs` more successful syncs (file or directory fsync, index msync), every one fails
+    /// with EIO until the next cut.
     pub fn fail_syncs_after(&self, syncs: u64) {
         self.lock().syncs_before_failure = Some(syncs);
     }
@@ -189,6 +190,21 @@ impl SimIo {
             Some(0) => Err(eio("machine stopped")),
             Some(left) => {
                 state.ops_before_crash = Some(left - 1);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one fsync (of any kind) against an armed failure: EIO once it has fired.
+    fn count_sync(state: &mut State, what: &str) -> io::Result<()> {
+        match state.syncs_before_failure {
+            Some(0) => {
+                state.failed_syncs += 1;
+                Err(eio(what))
+            }
+            Some(left) => {
+                state.syncs_before_failure = Some(left - 1);
                 Ok(())
             }
             None => Ok(()),
@@ -423,14 +439,7 @@ impl FileIo for SimIo {
             return Ok(());
         }
         let mut state = self.lock();
-        match state.syncs_before_failure {
-            Some(0) => {
-                state.failed_syncs += 1;
-                return Err(eio("fsync"));
-            }
-            Some(left) => state.syncs_before_failure = Some(left - 1),
-            None => {}
-        }
+        Self::count_sync(&mut state, "fsync")?;
         let id = Self::id_for_inode(&mut state, file.metadata()?.ino());
         state.synced.insert(id, read_all(file)?);
         if state.last_write.is_some_and(|(file, _, _)| file == id) {
@@ -444,10 +453,7 @@ impl FileIo for SimIo {
         // the mapped range and keeps its own length beyond it.
         self.step()?;
         let mut state = self.lock();
-        if state.syncs_before_failure == Some(0) {
-            state.failed_syncs += 1;
-            return Err(eio("msync"));
-        }
+        Self::count_sync(&mut state, "msync")?;
         map.flush()?;
         let id = Self::id_for_inode(&mut state, file.metadata()?.ino());
         let synced = state.synced.entry(id).or_default();
@@ -494,14 +500,7 @@ impl FileIo for SimIo {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.step()?;
         let mut state = self.lock();
-        match state.syncs_before_failure {
-            Some(0) => {
-                state.failed_syncs += 1;
-                return Err(eio("directory fsync"));
-            }
-            Some(left) => state.syncs_before_failure = Some(left - 1),
-            None => {}
-        }
+        Self::count_sync(&mut state, "directory fsync")?;
         Self::sync_dir_locked(&mut state, path, false)
     }
 
