@@ -21,7 +21,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
 use skiff_storage::sim::{CutMode, SimIo};
-use skiff_storage::{Error, Log, LogConfig, LogDir, PersistMode};
+use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 use support::batch_with;
 use temp::temp_dir;
 
