@@ -101,14 +101,16 @@ impl IndexFile {
 
     /// Writes the mapping back and trims the file to the entries held.
     pub(crate) fn seal(&mut self, io: &dyn FileIo) -> Result<()> {
-        self.flush()?;
+        self.flush(io)?;
         self.resize(io, self.entries_count)
     }
 
     /// Writes dirty pages of the mapping back to the file (msync).
-    pub(crate) fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self, io: &dyn FileIo) -> Result<()> {
         match &self.map {
-            Some(map) => map.flush().map_err(|error| Error::io(&self.path, error)),
+            Some(map) => io
+                .sync_map(&self.file, map)
+                .map_err(|error| Error::io(&self.path, error)),
             None => Ok(()),
         }
     }

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::PersistMode;
 
+#[cfg(feature = "power-sim")]
+pub mod sim;
+
 /// How to open a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OpenMode {
@@ -32,6 +35,10 @@ pub(crate) trait FileIo: Send + Sync + std::fmt::Debug {
     fn read_exact_at(&self, file: &File, buf: &mut [u8], position: u64) -> io::Result<()>;
     /// Makes the file's written bytes durable as `mode` says.
     fn sync(&self, file: &File, mode: PersistMode) -> io::Result<()>;
+    /// Writes the dirty pages of `map`, a mapping of `file`, back and waits for them
+    /// (`msync(MS_SYNC)`, which on Linux makes the mapped bytes durable, though not the file's
+    /// length). Here rather than in the index so the power-loss simulation sees it.
+    fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()>;
     /// Sets the file's length (truncates or extends with zeros).
     fn set_len(&self, file: &File, len: u64) -> io::Result<()>;
     /// Current length of the file.
@@ -81,6 +88,10 @@ impl FileIo for StdIo {
             PersistMode::SyncData => file.sync_data(),
             PersistMode::SyncAll => file.sync_all(),
         }
+    }
+
+    fn sync_map(&self, _file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+        map.flush()
     }
 
     fn set_len(&self, file: &File, len: u64) -> io::Result<()> {
@@ -192,6 +203,12 @@ pub(crate) mod faulty {
                 return Err(eio());
             }
             StdIo.sync(file, mode)
+        }
+        fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+            if self.fail_sync.load(Ordering::SeqCst) {
+                return Err(eio());
+            }
+            StdIo.sync_map(file, map)
         }
         fn set_len(&self, file: &File, len: u64) -> io::Result<()> {
             StdIo.set_len(file, len)

@@ -112,3 +112,7 @@ pub use fetch::FetchSlice;
 pub use fs::write_file_atomically;
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
+
+/// The simulated power cut for tests (feature `power-sim`): see [`sim::SimIo`].
+#[cfg(feature = "power-sim")]
+pub use io::sim;

@@ -38,6 +38,16 @@ impl LogDir {
         Self::open_with_io(path.as_ref(), default_config, Arc::new(StdIo))
     }
 
+    /// [`LogDir::open`] over a simulated file system (feature `power-sim`, for tests).
+    #[cfg(feature = "power-sim")]
+    pub fn open_simulated(
+        path: impl AsRef<Path>,
+        default_config: LogConfig,
+        io: Arc<crate::io::sim::SimIo>,
+    ) -> Result<Self> {
+        Self::open_with_io(path.as_ref(), default_config, io)
+    }
+
     pub(crate) fn open_with_io(
         path: &Path,
         default_config: LogConfig,

@@ -526,11 +526,14 @@ impl Segment {
         self.first_batch_from(io, position, |header| header.last_offset() >= target)
     }
 
-    /// First batch with max timestamp ≥ `target_ms` at or after the time index's starting point.
+    /// First batch with max timestamp ≥ `target_ms` that holds an offset ≥ `from_offset` (the log
+    /// start offset: batches wholly below it are deleted records), at or after the time index's
+    /// starting point.
     pub(crate) fn find_timestamp(
         &self,
         io: &dyn FileIo,
         target_ms: i64,
+        from_offset: i64,
     ) -> Result<Option<(u64, BatchHeader)>> {
         // An entry is used only if the batch it names is really there with that timestamp (a
         // damaged index must not hide batches); otherwise the scan starts at the segment's start.
@@ -543,7 +546,9 @@ impl Segment {
                 }
             }
         }
-        self.first_batch_from(io, position, |header| header.max_timestamp >= target_ms)
+        self.first_batch_from(io, position, |header| {
+            header.max_timestamp >= target_ms && header.last_offset() >= from_offset
+        })
     }
 
     /// The one header walk of the read path: from `position`, the first batch satisfying `stop`.
@@ -665,10 +670,46 @@ impl Segment {
         remove_segment_files(io, dir, self.base_offset)
     }
 
+    /// Checks every index entry against the batch header it names (feature `power-sim`).
+    #[cfg(feature = "power-sim")]
+    pub(crate) fn verify_indexes(&self, io: &dyn FileIo) -> std::result::Result<(), String> {
+        let name = self.log_path.display();
+        let mut index = 0;
+        while let Some(OffsetEntry { offset, position }) = self.index.entry(index) {
+            match self.read_header(io, u64::from(position)) {
+                Ok(header) if header.base_offset == offset => {}
+                other => {
+                    return Err(format!(
+                    "{name}: offset index entry {index} ({offset} at {position}) names {other:?}"
+                ))
+                }
+            }
+            index += 1;
+        }
+        let mut index = 0;
+        while let Some(TimeEntry {
+            timestamp_ms,
+            offset,
+        }) = self.time_index.entry(index)
+        {
+            match self.find_batch(io, offset) {
+                Ok(Some((_, header)))
+                    if header.base_offset == offset && header.max_timestamp == timestamp_ms => {}
+                other => {
+                    return Err(format!(
+                        "{name}: time index entry {index} ({timestamp_ms} ms, offset {offset}) names {other:?}"
+                    ))
+                }
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+
     /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
-    pub(crate) fn flush_indexes(&self) -> Result<()> {
-        self.index.file().flush()?;
-        self.time_index.file().flush()
+    pub(crate) fn flush_indexes(&self, io: &dyn FileIo) -> Result<()> {
+        self.index.file().flush(io)?;
+        self.time_index.file().flush(io)
     }
 }
 
