@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
