@@ -224,8 +224,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Skips a tagged-field section (flexible versions), bounded by `tagged_fields_max`.
-    /// Returns the skipped fields as (tag, bytes) pairs through `visit` for callers that know a tag.
+    /// Reads a tagged-field section (flexible versions), bounded by `tagged_fields_max`, handing
+    /// each field to `visit` as (tag, bytes) in the order sent.
+    ///
+    /// As lenient as Kafka's generated readers (`MessageDataGenerator`: a loop of tag, size,
+    /// `switch`): tags may come in any order and may repeat; the caller decides (a later
+    /// occurrence replaces an earlier one, as a repeated known tag does in Kafka). The count and
+    /// every size are still checked against the bytes that remain before anything is read.
     pub fn tagged_fields(
         &mut self,
         tagged_fields_max: usize,
@@ -233,13 +238,8 @@ impl<'a> Reader<'a> {
     ) -> Result<(), DecodeError> {
         let count = self.unsigned_varint()? as usize;
         check_count(count, self.remaining(), 2, tagged_fields_max)?;
-        let mut previous_tag: Option<u32> = None;
         for _ in 0..count {
             let tag = self.unsigned_varint()?;
-            if previous_tag.is_some_and(|previous| tag <= previous) {
-                return Err(DecodeError::TagsOutOfOrder { tag });
-            }
-            previous_tag = Some(tag);
             let len = self.unsigned_varint()? as usize;
             let data = self.take(len)?;
             visit(tag, data)?;

@@ -36,12 +36,6 @@ pub enum DecodeError {
     /// A null where the schema forbids one.
     #[error("null where a value is required")]
     UnexpectedNull,
-    /// Tagged fields must come in strictly increasing tag order.
-    #[error("tagged field {tag} is out of order")]
-    TagsOutOfOrder {
-        /// The offending tag.
-        tag: u32,
-    },
     /// Bytes left over after a complete message.
     #[error("{trailing_bytes} unexpected bytes after the message")]
     TrailingBytes {

@@ -4,7 +4,8 @@
 //! The broker passes in the log-append time (this crate never reads a clock) and the topic's
 //! timestamp type and codec; it assigns the base offset on append (`v2::set_base_offset`). Errors
 //! carry the Kafka code through [`RecordError::error_code`]: a bad CRC, bad lengths or a corrupt
-//! compressed stream → CORRUPT_MESSAGE (2); mixed magics or several compressed wrappers →
+//! compressed stream → CORRUPT_MESSAGE (2); mixed magics (between entries, or between a wrapper
+//! and its inner messages, as Kafka 3.9's LogValidator rules) or several compressed wrappers →
 //! INVALID_RECORD (87); a producer-set LogAppendTime → INVALID_TIMESTAMP (32); zstd in a legacy
 //! message → UNSUPPORTED_COMPRESSION_TYPE (76).
 //!
@@ -260,6 +261,61 @@ mod tests {
             up_convert(&[], &UpConvertOptions::default()).map_err(|e| e.error_code()),
             Err(87)
         );
+    }
+
+    /// kafka-node 5.0.0 with its 0.9 table (Produce v1) and gzip: a magic 0 wrapper (offset 0,
+    /// null key) around magic 1 messages whose offsets are all 0, byte for byte as its
+    /// `encodeMessageSet`/`compress` write them.
+    fn kafka_node_v1_gzip(wrapper_magic: Magic, inner_magic: Magic) -> Vec<u8> {
+        let mut inner = Vec::new();
+        for value in [&b"a"[..], b"bc"] {
+            write_message(
+                &mut inner,
+                inner_magic,
+                0,
+                0,
+                1_700_000_000_000,
+                None,
+                Some(value),
+            )
+            .expect("write");
+        }
+        let compressed =
+            crate::records::compression::compress(Compression::Gzip, wrapper_magic, &inner)
+                .expect("gzip");
+        let mut wrapper = Vec::new();
+        write_message(
+            &mut wrapper,
+            wrapper_magic,
+            0,
+            1,
+            0,
+            None,
+            Some(&compressed),
+        )
+        .expect("write");
+        wrapper
+    }
+
+    #[test]
+    fn inner_magic_other_than_the_wrappers_is_invalid_record_as_in_kafka() {
+        // Kafka 3.9 refuses both directions with INVALID_RECORD (LogValidatorTest.testMisMatchMagic
+        // and testInvalidRecordExceptionHasBatchIndex: a gzip magic 0 wrapper of magic 1 records).
+        for (wrapper, inner) in [(Magic::V0, Magic::V1), (Magic::V1, Magic::V0)] {
+            let set = kafka_node_v1_gzip(wrapper, inner);
+            assert_eq!(
+                up_convert(&set, &UpConvertOptions::default()).map_err(|e| e.error_code()),
+                Err(87),
+                "{wrapper:?} wrapper, {inner:?} inner"
+            );
+        }
+        // The same set with matching magics is accepted and renumbered.
+        for magic in [Magic::V0, Magic::V1] {
+            let set = kafka_node_v1_gzip(magic, magic);
+            let converted = up_convert(&set, &UpConvertOptions::default()).expect("convert");
+            let offsets: Vec<i64> = records_of(&converted.batch).iter().map(|r| r.0).collect();
+            assert_eq!(offsets, [0, 1]);
+        }
     }
 
     #[test]

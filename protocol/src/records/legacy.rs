@@ -257,9 +257,13 @@ pub fn deep_entry(
                 reason: "nested compression",
             });
         }
+        // Kafka's deep iterator reads such an inner message, but its LogValidator refuses it on
+        // the produce path ("Record ... 's magic does not match outer magic", INVALID_RECORD;
+        // LogValidatorTest.testMisMatchMagic): a well-formed message breaking a rule, not a
+        // damaged one.
         if inner_message.magic != message.magic {
-            return Err(RecordError::Corrupt {
-                reason: "inner magic differs from the wrapper's",
+            return Err(RecordError::InvalidRecord {
+                reason: "inner message magic differs from the wrapper's",
             });
         }
         let log_append_time = message.is_log_append_time();

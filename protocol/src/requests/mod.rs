@@ -1,6 +1,9 @@
 //! Bounded request decoders, one module per API, for every version in
 //! [`crate::api::SUPPORTED_APIS`], filling kafka-protocol's message structs. [`decode_request`]
-//! is the broker's one entry point: header, version check, body, and "no byte left over".
+//! is the broker's one entry point: header, version check, body. Bytes after the body's schema are
+//! ignored there, as Kafka ignores them (`AbstractRequest.parseRequest` never looks at what is
+//! left of the buffer; librdkafka 2.16 sends 3 such bytes after a Metadata v12 body);
+//! [`decode_body`] stays exact for round trips.
 //!
 //! Must never: call kafka-protocol's `Decodable` on bytes from a peer (its array decoders reserve
 //! memory for whatever count the peer sends), allocate by an unchecked count, or copy record sets
@@ -142,7 +145,12 @@ requests! {
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported
-/// version check, body, and no trailing bytes. Byte fields of the result share `frame`.
+/// version check, body. Byte fields of the result share `frame`.
+///
+/// Bytes after the body's schema are ignored, as Kafka's broker ignores them: the frame was
+/// already bounded by the request size limit before it was read, and the body's own fields were
+/// read with every bound, so ignoring the rest costs nothing and answers clients (librdkafka
+/// 2.16's pipelined Metadata v12) that Kafka answers.
 pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), RequestError> {
     let mut source = BytesSource::new(frame);
     let (header, row) = decode_request_header(&mut source)?;
@@ -154,12 +162,12 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), Request
         source,
     };
     let request = decode_from(&mut source, row.api_key, version).map_err(body_error)?;
-    source.finish().map_err(body_error)?;
     Ok((header, request))
 }
 
 /// Decodes a request body alone (no header) of `api_key` at `version`; the version must be in
-/// [`crate::api::SUPPORTED_APIS`].
+/// [`crate::api::SUPPORTED_APIS`]. Exact, unlike [`decode_request`]: a byte after the schema is
+/// [`DecodeError::TrailingBytes`], so that round trips (tests, fuzz) see every byte accounted for.
 pub fn decode_body(api_key: ApiKey, version: i16, body: &Bytes) -> Result<Request, DecodeError> {
     if !api::supported(api_key).is_some_and(|row| row.supports(version)) {
         return Err(DecodeError::Invalid {

@@ -47,7 +47,8 @@ pub trait Source {
         element_bytes_min: usize,
         count_max: usize,
     ) -> Result<Option<usize>, DecodeError>;
-    /// Reads a tagged-field section as (tag, bytes) pairs in increasing tag order.
+    /// Reads a tagged-field section as (tag, bytes) pairs in the order sent (any order, repeats
+    /// allowed, as Kafka reads them).
     fn tagged_fields(&mut self) -> Result<Vec<(u32, Bytes)>, DecodeError>;
 
     /// Reads a string that must not be null.
@@ -73,20 +74,23 @@ pub trait Source {
             .ok_or(DecodeError::UnexpectedNull)
     }
 
-    /// Reads a tagged-field section in which the message defines no known tag.
+    /// Reads a tagged-field section in which the message defines no known tag. Unknown tags are
+    /// skipped as Kafka skips them (kept aside, never interpreted); a repeated tag keeps its last
+    /// value.
     fn unknown_tagged_fields(&mut self) -> Result<TaggedFields, DecodeError> {
-        self.tagged_fields()?
+        Ok(self
+            .tagged_fields()?
             .into_iter()
-            .map(|(tag, data)| Ok((tag_key(tag)?, data)))
-            .collect()
+            .filter_map(|(tag, data)| Some((tag_key(tag)?, data)))
+            .collect())
     }
 }
 
-/// kafka-protocol keys tags by `i32`; a tag above `i32::MAX` cannot come from any schema.
-fn tag_key(tag: u32) -> Result<i32, DecodeError> {
-    i32::try_from(tag).map_err(|_| DecodeError::Invalid {
-        reason: "tag above i32::MAX",
-    })
+/// kafka-protocol keys tags by `i32`. A tag above `i32::MAX` cannot come from any schema; Kafka
+/// keeps it as an unknown field (a negative Java `int`), kafka-protocol's encoder cannot hold it,
+/// so it is skipped here (`None`) like any other field nobody reads.
+fn tag_key(tag: u32) -> Option<i32> {
+    i32::try_from(tag).ok()
 }
 
 /// Reads a non-null array whose elements each take at least `element_bytes_min` bytes.
@@ -129,27 +133,28 @@ pub fn nullable_array<S: Source, T>(
     }
 }
 
-/// Splits a tagged section into the value of one known `tag` (parsed by `known`) and the rest.
+/// Splits a tagged section into the value of one known `tag` (parsed by `known`) and the rest
+/// (see [`Source::unknown_tagged_fields`]). A repeated known tag is parsed each time and the last
+/// value wins, as in Kafka's generated readers. Unlike Kafka, which reads a known field from the
+/// stream and never compares what it read with the declared size, the value must fill its declared
+/// bytes exactly: a mismatch would make Kafka misread everything after it.
 pub fn tagged_with<T>(
     fields: Vec<(u32, Bytes)>,
     tag: i32,
-    known: impl FnOnce(&mut BytesSource) -> Result<T, DecodeError>,
+    mut known: impl FnMut(&mut BytesSource) -> Result<T, DecodeError>,
 ) -> Result<(Option<T>, TaggedFields), DecodeError> {
     let mut value = None;
-    let mut known = Some(known);
     let mut unknown = TaggedFields::new();
     for (field_tag, data) in fields {
-        let field_tag = tag_key(field_tag)?;
-        // Tags arrive strictly increasing (checked by the reader), so `tag` is seen at most once.
-        match known.take_if(|_| field_tag == tag) {
-            Some(parse) => {
-                let mut source = BytesSource::new(&data);
-                value = Some(parse(&mut source)?);
-                source.finish()?;
-            }
-            None => {
-                unknown.insert(field_tag, data);
-            }
+        let Some(field_tag) = tag_key(field_tag) else {
+            continue;
+        };
+        if field_tag == tag {
+            let mut source = BytesSource::new(&data);
+            value = Some(known(&mut source)?);
+            source.finish()?;
+        } else {
+            unknown.insert(field_tag, data);
         }
     }
     Ok((value, unknown))

@@ -418,16 +418,10 @@ fn whole_frames_decode_and_name_their_errors() {
     assert_eq!(decoded_header, header);
     assert_eq!(request, Request::Metadata(MetadataRequest::default()));
 
+    // Bytes after the schema are ignored, as Kafka ignores them.
     let mut garbage = frame.to_vec();
     garbage.push(1);
-    assert!(matches!(
-        decode_request(&Bytes::from(garbage)),
-        Err(RequestError::Body {
-            correlation_id: 12,
-            source: DecodeError::TrailingBytes { .. },
-            ..
-        })
-    ));
+    assert_eq!(decode_request(&Bytes::from(garbage)), Ok((header, request)));
     let truncated = frame.slice(..frame.len() - 1);
     assert!(matches!(
         decode_request(&truncated),
@@ -490,15 +484,171 @@ fn fetch_tags_of_later_versions_are_dropped() {
 }
 
 #[test]
-fn tags_above_i32_max_are_refused() {
-    // ApiVersions v3: two empty compact strings, then one tag 2^31 with no data.
+fn tags_above_i32_max_are_skipped() {
+    // ApiVersions v3: two empty compact strings, then one tag 2^31 with no data. Kafka keeps it as
+    // an unknown field (a negative int); no schema can define it, so it is skipped.
     let body = Bytes::from_static(&[1, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x08, 0]);
     assert_eq!(
         decode_body(ApiKey::ApiVersions, 3, &body),
-        Err(DecodeError::Invalid {
-            reason: "tag above i32::MAX"
-        })
+        Ok(Request::ApiVersions(ApiVersionsRequest::default()))
     );
+}
+
+#[test]
+fn librdkafka_2_16_metadata_v12_with_trailing_bytes_is_answered() {
+    // confluent-kafka 2.16.1 `list_topics()`: the second of two pipelined Metadata v12 frames
+    // (after the size prefix). Header v2: key 3, version 12, correlation 3, client "rdkafka", no
+    // tags; body: null topics (all), no auto-creation, no authorized operations, no tags; then 3
+    // bytes past the schema, which Kafka never reads.
+    let frame = Bytes::from_static(&[
+        0x00, 0x03, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, b'r', b'd', b'k', b'a', b'f',
+        b'k', b'a', 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    ]);
+    let (header, request) = decode_request(&frame).expect("Kafka answers this frame");
+    assert_eq!(header.request_api_key, ApiKey::Metadata as i16);
+    assert_eq!(header.request_api_version, 12);
+    assert_eq!(header.correlation_id, 3);
+    assert_eq!(header.client_id.as_deref(), Some("rdkafka"));
+    assert_eq!(
+        request,
+        Request::Metadata(
+            MetadataRequest::default()
+                .with_topics(None)
+                .with_allow_auto_topic_creation(false)
+        )
+    );
+}
+
+#[test]
+fn tagged_fields_in_any_order_and_repeated_are_read_as_kafka_reads_them() {
+    // ApiVersions v3 body, then tags 12, 11, 12 (out of order, 12 repeated): the last value wins.
+    let body = Bytes::from_static(&[1, 1, 3, 12, 1, b'a', 11, 1, b'b', 12, 2, b'c', b'd']);
+    let Ok(Request::ApiVersions(request)) = decode_body(ApiKey::ApiVersions, 3, &body) else {
+        panic!()
+    };
+    assert_eq!(
+        request.unknown_tagged_fields,
+        BTreeMap::from([
+            (11, Bytes::from_static(b"b")),
+            (12, Bytes::from_static(b"cd"))
+        ])
+    );
+    // Fetch v12's known top-level tag (cluster_id, 0) sent twice, after an unknown one.
+    let mut body = vec![0xff, 0xff, 0xff, 0xff];
+    body.extend_from_slice(&[0; 12]);
+    body.push(0);
+    body.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    body.extend_from_slice(&[1, 1, 1]);
+    body.extend_from_slice(&[3, 20, 0, 0, 2, 2, b'x', 0, 2, 2, b'y']);
+    let Ok(Request::Fetch(fetch)) = decode_body(ApiKey::Fetch, 12, &Bytes::from(body)) else {
+        panic!()
+    };
+    assert_eq!(fetch.cluster_id.as_deref(), Some("y"));
+    assert_eq!(
+        fetch.unknown_tagged_fields,
+        BTreeMap::from([(20, Bytes::new())])
+    );
+}
+
+#[test]
+fn tagged_field_bounds_still_hold() {
+    // More fields than TAGGED_FIELDS_MAX, each backed by bytes.
+    let count = crate::limits::TAGGED_FIELDS_MAX + 1;
+    let mut body = vec![1, 1, u8::try_from(count).unwrap()];
+    for tag in 0..count {
+        body.extend_from_slice(&[10 + u8::try_from(tag).unwrap(), 0]);
+    }
+    assert!(matches!(
+        decode_body(ApiKey::ApiVersions, 3, &Bytes::from(body)),
+        Err(DecodeError::CountTooLarge { .. })
+    ));
+    // A field whose size runs past the frame.
+    let body = Bytes::from_static(&[1, 1, 1, 11, 0x7f, b'a']);
+    assert!(matches!(
+        decode_body(ApiKey::ApiVersions, 3, &body),
+        Err(DecodeError::Truncated { .. })
+    ));
+}
+
+/// The top-level unknown tagged fields of any request (`None` for SaslHandshake, never flexible).
+fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
+    Some(match request {
+        Request::Produce(m) => &mut m.unknown_tagged_fields,
+        Request::Fetch(m) => {
+            // The one known top-level tag; cleared so that the section is only unknown tags.
+            m.cluster_id = None;
+            &mut m.unknown_tagged_fields
+        }
+        Request::ListOffsets(m) => &mut m.unknown_tagged_fields,
+        Request::Metadata(m) => &mut m.unknown_tagged_fields,
+        Request::OffsetCommit(m) => &mut m.unknown_tagged_fields,
+        Request::OffsetFetch(m) => &mut m.unknown_tagged_fields,
+        Request::FindCoordinator(m) => &mut m.unknown_tagged_fields,
+        Request::JoinGroup(m) => &mut m.unknown_tagged_fields,
+        Request::Heartbeat(m) => &mut m.unknown_tagged_fields,
+        Request::LeaveGroup(m) => &mut m.unknown_tagged_fields,
+        Request::SyncGroup(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeGroups(m) => &mut m.unknown_tagged_fields,
+        Request::ListGroups(m) => &mut m.unknown_tagged_fields,
+        Request::SaslHandshake(_) => return None,
+        Request::ApiVersions(m) => &mut m.unknown_tagged_fields,
+        Request::CreateTopics(m) => &mut m.unknown_tagged_fields,
+        Request::DeleteTopics(m) => &mut m.unknown_tagged_fields,
+        Request::InitProducerId(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeConfigs(m) => &mut m.unknown_tagged_fields,
+        Request::SaslAuthenticate(m) => &mut m.unknown_tagged_fields,
+    })
+}
+
+fn flexible_versions() -> Vec<(ApiKey, i16)> {
+    all_versions()
+        .filter(|(api_key, version)| flexible(*api_key, *version))
+        .collect()
+}
+
+proptest::proptest! {
+    /// In every flexible version of every API, any top-level section of unknown tags (any order,
+    /// repeats, tags past `i32::MAX`) is skipped: the request decodes to the same message, with
+    /// the tags Kafka would keep (last value per tag).
+    #[test]
+    fn unknown_tags_are_skipped_in_every_flexible_version(
+        index in 0usize..1000,
+        seed in 0u64..64,
+        fields in proptest::collection::vec(
+            (proptest::prop_oneof![10u32..40, 0x7fff_fff0u32..=u32::MAX],
+             proptest::collection::vec(proptest::num::u8::ANY, 0..6)),
+            0..8,
+        ),
+    ) {
+        let versions = flexible_versions();
+        let (api_key, version) = versions[index % versions.len()];
+        let Ok(mut sample) = decode_from(&mut SampleSource::new(seed), api_key, version) else {
+            return Ok(());
+        };
+        let Some(tags) = top_level_tags(&mut sample) else {
+            return Ok(());
+        };
+        tags.clear();
+        let body = sample.encode_body(version).unwrap().to_vec();
+        // A message's own tagged-field section is its last field: an empty one is the count 0.
+        proptest::prop_assert_eq!(body.last(), Some(&0));
+        let mut sent = body[..body.len() - 1].to_vec();
+        crate::codec::put_unsigned_varint(&mut sent, u32::try_from(fields.len()).unwrap());
+        let mut kept = TaggedFields::new();
+        for (tag, data) in &fields {
+            crate::codec::put_unsigned_varint(&mut sent, *tag);
+            crate::codec::put_unsigned_varint(&mut sent, u32::try_from(data.len()).unwrap());
+            sent.extend_from_slice(data);
+            if let Ok(tag) = i32::try_from(*tag) {
+                kept.insert(tag, Bytes::from(data.clone()));
+            }
+        }
+        let decoded = decode_body(api_key, version, &Bytes::from(sent));
+        if let Some(tags) = top_level_tags(&mut sample) {
+            *tags = kept;
+        }
+        proptest::prop_assert_eq!(decoded, Ok(sample));
+    }
 }
 
 #[test]
