@@ -1,11 +1,12 @@
 //! What every handler shares: the configuration, the topics, the metrics, the broker-wide budgets,
-//! the ACLs, the clock, and the signal that wakes long-polling fetches.
+//! the ACLs and the clock. (Long-polling fetches wait on their own partitions'
+//! [`crate::partition::readable_end`], not on anything here.)
 //!
 //! Must never: hold per-request state.
 
 use std::sync::Arc;
 
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Semaphore};
 
 use crate::config::Config;
 use crate::group::driver::GroupHandle;
@@ -21,10 +22,6 @@ pub(crate) struct Ctx {
     pub(crate) metrics: Arc<Metrics>,
     /// Bytes of request frames held by all connections together (`queued.max.request.bytes`).
     pub(crate) request_bytes_budget: Semaphore,
-    /// Notified after every append, so fetches waiting for `min_bytes` re-check. One broker-wide
-    /// signal (rather than one per partition) keeps waiting simple; a waiter re-reads only the
-    /// partitions of its own request, which costs an index lookup each.
-    pub(crate) data_arrived: Notify,
     /// The cluster id Metadata reports.
     pub(crate) cluster_id: String,
     /// Replica assignment, bundles and this node's load.

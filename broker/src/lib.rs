@@ -34,7 +34,7 @@ pub mod security;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::context::Ctx;
@@ -138,7 +138,6 @@ impl Broker {
             topics: Arc::new(topics),
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
-            data_arrived: Notify::new(),
             cluster_id: "skiff-single-node".to_owned(),
             groups,
             shutdown: tokio::sync::watch::channel(false).0,

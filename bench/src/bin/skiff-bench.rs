@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use skiff_bench::client::Security;
+use skiff_bench::idle_polls::{self, IdlePollsSpec};
 use skiff_bench::kip283::baseline;
 use skiff_bench::kip283::broker::{
     default_skiff_binary, require_loopback, SpawnSpec, SpawnedBroker, Target,
@@ -48,6 +49,9 @@ enum Command {
     Report(ReportArgs),
     /// Produce-ack and end-to-end latency percentiles at 10, 50 and 90 % of the maximum rate.
     Latency(LatencyArgs),
+    /// One-connection produce throughput while N idle consumers long-poll another topic, for
+    /// several N in one run, as a ratio to the first (issue 18: what idle long polls cost).
+    IdleLongPolls(IdleLongPollsArgs),
     /// A few seconds of everything against a spawned skiff; fails unless data was produced,
     /// consumed at every version and verified.
     Smoke(SmokeArgs),
@@ -99,6 +103,35 @@ struct LatencyArgs {
     /// Where `latency-<name>.json`, `.md` and `.svg` go.
     #[arg(long, default_value = "bench/reports/latency-data")]
     out: PathBuf,
+}
+
+#[derive(Args)]
+struct IdleLongPollsArgs {
+    /// An already running broker (127.0.0.1 only; its `max.connections` must exceed the largest
+    /// count). Without it, one skiff is spawned for the whole run with `max.connections` raised.
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+    /// Extra `key=value` settings for the spawned skiff.
+    #[arg(long = "set")]
+    settings: Vec<String>,
+    /// Idle long-poll counts; the first is the reference of the ratio.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000")]
+    counts: Vec<usize>,
+    /// Repetitions of the list of counts (interleaved, so machine noise spreads over all).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// 1 kB messages per partition of each produced topic (12 partitions): 8192 is about 100 MB.
+    #[arg(long, default_value_t = 8192)]
+    messages_per_partition: u64,
+    /// The idle consumers' Fetch max_wait_ms (a Kafka consumer's default fetch.max.wait.ms).
+    #[arg(long, default_value_t = latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT)]
+    wait_ms: i32,
+    /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -428,6 +461,47 @@ fn latency_target(
     Ok((Some(broker), bootstrap))
 }
 
+async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
+    let mut settings = args.settings.clone();
+    let largest = args.counts.iter().copied().max().unwrap_or(0);
+    settings.insert(
+        0,
+        format!(
+            "max.connections={}",
+            largest + idle_polls::CONNECTIONS_SPARE
+        ),
+    );
+    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), args.skiff_bin, &settings)?;
+    let spec = IdlePollsSpec {
+        bootstrap,
+        counts: args.counts,
+        repetitions: args.repeat.max(1),
+        partition_count: throughput::PARTITION_COUNT_DEFAULT,
+        records_per_partition: args.messages_per_partition,
+        records_per_batch: 16,
+        in_flight: 4,
+        wait_ms: args.wait_ms,
+    };
+    let record = idle_polls::measure(&spec, command_line()).await;
+    if let Some(broker) = broker {
+        broker.stop()?;
+    }
+    let record = record?;
+    let markdown = idle_polls::markdown(&record);
+    if let Some(out) = &args.out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(
+            out.with_extension("json"),
+            serde_json::to_vec_pretty(&record)?,
+        )?;
+        std::fs::write(out.with_extension("md"), &markdown)?;
+    }
+    println!("{markdown}");
+    Ok(())
+}
+
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
     let (broker, bootstrap) =
         latency_target(args.bootstrap.as_deref(), args.skiff_bin, &args.settings)?;
@@ -614,6 +688,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Memory(args) => run_memory(args).await,
         Command::Throughput(args) => run_throughput(args).await,
+        Command::IdleLongPolls(args) => run_idle_long_polls(args).await,
         Command::Baseline(args) => run_baseline(args),
         Command::Report(args) => run_report(args),
         Command::Latency(args) => run_latency(args).await,

@@ -16,6 +16,7 @@ use super::schedule::Schedule;
 use kafka_protocol::messages::ApiKey;
 
 use crate::client::{fetch_request, Connection, ACKS_ALL, ACKS_LEADER};
+use crate::idle_polls::park_fetchers;
 use crate::kip283::machine::{unix_seconds_now, Machine};
 use crate::responses::fetch_v4;
 
@@ -234,47 +235,18 @@ pub async fn sweep(spec: &LatencySpec, command: String) -> anyhow::Result<Latenc
     };
     // Topic names unique to this run, so a broker that keeps its data can be measured again.
     let run_id = format!("{}-{}", record.started_unix_seconds, std::process::id());
-    let mut parked = park_fetchers(spec, &format!("latency-{run_id}-parked")).await?;
+    let mut parked = park_fetchers(
+        &spec.bootstrap,
+        &format!("latency-{run_id}-parked"),
+        spec.parked_fetchers,
+        spec.fetch_max_wait_ms,
+    )
+    .await?;
     let outcome = sweep_acks(spec, &run_id, &mut record).await;
     parked.abort_all();
     outcome?;
     record.machine_after = Machine::now();
     Ok(record)
-}
-
-/// Starts `spec.parked_fetchers` consumers long-polling the empty `topic`, each on its own
-/// connection; they run until the returned set is aborted.
-async fn park_fetchers(
-    spec: &LatencySpec,
-    topic: &str,
-) -> anyhow::Result<tokio::task::JoinSet<anyhow::Result<()>>> {
-    let mut parked = tokio::task::JoinSet::new();
-    if spec.parked_fetchers == 0 {
-        return Ok(parked);
-    }
-    Connection::connect(&spec.bootstrap)
-        .await?
-        .create_topic(topic, 1)
-        .await?;
-    for _ in 0..spec.parked_fetchers {
-        let mut connection = Connection::connect(&spec.bootstrap).await?;
-        let (topic, wait_ms) = (topic.to_owned(), spec.fetch_max_wait_ms);
-        parked.spawn(async move {
-            let request = fetch_request(&topic, 0, 0, 1 << 20, 1 << 20, wait_ms);
-            loop {
-                let correlation_id = connection
-                    .send(ApiKey::Fetch, FETCH_VERSION, &request)
-                    .await?;
-                let frame = connection.receive_frame().await?;
-                for partition in fetch_v4(&frame, correlation_id)? {
-                    if partition.error_code != 0 {
-                        bail!("parked fetch failed with error {}", partition.error_code);
-                    }
-                }
-            }
-        });
-    }
-    Ok(parked)
 }
 
 /// The maximum and every rate, per acks setting, into `record`.

@@ -1,5 +1,6 @@
 //! Fetch: reads slices of the partition logs up to the request's limits, long-polls until
-//! `min_bytes` are there or `max_wait_ms` passes (woken by appends), and answers with a response
+//! `min_bytes` are there or `max_wait_ms` passes (woken only by an advance of the readable end of
+//! one of the request's own partitions, [`crate::partition::readable_end`]), and answers with a response
 //! *plan*: fixed fields as bytes, stored batches as file regions sent with sendfile (Fetch v4+), and
 //! legacy record sets (Fetch v0–v3) as lazy down-conversions that produce one chunk at a time while
 //! the socket drains.
@@ -21,6 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
@@ -33,6 +35,7 @@ use crate::context::Ctx;
 use crate::net::send::ResponsePart;
 use crate::net::session::Session;
 use crate::partition::conversion::{ConversionError, ConversionSettings, LazyRecords};
+use crate::partition::readable_end::any_advanced;
 use crate::partition::topics::{Partition, Topic};
 use crate::security::acl::{Operation, ResourceType};
 
@@ -94,10 +97,13 @@ pub(crate) async fn handle(
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let mut shutdown = ctx.shutdown.subscribe();
     let reads = loop {
-        // Registered before reading, so an append between the read and the wait still wakes us.
-        let notified = ctx.data_arrived.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
+        // Registered on every partition read before reading, so an append between the read and
+        // the wait still wakes us; dropped (unregistered) when this iteration ends.
+        let watched = watched_partitions(ctx, version, &request, &refused);
+        let mut waiters: Vec<_> = watched
+            .iter()
+            .map(|partition| partition.readable_end.waiter())
+            .collect();
         let (reads, available_bytes) = read_partitions(ctx, version, &request, &refused);
         let failed = reads
             .iter()
@@ -112,7 +118,7 @@ pub(crate) async fn handle(
             break reads;
         }
         tokio::select! {
-            _ = &mut notified => {}
+            _ = any_advanced(&mut waiters) => {}
             _ = shutdown.changed() => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
@@ -146,16 +152,49 @@ fn refused_topics(
         .iter()
         .map(|fetch_topic| {
             let name = if by_id {
-                ctx.topics
-                    .all()
-                    .into_iter()
-                    .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
-                    .map(|topic| topic.name.clone())?
+                find_topic(ctx, header.request_api_version, fetch_topic)?
+                    .name
+                    .clone()
             } else {
                 fetch_topic.topic.0.to_string()
             };
             (!access.allows(Operation::Read, ResourceType::Topic, &name))
                 .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
+        })
+        .collect()
+}
+
+/// The topic a request entry names: by id from [`TOPIC_ID_FETCH_VERSION_MIN`], else by name.
+fn find_topic(ctx: &Ctx, version: i16, fetch_topic: &FetchTopic) -> Option<Arc<Topic>> {
+    if version >= TOPIC_ID_FETCH_VERSION_MIN {
+        ctx.topics
+            .all()
+            .into_iter()
+            .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
+    } else {
+        ctx.topics.get(fetch_topic.topic.0.as_str())
+    }
+}
+
+/// The partitions of the request that exist and were not refused: those a long poll waits on.
+fn watched_partitions(
+    ctx: &Ctx,
+    version: i16,
+    request: &FetchRequest,
+    refused: &[Option<i16>],
+) -> Vec<Arc<Partition>> {
+    request
+        .topics
+        .iter()
+        .enumerate()
+        .filter(|(topic_index, _)| refused.get(*topic_index).copied().flatten().is_none())
+        .filter_map(|(_, fetch_topic)| Some((find_topic(ctx, version, fetch_topic)?, fetch_topic)))
+        .flat_map(|(topic, fetch_topic)| {
+            fetch_topic
+                .partitions
+                .iter()
+                .filter_map(|fetch_partition| topic.partition(fetch_partition.partition).cloned())
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -176,14 +215,7 @@ fn read_partitions(
     let mut topics = Vec::with_capacity(request.topics.len());
     for (topic_index, fetch_topic) in request.topics.iter().enumerate() {
         let refused = refused.get(topic_index).copied().flatten();
-        let topic = if version >= TOPIC_ID_FETCH_VERSION_MIN {
-            ctx.topics
-                .all()
-                .into_iter()
-                .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
-        } else {
-            ctx.topics.get(fetch_topic.topic.0.as_str())
-        };
+        let topic = find_topic(ctx, version, fetch_topic);
         let mut partitions = Vec::with_capacity(fetch_topic.partitions.len());
         for fetch_partition in &fetch_topic.partitions {
             let read = match &topic {

@@ -55,7 +55,6 @@ pub(crate) async fn handle(
     let acks = request.acks;
     let acks_valid = matches!(acks, -1..=1);
     let mut responses = Vec::with_capacity(request.topic_data.len());
-    let mut appended_any = false;
     let access = ctx.access(session, header.request_api_key);
     let refused_all = refused_producer(&access, &request);
     for topic_data in request.topic_data {
@@ -102,7 +101,6 @@ pub(crate) async fn handle(
             let response = PartitionProduceResponse::default().with_index(partition_data.index);
             partition_responses.push(match outcome {
                 Ok(appended) => {
-                    appended_any = true;
                     let mut response = response
                         .with_error_code(error_code::NONE)
                         .with_base_offset(appended.base_offset);
@@ -122,9 +120,6 @@ pub(crate) async fn handle(
                 .with_name(topic_data.name)
                 .with_partition_responses(partition_responses),
         );
-    }
-    if appended_any {
-        ctx.data_arrived.notify_waiters();
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
 }
@@ -290,6 +285,7 @@ fn append_checked(
         base_offset += i64::from(header.last_offset_delta) + 1;
     }
     drop(producers);
+    partition.readable_end.advance();
     Ok(Appended {
         base_offset: info.base_offset,
         log_append_time_ms: if log_append_time { now_ms } else { -1 },

@@ -1,6 +1,7 @@
 //! Topics and their partitions on this broker: the topic registry and its durable file
 //! ([`topics`], [`metadata_store`]), per-topic configs ([`topic_config`]), idempotent producer
-//! state ([`producer_state`]) and the glue from a fetch to the down-converter ([`conversion`]).
+//! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
+//! ([`readable_end`]) and the glue from a fetch to the down-converter ([`conversion`]).
 //!
 //! Must never: parse wire bytes (that is `skiff-protocol`) or manage segments (that is
 //! `skiff-storage`).
@@ -8,5 +9,6 @@
 pub(crate) mod conversion;
 pub mod metadata_store;
 pub mod producer_state;
+pub mod readable_end;
 pub mod topic_config;
 pub mod topics;

@@ -13,6 +13,7 @@ use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 use crate::config::Config;
 use crate::partition::metadata_store::{MetadataStore, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
+use crate::partition::readable_end::ReadableEnd;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
@@ -37,6 +38,8 @@ pub struct Partition {
     /// The idempotent producers appending here. Its lock is held across check, append and record
     /// so a retried batch is never appended twice.
     pub producers: Mutex<PartitionProducers>,
+    /// Advanced after every append (and at deletion): wakes the fetches long-polling here.
+    pub readable_end: ReadableEnd,
 }
 
 /// Reads the whole batches stored from the batch holding `offset` on, at most about
@@ -247,6 +250,7 @@ impl Topics {
                 index,
                 log,
                 producers,
+                readable_end: ReadableEnd::default(),
             }));
         }
         Ok(Topic {
@@ -355,6 +359,11 @@ impl Topics {
             .map_err(|error| TopicError::Storage(error.to_string()))?;
         if let Ok(mut topics) = self.topics.write() {
             topics.remove(name);
+        }
+        // Fetches parked on the topic re-read now, find it gone and answer, releasing the
+        // partitions (and their waiter lists) instead of holding them until max_wait_ms.
+        for partition in &topic.partitions {
+            partition.readable_end.advance();
         }
         let log_dir = self.log_dir.lock().map_err(storage)?;
         let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
