@@ -99,12 +99,19 @@ pub(crate) async fn handle(
     let reads = loop {
         // Registered on every partition read before reading, so an append between the read and
         // the wait still wakes us; dropped (unregistered) when this iteration ends.
-        let watched = watched_partitions(ctx, version, &request, &refused);
+        // Each topic is looked up once per iteration (by id it is a scan of every topic), and the
+        // same lookup serves the waiters and the read.
+        let topics: Vec<Option<Arc<Topic>>> = request
+            .topics
+            .iter()
+            .map(|fetch_topic| find_topic(ctx, version, fetch_topic))
+            .collect();
+        let watched = watched_partitions(&request, &topics, &refused);
         let mut waiters: Vec<_> = watched
             .iter()
             .map(|partition| partition.readable_end.waiter())
             .collect();
-        let (reads, available_bytes) = read_partitions(ctx, version, &request, &refused);
+        let (reads, available_bytes) = read_partitions(ctx, version, &request, &topics, &refused);
         let failed = reads
             .iter()
             .flat_map(|topic| topic.partitions.iter())
@@ -178,31 +185,31 @@ fn find_topic(ctx: &Ctx, version: i16, fetch_topic: &FetchTopic) -> Option<Arc<T
 
 /// The partitions of the request that exist and were not refused: those a long poll waits on.
 fn watched_partitions(
-    ctx: &Ctx,
-    version: i16,
     request: &FetchRequest,
+    topics: &[Option<Arc<Topic>>],
     refused: &[Option<i16>],
 ) -> Vec<Arc<Partition>> {
-    request
-        .topics
-        .iter()
-        .enumerate()
-        .filter(|(topic_index, _)| refused.get(*topic_index).copied().flatten().is_none())
-        .filter_map(|(_, fetch_topic)| Some((find_topic(ctx, version, fetch_topic)?, fetch_topic)))
-        .flat_map(|(topic, fetch_topic)| {
+    let mut watched = Vec::new();
+    for (topic_index, (fetch_topic, topic)) in request.topics.iter().zip(topics).enumerate() {
+        let Some(topic) = topic else { continue };
+        if refused.get(topic_index).copied().flatten().is_some() {
+            continue;
+        }
+        watched.extend(
             fetch_topic
                 .partitions
                 .iter()
-                .filter_map(|fetch_partition| topic.partition(fetch_partition.partition).cloned())
-                .collect::<Vec<_>>()
-        })
-        .collect()
+                .filter_map(|fetch_partition| topic.partition(fetch_partition.partition).cloned()),
+        );
+    }
+    watched
 }
 
 fn read_partitions(
     ctx: &Ctx,
     version: i16,
     request: &FetchRequest,
+    resolved: &[Option<Arc<Topic>>],
     refused: &[Option<i16>],
 ) -> (Vec<ReadTopic>, usize) {
     let response_bytes_max = if version >= MAX_BYTES_FETCH_VERSION_MIN {
@@ -215,7 +222,7 @@ fn read_partitions(
     let mut topics = Vec::with_capacity(request.topics.len());
     for (topic_index, fetch_topic) in request.topics.iter().enumerate() {
         let refused = refused.get(topic_index).copied().flatten();
-        let topic = find_topic(ctx, version, fetch_topic);
+        let topic = resolved.get(topic_index).cloned().flatten();
         let mut partitions = Vec::with_capacity(fetch_topic.partitions.len());
         for fetch_partition in &fetch_topic.partitions {
             let read = match &topic {
