@@ -1,0 +1,28 @@
+//! skiff-cluster: the metadata side of Skiff's cluster mode, as pure code over the metadata
+//! store's vocabulary (cluster.md §2–§3, §7).
+//!
+//! - [`layout`]: every key under `R = /skiff/<cluster>/v1`;
+//! - [`records`]: the JSON value of each key, and its bounded decoder;
+//! - [`image`]: the cluster image a broker keeps from one GET and a watch;
+//! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
+//! - [`membership`]: the Txns a broker writes itself (registration, campaign, producer-id
+//!   blocks, topic creation and deletion intents) and how their answers read;
+//! - [`session`]: when a broker may accept writes as a leader (its session provably alive).
+//!
+//! The broker's `cluster` module submits these Txns to a `skiff_meta::MetaStore`, feeds the watch
+//! into the image and the clock into the session fence; `tests/controller_sim.rs` drives the same
+//! code over `skiff_meta::MetaCore` with a fake clock.
+//!
+//! Must never: read a clock, touch files or sockets, or depend on tokio in its own source (CI
+//! greps it); skiff-meta's in-process core is its only store.
+
+pub mod controller;
+pub mod image;
+pub mod layout;
+pub mod membership;
+pub mod records;
+pub mod session;
+
+pub use image::{ClusterImage, Versioned};
+pub use layout::{Key, Layout};
+pub use session::SessionFence;

@@ -1,0 +1,381 @@
+//! The Txns a broker writes itself, and how it reads their answers (cluster.md §2a, §3):
+//! registering under its lease, campaigning for controller, writing the cluster id once, taking
+//! producer-id blocks, and creating or marking topics for deletion.
+//!
+//! Must never: submit anything (the broker's driver does) or read the clock.
+
+use skiff_meta::{Compare, CompareOp, LeaseId, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use skiff_placement::NodeId;
+
+use crate::controller::PARTITIONS_PER_TXN_MAX;
+use crate::image::Versioned;
+use crate::layout::{Key, Layout};
+use crate::records::{
+    decode, encode, BrokerRegistration, ClusterRecord, ControllerRecord, PartitionState,
+    ProducerIdBlockRecord, RecordError, TopicRecord, TopicState,
+};
+
+/// Producer ids taken per block (Kafka's `/latest_producer_id_block` took 1000 too).
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// Why a registration or campaign answer could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    /// Another data directory holds a live registration of this `node.id`.
+    #[error(
+        "node.id {node_id} is already registered by a live broker with another data directory \
+         (its directory id {their_directory}, listeners {their_listeners}); this broker's data \
+         directory has id {our_directory}. Give each broker its own node.id"
+    )]
+    DuplicateNodeId {
+        /// The id.
+        node_id: NodeId,
+        /// The holder's directory id.
+        their_directory: String,
+        /// The holder's listeners, for the message.
+        their_listeners: String,
+        /// Ours.
+        our_directory: String,
+    },
+    /// The store holds a record this layout cannot read.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The store answered a Txn without the read its failure branch asked for.
+    #[error("the store's answer to {what} has no read of the current value")]
+    MissingRead {
+        /// Which Txn.
+        what: &'static str,
+    },
+}
+
+fn read_back<'a>(
+    response: &'a TxnResponse,
+    what: &'static str,
+) -> Result<Option<&'a skiff_meta::KeyValue>, MembershipError> {
+    match response.responses.first() {
+        Some(TxnOpResponse::Get { kvs }) => Ok(kvs.first()),
+        _ => Err(MembershipError::MissingRead { what }),
+    }
+}
+
+/// `R/cluster` written if absent; the failure branch reads the existing one.
+pub fn create_cluster(layout: &Layout, record: &ClusterRecord) -> Txn {
+    let key = layout.key(&Key::Cluster);
+    Txn::new()
+        .when(vec![Compare::absent(key.clone())])
+        .and_then(vec![TxnOp::put(key.clone(), encode(record))])
+        .or_else(vec![TxnOp::get(key)])
+}
+
+/// The cluster record in force after [`create_cluster`]: ours, or the one already there.
+pub fn cluster_outcome(
+    ours: &ClusterRecord,
+    response: &TxnResponse,
+) -> Result<ClusterRecord, MembershipError> {
+    if response.succeeded {
+        return Ok(ours.clone());
+    }
+    match read_back(response, "the cluster record")? {
+        Some(kv) => Ok(decode(&Key::Cluster, &kv.value)?),
+        None => Err(MembershipError::MissingRead {
+            what: "the cluster record",
+        }),
+    }
+}
+
+/// Registers this broker under its lease, if no registration of its id exists.
+pub fn register(layout: &Layout, registration: &BrokerRegistration, lease: LeaseId) -> Txn {
+    let key = layout.key(&Key::Broker(registration.node_id));
+    Txn::new()
+        .when(vec![Compare::absent(key.clone())])
+        .and_then(vec![TxnOp::put_with_lease(
+            key.clone(),
+            encode(registration),
+            lease,
+        )])
+        .or_else(vec![TxnOp::get(key)])
+}
+
+/// What a [`register`] Txn came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// Registered; the broker epoch is the Txn's revision.
+    Registered {
+        /// `create_revision` of the registration.
+        broker_epoch: i64,
+    },
+    /// A registration from this same data directory is still live (an earlier process that was
+    /// killed): revoke that lease, or wait for it to expire, and register again.
+    StaleOwnRegistration {
+        /// The old registration's lease.
+        lease: LeaseId,
+    },
+    /// The key vanished between the compare and the read: try again.
+    Retry,
+}
+
+/// Reads the answer to [`register`].
+pub fn registration_outcome(
+    ours: &BrokerRegistration,
+    response: &TxnResponse,
+) -> Result<Registration, MembershipError> {
+    if response.succeeded {
+        return Ok(Registration::Registered {
+            broker_epoch: response.revision,
+        });
+    }
+    let Some(kv) = read_back(response, "the registration")? else {
+        return Ok(Registration::Retry);
+    };
+    let theirs: BrokerRegistration = decode(&Key::Broker(ours.node_id), &kv.value)?;
+    if theirs.directory_id == ours.directory_id {
+        return Ok(Registration::StaleOwnRegistration { lease: kv.lease });
+    }
+    let listeners = theirs
+        .listeners
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect::<Vec<_>>()
+        .join(",");
+    Err(MembershipError::DuplicateNodeId {
+        node_id: ours.node_id,
+        their_directory: theirs.directory_id,
+        their_listeners: listeners,
+        our_directory: ours.directory_id.clone(),
+    })
+}
+
+/// Campaigns for controller: create `R/controller` on this broker's lease if absent.
+pub fn campaign(layout: &Layout, node_id: NodeId, broker_epoch: i64, lease: LeaseId) -> Txn {
+    let key = layout.key(&Key::Controller);
+    let record = ControllerRecord {
+        broker_id: node_id,
+        broker_epoch,
+    };
+    Txn::new()
+        .when(vec![Compare::absent(key.clone())])
+        .and_then(vec![TxnOp::put_with_lease(
+            key.clone(),
+            encode(&record),
+            lease,
+        )])
+        .or_else(vec![TxnOp::get(key)])
+}
+
+/// What a [`campaign`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Campaign {
+    /// This broker is the controller at this epoch (the key's `create_revision`).
+    Won {
+        /// The controller epoch.
+        controller_epoch: i64,
+    },
+    /// Another broker (or this one, in an older session) holds the key: watch it and campaign
+    /// again when it is deleted.
+    Lost {
+        /// The holder and its controller epoch, when the key still existed at the read.
+        holder: Option<(NodeId, i64)>,
+    },
+}
+
+/// Reads the answer to [`campaign`].
+pub fn campaign_outcome(response: &TxnResponse) -> Result<Campaign, MembershipError> {
+    if response.succeeded {
+        return Ok(Campaign::Won {
+            controller_epoch: response.revision,
+        });
+    }
+    let holder = match read_back(response, "the controller key")? {
+        Some(kv) => {
+            let record: ControllerRecord = decode(&Key::Controller, &kv.value)?;
+            Some((record.broker_id, kv.create_revision))
+        }
+        None => None,
+    };
+    Ok(Campaign::Lost { holder })
+}
+
+/// Takes the next producer-id block by compare-and-set on `R/ids/producer_id_block`, from the
+/// image's view of it. Returns the Txn and the first id of the block it claims; on a failed
+/// compare the caller waits for its image to move and tries again.
+pub fn claim_producer_id_block(
+    layout: &Layout,
+    seen: Option<&Versioned<ProducerIdBlockRecord>>,
+) -> (Txn, i64) {
+    let key = layout.key(&Key::ProducerIdBlock);
+    let (guard, start) = match seen {
+        Some(block) => (
+            Compare::mod_revision(key.clone(), CompareOp::Equal, block.mod_revision),
+            block.value.next_block_start,
+        ),
+        None => (Compare::absent(key.clone()), 0),
+    };
+    let next = ProducerIdBlockRecord {
+        next_block_start: start + PRODUCER_ID_BLOCK_SIZE,
+    };
+    (
+        Txn::new()
+            .when(vec![guard])
+            .and_then(vec![TxnOp::put(key, encode(&next))]),
+        start,
+    )
+}
+
+/// Marks a ready topic for deletion; the controller removes it (cluster.md §3, "Requests that
+/// need the controller").
+pub fn request_deletion(layout: &Layout, topic: &str, seen: &Versioned<TopicRecord>) -> Txn {
+    let key = layout.key(&Key::Topic(topic.to_owned()));
+    let deleting = TopicRecord {
+        state: TopicState::Deleting,
+        ..seen.value.clone()
+    };
+    Txn::new()
+        .when(vec![Compare::mod_revision(
+            key.clone(),
+            CompareOp::Equal,
+            seen.mod_revision,
+        )])
+        .and_then(vec![TxnOp::put(key, encode(&deleting))])
+}
+
+/// Where a [`TopicCreation`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreationProgress {
+    /// More Txns to submit.
+    Continue,
+    /// The topic is ready.
+    Done,
+    /// The topic already existed: TOPIC_ALREADY_EXISTS.
+    AlreadyExists,
+    /// The topic key changed under the creation (the controller finished or another request
+    /// deleted it): stop; the image tells what became of it.
+    Interrupted,
+}
+
+/// A topic creation as the creating broker writes it (cluster.md §2a, "Large topics"): one Txn
+/// when the partitions fit, otherwise the topic as `creating`, its partitions in Txns of at most
+/// `partitions_per_txn`, then `ready`. Every step after the first is guarded on the topic key's
+/// revision from the first, so a creation the controller took over (its author looked dead) is
+/// never written twice.
+#[derive(Debug, Clone)]
+pub struct TopicCreation {
+    topic_key: String,
+    partition_keys: Vec<String>,
+    record: TopicRecord,
+    states: Vec<PartitionState>,
+    partitions_per_txn: usize,
+    written: usize,
+    topic_revision: Option<i64>,
+    done: bool,
+}
+
+impl TopicCreation {
+    /// Plans the creation of `topic` with its record (any state: it is set here) and the first
+    /// state of each partition.
+    pub fn new(
+        layout: &Layout,
+        topic: &str,
+        record: TopicRecord,
+        states: Vec<PartitionState>,
+        partitions_per_txn: usize,
+    ) -> Self {
+        debug_assert_eq!(record.replicas.len(), states.len());
+        let partition_keys = (0..states.len() as i32)
+            .map(|p| layout.key(&Key::Partition(topic.to_owned(), p)))
+            .collect();
+        Self {
+            topic_key: layout.key(&Key::Topic(topic.to_owned())),
+            partition_keys,
+            record,
+            states,
+            partitions_per_txn: partitions_per_txn.clamp(1, PARTITIONS_PER_TXN_MAX),
+            written: 0,
+            topic_revision: None,
+            done: false,
+        }
+    }
+
+    fn topic_value(&self, state: TopicState) -> Vec<u8> {
+        encode(&TopicRecord {
+            state,
+            ..self.record.clone()
+        })
+    }
+
+    fn partition_ops(&self, range: std::ops::Range<usize>) -> (Vec<Compare>, Vec<TxnOp>) {
+        let compares = range
+            .clone()
+            .map(|p| Compare::absent(self.partition_keys[p].clone()))
+            .collect();
+        let ops = range
+            .map(|p| TxnOp::put(self.partition_keys[p].clone(), encode(&self.states[p])))
+            .collect();
+        (compares, ops)
+    }
+
+    /// The next Txn to submit, or `None` when finished.
+    pub fn next_txn(&self) -> Option<Txn> {
+        if self.done {
+            return None;
+        }
+        let count = self.states.len();
+        let Some(revision) = self.topic_revision else {
+            if count <= self.partitions_per_txn {
+                let (mut compares, mut ops) = self.partition_ops(0..count);
+                compares.insert(0, Compare::absent(self.topic_key.clone()));
+                ops.insert(
+                    0,
+                    TxnOp::put(self.topic_key.clone(), self.topic_value(TopicState::Ready)),
+                );
+                return Some(Txn::new().when(compares).and_then(ops));
+            }
+            return Some(
+                Txn::new()
+                    .when(vec![Compare::absent(self.topic_key.clone())])
+                    .and_then(vec![TxnOp::put(
+                        self.topic_key.clone(),
+                        self.topic_value(TopicState::Creating),
+                    )]),
+            );
+        };
+        let guard = Compare::mod_revision(self.topic_key.clone(), CompareOp::Equal, revision);
+        if self.written < count {
+            let end = (self.written + self.partitions_per_txn).min(count);
+            let (mut compares, ops) = self.partition_ops(self.written..end);
+            compares.insert(0, guard);
+            return Some(Txn::new().when(compares).and_then(ops));
+        }
+        Some(Txn::new().when(vec![guard]).and_then(vec![TxnOp::put(
+            self.topic_key.clone(),
+            self.topic_value(TopicState::Ready),
+        )]))
+    }
+
+    /// Takes the answer to the Txn [`Self::next_txn`] gave.
+    pub fn on_response(&mut self, response: &TxnResponse) -> CreationProgress {
+        let first = self.topic_revision.is_none();
+        if !response.succeeded {
+            self.done = true;
+            return if first {
+                CreationProgress::AlreadyExists
+            } else {
+                CreationProgress::Interrupted
+            };
+        }
+        let count = self.states.len();
+        if first {
+            if count <= self.partitions_per_txn {
+                self.done = true;
+                return CreationProgress::Done;
+            }
+            self.topic_revision = Some(response.revision);
+            return CreationProgress::Continue;
+        }
+        if self.written < count {
+            self.written = (self.written + self.partitions_per_txn).min(count);
+            return CreationProgress::Continue;
+        }
+        self.done = true;
+        CreationProgress::Done
+    }
+}

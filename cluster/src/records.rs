@@ -1,0 +1,224 @@
+//! The values stored under each key of [`crate::layout`], as JSON (cluster.md §2a: small,
+//! inspectable with `etcdctl`, rarely written), and their one decoder.
+//!
+//! Values come from the store, which any process with etcd access can write: decoding is bounded
+//! (the store caps a value at [`skiff_meta::limits::VALUE_BYTES_MAX`], serde_json caps nesting) and
+//! a record that does not decode is an error the image reports, never a panic.
+//!
+//! Must never: hold broker state or talk to a store.
+
+use std::collections::BTreeMap;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use skiff_placement::{LoadReport, NodeId};
+
+/// The layout version written in [`ClusterRecord::layout`] (the `v1` of the root).
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// No leader: Kafka's `-1` leader id.
+pub const NO_LEADER: NodeId = -1;
+
+/// A value that is not the record its key promises.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the value of {key} is not a valid {record}: {reason}")]
+pub struct RecordError {
+    /// The key (relative to the root).
+    pub key: String,
+    /// The record type expected.
+    pub record: &'static str,
+    /// serde_json's explanation.
+    pub reason: String,
+}
+
+/// Decodes the JSON `value` of `key` as a `T`.
+pub fn decode<T: DeserializeOwned>(
+    key: &impl std::fmt::Display,
+    value: &[u8],
+) -> Result<T, RecordError> {
+    serde_json::from_slice(value).map_err(|error| RecordError {
+        key: key.to_string(),
+        record: std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("record"),
+        reason: error.to_string(),
+    })
+}
+
+/// Encodes a record as the JSON stored under its key.
+pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    // Serialising these plain structs (strings, numbers, vectors, string-keyed maps) cannot fail.
+    serde_json::to_vec(record).expect("records serialise to JSON")
+}
+
+/// `R/cluster`: written once by the first broker ever to boot; a broker whose data directory
+/// belongs to another cluster id refuses to start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterRecord {
+    /// Kafka's cluster id (22 characters of URL-safe base64, as Kafka's `Uuid.toString`).
+    pub cluster_id: String,
+    /// [`LAYOUT_VERSION`].
+    pub layout: u32,
+    /// When it was created, in Unix milliseconds.
+    pub created_ms: u64,
+}
+
+/// A listener a broker accepts clients on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The listener name (Metadata answers each client with the endpoint of the listener it came
+    /// in on).
+    pub name: String,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: u16,
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+    pub security_protocol: String,
+}
+
+/// Whether a registered broker takes new leaderships.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrokerState {
+    /// Serving.
+    Running,
+    /// Controlled shutdown: the controller moves its leaderships away.
+    ShuttingDown,
+}
+
+/// `R/brokers/<id>`, on the broker's session lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    /// `node.id`.
+    pub node_id: NodeId,
+    /// The identity stored in the broker's data directory: a restart on the same directory may
+    /// replace a registration of its own, a live one from another directory is refused.
+    pub directory_id: String,
+    /// A fresh id per process start.
+    pub incarnation: String,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// Every listener, by name.
+    pub listeners: Vec<Endpoint>,
+    /// Running or shutting down.
+    pub state: BrokerState,
+}
+
+/// `R/controller`, on the controller's lease. Its `create_revision` is the controller epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerRecord {
+    /// The controller's `node.id`.
+    pub broker_id: NodeId,
+    /// The controller's broker epoch (its registration's `create_revision`).
+    pub broker_epoch: i64,
+}
+
+/// Where a topic is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopicState {
+    /// Its partition keys are being written; brokers ignore it. The controller finishes the
+    /// creation if the author dies.
+    Creating,
+    /// Complete and served.
+    Ready,
+    /// DeleteTopics was accepted; the controller deletes its partitions, then the topic key.
+    Deleting,
+}
+
+/// `R/topics/<t>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    /// Kafka's topic id (16 bytes as 32 hex digits).
+    pub topic_id: String,
+    /// Creating, ready or deleting.
+    pub state: TopicState,
+    /// The replicas of each partition (index = partition), preferred leader first.
+    pub replicas: Vec<Vec<NodeId>>,
+    /// Topic configs given at creation (overrides of the broker defaults).
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+    /// The broker that wrote the `creating` record, and its broker epoch: the controller finishes
+    /// the creation when that registration is gone.
+    pub author: NodeId,
+    /// The author's broker epoch.
+    pub author_epoch: i64,
+}
+
+/// Who wrote a partition state last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Writer {
+    /// The creating broker (the first state).
+    Creator,
+    /// The controller (elections, removing dead brokers from the ISR).
+    Controller,
+    /// The partition's leader (ISR shrink and expand).
+    Leader,
+}
+
+/// `R/partitions/<t>/<p>`. Its `mod_revision` is the partition epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The leader, or [`NO_LEADER`].
+    pub leader: NodeId,
+    /// Grows by one with every leader change.
+    pub leader_epoch: i32,
+    /// The in-sync replicas. Never empty: the last member stays while it is down, so it can
+    /// return and lead (Kafka's rule without unclean election).
+    pub isr: Vec<NodeId>,
+    /// A copy of the topic's replicas for this partition.
+    pub replicas: Vec<NodeId>,
+    /// Who wrote this state.
+    pub writer: Writer,
+}
+
+/// `R/load/<id>`, on the broker's lease: what placement weighs (BP-65).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadRecord {
+    /// The figures.
+    pub report: LoadReport,
+    /// Write throughput at which the log disk counts as fully used (0 = unknown).
+    pub write_capacity_bytes_per_second: u64,
+    /// When it was sampled, in Unix milliseconds.
+    pub sample_ms: u64,
+}
+
+/// `R/ids/producer_id_block`: the first producer id of the next free block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdBlockRecord {
+    /// The next block starts here.
+    pub next_block_start: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_state_round_trips_and_reads_like_the_design() {
+        let state = PartitionState {
+            leader: 2,
+            leader_epoch: 5,
+            isr: vec![2, 1],
+            replicas: vec![2, 1, 3],
+            writer: Writer::Controller,
+        };
+        let json = encode(&state);
+        assert_eq!(
+            std::str::from_utf8(&json).unwrap(),
+            r#"{"leader":2,"leader_epoch":5,"isr":[2,1],"replicas":[2,1,3],"writer":"controller"}"#
+        );
+        assert_eq!(decode::<PartitionState>(&"p", &json).unwrap(), state);
+    }
+
+    #[test]
+    fn garbage_is_an_error_that_names_the_key_and_the_record() {
+        let error = decode::<PartitionState>(&"partitions/t/0", b"{\"leader\":").unwrap_err();
+        assert_eq!(error.key, "partitions/t/0");
+        assert_eq!(error.record, "PartitionState");
+        let deep = "[".repeat(100_000);
+        assert!(decode::<TopicRecord>(&"topics/t", deep.as_bytes()).is_err());
+    }
+}
