@@ -48,6 +48,11 @@ fi
 if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' meta/src/core; then
   echo "the metadata store core must be pure"; exit 1
 fi
+# The cluster core (layout, image, controller, session fence) is pure: the broker's cluster/
+# module submits its Txns and passes the clock in.
+if grep -rnE 'tokio|Instant::now|SystemTime::now|std::(fs|net)|LocalStore|EtcdStore|MetaStore' cluster/src; then
+  echo "skiff-cluster must be pure"; exit 1
+fi
 
 # The broker's modules import each other without a cycle (a text scan of `crate::` paths).
 python3 scripts/import-cycles.py broker/src
