@@ -50,7 +50,7 @@ if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' meta/src/core;
 fi
 # The cluster core (layout, image, controller, session fence) is pure: the broker's cluster/
 # module submits its Txns and passes the clock in.
-if grep -rnE 'tokio|Instant::now|SystemTime::now|std::(fs|net)|LocalStore|EtcdStore|MetaStore' cluster/src; then
+if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)|LocalStore|EtcdStore|MetaStore::' cluster/src; then
   echo "skiff-cluster must be pure"; exit 1
 fi
 
