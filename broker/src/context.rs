@@ -22,8 +22,10 @@ pub(crate) struct Ctx {
     pub(crate) metrics: Arc<Metrics>,
     /// Bytes of request frames held by all connections together (`queued.max.request.bytes`).
     pub(crate) request_bytes_budget: Semaphore,
-    /// The cluster id Metadata reports.
+    /// The cluster id Metadata reports (`R/cluster` in the metadata store).
     pub(crate) cluster_id: String,
+    /// Membership, the controller, and this broker's image of the metadata store.
+    pub(crate) cluster: crate::cluster::ClusterHandle,
     /// Replica assignment, bundles and this node's load.
     pub(crate) placement: crate::placement::state::PlacementState,
     /// The group coordinator and producer-id allocator task.

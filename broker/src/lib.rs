@@ -21,6 +21,7 @@
 //! `skiff-protocol` — or read the clock anywhere but `clock` (tokio's timers aside).
 
 mod clock;
+pub mod cluster;
 pub mod config;
 mod context;
 pub mod group;
@@ -71,6 +72,9 @@ pub enum BrokerError {
     /// The placement state could not be built from the topics.
     #[error("placement: {0}")]
     Placement(#[from] skiff_placement::PlacementError),
+    /// Cluster membership (the metadata store, the node identity, the registration).
+    #[error("cluster: {0}")]
+    Cluster(#[from] cluster::ClusterError),
     /// A blocking start-up or shutdown task panicked or was cancelled.
     #[error("a start-up or shutdown task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
@@ -129,6 +133,17 @@ impl Broker {
             Ok::<_, BrokerError>((topics, group_driver, groups))
         })
         .await??;
+        let shutdown = tokio::sync::watch::channel(false).0;
+        let endpoints = listeners
+            .iter()
+            .map(|bound| skiff_cluster::records::Endpoint {
+                name: bound.config.name.clone(),
+                host: bound.advertised.0.clone(),
+                port: bound.advertised.1,
+                security_protocol: bound.config.protocol.to_string(),
+            })
+            .collect();
+        let cluster = cluster::Cluster::start(&config, endpoints, shutdown.subscribe()).await?;
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
             placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
@@ -138,9 +153,10 @@ impl Broker {
             topics: Arc::new(topics),
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
-            cluster_id: "skiff-single-node".to_owned(),
+            cluster_id: cluster.cluster_id().to_owned(),
+            cluster,
             groups,
-            shutdown: tokio::sync::watch::channel(false).0,
+            shutdown,
             acl,
         });
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
@@ -220,6 +236,7 @@ impl Broker {
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
         server::serve(self.listeners, ctx.clone(), shutdown).await;
         let _ = maintenance.await;
+        ctx.cluster.leave().await;
         tokio::task::spawn_blocking(move || ctx.topics.close()).await??;
         tracing::info!("clean shutdown");
         Ok(())

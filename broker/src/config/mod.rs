@@ -200,6 +200,14 @@ impl FromConfigValue for Option<SocketAddr> {
     }
 }
 
+impl FromConfigValue for skiff_meta::StoreAddress {
+    fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
+        String::from_value(key, value)?
+            .parse()
+            .map_err(|error: skiff_meta::Error| invalid(key, error.to_string()))
+    }
+}
+
 /// How legacy fetches are down-converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DownConversionMode {
@@ -346,6 +354,16 @@ config_keys! {
         "How often the ACL file is checked for changes; a changed file that parses replaces the ACLs without a restart."
     "super.users" => super_users: SuperUsers = SuperUsers::default();
         "Semicolon-separated principals (User:name) allowed everything, whatever the ACLs say."
+    "skiff.metadata.store" => metadata_store: skiff_meta::StoreAddress = skiff_meta::StoreAddress::Local;
+        "Where cluster metadata lives: local (default: embedded in log.dirs, a cluster of this one broker) or etcd://host:port,host:port,... (a cluster of brokers sharing that etcd; needs a build with the etcd feature)."
+    "skiff.cluster.name" => cluster_name: String = "skiff".to_owned();
+        "Name of the cluster in the metadata store: its keys live under /skiff/<name>/v1, so one etcd can hold several clusters."
+    "broker.rack" => broker_rack: Option<String> = None;
+        "This broker's rack (failure domain), shown in Metadata and used by replica placement."
+    "broker.session.timeout.ms" => broker_session_timeout_ms: u64 = 10_000;
+        "TTL of this broker's session lease: if the store hears no keep-alive for this long, the broker counts as dead and its registration and leaderships are taken away. The broker itself stops accepting writes a fifth of it earlier. Whole seconds, at least 1000."
+    "skiff.metadata.start.timeout.ms" => metadata_start_timeout_ms: u64 = 30_000;
+        "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
         "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
 }
@@ -460,6 +478,21 @@ impl Config {
                     crate::group::config::INITIAL_REBALANCE_DELAY_MS_MAX
                 ),
             ));
+        }
+        if let Err(error) = skiff_cluster::Layout::new(&self.cluster_name) {
+            return Err(invalid("skiff.cluster.name", error.to_string()));
+        }
+        if self.broker_session_timeout_ms < 1000
+            || self.broker_session_timeout_ms % 1000 != 0
+            || self.broker_session_timeout_ms > 3_600_000
+        {
+            return Err(invalid(
+                "broker.session.timeout.ms",
+                "must be whole seconds between 1000 and 3600000 (the store's lease TTL is in seconds)",
+            ));
+        }
+        if self.node_id < 0 {
+            return Err(invalid("node.id", "must be at least 0"));
         }
         if self.max_connections == 0 {
             return Err(invalid("max.connections", "must be at least 1"));

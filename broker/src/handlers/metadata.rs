@@ -92,7 +92,8 @@ pub(crate) async fn handle(
             .with_port(i32::from(session.advertised_port))])
         .with_topics(topics);
     if version >= 1 {
-        response = response.with_controller_id(node_id);
+        // -1 while no controller is known (Kafka's answer before an election).
+        response = response.with_controller_id(BrokerId(ctx.cluster.controller_id().unwrap_or(-1)));
     }
     if version >= 2 {
         response = response.with_cluster_id(Some(StrBytes::from_string(ctx.cluster_id.clone())));

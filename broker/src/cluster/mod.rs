@@ -1,0 +1,718 @@
+//! Cluster membership and the controller, glued to the metadata store (cluster.md §2–§3): the
+//! broker's session lease and registration, its image of the store kept by a watch, and the
+//! controller it runs when it wins the election. Every decision is `skiff-cluster`'s pure code;
+//! this module submits its Txns, feeds it the watch, and passes the clock in.
+//!
+//! On the default `local` store the broker is a cluster of one: it registers, campaigns and wins,
+//! through the same code a cluster of many runs on etcd.
+//!
+//! Tasks (each stops at shutdown):
+//! - **session**: keeps the lease alive every third of `broker.session.timeout.ms`; when the store
+//!   says the lease is gone (a pause past the session, a partition from etcd) it registers again
+//!   under a new lease (a new broker epoch);
+//! - **follow**: applies the watch to the image, resumes it from the last revision after a broken
+//!   stream, and re-GETs after a compaction;
+//! - **control**: campaigns when the image has no controller; as controller, submits
+//!   `skiff_cluster::controller::plan` whenever the image has caught up with its last writes, and
+//!   steps down as soon as its fence fails.
+//!
+//! Must never: decide leadership itself (the pure plan does), trust a past answer about being
+//! controller (every write is fenced), or block a request path on the store.
+
+pub mod identity;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use skiff_cluster::controller::{self, PlanLimits};
+use skiff_cluster::membership::{self, Campaign, Registration};
+use skiff_cluster::records::{BrokerRegistration, BrokerState, ClusterRecord, Endpoint};
+use skiff_cluster::{ClusterImage, Key, Layout, SessionFence};
+use skiff_meta::{GetRequest, KeyRange, LeaseId, MetaStore, StoreAddress};
+use tokio::sync::watch;
+
+use crate::config::Config;
+
+/// The embedded store's directory, inside `log.dirs` (a name the log directory never takes for a
+/// partition, which always ends in `-<number>`).
+pub const LOCAL_STORE_DIR: &str = "metadata-store";
+/// Pause between retries of a failed store call.
+const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+/// How often the controller re-plans even when nothing changed in the image (a write that failed
+/// without an image change is retried at this pace).
+const CONTROLLER_TICK: Duration = Duration::from_millis(1000);
+
+/// Why cluster membership could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The data directory's identity.
+    #[error(transparent)]
+    Identity(#[from] identity::IdentityError),
+    /// The store could not be reached within `skiff.metadata.start.timeout.ms`.
+    #[error(
+        "metadata store {address} unreachable for {waited_ms} ms \
+         (skiff.metadata.start.timeout.ms): {last_error}"
+    )]
+    Unreachable {
+        /// `skiff.metadata.store`.
+        address: String,
+        /// How long it was tried.
+        waited_ms: u64,
+        /// The last error seen.
+        last_error: String,
+    },
+    /// The store refused an operation in a way retrying cannot fix.
+    #[error("metadata store {address}: {source}")]
+    Store {
+        /// `skiff.metadata.store`.
+        address: String,
+        /// The error.
+        source: skiff_meta::Error,
+    },
+    /// The registration was refused (a live duplicate `node.id`) or unreadable.
+    #[error(transparent)]
+    Membership(#[from] membership::MembershipError),
+    /// `skiff.cluster.name` (validated at config load; kept for completeness).
+    #[error(transparent)]
+    ClusterName(#[from] skiff_cluster::layout::ClusterNameError),
+}
+
+/// Counters of the cluster glue, for `/metrics`.
+#[derive(Debug, Default)]
+struct ClusterCounters {
+    store_errors: AtomicU64,
+    sessions_lost: AtomicU64,
+    controller_terms_won: AtomicU64,
+    controller_writes: AtomicU64,
+    controller_writes_refused: AtomicU64,
+    watch_resumes: AtomicU64,
+}
+
+/// What the session task knows of the current registration.
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    lease: LeaseId,
+    broker_epoch: i64,
+}
+
+/// The broker's view of the cluster, shared by handlers and the cluster tasks.
+pub struct Cluster {
+    node_id: i32,
+    address: StoreAddress,
+    layout: Layout,
+    store: MetaStore,
+    cluster_id: String,
+    registration: BrokerRegistration,
+    ttl_secs: i64,
+    image: RwLock<ClusterImage>,
+    /// The image's revision, for tasks waiting on it to move.
+    image_revision: watch::Sender<i64>,
+    fence: Mutex<SessionFence>,
+    session: Mutex<Option<Session>>,
+    controller_epoch: Mutex<Option<i64>>,
+    counters: ClusterCounters,
+    /// The base of the session fence's monotonic milliseconds.
+    started: std::time::Instant,
+}
+
+/// The shared handle.
+pub type ClusterHandle = Arc<Cluster>;
+
+fn is_retriable(error: &skiff_meta::Error) -> bool {
+    error.is_retriable() || matches!(error, skiff_meta::Error::Etcd(_))
+}
+
+impl Cluster {
+    /// Joins the cluster: opens the store (retrying for `skiff.metadata.start.timeout.ms`),
+    /// checks or records the cluster id, registers under a fresh lease, loads the image, and
+    /// starts the session, follow and control tasks.
+    pub async fn start(
+        config: &Config,
+        listeners: Vec<Endpoint>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<ClusterHandle, ClusterError> {
+        let layout = Layout::new(&config.cluster_name)?;
+        let data_dir = config.log_dirs.clone();
+        let node_id = config.node_id;
+        let mut identity = {
+            let dir = data_dir.clone();
+            tokio::task::spawn_blocking(move || identity::load_or_create(&dir, node_id))
+                .await
+                .map_err(|error| ClusterError::Store {
+                    address: config.metadata_store.to_string(),
+                    source: skiff_meta::Error::Io {
+                        context: "reading the node identity".into(),
+                        source: std::io::Error::other(error.to_string()),
+                    },
+                })??
+        };
+        let deadline = crate::clock::instant()
+            + Duration::from_millis(config.metadata_start_timeout_ms);
+        let address = config.metadata_store.clone();
+        let store_dir = data_dir.join(LOCAL_STORE_DIR);
+        let store = retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
+            MetaStore::open(&address, &store_dir)
+        })
+        .await?;
+        // The first read proves the store answers (an etcd client connects lazily).
+        retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
+            store.get(GetRequest::key(layout.key(&Key::Cluster)))
+        })
+        .await?;
+        let ours = ClusterRecord {
+            cluster_id: identity.cluster_id.clone().unwrap_or_else(identity::random_id),
+            layout: skiff_cluster::records::LAYOUT_VERSION,
+            created_ms: u64::try_from(crate::clock::now_ms()).unwrap_or(0),
+        };
+        let response = retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
+            store.txn(membership::create_cluster(&layout, &ours))
+        })
+        .await?;
+        let cluster = membership::cluster_outcome(&ours, &response)?;
+        {
+            let dir = data_dir.clone();
+            let cluster_id = cluster.cluster_id.clone();
+            let mut joined = identity.clone();
+            identity = tokio::task::spawn_blocking(move || {
+                identity::join_cluster(&dir, &mut joined, &cluster_id).map(|()| joined)
+            })
+            .await
+            .map_err(|error| ClusterError::Store {
+                address: address.to_string(),
+                source: skiff_meta::Error::Io {
+                    context: "recording the cluster id".into(),
+                    source: std::io::Error::other(error.to_string()),
+                },
+            })??;
+        }
+        let registration = BrokerRegistration {
+            node_id,
+            directory_id: identity.directory_id.clone(),
+            incarnation: identity::random_id(),
+            rack: config.broker_rack.clone(),
+            listeners,
+            state: BrokerState::Running,
+        };
+        let ttl_secs = i64::try_from(config.broker_session_timeout_ms / 1000).unwrap_or(1);
+        let (image_revision, _) = watch::channel(0);
+        let cluster = Arc::new(Cluster {
+            node_id,
+            address: address.clone(),
+            image: RwLock::new(ClusterImage::new(layout.clone())),
+            layout,
+            store,
+            cluster_id: cluster.cluster_id,
+            registration,
+            ttl_secs,
+            image_revision,
+            fence: Mutex::new(SessionFence::new(config.broker_session_timeout_ms)),
+            session: Mutex::new(None),
+            controller_epoch: Mutex::new(None),
+            counters: ClusterCounters::default(),
+            started: crate::clock::instant(),
+        });
+        cluster
+            .register(Some((deadline, config.metadata_start_timeout_ms)))
+            .await?;
+        let snapshot = retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
+            cluster.store.get(GetRequest::prefix(cluster.layout.root()))
+        })
+        .await?;
+        cluster.reload(&snapshot);
+        tokio::spawn(cluster.clone().keep_session(shutdown.clone()));
+        tokio::spawn(cluster.clone().follow(shutdown.clone()));
+        tokio::spawn(cluster.clone().control(shutdown));
+        tracing::info!(
+            cluster_id = %cluster.cluster_id,
+            store = %cluster.address,
+            node_id,
+            "joined the cluster"
+        );
+        Ok(cluster)
+    }
+
+    fn mono_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Kafka's cluster id, from `R/cluster`.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// This broker's `node.id`.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// The controller's id, if the image knows one.
+    pub fn controller_id(&self) -> Option<i32> {
+        self.image
+            .read()
+            .ok()?
+            .controller()
+            .map(|(id, _)| id)
+    }
+
+    /// Every live broker's registration, by id.
+    pub fn live_brokers(&self) -> Vec<BrokerRegistration> {
+        self.image
+            .read()
+            .map(|image| image.brokers().values().map(|v| v.value.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether this broker's session is provably alive now, so it may accept writes as a leader
+    /// (`skiff_cluster::session`).
+    pub fn may_lead(&self) -> bool {
+        let revision = self.image.read().map(|image| image.revision()).unwrap_or(0);
+        self.fence
+            .lock()
+            .map(|fence| fence.may_lead(self.mono_ms(), revision))
+            .unwrap_or(false)
+    }
+
+    /// Whether this broker currently acts as the controller.
+    pub fn is_controller(&self) -> bool {
+        self.controller_epoch.lock().map(|e| e.is_some()).unwrap_or(false)
+    }
+
+    fn reload(&self, snapshot: &skiff_meta::GetResponse) {
+        let revision = {
+            let Ok(mut image) = self.image.write() else {
+                return;
+            };
+            image.reload(snapshot);
+            self.report_undecodable(&image);
+            image.revision()
+        };
+        self.image_revision.send_replace(revision);
+    }
+
+    fn report_undecodable(&self, image: &ClusterImage) {
+        for (key, error) in image.undecodable() {
+            tracing::warn!(%key, %error, "metadata key ignored: its value does not decode");
+        }
+    }
+
+    fn store_error(&self, what: &str, error: &skiff_meta::Error) {
+        self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(store = %self.address, %error, "metadata store: {what} failed");
+    }
+
+    /// Grants a lease and registers under it. At start (`deadline` given) an unreachable store is
+    /// retried until the deadline; later, until it works or the broker shuts down.
+    async fn register(
+        &self,
+        deadline: Option<(std::time::Instant, u64)>,
+    ) -> Result<(), ClusterError> {
+        loop {
+            if let Some((deadline, timeout_ms)) = deadline {
+                if crate::clock::instant() >= deadline {
+                    return Err(ClusterError::Unreachable {
+                        address: self.address.to_string(),
+                        waited_ms: timeout_ms,
+                        last_error: "registration did not complete".into(),
+                    });
+                }
+            }
+            let sent_ms = self.mono_ms();
+            let lease = match self.store.lease_grant(self.ttl_secs).await {
+                Ok(lease) => lease,
+                Err(error) => {
+                    self.store_error("lease grant", &error);
+                    if !is_retriable(&error) && deadline.is_some() {
+                        return Err(self.fatal(error));
+                    }
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    continue;
+                }
+            };
+            if let Ok(mut fence) = self.fence.lock() {
+                fence.on_lease_granted(sent_ms, lease.ttl_secs);
+            }
+            let txn = membership::register(&self.layout, &self.registration, lease.id);
+            let response = match self.store.txn(txn).await {
+                Ok(response) => response,
+                Err(error) => {
+                    self.store_error("registration", &error);
+                    let _ = self.store.lease_revoke(lease.id).await;
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    continue;
+                }
+            };
+            match membership::registration_outcome(&self.registration, &response)? {
+                Registration::Registered { broker_epoch } => {
+                    if let Ok(mut fence) = self.fence.lock() {
+                        fence.on_registered(broker_epoch);
+                    }
+                    if let Ok(mut session) = self.session.lock() {
+                        *session = Some(Session {
+                            lease: lease.id,
+                            broker_epoch,
+                        });
+                    }
+                    tracing::info!(broker_epoch, lease = lease.id, "registered");
+                    return Ok(());
+                }
+                Registration::StaleOwnRegistration { lease: old } => {
+                    // An earlier process on this data directory (killed, so its lease lives on):
+                    // end its session now rather than wait out its TTL.
+                    tracing::info!(old_lease = old, "replacing this directory's stale registration");
+                    let _ = self.store.lease_revoke(old).await;
+                    let _ = self.store.lease_revoke(lease.id).await;
+                }
+                Registration::Retry => {
+                    let _ = self.store.lease_revoke(lease.id).await;
+                }
+            }
+        }
+    }
+
+    fn fatal(&self, source: skiff_meta::Error) -> ClusterError {
+        ClusterError::Store {
+            address: self.address.to_string(),
+            source,
+        }
+    }
+
+    fn lose_session(&self) {
+        self.counters.sessions_lost.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut fence) = self.fence.lock() {
+            fence.on_session_lost();
+        }
+        if let Ok(mut session) = self.session.lock() {
+            *session = None;
+        }
+        if let Ok(mut epoch) = self.controller_epoch.lock() {
+            *epoch = None;
+        }
+    }
+
+    async fn keep_session(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let interval = Duration::from_millis(u64::try_from(self.ttl_secs).unwrap_or(1) * 1000 / 3);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            let Some(session) = self.session.lock().ok().and_then(|s| *s) else {
+                if let Err(error) = self.register(None).await {
+                    tracing::error!(%error, "cannot register again");
+                }
+                continue;
+            };
+            let sent_ms = self.mono_ms();
+            match self.store.lease_keep_alive(session.lease).await {
+                Ok(_) => {
+                    if let Ok(mut fence) = self.fence.lock() {
+                        fence.on_keep_alive_acknowledged(sent_ms);
+                    }
+                }
+                Err(skiff_meta::Error::LeaseNotFound { .. }) => {
+                    tracing::warn!(
+                        broker_epoch = session.broker_epoch,
+                        "session lost (lease expired): not leading anything until registered again"
+                    );
+                    self.lose_session();
+                    if let Err(error) = self.register(None).await {
+                        tracing::error!(%error, "cannot register again");
+                    }
+                }
+                // The fence lapses on its own if this goes on; keep trying.
+                Err(error) => self.store_error("keep-alive", &error),
+            }
+        }
+    }
+
+    async fn follow(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let from = self.image.read().map(|i| i.revision()).unwrap_or(0) + 1;
+            let watched = self
+                .store
+                .watch(KeyRange::prefix(self.layout.root()), from)
+                .await;
+            let mut watcher = match watched {
+                Ok(watcher) => watcher,
+                Err(error) => {
+                    self.store_error("watch", &error);
+                    self.resync_or_wait(&error, &mut shutdown).await;
+                    if *shutdown.borrow() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            loop {
+                let next = tokio::select! {
+                    next = watcher.next() => next,
+                    _ = shutdown.changed() => return,
+                };
+                match next {
+                    Ok(batch) => {
+                        let revision = {
+                            let Ok(mut image) = self.image.write() else {
+                                return;
+                            };
+                            let changed = image.apply(&batch);
+                            if changed
+                                .iter()
+                                .any(|key| image.undecodable().contains_key(key))
+                            {
+                                self.report_undecodable(&image);
+                            }
+                            image.revision()
+                        };
+                        self.image_revision.send_replace(revision);
+                    }
+                    Err(error) => {
+                        self.counters.watch_resumes.fetch_add(1, Ordering::Relaxed);
+                        self.store_error("watch stream", &error);
+                        self.resync_or_wait(&error, &mut shutdown).await;
+                        break;
+                    }
+                }
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+        }
+    }
+
+    /// After a watch error: re-GET the whole image when the history was compacted, otherwise
+    /// wait a moment and let the caller resume from the last revision.
+    async fn resync_or_wait(&self, error: &skiff_meta::Error, shutdown: &mut watch::Receiver<bool>) {
+        if matches!(error, skiff_meta::Error::Compacted { .. }) {
+            match self.store.get(GetRequest::prefix(self.layout.root())).await {
+                Ok(snapshot) => {
+                    self.reload(&snapshot);
+                    return;
+                }
+                Err(error) => self.store_error("re-GET after compaction", &error),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETRY_BACKOFF) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+
+    async fn control(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut revisions = self.image_revision.subscribe();
+        let mut replan_after_revision = 0i64;
+        loop {
+            tokio::select! {
+                _ = revisions.changed() => {}
+                _ = tokio::time::sleep(CONTROLLER_TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            let Some(session) = self.session.lock().ok().and_then(|s| *s) else {
+                continue;
+            };
+            let (revision, controller) = match self.image.read() {
+                Ok(image) => (image.revision(), image.controller()),
+                Err(_) => return,
+            };
+            if revision < session.broker_epoch {
+                continue; // the image has not seen our own registration yet
+            }
+            let epoch = self.controller_epoch.lock().ok().and_then(|e| *e);
+            match (epoch, controller) {
+                (None, None) => {
+                    self.campaign(session).await;
+                    continue;
+                }
+                (None, Some(_)) => continue,
+                (Some(epoch), current) if current != Some((self.node_id, epoch)) => {
+                    if revision >= epoch {
+                        self.step_down(epoch, "the controller key is no longer ours");
+                    }
+                    continue;
+                }
+                (Some(_), _) => {}
+            }
+            let Some(epoch) = epoch else { continue };
+            if revision < replan_after_revision {
+                continue;
+            }
+            let writes = match self.image.read() {
+                Ok(image) => controller::plan(&image, epoch, PlanLimits::default()),
+                Err(_) => return,
+            };
+            for write in writes {
+                self.counters.controller_writes.fetch_add(1, Ordering::Relaxed);
+                match self.store.txn(write.txn).await {
+                    Ok(response) => {
+                        replan_after_revision = replan_after_revision.max(response.revision);
+                        if !response.succeeded {
+                            self.counters
+                                .controller_writes_refused
+                                .fetch_add(1, Ordering::Relaxed);
+                            if !self.still_controller(epoch).await {
+                                self.step_down(epoch, "a fenced write failed");
+                                break;
+                            }
+                        } else {
+                            tracing::info!(
+                                reason = ?write.reason,
+                                partitions = write.partitions.len(),
+                                epoch,
+                                "controller write"
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        self.store_error("controller write", &error);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn campaign(&self, session: Session) {
+        let txn = membership::campaign(
+            &self.layout,
+            self.node_id,
+            session.broker_epoch,
+            session.lease,
+        );
+        match self.store.txn(txn).await {
+            Ok(response) => match membership::campaign_outcome(&response) {
+                Ok(Campaign::Won { controller_epoch }) => {
+                    self.counters
+                        .controller_terms_won
+                        .fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut epoch) = self.controller_epoch.lock() {
+                        *epoch = Some(controller_epoch);
+                    }
+                    tracing::info!(controller_epoch, "became the controller");
+                }
+                Ok(Campaign::Lost { .. }) => {}
+                Err(error) => tracing::warn!(%error, "campaign answer unreadable"),
+            },
+            Err(skiff_meta::Error::LeaseNotFound { .. }) => self.lose_session(),
+            Err(error) => self.store_error("campaign", &error),
+        }
+    }
+
+    async fn still_controller(&self, epoch: i64) -> bool {
+        match self
+            .store
+            .get(GetRequest::key(self.layout.key(&Key::Controller)))
+            .await
+        {
+            Ok(response) => response
+                .kvs
+                .first()
+                .is_some_and(|kv| kv.create_revision == epoch),
+            Err(error) => {
+                self.store_error("controller check", &error);
+                false
+            }
+        }
+    }
+
+    fn step_down(&self, epoch: i64, why: &str) {
+        if let Ok(mut current) = self.controller_epoch.lock() {
+            if *current == Some(epoch) {
+                *current = None;
+                tracing::warn!(controller_epoch = epoch, "stepped down as controller: {why}");
+            }
+        }
+    }
+
+    /// Ends the session at a clean shutdown: the registration (and the controller key, if held)
+    /// go at once instead of after the session timeout.
+    pub async fn leave(&self) {
+        let session = self.session.lock().ok().and_then(|mut s| s.take());
+        if let Some(session) = session {
+            if let Err(error) = self.store.lease_revoke(session.lease).await {
+                self.store_error("leaving (lease revoke)", &error);
+            }
+        }
+    }
+
+    /// The cluster figures in Prometheus text format.
+    pub fn render_prometheus(&self) -> String {
+        let (brokers, revision, partitions) = self
+            .image
+            .read()
+            .map(|image| {
+                (
+                    image.brokers().len(),
+                    image.revision(),
+                    image.all_partitions().count(),
+                )
+            })
+            .unwrap_or_default();
+        let counters = [
+            ("skiff_cluster_store_errors_total", "Failed metadata store calls (each is retried).", &self.counters.store_errors),
+            ("skiff_cluster_sessions_lost_total", "Times this broker's session lease expired under it.", &self.counters.sessions_lost),
+            ("skiff_cluster_controller_terms_total", "Controller elections this broker won.", &self.counters.controller_terms_won),
+            ("skiff_cluster_controller_writes_total", "Fenced Txns this broker submitted as controller.", &self.counters.controller_writes),
+            ("skiff_cluster_controller_writes_refused_total", "Controller Txns whose compares failed (a stale image or a lost term).", &self.counters.controller_writes_refused),
+            ("skiff_cluster_watch_resumes_total", "Times the metadata watch broke and was resumed.", &self.counters.watch_resumes),
+        ];
+        let mut out = String::new();
+        for (name, help, value) in counters {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
+                value.load(Ordering::Relaxed)
+            ));
+        }
+        let gauges = [
+            ("skiff_cluster_brokers", "Live brokers in this broker's image.", brokers as i64),
+            ("skiff_cluster_partitions", "Partition states in this broker's image.", partitions as i64),
+            ("skiff_cluster_image_revision", "Store revision this broker's image has reached.", revision),
+            ("skiff_cluster_controller", "1 while this broker is the controller.", i64::from(self.is_controller())),
+            ("skiff_cluster_controller_id", "The controller's node id (-1: none known).", i64::from(self.controller_id().unwrap_or(-1))),
+            ("skiff_cluster_session_alive", "1 while this broker's session is provably alive (it may lead).", i64::from(self.may_lead())),
+        ];
+        for (name, help, value) in gauges {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+        }
+        out
+    }
+}
+
+/// Runs `call` until it succeeds, a non-retriable error comes, or `deadline` passes.
+async fn retry_until<T, F, Fut>(
+    address: &StoreAddress,
+    deadline: std::time::Instant,
+    timeout_ms: u64,
+    mut call: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = skiff_meta::Result<T>>,
+{
+    loop {
+        let error = match call().await {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        if !is_retriable(&error) {
+            return Err(ClusterError::Store {
+                address: address.to_string(),
+                source: error,
+            });
+        }
+        if crate::clock::instant() + RETRY_BACKOFF >= deadline {
+            return Err(ClusterError::Unreachable {
+                address: address.to_string(),
+                waited_ms: timeout_ms,
+                last_error: error.to_string(),
+            });
+        }
+        tracing::warn!(store = %address, %error, "metadata store not reachable yet; retrying");
+        tokio::time::sleep(RETRY_BACKOFF).await;
+    }
+}
