@@ -205,12 +205,20 @@ mod tests {
         assert_eq!(first.directory_id.len(), 22);
         assert_eq!(load_or_create(dir.path(), 3).unwrap(), first);
         let error = load_or_create(dir.path(), 4).unwrap_err().to_string();
-        assert!(error.contains("node.id 3") && error.contains("node.id is 4"), "{error}");
+        assert!(
+            error.contains("node.id 3") && error.contains("node.id is 4"),
+            "{error}"
+        );
         join_cluster(dir.path(), &mut first, "abc").unwrap();
         let mut again = load_or_create(dir.path(), 3).unwrap();
         assert_eq!(again.cluster_id.as_deref(), Some("abc"));
-        let error = join_cluster(dir.path(), &mut again, "xyz").unwrap_err().to_string();
-        assert!(error.contains("cluster abc") && error.contains("xyz"), "{error}");
+        let error = join_cluster(dir.path(), &mut again, "xyz")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cluster abc") && error.contains("xyz"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -218,6 +226,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(IDENTITY_FILE), "version=1\nnode.id=x\n").unwrap();
         let error = load_or_create(dir.path(), 1).unwrap_err().to_string();
-        assert!(error.contains("damaged") && error.contains("node.id"), "{error}");
+        assert!(
+            error.contains("damaged") && error.contains("node.id"),
+            "{error}"
+        );
     }
 }

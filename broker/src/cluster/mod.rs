@@ -147,8 +147,8 @@ impl Cluster {
                     },
                 })??
         };
-        let deadline = crate::clock::instant()
-            + Duration::from_millis(config.metadata_start_timeout_ms);
+        let deadline =
+            crate::clock::instant() + Duration::from_millis(config.metadata_start_timeout_ms);
         let address = config.metadata_store.clone();
         let store_dir = data_dir.join(LOCAL_STORE_DIR);
         let store = retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
@@ -161,7 +161,10 @@ impl Cluster {
         })
         .await?;
         let ours = ClusterRecord {
-            cluster_id: identity.cluster_id.clone().unwrap_or_else(identity::random_id),
+            cluster_id: identity
+                .cluster_id
+                .clone()
+                .unwrap_or_else(identity::random_id),
             layout: skiff_cluster::records::LAYOUT_VERSION,
             created_ms: u64::try_from(crate::clock::now_ms()).unwrap_or(0),
         };
@@ -248,11 +251,7 @@ impl Cluster {
 
     /// The controller's id, if the image knows one.
     pub fn controller_id(&self) -> Option<i32> {
-        self.image
-            .read()
-            .ok()?
-            .controller()
-            .map(|(id, _)| id)
+        self.image.read().ok()?.controller().map(|(id, _)| id)
     }
 
     /// Every live broker's registration, by id.
@@ -275,7 +274,10 @@ impl Cluster {
 
     /// Whether this broker currently acts as the controller.
     pub fn is_controller(&self) -> bool {
-        self.controller_epoch.lock().map(|e| e.is_some()).unwrap_or(false)
+        self.controller_epoch
+            .lock()
+            .map(|e| e.is_some())
+            .unwrap_or(false)
     }
 
     fn reload(&self, snapshot: &skiff_meta::GetResponse) {
@@ -359,7 +361,10 @@ impl Cluster {
                 Registration::StaleOwnRegistration { lease: old } => {
                     // An earlier process on this data directory (killed, so its lease lives on):
                     // end its session now rather than wait out its TTL.
-                    tracing::info!(old_lease = old, "replacing this directory's stale registration");
+                    tracing::info!(
+                        old_lease = old,
+                        "replacing this directory's stale registration"
+                    );
                     let _ = self.store.lease_revoke(old).await;
                     let _ = self.store.lease_revoke(lease.id).await;
                 }
@@ -485,7 +490,11 @@ impl Cluster {
 
     /// After a watch error: re-GET the whole image when the history was compacted, otherwise
     /// wait a moment and let the caller resume from the last revision.
-    async fn resync_or_wait(&self, error: &skiff_meta::Error, shutdown: &mut watch::Receiver<bool>) {
+    async fn resync_or_wait(
+        &self,
+        error: &skiff_meta::Error,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
         if matches!(error, skiff_meta::Error::Compacted { .. }) {
             match self.store.get(GetRequest::prefix(self.layout.root())).await {
                 Ok(snapshot) => {
@@ -547,7 +556,9 @@ impl Cluster {
                 Err(_) => return,
             };
             for write in writes {
-                self.counters.controller_writes.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .controller_writes
+                    .fetch_add(1, Ordering::Relaxed);
                 match self.store.txn(write.txn).await {
                     Ok(response) => {
                         replan_after_revision = replan_after_revision.max(response.revision);
@@ -624,7 +635,10 @@ impl Cluster {
         if let Ok(mut current) = self.controller_epoch.lock() {
             if *current == Some(epoch) {
                 *current = None;
-                tracing::warn!(controller_epoch = epoch, "stepped down as controller: {why}");
+                tracing::warn!(
+                    controller_epoch = epoch,
+                    "stepped down as controller: {why}"
+                );
             }
         }
     }
@@ -654,12 +668,36 @@ impl Cluster {
             })
             .unwrap_or_default();
         let counters = [
-            ("skiff_cluster_store_errors_total", "Failed metadata store calls (each is retried).", &self.counters.store_errors),
-            ("skiff_cluster_sessions_lost_total", "Times this broker's session lease expired under it.", &self.counters.sessions_lost),
-            ("skiff_cluster_controller_terms_total", "Controller elections this broker won.", &self.counters.controller_terms_won),
-            ("skiff_cluster_controller_writes_total", "Fenced Txns this broker submitted as controller.", &self.counters.controller_writes),
-            ("skiff_cluster_controller_writes_refused_total", "Controller Txns whose compares failed (a stale image or a lost term).", &self.counters.controller_writes_refused),
-            ("skiff_cluster_watch_resumes_total", "Times the metadata watch broke and was resumed.", &self.counters.watch_resumes),
+            (
+                "skiff_cluster_store_errors_total",
+                "Failed metadata store calls (each is retried).",
+                &self.counters.store_errors,
+            ),
+            (
+                "skiff_cluster_sessions_lost_total",
+                "Times this broker's session lease expired under it.",
+                &self.counters.sessions_lost,
+            ),
+            (
+                "skiff_cluster_controller_terms_total",
+                "Controller elections this broker won.",
+                &self.counters.controller_terms_won,
+            ),
+            (
+                "skiff_cluster_controller_writes_total",
+                "Fenced Txns this broker submitted as controller.",
+                &self.counters.controller_writes,
+            ),
+            (
+                "skiff_cluster_controller_writes_refused_total",
+                "Controller Txns whose compares failed (a stale image or a lost term).",
+                &self.counters.controller_writes_refused,
+            ),
+            (
+                "skiff_cluster_watch_resumes_total",
+                "Times the metadata watch broke and was resumed.",
+                &self.counters.watch_resumes,
+            ),
         ];
         let mut out = String::new();
         for (name, help, value) in counters {
@@ -669,15 +707,41 @@ impl Cluster {
             ));
         }
         let gauges = [
-            ("skiff_cluster_brokers", "Live brokers in this broker's image.", brokers as i64),
-            ("skiff_cluster_partitions", "Partition states in this broker's image.", partitions as i64),
-            ("skiff_cluster_image_revision", "Store revision this broker's image has reached.", revision),
-            ("skiff_cluster_controller", "1 while this broker is the controller.", i64::from(self.is_controller())),
-            ("skiff_cluster_controller_id", "The controller's node id (-1: none known).", i64::from(self.controller_id().unwrap_or(-1))),
-            ("skiff_cluster_session_alive", "1 while this broker's session is provably alive (it may lead).", i64::from(self.may_lead())),
+            (
+                "skiff_cluster_brokers",
+                "Live brokers in this broker's image.",
+                brokers as i64,
+            ),
+            (
+                "skiff_cluster_partitions",
+                "Partition states in this broker's image.",
+                partitions as i64,
+            ),
+            (
+                "skiff_cluster_image_revision",
+                "Store revision this broker's image has reached.",
+                revision,
+            ),
+            (
+                "skiff_cluster_controller",
+                "1 while this broker is the controller.",
+                i64::from(self.is_controller()),
+            ),
+            (
+                "skiff_cluster_controller_id",
+                "The controller's node id (-1: none known).",
+                i64::from(self.controller_id().unwrap_or(-1)),
+            ),
+            (
+                "skiff_cluster_session_alive",
+                "1 while this broker's session is provably alive (it may lead).",
+                i64::from(self.may_lead()),
+            ),
         ];
         for (name, help, value) in gauges {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            ));
         }
         out
     }

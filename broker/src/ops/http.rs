@@ -112,7 +112,11 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
         )
     } else {
         match route(&head[..filled]) {
-            Route::Metrics => ("200 OK", PROMETHEUS_TEXT, ctx.metrics.render_prometheus() + &ctx.cluster.render_prometheus()),
+            Route::Metrics => (
+                "200 OK",
+                PROMETHEUS_TEXT,
+                ctx.metrics.render_prometheus() + &ctx.cluster.render_prometheus(),
+            ),
             Route::Bundles => match ctx
                 .placement
                 .snapshot()
