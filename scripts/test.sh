@@ -74,11 +74,13 @@ step "benchmarks compile"
 cargo bench --workspace --no-run
 
 step "skiff-bench smoke against a release broker"
-cargo build --release -p skiff-broker -p skiff-bench
+# The release broker has etcd support compiled in: the cluster tests (tests/clients/test_cluster.py)
+# run it against a real etcd. The README's first command builds without it (no protoc needed).
+cargo build --release -p skiff-broker -p skiff-bench --features skiff-broker/etcd
 "${CARGO_TARGET_DIR:-target}"/release/skiff-bench smoke --skiff-bin "${CARGO_TARGET_DIR:-target}"/release/skiff
 
 step "real clients against a release broker"
-cargo build --release -p skiff-broker
+cargo build --release -p skiff-broker --features etcd
 SKIFF_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/skiff"
 export SKIFF_BIN
 python3 -m pytest tests/clients -q -rxX --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning
