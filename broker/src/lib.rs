@@ -160,7 +160,7 @@ impl Broker {
             acl,
         });
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
-        tokio::spawn(group_driver.run(ctx.topics.clone()));
+        tokio::spawn(group_driver.run(ctx.topics.clone(), ctx.cluster.clone()));
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)
                 .await

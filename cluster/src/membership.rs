@@ -196,29 +196,49 @@ pub fn campaign_outcome(response: &TxnResponse) -> Result<Campaign, MembershipEr
 }
 
 /// Takes the next producer-id block by compare-and-set on `R/ids/producer_id_block`, from the
-/// image's view of it. Returns the Txn and the first id of the block it claims; on a failed
-/// compare the caller waits for its image to move and tries again.
+/// key as last read (`None`: absent). The block starts at the key's next start, or at `at_least`
+/// if that is higher (ids below it may be in use: a data directory's older reservations). Returns
+/// the Txn and the block (first id, end exclusive); on a failed compare the caller reads the key
+/// again and retries.
 pub fn claim_producer_id_block(
     layout: &Layout,
     seen: Option<&Versioned<ProducerIdBlockRecord>>,
-) -> (Txn, i64) {
+    at_least: i64,
+) -> (Txn, (i64, i64)) {
     let key = layout.key(&Key::ProducerIdBlock);
-    let (guard, start) = match seen {
+    let (guard, next) = match seen {
         Some(block) => (
             Compare::mod_revision(key.clone(), CompareOp::Equal, block.mod_revision),
             block.value.next_block_start,
         ),
         None => (Compare::absent(key.clone()), 0),
     };
-    let next = ProducerIdBlockRecord {
-        next_block_start: start + PRODUCER_ID_BLOCK_SIZE,
+    let start = next.max(at_least).max(0);
+    let end = start.saturating_add(PRODUCER_ID_BLOCK_SIZE);
+    let record = ProducerIdBlockRecord {
+        next_block_start: end,
     };
     (
         Txn::new()
             .when(vec![guard])
-            .and_then(vec![TxnOp::put(key, encode(&next))]),
-        start,
+            .and_then(vec![TxnOp::put(key, encode(&record))]),
+        (start, end),
     )
+}
+
+/// Reads `R/ids/producer_id_block` from a GET of that key.
+pub fn producer_id_block_of(
+    kv: Option<&skiff_meta::KeyValue>,
+) -> Result<Option<Versioned<ProducerIdBlockRecord>>, MembershipError> {
+    kv.map(|kv| {
+        Ok(Versioned {
+            value: decode(&Key::ProducerIdBlock, &kv.value)?,
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+            lease: kv.lease,
+        })
+    })
+    .transpose()
 }
 
 /// Marks a ready topic for deletion; the controller removes it (cluster.md §3, "Requests that

@@ -217,3 +217,34 @@ def test_a_broker_paused_past_its_session_registers_again(cluster3):
     wait_for(lambda: metrics(paused)["skiff_cluster_sessions_lost_total"] >= 1, 10, "the pause noticed")
     wait_for(lambda: all(metrics(b)["skiff_cluster_brokers"] == 3 for b in cluster3.brokers), 10, "registered again")
     assert metrics(paused)["skiff_cluster_session_alive"] == 1
+
+
+def init_producer_id(bootstrap):
+    """A raw InitProducerId v0 (non-transactional): no client library exposes the id it gets."""
+    import socket
+    import struct
+
+    host, port = bootstrap.split(":")
+    client_id = b"skiff-test"
+    body = struct.pack(">hhih", 22, 0, 7, len(client_id)) + client_id + struct.pack(">hi", -1, 60000)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        answer = sock.recv(size, socket.MSG_WAITALL)
+    correlation, _throttle, error, producer_id, epoch = struct.unpack(">iihqh", answer[:20])
+    assert (correlation, error, epoch) == (7, 0, 0), (correlation, error, epoch)
+    return producer_id
+
+
+def test_producer_ids_are_unique_across_brokers_and_restarts(cluster3):
+    agreed_controller(cluster3)
+    ids = [init_producer_id(b.bootstrap) for b in cluster3.brokers for _ in range(3)]
+    assert len(set(ids)) == len(ids), ids
+    # Each broker takes its own block of 1000 from R/ids/producer_id_block.
+    blocks = {producer_id // 1000 for producer_id in ids}
+    assert len(blocks) == 3, ids
+    restarted = cluster3.brokers[0]
+    restarted.stop(signal.SIGKILL)
+    restarted.start()
+    after = init_producer_id(restarted.bootstrap)
+    assert after not in ids and after // 1000 not in blocks, (after, ids)

@@ -643,6 +643,35 @@ impl Cluster {
         }
     }
 
+    /// Claims a block of producer ids starting at `at_least` or above, unique across the cluster
+    /// (compare-and-set on `R/ids/producer_id_block`, re-read and retried when another broker
+    /// raced it). Durable in the store before it returns.
+    pub async fn claim_producer_id_block(
+        &self,
+        at_least: i64,
+    ) -> Result<(i64, i64), skiff_meta::Error> {
+        const ATTEMPTS_MAX: usize = 16;
+        let key = self.layout.key(&Key::ProducerIdBlock);
+        let mut last = None;
+        for _ in 0..ATTEMPTS_MAX {
+            let current = self.store.get(GetRequest::key(key.clone())).await?;
+            let seen = membership::producer_id_block_of(current.kvs.first())
+                .map_err(|error| skiff_meta::Error::InvalidArgument(error.to_string()))?;
+            let (txn, block) =
+                membership::claim_producer_id_block(&self.layout, seen.as_ref(), at_least);
+            let response = self.store.txn(txn).await?;
+            if response.succeeded {
+                return Ok(block);
+            }
+            last = Some(block);
+        }
+        Err(skiff_meta::Error::Unavailable {
+            reason: format!(
+                "the producer-id block key kept changing under {ATTEMPTS_MAX} claims (last try {last:?})"
+            ),
+        })
+    }
+
     /// Ends the session at a clean shutdown: the registration (and the controller key, if held)
     /// go at once instead of after the session timeout.
     pub async fn leave(&self) {

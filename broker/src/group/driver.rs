@@ -7,9 +7,11 @@
 //! Durability: an OffsetCommit is answered only after its records are appended to the log
 //! `__consumer_offsets-0` (a log directory of the broker's `LogDir`, never listed in Metadata
 //! because it has no topic record) and that log is flushed; at start the whole log is replayed
-//! into [`Coordinator::load_offsets`]. A producer-id reservation is written to
-//! [`PRODUCER_ID_CHECKPOINT_FILE`] (temp file, fsync, rename, fsync of the directory) before any
-//! id of the block is handed out.
+//! into [`Coordinator::load_offsets`]. A producer-id block is claimed in the metadata store
+//! (`crate::cluster::Cluster::claim_producer_id_block`, a compare-and-set that makes it unique
+//! across the cluster and durable) before any id of it is handed out; a single-node data
+//! directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`], is only read, as
+//! the floor below which no id is handed out again.
 //!
 //! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
 //! the flush returned, or queue requests without a bound.
@@ -39,7 +41,8 @@ use crate::partition::topics::{read_batches, Topics};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The one partition of the offsets log (one node coordinates every group).
 pub const OFFSETS_PARTITION: i32 = 0;
-/// File under `log.dirs` holding the durable end of the reserved producer-id range.
+/// File under `log.dirs` where single-node Skiff kept the durable end of its reserved producer-id
+/// range; read at start as a floor (ids below it may be in use), never written any more.
 pub const PRODUCER_ID_CHECKPOINT_FILE: &str = "producer-id-reserved";
 /// Longest producer-id checkpoint file accepted at start (an i64 in decimal plus a newline).
 const PRODUCER_ID_CHECKPOINT_BYTES_MAX: u64 = 32;
@@ -131,7 +134,8 @@ pub(crate) struct GroupDriver {
     coordinator: Coordinator,
     allocator: ProducerIdAllocator,
     offsets_log: Arc<Log>,
-    checkpoint_path: PathBuf,
+    /// No producer id below this is handed out (the legacy checkpoint's reservation).
+    producer_id_floor: i64,
     requests: mpsc::Receiver<Envelope>,
     waiting: BTreeMap<RequestId, oneshot::Sender<GroupReply>>,
     next_request_id: RequestId,
@@ -178,11 +182,6 @@ fn read_checkpoint(path: &Path) -> Result<i64, GroupDriverError> {
         .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
 }
 
-/// Writes the reserved end atomically and durably, with the storage engine's one atomic writer.
-fn write_checkpoint(path: &Path, reserved_end: i64) -> std::io::Result<()> {
-    skiff_storage::write_file_atomically(path, format!("{reserved_end}\n").as_bytes())
-        .map_err(std::io::Error::other)
-}
 
 impl GroupDriver {
     /// Opens (or creates) the offsets log in `log_dir`, replays it, reads the producer-id
@@ -213,14 +212,14 @@ impl GroupDriver {
             "offsets log replayed"
         );
         let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
-        let reserved_end = read_checkpoint(&checkpoint_path)?;
+        let producer_id_floor = read_checkpoint(&checkpoint_path)?;
         let (sender, requests) = mpsc::channel(GROUP_REQUESTS_QUEUED_MAX);
         Ok((
             Self {
                 coordinator,
-                allocator: ProducerIdAllocator::new(reserved_end),
+                allocator: ProducerIdAllocator::new(producer_id_floor),
                 offsets_log,
-                checkpoint_path,
+                producer_id_floor,
                 requests,
                 waiting: BTreeMap::new(),
                 next_request_id: 0,
@@ -231,7 +230,7 @@ impl GroupDriver {
 
     /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
     /// broker is gone). `topics` answers OffsetCommit's question whether a partition exists.
-    pub(crate) async fn run(mut self, topics: Arc<Topics>) {
+    pub(crate) async fn run(mut self, topics: Arc<Topics>, cluster: crate::cluster::ClusterHandle) {
         loop {
             let sleep_ms = self
                 .coordinator
@@ -253,7 +252,7 @@ impl GroupDriver {
                 }
                 None => self.coordinator.tick(now_ms()),
             }
-            self.drain().await;
+            self.drain(&cluster).await;
         }
         tracing::debug!("group coordinator stopped");
     }
@@ -303,7 +302,7 @@ impl GroupDriver {
     /// Acts on every output of the coordinator and the allocator until both are quiet. Disk work
     /// (offsets-log appends and flushes, the producer-id checkpoint) runs on a blocking thread;
     /// this task waits for it, so outputs are still acted on one at a time, in order.
-    async fn drain(&mut self) {
+    async fn drain(&mut self, cluster: &crate::cluster::Cluster) {
         loop {
             let mut progressed = false;
             while let Some(output) = self.coordinator.poll_output() {
@@ -334,18 +333,13 @@ impl GroupDriver {
                         response,
                         ..
                     } => self.send(request_id, GroupReply::InitProducerId(response)),
-                    AllocatorOutput::PersistReservedEnd { reserved_end } => {
-                        let path = self.checkpoint_path.clone();
-                        let written = tokio::task::spawn_blocking(move || {
-                            write_checkpoint(&path, reserved_end)
-                        })
-                        .await
-                        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
-                        if let Err(error) = &written {
-                            tracing::error!(%error, "producer-id checkpoint write failed");
+                    AllocatorOutput::ClaimBlock { at_least } => {
+                        let at_least = at_least.max(self.producer_id_floor);
+                        let claimed = cluster.claim_producer_id_block(at_least).await;
+                        if let Err(error) = &claimed {
+                            tracing::error!(%error, "producer-id block claim failed");
                         }
-                        self.allocator
-                            .reservation_persisted(reserved_end, written.is_ok());
+                        self.allocator.block_claimed(at_least, claimed.ok());
                     }
                 }
             }
@@ -460,7 +454,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(PRODUCER_ID_CHECKPOINT_FILE);
         assert_eq!(read_checkpoint(&path).expect("missing is 0"), 0);
-        write_checkpoint(&path, 3000).expect("write");
+        std::fs::write(&path, "3000\n").expect("write");
         assert_eq!(read_checkpoint(&path).expect("read"), 3000);
         std::fs::write(&path, "-5\n").expect("write");
         assert!(read_checkpoint(&path).is_err());

@@ -3,11 +3,12 @@
 //! producer id (KIP-98).
 //!
 //! It owns two things:
-//! - [`ProducerIdAllocator`]: ids come from blocks reserved durably (Kafka's producer-id blocks):
-//!   when the reserved block is used up it emits [`AllocatorOutput::PersistReservedEnd`], parks the
-//!   InitProducerId requests, and answers them once the driver reports the new end durable. After
-//!   a restart the allocator starts at the durable end, so no id is ever handed out twice (the
-//!   unused rest of a block is skipped, as in Kafka).
+//! - [`ProducerIdAllocator`]: ids come from blocks claimed durably and cluster-wide (Kafka's
+//!   producer-id blocks): when its block is used up it emits [`AllocatorOutput::ClaimBlock`],
+//!   parks the InitProducerId requests, and answers them once the driver reports the block it
+//!   claimed (by compare-and-set on the metadata store's `R/ids/producer_id_block`, so no two
+//!   brokers ever hold one block). After a restart the allocator claims a fresh block, so no id is
+//!   ever handed out twice (the unused rest of a block is skipped, as in Kafka).
 //! - [`PartitionProducers`]: per partition, per producer id, the epoch and the last
 //!   [`BATCHES_RETAINED_PER_PRODUCER`] batches' sequence ranges and offsets. A retried batch that
 //!   matches one of them is a duplicate (acknowledged with its original offsets, not appended
@@ -22,9 +23,9 @@
 //! a higher epoch when it restarts at sequence 0. Transactions are not served: an InitProducerId
 //! with a transactional id gets INVALID_REQUEST.
 //!
-//! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the durable
-//! reserved end (0 on a new data directory); [`AllocatorOutput::PersistReservedEnd`] is a small
-//! durable file (temp → fsync → rename). One [`PartitionProducers`] next to each partition's log:
+//! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the floor below
+//! which ids may already be in use (a single-node data directory's old reservation checkpoint, 0
+//! otherwise); [`AllocatorOutput::ClaimBlock`] is a compare-and-set on the metadata store. One [`PartitionProducers`] next to each partition's log:
 //! on Produce, for every v2 batch with a producer id, [`PartitionProducers::check`] before the
 //! append; [`SequenceCheck::Duplicate`] answers with the original base offset and appends
 //! nothing; after an append, [`PartitionProducers::record_append`] with the assigned base offset
@@ -52,9 +53,9 @@ pub const BATCHES_RETAINED_PER_PRODUCER: usize = 5;
 /// appended least recently (its next batch then gets UNKNOWN_PRODUCER_ID and the client resets).
 pub const PRODUCERS_PER_PARTITION_MAX_DEFAULT: usize = 10_000;
 
-/// Producer ids reserved durably at a time. One durable write per this many InitProducerId calls;
-/// a crash wastes at most this many ids (of 2^63).
-pub const PRODUCER_ID_BLOCK_COUNT: i64 = 1_000;
+/// Producer ids claimed at a time: one metadata-store write per this many InitProducerId calls; a
+/// crash wastes at most this many ids (of 2^63). The cluster layout's one definition.
+pub const PRODUCER_ID_BLOCK_COUNT: i64 = skiff_cluster::membership::PRODUCER_ID_BLOCK_SIZE;
 
 /// InitProducerId requests parked while a block is being reserved. Each connection has one
 /// request in flight, so this bounds the memory only against a flood of connections; beyond it the
@@ -366,31 +367,31 @@ pub enum AllocatorOutput {
         /// The response.
         response: InitProducerIdResponse,
     },
-    /// Write `reserved_end` durably (ids below it may have been handed out), then call
-    /// [`ProducerIdAllocator::reservation_persisted`].
-    PersistReservedEnd {
-        /// The new end of the reserved range (exclusive).
-        reserved_end: i64,
+    /// Claim a block of [`PRODUCER_ID_BLOCK_COUNT`] ids that starts at `at_least` or above (ids
+    /// below it may have been handed out), then call [`ProducerIdAllocator::block_claimed`].
+    ClaimBlock {
+        /// The lowest first id the block may have.
+        at_least: i64,
     },
 }
 
-/// Hands out producer ids from durably reserved blocks.
+/// Hands out producer ids from durably claimed blocks.
 #[derive(Debug, Clone)]
 pub struct ProducerIdAllocator {
     next_id: i64,
-    /// Ids below this are durably reserved (exclusive end).
+    /// The end (exclusive) of the block ids are handed out from.
     reserved_end: i64,
-    /// The end being made durable, if a reservation is in flight.
+    /// The `at_least` of the claim in flight, if any.
     reserving: Option<i64>,
     waiting: VecDeque<(RequestId, i16)>,
     outputs: VecDeque<AllocatorOutput>,
 }
 
 impl ProducerIdAllocator {
-    /// An allocator that resumes after `durable_reserved_end` (0 on a fresh broker): nothing is
-    /// handed out below it, since ids up to it may have been used before a crash.
-    pub fn new(durable_reserved_end: i64) -> Self {
-        let start = durable_reserved_end.max(0);
+    /// An allocator that never hands out an id below `floor` (ids below it may have been used
+    /// before a restart). It holds no block until its first claim.
+    pub fn new(floor: i64) -> Self {
+        let start = floor.max(0);
         Self {
             next_id: start,
             reserved_end: start,
@@ -429,20 +430,25 @@ impl ProducerIdAllocator {
         self.serve_waiting();
     }
 
-    /// The driver's answer to [`AllocatorOutput::PersistReservedEnd`]: whether `reserved_end` is
-    /// durable. If not, the parked requests get COORDINATOR_NOT_AVAILABLE (clients retry) and the
-    /// next request tries again.
-    pub fn reservation_persisted(&mut self, reserved_end: i64, durable: bool) {
-        if self.reserving != Some(reserved_end) {
+    /// The driver's answer to [`AllocatorOutput::ClaimBlock`]: the block claimed (first id, end
+    /// exclusive), or `None` if the claim failed. On failure the parked requests get
+    /// COORDINATOR_NOT_AVAILABLE (clients retry) and the next request tries again.
+    pub fn block_claimed(&mut self, at_least: i64, block: Option<(i64, i64)>) {
+        if self.reserving != Some(at_least) {
             return;
         }
         self.reserving = None;
-        if durable {
-            self.reserved_end = self.reserved_end.max(reserved_end);
-            self.serve_waiting();
-        } else {
-            while let Some((request_id, version)) = self.waiting.pop_front() {
-                self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        match block {
+            Some((start, end)) if start >= at_least && end > start => {
+                self.next_id = start;
+                self.reserved_end = end;
+                self.serve_waiting();
+            }
+            _ => {
+                debug_assert!(block.is_none(), "a claimed block below the floor: {block:?}");
+                while let Some((request_id, version)) = self.waiting.pop_front() {
+                    self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
+                }
             }
         }
     }
@@ -463,10 +469,10 @@ impl ProducerIdAllocator {
             });
         }
         if !self.waiting.is_empty() && self.reserving.is_none() {
-            let reserved_end = self.reserved_end.saturating_add(PRODUCER_ID_BLOCK_COUNT);
-            self.reserving = Some(reserved_end);
-            self.outputs
-                .push_back(AllocatorOutput::PersistReservedEnd { reserved_end });
+            // Every id below the current block's end may have been handed out.
+            let at_least = self.reserved_end;
+            self.reserving = Some(at_least);
+            self.outputs.push_back(AllocatorOutput::ClaimBlock { at_least });
         }
     }
 
@@ -624,44 +630,37 @@ mod tests {
     }
 
     #[test]
-    fn allocator_reserves_blocks_and_never_reuses_after_restart() {
+    fn allocator_claims_blocks_and_never_reuses_after_restart() {
         let mut allocator = ProducerIdAllocator::new(0);
         let request = InitProducerIdRequest::default();
         allocator.handle_init_producer_id(1, 4, &request);
         assert_eq!(
             allocator.poll_output(),
-            Some(AllocatorOutput::PersistReservedEnd {
-                reserved_end: PRODUCER_ID_BLOCK_COUNT
-            })
+            Some(AllocatorOutput::ClaimBlock { at_least: 0 })
         );
-        assert_eq!(
-            allocator.poll_output(),
-            None,
-            "the reply waits for durability"
-        );
+        assert_eq!(allocator.poll_output(), None, "the reply waits for the claim");
         allocator.handle_init_producer_id(2, 0, &request);
-        assert_eq!(allocator.poll_output(), None, "one reservation at a time");
-        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, true);
+        assert_eq!(allocator.poll_output(), None, "one claim at a time");
+        // Another broker took 0..1000 meanwhile: the store hands this one the next block.
+        allocator.block_claimed(0, Some((1000, 2000)));
         let ids: Vec<i64> = std::iter::from_fn(|| allocator.poll_output())
             .map(|output| match output {
                 AllocatorOutput::Reply { response, .. } => response.producer_id.0,
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
-        assert_eq!(ids, vec![0, 1]);
-        // After a crash the allocator resumes at the durable end.
-        let mut restarted = ProducerIdAllocator::new(PRODUCER_ID_BLOCK_COUNT);
+        assert_eq!(ids, vec![1000, 1001]);
+        // After a restart (floor: the old single-node checkpoint) nothing below the floor.
+        let mut restarted = ProducerIdAllocator::new(5000);
         restarted.handle_init_producer_id(3, 4, &request);
         assert_eq!(
             restarted.poll_output(),
-            Some(AllocatorOutput::PersistReservedEnd {
-                reserved_end: 2 * PRODUCER_ID_BLOCK_COUNT
-            })
+            Some(AllocatorOutput::ClaimBlock { at_least: 5000 })
         );
-        restarted.reservation_persisted(2 * PRODUCER_ID_BLOCK_COUNT, true);
+        restarted.block_claimed(5000, Some((5000, 5000 + PRODUCER_ID_BLOCK_COUNT)));
         match restarted.poll_output() {
             Some(AllocatorOutput::Reply { response, .. }) => {
-                assert_eq!(response.producer_id.0, PRODUCER_ID_BLOCK_COUNT);
+                assert_eq!(response.producer_id.0, 5000);
                 assert_eq!(response.error_code, 0);
             }
             other => panic!("unexpected {other:?}"),
@@ -675,9 +674,9 @@ mod tests {
         allocator.handle_init_producer_id(1, 4, &request);
         assert!(matches!(
             allocator.poll_output(),
-            Some(AllocatorOutput::PersistReservedEnd { .. })
+            Some(AllocatorOutput::ClaimBlock { at_least: 0 })
         ));
-        allocator.reservation_persisted(PRODUCER_ID_BLOCK_COUNT, false);
+        allocator.block_claimed(0, None);
         match allocator.poll_output() {
             Some(AllocatorOutput::Reply {
                 request_id: 1,
