@@ -223,6 +223,13 @@ impl Cluster {
         })
         .await?;
         cluster.reload(&snapshot);
+        // Campaign once before serving, so the first clients already see a controller (on one
+        // node, always this broker).
+        if cluster.controller_id().is_none() {
+            if let Some(session) = cluster.session.lock().ok().and_then(|s| *s) {
+                cluster.campaign(session).await;
+            }
+        }
         tokio::spawn(cluster.clone().keep_session(shutdown.clone()));
         tokio::spawn(cluster.clone().follow(shutdown.clone()));
         tokio::spawn(cluster.clone().control(shutdown));

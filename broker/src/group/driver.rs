@@ -182,7 +182,6 @@ fn read_checkpoint(path: &Path) -> Result<i64, GroupDriverError> {
         .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
 }
 
-
 impl GroupDriver {
     /// Opens (or creates) the offsets log in `log_dir`, replays it, reads the producer-id
     /// checkpoint, and returns the task with the handle the handlers use. Blocking: call it where

@@ -92,8 +92,12 @@ pub(crate) async fn handle(
             .with_port(i32::from(session.advertised_port))])
         .with_topics(topics);
     if version >= 1 {
-        // -1 while no controller is known (Kafka's answer before an election).
-        response = response.with_controller_id(BrokerId(ctx.cluster.controller_id().unwrap_or(-1)));
+        // The controller; while none is known (an election in progress), this broker: every
+        // broker serves the admin requests clients send "to the controller" (as KRaft brokers
+        // forward them), and a -1 makes librdkafka's admin client wait for its next metadata
+        // refresh, minutes away.
+        let controller = ctx.cluster.controller_id().unwrap_or(ctx.config.node_id);
+        response = response.with_controller_id(BrokerId(controller));
     }
     if version >= 2 {
         response = response.with_cluster_id(Some(StrBytes::from_string(ctx.cluster_id.clone())));

@@ -445,7 +445,10 @@ impl ProducerIdAllocator {
                 self.serve_waiting();
             }
             _ => {
-                debug_assert!(block.is_none(), "a claimed block below the floor: {block:?}");
+                debug_assert!(
+                    block.is_none(),
+                    "a claimed block below the floor: {block:?}"
+                );
                 while let Some((request_id, version)) = self.waiting.pop_front() {
                     self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
                 }
@@ -472,7 +475,8 @@ impl ProducerIdAllocator {
             // Every id below the current block's end may have been handed out.
             let at_least = self.reserved_end;
             self.reserving = Some(at_least);
-            self.outputs.push_back(AllocatorOutput::ClaimBlock { at_least });
+            self.outputs
+                .push_back(AllocatorOutput::ClaimBlock { at_least });
         }
     }
 
@@ -638,7 +642,11 @@ mod tests {
             allocator.poll_output(),
             Some(AllocatorOutput::ClaimBlock { at_least: 0 })
         );
-        assert_eq!(allocator.poll_output(), None, "the reply waits for the claim");
+        assert_eq!(
+            allocator.poll_output(),
+            None,
+            "the reply waits for the claim"
+        );
         allocator.handle_init_producer_id(2, 0, &request);
         assert_eq!(allocator.poll_output(), None, "one claim at a time");
         // Another broker took 0..1000 meanwhile: the store hands this one the next block.
