@@ -31,6 +31,11 @@ fn text(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
 }
 
+/// A result's error code and message, as the assertions compare them.
+fn outcome(code: i16, message: &Option<StrBytes>) -> (i16, Option<String>) {
+    (code, message.as_ref().map(|message| message.to_string()))
+}
+
 async fn create_partitions(
     client: &mut Connection,
     topic: &str,
@@ -58,13 +63,7 @@ async fn create_partitions(
         .request(ApiKey::CreatePartitions, 3, &request)
         .await?;
     let result = &response.results[0];
-    Ok((
-        result.error_code,
-        result
-            .error_message
-            .as_ref()
-            .map(|message| message.to_string()),
-    ))
+    Ok(outcome(result.error_code, &result.error_message))
 }
 
 async fn alter(
@@ -93,13 +92,7 @@ async fn alter(
         .request(ApiKey::IncrementalAlterConfigs, 1, &request)
         .await?;
     let result = &response.responses[0];
-    Ok((
-        result.error_code,
-        result
-            .error_message
-            .as_ref()
-            .map(|message| message.to_string()),
-    ))
+    Ok(outcome(result.error_code, &result.error_message))
 }
 
 async fn describe(
@@ -300,63 +293,43 @@ async fn config_changes_apply_at_once_and_survive_a_restart() -> anyhow::Result<
     assert_eq!(roll.synonyms[0].name.as_str(), "log.roll.ms");
     assert_eq!(roll.synonyms[0].value, roll.value);
 
-    // Refusals: an unsupported value, APPEND to a key that is not a list, an unknown key.
-    let (code, message) = alter(
-        &mut client,
-        TOPIC,
-        "tuned",
-        &[("cleanup.policy", SET, Some("compact"))],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 40);
-    assert!(message.unwrap_or_default().contains("cleanup.policy"));
-    let (code, _) = alter(
-        &mut client,
-        TOPIC,
-        "tuned",
-        &[("cleanup.policy", APPEND, Some("compact"))],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 40);
-    let (code, message) = alter(
-        &mut client,
-        TOPIC,
-        "tuned",
-        &[("retention.ms", APPEND, Some("1"))],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 40);
-    assert!(message.unwrap_or_default().contains("LIST"));
-    let (code, _) = alter(
-        &mut client,
-        TOPIC,
-        "tuned",
-        &[("colour", SET, Some("blue"))],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 40);
-    let (code, _) = alter(
-        &mut client,
-        TOPIC,
-        "tuned",
-        &[("retention.ms", SET, None)],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 42, "a null value is INVALID_REQUEST");
-    let (code, _) = alter(
-        &mut client,
-        TOPIC,
-        "missing",
-        &[("retention.ms", SET, Some("1"))],
-        false,
-    )
-    .await?;
-    assert_eq!(code, 3);
+    // Refusals, each with a message: an unsupported value, APPEND to a key that is not a list, an
+    // unknown key, a null value (INVALID_REQUEST), an unknown topic.
+    let refusals = [
+        (
+            "tuned",
+            "cleanup.policy",
+            SET,
+            Some("compact"),
+            40,
+            "cleanup.policy",
+        ),
+        (
+            "tuned",
+            "cleanup.policy",
+            APPEND,
+            Some("compact"),
+            40,
+            "cleanup.policy",
+        ),
+        ("tuned", "retention.ms", APPEND, Some("1"), 40, "LIST"),
+        ("tuned", "colour", SET, Some("blue"), 40, "colour"),
+        ("tuned", "retention.ms", SET, None, 42, "Null value"),
+        (
+            "missing",
+            "retention.ms",
+            SET,
+            Some("1"),
+            3,
+            "unknown topic",
+        ),
+    ];
+    for (topic, key, op, value, expected, says) in refusals {
+        let (code, message) = alter(&mut client, TOPIC, topic, &[(key, op, value)], false).await?;
+        let message = message.unwrap_or_default();
+        assert_eq!(code, expected, "{key} op {op}: {message}");
+        assert!(message.contains(says), "{key} op {op}: {message}");
+    }
 
     broker.stop().await;
 

@@ -239,27 +239,9 @@ impl Topics {
     ) -> Result<Topic, TopicError> {
         let topic_config = TopicConfig::resolve(config, &record.configs)?;
         let storage_config = log_config(&topic_config, config);
-        let mut partitions = Vec::with_capacity(record.replicas.len());
-        for index in 0..record.replicas.len() {
-            let index =
-                i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
-            let log = match log_dir.log(&record.name, index).map_err(storage)? {
-                Some(log) => {
-                    log.set_config(storage_config.clone()).map_err(storage)?;
-                    log
-                }
-                None => log_dir
-                    .create(&record.name, index, Some(storage_config.clone()))
-                    .map_err(storage)?,
-            };
-            let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
-            partitions.push(Arc::new(Partition {
-                index,
-                log,
-                producers,
-                readable_end: ReadableEnd::default(),
-            }));
-        }
+        let partitions = (0..record.replicas.len())
+            .map(|index| Self::open_partition(log_dir, &record.name, index, &storage_config))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
             name: record.name.clone(),
             topic_id: parse_topic_id(&record.topic_id),
@@ -267,6 +249,40 @@ impl Topics {
             record,
             partitions,
         })
+    }
+
+    /// Opens partition `index` of `topic`: its log as recovered at open (with `storage_config`),
+    /// or a new one if it has none, and its producer state.
+    fn open_partition(
+        log_dir: &LogDir,
+        topic: &str,
+        index: usize,
+        storage_config: &LogConfig,
+    ) -> Result<Arc<Partition>, TopicError> {
+        let index = i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
+        let log = match log_dir.log(topic, index).map_err(storage)? {
+            Some(log) => {
+                log.set_config(storage_config.clone()).map_err(storage)?;
+                log
+            }
+            None => log_dir
+                .create(topic, index, Some(storage_config.clone()))
+                .map_err(storage)?,
+        };
+        let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
+        Ok(Arc::new(Partition {
+            index,
+            log,
+            producers,
+            readable_end: ReadableEnd::default(),
+        }))
+    }
+
+    /// Taken for every change of the topic set, so the saved metadata is always a consistent set.
+    fn change_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>, TopicError> {
+        self.changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))
     }
 
     /// The topic with this name.
@@ -297,10 +313,7 @@ impl Topics {
             return Err(TopicError::InvalidPartitions(partition_count));
         }
         TopicConfig::resolve(&self.config, &configs)?;
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         if self.get(name).is_some() {
             return Err(TopicError::AlreadyExists);
         }
@@ -359,10 +372,7 @@ impl Topics {
         replicas: Vec<Vec<i32>>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, TopicError> {
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         let topic = self.get(name).ok_or(TopicError::Unknown)?;
         let partition_count = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
         if replicas.len() <= topic.partitions.len() || partition_count > PARTITIONS_PER_TOPIC_MAX {
@@ -386,24 +396,7 @@ impl Topics {
             let log_dir = self.log_dir.lock().map_err(storage)?;
             let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
             for index in topic.partitions.len()..record.replicas.len() {
-                let index =
-                    i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
-                let log = match log_dir.log(name, index).map_err(storage)? {
-                    Some(log) => {
-                        log.set_config(storage_config.clone()).map_err(storage)?;
-                        log
-                    }
-                    None => log_dir
-                        .create(name, index, Some(storage_config.clone()))
-                        .map_err(storage)?,
-                };
-                let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
-                partitions.push(Arc::new(Partition {
-                    index,
-                    log,
-                    producers,
-                    readable_end: ReadableEnd::default(),
-                }));
+                partitions.push(Self::open_partition(log_dir, name, index, &storage_config)?);
             }
         }
         let grown = Arc::new(Topic {
@@ -430,10 +423,7 @@ impl Topics {
         ) -> Result<BTreeMap<String, String>, ConfigChangeError>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, TopicError> {
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         let topic = self.get(name).ok_or(TopicError::Unknown)?;
         let overrides = change(&topic.record.configs)?;
         let config = TopicConfig::resolve(&self.config, &overrides)?;
@@ -492,10 +482,7 @@ impl Topics {
 
     /// Deletes a topic: forgotten in the metadata first (durably), then its logs removed.
     pub fn delete(&self, name: &str) -> Result<(), TopicError> {
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         let topic = self.get(name).ok_or(TopicError::Unknown)?;
         let records: Vec<TopicRecord> = self
             .all()

@@ -79,30 +79,18 @@ impl PlacementState {
         replication_factor: usize,
         record_bundles: bool,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
-        let mut inner = self.lock()?;
-        let Inner {
-            view,
-            policy,
-            bundles,
-            rng,
-        } = &mut *inner;
-        let replicas = assign_replicas(
+        self.assign_added(
             topic,
+            0,
             partition_count,
             replication_factor,
-            view,
-            policy,
-            rng,
-        )?;
-        if record_bundles {
-            self.record_bundles(bundles, topic, 0, &replicas)?;
-        }
-        Ok(replicas)
+            record_bundles,
+        )
     }
 
-    /// Replicas for `added` new partitions of an existing topic that has `existing` (CreatePartitions
-    /// without an assignment), through the same pure code as [`Self::assign`]; with
-    /// `record_bundles`, the bundles of the new partitions are recorded as for a new topic.
+    /// Replicas for `added` new partitions of a topic that has `existing` (CreatePartitions without
+    /// an assignment; 0 for a new topic); with `record_bundles`, the bundles of the new partitions
+    /// are recorded with their owners.
     pub(crate) fn assign_added(
         &self,
         topic: &str,

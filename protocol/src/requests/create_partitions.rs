@@ -23,12 +23,8 @@ pub(crate) fn decode<S: Source>(
         topic.name = TopicName(s.string(c)?);
         topic.count = s.i32()?;
         // Each new partition's replica list; a topic never has more partitions than the bound.
-        topic.assignments = nullable_array(
-            s,
-            c,
-            array_bytes_min(c),
-            PARTITIONS_PER_TOPIC_MAX,
-            |s| {
+        topic.assignments =
+            nullable_array(s, c, array_bytes_min(c), PARTITIONS_PER_TOPIC_MAX, |s| {
                 let mut assignment = CreatePartitionsAssignment::default();
                 assignment.broker_ids = array(s, c, 4, REPLICAS_PER_PARTITION_MAX, |s| {
                     Ok(BrokerId(s.i32()?))
@@ -37,8 +33,7 @@ pub(crate) fn decode<S: Source>(
                     assignment.unknown_tagged_fields = s.unknown_tagged_fields()?;
                 }
                 Ok(assignment)
-            },
-        )?;
+            })?;
         if c {
             topic.unknown_tagged_fields = s.unknown_tagged_fields()?;
         }
