@@ -378,10 +378,10 @@ impl Topics {
         if replicas.len() <= topic.partitions.len() || partition_count > PARTITIONS_PER_TOPIC_MAX {
             return Err(TopicError::InvalidPartitions(partition_count));
         }
+        // The caller read the topic before this lock; a concurrent growth may have assigned the
+        // partitions it meant to add differently.
         if replicas[..topic.record.replicas.len()] != topic.record.replicas[..] {
-            return Err(TopicError::Storage(
-                "the existing partitions' replicas changed meanwhile".into(),
-            ));
+            return Err(TopicError::InvalidPartitions(partition_count));
         }
         let record = TopicRecord {
             replicas,
@@ -542,6 +542,73 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "spaces here", &"x".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad}");
         }
+    }
+
+    fn open(dir: &std::path::Path) -> Topics {
+        let log_dir = LogDir::open(dir, LogConfig::default()).expect("log dir");
+        let store = Box::new(crate::partition::metadata_store::FileMetadataStore::new(
+            dir,
+        ));
+        Topics::open(Arc::new(Config::default()), log_dir, store).expect("topics")
+    }
+
+    #[test]
+    fn added_partitions_and_altered_configs_are_durable_and_validate_only_changes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let topics = open(dir.path());
+        topics
+            .create("t", vec![vec![1]], BTreeMap::new(), false)
+            .expect("create");
+        let three = vec![vec![1]; 3];
+        topics
+            .add_partitions("t", three.clone(), true)
+            .expect("validate");
+        assert_eq!(topics.get("t").expect("t").partitions.len(), 1);
+        topics.add_partitions("t", three, false).expect("grow");
+        assert!(matches!(
+            topics.add_partitions("t", vec![vec![1]; 2], false),
+            Err(TopicError::InvalidPartitions(2))
+        ));
+        let retention = |current: &BTreeMap<String, String>| {
+            let mut next = current.clone();
+            next.insert("retention.ms".to_owned(), "1000".to_owned());
+            Ok(next)
+        };
+        topics
+            .alter_configs("t", retention, true)
+            .expect("validate");
+        assert!(topics.get("t").expect("t").record.configs.is_empty());
+        topics.alter_configs("t", retention, false).expect("alter");
+        let altered = topics.get("t").expect("t");
+        assert_eq!(altered.config.retention_ms, 1000);
+        let log_retention = altered.partitions[0]
+            .log
+            .config()
+            .expect("config")
+            .retention_ms;
+        assert_eq!(
+            log_retention,
+            Some(1000),
+            "the log has the new setting at once"
+        );
+        let bad = |_: &BTreeMap<String, String>| {
+            Ok(BTreeMap::from([(
+                "segment.bytes".to_owned(),
+                "1".to_owned(),
+            )]))
+        };
+        assert!(matches!(
+            topics.alter_configs("t", bad, false),
+            Err(TopicError::InvalidConfig(_))
+        ));
+        topics.close().expect("close");
+        drop(topics);
+
+        let reopened = open(dir.path());
+        let topic = reopened.get("t").expect("t");
+        assert_eq!(topic.partitions.len(), 3);
+        assert_eq!(topic.config.retention_ms, 1000);
+        reopened.close().expect("close");
     }
 
     #[test]
