@@ -285,6 +285,39 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// SET then DELETE of a key leaves every other override as it was and the key gone;
+        /// APPEND of a new item then SUBTRACT of it gives back the list in force before.
+        #[test]
+        fn set_delete_and_append_subtract_undo_each_other(
+            current in proptest::collection::btree_map("[a-d]\\.[a-d]", "[0-9]{1,3}", 0..5),
+            key in "[a-d]\\.[a-d]",
+            value in "[0-9]{1,3}",
+            base in proptest::collection::vec("[a-c]", 0..4),
+        ) {
+            let set = apply_incremental(&current, &[change(&key, 0, Some(&value))], is_list, effective)
+                .expect("set");
+            proptest::prop_assert_eq!(set.get(&key), Some(&value));
+            let deleted = apply_incremental(&set, &[change(&key, 1, None)], is_list, effective)
+                .expect("delete");
+            let mut expected = current.clone();
+            expected.remove(&key);
+            proptest::prop_assert_eq!(deleted, expected);
+
+            let mut listed = current.clone();
+            let mut unique = base.clone();
+            unique.dedup();
+            listed.insert("cleanup.policy".to_owned(), unique.join(","));
+            let appended = apply_incremental(
+                &listed, &[change("cleanup.policy", 2, Some("zz"))], is_list, effective,
+            ).expect("append");
+            let subtracted = apply_incremental(
+                &appended, &[change("cleanup.policy", 3, Some("zz"))], is_list, effective,
+            ).expect("subtract");
+            proptest::prop_assert_eq!(subtracted, listed);
+        }
+    }
+
     #[test]
     fn alter_configs_replaces_the_whole_set() {
         let after = apply_whole(&[("retention.ms".to_owned(), Some("5".to_owned()))]).expect("ok");
