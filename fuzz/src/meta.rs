@@ -15,7 +15,10 @@ pub const TARGETS: &[crate::Target] = &[("meta_journal", meta_journal)];
 pub fn meta_journal(data: &[u8]) {
     match scan_journal(data) {
         Ok(scan) => {
-            assert!(scan.valid_bytes <= data.len(), "valid prefix inside the input");
+            assert!(
+                scan.valid_bytes <= data.len(),
+                "valid prefix inside the input"
+            );
             if scan.valid_bytes == 0 {
                 assert!(scan.records.is_empty());
             } else {
@@ -23,7 +26,11 @@ pub fn meta_journal(data: &[u8]) {
                 for (index, change) in &scan.records {
                     encode_record(*index, change, &mut rebuilt);
                 }
-                assert_eq!(rebuilt, &data[..scan.valid_bytes], "records re-encode to the prefix");
+                assert_eq!(
+                    rebuilt,
+                    &data[..scan.valid_bytes],
+                    "records re-encode to the prefix"
+                );
             }
         }
         Err((offset, _reason)) => assert!(offset as usize <= data.len()),

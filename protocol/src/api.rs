@@ -30,7 +30,8 @@ const fn row(api_key: ApiKey, version_min: i16, version_max: i16, flexible: i16)
     }
 }
 
-/// Every API and version Skiff decodes, in api-key order. Fetch and Produce start at 0 so that
+/// Every API and version Skiff decodes, in api-key order (the config admin APIs at the end, on
+/// their own lines). Fetch and Produce start at 0 so that
 /// legacy clients (0.9/0.10) pass negotiation; ApiVersions stops at 3 (v4 adds nothing Skiff uses).
 pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::Produce, 0, 9, 9),
@@ -53,6 +54,10 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::InitProducerId, 0, 4, 2),
     row(ApiKey::DescribeConfigs, 0, 4, 4),
     row(ApiKey::SaslAuthenticate, 0, 2, 2),
+    // Config and partition admin APIs: every version Kafka 3.9 accepts.
+    row(ApiKey::AlterConfigs, 0, 2, 2),
+    row(ApiKey::CreatePartitions, 0, 3, 2),
+    row(ApiKey::IncrementalAlterConfigs, 0, 1, 1),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

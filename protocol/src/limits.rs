@@ -15,13 +15,13 @@ pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
 pub const FRAME_PREFIX_BYTES: usize = 4;
 
 /// Topics in one request (Metadata, Produce, Fetch, ListOffsets, OffsetCommit, OffsetFetch,
-/// CreateTopics, DeleteTopics, forgotten topics). Far above any real client (a Metadata request for
+/// CreateTopics, DeleteTopics, CreatePartitions, forgotten topics). Far above any real client (a Metadata request for
 /// a whole cluster is sent as "all topics", not a list) and small enough that a `Vec` of this many
 /// decoded structs stays in the tens of megabytes.
 pub const TOPICS_PER_REQUEST_MAX: usize = 100_000;
 
 /// Partitions one topic may have, and so partitions listed for one topic in one request (Produce,
-/// Fetch, ListOffsets, offsets APIs, CreateTopics assignments): the broker refuses to create more
+/// Fetch, ListOffsets, offsets APIs, CreateTopics and CreatePartitions assignments): the broker refuses to create more
 /// (INVALID_PARTITIONS), so no valid request names more. Each partition costs open files and index
 /// mappings on its broker.
 pub const PARTITIONS_PER_TOPIC_MAX: usize = 10_000;
@@ -36,10 +36,11 @@ pub const GROUP_PROTOCOLS_MAX: usize = 1_000;
 /// ListGroups filters).
 pub const GROUPS_PER_REQUEST_MAX: usize = 10_000;
 
-/// Config resources or config entries in one request (DescribeConfigs, CreateTopics configs).
+/// Config resources or config entries in one request (DescribeConfigs, AlterConfigs,
+/// IncrementalAlterConfigs, CreateTopics configs).
 pub const CONFIGS_PER_REQUEST_MAX: usize = 10_000;
 
-/// Replica broker ids in one partition assignment (CreateTopics).
+/// Replica broker ids in one partition assignment (CreateTopics, CreatePartitions).
 pub const REPLICAS_PER_PARTITION_MAX: usize = 1_000;
 
 /// Tagged fields in one tagged-field section. Kafka's schemas define at most a handful per struct.

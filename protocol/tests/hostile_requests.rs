@@ -97,6 +97,11 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::InitProducerId => Request::InitProducerId(InitProducerIdRequest::default()),
         ApiKey::DescribeConfigs => Request::DescribeConfigs(DescribeConfigsRequest::default()),
         ApiKey::SaslAuthenticate => Request::SaslAuthenticate(SaslAuthenticateRequest::default()),
+        ApiKey::AlterConfigs => Request::AlterConfigs(AlterConfigsRequest::default()),
+        ApiKey::CreatePartitions => Request::CreatePartitions(CreatePartitionsRequest::default()),
+        ApiKey::IncrementalAlterConfigs => {
+            Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }

@@ -26,13 +26,6 @@ JVM_OPTIONS = [
 ]
 
 
-# Skiff bugs these tests found (strict xfails until fixed: a fix turns them into failures to remove).
-BUG_BROKER_CONFIGS = (
-    "Skiff bug: DescribeConfigs v4 for resource type BROKER (4) is answered INVALID_REQUEST "
-    "'only topic configs can be described' (broker/src/handlers/describe_configs.rs)"
-)
-
-
 class AdminApiMissing(AssertionError):
     """The broker answered UNSUPPORTED_VERSION for an admin API (issue 14 item 4, not in Skiff yet)."""
 

@@ -5,7 +5,7 @@ runs in one JVM per module; each test asserts one of its checks."""
 
 import pytest
 
-from java_programs import BUG_BROKER_CONFIGS, run_program
+from java_programs import run_program
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 RECORDS_PER_CODEC = 400
@@ -50,7 +50,7 @@ def test_classic_group_commits_and_rebalances(java_classes, module_broker):
     "list_topics",
     "describe_topics",
     "describe_configs",
-    pytest.param("describe_broker_configs", marks=pytest.mark.xfail(strict=True, reason=BUG_BROKER_CONFIGS)),
+    "describe_broker_configs",
     "list_offsets",
     pytest.param("list_offsets_by_record_timestamp", marks=pytest.mark.xfail(strict=True, reason=(
         "Skiff bug: ListOffsets v7 by timestamp and MAX_TIMESTAMP (-3) answer the batch's base offset "

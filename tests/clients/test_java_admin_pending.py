@@ -1,6 +1,8 @@
-"""kafka-clients 4.x Admin calls for the admin APIs of issue 14 item 4, which Skiff does not have
-yet. Marked needs_admin_apis: until they land each must fail with the broker's
-UNSUPPORTED_VERSION, and only with that (conftest.py); then they run as ordinary tests."""
+"""kafka-clients 4.x Admin calls and Kafka's tools for the admin APIs of issue 14 item 4. Those Skiff
+does not have yet are marked needs_admin_apis: until they land each must fail with the broker's
+UNSUPPORTED_VERSION, and only with that (conftest.py); then they run as ordinary tests. The
+partition and config ones (CreatePartitions, IncrementalAlterConfigs) have landed and are
+unmarked."""
 
 import json
 import re
@@ -9,7 +11,7 @@ import pytest
 
 from java_programs import AdminApiMissing, run_program, run_tools
 
-pytestmark = pytest.mark.needs_admin_apis
+pending = pytest.mark.needs_admin_apis
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +28,11 @@ def pending_run(java_classes, tmp_path_factory):
 @pytest.mark.parametrize("check", [
     "create_partitions",
     "incremental_alter_configs",
-    "delete_records",
-    "offset_delete",
-    "delete_groups",
-    "describe_log_dirs",
-    "list_partition_reassignments",
+    pytest.param("delete_records", marks=pending),
+    pytest.param("offset_delete", marks=pending),
+    pytest.param("delete_groups", marks=pending),
+    pytest.param("describe_log_dirs", marks=pending),
+    pytest.param("list_partition_reassignments", marks=pending),
 ])
 def test_admin_client_pending(pending_run, check):
     pending_run.expect_pass(check)
@@ -104,11 +106,13 @@ def test_kafka_configs_alter(pending_tool_runs):
     assert re.search(r"^\s+retention\.ms=7200000 ", describe, re.M), describe
 
 
+@pending
 def test_kafka_delete_records(pending_tool_runs):
     out = tool_ok(pending_tool_runs, "delete_records")
     assert re.search(rf"partition: {TOOLS_TOPIC}-0\s+low_watermark: 10", out), out
 
 
+@pending
 def test_kafka_log_dirs(pending_tool_runs):
     out = tool_ok(pending_tool_runs, "log_dirs")
     described = json.loads(out.strip().splitlines()[-1])
@@ -118,6 +122,7 @@ def test_kafka_log_dirs(pending_tool_runs):
     assert any(p["partition"] == f"{TOOLS_TOPIC}-0" and p["size"] > 0 for p in partitions), described
 
 
+@pending
 def test_kafka_consumer_groups_delete(pending_tool_runs):
     tool_ok(pending_tool_runs, "consumer_perf")
     tool_ok(pending_tool_runs, "delete_offsets")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from java_programs import BUG_BROKER_CONFIGS, run_tools
+from java_programs import run_tools
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
@@ -121,16 +121,12 @@ def test_kafka_configs_describe(tool_runs):
     assert re.search(r"^\s+retention\.ms=3600000 sensitive=false", topic, re.M), topic
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_BROKER_CONFIGS)
 def test_kafka_configs_describe_broker(tool_runs):
     broker = ok(tool_runs, "configs_broker")
     assert f"All configs for broker {NODE_ID} are:" in broker, broker
     assert re.search(r"^\s+log\.retention\.(hours|ms)=\S+", broker, re.M), broker
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Skiff bug: DescribeConfigs v4 with include_synonyms=true answers no synonyms "
-    "(Kafka lists DYNAMIC_TOPIC_CONFIG:retention.ms=... then the broker default log.retention.ms)"))
 def test_kafka_configs_describe_synonyms(tool_runs):
     topic = ok(tool_runs, "configs_topic")
     assert re.search(r"synonyms=\{DYNAMIC_TOPIC_CONFIG:retention\.ms=3600000", topic), topic

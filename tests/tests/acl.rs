@@ -504,3 +504,97 @@ async fn super_users_and_allow_everyone_and_bad_start_up_files() -> anyhow::Resu
     assert!(error.contains("super.users"), "{error}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_and_config_changes_are_checked_with_kafkas_codes() -> anyhow::Result<()> {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::incremental_alter_configs_request as incremental;
+    let directory = tempfile::tempdir()?;
+    let acl_path = directory.path().join("acls.txt");
+    std::fs::write(
+        &acl_path,
+        "allow User:ANONYMOUS create cluster\n\
+         allow User:ANONYMOUS alter topic:a-1\n\
+         allow User:ANONYMOUS alter-configs topic:a-2\n",
+    )?;
+    let broker = start(&acl_path, &[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    for topic in ["a-1", "a-2"] {
+        create_topic(&mut client, topic, &[]).await?;
+    }
+
+    // CreatePartitions: Alter on the topic.
+    let grow = CreatePartitionsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(
+            ["a-1", "a-2"]
+                .iter()
+                .map(|topic| {
+                    CreatePartitionsTopic::default()
+                        .with_name(topic_name(topic))
+                        .with_count(2)
+                        .with_assignments(None)
+                })
+                .collect(),
+        );
+    let grown: CreatePartitionsResponse =
+        client.request(ApiKey::CreatePartitions, 1, &grow).await?;
+    let codes: Vec<i16> = grown
+        .results
+        .iter()
+        .map(|result| result.error_code)
+        .collect();
+    assert_eq!(codes, [0, TOPIC_AUTHORIZATION_FAILED]);
+
+    // IncrementalAlterConfigs and AlterConfigs: AlterConfigs on the topic, on the cluster for a
+    // broker.
+    let resources = [(2i8, "a-2"), (2, "a-1"), (4, "1")];
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(
+        resources
+            .iter()
+            .map(|(resource_type, name)| {
+                incremental::AlterConfigsResource::default()
+                    .with_resource_type(*resource_type)
+                    .with_resource_name(StrBytes::from_string((*name).to_owned()))
+                    .with_configs(vec![incremental::AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str("retention.ms"))
+                        .with_value(Some(StrBytes::from_static_str("1000")))])
+            })
+            .collect(),
+    );
+    let altered: IncrementalAlterConfigsResponse = client
+        .request(ApiKey::IncrementalAlterConfigs, 1, &alter)
+        .await?;
+    let codes: Vec<i16> = altered
+        .responses
+        .iter()
+        .map(|result| result.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        [0, TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED]
+    );
+    use kafka_protocol::messages::alter_configs_request as legacy;
+    let alter = AlterConfigsRequest::default().with_resources(
+        resources
+            .iter()
+            .map(|(resource_type, name)| {
+                legacy::AlterConfigsResource::default()
+                    .with_resource_type(*resource_type)
+                    .with_resource_name(StrBytes::from_string((*name).to_owned()))
+            })
+            .collect(),
+    );
+    let altered: AlterConfigsResponse = client.request(ApiKey::AlterConfigs, 0, &alter).await?;
+    let codes: Vec<i16> = altered
+        .responses
+        .iter()
+        .map(|result| result.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        [0, TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED]
+    );
+    broker.stop().await;
+    Ok(())
+}

@@ -193,6 +193,99 @@ async fn every_advertised_version_answers() -> anyhow::Result<()> {
         answered += 1;
     }
 
+    // Broker resources, with synonyms from v1 and documentation from v3.
+    for version in advertised(&versions, ApiKey::DescribeConfigs) {
+        let request = DescribeConfigsRequest::default()
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("1"))
+                .with_configuration_keys(None)])
+            .with_include_synonyms(version >= 1)
+            .with_include_documentation(version >= 3);
+        let response: DescribeConfigsResponse = client
+            .request(ApiKey::DescribeConfigs, version, &request)
+            .await?;
+        let result = &response.results[0];
+        assert_eq!(result.error_code, 0, "DescribeConfigs broker v{version}");
+        assert!(result
+            .configs
+            .iter()
+            .any(|config| config.name.as_str() == "log.retention.ms"));
+        answered += 1;
+    }
+
+    for version in advertised(&versions, ApiKey::CreatePartitions) {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        // created-v0 has 2 partitions; each version adds one.
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name("created-v0"))
+                .with_count(3 + i32::from(version))
+                .with_assignments(None)]);
+        let response: CreatePartitionsResponse = client
+            .request(ApiKey::CreatePartitions, version, &request)
+            .await?;
+        assert_eq!(
+            response.results[0].error_code, 0,
+            "CreatePartitions v{version}: {:?}",
+            response.results[0]
+        );
+        answered += 1;
+    }
+
+    for version in advertised(&versions, ApiKey::IncrementalAlterConfigs) {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("created-v0"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_string(format!(
+                        "{}",
+                        1000 + version
+                    ))))]),
+        ]);
+        let response: IncrementalAlterConfigsResponse = client
+            .request(ApiKey::IncrementalAlterConfigs, version, &request)
+            .await?;
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "IncrementalAlterConfigs v{version}: {:?}",
+            response.responses[0]
+        );
+        answered += 1;
+    }
+
+    for version in advertised(&versions, ApiKey::AlterConfigs) {
+        use kafka_protocol::messages::alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let request =
+            AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("created-v0"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("segment.ms"))
+                    .with_value(Some(StrBytes::from_string(format!(
+                        "{}",
+                        60_000 + i32::from(version)
+                    ))))])]);
+        let response: AlterConfigsResponse = client
+            .request(ApiKey::AlterConfigs, version, &request)
+            .await?;
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "AlterConfigs v{version}: {:?}",
+            response.responses[0]
+        );
+        answered += 1;
+    }
+
     for version in advertised(&versions, ApiKey::DeleteTopics) {
         let topic = format!("created-v{version}");
         let request = if version >= 6 {
@@ -490,6 +583,10 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::InitProducerId,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    // Config and partition admin APIs.
+    ApiKey::AlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::IncrementalAlterConfigs,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

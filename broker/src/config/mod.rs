@@ -224,11 +224,14 @@ macro_rules! config_keys {
         #[derive(Debug, Clone)]
         pub struct Config {
             $( #[doc = $doc] pub $field: $ty, )*
+            /// The keys given in the config file or on the command line (DescribeConfigs reports
+            /// them as STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG).
+            pub explicitly_set: std::collections::BTreeSet<String>,
         }
 
         impl Default for Config {
             fn default() -> Self {
-                Self { $( $field: $default, )* }
+                Self { $( $field: $default, )* explicitly_set: Default::default() }
             }
         }
 
@@ -244,10 +247,39 @@ macro_rules! config_keys {
                     $( $key => self.$field = FromConfigValue::from_value(key, value)?, )*
                     _ => return Err(ConfigError::UnknownKey { key: key.to_owned() }),
                 }
+                self.explicitly_set.insert(key.to_owned());
                 Ok(())
+            }
+
+            /// The value of `key` as written in a config file (`Some(None)` for an optional key
+            /// left unset), or `None` for a key Skiff does not know.
+            pub fn value_text(&self, key: &str) -> Option<Option<String>> {
+                match key {
+                    $( $key => Some(config_text(&format!("{:?}", self.$field))), )*
+                    _ => None,
+                }
             }
         }
     };
+}
+
+/// A value's config-file text from its `Debug` form (which every config type writes as the value
+/// would be written in a file, see `skiff config-keys`): `None` and `Some(..)` of optional keys
+/// unwrapped, quoted strings unquoted.
+fn config_text(debug: &str) -> Option<String> {
+    if debug == "None" {
+        return None;
+    }
+    let inner = debug
+        .strip_prefix("Some(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or(debug);
+    if inner.starts_with('"') {
+        if let Ok(text) = serde_json::from_str::<String>(inner) {
+            return Some(text);
+        }
+    }
+    Some(inner.to_owned())
 }
 
 /// `queued.max.request.bytes` default: 512 MiB of request frames in memory at once, across
@@ -630,6 +662,36 @@ mod tests {
         assert!(!config.auto_create_topics_enable);
         assert_eq!(config.log_dirs, PathBuf::from("/tmp/x"));
         assert_eq!(config.down_conversion_mode, DownConversionMode::Eager);
+    }
+
+    #[test]
+    fn values_read_back_as_written_and_set_keys_are_remembered() {
+        let mut config = Config::default();
+        config.apply_override("log.dirs=/tmp/x").expect("path");
+        config.apply_override("num.partitions=3").expect("number");
+        assert_eq!(
+            config.value_text("log.dirs"),
+            Some(Some("/tmp/x".to_owned()))
+        );
+        assert_eq!(
+            config.value_text("num.partitions"),
+            Some(Some("3".to_owned()))
+        );
+        assert_eq!(
+            config.value_text("listeners"),
+            Some(Some("PLAINTEXT://127.0.0.1:9092".to_owned()))
+        );
+        assert_eq!(
+            config.value_text("auto.create.topics.enable"),
+            Some(Some("true".to_owned()))
+        );
+        assert_eq!(config.value_text("skiff.acl.file"), Some(None));
+        assert_eq!(config.value_text("log.dirz"), None);
+        assert!(config.explicitly_set.contains("log.dirs"));
+        assert!(!config.explicitly_set.contains("listeners"));
+        for (key, _, _) in keys() {
+            assert!(config.value_text(key).is_some(), "{key}");
+        }
     }
 
     #[test]

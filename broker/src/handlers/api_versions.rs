@@ -127,6 +127,7 @@ mod tests {
             (CreateTopics, 0, 2),
             (DeleteTopics, 0, 1),
             (DescribeConfigs, 0, 0),
+            (AlterConfigs, 0, 0),
             (FindCoordinator, 0, 1),
             (JoinGroup, 0, 2),
             (SyncGroup, 0, 1),

@@ -1,28 +1,204 @@
-//! DescribeConfigs for topics: every topic-level key Skiff understands with its effective value,
-//! marked default or not. Broker resources get their error per resource. A topic needs
-//! DescribeConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker DescribeConfigs on the cluster
+//! DescribeConfigs for topics and for this broker. A topic shows every topic-level key Skiff
+//! understands with its effective value and source (its override: DYNAMIC_TOPIC_CONFIG; else its
+//! broker key's: STATIC_BROKER_CONFIG when set in the config file, DEFAULT_CONFIG otherwise); with
+//! `include_synonyms` (v1+) each carries Kafka's synonyms, the override first, then the broker key
+//! it defaults to. A broker (named by this node's id) shows every broker key by Kafka's name,
+//! read-only (Skiff changes none at runtime), sensitive values hidden; the empty broker name (the
+//! cluster's dynamic defaults) has none. A topic needs DescribeConfigs on it
+//! (TOPIC_AUTHORIZATION_FAILED), a broker DescribeConfigs on the cluster
 //! (CLUSTER_AUTHORIZATION_FAILED).
 
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
+use super::config_resources::{
+    RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC, SOURCE_DEFAULT_CONFIG,
+    SOURCE_DYNAMIC_TOPIC_CONFIG, SOURCE_STATIC_BROKER_CONFIG,
+};
 use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
-use crate::partition::topic_config::TOPIC_CONFIG_KEYS;
+use crate::partition::topic_config::{broker_synonym, TopicConfig, TOPIC_CONFIG_KEYS};
 use crate::security::acl::{Operation, ResourceType};
 
-/// Kafka's resource type code for topics.
-const RESOURCE_TYPE_TOPIC: i8 = 2;
-/// Kafka's resource type codes for a broker and a broker's loggers.
-const RESOURCE_TYPE_BROKER: i8 = 4;
-const RESOURCE_TYPE_BROKER_LOGGER: i8 = 8;
-/// Config sources as DescribeConfigs v1+ reports them.
-const SOURCE_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
+/// First version naming each entry's source and synonyms (v0 has `is_default` only).
+const CONFIG_SOURCE_VERSION_MIN: i16 = 1;
+/// First version with documentation.
+const DOCUMENTATION_VERSION_MIN: i16 = 3;
+
+/// What the request asks about each entry.
+struct Wanted<'a> {
+    keys: Option<&'a [StrBytes]>,
+    version: i16,
+    synonyms: bool,
+    documentation: bool,
+}
+
+impl Wanted<'_> {
+    fn key(&self, key: &str) -> bool {
+        self.keys
+            .is_none_or(|keys| keys.iter().any(|wanted| wanted.as_str() == key))
+    }
+
+    /// One entry: `synonyms` in Kafka's order (most specific first), the first one being the
+    /// value's source.
+    fn entry(
+        &self,
+        name: &str,
+        value: Option<String>,
+        read_only: bool,
+        sensitive: bool,
+        synonyms: Vec<(String, Option<String>, i8)>,
+        documentation: Option<&str>,
+    ) -> DescribeConfigsResourceResult {
+        let source = synonyms
+            .first()
+            .map_or(SOURCE_DEFAULT_CONFIG, |(_, _, source)| *source);
+        let hide = |value: Option<String>| if sensitive { None } else { value };
+        let mut entry = DescribeConfigsResourceResult::default()
+            .with_name(StrBytes::from_string(name.to_owned()))
+            .with_value(hide(value).map(StrBytes::from_string))
+            .with_read_only(read_only)
+            .with_is_sensitive(sensitive);
+        if self.version < CONFIG_SOURCE_VERSION_MIN {
+            return entry.with_is_default(source == SOURCE_DEFAULT_CONFIG);
+        }
+        entry = entry.with_config_source(source);
+        if self.synonyms {
+            entry = entry.with_synonyms(
+                synonyms
+                    .into_iter()
+                    .map(|(name, value, source)| {
+                        DescribeConfigsSynonym::default()
+                            .with_name(StrBytes::from_string(name))
+                            .with_value(hide(value).map(StrBytes::from_string))
+                            .with_source(source)
+                    })
+                    .collect(),
+            );
+        }
+        if self.version >= DOCUMENTATION_VERSION_MIN {
+            entry = entry.with_documentation(
+                documentation
+                    .filter(|_| self.documentation)
+                    .map(|text| StrBytes::from_string(text.to_owned())),
+            );
+        }
+        entry
+    }
+}
+
+/// Whether a broker key holds a secret that DescribeConfigs must not show: Kafka's PASSWORD-typed
+/// keys (`*.password`, `sasl.jaas.config`, the PEM key and chain given inline).
+fn is_sensitive(key: &str) -> bool {
+    key.ends_with(".password")
+        || matches!(
+            key,
+            "sasl.jaas.config"
+                | "ssl.keystore.key"
+                | "ssl.keystore.certificate.chain"
+                | "ssl.truststore.certificates"
+        )
+}
+
+/// The broker key `key` as a synonym: its value and whether the config file set it.
+fn broker_key_synonym(
+    ctx: &Ctx,
+    key: &str,
+    fallback: Option<String>,
+) -> (String, Option<String>, i8) {
+    let value = ctx.config.value_text(key);
+    let source = if ctx.config.explicitly_set.contains(key) {
+        SOURCE_STATIC_BROKER_CONFIG
+    } else {
+        SOURCE_DEFAULT_CONFIG
+    };
+    // A broker key Skiff does not have (log.message.timestamp.type, log.cleanup.policy, ...)
+    // stands at Kafka's default, which is the topic default Skiff applies.
+    (key.to_owned(), value.unwrap_or(fallback), source)
+}
+
+fn describe_topic(
+    ctx: &Ctx,
+    resource: &DescribeConfigsResource,
+    wanted: &Wanted<'_>,
+) -> Result<Vec<DescribeConfigsResourceResult>, (i16, Option<String>)> {
+    let Some(topic) = ctx.topics.get(resource.resource_name.as_str()) else {
+        return Err((error_code::UNKNOWN_TOPIC_OR_PARTITION, None));
+    };
+    // The value each key would have without the topic's overrides.
+    let defaults = TopicConfig::resolve(&ctx.config, &BTreeMap::new()).ok();
+    Ok(TOPIC_CONFIG_KEYS
+        .iter()
+        .filter(|key| wanted.key(key))
+        .map(|key| {
+            let mut synonyms = Vec::new();
+            if let Some(value) = topic.record.configs.get(*key) {
+                synonyms.push((
+                    (*key).to_owned(),
+                    Some(value.clone()),
+                    SOURCE_DYNAMIC_TOPIC_CONFIG,
+                ));
+            }
+            if let Some(broker_key) = broker_synonym(key) {
+                let fallback = defaults.as_ref().and_then(|config| config.value_of(key));
+                synonyms.push(broker_key_synonym(ctx, broker_key, fallback));
+            }
+            wanted.entry(
+                key,
+                topic.config.value_of(key),
+                false,
+                false,
+                synonyms,
+                None,
+            )
+        })
+        .collect())
+}
+
+fn describe_broker(
+    ctx: &Ctx,
+    resource: &DescribeConfigsResource,
+    wanted: &Wanted<'_>,
+) -> Result<Vec<DescribeConfigsResourceResult>, (i16, Option<String>)> {
+    let name = resource.resource_name.as_str();
+    let invalid = |message: String| (error_code::INVALID_REQUEST, Some(message));
+    if name.is_empty() {
+        // The cluster-wide dynamic defaults: Skiff has no dynamic broker config.
+        return Ok(Vec::new());
+    }
+    let id: i32 = name
+        .parse()
+        .map_err(|_| invalid(format!("Broker id must be an integer, but it is: {name}")))?;
+    if id != ctx.config.node_id {
+        return Err(invalid(format!(
+            "Unexpected broker id, expected {} or empty string, but received {name}",
+            ctx.config.node_id
+        )));
+    }
+    Ok(crate::config::keys()
+        .into_iter()
+        .filter(|(key, _, _)| wanted.key(key))
+        .map(|(key, _, documentation)| {
+            let synonym = broker_key_synonym(ctx, key, None);
+            let value = synonym.1.clone();
+            wanted.entry(
+                key,
+                value,
+                true,
+                is_sensitive(key),
+                vec![synonym],
+                Some(documentation),
+            )
+        })
+        .collect())
+}
 
 pub(crate) fn handle(
     ctx: &Ctx,
@@ -33,7 +209,7 @@ pub(crate) fn handle(
     let access = ctx.access(session, header.request_api_key);
     let results = request
         .resources
-        .into_iter()
+        .iter()
         .map(|resource| {
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
@@ -53,46 +229,46 @@ pub(crate) fn handle(
             if let Some(code) = refused {
                 return result.with_error_code(code);
             }
-            if resource.resource_type != RESOURCE_TYPE_TOPIC {
-                return result
-                    .with_error_code(error_code::INVALID_REQUEST)
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "only topic configs can be described",
-                    )));
+            let wanted = Wanted {
+                keys: resource.configuration_keys.as_deref(),
+                version: header.request_api_version,
+                synonyms: request.include_synonyms,
+                documentation: request.include_documentation,
+            };
+            let described = match resource.resource_type {
+                RESOURCE_TYPE_TOPIC => describe_topic(ctx, resource, &wanted),
+                RESOURCE_TYPE_BROKER => describe_broker(ctx, resource, &wanted),
+                RESOURCE_TYPE_BROKER_LOGGER => Err((
+                    error_code::INVALID_REQUEST,
+                    Some("broker loggers are not configurable: Skiff's log filter is set at start (RUST_LOG)".to_owned()),
+                )),
+                other => Err((
+                    error_code::INVALID_REQUEST,
+                    Some(format!("Unsupported resource type {other}")),
+                )),
+            };
+            match described {
+                Ok(configs) => result
+                    .with_error_code(error_code::NONE)
+                    .with_configs(configs),
+                Err((code, message)) => result
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string)),
             }
-            let Some(topic) = ctx.topics.get(resource.resource_name.as_str()) else {
-                return result.with_error_code(error_code::UNKNOWN_TOPIC_OR_PARTITION);
-            };
-            let wanted = |key: &str| {
-                resource
-                    .configuration_keys
-                    .as_ref()
-                    .is_none_or(|keys| keys.iter().any(|wanted| wanted.as_str() == key))
-            };
-            let configs = TOPIC_CONFIG_KEYS
-                .iter()
-                .filter(|key| wanted(key))
-                .map(|key| {
-                    let overridden = topic.record.configs.contains_key(*key);
-                    let result = DescribeConfigsResourceResult::default()
-                        .with_name(StrBytes::from_static_str(key))
-                        .with_value(topic.config.value_of(key).map(StrBytes::from_string));
-                    // v0 says "is default"; v1+ name the source instead.
-                    if header.request_api_version == 0 {
-                        result.with_is_default(!overridden)
-                    } else {
-                        result.with_config_source(if overridden {
-                            SOURCE_TOPIC
-                        } else {
-                            SOURCE_DEFAULT
-                        })
-                    }
-                })
-                .collect();
-            result
-                .with_error_code(error_code::NONE)
-                .with_configs(configs)
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_keys_are_sensitive_and_paths_are_not() {
+        assert!(is_sensitive("ssl.keystore.password"));
+        assert!(is_sensitive("sasl.jaas.config"));
+        assert!(!is_sensitive("ssl.keystore.location"));
+        assert!(!is_sensitive("log.dirs"));
+    }
 }

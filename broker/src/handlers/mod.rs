@@ -7,6 +7,12 @@
 
 mod api_versions;
 
+// Config and partition admin APIs, and what their handlers share.
+mod alter_configs;
+mod config_resources;
+mod create_partitions;
+mod incremental_alter_configs;
+
 mod create_topics;
 mod delete_topics;
 mod describe_configs;
@@ -63,6 +69,10 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::InitProducerId,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    // Config and partition admin APIs.
+    ApiKey::AlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::IncrementalAlterConfigs,
 ];
 
 /// What to do after a frame.
@@ -286,6 +296,19 @@ async fn dispatch(
         Request::SaslAuthenticate(request) => encode(
             &header,
             &sasl_authenticate::handle(None, &header, request).0,
+        ),
+        // Config and partition admin APIs.
+        Request::AlterConfigs(request) => encode(
+            &header,
+            &alter_configs::handle(ctx, session, &header, request).await,
+        ),
+        Request::CreatePartitions(request) => encode(
+            &header,
+            &create_partitions::handle(ctx, session, &header, request).await,
+        ),
+        Request::IncrementalAlterConfigs(request) => encode(
+            &header,
+            &incremental_alter_configs::handle(ctx, session, &header, request).await,
         ),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.

@@ -20,7 +20,7 @@ pub struct TopicRecord {
     pub topic_id: String,
     /// Replica node ids per partition; the first is the preferred leader.
     pub replicas: Vec<Vec<i32>>,
-    /// Topic-level config overrides as given at creation.
+    /// Topic-level config overrides, as given at creation or last altered.
     pub configs: BTreeMap<String, String>,
 }
 
@@ -30,6 +30,13 @@ pub trait MetadataStore: Send + Sync {
     fn load(&self) -> std::io::Result<Vec<TopicRecord>>;
     /// Replaces the stored set with `topics`, durably, before returning.
     fn save(&self, topics: &[TopicRecord]) -> std::io::Result<()>;
+    /// Stores the config overrides of `topic` (as they are in `topics`, the whole set), durably,
+    /// before returning. Its own call because a cluster keeps overrides apart from the topic
+    /// (`R/configs/topics/<topic>`) and writes only that one key; the file store rewrites its file.
+    fn save_topic_configs(&self, topics: &[TopicRecord], topic: &str) -> std::io::Result<()> {
+        debug_assert!(topics.iter().any(|record| record.name == topic));
+        self.save(topics)
+    }
 }
 
 /// The single-node store: one JSON file.

@@ -1,11 +1,13 @@
 //! Topics and their partitions on this broker: the topic registry and its durable file
-//! ([`topics`], [`metadata_store`]), per-topic configs ([`topic_config`]), idempotent producer
+//! ([`topics`], [`metadata_store`]), per-topic configs ([`topic_config`]) and what an alter request
+//! does to them ([`config_change`]), idempotent producer
 //! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
 //! ([`readable_end`]) and the glue from a fetch to the down-converter ([`conversion`]).
 //!
 //! Must never: parse wire bytes (that is `skiff-protocol`) or manage segments (that is
 //! `skiff-storage`).
 
+pub mod config_change;
 pub(crate) mod conversion;
 pub mod metadata_store;
 pub mod producer_state;

@@ -1,5 +1,5 @@
 //! Per-topic configuration: Kafka's topic-level keys with the broker's defaults behind them, as
-//! CreateTopics sets them and DescribeConfigs reports them.
+//! CreateTopics and the alter-config APIs set them and DescribeConfigs reports them.
 //!
 //! Must never: accept a key it does not understand or a value outside its bound (the topic would
 //! then silently behave differently from what the operator asked).
@@ -45,7 +45,8 @@ pub struct TopicConfig {
     pub flush_ms: u64,
 }
 
-/// Why a topic config was refused (CreateTopics answers INVALID_CONFIG with the message).
+/// Why a topic config was refused (CreateTopics and the alter-config APIs answer INVALID_CONFIG
+/// with the message).
 #[derive(Debug, thiserror::Error)]
 #[error("invalid topic config {key}={value}: {reason}")]
 pub struct TopicConfigError {
@@ -71,6 +72,31 @@ pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "segment.bytes",
     "segment.ms",
 ];
+
+/// The broker key whose value a topic key defaults to (Kafka's synonym, as DescribeConfigs
+/// reports it), for every key in [`TOPIC_CONFIG_KEYS`].
+pub fn broker_synonym(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "cleanup.policy" => "log.cleanup.policy",
+        "compression.type" => "compression.type",
+        "flush.messages" => "log.flush.interval.messages",
+        "flush.ms" => "log.flush.interval.ms",
+        "max.message.bytes" => "message.max.bytes",
+        "message.downconversion.enable" => "log.message.downconversion.enable",
+        "message.timestamp.type" => "log.message.timestamp.type",
+        "retention.bytes" => "log.retention.bytes",
+        "retention.ms" => "log.retention.ms",
+        "segment.bytes" => "log.segment.bytes",
+        "segment.ms" => "log.roll.ms",
+        _ => return None,
+    })
+}
+
+/// Whether a topic key is list-typed in Kafka (IncrementalAlterConfigs may APPEND to and
+/// SUBTRACT from it). Of the keys Skiff honours, only `cleanup.policy` is.
+pub fn is_list_key(key: &str) -> bool {
+    key == "cleanup.policy"
+}
 
 impl TopicConfig {
     /// The broker defaults with `overrides` (topic-level keys) applied.
@@ -149,8 +175,12 @@ impl TopicConfig {
                 _ => return Err(error("unknown compression type")),
             },
             "cleanup.policy" => {
-                if value != "delete" {
-                    return Err(error("only delete is supported"));
+                // A list in Kafka ("delete,compact"); "delete" alone is the one policy Skiff has.
+                let mut policies = value.split(',').map(str::trim);
+                if policies.next() != Some("delete") || policies.next().is_some() {
+                    return Err(error(
+                        "only delete is supported (Skiff does not compact logs)",
+                    ));
                 }
             }
             "flush.messages" => {
@@ -213,10 +243,11 @@ mod tests {
     }
 
     #[test]
-    fn every_listed_key_has_a_value() {
+    fn every_listed_key_has_a_value_and_a_synonym() {
         let config = TopicConfig::resolve(&Config::default(), &BTreeMap::new()).expect("defaults");
         for key in TOPIC_CONFIG_KEYS {
             assert!(config.value_of(key).is_some(), "{key}");
+            assert!(broker_synonym(key).is_some(), "{key}");
         }
     }
 }

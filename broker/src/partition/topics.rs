@@ -1,6 +1,7 @@
-//! The broker's topics: names, ids, configs and the partition logs behind them. Creation and deletion
-//! go through here so the durable metadata and the logs on disk change together; reads of the topic
-//! map never wait for a creation in progress.
+//! The broker's topics: names, ids, configs and the partition logs behind them. Creation, deletion,
+//! added partitions and config changes go through here so the durable metadata and the logs on disk
+//! change together; reads of the topic map never wait for a change in progress (a change puts a
+//! new `Arc<Topic>` in the map; a request holding the old one finishes with it).
 //!
 //! Must never: report a topic whose logs are not open, or forget one whose metadata was saved.
 
@@ -11,6 +12,7 @@ use rand::RngCore;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
+use crate::partition::config_change::ConfigChangeError;
 use crate::partition::metadata_store::{MetadataStore, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::readable_end::ReadableEnd;
@@ -135,6 +137,10 @@ pub enum TopicError {
     /// INVALID_CONFIG (40).
     #[error(transparent)]
     InvalidConfig(#[from] TopicConfigError),
+    /// A config change refused before its values were looked at (INVALID_REQUEST or
+    /// INVALID_CONFIG).
+    #[error(transparent)]
+    ConfigChange(#[from] ConfigChangeError),
     /// KAFKA_STORAGE_ERROR (56).
     #[error("storage: {0}")]
     Storage(String),
@@ -150,6 +156,7 @@ impl TopicError {
             Self::InvalidPartitions(_) => 37,
             Self::InvalidReplicationFactor(_) => 38,
             Self::InvalidConfig(_) => 40,
+            Self::ConfigChange(error) => error.code(),
             Self::Storage(_) => 56,
         }
     }
@@ -232,27 +239,9 @@ impl Topics {
     ) -> Result<Topic, TopicError> {
         let topic_config = TopicConfig::resolve(config, &record.configs)?;
         let storage_config = log_config(&topic_config, config);
-        let mut partitions = Vec::with_capacity(record.replicas.len());
-        for index in 0..record.replicas.len() {
-            let index =
-                i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
-            let log = match log_dir.log(&record.name, index).map_err(storage)? {
-                Some(log) => {
-                    log.set_config(storage_config.clone()).map_err(storage)?;
-                    log
-                }
-                None => log_dir
-                    .create(&record.name, index, Some(storage_config.clone()))
-                    .map_err(storage)?,
-            };
-            let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
-            partitions.push(Arc::new(Partition {
-                index,
-                log,
-                producers,
-                readable_end: ReadableEnd::default(),
-            }));
-        }
+        let partitions = (0..record.replicas.len())
+            .map(|index| Self::open_partition(log_dir, &record.name, index, &storage_config))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
             name: record.name.clone(),
             topic_id: parse_topic_id(&record.topic_id),
@@ -260,6 +249,40 @@ impl Topics {
             record,
             partitions,
         })
+    }
+
+    /// Opens partition `index` of `topic`: its log as recovered at open (with `storage_config`),
+    /// or a new one if it has none, and its producer state.
+    fn open_partition(
+        log_dir: &LogDir,
+        topic: &str,
+        index: usize,
+        storage_config: &LogConfig,
+    ) -> Result<Arc<Partition>, TopicError> {
+        let index = i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
+        let log = match log_dir.log(topic, index).map_err(storage)? {
+            Some(log) => {
+                log.set_config(storage_config.clone()).map_err(storage)?;
+                log
+            }
+            None => log_dir
+                .create(topic, index, Some(storage_config.clone()))
+                .map_err(storage)?,
+        };
+        let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
+        Ok(Arc::new(Partition {
+            index,
+            log,
+            producers,
+            readable_end: ReadableEnd::default(),
+        }))
+    }
+
+    /// Taken for every change of the topic set, so the saved metadata is always a consistent set.
+    fn change_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>, TopicError> {
+        self.changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))
     }
 
     /// The topic with this name.
@@ -290,10 +313,7 @@ impl Topics {
             return Err(TopicError::InvalidPartitions(partition_count));
         }
         TopicConfig::resolve(&self.config, &configs)?;
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         if self.get(name).is_some() {
             return Err(TopicError::AlreadyExists);
         }
@@ -341,12 +361,128 @@ impl Topics {
         }))
     }
 
+    /// Grows `name` to `replicas.len()` partitions: `replicas` is the whole assignment, the
+    /// existing partitions' replicas first, unchanged. The new partitions' logs are created before
+    /// the metadata naming them is saved, so a restart never finds a partition without its log
+    /// (a log without its metadata is opened again by the next attempt). With `validate_only`,
+    /// stops after validation.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        replicas: Vec<Vec<i32>>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let _change = self.change_lock()?;
+        let topic = self.get(name).ok_or(TopicError::Unknown)?;
+        let partition_count = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
+        if replicas.len() <= topic.partitions.len() || partition_count > PARTITIONS_PER_TOPIC_MAX {
+            return Err(TopicError::InvalidPartitions(partition_count));
+        }
+        // The caller read the topic before this lock; a concurrent growth may have assigned the
+        // partitions it meant to add differently.
+        if replicas[..topic.record.replicas.len()] != topic.record.replicas[..] {
+            return Err(TopicError::InvalidPartitions(partition_count));
+        }
+        let record = TopicRecord {
+            replicas,
+            ..topic.record.clone()
+        };
+        if validate_only {
+            return Ok(topic);
+        }
+        let storage_config = log_config(&topic.config, &self.config);
+        let mut partitions = topic.partitions.clone();
+        {
+            let log_dir = self.log_dir.lock().map_err(storage)?;
+            let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+            for index in topic.partitions.len()..record.replicas.len() {
+                partitions.push(Self::open_partition(log_dir, name, index, &storage_config)?);
+            }
+        }
+        let grown = Arc::new(Topic {
+            name: topic.name.clone(),
+            topic_id: topic.topic_id,
+            config: topic.config.clone(),
+            record,
+            partitions,
+        });
+        self.replace(grown.clone(), |store, records| store.save(records))?;
+        Ok(grown)
+    }
+
+    /// Replaces the config overrides of `name` with what `change` makes of the current ones
+    /// (computed under the change lock, so concurrent alters never lose one another; validated
+    /// before anything changes), effective at once: every partition's log gets the new settings
+    /// and later requests see the new config. With `validate_only`, returns the topic as it would
+    /// be without changing anything.
+    pub fn alter_configs(
+        &self,
+        name: &str,
+        change: impl FnOnce(
+            &BTreeMap<String, String>,
+        ) -> Result<BTreeMap<String, String>, ConfigChangeError>,
+        validate_only: bool,
+    ) -> Result<Arc<Topic>, TopicError> {
+        let _change = self.change_lock()?;
+        let topic = self.get(name).ok_or(TopicError::Unknown)?;
+        let overrides = change(&topic.record.configs)?;
+        let config = TopicConfig::resolve(&self.config, &overrides)?;
+        let storage_config = log_config(&config, &self.config);
+        storage_config.validate().map_err(storage)?;
+        let altered = Arc::new(Topic {
+            name: topic.name.clone(),
+            topic_id: topic.topic_id,
+            config,
+            record: TopicRecord {
+                configs: overrides,
+                ..topic.record.clone()
+            },
+            partitions: topic.partitions.clone(),
+        });
+        if validate_only {
+            return Ok(altered);
+        }
+        self.replace(altered.clone(), |store, records| {
+            store.save_topic_configs(records, name)
+        })?;
+        // Saved first: a crash between the two leaves the new settings to be applied at open.
+        for partition in &altered.partitions {
+            partition
+                .log
+                .set_config(storage_config.clone())
+                .map_err(storage)?;
+        }
+        Ok(altered)
+    }
+
+    /// Saves the topic set with `changed` in place of its namesake (through `save`), then puts it
+    /// in the map. Callers hold `changes`.
+    fn replace(
+        &self,
+        changed: Arc<Topic>,
+        save: impl FnOnce(&dyn MetadataStore, &[TopicRecord]) -> std::io::Result<()>,
+    ) -> Result<(), TopicError> {
+        let records: Vec<TopicRecord> = self
+            .all()
+            .iter()
+            .map(|topic| {
+                if topic.name == changed.name {
+                    changed.record.clone()
+                } else {
+                    topic.record.clone()
+                }
+            })
+            .collect();
+        save(self.store.as_ref(), &records).map_err(storage)?;
+        if let Ok(mut topics) = self.topics.write() {
+            topics.insert(changed.name.clone(), changed);
+        }
+        Ok(())
+    }
+
     /// Deletes a topic: forgotten in the metadata first (durably), then its logs removed.
     pub fn delete(&self, name: &str) -> Result<(), TopicError> {
-        let _change = self
-            .changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let _change = self.change_lock()?;
         let topic = self.get(name).ok_or(TopicError::Unknown)?;
         let records: Vec<TopicRecord> = self
             .all()
@@ -406,6 +542,73 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "spaces here", &"x".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad}");
         }
+    }
+
+    fn open(dir: &std::path::Path) -> Topics {
+        let log_dir = LogDir::open(dir, LogConfig::default()).expect("log dir");
+        let store = Box::new(crate::partition::metadata_store::FileMetadataStore::new(
+            dir,
+        ));
+        Topics::open(Arc::new(Config::default()), log_dir, store).expect("topics")
+    }
+
+    #[test]
+    fn added_partitions_and_altered_configs_are_durable_and_validate_only_changes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let topics = open(dir.path());
+        topics
+            .create("t", vec![vec![1]], BTreeMap::new(), false)
+            .expect("create");
+        let three = vec![vec![1]; 3];
+        topics
+            .add_partitions("t", three.clone(), true)
+            .expect("validate");
+        assert_eq!(topics.get("t").expect("t").partitions.len(), 1);
+        topics.add_partitions("t", three, false).expect("grow");
+        assert!(matches!(
+            topics.add_partitions("t", vec![vec![1]; 2], false),
+            Err(TopicError::InvalidPartitions(2))
+        ));
+        let retention = |current: &BTreeMap<String, String>| {
+            let mut next = current.clone();
+            next.insert("retention.ms".to_owned(), "1000".to_owned());
+            Ok(next)
+        };
+        topics
+            .alter_configs("t", retention, true)
+            .expect("validate");
+        assert!(topics.get("t").expect("t").record.configs.is_empty());
+        topics.alter_configs("t", retention, false).expect("alter");
+        let altered = topics.get("t").expect("t");
+        assert_eq!(altered.config.retention_ms, 1000);
+        let log_retention = altered.partitions[0]
+            .log
+            .config()
+            .expect("config")
+            .retention_ms;
+        assert_eq!(
+            log_retention,
+            Some(1000),
+            "the log has the new setting at once"
+        );
+        let bad = |_: &BTreeMap<String, String>| {
+            Ok(BTreeMap::from([(
+                "segment.bytes".to_owned(),
+                "1".to_owned(),
+            )]))
+        };
+        assert!(matches!(
+            topics.alter_configs("t", bad, false),
+            Err(TopicError::InvalidConfig(_))
+        ));
+        topics.close().expect("close");
+        drop(topics);
+
+        let reopened = open(dir.path());
+        let topic = reopened.get("t").expect("t");
+        assert_eq!(topic.partitions.len(), 3);
+        assert_eq!(topic.config.retention_ms, 1000);
+        reopened.close().expect("close");
     }
 
     #[test]

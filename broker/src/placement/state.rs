@@ -1,8 +1,8 @@
 //! The broker's placement state: the cluster view (this node, with the load its sampler measures),
 //! the replica policy, the bundle map and a seeded RNG, behind one lock. Topic creation asks it for
 //! replica assignments and bundle membership through the same pure code a cluster will use; on one
-//! node every answer is this node. Operators read the bundles as JSON (`/placement/bundles` on the
-//! metrics listener).
+//! node every answer is this node. CreatePartitions asks it for added partitions the same way.
+//! Operators read the bundles as JSON (`/placement/bundles` on the metrics listener).
 //!
 //! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
 //! of its name, and on one node every bundle is owned by this node), so it needs no file of its own.
@@ -79,29 +79,71 @@ impl PlacementState {
         replication_factor: usize,
         record_bundles: bool,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
-        let mut inner = self
-            .inner
-            .lock()
-            .map_err(|_| PlacementError::UnknownBundle("placement state poisoned".to_owned()))?;
+        self.assign_added(
+            topic,
+            0,
+            partition_count,
+            replication_factor,
+            record_bundles,
+        )
+    }
+
+    /// Replicas for `added` new partitions of a topic that has `existing` (CreatePartitions without
+    /// an assignment; 0 for a new topic); with `record_bundles`, the bundles of the new partitions
+    /// are recorded with their owners.
+    pub(crate) fn assign_added(
+        &self,
+        topic: &str,
+        existing: usize,
+        added: usize,
+        replication_factor: usize,
+        record_bundles: bool,
+    ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
+        let mut inner = self.lock()?;
         let Inner {
             view,
             policy,
             bundles,
             rng,
         } = &mut *inner;
-        let replicas = assign_replicas(
-            topic,
-            partition_count,
-            replication_factor,
-            view,
-            policy,
-            rng,
-        )?;
-        for (partition, nodes) in (0u32..).zip(&replicas).filter(|_| record_bundles) {
+        let replicas = assign_replicas(topic, added, replication_factor, view, policy, rng)?;
+        if record_bundles {
+            self.record_bundles(bundles, topic, existing, &replicas)?;
+        }
+        Ok(replicas)
+    }
+
+    /// Records the bundles of partitions `first..` of `topic` whose replicas a client chose
+    /// (CreatePartitions with an assignment), each owned by its preferred leader.
+    pub(crate) fn record_assignment(
+        &self,
+        topic: &str,
+        first: usize,
+        replicas: &[Vec<NodeId>],
+    ) -> Result<(), PlacementError> {
+        let mut inner = self.lock()?;
+        self.record_bundles(&mut inner.bundles, topic, first, replicas)
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>, PlacementError> {
+        self.inner
+            .lock()
+            .map_err(|_| PlacementError::UnknownBundle("placement state poisoned".to_owned()))
+    }
+
+    fn record_bundles(
+        &self,
+        bundles: &mut BundleMap,
+        topic: &str,
+        first: usize,
+        replicas: &[Vec<NodeId>],
+    ) -> Result<(), PlacementError> {
+        let first = u32::try_from(first).unwrap_or(u32::MAX);
+        for (partition, nodes) in (first..).zip(replicas) {
             let bundle = bundles.locate(topic, partition);
             bundles.set_owner(&bundle, nodes.first().copied().unwrap_or(self.node_id))?;
         }
-        Ok(replicas)
+        Ok(())
     }
 
     /// The bundles, their ranges, owners and load.

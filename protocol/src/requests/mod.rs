@@ -11,7 +11,9 @@
 
 pub mod source;
 
+mod alter_configs;
 mod api_versions;
+mod create_partitions;
 mod create_topics;
 mod delete_topics;
 mod describe_configs;
@@ -19,6 +21,7 @@ mod describe_groups;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
@@ -32,6 +35,9 @@ mod sasl;
 mod sync_group;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, CreatePartitionsRequest, IncrementalAlterConfigsRequest,
+};
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -142,6 +148,10 @@ requests! {
     InitProducerId(InitProducerIdRequest) = init_producer_id::decode;
     DescribeConfigs(DescribeConfigsRequest) = describe_configs::decode;
     SaslAuthenticate(SaslAuthenticateRequest) = sasl::decode_authenticate;
+    // Config and partition admin APIs.
+    AlterConfigs(AlterConfigsRequest) = alter_configs::decode;
+    CreatePartitions(CreatePartitionsRequest) = create_partitions::decode;
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest) = incremental_alter_configs::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

@@ -314,6 +314,9 @@ per_api_tests! {
     init_producer_id: InitProducerId;
     describe_configs: DescribeConfigs;
     sasl_authenticate: SaslAuthenticate;
+    alter_configs: AlterConfigs;
+    create_partitions: CreatePartitions;
+    incremental_alter_configs: IncrementalAlterConfigs;
 }
 
 #[test]
@@ -597,6 +600,9 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::InitProducerId(m) => &mut m.unknown_tagged_fields,
         Request::DescribeConfigs(m) => &mut m.unknown_tagged_fields,
         Request::SaslAuthenticate(m) => &mut m.unknown_tagged_fields,
+        Request::AlterConfigs(m) => &mut m.unknown_tagged_fields,
+        Request::CreatePartitions(m) => &mut m.unknown_tagged_fields,
+        Request::IncrementalAlterConfigs(m) => &mut m.unknown_tagged_fields,
     })
 }
 

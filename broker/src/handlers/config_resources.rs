@@ -1,0 +1,63 @@
+//! The config resources that DescribeConfigs, AlterConfigs and IncrementalAlterConfigs name, and
+//! what those three share: Kafka's resource type and config source codes, the rule that a broker
+//! resource names this broker (or is empty: the cluster-wide default), and the answer for a
+//! broker config change, which Skiff cannot make at runtime.
+//!
+//! Must never: change a config itself (topics change through `Topics`), or hold a handler's logic.
+
+use crate::context::Ctx;
+use crate::partition::config_change::ConfigChangeError;
+
+/// Kafka's `ConfigResource.Type` codes.
+pub(crate) const RESOURCE_TYPE_TOPIC: i8 = 2;
+pub(crate) const RESOURCE_TYPE_BROKER: i8 = 4;
+pub(crate) const RESOURCE_TYPE_BROKER_LOGGER: i8 = 8;
+
+/// Kafka's `DescribeConfigsResponse.ConfigSource` codes (DescribeConfigs v1+).
+pub(crate) const SOURCE_DYNAMIC_TOPIC_CONFIG: i8 = 1;
+pub(crate) const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
+pub(crate) const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+/// Checks that a broker resource names this broker: empty (the cluster default) or this node's
+/// id, with Kafka's messages (INVALID_REQUEST).
+pub(crate) fn check_broker_name(ctx: &Ctx, name: &str) -> Result<(), ConfigChangeError> {
+    if name.is_empty() {
+        return Ok(());
+    }
+    let id: i32 = name.parse().map_err(|_| {
+        ConfigChangeError::InvalidRequest(format!("Node id must be an integer, but it is: {name}"))
+    })?;
+    if id != ctx.config.node_id {
+        return Err(ConfigChangeError::InvalidRequest(format!(
+            "Unexpected broker id, expected {}, but received {name}",
+            ctx.config.node_id
+        )));
+    }
+    Ok(())
+}
+
+/// The answer to changing broker config `keys`: Skiff reads every broker key once, at start, so
+/// none can change at runtime. A key Skiff knows is INVALID_REQUEST with Kafka's message for a
+/// key that is not dynamically updatable (Kafka answers INVALID_REQUEST for those, KAFKA-13609);
+/// a key it does not know is INVALID_CONFIG. No keys at all is a change that changes nothing.
+pub(crate) fn change_broker_configs<'a>(
+    ctx: &Ctx,
+    name: &str,
+    keys: impl Iterator<Item = &'a str>,
+) -> Result<(), ConfigChangeError> {
+    check_broker_name(ctx, name)?;
+    let keys: Vec<&str> = keys.collect();
+    if let Some(unknown) = keys.iter().find(|key| ctx.config.value_text(key).is_none()) {
+        return Err(ConfigChangeError::InvalidConfig(format!(
+            "Unknown broker config {unknown}"
+        )));
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigChangeError::InvalidRequest(format!(
+        "Cannot update these configs dynamically: {}. Skiff reads broker configs at start only: \
+         set them in the config file (or with --set) and restart the broker",
+        keys.join(", ")
+    )))
+}

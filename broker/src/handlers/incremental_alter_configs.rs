@@ -1,0 +1,98 @@
+//! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
+//! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, effective at once and durable
+//! (`Topics::alter_configs`); validate_only checks without changing. Broker resources are answered
+//! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime).
+//! A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker or broker logger
+//! AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, RequestHeader,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::alter_configs::{alter_topic, duplicate_resources, Refusal};
+use super::config_resources::{
+    change_broker_configs, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
+};
+use super::error_code;
+use crate::context::Ctx;
+use crate::net::session::Session;
+use crate::partition::config_change::{self, IncrementalChange};
+use crate::partition::topic_config::is_list_key;
+use crate::security::acl::{Operation, ResourceType};
+
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    session: &Session,
+    header: &RequestHeader,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let access = ctx.access(session, header.request_api_key);
+    let duplicates = duplicate_resources(
+        request
+            .resources
+            .iter()
+            .map(|resource| (resource.resource_type, resource.resource_name.as_str())),
+    );
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for (index, resource) in request.resources.into_iter().enumerate() {
+        let name = resource.resource_name.to_string();
+        let changes: Vec<IncrementalChange> = resource
+            .configs
+            .into_iter()
+            .map(|config| {
+                (
+                    config.name.to_string(),
+                    config.config_operation,
+                    config.value.map(|value| value.to_string()),
+                )
+            })
+            .collect();
+        let outcome: Result<(), Refusal> = if duplicates.contains(&index) {
+            Err(Refusal::duplicate_resource())
+        } else {
+            match resource.resource_type {
+                RESOURCE_TYPE_TOPIC => {
+                    if !access.allows(Operation::AlterConfigs, ResourceType::Topic, &name) {
+                        Err(Refusal::code(error_code::TOPIC_AUTHORIZATION_FAILED))
+                    } else {
+                        let validate_only = request.validate_only;
+                        alter_topic(ctx, &name, validate_only, move |current, defaults| {
+                            config_change::apply_incremental(current, &changes, is_list_key, |key| {
+                                defaults.value_of(key)
+                            })
+                        })
+                        .await
+                    }
+                }
+                RESOURCE_TYPE_BROKER | RESOURCE_TYPE_BROKER_LOGGER
+                    if !access.allows_cluster(Operation::AlterConfigs) =>
+                {
+                    Err(Refusal::code(error_code::CLUSTER_AUTHORIZATION_FAILED))
+                }
+                RESOURCE_TYPE_BROKER => config_change::check_incremental(&changes)
+                    .and_then(|()| {
+                        change_broker_configs(ctx, &name, changes.iter().map(|(key, _, _)| key.as_str()))
+                    })
+                    .map_err(Refusal::from),
+                RESOURCE_TYPE_BROKER_LOGGER => Err(Refusal::invalid_request(
+                    "broker log levels cannot be changed at runtime: Skiff's log filter is set at start (RUST_LOG)",
+                )),
+                other => Err(Refusal::invalid_request(format!("Unknown resource type {other}"))),
+            }
+        };
+        let (code, message) = match outcome {
+            Ok(()) => (error_code::NONE, None),
+            Err(refusal) => (refusal.code, refusal.message),
+        };
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.map(StrBytes::from_string))
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name),
+        );
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
