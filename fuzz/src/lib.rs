@@ -2,6 +2,7 @@
 //! invariant, called both by its `fuzz_target!` in `fuzz_targets/` and by `tests/replay.rs`, which
 //! replays the committed `corpus/<target>/` in the ordinary test suite on stable.
 
+pub mod cluster;
 pub mod meta;
 pub mod records;
 pub mod requests;
@@ -17,6 +18,7 @@ pub fn targets() -> Vec<Target> {
         .chain(requests::TARGETS.iter())
         .chain(storage::TARGETS.iter())
         .chain(meta::TARGETS.iter())
+        .chain(cluster::TARGETS.iter())
         .copied()
         .collect()
 }
