@@ -11,11 +11,12 @@
 //! - [`partition`]: topics and their logs, topic configs, down-conversion glue, producer state;
 //! - [`group`]: the pure classic group coordinator and its tokio driver;
 //! - [`placement`]: the load sampler and placement state over the pure `skiff-placement` crate;
+//! - [`cluster`]: membership (session lease, registration), the watched image of the metadata
+//!   store, and the controller loop over `skiff-cluster`'s pure plan;
 //! - [`ops`]: metrics, the operator HTTP endpoint, maintenance (retention, flush);
 //! - `clock`: the only place that reads the clock; `context`: what handlers share.
 //!
-//! Cluster mode adds `cluster/` (membership and controller) and `replication/` (the pure replica
-//! state machine and its fetcher) beside these.
+//! Replication adds `replication/` (the pure replica state machine and its fetcher) beside these.
 //!
 //! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
 //! `skiff-protocol` — or read the clock anywhere but `clock` (tokio's timers aside).
