@@ -467,8 +467,9 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The APIs the two tests above exercise at every advertised version, and the SASL ones, which
-/// `tests/security.rs` exercises at every version (they need a SASL listener).
+/// The APIs the two tests above exercise at every advertised version, the SASL ones, which
+/// `tests/security.rs` exercises at every version (they need a SASL listener), and the admin ones
+/// `tests/every_admin_version.rs` exercises.
 const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
@@ -490,6 +491,11 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::InitProducerId,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeLogDirs,
+    ApiKey::DeleteGroups,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::OffsetDelete,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

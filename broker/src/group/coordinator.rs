@@ -6,13 +6,14 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::messages::{
-    DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetFetchResponse,
-    SyncGroupResponse,
+    DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse,
+    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
 };
 use skiff_protocol::error_code::ErrorCode;
 
 use super::config::GroupConfig;
+use super::deletion::PendingDelete;
 use super::offsets::PendingCommit;
 use super::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
 use super::state::{CommittedOffset, Group, GroupState};
@@ -54,6 +55,10 @@ pub enum Response {
     DescribeGroups(DescribeGroupsResponse),
     /// ListGroups.
     ListGroups(ListGroupsResponse),
+    /// DeleteGroups.
+    DeleteGroups(DeleteGroupsResponse),
+    /// OffsetDelete.
+    OffsetDelete(OffsetDeleteResponse),
 }
 
 /// What the coordinator asks the driver to do.
@@ -75,6 +80,14 @@ pub enum Output {
         request_id: RequestId,
         /// The commits, in request order.
         commits: Vec<(OffsetKey, OffsetValue)>,
+    },
+    /// Append a tombstone for each key durably to the offsets log, in order, then call
+    /// [`Coordinator::deletes_persisted`] with `request_id` (DeleteGroups, OffsetDelete).
+    PersistOffsetDeletes {
+        /// The request waiting for it.
+        request_id: RequestId,
+        /// The offsets deleted.
+        keys: Vec<OffsetKey>,
     },
 }
 
@@ -115,6 +128,8 @@ pub struct Coordinator {
     pub(super) outputs: VecDeque<Output>,
     /// OffsetCommits waiting for their records to be durable, by request id.
     pub(super) pending_commits: BTreeMap<RequestId, PendingCommit>,
+    /// DeleteGroups and OffsetDeletes waiting for their tombstones to be durable, by request id.
+    pub(super) pending_deletes: BTreeMap<RequestId, PendingDelete>,
     /// Committed-offset entries across all groups (bounded by `committed_offsets_max`).
     pub(super) offsets_count: usize,
     /// Member ids handed out so far (made unique per start by the config's salt).
@@ -132,6 +147,7 @@ impl Coordinator {
             groups: BTreeMap::new(),
             outputs: VecDeque::new(),
             pending_commits: BTreeMap::new(),
+            pending_deletes: BTreeMap::new(),
             offsets_count: 0,
             member_id_count: 0,
             persist_sequence: 0,

@@ -594,6 +594,9 @@ impl Sim {
                     request_id,
                     commits,
                 } => self.persist_queue.push_back((request_id, commits)),
+                Output::PersistOffsetDeletes { .. } => {
+                    panic!("the simulation sends no DeleteGroups or OffsetDelete")
+                }
                 Output::Reply {
                     request_id,
                     response,

@@ -13,9 +13,12 @@ pub mod source;
 
 mod api_versions;
 mod create_topics;
+mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -24,8 +27,10 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sasl;
@@ -38,6 +43,10 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
     RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest,
+    ListPartitionReassignmentsRequest, OffsetDeleteRequest,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -142,6 +151,11 @@ requests! {
     InitProducerId(InitProducerIdRequest) = init_producer_id::decode;
     DescribeConfigs(DescribeConfigsRequest) = describe_configs::decode;
     SaslAuthenticate(SaslAuthenticateRequest) = sasl::decode_authenticate;
+    DeleteRecords(DeleteRecordsRequest) = delete_records::decode;
+    DescribeLogDirs(DescribeLogDirsRequest) = describe_log_dirs::decode;
+    DeleteGroups(DeleteGroupsRequest) = delete_groups::decode;
+    ListPartitionReassignments(ListPartitionReassignmentsRequest) = list_partition_reassignments::decode;
+    OffsetDelete(OffsetDeleteRequest) = offset_delete::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported
