@@ -1,6 +1,7 @@
-"""kafka-clients 4.x Admin calls for the admin APIs of issue 14 item 4, which Skiff does not have
-yet. Marked needs_admin_apis: until they land each must fail with the broker's
-UNSUPPORTED_VERSION, and only with that (conftest.py); then they run as ordinary tests."""
+"""kafka-clients 4.x Admin calls and Kafka's tools for the admin APIs of issue 14 item 4. Those
+Skiff does not have yet are marked needs_admin_apis: until they land each must fail with the
+broker's UNSUPPORTED_VERSION, and only with that (conftest.py). The others (DeleteRecords,
+DeleteGroups, OffsetDelete, DescribeLogDirs, ListPartitionReassignments) run as ordinary tests."""
 
 import json
 import re
@@ -9,7 +10,7 @@ import pytest
 
 from java_programs import AdminApiMissing, run_program, run_tools
 
-pytestmark = pytest.mark.needs_admin_apis
+pending = pytest.mark.needs_admin_apis
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +25,8 @@ def pending_run(java_classes, tmp_path_factory):
 
 
 @pytest.mark.parametrize("check", [
-    "create_partitions",
-    "incremental_alter_configs",
+    pytest.param("create_partitions", marks=pending),
+    pytest.param("incremental_alter_configs", marks=pending),
     "delete_records",
     "offset_delete",
     "delete_groups",
@@ -91,6 +92,7 @@ def tool_ok(runs, name):
     return out
 
 
+@pending
 def test_kafka_topics_alter_partitions(pending_tool_runs):
     tool_ok(pending_tool_runs, "create")
     tool_ok(pending_tool_runs, "alter_partitions")
@@ -98,6 +100,7 @@ def test_kafka_topics_alter_partitions(pending_tool_runs):
     assert re.search(r"PartitionCount: 3\b", describe), describe
 
 
+@pending
 def test_kafka_configs_alter(pending_tool_runs):
     assert f"Completed updating config for topic {TOOLS_TOPIC}." in tool_ok(pending_tool_runs, "alter_config")
     describe = tool_ok(pending_tool_runs, "describe_config")
