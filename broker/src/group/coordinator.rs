@@ -186,6 +186,11 @@ impl Coordinator {
         let group_ids: Vec<String> = self.groups.keys().cloned().collect();
         for group_id in group_ids {
             self.expire_group(&group_id, now_ms);
+            if let Some(group) = self.groups.get_mut(&group_id) {
+                if group.kept_until_ms.is_some_and(|until| until <= now_ms) {
+                    group.kept_until_ms = None;
+                }
+            }
             self.forget_if_unused(&group_id);
         }
     }
@@ -198,6 +203,9 @@ impl Coordinator {
         };
         for group in self.groups.values() {
             if let Some(deadline) = group.rebalance_deadline_ms {
+                consider(deadline);
+            }
+            if let Some(deadline) = group.kept_until_ms {
                 consider(deadline);
             }
             for deadline in group.pending_members.values() {
@@ -311,11 +319,15 @@ impl Coordinator {
         }
     }
 
-    /// Drops a group that holds nothing (no member, no handed-out id, no offset): it would only
-    /// count against `groups_max`. Called after every input that touched the group.
+    /// Drops a group that holds nothing (no member, no handed-out id, no offset) and is not kept
+    /// after an OffsetDelete: it would only count against `groups_max`. Called after every input
+    /// that touched the group.
     pub(super) fn forget_if_unused(&mut self, group_id: &str) {
         let unused = self.groups.get(group_id).is_some_and(|group| {
-            group.state == GroupState::Empty && group.size() == 0 && group.offsets.is_empty()
+            group.state == GroupState::Empty
+                && group.size() == 0
+                && group.offsets.is_empty()
+                && group.kept_until_ms.is_none()
         });
         if unused {
             self.groups.remove(group_id);

@@ -46,8 +46,12 @@ enum PendingKind {
         response: DeleteGroupsResponse,
         deleted: Vec<String>,
     },
-    /// The answer, with every partition's error in (0 for the deleted ones).
-    OffsetDelete { response: OffsetDeleteResponse },
+    /// The answer, with every partition's error in (0 for the deleted ones); how long the group
+    /// stays if it is left with nothing.
+    OffsetDelete {
+        response: OffsetDeleteResponse,
+        kept_until_ms: i64,
+    },
 }
 
 impl Coordinator {
@@ -88,14 +92,16 @@ impl Coordinator {
         self.start_delete(meta, keys, PendingKind::DeleteGroups { response, deleted });
     }
 
-    /// OffsetDelete: the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a non-empty group
+    /// OffsetDelete (at `now_ms`): the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a non-empty group
     /// of another protocol type than "consumer": NON_EMPTY_GROUP), then per partition:
     /// GROUP_SUBSCRIBED_TO_TOPIC when an active member subscribes to the topic, otherwise the
     /// offset goes (0 also when none was committed, as Kafka). `refused` holds the partitions the
     /// handler already answered (authorization, unknown topics) with their error; they are
-    /// reported as such and never deleted.
+    /// reported as such and never deleted. A group left without offsets stays (Empty) for
+    /// `emptied_group_retention_ms`, as in Kafka 4.x, so that DeleteGroups still finds it.
     pub fn handle_offset_delete(
         &mut self,
+        now_ms: i64,
         meta: RequestMeta,
         request: OffsetDeleteRequest,
         refused: impl Fn(&str, i32) -> Option<i16>,
@@ -162,7 +168,14 @@ impl Coordinator {
             }
             response.topics.push(topic_response);
         }
-        self.start_delete(meta, keys, PendingKind::OffsetDelete { response });
+        self.start_delete(
+            meta,
+            keys,
+            PendingKind::OffsetDelete {
+                response,
+                kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
+            },
+        );
     }
 
     /// Hands the tombstones to the driver (or, with none to write, finishes at once).
@@ -231,7 +244,10 @@ impl Coordinator {
                 }
                 Response::DeleteGroups(response)
             }
-            PendingKind::OffsetDelete { mut response } => {
+            PendingKind::OffsetDelete {
+                mut response,
+                kept_until_ms,
+            } => {
                 if let Err(error) = result {
                     let failed: BTreeSet<(&str, i32)> = keys
                         .iter()
@@ -246,8 +262,10 @@ impl Coordinator {
                         }
                     }
                 }
-                if let Some(key) = keys.first() {
-                    self.forget_if_unused(&key.group.clone());
+                if let Some(group) = keys.first().and_then(|key| self.groups.get_mut(&key.group)) {
+                    if result.is_ok() && group.offsets.is_empty() {
+                        group.kept_until_ms = Some(kept_until_ms);
+                    }
                 }
                 Response::OffsetDelete(response)
             }
@@ -273,8 +291,8 @@ impl Coordinator {
     }
 
     /// Forgets a deleted group if it is still Empty without members (member ids handed out but
-    /// not yet used go with it, as in Kafka, whose deleted group is dead); a group that gained
-    /// members or offsets meanwhile stays.
+    /// not yet used go with it, as in Kafka, whose deleted group is dead; so does a retention
+    /// after an OffsetDelete); a group that gained members or offsets meanwhile stays.
     fn forget_deleted_group(&mut self, group_id: &str) {
         let empty = self.groups.get(group_id).is_some_and(|group| {
             group.state == GroupState::Empty && group.members.is_empty() && group.offsets.is_empty()

@@ -300,7 +300,7 @@ impl GroupDriver {
             }
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
             GroupRequest::OffsetDelete(request, refused) => {
-                coordinator.handle_offset_delete(meta, request, |topic, partition| {
+                coordinator.handle_offset_delete(now, meta, request, |topic, partition| {
                     refused.get(&(topic.to_owned(), partition)).copied()
                 })
             }

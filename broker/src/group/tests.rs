@@ -1588,7 +1588,7 @@ mod hostile {
                     request.topics = vec![topic];
                     self.h
                         .coordinator
-                        .handle_offset_delete(meta, request, |_, _| None);
+                        .handle_offset_delete(now_ms, meta, request, |_, _| None);
                 }
             }
             self.drain();

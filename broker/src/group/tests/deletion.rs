@@ -53,7 +53,7 @@ impl Harness {
             request.topics.push(entry);
         }
         self.coordinator
-            .handle_offset_delete(meta, request, refused);
+            .handle_offset_delete(self.now_ms, meta, request, refused);
         id
     }
 
@@ -334,8 +334,31 @@ fn offset_delete_follows_the_group_state_and_the_subscriptions() {
         partition_codes(&answer),
         vec![("t".into(), 0, 0), ("t".into(), 5, 0)]
     );
-    // Its last offset gone, the group holds nothing and is forgotten.
+    // Its last offset gone, the group stays Empty (Kafka 4.x keeps it until its cleanup), so
+    // DeleteGroups still finds it; ticks before the retention ends keep it too.
+    h.advance(h.coordinator.config.emptied_group_retention_ms - 1);
+    assert_eq!(h.coordinator.group_state("idle"), Some(GroupState::Empty));
+    let id = h.delete_groups(2, &["idle"]);
+    assert_eq!(group_results(&h.replies(), id), vec![("idle".into(), 0)]);
     assert_eq!(h.coordinator.group_state("idle"), None);
+}
+
+#[test]
+fn a_group_emptied_by_offset_delete_is_forgotten_after_the_retention() {
+    let mut h = Harness::new();
+    h.commit_durably("idle", &[("t", 0, 1)]);
+    let id = h.offset_delete("idle", &[("t", 0)]);
+    h.tombstones(id);
+    h.coordinator.deletes_persisted(id, Ok(()));
+    h.replies();
+    let retention_ms = h.coordinator.config.emptied_group_retention_ms;
+    assert_eq!(
+        h.coordinator.next_deadline_ms(),
+        Some(h.now_ms + retention_ms)
+    );
+    h.advance(retention_ms);
+    assert_eq!(h.coordinator.group_state("idle"), None);
+    assert_eq!(h.coordinator.next_deadline_ms(), None);
 }
 
 #[test]
