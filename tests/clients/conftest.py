@@ -153,8 +153,7 @@ def pytest_terminal_summary(terminalreporter):
 # --- Apache Kafka's Java client and tools ---------------------------------------------------------
 
 ADMIN_APIS_PENDING_REASON = (
-    "issue 14 item 4: CreatePartitions, IncrementalAlterConfigs/AlterConfigs, DeleteRecords, "
-    "DeleteGroups, OffsetDelete, DescribeLogDirs and ListPartitionReassignments are not in Skiff yet; "
+    "issue 14 item 4: CreatePartitions and IncrementalAlterConfigs/AlterConfigs are not in Skiff yet; "
     "these tests must fail with UNSUPPORTED_VERSION until they land (an XPASS fails the run: then "
     "remove this expectation)"
 )
