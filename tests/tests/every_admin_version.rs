@@ -21,16 +21,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::error_code;
-use skiff_tests::{create_topic, fetch, produce_records, topic_name, TestBroker};
-
-fn advertised(response: &ApiVersionsResponse, api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
-    let entry = response
-        .api_keys
-        .iter()
-        .find(|entry| entry.api_key == api_key as i16)
-        .unwrap_or_else(|| panic!("{api_key:?} is not advertised"));
-    entry.min_version..=entry.max_version
-}
+use skiff_tests::{advertised, create_topic, fetch, produce_records, topic_name, TestBroker};
 
 fn group_id(text: &str) -> GroupId {
     GroupId(StrBytes::from_string(text.to_owned()))

@@ -13,19 +13,10 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::records::legacy::LegacySetBuilder;
 use skiff_protocol::records::{Compression, Magic};
-use skiff_tests::{batch, create_topic, TestBroker};
+use skiff_tests::{advertised, batch, create_topic, TestBroker};
 
 fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-fn advertised(response: &ApiVersionsResponse, api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
-    let entry = response
-        .api_keys
-        .iter()
-        .find(|entry| entry.api_key == api_key as i16)
-        .unwrap_or_else(|| panic!("{api_key:?} is not advertised"));
-    entry.min_version..=entry.max_version
 }
 
 fn legacy_set(magic: Magic) -> Bytes {

@@ -2,12 +2,12 @@
 //! partition.
 
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, TopicName};
+use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest};
 
-use super::source::{array, nullable_array, Source};
-use super::{array_bytes_min, flexible, string_bytes_min};
+use super::source::{nullable_array, Source};
+use super::{flexible, topic_partition_indexes, topic_partition_indexes_bytes_min};
 use crate::error::DecodeError;
-use crate::limits::{PARTITIONS_PER_TOPIC_MAX, TOPICS_PER_REQUEST_MAX};
+use crate::limits::TOPICS_PER_REQUEST_MAX;
 
 pub(crate) fn decode<S: Source>(
     s: &mut S,
@@ -15,15 +15,14 @@ pub(crate) fn decode<S: Source>(
 ) -> Result<DescribeLogDirsRequest, DecodeError> {
     let c = flexible(ApiKey::DescribeLogDirs, version);
     let mut m = DescribeLogDirsRequest::default();
-    let topic_bytes_min = string_bytes_min(c) + array_bytes_min(c);
+    let topic_bytes_min = topic_partition_indexes_bytes_min(c);
     m.topics = nullable_array(s, c, topic_bytes_min, TOPICS_PER_REQUEST_MAX, |s| {
-        let mut topic = DescribableLogDirTopic::default();
-        topic.topic = TopicName(s.string(c)?);
-        topic.partitions = array(s, c, 4, PARTITIONS_PER_TOPIC_MAX, |s| s.i32())?;
-        if c {
-            topic.unknown_tagged_fields = s.unknown_tagged_fields()?;
-        }
-        Ok(topic)
+        let (topic, partitions, tags) = topic_partition_indexes(s, c)?;
+        let mut entry = DescribableLogDirTopic::default();
+        entry.topic = topic;
+        entry.partitions = partitions;
+        entry.unknown_tagged_fields = tags;
+        Ok(entry)
     })?;
     if c {
         m.unknown_tagged_fields = s.unknown_tagged_fields()?;

@@ -2,12 +2,12 @@
 //! topics = every reassignment.
 
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
-use kafka_protocol::messages::{ApiKey, ListPartitionReassignmentsRequest, TopicName};
+use kafka_protocol::messages::{ApiKey, ListPartitionReassignmentsRequest};
 
-use super::source::{array, nullable_array, Source};
-use super::{array_bytes_min, flexible, string_bytes_min};
+use super::source::{nullable_array, Source};
+use super::{flexible, topic_partition_indexes, topic_partition_indexes_bytes_min};
 use crate::error::DecodeError;
-use crate::limits::{PARTITIONS_PER_TOPIC_MAX, TOPICS_PER_REQUEST_MAX};
+use crate::limits::TOPICS_PER_REQUEST_MAX;
 
 pub(crate) fn decode<S: Source>(
     s: &mut S,
@@ -16,14 +16,13 @@ pub(crate) fn decode<S: Source>(
     let c = flexible(ApiKey::ListPartitionReassignments, version);
     let mut m = ListPartitionReassignmentsRequest::default();
     m.timeout_ms = s.i32()?;
-    let topic_bytes_min = string_bytes_min(c) + array_bytes_min(c);
+    let topic_bytes_min = topic_partition_indexes_bytes_min(c);
     m.topics = nullable_array(s, c, topic_bytes_min, TOPICS_PER_REQUEST_MAX, |s| {
+        let (name, partition_indexes, tags) = topic_partition_indexes(s, c)?;
         let mut topic = ListPartitionReassignmentsTopics::default();
-        topic.name = TopicName(s.string(c)?);
-        topic.partition_indexes = array(s, c, 4, PARTITIONS_PER_TOPIC_MAX, |s| s.i32())?;
-        if c {
-            topic.unknown_tagged_fields = s.unknown_tagged_fields()?;
-        }
+        topic.name = name;
+        topic.partition_indexes = partition_indexes;
+        topic.unknown_tagged_fields = tags;
         Ok(topic)
     })?;
     if c {

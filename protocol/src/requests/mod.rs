@@ -78,6 +78,40 @@ pub(crate) fn array_bytes_min(compact: bool) -> usize {
     }
 }
 
+/// A topic entry of a name, an int32 partition array and (flexible versions) tagged fields, the
+/// shape DescribeLogDirs and ListPartitionReassignments share.
+pub(crate) fn topic_partition_indexes<S: Source>(
+    s: &mut S,
+    compact: bool,
+) -> Result<
+    (
+        kafka_protocol::messages::TopicName,
+        Vec<i32>,
+        source::TaggedFields,
+    ),
+    DecodeError,
+> {
+    let name = kafka_protocol::messages::TopicName(s.string(compact)?);
+    let partitions = source::array(
+        s,
+        compact,
+        4,
+        crate::limits::PARTITIONS_PER_TOPIC_MAX,
+        |s| s.i32(),
+    )?;
+    let tags = if compact {
+        s.unknown_tagged_fields()?
+    } else {
+        source::TaggedFields::new()
+    };
+    Ok((name, partitions, tags))
+}
+
+/// Fewest bytes of a [`topic_partition_indexes`] entry: the name's and the array's prefixes.
+pub(crate) fn topic_partition_indexes_bytes_min(compact: bool) -> usize {
+    string_bytes_min(compact) + array_bytes_min(compact)
+}
+
 macro_rules! requests {
     ($( $variant:ident($ty:ty) = $decode:path; )*) => {
         /// A decoded request body, one variant per supported API: the broker's single dispatch
