@@ -97,6 +97,13 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::InitProducerId => Request::InitProducerId(InitProducerIdRequest::default()),
         ApiKey::DescribeConfigs => Request::DescribeConfigs(DescribeConfigsRequest::default()),
         ApiKey::SaslAuthenticate => Request::SaslAuthenticate(SaslAuthenticateRequest::default()),
+        ApiKey::DeleteRecords => Request::DeleteRecords(DeleteRecordsRequest::default()),
+        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(DescribeLogDirsRequest::default()),
+        ApiKey::DeleteGroups => Request::DeleteGroups(DeleteGroupsRequest::default()),
+        ApiKey::ListPartitionReassignments => {
+            Request::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
+        }
+        ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::default()),
         other => panic!("no default for {other:?}"),
     }
 }
