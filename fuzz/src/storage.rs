@@ -119,13 +119,16 @@ pub fn offset_index(data: &[u8]) {
         index_interval_bytes: 64,
         ..LogConfig::default()
     };
-    // (base offset, last offset, position, max timestamp) per batch, as appended.
+    // (base offset, last offset, position, max timestamp) per batch, as appended, and
+    // (offset, timestamp) per record.
     let mut expected = Vec::new();
+    let mut records = Vec::new();
     {
         let dir = LogDir::open(&scratch.0, config.clone()).expect("open");
         let log = dir.create("t", 0, None).expect("create");
         for mut batch in fixed_batches() {
             let info = log.append(&mut batch, 0).expect("append");
+            records.extend(batch_support::record_times(&batch));
             expected.push((
                 info.base_offset,
                 info.last_offset,
@@ -158,7 +161,8 @@ pub fn offset_index(data: &[u8]) {
     let mut targets: Vec<i64> = expected.iter().map(|e| e.3).collect();
     targets.extend([i64::MIN, 0, 999, 5_000]);
     for target in targets {
-        let want = expected.iter().find(|e| e.3 >= target).map(|e| (e.0, e.3));
+        // The first record at or after the target, as Kafka answers ListOffsets.
+        let want = records.iter().copied().find(|(_, timestamp)| *timestamp >= target);
         let got = log
             .offset_for_timestamp(target)
             .expect("time lookup")

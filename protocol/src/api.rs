@@ -51,13 +51,18 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::ApiVersions, 0, 3, 3),
     row(ApiKey::CreateTopics, 0, 7, 5),
     row(ApiKey::DeleteTopics, 0, 6, 4),
+    row(ApiKey::DeleteRecords, 0, 2, 2),
     row(ApiKey::InitProducerId, 0, 4, 2),
     row(ApiKey::DescribeConfigs, 0, 4, 4),
+    row(ApiKey::DescribeLogDirs, 0, 4, 2),
     row(ApiKey::SaslAuthenticate, 0, 2, 2),
     // Config and partition admin APIs: every version Kafka 3.9 accepts.
     row(ApiKey::AlterConfigs, 0, 2, 2),
     row(ApiKey::CreatePartitions, 0, 3, 2),
     row(ApiKey::IncrementalAlterConfigs, 0, 1, 1),
+    row(ApiKey::DeleteGroups, 0, 2, 2),
+    row(ApiKey::ListPartitionReassignments, 0, 0, 0),
+    row(ApiKey::OffsetDelete, 0, 0, -1),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

@@ -102,6 +102,13 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::IncrementalAlterConfigs => {
             Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
         }
+        ApiKey::DeleteRecords => Request::DeleteRecords(DeleteRecordsRequest::default()),
+        ApiKey::DescribeLogDirs => Request::DescribeLogDirs(DescribeLogDirsRequest::default()),
+        ApiKey::DeleteGroups => Request::DeleteGroups(DeleteGroupsRequest::default()),
+        ApiKey::ListPartitionReassignments => {
+            Request::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
+        }
+        ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::default()),
         other => panic!("no default for {other:?}"),
     }
 }

@@ -708,9 +708,11 @@ impl Log {
         )
     }
 
-    /// The first batch whose max timestamp is ≥ `timestamp_ms`, found through the time indexes;
-    /// `None` if every batch is older. (Kafka's "earliest" and "latest" are
-    /// [`Log::log_start_offset`] and [`Log::log_end_offset`].)
+    /// The first record whose timestamp is ≥ `timestamp_ms` (its exact offset and timestamp, as
+    /// Kafka answers ListOffsets), found through the time indexes and then the records of the
+    /// batch; records below the log start offset do not count. `None` if every record is older.
+    /// (Kafka's "earliest" and "latest" are [`Log::log_start_offset`] and
+    /// [`Log::log_end_offset`].)
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<TimestampOffset>> {
         let state = self.read_state()?;
         for segment in state.segments.values() {
@@ -719,21 +721,23 @@ impl Log {
             {
                 continue;
             }
-            if let Some((_, header)) =
-                segment.find_timestamp(self.io.as_ref(), timestamp_ms, state.log_start_offset)?
-            {
+            if let Some((offset, timestamp_ms)) = segment.find_record_by_timestamp(
+                self.io.as_ref(),
+                timestamp_ms,
+                state.log_start_offset,
+            )? {
                 return Ok(Some(TimestampOffset {
-                    offset: header.base_offset.max(state.log_start_offset),
-                    timestamp_ms: header.max_timestamp,
+                    offset,
+                    timestamp_ms,
                 }));
             }
         }
         Ok(None)
     }
 
-    /// The batch holding the greatest timestamp in the log (Kafka's ListOffsets "max timestamp",
-    /// KIP-734): its base offset and that timestamp; `None` for an empty log or one without
-    /// timestamps. The earliest such batch if several share the maximum.
+    /// The record holding the greatest timestamp in the log (Kafka's ListOffsets "max
+    /// timestamp", KIP-734): its offset and that timestamp; `None` for an empty log or one without
+    /// timestamps. The earliest such record if several share the maximum.
     pub fn max_timestamp(&self) -> Result<Option<TimestampOffset>> {
         let max_timestamp_ms = {
             let state = self.read_state()?;
@@ -1000,8 +1004,10 @@ mod tests {
     use crate::io::faulty::FaultyIo;
     use crate::io::StdIo;
     use crate::log_dir::LogDir;
-    use crate::testing::{batch, batch_with};
+    use crate::testing::{batch, batch_with, record_times};
     use crate::testing_temp::temp_dir;
+    use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+    use skiff_protocol::records::Compression;
 
     fn small_config() -> LogConfig {
         LogConfig {
@@ -1347,26 +1353,25 @@ mod tests {
         let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
-        let mut batches = Vec::new();
+        let mut records = Vec::new();
         for index in 0..80i64 {
             // Timestamps mostly rise, with some going back (producers' clocks differ).
             let timestamp = 1_000 + index * 100 - if index % 7 == 0 { 450 } else { 0 };
-            let info = log
-                .append(&mut batch_with(0, 2, 30, timestamp, 2), 0)
-                .unwrap();
-            batches.push((info.base_offset, info.max_timestamp_ms));
+            let mut bytes = batch_with(0, 2, 30, timestamp, 2);
+            log.append(&mut bytes, 0).unwrap();
+            records.extend(record_times(&bytes));
         }
         for target in (-600..8_200).step_by(37) {
-            let want = batches
+            let want = records
                 .iter()
-                .find(|(_, max)| *max >= target)
-                .map(|(offset, max)| TimestampOffset {
+                .find(|(_, timestamp)| *timestamp >= target)
+                .map(|(offset, timestamp)| TimestampOffset {
                     offset: *offset,
-                    timestamp_ms: *max,
+                    timestamp_ms: *timestamp,
                 });
             assert_eq!(log.offset_for_timestamp(target).unwrap(), want, "{target}");
         }
-        let (max_offset, max_timestamp_ms) = batches
+        let (max_offset, max_timestamp_ms) = records
             .iter()
             .copied()
             .reduce(|best, next| if next.1 > best.1 { next } else { best })
@@ -1378,6 +1383,106 @@ mod tests {
                 timestamp_ms: max_timestamp_ms,
             })
         );
+    }
+
+    /// One batch whose records carry `timestamps` (any order), compressed with `compression`.
+    fn batch_of_times(timestamps: &[i64], compression: Compression) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(0, compression);
+        for (delta, timestamp) in timestamps.iter().enumerate() {
+            builder
+                .push(&NewRecord {
+                    offset_delta: i32::try_from(delta).unwrap(),
+                    timestamp: *timestamp,
+                    key: None,
+                    value: Some(b"value"),
+                    headers: &[],
+                })
+                .unwrap();
+        }
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn time_lookups_answer_the_matching_record_not_its_batch() {
+        // Found by Kafka's Java client: ListOffsets by timestamp and MAX_TIMESTAMP answered the
+        // batch's base offset and max timestamp. Kafka answers the first record with a timestamp
+        // at or after the target (its own offset and timestamp), and for the max timestamp the
+        // record holding it.
+        for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
+            let dir = temp_dir();
+            let data = LogDir::open(dir.path(), small_config()).unwrap();
+            let log = data.create("t", 0, None).unwrap();
+            log.append(
+                &mut batch_of_times(&[100, 300, 200, 500, 400], compression),
+                0,
+            )
+            .unwrap();
+            log.append(&mut batch_of_times(&[600, 700], compression), 0)
+                .unwrap();
+            let at = |target| {
+                log.offset_for_timestamp(target)
+                    .unwrap()
+                    .map(|found| (found.offset, found.timestamp_ms))
+            };
+            assert_eq!(at(0), Some((0, 100)), "{compression:?}");
+            assert_eq!(at(150), Some((1, 300)), "{compression:?}");
+            assert_eq!(at(301), Some((3, 500)), "{compression:?}");
+            assert_eq!(at(450), Some((3, 500)), "{compression:?}");
+            assert_eq!(at(501), Some((5, 600)), "{compression:?}");
+            assert_eq!(at(701), None, "{compression:?}");
+            let max = log.max_timestamp().unwrap().unwrap();
+            assert_eq!((max.offset, max.timestamp_ms), (6, 700), "{compression:?}");
+            // The maximum in the middle of a batch: that record's offset.
+            let dir = temp_dir();
+            let data = LogDir::open(dir.path(), small_config()).unwrap();
+            let log = data.create("t", 0, None).unwrap();
+            log.append(&mut batch_of_times(&[10, 90, 30], compression), 0)
+                .unwrap();
+            let max = log.max_timestamp().unwrap().unwrap();
+            assert_eq!((max.offset, max.timestamp_ms), (1, 90), "{compression:?}");
+        }
+    }
+
+    #[test]
+    fn time_lookups_skip_records_below_a_log_start_inside_a_batch() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        log.append(
+            &mut batch_of_times(&[100, 900, 200, 300], Compression::None),
+            0,
+        )
+        .unwrap();
+        assert_eq!(log.delete_records_before(2).unwrap(), 2);
+        let found = log.offset_for_timestamp(0).unwrap().unwrap();
+        assert_eq!((found.offset, found.timestamp_ms), (2, 200));
+        // The record with the batch's max timestamp is gone: nothing at or after 900 remains.
+        assert_eq!(log.offset_for_timestamp(500).unwrap(), None);
+    }
+
+    #[test]
+    fn a_log_append_time_batch_answers_its_first_record_at_the_append_time() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        let mut builder = BatchBuilder::new(0, Compression::None);
+        builder.log_append_time_ms = Some(5_000);
+        for delta in 0..3 {
+            builder
+                .push(&NewRecord {
+                    offset_delta: delta,
+                    timestamp: 10,
+                    key: None,
+                    value: None,
+                    headers: &[],
+                })
+                .unwrap();
+        }
+        log.append(&mut builder.build().unwrap(), 0).unwrap();
+        let found = log.offset_for_timestamp(4_000).unwrap().unwrap();
+        assert_eq!((found.offset, found.timestamp_ms), (0, 5_000));
+        let max = log.max_timestamp().unwrap().unwrap();
+        assert_eq!((max.offset, max.timestamp_ms), (0, 5_000));
     }
 
     #[test]

@@ -12,7 +12,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::Mmap;
+use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
+use skiff_protocol::records::record::batch_records;
 use skiff_protocol::records::v2::BatchHeader;
+use skiff_protocol::records::RecordError;
 
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
@@ -551,6 +554,49 @@ impl Segment {
         })
     }
 
+    /// The first record with a timestamp ≥ `target_ms` and an offset ≥ `from_offset`, as
+    /// (offset, timestamp) — Kafka's `LogSegment.findOffsetByTimestamp`: the batch comes from the
+    /// time index ([`Segment::find_timestamp`]), then its records are read (decompressed under
+    /// [`DECOMPRESSED_BYTES_MAX`]) for the exact one; a batch that has none (its late records
+    /// lie below `from_offset`) passes the search to the next. In a LogAppendTime batch every
+    /// record carries the batch's time.
+    pub(crate) fn find_record_by_timestamp(
+        &self,
+        io: &dyn FileIo,
+        target_ms: i64,
+        from_offset: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        let Some((mut position, _)) = self.find_timestamp(io, target_ms, from_offset)? else {
+            return Ok(None);
+        };
+        let mut batch = Vec::new();
+        let mut scratch = Vec::new();
+        while position < self.size_bytes {
+            let header = self.read_header(io, position)?;
+            if header.max_timestamp >= target_ms && header.last_offset() >= from_offset {
+                let bytes = match self.viewed(position, header.total_bytes()) {
+                    Some(bytes) => bytes,
+                    None => {
+                        batch.resize(header.total_bytes(), 0);
+                        io.read_exact_at(&self.log, &mut batch, position)
+                            .map_err(|error| Error::io(&*self.log_path, error))?;
+                        &batch[..]
+                    }
+                };
+                let found =
+                    first_record_at_or_after(bytes, &header, target_ms, from_offset, &mut scratch)
+                        .map_err(|error| {
+                            Error::corrupt(&*self.log_path, position, error.to_string())
+                        })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            position += header.total_bytes() as u64;
+        }
+        Ok(None)
+    }
+
     /// The one header walk of the read path: from `position`, the first batch satisfying `stop`.
     fn first_batch_from(
         &self,
@@ -714,6 +760,30 @@ impl Segment {
 }
 
 /// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
+/// The first record of one whole v2 `batch` with timestamp ≥ `target_ms` and offset ≥
+/// `from_offset`, as (offset, timestamp).
+fn first_record_at_or_after(
+    batch: &[u8],
+    header: &BatchHeader,
+    target_ms: i64,
+    from_offset: i64,
+    scratch: &mut Vec<u8>,
+) -> std::result::Result<Option<(i64, i64)>, RecordError> {
+    let log_append_time = header.is_log_append_time();
+    for record in batch_records(batch, header, scratch, DECOMPRESSED_BYTES_MAX)? {
+        let record = record?;
+        let timestamp = if log_append_time {
+            header.max_timestamp
+        } else {
+            record.timestamp
+        };
+        if timestamp >= target_ms && record.offset >= from_offset {
+            return Ok(Some((record.offset, timestamp)));
+        }
+    }
+    Ok(None)
+}
+
 pub(crate) fn remove_segment_files(io: &dyn FileIo, dir: &Path, base_offset: i64) -> Result<()> {
     for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
         let path = fs::segment_file(dir, base_offset, suffix);

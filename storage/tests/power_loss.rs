@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
 use skiff_storage::sim::{CutMode, SimIo};
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
-use support::batch_with;
+use support::{batch_with, record_times};
 use temp::temp_dir;
 
 /// Seeds a plain `cargo test` runs.
@@ -162,10 +162,11 @@ fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
         targets.push(rng.gen_range(0..200_000));
     }
     for target in targets {
+        // The first record at or after the log start with a timestamp at or after the target.
         let want = surviving
             .iter()
-            .find(|batch| batch.max_timestamp_ms >= target)
-            .map(|batch| (batch.base_offset.max(start), batch.max_timestamp_ms));
+            .flat_map(|batch| record_times(&batch.bytes))
+            .find(|(offset, timestamp)| *offset >= start && *timestamp >= target);
         let got = log
             .offset_for_timestamp(target)
             .unwrap()

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_storage::{Error, Log, LogConfig, LogDir};
-use support::batch_with;
+use support::{batch_with, record_times};
 use temp::temp_dir;
 
 const ITERATIONS: usize = 40;
@@ -94,8 +94,8 @@ fn assert_holds_exactly(log: &Log, expected: &[Stored], context: &str) {
     for target in targets {
         let want = expected
             .iter()
-            .find(|s| s.max_timestamp_ms >= target)
-            .map(|s| (s.base_offset, s.max_timestamp_ms));
+            .flat_map(|s| record_times(&s.bytes))
+            .find(|(_, timestamp)| *timestamp >= target);
         let got = log
             .offset_for_timestamp(target)
             .unwrap()

@@ -152,37 +152,6 @@ def pytest_terminal_summary(terminalreporter):
 
 # --- Apache Kafka's Java client and tools ---------------------------------------------------------
 
-ADMIN_APIS_PENDING_REASON = (
-    "issue 14 item 4: DeleteRecords, DeleteGroups, OffsetDelete, DescribeLogDirs and "
-    "ListPartitionReassignments are not in Skiff yet; "
-    "these tests must fail with UNSUPPORTED_VERSION until they land (an XPASS fails the run: then "
-    "remove this expectation)"
-)
-# Set to True when the admin APIs of issue 14 item 4 land: the needs_admin_apis tests then run as
-# ordinary tests.
-ADMIN_APIS_LANDED = False
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "needs_admin_apis: uses an admin API of issue 14 item 4 that Skiff does not have yet; "
-        "expected to fail with UNSUPPORTED_VERSION (strict) until ADMIN_APIS_LANDED in conftest.py",
-    )
-
-
-def pytest_collection_modifyitems(config, items):
-    if ADMIN_APIS_LANDED:
-        return
-    from java_programs import AdminApiMissing
-
-    for item in items:
-        if item.get_closest_marker("needs_admin_apis"):
-            # Only the broker's UNSUPPORTED_VERSION counts as the expected failure: any other
-            # failure (a wrong answer, a hang, a bug in the test) fails the run as usual.
-            item.add_marker(pytest.mark.xfail(raises=AdminApiMissing, strict=True, reason=ADMIN_APIS_PENDING_REASON))
-
-
 @pytest.fixture(scope="session")
 def java_classes(tmp_path_factory):
     """The Java test programs of tests/clients/java/src, compiled once per session."""

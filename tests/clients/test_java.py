@@ -52,9 +52,7 @@ def test_classic_group_commits_and_rebalances(java_classes, module_broker):
     "describe_configs",
     "describe_broker_configs",
     "list_offsets",
-    pytest.param("list_offsets_by_record_timestamp", marks=pytest.mark.xfail(strict=True, reason=(
-        "Skiff bug: ListOffsets v7 by timestamp and MAX_TIMESTAMP (-3) answer the batch's base offset "
-        "and max timestamp, not the matching record's (storage/src/log.rs offset_for_timestamp)"))),
+    "list_offsets_by_record_timestamp",
     "group_offsets_and_listing",
     "describe_group_after_leave",
     "delete_topics",

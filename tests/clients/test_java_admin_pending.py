@@ -1,8 +1,7 @@
-"""kafka-clients 4.x Admin calls and Kafka's tools for the admin APIs of issue 14 item 4. Those Skiff
-does not have yet are marked needs_admin_apis: until they land each must fail with the broker's
-UNSUPPORTED_VERSION, and only with that (conftest.py); then they run as ordinary tests. The
-partition and config ones (CreatePartitions, IncrementalAlterConfigs) have landed and are
-unmarked."""
+"""kafka-clients 4.x Admin calls and Kafka's tools for the admin APIs of issue 14 item 4
+(CreatePartitions, IncrementalAlterConfigs, DeleteRecords, DeleteGroups, OffsetDelete,
+DescribeLogDirs, ListPartitionReassignments). They were written before Skiff had these APIs and
+expected UNSUPPORTED_VERSION; every one has landed, so they run as ordinary tests."""
 
 import json
 import re
@@ -10,9 +9,6 @@ import re
 import pytest
 
 from java_programs import AdminApiMissing, run_program, run_tools
-
-pending = pytest.mark.needs_admin_apis
-
 
 @pytest.fixture(scope="module")
 def pending_run(java_classes, tmp_path_factory):
@@ -28,11 +24,11 @@ def pending_run(java_classes, tmp_path_factory):
 @pytest.mark.parametrize("check", [
     "create_partitions",
     "incremental_alter_configs",
-    pytest.param("delete_records", marks=pending),
-    pytest.param("offset_delete", marks=pending),
-    pytest.param("delete_groups", marks=pending),
-    pytest.param("describe_log_dirs", marks=pending),
-    pytest.param("list_partition_reassignments", marks=pending),
+    "delete_records",
+    "offset_delete",
+    "delete_groups",
+    "describe_log_dirs",
+    "list_partition_reassignments",
 ])
 def test_admin_client_pending(pending_run, check):
     pending_run.expect_pass(check)
@@ -106,13 +102,11 @@ def test_kafka_configs_alter(pending_tool_runs):
     assert re.search(r"^\s+retention\.ms=7200000 ", describe, re.M), describe
 
 
-@pending
 def test_kafka_delete_records(pending_tool_runs):
     out = tool_ok(pending_tool_runs, "delete_records")
     assert re.search(rf"partition: {TOOLS_TOPIC}-0\s+low_watermark: 10", out), out
 
 
-@pending
 def test_kafka_log_dirs(pending_tool_runs):
     out = tool_ok(pending_tool_runs, "log_dirs")
     described = json.loads(out.strip().splitlines()[-1])
@@ -122,7 +116,6 @@ def test_kafka_log_dirs(pending_tool_runs):
     assert any(p["partition"] == f"{TOOLS_TOPIC}-0" and p["size"] > 0 for p in partitions), described
 
 
-@pending
 def test_kafka_consumer_groups_delete(pending_tool_runs):
     tool_ok(pending_tool_runs, "consumer_perf")
     tool_ok(pending_tool_runs, "delete_offsets")

@@ -169,3 +169,16 @@ pub async fn fetch(
     let body = client.read_body(size).await?;
     decode_fetch(body, version)
 }
+
+/// The version range ApiVersions advertised for `api_key`; panics if it is not advertised.
+pub fn advertised(
+    response: &kafka_protocol::messages::ApiVersionsResponse,
+    api_key: ApiKey,
+) -> std::ops::RangeInclusive<i16> {
+    let entry = response
+        .api_keys
+        .iter()
+        .find(|entry| entry.api_key == api_key as i16)
+        .unwrap_or_else(|| panic!("{api_key:?} is not advertised"));
+    entry.min_version..=entry.max_version
+}

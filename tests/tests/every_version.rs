@@ -13,19 +13,10 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_bench::client::{fetch_request, Connection};
 use skiff_protocol::records::legacy::LegacySetBuilder;
 use skiff_protocol::records::{Compression, Magic};
-use skiff_tests::{batch, create_topic, TestBroker};
+use skiff_tests::{advertised, batch, create_topic, TestBroker};
 
 fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_owned()))
-}
-
-fn advertised(response: &ApiVersionsResponse, api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
-    let entry = response
-        .api_keys
-        .iter()
-        .find(|entry| entry.api_key == api_key as i16)
-        .unwrap_or_else(|| panic!("{api_key:?} is not advertised"));
-    entry.min_version..=entry.max_version
 }
 
 fn legacy_set(magic: Magic) -> Bytes {
@@ -560,8 +551,9 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The APIs the two tests above exercise at every advertised version, and the SASL ones, which
-/// `tests/security.rs` exercises at every version (they need a SASL listener).
+/// The APIs the two tests above exercise at every advertised version, the SASL ones, which
+/// `tests/security.rs` exercises at every version (they need a SASL listener), and the admin ones
+/// `tests/every_admin_version.rs` exercises.
 const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
@@ -587,6 +579,11 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeLogDirs,
+    ApiKey::DeleteGroups,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::OffsetDelete,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -50,6 +50,12 @@ pub const INITIAL_REBALANCE_DELAY_MS_DEFAULT: i32 = 3000;
 /// hold a new group's first join for longer than any default client waits.
 pub const INITIAL_REBALANCE_DELAY_MS_MAX: i32 = 300_000;
 
+/// How long an Empty group outlives the OffsetDelete that removed its last committed offset
+/// (Kafka's `offsets.retention.check.interval.ms` default: Kafka 4.x keeps such a group until its
+/// periodic cleanup, so `kafka-consumer-groups --delete-offsets` then `--delete` succeeds). The
+/// group still counts against `groups_max` meanwhile.
+pub const EMPTIED_GROUP_RETENTION_MS_DEFAULT: i64 = 600_000;
+
 /// Where clients find the coordinator (FindCoordinator's answer): this broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoordinatorNode {
@@ -84,6 +90,8 @@ pub struct GroupConfig {
     /// member has joined. Within `0..=`[`INITIAL_REBALANCE_DELAY_MS_MAX`] (the broker config
     /// checks it; the coordinator treats a negative value as 0).
     pub initial_rebalance_delay_ms: i32,
+    /// See [`EMPTIED_GROUP_RETENTION_MS_DEFAULT`].
+    pub emptied_group_retention_ms: i64,
     /// This broker, as FindCoordinator reports it.
     pub node: CoordinatorNode,
     /// Mixed into every member id so that ids handed out before a restart are not handed out again
@@ -104,6 +112,7 @@ impl GroupConfig {
             offset_metadata_bytes_max: OFFSET_METADATA_BYTES_MAX_DEFAULT,
             committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
             initial_rebalance_delay_ms: INITIAL_REBALANCE_DELAY_MS_DEFAULT,
+            emptied_group_retention_ms: EMPTIED_GROUP_RETENTION_MS_DEFAULT,
             node,
             member_id_salt,
         }

@@ -6,13 +6,14 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::messages::{
-    DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse, JoinGroupResponse,
-    LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetFetchResponse,
-    SyncGroupResponse,
+    DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse,
+    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
 };
 use skiff_protocol::error_code::ErrorCode;
 
 use super::config::GroupConfig;
+use super::deletion::PendingDelete;
 use super::offsets::PendingCommit;
 use super::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
 use super::state::{CommittedOffset, Group, GroupState};
@@ -54,6 +55,10 @@ pub enum Response {
     DescribeGroups(DescribeGroupsResponse),
     /// ListGroups.
     ListGroups(ListGroupsResponse),
+    /// DeleteGroups.
+    DeleteGroups(DeleteGroupsResponse),
+    /// OffsetDelete.
+    OffsetDelete(OffsetDeleteResponse),
 }
 
 /// What the coordinator asks the driver to do.
@@ -75,6 +80,14 @@ pub enum Output {
         request_id: RequestId,
         /// The commits, in request order.
         commits: Vec<(OffsetKey, OffsetValue)>,
+    },
+    /// Append a tombstone for each key durably to the offsets log, in order, then call
+    /// [`Coordinator::deletes_persisted`] with `request_id` (DeleteGroups, OffsetDelete).
+    PersistOffsetDeletes {
+        /// The request waiting for it.
+        request_id: RequestId,
+        /// The offsets deleted.
+        keys: Vec<OffsetKey>,
     },
 }
 
@@ -115,6 +128,8 @@ pub struct Coordinator {
     pub(super) outputs: VecDeque<Output>,
     /// OffsetCommits waiting for their records to be durable, by request id.
     pub(super) pending_commits: BTreeMap<RequestId, PendingCommit>,
+    /// DeleteGroups and OffsetDeletes waiting for their tombstones to be durable, by request id.
+    pub(super) pending_deletes: BTreeMap<RequestId, PendingDelete>,
     /// Committed-offset entries across all groups (bounded by `committed_offsets_max`).
     pub(super) offsets_count: usize,
     /// Member ids handed out so far (made unique per start by the config's salt).
@@ -132,6 +147,7 @@ impl Coordinator {
             groups: BTreeMap::new(),
             outputs: VecDeque::new(),
             pending_commits: BTreeMap::new(),
+            pending_deletes: BTreeMap::new(),
             offsets_count: 0,
             member_id_count: 0,
             persist_sequence: 0,
@@ -170,6 +186,11 @@ impl Coordinator {
         let group_ids: Vec<String> = self.groups.keys().cloned().collect();
         for group_id in group_ids {
             self.expire_group(&group_id, now_ms);
+            if let Some(group) = self.groups.get_mut(&group_id) {
+                if group.kept_until_ms.is_some_and(|until| until <= now_ms) {
+                    group.kept_until_ms = None;
+                }
+            }
             self.forget_if_unused(&group_id);
         }
     }
@@ -182,6 +203,9 @@ impl Coordinator {
         };
         for group in self.groups.values() {
             if let Some(deadline) = group.rebalance_deadline_ms {
+                consider(deadline);
+            }
+            if let Some(deadline) = group.kept_until_ms {
                 consider(deadline);
             }
             for deadline in group.pending_members.values() {
@@ -295,11 +319,15 @@ impl Coordinator {
         }
     }
 
-    /// Drops a group that holds nothing (no member, no handed-out id, no offset): it would only
-    /// count against `groups_max`. Called after every input that touched the group.
+    /// Drops a group that holds nothing (no member, no handed-out id, no offset) and is not kept
+    /// after an OffsetDelete: it would only count against `groups_max`. Called after every input
+    /// that touched the group.
     pub(super) fn forget_if_unused(&mut self, group_id: &str) {
         let unused = self.groups.get(group_id).is_some_and(|group| {
-            group.state == GroupState::Empty && group.size() == 0 && group.offsets.is_empty()
+            group.state == GroupState::Empty
+                && group.size() == 0
+                && group.offsets.is_empty()
+                && group.kept_until_ms.is_none()
         });
         if unused {
             self.groups.remove(group_id);

@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
-    InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
+    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader,
+    SyncGroupRequest,
 };
 use skiff_storage::Log;
 use tokio::sync::{mpsc, oneshot};
@@ -80,6 +81,9 @@ pub(crate) enum GroupRequest {
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
     InitProducerId(InitProducerIdRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    /// With the partitions the handler refused (authorization, unknown topic) and their error.
+    OffsetDelete(OffsetDeleteRequest, BTreeMap<(String, i32), i16>),
 }
 
 /// The coordinator task's answer.
@@ -292,6 +296,12 @@ impl GroupDriver {
                 self.allocator
                     .handle_init_producer_id(request_id, meta.version, &request)
             }
+            GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
+            GroupRequest::OffsetDelete(request, refused) => {
+                coordinator.handle_offset_delete(now, meta, request, |topic, partition| {
+                    refused.get(&(topic.to_owned(), partition)).copied()
+                })
+            }
         }
         // Time passed in; expire whatever is due before answering, so a request never sees a
         // member whose session ended.
@@ -316,11 +326,23 @@ impl GroupDriver {
                         request_id,
                         commits,
                     } => {
-                        let result = self.persist(commits).await;
+                        let entries = commits
+                            .into_iter()
+                            .map(|(key, value)| OffsetLogEntry::Commit(key, value))
+                            .collect();
+                        let result = self.persist(entries).await;
                         if let Err(error) = &result {
                             tracing::error!(%error, "offsets log append failed");
                         }
                         self.coordinator.offsets_persisted(request_id, result);
+                    }
+                    Output::PersistOffsetDeletes { request_id, keys } => {
+                        let entries = keys.into_iter().map(OffsetLogEntry::Delete).collect();
+                        let result = self.persist(entries).await;
+                        if let Err(error) = &result {
+                            tracing::error!(%error, "offsets log tombstone append failed");
+                        }
+                        self.coordinator.deletes_persisted(request_id, result);
                     }
                 }
             }
@@ -355,16 +377,9 @@ impl GroupDriver {
         }
     }
 
-    /// Appends the commits to the offsets log and flushes it.
-    async fn persist(
-        &self,
-        commits: Vec<(crate::group::OffsetKey, crate::group::OffsetValue)>,
-    ) -> Result<(), PersistError> {
+    /// Appends commits or tombstones to the offsets log and flushes it.
+    async fn persist(&self, entries: Vec<OffsetLogEntry>) -> Result<(), PersistError> {
         let now = now_ms();
-        let entries: Vec<OffsetLogEntry> = commits
-            .into_iter()
-            .map(|(key, value)| OffsetLogEntry::Commit(key, value))
-            .collect();
         let batches =
             offsets_log::encode_batches(&entries, now).map_err(|_| PersistError::TooLarge)?;
         let log = self.offsets_log.clone();

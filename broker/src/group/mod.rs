@@ -1,5 +1,6 @@
 //! The classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-//! OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, FindCoordinator; every version from 0) as
+//! OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, FindCoordinator, DeleteGroups,
+//! OffsetDelete; every version from 0) as
 //! a sans-IO state machine, and the record codec of the internal offsets log.
 //!
 //! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
@@ -23,7 +24,9 @@
 //!    - [`Output::PersistOffsets`]: append these commits to the offsets log (in the order the
 //!      outputs come out), then call [`Coordinator::offsets_persisted`] with the same request id;
 //!      only that call produces the OffsetCommit reply, so a commit is acknowledged only once it is
-//!      durable.
+//!      durable;
+//!    - [`Output::PersistOffsetDeletes`]: the same for tombstones ([`OffsetLogEntry::Delete`]),
+//!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete).
 //! 4. The driver calls [`Coordinator::tick`] with the current time whenever
 //!    [`Coordinator::next_deadline_ms`] has passed (calling it more often is harmless). `now_ms`
 //!    must never decrease between calls.
@@ -53,6 +56,8 @@
 //! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
 //! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
 //! - `admin.rs`: DescribeGroups, ListGroups, FindCoordinator.
+//! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
+//!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
 //! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
 //! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants.
 //!
@@ -68,6 +73,7 @@ pub mod driver;
 
 mod admin;
 mod coordinator;
+mod deletion;
 mod membership;
 mod offsets;
 

@@ -15,8 +15,12 @@
 //!   rebalance delay (or the rebalance timeout, if shorter) and no later than the rebalance
 //!   timeout (plus the clock's last advance: deadlines are noticed when the clock passes them);
 //! - committed offsets: the coordinator shows exactly the last acknowledged commit per partition,
-//!   never moves backwards (across restarts too), and after a restart equals the replay of what
-//!   the driver made durable.
+//!   never moves backwards (across restarts too) unless an acknowledged OffsetDelete or
+//!   DeleteGroups removed it, and after a restart equals the replay of what the driver made
+//!   durable (commits and tombstones in their order);
+//! - an admin now and then deletes the group's offsets (OffsetDelete) or the group (DeleteGroups):
+//!   NON_EMPTY_GROUP and GROUP_SUBSCRIBED_TO_TOPIC only while the group has members,
+//!   GROUP_ID_NOT_FOUND only for a group the coordinator does not hold.
 //!
 //! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-broker group::sim`
 //! replays only that seed; `SKIFF_SIM_STATS=1` (with `--nocapture`) prints what each seed
@@ -32,11 +36,15 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+    DeleteGroupsRequest, DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
@@ -191,6 +199,17 @@ enum Sent {
     },
     Fetch,
     Describe,
+    /// OffsetDelete of every partition of the group.
+    DeleteOffsets,
+    /// DeleteGroups of the group.
+    DeleteGroup,
+}
+
+/// A write handed to the driver.
+#[derive(Debug, Clone)]
+enum Write {
+    Commits(Vec<(OffsetKey, OffsetValue)>),
+    Tombstones(Vec<OffsetKey>),
 }
 
 struct Sim {
@@ -206,8 +225,13 @@ struct Sim {
     members: Vec<SimMember>,
     next_request_id: RequestId,
     outstanding: BTreeMap<RequestId, Sent>,
-    /// PersistOffsets not yet completed, oldest first (the driver appends in order).
-    persist_queue: VecDeque<(RequestId, Vec<(OffsetKey, OffsetValue)>)>,
+    /// PersistOffsets and PersistOffsetDeletes not yet completed, oldest first (the driver
+    /// appends in order).
+    persist_queue: VecDeque<(RequestId, Write)>,
+    /// The keys each pending deletion tombstones, for its acknowledgement.
+    tombstoned: BTreeMap<RequestId, Vec<Partition>>,
+    /// Deletions acknowledged.
+    deletions: usize,
     /// The offsets log: v2 batches as the driver wrote them.
     log: Vec<u8>,
     /// Latest durable offset per partition (what a replay of `log` must give).
@@ -247,6 +271,8 @@ impl Sim {
             next_request_id: 0,
             outstanding: BTreeMap::new(),
             persist_queue: VecDeque::new(),
+            tombstoned: BTreeMap::new(),
+            deletions: 0,
             log: Vec::new(),
             durable: BTreeMap::new(),
             progress: BTreeMap::new(),
@@ -330,6 +356,8 @@ impl Sim {
                 }
             }
             151..=165 => self.fetch_offsets(),
+            166..=168 => self.delete_offsets(),
+            169..=170 => self.delete_group(),
             _ => {
                 let member = self.rng.gen_range(0..MEMBERS);
                 if !self.members[member].waiting {
@@ -509,30 +537,85 @@ impl Sim {
         self.coordinator.handle_offset_fetch(meta, request);
     }
 
+    /// An admin deletes the group's committed offsets of every partition.
+    fn delete_offsets(&mut self) {
+        let meta = self.meta(0, Sent::DeleteOffsets);
+        let mut request = OffsetDeleteRequest::default();
+        request.group_id = GroupId(s(GROUP));
+        request.topics = TOPICS
+            .iter()
+            .map(|(topic, count)| {
+                let mut entry = OffsetDeleteRequestTopic::default();
+                entry.name = TopicName(s(topic));
+                entry.partitions = (0..*count)
+                    .map(|partition| {
+                        OffsetDeleteRequestPartition::default().with_partition_index(partition)
+                    })
+                    .collect();
+                entry
+            })
+            .collect();
+        self.coordinator
+            .handle_offset_delete(self.now_ms, meta, request, |_, _| None);
+    }
+
+    /// An admin deletes the group.
+    fn delete_group(&mut self) {
+        let version = self.rng.gen_range(0..=2);
+        let meta = self.meta(version, Sent::DeleteGroup);
+        let mut request = DeleteGroupsRequest::default();
+        request.groups_names = vec![GroupId(s(GROUP))];
+        self.coordinator.handle_delete_groups(meta, request);
+    }
+
     /// The driver finishes the oldest pending write: durable (appended to the log) or failed.
     fn complete_persist(&mut self, ok: bool) {
-        let Some((request_id, commits)) = self.persist_queue.pop_front() else {
+        let Some((request_id, write)) = self.persist_queue.pop_front() else {
             return;
         };
-        if ok {
-            self.append_to_log(&commits);
-            self.coordinator.offsets_persisted(request_id, Ok(()));
+        let result = if ok {
+            self.append_to_log(&write);
+            Ok(())
         } else {
-            self.coordinator
-                .offsets_persisted(request_id, Err(PersistError::Unavailable));
+            Err(PersistError::Unavailable)
+        };
+        match write {
+            Write::Commits(_) => self.coordinator.offsets_persisted(request_id, result),
+            Write::Tombstones(_) => self.coordinator.deletes_persisted(request_id, result),
         }
     }
 
-    fn append_to_log(&mut self, commits: &[(OffsetKey, OffsetValue)]) {
-        let entries: Vec<OffsetLogEntry> = commits
-            .iter()
-            .map(|(key, value)| OffsetLogEntry::Commit(key.clone(), value.clone()))
-            .collect();
+    fn append_to_log(&mut self, write: &Write) {
+        let entries: Vec<OffsetLogEntry> = match write {
+            Write::Commits(commits) => commits
+                .iter()
+                .map(|(key, value)| OffsetLogEntry::Commit(key.clone(), value.clone()))
+                .collect(),
+            Write::Tombstones(keys) => keys.iter().cloned().map(OffsetLogEntry::Delete).collect(),
+        };
         let batch = encode_batch(&entries, self.now_ms).expect("encode offsets batch");
         self.log.extend_from_slice(&batch);
-        for (key, value) in commits {
-            self.durable
-                .insert((key.topic.clone(), key.partition), value.offset);
+        match write {
+            Write::Commits(commits) => {
+                for (key, value) in commits {
+                    self.durable
+                        .insert((key.topic.clone(), key.partition), value.offset);
+                }
+            }
+            Write::Tombstones(keys) => {
+                for key in keys {
+                    self.durable.remove(&(key.topic.clone(), key.partition));
+                }
+            }
+        }
+    }
+
+    /// An acknowledged (or, at a crash, durable but unanswered) deletion: its offsets are gone
+    /// and may start again from anything.
+    fn forget_deleted(&mut self, keys: &[Partition]) {
+        for key in keys {
+            self.acked.remove(key);
+            self.high_water.remove(key);
         }
     }
 
@@ -543,11 +626,15 @@ impl Sim {
         self.restarts += 1;
         self.left_empty_at_ms = None;
         let pending: Vec<_> = self.persist_queue.drain(..).collect();
-        for (_, commits) in pending {
+        for (request_id, write) in pending {
             if self.rng.gen_bool(0.5) {
-                self.append_to_log(&commits);
+                self.append_to_log(&write);
+                if let Some(keys) = self.tombstoned.get(&request_id).cloned() {
+                    self.forget_deleted(&keys);
+                }
             }
         }
+        self.tombstoned.clear();
         self.outstanding.clear();
         for member in &mut self.members {
             member.waiting = false;
@@ -593,7 +680,19 @@ impl Sim {
                 Output::PersistOffsets {
                     request_id,
                     commits,
-                } => self.persist_queue.push_back((request_id, commits)),
+                } => self
+                    .persist_queue
+                    .push_back((request_id, Write::Commits(commits))),
+                Output::PersistOffsetDeletes { request_id, keys } => {
+                    self.tombstoned.insert(
+                        request_id,
+                        keys.iter()
+                            .map(|key| (key.topic.clone(), key.partition))
+                            .collect(),
+                    );
+                    self.persist_queue
+                        .push_back((request_id, Write::Tombstones(keys)));
+                }
                 Output::Reply {
                     request_id,
                     response,
@@ -602,13 +701,13 @@ impl Sim {
                     let sent = self.outstanding.remove(&request_id).unwrap_or_else(|| {
                         panic!("reply to {request_id}: unknown or answered twice")
                     });
-                    self.on_reply(sent, response);
+                    self.on_reply(request_id, sent, response);
                 }
             }
         }
     }
 
-    fn on_reply(&mut self, sent: Sent, response: Response) {
+    fn on_reply(&mut self, request_id: RequestId, sent: Sent, response: Response) {
         match (sent, response) {
             (Sent::Join { member }, Response::JoinGroup(r)) => {
                 self.members[member].waiting = false;
@@ -724,6 +823,55 @@ impl Sim {
                 }
             }
             (Sent::Describe, Response::DescribeGroups(r)) => self.check_described(&r),
+            (Sent::DeleteOffsets, Response::OffsetDelete(r)) => {
+                let tombstoned = self.tombstoned.remove(&request_id).unwrap_or_default();
+                let state = self.coordinator.group_state(GROUP);
+                match r.error_code {
+                    0 => {}
+                    69 => assert_eq!(state, None, "GROUP_ID_NOT_FOUND for a held group"),
+                    other => panic!("unexpected OffsetDelete error {other}"),
+                }
+                let mut deleted = Vec::new();
+                for topic in &r.topics {
+                    for partition in &topic.partitions {
+                        let key = (topic.name.0.as_str().to_owned(), partition.partition_index);
+                        match partition.error_code {
+                            0 => deleted.push(key),
+                            // The members' metadata is no subscription: every topic counts.
+                            86 => assert!(
+                                state.is_some_and(|state| state != GroupState::Empty),
+                                "GROUP_SUBSCRIBED_TO_TOPIC for a group without members"
+                            ),
+                            // The driver failed the write: nothing was deleted.
+                            15 => assert!(tombstoned.contains(&key)),
+                            other => panic!("unexpected OffsetDelete partition error {other}"),
+                        }
+                    }
+                }
+                deleted.retain(|key| tombstoned.contains(key));
+                self.deletions += usize::from(!deleted.is_empty());
+                self.forget_deleted(&deleted);
+            }
+            (Sent::DeleteGroup, Response::DeleteGroups(r)) => {
+                let tombstoned = self.tombstoned.remove(&request_id).unwrap_or_default();
+                let state = self.coordinator.group_state(GROUP);
+                match r.results[0].error_code {
+                    0 => {
+                        self.deletions += 1;
+                        self.forget_deleted(&tombstoned);
+                    }
+                    68 => assert!(
+                        state.is_some_and(|state| state != GroupState::Empty),
+                        "NON_EMPTY_GROUP for a group without members"
+                    ),
+                    69 => assert_eq!(state, None, "GROUP_ID_NOT_FOUND for a held group"),
+                    15 => assert!(
+                        !tombstoned.is_empty(),
+                        "a failed write that was never asked"
+                    ),
+                    other => panic!("unexpected DeleteGroups error {other}"),
+                }
+            }
             (sent, response) => panic!("{sent:?} answered with {response:?}"),
         }
     }
@@ -811,27 +959,32 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64) {
+/// Runs one seed; how many deletions were acknowledged.
+fn run_seed(seed: u64) -> usize {
     let result = std::panic::catch_unwind(|| {
         let mut sim = Sim::new(seed);
         sim.run();
         if std::env::var_os("SKIFF_SIM_STATS").is_some() {
             eprintln!(
                 "seed {seed}: delay {} ms restarts {} stable checks {} generation {} acked {} \
-                 requests {}",
+                 deletions {} requests {}",
                 sim.initial_rebalance_delay_ms,
                 sim.restarts,
                 sim.stable_checks,
                 sim.generation_max,
                 sim.acked.len(),
+                sim.deletions,
                 sim.next_request_id
             );
         }
-        sim.restarts
+        sim.deletions
     });
-    if let Err(panic) = result {
-        eprintln!("group simulation failed: SKIFF_SEED={seed}");
-        std::panic::resume_unwind(panic);
+    match result {
+        Ok(deletions) => deletions,
+        Err(panic) => {
+            eprintln!("group simulation failed: SKIFF_SEED={seed}");
+            std::panic::resume_unwind(panic);
+        }
     }
 }
 
@@ -844,9 +997,8 @@ fn seeded_group_simulation_keeps_its_invariants() {
         run_seed(seed);
         return;
     }
-    for seed in SEEDS {
-        run_seed(seed);
-    }
+    let deletions: usize = SEEDS.map(run_seed).sum();
+    assert!(deletions > 0, "no seed ever deleted offsets or the group");
 }
 
 #[test]

@@ -139,6 +139,9 @@ pub(super) struct Group {
     pub initial_wait: Option<InitialWait>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Kept, though it may hold nothing, until this time: an OffsetDelete removed its last offset
+    /// (see `EMPTIED_GROUP_RETENTION_MS_DEFAULT`).
+    pub kept_until_ms: Option<i64>,
 }
 
 impl Group {
@@ -156,6 +159,7 @@ impl Group {
             rebalance_deadline_ms: None,
             initial_wait: None,
             offsets: BTreeMap::new(),
+            kept_until_ms: None,
         }
     }
 

@@ -17,6 +17,8 @@ use skiff_protocol::error_code::ErrorCode;
 
 use super::*;
 
+mod deletion;
+
 const SESSION_MS: i32 = 10_000;
 
 fn s(text: &str) -> StrBytes {
@@ -252,6 +254,8 @@ fn encode(response: &Response, version: i16) -> BytesMut {
         Response::OffsetFetch(r) => r.encode(&mut buf, version),
         Response::DescribeGroups(r) => r.encode(&mut buf, version),
         Response::ListGroups(r) => r.encode(&mut buf, version),
+        Response::DeleteGroups(r) => r.encode(&mut buf, version),
+        Response::OffsetDelete(r) => r.encode(&mut buf, version),
     };
     if let Err(error) = result {
         panic!("{response:?} does not encode at v{version}: {error}");
@@ -917,7 +921,7 @@ fn every_reply_encodes_at_every_version() {
                     } => {
                         encode(&response, version);
                     }
-                    Output::PersistOffsets { .. } => {}
+                    Output::PersistOffsets { .. } | Output::PersistOffsetDeletes { .. } => {}
                 }
             }
         }
@@ -1236,6 +1240,13 @@ mod hostile {
         Persist {
             ok: bool,
         },
+        DeleteGroups {
+            version: i16,
+            group: usize,
+        },
+        OffsetDelete {
+            group: usize,
+        },
     }
 
     const GROUPS: [&str; 3] = ["g", "h", ""];
@@ -1330,6 +1341,9 @@ mod hostile {
             version(5).prop_map(|version| Op::Describe { version }),
             (0..40_000i64).prop_map(|advance_ms| Op::Tick { advance_ms }),
             any::<bool>().prop_map(|ok| Op::Persist { ok }),
+            (version(2), group_index())
+                .prop_map(|(version, group)| Op::DeleteGroups { version, group }),
+            group_index().prop_map(|group| Op::OffsetDelete { group }),
         ]
     }
 
@@ -1338,7 +1352,8 @@ mod hostile {
         /// Member ids seen in JoinGroup replies, oldest first.
         member_ids: Vec<String>,
         outstanding: BTreeSet<RequestId>,
-        persists: std::collections::VecDeque<RequestId>,
+        /// Writes handed to the driver, oldest first: (request, whether they are tombstones).
+        persists: std::collections::VecDeque<(RequestId, bool)>,
     }
 
     impl Run {
@@ -1393,7 +1408,10 @@ mod hostile {
                         }
                     }
                     Output::PersistOffsets { request_id, .. } => {
-                        self.persists.push_back(request_id)
+                        self.persists.push_back((request_id, false))
+                    }
+                    Output::PersistOffsetDeletes { request_id, .. } => {
+                        self.persists.push_back((request_id, true))
                     }
                 }
             }
@@ -1538,14 +1556,39 @@ mod hostile {
                 }
                 Op::Tick { advance_ms } => self.h.advance(advance_ms),
                 Op::Persist { ok } => {
-                    if let Some(request_id) = self.persists.pop_front() {
+                    if let Some((request_id, tombstones)) = self.persists.pop_front() {
                         let result = if ok {
                             Ok(())
                         } else {
                             Err(PersistError::Failed)
                         };
-                        self.h.coordinator.offsets_persisted(request_id, result);
+                        if tombstones {
+                            self.h.coordinator.deletes_persisted(request_id, result);
+                        } else {
+                            self.h.coordinator.offsets_persisted(request_id, result);
+                        }
                     }
+                }
+                Op::DeleteGroups { version, group } => {
+                    let meta = self.meta(version);
+                    let mut request = DeleteGroupsRequest::default();
+                    request.groups_names = vec![GroupId(s(GROUPS[group]))];
+                    self.h.coordinator.handle_delete_groups(meta, request);
+                }
+                Op::OffsetDelete { group } => {
+                    let meta = self.meta(0);
+                    let mut request = OffsetDeleteRequest::default();
+                    request.group_id = GroupId(s(GROUPS[group]));
+                    let mut topic =
+                        kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic::default();
+                    topic.name = TopicName(s("t"));
+                    topic.partitions = vec![
+                        kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestPartition::default(),
+                    ];
+                    request.topics = vec![topic];
+                    self.h
+                        .coordinator
+                        .handle_offset_delete(now_ms, meta, request, |_, _| None);
                 }
             }
             self.drain();
@@ -1582,6 +1625,11 @@ mod hostile {
             }
             prop_assert!(run.outstanding.is_empty(), "unanswered: {:?}", run.outstanding);
             prop_assert_eq!(run.h.coordinator.next_deadline_ms(), None);
+            // Commits and deletions kept the offsets count in step with the offsets held.
+            prop_assert_eq!(
+                run.h.coordinator.offsets_count,
+                run.h.coordinator.committed_offsets().len()
+            );
         }
     }
 }

@@ -126,6 +126,8 @@ mod tests {
             (ApiVersions, 0, 1),
             (CreateTopics, 0, 2),
             (DeleteTopics, 0, 1),
+            // KIP-107 shipped DeleteRecords v0 in 0.11.0 (its ApiKeys has DELETE_RECORDS).
+            (DeleteRecords, 0, 0),
             (DescribeConfigs, 0, 0),
             (AlterConfigs, 0, 0),
             (FindCoordinator, 0, 1),

@@ -14,9 +14,12 @@ mod create_partitions;
 mod incremental_alter_configs;
 
 mod create_topics;
+mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -25,8 +28,10 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sasl_authenticate;
@@ -73,6 +78,11 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DeleteRecords,
+    ApiKey::DescribeLogDirs,
+    ApiKey::DeleteGroups,
+    ApiKey::ListPartitionReassignments,
+    ApiKey::OffsetDelete,
 ];
 
 /// What to do after a frame.
@@ -309,6 +319,25 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(request) => encode(
             &header,
             &incremental_alter_configs::handle(ctx, session, &header, request).await,
+        Request::DeleteRecords(request) => encode(
+            &header,
+            &delete_records::handle(ctx, session, &header, request).await,
+        ),
+        Request::DescribeLogDirs(request) => encode(
+            &header,
+            &describe_log_dirs::handle(ctx, session, &header, request).await,
+        ),
+        Request::DeleteGroups(request) => encode(
+            &header,
+            &delete_groups::handle(ctx, session, &header, request).await,
+        ),
+        Request::ListPartitionReassignments(request) => encode(
+            &header,
+            &list_partition_reassignments::handle(ctx, session, &header, request),
+        ),
+        Request::OffsetDelete(request) => encode(
+            &header,
+            &offset_delete::handle(ctx, session, &header, request).await,
         ),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.

@@ -118,7 +118,7 @@ impl LoadSampler {
 }
 
 /// (free, total) bytes of the file system holding `path`, from `statvfs(2)`.
-fn disk_space(path: &Path) -> Option<(u64, u64)> {
+pub fn disk_space(path: &Path) -> Option<(u64, u64)> {
     let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut stats = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: `c_path` is a valid NUL-terminated string and `stats` points to writable memory

@@ -15,9 +15,12 @@ mod alter_configs;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -27,8 +30,10 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sasl;
@@ -44,6 +49,10 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
     RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest,
+    ListPartitionReassignmentsRequest, OffsetDeleteRequest,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -73,6 +82,40 @@ pub(crate) fn array_bytes_min(compact: bool) -> usize {
     } else {
         4
     }
+}
+
+/// A topic entry of a name, an int32 partition array and (flexible versions) tagged fields, the
+/// shape DescribeLogDirs and ListPartitionReassignments share.
+pub(crate) fn topic_partition_indexes<S: Source>(
+    s: &mut S,
+    compact: bool,
+) -> Result<
+    (
+        kafka_protocol::messages::TopicName,
+        Vec<i32>,
+        source::TaggedFields,
+    ),
+    DecodeError,
+> {
+    let name = kafka_protocol::messages::TopicName(s.string(compact)?);
+    let partitions = source::array(
+        s,
+        compact,
+        4,
+        crate::limits::PARTITIONS_PER_TOPIC_MAX,
+        |s| s.i32(),
+    )?;
+    let tags = if compact {
+        s.unknown_tagged_fields()?
+    } else {
+        source::TaggedFields::new()
+    };
+    Ok((name, partitions, tags))
+}
+
+/// Fewest bytes of a [`topic_partition_indexes`] entry: the name's and the array's prefixes.
+pub(crate) fn topic_partition_indexes_bytes_min(compact: bool) -> usize {
+    string_bytes_min(compact) + array_bytes_min(compact)
 }
 
 macro_rules! requests {
@@ -152,6 +195,11 @@ requests! {
     AlterConfigs(AlterConfigsRequest) = alter_configs::decode;
     CreatePartitions(CreatePartitionsRequest) = create_partitions::decode;
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest) = incremental_alter_configs::decode;
+    DeleteRecords(DeleteRecordsRequest) = delete_records::decode;
+    DescribeLogDirs(DescribeLogDirsRequest) = describe_log_dirs::decode;
+    DeleteGroups(DeleteGroupsRequest) = delete_groups::decode;
+    ListPartitionReassignments(ListPartitionReassignmentsRequest) = list_partition_reassignments::decode;
+    OffsetDelete(OffsetDeleteRequest) = offset_delete::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

@@ -317,6 +317,11 @@ per_api_tests! {
     alter_configs: AlterConfigs;
     create_partitions: CreatePartitions;
     incremental_alter_configs: IncrementalAlterConfigs;
+    delete_records: DeleteRecords;
+    describe_log_dirs: DescribeLogDirs;
+    delete_groups: DeleteGroups;
+    list_partition_reassignments: ListPartitionReassignments;
+    offset_delete: OffsetDelete;
 }
 
 #[test]
@@ -603,6 +608,12 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::AlterConfigs(m) => &mut m.unknown_tagged_fields,
         Request::CreatePartitions(m) => &mut m.unknown_tagged_fields,
         Request::IncrementalAlterConfigs(m) => &mut m.unknown_tagged_fields,
+        Request::DeleteRecords(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeLogDirs(m) => &mut m.unknown_tagged_fields,
+        Request::DeleteGroups(m) => &mut m.unknown_tagged_fields,
+        Request::ListPartitionReassignments(m) => &mut m.unknown_tagged_fields,
+        // Never flexible: no tagged section.
+        Request::OffsetDelete(_) => return None,
     })
 }
 
@@ -675,4 +686,65 @@ fn metadata_topic_names_are_nullable_only_from_v10() {
     let topics = metadata.topics.unwrap();
     assert_eq!(topics[0].name, None);
     assert_eq!(topics[0].topic_id, Uuid::from_bytes([7; 16]));
+}
+
+#[test]
+fn admin_request_bytes_follow_kafkas_schemas() {
+    // DeleteRecords v0 (DeleteRecordsRequest.json): topics [name "t", partitions [0 @ 5]],
+    // timeout 1000.
+    let body = Bytes::from_static(&[
+        0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0x03, 0xe8,
+    ]);
+    let Ok(Request::DeleteRecords(request)) = decode_body(ApiKey::DeleteRecords, 0, &body) else {
+        panic!()
+    };
+    assert_eq!(request.topics[0].name.0.as_str(), "t");
+    assert_eq!(request.topics[0].partitions[0].offset, 5);
+    assert_eq!(request.timeout_ms, 1000);
+    // OffsetDelete v0: group "g", topics [name "t", partitions [3]].
+    let body = Bytes::from_static(&[0, 1, b'g', 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 3]);
+    let Ok(Request::OffsetDelete(request)) = decode_body(ApiKey::OffsetDelete, 0, &body) else {
+        panic!()
+    };
+    assert_eq!(request.group_id.0.as_str(), "g");
+    assert_eq!(request.topics[0].partitions[0].partition_index, 3);
+    // DescribeLogDirs v0 and v2: null topics (every partition).
+    assert_eq!(
+        decode_body(
+            ApiKey::DescribeLogDirs,
+            0,
+            &Bytes::from_static(&[0xff, 0xff, 0xff, 0xff])
+        ),
+        Ok(Request::DescribeLogDirs(
+            DescribeLogDirsRequest::default().with_topics(None)
+        ))
+    );
+    assert_eq!(
+        decode_body(ApiKey::DescribeLogDirs, 2, &Bytes::from_static(&[0, 0])),
+        Ok(Request::DescribeLogDirs(
+            DescribeLogDirsRequest::default().with_topics(None)
+        ))
+    );
+    // ListPartitionReassignments v0 (flexible): timeout 30000, null topics, no tags.
+    assert_eq!(
+        decode_body(
+            ApiKey::ListPartitionReassignments,
+            0,
+            &Bytes::from_static(&[0, 0, 0x75, 0x30, 0, 0])
+        ),
+        Ok(Request::ListPartitionReassignments(
+            ListPartitionReassignmentsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(None)
+        ))
+    );
+    // DeleteGroups v2 (flexible): ["g"], no tags.
+    let Ok(Request::DeleteGroups(request)) = decode_body(
+        ApiKey::DeleteGroups,
+        2,
+        &Bytes::from_static(&[2, 2, b'g', 0]),
+    ) else {
+        panic!()
+    };
+    assert_eq!(request.groups_names[0].0.as_str(), "g");
 }

@@ -4,7 +4,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
+use skiff_protocol::records::record::{batch_records, BatchBuilder, NewRecord};
+use skiff_protocol::records::v2::BatchHeader;
 use skiff_protocol::records::Compression;
 
 /// A batch of `records_count` records with `value_bytes`-byte values of 0xAB, timestamps from
@@ -36,4 +38,24 @@ pub fn batch_with(
             .expect("record fits");
     }
     builder.build().expect("batch builds")
+}
+
+/// (offset, timestamp) of every record of one whole stored v2 batch, compressed or not, read
+/// record by record: the reference a time lookup is checked against (LogAppendTime records carry
+/// the batch's time, as Kafka reads them).
+pub fn record_times(batch: &[u8]) -> Vec<(i64, i64)> {
+    let header = BatchHeader::parse(batch).expect("batch header");
+    let mut scratch = Vec::new();
+    batch_records(batch, &header, &mut scratch, DECOMPRESSED_BYTES_MAX)
+        .expect("batch records")
+        .map(|record| {
+            let record = record.expect("record");
+            let timestamp = if header.is_log_append_time() {
+                header.max_timestamp
+            } else {
+                record.timestamp
+            };
+            (record.offset, timestamp)
+        })
+        .collect()
 }

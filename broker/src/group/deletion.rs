@@ -1,0 +1,333 @@
+//! DeleteGroups (v0–v2) and OffsetDelete (v0): which groups and committed offsets may go (Kafka's
+//! rules: only an Empty group is deleted, NON_EMPTY_GROUP otherwise; an offset goes unless an
+//! active member of a consumer group subscribes to its topic), the tombstones that make the
+//! deletion durable, and the answers.
+//!
+//! Must never: answer a deletion before the driver reported its tombstones durable, or let a
+//! tombstone remove a commit that was handed to the driver after it.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+};
+use skiff_protocol::codec::Reader;
+use skiff_protocol::error_code::ErrorCode;
+
+use super::coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
+use super::offsets_log::OffsetKey;
+use super::state::{Group, GroupState};
+
+/// The protocol type of Kafka's consumers: only its member metadata is a subscription that
+/// OffsetDelete can read.
+const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+/// Topics read from one member's subscription at most; a longer list is treated as unknown
+/// (every topic counts as subscribed, the safe answer).
+const SUBSCRIBED_TOPICS_PER_MEMBER_MAX: usize = 100_000;
+
+/// A deletion waiting for its tombstones to become durable.
+#[derive(Debug, Clone)]
+pub(super) struct PendingDelete {
+    version: i16,
+    /// Only offsets handed to the driver before this sequence are removed.
+    persist_sequence: u64,
+    keys: Vec<OffsetKey>,
+    kind: PendingKind,
+}
+
+#[derive(Debug, Clone)]
+enum PendingKind {
+    /// The answer, with the refused groups' errors in; the groups to forget once durable.
+    DeleteGroups {
+        response: DeleteGroupsResponse,
+        deleted: Vec<String>,
+    },
+    /// The answer, with every partition's error in (0 for the deleted ones); how long the group
+    /// stays if it is left with nothing.
+    OffsetDelete {
+        response: OffsetDeleteResponse,
+        kept_until_ms: i64,
+    },
+}
+
+impl Coordinator {
+    /// DeleteGroups, every version: an Empty group (offsets only, or members all gone) is deleted
+    /// with its committed offsets; a group with members gets NON_EMPTY_GROUP, an unknown one
+    /// GROUP_ID_NOT_FOUND. The reply comes after [`Coordinator::deletes_persisted`] unless no
+    /// offset needed a tombstone.
+    pub fn handle_delete_groups(&mut self, meta: RequestMeta, request: DeleteGroupsRequest) {
+        let mut response = DeleteGroupsResponse::default();
+        let mut deleted = Vec::new();
+        let mut keys = Vec::new();
+        for group_id in &request.groups_names {
+            let mut result = DeletableGroupResult::default();
+            result.group_id = group_id.clone();
+            let outcome = match self.not_ready() {
+                Some(code) => Err(ErrorCode(code)),
+                None => match self.groups.get(group_id.0.as_str()) {
+                    None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
+                    Some(group) if group.state != GroupState::Empty => {
+                        Err(ErrorCode::NON_EMPTY_GROUP)
+                    }
+                    Some(group) => Ok(group),
+                },
+            };
+            match outcome {
+                Err(error) => result.error_code = error.code(),
+                Ok(group) => {
+                    keys.extend(group.offsets.keys().map(|(topic, partition)| OffsetKey {
+                        group: group.group_id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    }));
+                    deleted.push(group.group_id.clone());
+                }
+            }
+            response.results.push(result);
+        }
+        self.start_delete(meta, keys, PendingKind::DeleteGroups { response, deleted });
+    }
+
+    /// OffsetDelete (at `now_ms`): the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a non-empty group
+    /// of another protocol type than "consumer": NON_EMPTY_GROUP), then per partition:
+    /// GROUP_SUBSCRIBED_TO_TOPIC when an active member subscribes to the topic, otherwise the
+    /// offset goes (0 also when none was committed, as Kafka). `refused` holds the partitions the
+    /// handler already answered (authorization, unknown topics) with their error; they are
+    /// reported as such and never deleted. A group left without offsets stays (Empty) for
+    /// `emptied_group_retention_ms`, as in Kafka 4.x, so that DeleteGroups still finds it.
+    pub fn handle_offset_delete(
+        &mut self,
+        now_ms: i64,
+        meta: RequestMeta,
+        request: OffsetDeleteRequest,
+        refused: impl Fn(&str, i32) -> Option<i16>,
+    ) {
+        let mut response = OffsetDeleteResponse::default();
+        let group_id = request.group_id.0.as_str();
+        let group = match self.not_ready() {
+            Some(code) => Err(ErrorCode(code)),
+            None => self
+                .groups
+                .get(group_id)
+                .ok_or(ErrorCode::GROUP_ID_NOT_FOUND),
+        };
+        let subscribed = match group {
+            Err(error) => {
+                response.error_code = error.code();
+                self.reply(
+                    meta.request_id,
+                    meta.version,
+                    Response::OffsetDelete(response),
+                );
+                return;
+            }
+            Ok(group) if group.state == GroupState::Empty => Some(BTreeSet::new()),
+            Ok(group) if group.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE) => {
+                subscribed_topics(group)
+            }
+            Ok(_) => {
+                response.error_code = ErrorCode::NON_EMPTY_GROUP.code();
+                self.reply(
+                    meta.request_id,
+                    meta.version,
+                    Response::OffsetDelete(response),
+                );
+                return;
+            }
+        };
+        let is_subscribed = |topic: &str| {
+            subscribed
+                .as_ref()
+                .is_none_or(|topics| topics.contains(topic))
+        };
+        let mut keys = Vec::new();
+        for topic in &request.topics {
+            let mut topic_response = OffsetDeleteResponseTopic::default();
+            topic_response.name = topic.name.clone();
+            let name = topic.name.0.as_str();
+            for partition in &topic.partitions {
+                let index = partition.partition_index;
+                let mut partition_response = OffsetDeleteResponsePartition::default();
+                partition_response.partition_index = index;
+                if let Some(code) = refused(name, index) {
+                    partition_response.error_code = code;
+                } else if is_subscribed(name) {
+                    partition_response.error_code = ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC.code();
+                } else if self.committed_offset(group_id, name, index).is_some() {
+                    keys.push(OffsetKey {
+                        group: group_id.to_owned(),
+                        topic: name.to_owned(),
+                        partition: index,
+                    });
+                }
+                topic_response.partitions.push(partition_response);
+            }
+            response.topics.push(topic_response);
+        }
+        self.start_delete(
+            meta,
+            keys,
+            PendingKind::OffsetDelete {
+                response,
+                kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
+            },
+        );
+    }
+
+    /// Hands the tombstones to the driver (or, with none to write, finishes at once).
+    fn start_delete(&mut self, meta: RequestMeta, keys: Vec<OffsetKey>, kind: PendingKind) {
+        let persist_sequence = self.next_persist_sequence();
+        let pending = PendingDelete {
+            version: meta.version,
+            persist_sequence,
+            keys,
+            kind,
+        };
+        if pending.keys.is_empty() {
+            self.finish_delete(meta.request_id, pending, Ok(()));
+            return;
+        }
+        self.outputs.push_back(Output::PersistOffsetDeletes {
+            request_id: meta.request_id,
+            keys: pending.keys.clone(),
+        });
+        self.pending_deletes.insert(meta.request_id, pending);
+    }
+
+    /// The driver's answer to [`Output::PersistOffsetDeletes`]: on success the offsets (and the
+    /// deleted groups, if still empty) go and the request is answered; on failure nothing changes
+    /// and the affected groups or partitions get the failure's error. An unknown request id is
+    /// ignored.
+    pub fn deletes_persisted(&mut self, request_id: RequestId, result: Result<(), PersistError>) {
+        if let Some(pending) = self.pending_deletes.remove(&request_id) {
+            self.finish_delete(request_id, pending, result);
+        }
+    }
+
+    fn finish_delete(
+        &mut self,
+        request_id: RequestId,
+        pending: PendingDelete,
+        result: Result<(), PersistError>,
+    ) {
+        let PendingDelete {
+            version,
+            persist_sequence,
+            keys,
+            kind,
+        } = pending;
+        if result.is_ok() {
+            for key in &keys {
+                self.remove_offset_before(key, persist_sequence);
+            }
+        }
+        let response = match kind {
+            PendingKind::DeleteGroups {
+                mut response,
+                deleted,
+            } => {
+                for group_id in &deleted {
+                    match result {
+                        Ok(()) => self.forget_deleted_group(group_id),
+                        Err(error) => {
+                            for group in &mut response.results {
+                                if group.group_id.0.as_str() == group_id {
+                                    group.error_code = error.error_code();
+                                }
+                            }
+                        }
+                    }
+                }
+                Response::DeleteGroups(response)
+            }
+            PendingKind::OffsetDelete {
+                mut response,
+                kept_until_ms,
+            } => {
+                if let Err(error) = result {
+                    let failed: BTreeSet<(&str, i32)> = keys
+                        .iter()
+                        .map(|key| (key.topic.as_str(), key.partition))
+                        .collect();
+                    for topic in &mut response.topics {
+                        for partition in &mut topic.partitions {
+                            if failed.contains(&(topic.name.0.as_str(), partition.partition_index))
+                            {
+                                partition.error_code = error.error_code();
+                            }
+                        }
+                    }
+                }
+                if let Some(group) = keys.first().and_then(|key| self.groups.get_mut(&key.group)) {
+                    if result.is_ok() && group.offsets.is_empty() {
+                        group.kept_until_ms = Some(kept_until_ms);
+                    }
+                }
+                Response::OffsetDelete(response)
+            }
+        };
+        self.reply(request_id, version, response);
+    }
+
+    /// Removes one committed offset unless it was handed to the driver after the tombstone (a
+    /// commit that landed meanwhile is newer than the deletion and stays, as on replay).
+    fn remove_offset_before(&mut self, key: &OffsetKey, persist_sequence: u64) {
+        let Some(group) = self.groups.get_mut(&key.group) else {
+            return;
+        };
+        let slot = (key.topic.clone(), key.partition);
+        if group
+            .offsets
+            .get(&slot)
+            .is_some_and(|committed| committed.persist_sequence < persist_sequence)
+        {
+            group.offsets.remove(&slot);
+            self.offsets_count -= 1;
+        }
+    }
+
+    /// Forgets a deleted group if it is still Empty without members (member ids handed out but
+    /// not yet used go with it, as in Kafka, whose deleted group is dead; so does a retention
+    /// after an OffsetDelete); a group that gained members or offsets meanwhile stays.
+    fn forget_deleted_group(&mut self, group_id: &str) {
+        let empty = self.groups.get(group_id).is_some_and(|group| {
+            group.state == GroupState::Empty && group.members.is_empty() && group.offsets.is_empty()
+        });
+        if empty {
+            self.groups.remove(group_id);
+        }
+    }
+}
+
+/// The topics the members of a consumer group subscribe to, read from each member's metadata for
+/// the group's chosen protocol (Kafka's `ConsumerProtocolSubscription`: an int16 version, then the
+/// topic array in every version). `None` when that cannot be known (no protocol chosen yet, no
+/// members, or metadata that is not a subscription): callers then treat every topic as
+/// subscribed, as Kafka does.
+fn subscribed_topics(group: &Group) -> Option<BTreeSet<String>> {
+    let protocol = group.protocol_name.as_deref()?;
+    if group.members.is_empty() {
+        return None;
+    }
+    let mut topics = BTreeSet::new();
+    for member in group.members.values() {
+        let metadata = member.metadata_for(protocol)?;
+        let mut reader = Reader::new(metadata);
+        let version = reader.i16().ok()?;
+        if version < 0 {
+            return None;
+        }
+        // Each topic name takes at least its 2-byte length.
+        let count = reader
+            .array_len(2, SUBSCRIBED_TOPICS_PER_MEMBER_MAX)
+            .ok()??;
+        for _ in 0..count {
+            topics.insert(reader.string().ok()?.to_owned());
+        }
+    }
+    Some(topics)
+}
