@@ -319,6 +319,7 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(request) => encode(
             &header,
             &incremental_alter_configs::handle(ctx, session, &header, request).await,
+        ),
         Request::DeleteRecords(request) => encode(
             &header,
             &delete_records::handle(ctx, session, &header, request).await,
