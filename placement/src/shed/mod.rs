@@ -292,6 +292,16 @@ impl Unload {
     }
 }
 
+/// A bundle's short-term message rate (`by_rate`) or throughput: what the rate-based shedders
+/// (UniformLoadShedder, AvgShedder) measure amounts in.
+fn short_term_size(b: &BundleStats, by_rate: bool) -> f64 {
+    if by_rate {
+        b.short_term.msg_rate_per_second
+    } else {
+        b.short_term.throughput_bytes_per_second
+    }
+}
+
 fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         0.0

@@ -2,8 +2,8 @@
 //! UniformLoadShedder. None binds a destination: the placer chooses it.
 
 use super::{
-    mean, Balancer, BrokerLoad, BundleStats, LoadSnapshot, MoveReason, OverloadConfig,
-    ThresholdConfig, UniformConfig, Unload,
+    mean, short_term_size, Balancer, BrokerLoad, BundleStats, LoadSnapshot, MoveReason,
+    OverloadConfig, ThresholdConfig, UniformConfig, Unload,
 };
 
 impl Balancer {
@@ -127,13 +127,7 @@ impl Balancer {
         if source.bundles.len() <= 1 {
             return Vec::new();
         }
-        let size = |b: &BundleStats| {
-            if by_rate {
-                b.short_term.msg_rate_per_second
-            } else {
-                b.short_term.throughput_bytes_per_second
-            }
-        };
+        let size = |b: &BundleStats| short_term_size(b, by_rate);
         let mut list = self.movable(source);
         list.sort_by(|a, b| size(b).total_cmp(&size(a)));
         let mut remaining = amount;

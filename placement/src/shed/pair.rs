@@ -3,8 +3,8 @@
 //! bundle's destination to the low broker of its pair.
 
 use super::{
-    mean, median, Balancer, BrokerLoad, BundleId, BundleLoad, BundleStats, LoadSnapshot,
-    MoveReason, NodeId, PairConfig, Unload,
+    mean, median, short_term_size, Balancer, BrokerLoad, BundleId, BundleLoad, BundleStats,
+    LoadSnapshot, MoveReason, NodeId, PairConfig, Unload,
 };
 
 /// Skiff's pair stops taking bundles once its predicted gap is under this × half the deadband
@@ -234,13 +234,7 @@ impl Balancer {
         } else {
             return Vec::new();
         };
-        let size = |b: &BundleStats| {
-            if by_rate {
-                b.short_term.msg_rate_per_second
-            } else {
-                b.short_term.throughput_bytes_per_second
-            }
-        };
+        let size = |b: &BundleStats| short_term_size(b, by_rate);
         let mut list = self.movable(high);
         list.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.id.cmp(&b.id)));
         let mut remaining = amount;
