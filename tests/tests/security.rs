@@ -510,6 +510,42 @@ fn client_material(
     (ca, certificate, key)
 }
 
+/// A broker whose SSL listener requires a client certificate signed by `ca`, with the ACL file
+/// `acls` and `topics` created through its PLAINTEXT listener (whose anonymous user is a super
+/// user); and the server's certificate to trust.
+async fn client_auth_broker(
+    dir: &std::path::Path,
+    ca: &rcgen::Certificate,
+    acls: &str,
+    topics: &[&str],
+) -> (TestBroker, rustls::pki_types::CertificateDer<'static>) {
+    let (keystore, server_certificate) = tls_material(dir);
+    let truststore = dir.join("truststore.pem");
+    std::fs::write(&truststore, ca.pem()).expect("write truststore");
+    let acl_file = dir.join("acls.txt");
+    std::fs::write(&acl_file, acls).expect("acls");
+    let broker = TestBroker::start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        &format!("ssl.keystore.location={}", keystore.display()),
+        &format!("ssl.truststore.location={}", truststore.display()),
+        "ssl.client.auth=required",
+        &format!("skiff.acl.file={}", acl_file.display()),
+        "super.users=User:ANONYMOUS",
+    ])
+    .await
+    .expect("broker");
+    let mut admin =
+        skiff_bench::client::Connection::connect(&broker.listener("PLAINTEXT").to_string())
+            .await
+            .expect("connect");
+    for topic in topics {
+        skiff_tests::create_topic(&mut admin, topic, &[])
+            .await
+            .expect("topic");
+    }
+    (broker, server_certificate)
+}
+
 /// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
 async fn topics_described_to(
     broker: &TestBroker,
@@ -553,31 +589,14 @@ async fn topics_described_to(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_required_client_certificate_names_the_principal_for_acls() {
     let dir = tempfile::tempdir().expect("dir");
-    let (keystore, server_certificate) = tls_material(dir.path());
     let (ca, client_certificate, client_key) = client_material("reader");
-    let truststore = dir.path().join("truststore.pem");
-    std::fs::write(&truststore, ca.pem()).expect("write truststore");
-    let acls = dir.path().join("acls.txt");
-    std::fs::write(&acls, "allow User:CN=reader describe topic:visible\n").expect("acls");
-    let broker = TestBroker::start(&[
-        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        &format!("ssl.keystore.location={}", keystore.display()),
-        &format!("ssl.truststore.location={}", truststore.display()),
-        "ssl.client.auth=required",
-        &format!("skiff.acl.file={}", acls.display()),
-        "super.users=User:ANONYMOUS",
-    ])
-    .await
-    .expect("broker");
-    let mut admin =
-        skiff_bench::client::Connection::connect(&broker.listener("PLAINTEXT").to_string())
-            .await
-            .expect("connect");
-    for topic in ["visible", "hidden"] {
-        skiff_tests::create_topic(&mut admin, topic, &[])
-            .await
-            .expect("topic");
-    }
+    let (broker, server_certificate) = client_auth_broker(
+        dir.path(),
+        &ca,
+        "allow User:CN=reader describe topic:visible\n",
+        &["visible", "hidden"],
+    )
+    .await;
 
     // Without a certificate the TLS handshake fails.
     let mut roots = rustls::RootCertStore::empty();
@@ -619,36 +638,15 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_comma_inside_a_subject_value_is_another_principal_for_acls() {
     let dir = tempfile::tempdir().expect("dir");
-    let (keystore, server_certificate) = tls_material(dir.path());
     let (ca, ca_key) = client_ca();
-    let truststore = dir.path().join("truststore.pem");
-    std::fs::write(&truststore, ca.pem()).expect("write truststore");
-    let acls = dir.path().join("acls.txt");
-    std::fs::write(
-        &acls,
+    let (broker, server_certificate) = client_auth_broker(
+        dir.path(),
+        &ca,
         "allow User:CN=a,O=b describe topic:two-rdns\n\
          allow User:CN=a\\,O\\=b describe topic:one-cn\n",
+        &["two-rdns", "one-cn"],
     )
-    .expect("acls");
-    let broker = TestBroker::start(&[
-        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        &format!("ssl.keystore.location={}", keystore.display()),
-        &format!("ssl.truststore.location={}", truststore.display()),
-        "ssl.client.auth=required",
-        &format!("skiff.acl.file={}", acls.display()),
-        "super.users=User:ANONYMOUS",
-    ])
-    .await
-    .expect("broker");
-    let mut admin =
-        skiff_bench::client::Connection::connect(&broker.listener("PLAINTEXT").to_string())
-            .await
-            .expect("connect");
-    for topic in ["two-rdns", "one-cn"] {
-        skiff_tests::create_topic(&mut admin, topic, &[])
-            .await
-            .expect("topic");
-    }
+    .await;
     let mut two_rdns = rcgen::DistinguishedName::new();
     two_rdns.push(rcgen::DnType::OrganizationName, "b");
     two_rdns.push(rcgen::DnType::CommonName, "a");
