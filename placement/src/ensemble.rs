@@ -153,21 +153,7 @@ pub fn build_indexed<R: Rng + ?Sized>(
                 racks_min,
             });
         }
-        // One rack: the constraint is moot; draw E nodes by weight alone.
-        let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
-        let mut scratch: Vec<usize> = Vec::new();
-        for _ in 0..ensemble_size {
-            let pick = weights
-                .pick_where(n, |i| !members.contains(&i), &mut scratch, rng)
-                .ok_or(not_enough.clone())?;
-            members.push(pick);
-        }
-        let adherence = if racks_min > 1 {
-            Adherence::Fails
-        } else {
-            Adherence::Meets
-        };
-        return Ok(Ensemble { members, adherence });
+        return build_one_rack(n, weights, ensemble_size, racks_min, not_enough, rng);
     }
 
     let mut slots: Vec<Option<usize>> = vec![None; ensemble_size];
@@ -213,6 +199,32 @@ pub fn build_indexed<R: Rng + ?Sized>(
         Adherence::Meets
     } else {
         Adherence::Fails
+    };
+    Ok(Ensemble { members, adherence })
+}
+
+/// One rack (of `n` nodes): the rack constraint is moot; E nodes drawn by weight alone, failing
+/// adherence if the policy wanted more than one rack.
+fn build_one_rack<R: Rng + ?Sized>(
+    n: usize,
+    weights: &NodeWeights,
+    ensemble_size: usize,
+    racks_min: usize,
+    not_enough: PlacementError,
+    rng: &mut R,
+) -> Result<Ensemble, PlacementError> {
+    let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
+    let mut scratch: Vec<usize> = Vec::new();
+    for _ in 0..ensemble_size {
+        let pick = weights
+            .pick_where(n, |i| !members.contains(&i), &mut scratch, rng)
+            .ok_or(not_enough.clone())?;
+        members.push(pick);
+    }
+    let adherence = if racks_min > 1 {
+        Adherence::Fails
+    } else {
+        Adherence::Meets
     };
     Ok(Ensemble { members, adherence })
 }

@@ -116,6 +116,35 @@ impl LogState {
         self.recovery_point_checkpointed = self.recovery_point;
         Ok(())
     }
+
+    /// The last step of recovery: the log must reach the recovery point, and its start offset is
+    /// brought within what the segments hold (`first_base`: the first segment found on disk).
+    fn check_recovered(
+        &mut self,
+        io: &dyn FileIo,
+        dir: &Path,
+        first_base: Option<i64>,
+    ) -> Result<()> {
+        let (log_start_offset, recovery_point) = (self.log_start_offset, self.recovery_point);
+        let log_end = self.log_end_offset();
+        if recovery_point > log_end {
+            let active = self.active()?;
+            return Err(Error::corrupt(
+                &**active.log_path(),
+                active.size_bytes,
+                format!("log ends at offset {log_end}, below the recovery point {recovery_point}"),
+            ));
+        }
+        let first = first_base.unwrap_or(log_start_offset);
+        self.log_start_offset = log_start_offset.max(first).min(log_end);
+        if self.log_start_offset < log_start_offset {
+            // Recovery cut the log below the checkpointed start (unflushed batches lost): the
+            // lower start must be durable before new appends reuse those offsets, or a later
+            // crash would bring the old start back and hide them.
+            self.write_checkpoint(io, dir)?;
+        }
+        Ok(())
+    }
 }
 
 /// Counts of one validated append input.
@@ -215,6 +244,78 @@ fn assign_offsets(batches: &mut [u8], base_offset: i64) -> Result<Assigned> {
     Ok(assigned)
 }
 
+/// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
+/// left before their rename (the original is still in place).
+fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
+        let extension = path.extension().and_then(|e| e.to_str());
+        if extension == Some(TEMP_SUFFIX) || extension == Some(TRUNCATING_SUFFIX) {
+            io.remove_file(&path)
+                .map_err(|error| Error::io(&path, error))?;
+        } else if let Some(base) = fs::parse_log_file_name(&path) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Recovers the segments at `bases` (not empty) in order: segments wholly below the recovery
+/// point, or all with `clean`, are trusted; the rest are scanned. At the first torn point (a
+/// cut tail, or a segment that ends before the next begins) every later segment is removed.
+/// Flushed data lost is corruption.
+fn recover_segments(
+    io: &dyn FileIo,
+    dir: &Path,
+    bases: &[i64],
+    config: &LogConfig,
+    clean: bool,
+    recovery_point: i64,
+) -> Result<BTreeMap<i64, Segment>> {
+    let mut segments = BTreeMap::new();
+    let mut expected_offset = bases.first().copied().unwrap_or(0);
+    for (index, base) in bases.iter().enumerate() {
+        let next_base = bases.get(index + 1);
+        let trusted = clean || next_base.is_some_and(|next| *next <= recovery_point);
+        let (segment, cut) = Segment::recover(
+            io,
+            dir,
+            *base,
+            config,
+            trusted,
+            expected_offset,
+            recovery_point,
+        )?;
+        expected_offset = segment.next_offset;
+        // Rolls start the next segment at the log end offset, so a segment that ends
+        // before the next one begins has lost its tail (say, truncated at a batch
+        // boundary): flushed data is corruption, anything later a torn tail.
+        let lost_tail = next_base.is_some_and(|next| segment.next_offset < *next);
+        if lost_tail && segment.next_offset < recovery_point {
+            return Err(Error::corrupt(
+                &**segment.log_path(),
+                segment.size_bytes,
+                format!(
+                    "segment ends at offset {} but the next one starts at {}",
+                    segment.next_offset,
+                    next_base.copied().unwrap_or_default()
+                ),
+            ));
+        }
+        segments.insert(*base, segment);
+        if cut || lost_tail {
+            // Whatever follows a torn point was written after it: drop it as well.
+            for later in bases.get(index + 1..).unwrap_or_default() {
+                segment::remove_segment_files(io, dir, *later)?;
+            }
+            fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+            break;
+        }
+    }
+    Ok(segments)
+}
+
 impl Log {
     /// Opens the log in `dir`, recovering it: with `clean` (the data directory's clean-shutdown
     /// marker was present) only index tails are checked; without it every segment from the
@@ -228,18 +329,7 @@ impl Log {
         clean: bool,
     ) -> Result<Self> {
         config.validate()?;
-        let mut bases = Vec::new();
-        for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
-            let extension = path.extension().and_then(|e| e.to_str());
-            if extension == Some(TEMP_SUFFIX) || extension == Some(TRUNCATING_SUFFIX) {
-                // Left by a crash before its rename: the original is still in place.
-                io.remove_file(&path)
-                    .map_err(|error| Error::io(&path, error))?;
-            } else if let Some(base) = fs::parse_log_file_name(&path) {
-                bases.push(base);
-            }
-        }
-        bases.sort_unstable();
+        let bases = segment_bases(io.as_ref(), dir)?;
         let checkpoint = Checkpoint::read(io.as_ref(), dir)?;
         let first_base = bases.first().copied();
         let default_start = first_base.unwrap_or(0);
@@ -250,8 +340,7 @@ impl Log {
             log_start_offset: default_start,
             recovery_point: default_start,
         });
-        let mut segments = BTreeMap::new();
-        if bases.is_empty() {
+        let mut segments = if bases.is_empty() {
             if recovery_point > log_start_offset {
                 return Err(Error::corrupt(
                     dir.join(fs::CHECKPOINT_FILE),
@@ -260,49 +349,11 @@ impl Log {
                 ));
             }
             let segment = Segment::create(io.as_ref(), dir, log_start_offset, &config)?;
-            segments.insert(log_start_offset, segment);
             fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
+            BTreeMap::from([(log_start_offset, segment)])
         } else {
-            let mut expected_offset = default_start;
-            for (index, base) in bases.iter().enumerate() {
-                let next_base = bases.get(index + 1);
-                let trusted = clean || next_base.is_some_and(|next| *next <= recovery_point);
-                let (segment, cut) = Segment::recover(
-                    io.as_ref(),
-                    dir,
-                    *base,
-                    &config,
-                    trusted,
-                    expected_offset,
-                    recovery_point,
-                )?;
-                expected_offset = segment.next_offset;
-                // Rolls start the next segment at the log end offset, so a segment that ends
-                // before the next one begins has lost its tail (say, truncated at a batch
-                // boundary): flushed data is corruption, anything later a torn tail.
-                let lost_tail = next_base.is_some_and(|next| segment.next_offset < *next);
-                if lost_tail && segment.next_offset < recovery_point {
-                    return Err(Error::corrupt(
-                        &**segment.log_path(),
-                        segment.size_bytes,
-                        format!(
-                            "segment ends at offset {} but the next one starts at {}",
-                            segment.next_offset,
-                            next_base.copied().unwrap_or_default()
-                        ),
-                    ));
-                }
-                segments.insert(*base, segment);
-                if cut || lost_tail {
-                    // Whatever follows a torn point was written after it: drop it as well.
-                    for later in bases.get(index + 1..).unwrap_or_default() {
-                        segment::remove_segment_files(io.as_ref(), dir, *later)?;
-                    }
-                    fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
-                    break;
-                }
-            }
-        }
+            recover_segments(io.as_ref(), dir, &bases, &config, clean, recovery_point)?
+        };
         let last_base = segments.keys().next_back().copied();
         for (base, segment) in segments.iter_mut() {
             if Some(*base) == last_base {
@@ -321,23 +372,7 @@ impl Log {
             last_flush_ms: None,
             closed: false,
         };
-        let log_end = state.log_end_offset();
-        if recovery_point > log_end {
-            let active = state.active()?;
-            return Err(Error::corrupt(
-                &**active.log_path(),
-                active.size_bytes,
-                format!("log ends at offset {log_end}, below the recovery point {recovery_point}"),
-            ));
-        }
-        let first = first_base.unwrap_or(log_start_offset);
-        state.log_start_offset = log_start_offset.max(first).min(log_end);
-        if state.log_start_offset < log_start_offset {
-            // Recovery cut the log below the checkpointed start (unflushed batches lost): the
-            // lower start must be durable before new appends reuse those offsets, or a later
-            // crash would bring the old start back and hide them.
-            state.write_checkpoint(io.as_ref(), dir)?;
-        }
+        state.check_recovered(io.as_ref(), dir, first_base)?;
         Ok(Self {
             dir: dir.to_owned(),
             topic: topic.to_owned(),

@@ -189,18 +189,21 @@ impl Segment {
         }
         let log = Arc::new(log);
         let expected_offset = expected_offset.max(base_offset);
+        let assemble = |index, time_index| {
+            Self::assemble(
+                base_offset,
+                &log_path,
+                &log,
+                index,
+                time_index,
+                config,
+                expected_offset,
+            )
+        };
         if trusted {
             if let Some((index, time_index)) = Self::open_indexes(io, dir, base_offset, file_bytes)?
             {
-                let mut segment = Self::assemble(
-                    base_offset,
-                    &log_path,
-                    &log,
-                    index,
-                    time_index,
-                    config,
-                    expected_offset,
-                );
+                let mut segment = assemble(index, time_index);
                 if segment.resume_tail(io, file_bytes)? {
                     segment.first_append_ms = segment.first_batch_timestamp(io)?;
                     return Ok((segment, false));
@@ -208,15 +211,7 @@ impl Segment {
             }
         }
         let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
-        let mut segment = Self::assemble(
-            base_offset,
-            &log_path,
-            &log,
-            index,
-            time_index,
-            config,
-            expected_offset,
-        );
+        let mut segment = assemble(index, time_index);
         let end = segment.scan_from(0, expected_offset, file_bytes)?;
         if let Some(problem) = end.problem {
             if end.next_offset < recovery_point {

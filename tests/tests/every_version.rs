@@ -19,6 +19,17 @@ fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_owned()))
 }
 
+/// A broker, a connection to it, and what it advertises (ApiVersions v0, which every client
+/// can send first).
+async fn start_and_ask_versions() -> anyhow::Result<(TestBroker, Connection, ApiVersionsResponse)> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    Ok((broker, client, versions))
+}
+
 fn legacy_set(magic: Magic) -> Bytes {
     let mut builder = LegacySetBuilder::new(magic, Compression::None, None).expect("builder");
     builder
@@ -30,11 +41,7 @@ fn legacy_set(magic: Magic) -> Bytes {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_advertised_version_answers() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    let versions: ApiVersionsResponse = client
-        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
-        .await?;
+    let (broker, mut client, versions) = start_and_ask_versions().await?;
     assert_eq!(versions.error_code, 0);
     let mut answered = 0usize;
 
@@ -342,11 +349,7 @@ async fn join_alone(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    let versions: ApiVersionsResponse = client
-        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
-        .await?;
+    let (broker, mut client, versions) = start_and_ask_versions().await?;
     create_topic(&mut client, "grouped", &[]).await?;
     let group_id = |text: &str| GroupId(StrBytes::from_string(text.to_owned()));
     let mut answered = 0usize;
@@ -590,11 +593,7 @@ const EXERCISED_APIS: &[ApiKey] = &[
 /// in the tests above fails here until it gets one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_advertised_api_is_exercised() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    let versions: ApiVersionsResponse = client
-        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
-        .await?;
+    let (_broker, _client, versions) = start_and_ask_versions().await?;
     let mut advertised: Vec<i16> = versions
         .api_keys
         .iter()

@@ -462,6 +462,39 @@ async fn tls_serves_stored_and_down_converted_fetches_like_plaintext() {
     broker.stop().await;
 }
 
+/// A CA for client certificates.
+fn client_ca() -> (rcgen::Certificate, rcgen::KeyPair) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test CA");
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    (ca, ca_key)
+}
+
+/// A client certificate for `subject`, signed by `ca`.
+fn client_certificate(
+    ca: &rcgen::Certificate,
+    ca_key: &rcgen::KeyPair,
+    subject: rcgen::DistinguishedName,
+) -> (
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    let client_key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(Vec::new()).expect("params");
+    params.distinguished_name = subject;
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let certificate = params
+        .signed_by(&client_key, ca, ca_key)
+        .expect("client certificate");
+    let key =
+        rustls::pki_types::PrivateKeyDer::try_from(client_key.serialize_der()).expect("client key");
+    (certificate.der().clone(), key)
+}
+
 /// A CA, and a client certificate for `common_name` signed by it.
 fn client_material(
     common_name: &str,
@@ -470,43 +503,33 @@ fn client_material(
     rustls::pki_types::CertificateDer<'static>,
     rustls::pki_types::PrivateKeyDer<'static>,
 ) {
-    let ca_key = rcgen::KeyPair::generate().expect("key");
-    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).expect("params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "test CA");
-    let ca = ca_params.self_signed(&ca_key).expect("CA");
-    let client_key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(Vec::new()).expect("params");
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, common_name);
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let certificate = params
-        .signed_by(&client_key, &ca, &ca_key)
-        .expect("client certificate");
-    let key =
-        rustls::pki_types::PrivateKeyDer::try_from(client_key.serialize_der()).expect("client key");
-    (ca, certificate.der().clone(), key)
+    let (ca, ca_key) = client_ca();
+    let mut subject = rcgen::DistinguishedName::new();
+    subject.push(rcgen::DnType::CommonName, common_name);
+    let (certificate, key) = client_certificate(&ca, &ca_key, subject);
+    (ca, certificate, key)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_required_client_certificate_names_the_principal_for_acls() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (keystore, server_certificate) = tls_material(dir.path());
-    let (ca, client_certificate, client_key) = client_material("reader");
-    let truststore = dir.path().join("truststore.pem");
+/// A broker whose SSL listener requires a client certificate signed by `ca`, with the ACL file
+/// `acls` and `topics` created through its PLAINTEXT listener (whose anonymous user is a super
+/// user); and the server's certificate to trust.
+async fn client_auth_broker(
+    dir: &std::path::Path,
+    ca: &rcgen::Certificate,
+    acls: &str,
+    topics: &[&str],
+) -> (TestBroker, rustls::pki_types::CertificateDer<'static>) {
+    let (keystore, server_certificate) = tls_material(dir);
+    let truststore = dir.join("truststore.pem");
     std::fs::write(&truststore, ca.pem()).expect("write truststore");
-    let acls = dir.path().join("acls.txt");
-    std::fs::write(&acls, "allow User:CN=reader describe topic:visible\n").expect("acls");
+    let acl_file = dir.join("acls.txt");
+    std::fs::write(&acl_file, acls).expect("acls");
     let broker = TestBroker::start(&[
         "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
         &format!("ssl.keystore.location={}", keystore.display()),
         &format!("ssl.truststore.location={}", truststore.display()),
         "ssl.client.auth=required",
-        &format!("skiff.acl.file={}", acls.display()),
+        &format!("skiff.acl.file={}", acl_file.display()),
         "super.users=User:ANONYMOUS",
     ])
     .await
@@ -515,11 +538,65 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
         skiff_bench::client::Connection::connect(&broker.listener("PLAINTEXT").to_string())
             .await
             .expect("connect");
-    for topic in ["visible", "hidden"] {
+    for topic in topics {
         skiff_tests::create_topic(&mut admin, topic, &[])
             .await
             .expect("topic");
     }
+    (broker, server_certificate)
+}
+
+/// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
+async fn topics_described_to(
+    broker: &TestBroker,
+    server_certificate: &rustls::pki_types::CertificateDer<'static>,
+    certificate: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Vec<String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(server_certificate.clone()).expect("root");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let with_certificate = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(vec![certificate], key)
+        .expect("client auth");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let tcp = TcpStream::connect(broker.listener("SSL"))
+        .await
+        .expect("connect");
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let mut client = Wire::new(stream);
+    let metadata: MetadataResponse = client
+        .request(
+            ApiKey::Metadata,
+            1,
+            &MetadataRequest::default().with_topics(None),
+        )
+        .await
+        .expect("metadata");
+    metadata
+        .topics
+        .iter()
+        .filter_map(|topic| topic.name.as_ref().map(|name| name.to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_client_certificate_names_the_principal_for_acls() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ca, client_certificate, client_key) = client_material("reader");
+    let (broker, server_certificate) = client_auth_broker(
+        dir.path(),
+        &ca,
+        "allow User:CN=reader describe topic:visible\n",
+        &["visible", "hidden"],
+    )
+    .await;
 
     // Without a certificate the TLS handshake fails.
     let mut roots = rustls::RootCertStore::empty();
@@ -550,33 +627,35 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
     );
 
     // With one, the principal is its subject: only `visible` is described to it.
-    let with_certificate = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(vec![client_certificate], client_key)
-        .expect("client auth");
-    let tcp = TcpStream::connect(broker.listener("SSL"))
-        .await
-        .expect("connect");
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
-        .connect(name, tcp)
-        .await
-        .expect("handshake");
-    let mut client = Wire::new(stream);
-    let metadata: MetadataResponse = client
-        .request(
-            ApiKey::Metadata,
-            1,
-            &MetadataRequest::default().with_topics(None),
-        )
-        .await
-        .expect("metadata");
-    let names: Vec<String> = metadata
-        .topics
-        .iter()
-        .filter_map(|topic| topic.name.as_ref().map(|name| name.to_string()))
-        .collect();
+    let names =
+        topics_described_to(&broker, &server_certificate, client_certificate, client_key).await;
     assert_eq!(names, ["visible"]);
+    broker.stop().await;
+}
+
+/// `CN=a,O=b` (two RDNs) and a CN whose value is `a,O=b` are different principals (the second is
+/// `CN=a\,O\=b`, as Kafka names it), and ACLs tell them apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comma_inside_a_subject_value_is_another_principal_for_acls() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ca, ca_key) = client_ca();
+    let (broker, server_certificate) = client_auth_broker(
+        dir.path(),
+        &ca,
+        "allow User:CN=a,O=b describe topic:two-rdns\n\
+         allow User:CN=a\\,O\\=b describe topic:one-cn\n",
+        &["two-rdns", "one-cn"],
+    )
+    .await;
+    let mut two_rdns = rcgen::DistinguishedName::new();
+    two_rdns.push(rcgen::DnType::OrganizationName, "b");
+    two_rdns.push(rcgen::DnType::CommonName, "a");
+    let mut one_cn = rcgen::DistinguishedName::new();
+    one_cn.push(rcgen::DnType::CommonName, "a,O=b");
+    for (subject, expected) in [(two_rdns, "two-rdns"), (one_cn, "one-cn")] {
+        let (certificate, key) = client_certificate(&ca, &ca_key, subject);
+        let names = topics_described_to(&broker, &server_certificate, certificate, key).await;
+        assert_eq!(names, [expected]);
+    }
     broker.stop().await;
 }

@@ -63,12 +63,8 @@ struct LatencyArgs {
     /// skiff is spawned for the run.
     #[arg(long)]
     bootstrap: Option<String>,
-    /// The skiff binary to spawn (default: the one next to this binary).
-    #[arg(long)]
-    skiff_bin: Option<PathBuf>,
-    /// Extra `key=value` settings for the spawned skiff.
-    #[arg(long = "set")]
-    settings: Vec<String>,
+    #[command(flatten)]
+    skiff: SkiffArgs,
     /// The broker's name in the report and the file names.
     #[arg(long, default_value = "skiff")]
     name: String,
@@ -111,12 +107,8 @@ struct IdleLongPollsArgs {
     /// count). Without it, one skiff is spawned for the whole run with `max.connections` raised.
     #[arg(long)]
     bootstrap: Option<String>,
-    /// The skiff binary to spawn (default: the one next to this binary).
-    #[arg(long)]
-    skiff_bin: Option<PathBuf>,
-    /// Extra `key=value` settings for the spawned skiff.
-    #[arg(long = "set")]
-    settings: Vec<String>,
+    #[command(flatten)]
+    skiff: SkiffArgs,
     /// Idle long-poll counts; the first is the reference of the ratio.
     #[arg(long, value_delimiter = ',', default_value = "0,1000")]
     counts: Vec<usize>,
@@ -134,6 +126,33 @@ struct IdleLongPollsArgs {
     out: Option<PathBuf>,
 }
 
+/// The skiff to spawn when there is no `--bootstrap`.
+#[derive(Args, Clone)]
+struct SkiffArgs {
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+    /// Extra `key=value` settings for the spawned skiff.
+    #[arg(long = "set")]
+    settings: Vec<String>,
+}
+
+impl SkiffArgs {
+    /// What to spawn: the given or default binary with the settings.
+    fn spawn_spec(&self) -> anyhow::Result<SpawnSpec> {
+        let binary = self
+            .skiff_bin
+            .clone()
+            .or_else(default_skiff_binary)
+            .context("no --bootstrap, and no skiff binary (--skiff-bin) to spawn")?;
+        Ok(SpawnSpec {
+            binary,
+            settings: self.settings.clone(),
+            ssl_keystore: None,
+        })
+    }
+}
+
 #[derive(Args, Clone)]
 struct BrokerArgs {
     /// An already running broker (127.0.0.1 only). Without it, a skiff is spawned per setting.
@@ -142,12 +161,8 @@ struct BrokerArgs {
     /// The pid of the --bootstrap broker, for RSS.
     #[arg(long)]
     broker_pid: Option<u32>,
-    /// The skiff binary to spawn (default: the one next to this binary).
-    #[arg(long)]
-    skiff_bin: Option<PathBuf>,
-    /// Extra `key=value` settings for the spawned skiff.
-    #[arg(long = "set")]
-    settings: Vec<String>,
+    #[command(flatten)]
+    skiff: SkiffArgs,
     /// Where the JSON record goes.
     #[arg(long, default_value = "bench/reports/kip283-data")]
     data: PathBuf,
@@ -257,19 +272,7 @@ fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Opt
             }),
         ));
     }
-    let binary = args
-        .skiff_bin
-        .clone()
-        .or_else(default_skiff_binary)
-        .context("no --bootstrap, and no skiff binary (--skiff-bin) to spawn")?;
-    Ok((
-        Some(SpawnSpec {
-            binary,
-            settings: args.settings.clone(),
-            ssl_keystore: None,
-        }),
-        None,
-    ))
+    Ok((Some(args.skiff.spawn_spec()?), None))
 }
 
 fn write_record(data: &Path, kind: &str, record: &RunRecord) -> anyhow::Result<()> {
@@ -439,39 +442,28 @@ fn run_report(args: ReportArgs) -> anyhow::Result<()> {
 /// The spawned broker (when there is no --bootstrap) and the address to measure.
 fn latency_target(
     bootstrap: Option<&str>,
-    skiff_bin: Option<PathBuf>,
-    settings: &[String],
+    skiff: &SkiffArgs,
 ) -> anyhow::Result<(Option<SpawnedBroker>, String)> {
     if let Some(bootstrap) = bootstrap {
         require_loopback(bootstrap)?;
         return Ok((None, bootstrap.to_owned()));
     }
-    let binary = skiff_bin
-        .or_else(default_skiff_binary)
-        .context("no --bootstrap, and no skiff binary (--skiff-bin) to spawn")?;
-    let broker = SpawnedBroker::start(
-        &SpawnSpec {
-            binary,
-            settings: settings.to_vec(),
-            ssl_keystore: None,
-        },
-        &[],
-    )?;
+    let broker = SpawnedBroker::start(&skiff.spawn_spec()?, &[])?;
     let bootstrap = broker.target().bootstrap.clone();
     Ok((Some(broker), bootstrap))
 }
 
 async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
-    let mut settings = args.settings.clone();
+    let mut skiff = args.skiff.clone();
     let largest = args.counts.iter().copied().max().unwrap_or(0);
-    settings.insert(
+    skiff.settings.insert(
         0,
         format!(
             "max.connections={}",
             largest + idle_polls::CONNECTIONS_SPARE
         ),
     );
-    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), args.skiff_bin, &settings)?;
+    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), &skiff)?;
     let spec = IdlePollsSpec {
         bootstrap,
         counts: args.counts,
@@ -503,8 +495,7 @@ async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
 }
 
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
-    let (broker, bootstrap) =
-        latency_target(args.bootstrap.as_deref(), args.skiff_bin, &args.settings)?;
+    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), &args.skiff)?;
     let spec = LatencySpec {
         broker_name: args.name.clone(),
         bootstrap,
@@ -546,7 +537,11 @@ async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
 /// A few seconds of `skiff-bench latency` against a spawned skiff: a short maximum, then 10 % and
 /// 50 % of it; fails unless every message was acknowledged and consumed with latencies recorded.
 async fn latency_smoke(binary: PathBuf) -> anyhow::Result<()> {
-    let (broker, bootstrap) = latency_target(None, Some(binary), &[])?;
+    let skiff = SkiffArgs {
+        skiff_bin: Some(binary),
+        settings: Vec::new(),
+    };
+    let (broker, bootstrap) = latency_target(None, &skiff)?;
     let spec = LatencySpec {
         broker_name: "smoke".to_owned(),
         bootstrap,

@@ -45,14 +45,7 @@ fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
 }
 
 fn parse_mem_total_bytes(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
-    let kib: u64 = line["MemTotal:".len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    kib.checked_mul(1024)
+    super::rss::proc_kib_field_bytes(meminfo, "MemTotal:")
 }
 
 #[cfg(test)]

@@ -24,20 +24,22 @@ pub struct Memory {
 
 /// Parses VmRSS and VmHWM (given in kB) out of the text of `/proc/<pid>/status`.
 pub fn parse_status(text: &str) -> Option<Memory> {
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|line| line.starts_with(name))?;
-        let kib: u64 = line[name.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        kib.checked_mul(1024)
-    };
     Some(Memory {
-        rss_bytes: field("VmRSS:")?,
-        hwm_bytes: field("VmHWM:")?,
+        rss_bytes: proc_kib_field_bytes(text, "VmRSS:")?,
+        hwm_bytes: proc_kib_field_bytes(text, "VmHWM:")?,
     })
+}
+
+/// The bytes of the first `<name> <n> kB` line of a `/proc` text (`status`, `meminfo`).
+pub(crate) fn proc_kib_field_bytes(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(name))?;
+    let kib: u64 = line[name.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Reads the figures of process `pid`.

@@ -13,8 +13,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
+use x509_parser::der_parser::asn1_rs::ToDer;
+use x509_parser::x509::X509Name;
 
 use crate::config::{ClientAuth, Config, ConfigError};
+use crate::security::x500_name;
 
 fn unusable(key: &str, path: &Path, reason: impl std::fmt::Display) -> ConfigError {
     ConfigError::InvalidValue {
@@ -91,31 +94,34 @@ pub(crate) fn acceptor(config: &Config) -> Result<TlsAcceptor, ConfigError> {
     Ok(TlsAcceptor::from(Arc::new(server_config)))
 }
 
-/// The principal name of a verified client certificate: its subject in RFC 2253 form (last RDN
-/// first, `CN=alice,OU=eng,O=Example`), as Kafka's default principal builder names SSL users.
+/// The principal name of a verified client certificate: its subject as Kafka's default principal
+/// builder names SSL users (`X500Principal.getName(RFC2253)`, see [`x500_name`]), last RDN first:
+/// `CN=alice,OU=eng,O=Example`. `None` for an unreadable certificate or an empty subject.
 pub(crate) fn certificate_principal(certificate: &CertificateDer<'_>) -> Option<String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(certificate.as_ref()).ok()?;
-    let mut parts = Vec::new();
-    for rdn in parsed
-        .subject()
-        .iter_rdn()
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-    {
+    subject_principal(parsed.subject())
+}
+
+/// The RFC 2253 name of `subject`, `None` when it is empty or a value does not re-encode.
+fn subject_principal(subject: &X509Name<'_>) -> Option<String> {
+    let mut rdns = Vec::new();
+    for rdn in subject.iter_rdn() {
+        let mut attributes = Vec::new();
         for attribute in rdn.iter() {
-            let oid = attribute.attr_type();
-            let name = x509_parser::objects::oid2abbrev(oid, x509_parser::objects::oid_registry())
-                .map(str::to_owned)
-                .unwrap_or_else(|_| oid.to_id_string());
-            let value = attribute.as_str().ok()?;
-            parts.push(format!("{name}={value}"));
+            let value = attribute.attr_value();
+            attributes.push(x500_name::Attribute {
+                oid: attribute.attr_type().to_id_string(),
+                tag: value.tag().0,
+                content: value.data.to_vec(),
+                der: value.to_der_vec().ok()?,
+            });
         }
+        rdns.push(attributes);
     }
-    if parts.is_empty() {
+    if rdns.is_empty() {
         return None;
     }
-    Some(parts.join(","))
+    Some(x500_name::rfc2253_name(&rdns))
 }
 
 #[cfg(test)]
@@ -138,6 +144,104 @@ mod tests {
             certificate_principal(certificate.der()).as_deref(),
             Some("CN=alice,O=Example")
         );
+    }
+
+    /// Subjects (DER) and the names OpenJDK 17.0.15 gives them:
+    /// `new X500Principal(der).getName(X500Principal.RFC2253)`.
+    const JDK_NAMES: &[(&str, &str)] = &[
+        ("3010310e300c06035504031305612c4f3d62", r#"CN=a\,O\=b"#),
+        (
+            "3018310a3008060355040a130162310a30080603550403130161",
+            r#"CN=a,O=b"#,
+        ),
+        (
+            "30163114300806035504031301623008060355040a130161",
+            r#"CN=b+O=a"#,
+        ),
+        (
+            "301631143008060355040b1301613008060355040b13017a",
+            r#"OU=a+OU=z"#,
+        ),
+        (
+            "30163114300806032a03040c016130080603550403130178",
+            r#"1.2.3.4=#0c0161+CN=x"#,
+        ),
+        (
+            "301731153008060355040313017a3009060355040613025553",
+            r#"CN=z+C=US"#,
+        ),
+        (
+            "3012311030060601310c016230060601320c0161",
+            r#"1.9=#0c0162+1.10=#0c0161"#,
+        ),
+        (
+            "301b3119301706035504031310206c65616420616e6420747261696c20",
+            r#"CN=\ lead and trail\ "#,
+        ),
+        (
+            "301a3118301606035504030c0f613b623c633e6422655c663d672b68",
+            r#"CN=a\;b\<c\>d\"e\\f\=g\+h"#,
+        ),
+        ("3010310e300c06035504030c05236c656164", r#"CN=\#lead"#),
+        ("300d310b300906035504030c02780d", "CN=x\\\r"),
+        ("300e310c300a06035504030c03610062", r#"CN=a\00b"#),
+        ("3010310e300c06035504030c05c3a920c3bc", r#"CN=é ü"#),
+        (
+            "30163114301206092a864886f70d01090116056140622e63",
+            r#"1.2.840.113549.1.9.1=#16056140622e63"#,
+        ),
+        (
+            "300f310d300b060355040c1304626f7373",
+            r#"2.5.4.12=#1304626f7373"#,
+        ),
+        ("300e310c300a06035504051303313233", r#"2.5.4.5=#1303313233"#),
+        ("300f310d300b060355040913046d61696e", r#"STREET=main"#),
+        (
+            "301531133011060a0992268993f22c6401191603636f6d",
+            r#"DC=com"#,
+        ),
+        ("301431123010060a0992268993f22c64010113027531", r#"UID=u1"#),
+        (
+            "3025310b3009060355040613025553310a30080603550408130173310a3008060355040713016c",
+            r#"L=l,ST=s,C=US"#,
+        ),
+        ("300d310b3009060355040304026869", r#"CN=#04026869"#),
+    ];
+
+    #[test]
+    fn subjects_are_named_as_the_jdk_names_them() {
+        for (der, jdk) in JDK_NAMES {
+            let der: Vec<u8> = (0..der.len())
+                .step_by(2)
+                .map(|at| u8::from_str_radix(&der[at..at + 2], 16).expect("hex"))
+                .collect();
+            let (_, name) =
+                <X509Name as x509_parser::prelude::FromDer<_>>::from_der(&der).expect("subject");
+            assert_eq!(
+                subject_principal(&name).as_deref(),
+                Some(*jdk),
+                "{der:02x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_comma_inside_a_value_is_not_a_second_rdn() {
+        let principal = |dn: rcgen::DistinguishedName| {
+            let mut params =
+                rcgen::CertificateParams::new(vec!["client".to_owned()]).expect("params");
+            params.distinguished_name = dn;
+            let key = rcgen::KeyPair::generate().expect("key");
+            let certificate = params.self_signed(&key).expect("certificate");
+            certificate_principal(certificate.der())
+        };
+        let mut two_rdns = rcgen::DistinguishedName::new();
+        two_rdns.push(rcgen::DnType::OrganizationName, "b");
+        two_rdns.push(rcgen::DnType::CommonName, "a");
+        let mut one_cn = rcgen::DistinguishedName::new();
+        one_cn.push(rcgen::DnType::CommonName, "a,O=b");
+        assert_eq!(principal(two_rdns).as_deref(), Some("CN=a,O=b"));
+        assert_eq!(principal(one_cn).as_deref(), Some(r"CN=a\,O\=b"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Who a client is and what it may do: SASL authentication ([`sasl`]) and ACL authorization
-//! ([`acl`]).
+//! Who a client is and what it may do: SASL authentication ([`sasl`]), the name of a TLS client
+//! certificate's subject ([`x500_name`]) and ACL authorization ([`acl`]).
 //!
 //! Must never: touch sockets or the request dispatch; the connection asks, these answer.
 
 pub mod acl;
 pub mod sasl;
+pub(crate) mod x500_name;
