@@ -82,7 +82,10 @@ pub fn cluster_records(data: &[u8]) {
         Key::Load(id) => image.loads().contains_key(id),
         Key::ProducerIdBlock => image.producer_id_block().is_some(),
     };
-    assert!(held != undecodable, "a key is either held or reported undecodable");
+    assert!(
+        held != undecodable,
+        "a key is either held or reported undecodable"
+    );
     for write in plan(&image, 1, PlanLimits::default()) {
         let largest = write
             .txn
@@ -90,6 +93,9 @@ pub fn cluster_records(data: &[u8]) {
             .len()
             .max(write.txn.success.len())
             .max(write.txn.failure.len());
-        assert!(largest <= skiff_meta::limits::TXN_OPS_MAX, "a plan exceeds etcd's Txn limit");
+        assert!(
+            largest <= skiff_meta::limits::TXN_OPS_MAX,
+            "a plan exceeds etcd's Txn limit"
+        );
     }
 }

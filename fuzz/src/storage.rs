@@ -162,7 +162,10 @@ pub fn offset_index(data: &[u8]) {
     targets.extend([i64::MIN, 0, 999, 5_000]);
     for target in targets {
         // The first record at or after the target, as Kafka answers ListOffsets.
-        let want = records.iter().copied().find(|(_, timestamp)| *timestamp >= target);
+        let want = records
+            .iter()
+            .copied()
+            .find(|(_, timestamp)| *timestamp >= target);
         let got = log
             .offset_for_timestamp(target)
             .expect("time lookup")
