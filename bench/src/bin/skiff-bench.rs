@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use skiff_bench::client::Security;
+use skiff_bench::idle_connections::{self, IdleConnectionsSpec};
 use skiff_bench::idle_polls::{self, IdlePollsSpec};
 use skiff_bench::kip283::baseline;
 use skiff_bench::kip283::broker::{
@@ -52,6 +53,9 @@ enum Command {
     /// One-connection produce throughput while N idle consumers long-poll another topic, for
     /// several N in one run, as a ratio to the first (issue 18: what idle long polls cost).
     IdleLongPolls(IdleLongPollsArgs),
+    /// A fresh client's ApiVersions round trip with N idle connections open, below and at
+    /// `max.connections`, and the broker's RSS per idle connection (issue 14 item 5).
+    IdleConnections(IdleConnectionsArgs),
     /// A few seconds of everything against a spawned skiff; fails unless data was produced,
     /// consumed at every version and verified.
     Smoke(SmokeArgs),
@@ -129,6 +133,35 @@ struct IdleLongPollsArgs {
     /// The idle consumers' Fetch max_wait_ms (a Kafka consumer's default fetch.max.wait.ms).
     #[arg(long, default_value_t = latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT)]
     wait_ms: i32,
+    /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct IdleConnectionsArgs {
+    /// An already running broker (127.0.0.1 only); its `max.connections` must be
+    /// --max-connections. Without it, a skiff is spawned with that setting.
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// The pid of the --bootstrap broker, for RSS.
+    #[arg(long)]
+    broker_pid: Option<u32>,
+    /// The skiff binary to spawn (default: the one next to this binary).
+    #[arg(long)]
+    skiff_bin: Option<PathBuf>,
+    /// Extra `key=value` settings for the spawned skiff.
+    #[arg(long = "set")]
+    settings: Vec<String>,
+    /// Idle connections held below the limit.
+    #[arg(long, default_value_t = 10_000)]
+    count: usize,
+    /// The broker's max.connections (default: --count plus 16, filled for the at-limit phase).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Fresh clients timed per phase.
+    #[arg(long, default_value_t = 5)]
+    fresh_clients: usize,
     /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -502,6 +535,50 @@ async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
+    let max_connections = args.max_connections.unwrap_or(args.count + 16);
+    // This process holds every idle connection too.
+    let limit = skiff_broker::net::fd_limit::raise_to_hard_limit()?;
+    if (max_connections as u64) + 64 > limit.soft {
+        bail!(
+            "{max_connections} connections need more open files than this process may have ({}); raise `ulimit -Hn`",
+            limit.soft
+        );
+    }
+    let mut settings = args.settings.clone();
+    settings.insert(0, format!("max.connections={max_connections}"));
+    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), args.skiff_bin, &settings)?;
+    let pid = broker
+        .as_ref()
+        .and_then(|broker| broker.target().pid)
+        .or(args.broker_pid);
+    let spec = IdleConnectionsSpec {
+        broker: bootstrap.parse().context("bootstrap is not host:port")?,
+        pid,
+        count: args.count,
+        max_connections,
+        fresh_clients: args.fresh_clients.max(1),
+    };
+    let record = idle_connections::measure(&spec, command_line()).await;
+    if let Some(broker) = broker {
+        broker.stop()?;
+    }
+    let record = record?;
+    let markdown = idle_connections::markdown(&record);
+    if let Some(out) = &args.out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(
+            out.with_extension("json"),
+            serde_json::to_vec_pretty(&record)?,
+        )?;
+        std::fs::write(out.with_extension("md"), &markdown)?;
+    }
+    println!("{markdown}");
+    Ok(())
+}
+
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
     let (broker, bootstrap) =
         latency_target(args.bootstrap.as_deref(), args.skiff_bin, &args.settings)?;
@@ -689,6 +766,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Memory(args) => run_memory(args).await,
         Command::Throughput(args) => run_throughput(args).await,
         Command::IdleLongPolls(args) => run_idle_long_polls(args).await,
+        Command::IdleConnections(args) => run_idle_connections(args).await,
         Command::Baseline(args) => run_baseline(args),
         Command::Report(args) => run_report(args),
         Command::Latency(args) => run_latency(args).await,

@@ -15,16 +15,16 @@ pub(crate) const FILES_RESERVED: u64 = 1024;
 
 /// The soft and hard RLIMIT_NOFILE after trying to raise the soft limit to the hard one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileLimit {
+pub struct FileLimit {
     /// What the process may open now.
-    pub(crate) soft: u64,
+    pub soft: u64,
     /// The ceiling an unprivileged process can raise it to.
-    pub(crate) hard: u64,
+    pub hard: u64,
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit if it is lower, and returns the limits then in
-/// force. A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
-pub(crate) fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
+/// force (benchmark clients holding thousands of sockets call it too). A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
+pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

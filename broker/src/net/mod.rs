@@ -10,7 +10,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod connection;
-pub(crate) mod fd_limit;
+pub mod fd_limit;
 pub(crate) mod send;
 pub(crate) mod server;
 pub mod session;
