@@ -82,12 +82,13 @@ pub async fn api_versions(stream: &mut TcpStream, correlation_id: i32) -> anyhow
     Ok(())
 }
 
-/// A fresh client: connect, ApiVersions, answer; the time it took.
-pub async fn fresh_client_round_trip(broker: SocketAddr) -> anyhow::Result<Duration> {
+/// A fresh client: connect, ApiVersions, answer; the time it took, and the connection (a caller
+/// that keeps it keeps its slot).
+pub async fn fresh_client_round_trip(broker: SocketAddr) -> anyhow::Result<(Duration, TcpStream)> {
     let started = Instant::now();
     let mut stream = connect(broker, None).await?;
     api_versions(&mut stream, 1).await?;
-    Ok(started.elapsed())
+    Ok((started.elapsed(), stream))
 }
 
 /// Whether the broker closed `stream` within `within` (end of stream or a reset), rather than
@@ -204,17 +205,27 @@ impl IdleConnectionsRecord {
     }
 }
 
+/// Times `clients` fresh clients one after another; `held` keeps their connections open (at the
+/// limit, so that each one must push out an idle connection rather than take the slot the
+/// previous one left).
 async fn time_fresh(
     broker: SocketAddr,
     idle_connections: usize,
     clients: usize,
+    held: Option<&mut Vec<TcpStream>>,
 ) -> anyhow::Result<RoundTrips> {
     let mut millis = Vec::with_capacity(clients);
+    let mut kept = Vec::new();
     for _ in 0..clients {
-        let took = tokio::time::timeout(Duration::from_secs(30), fresh_client_round_trip(broker))
-            .await
-            .context("a fresh client got no answer within 30 s")??;
+        let (took, stream) =
+            tokio::time::timeout(Duration::from_secs(30), fresh_client_round_trip(broker))
+                .await
+                .context("a fresh client got no answer within 30 s")??;
         millis.push(took.as_secs_f64() * 1e3);
+        kept.push(stream);
+    }
+    if let Some(held) = held {
+        held.append(&mut kept);
     }
     Ok(RoundTrips {
         idle_connections,
@@ -239,7 +250,7 @@ pub async fn measure(
         pid.and_then(|pid| rss::read(pid).ok())
             .map(|memory| memory.rss_bytes)
     };
-    let empty = time_fresh(spec.broker, 0, spec.fresh_clients).await?;
+    let empty = time_fresh(spec.broker, 0, spec.fresh_clients, None).await?;
     let rss_before_bytes = rss(spec.pid);
     let started = Instant::now();
     let mut idle = open_idle(spec.broker, spec.count).await?;
@@ -247,12 +258,19 @@ pub async fn measure(
     // The broker's tasks for the fresh clients are gone by now; let its allocator settle.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss_idle_bytes = rss(spec.pid);
-    let below_limit = time_fresh(spec.broker, idle.len(), spec.fresh_clients).await?;
+    let below_limit = time_fresh(spec.broker, idle.len(), spec.fresh_clients, None).await?;
     // Fill the broker; a fresh client must then push out one of the longest idle.
     let spare = spec.max_connections - idle.len();
     idle.extend(open_idle(spec.broker, spare).await?);
     tokio::time::sleep(EVICTABLE_AFTER).await;
-    let at_limit = time_fresh(spec.broker, idle.len(), spec.fresh_clients).await?;
+    let mut fresh = Vec::new();
+    let at_limit = time_fresh(
+        spec.broker,
+        idle.len(),
+        spec.fresh_clients,
+        Some(&mut fresh),
+    )
+    .await?;
     // Give the reactor a moment to see the closes, then find them without waiting on each.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let evicted: Vec<usize> = idle
@@ -262,6 +280,7 @@ pub async fn measure(
         .map(|(position, _)| position)
         .collect();
     drop(idle);
+    drop(fresh);
     Ok(IdleConnectionsRecord {
         command,
         machine_before,
@@ -304,7 +323,7 @@ pub fn markdown(record: &IdleConnectionsRecord) -> String {
     };
     out.push_str(&format!(
         "\nOpened {} idle connections in {:.1} s. Broker RSS {} MiB before, {} MiB with them: {} per connection. \
-         At the limit {} idle connections were closed for {} fresh clients, the latest-opened of them at position {} (the first {CONNECT_CONCURRENCY} were opened together). Load average (1 min) {:.2} before, {:.2} after; {} cores.\n",
+         At the limit {} idle connections were closed for {} fresh clients (kept open, so each needed one), the latest-opened of them at position {} (the first {CONNECT_CONCURRENCY} were opened together). Load average (1 min) {:.2} before, {:.2} after; {} cores.\n",
         record.below_limit.idle_connections,
         record.open_seconds,
         mib(record.rss_before_bytes),

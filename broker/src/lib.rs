@@ -288,8 +288,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
     let mut bound_listeners = Vec::with_capacity(listener_configs.len());
     for listener_config in listener_configs {
         let address = listener_config.address;
-        let listener = TcpListener::bind(address)
-            .await
+        let listener = server::bind(address, config.socket_listen_backlog_size)
             .map_err(|source| BrokerError::Bind { address, source })?;
         let bound = listener
             .local_addr()

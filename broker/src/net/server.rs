@@ -46,6 +46,20 @@ pub(crate) struct BoundListener {
     pub(crate) sasl: Option<Arc<SaslSetup>>,
 }
 
+/// Binds a listener at `address` whose kernel queue holds `backlog` connections not yet accepted
+/// (`socket.listen.backlog.size`; a plain bind would give 128).
+pub(crate) fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As a plain bind does on Unix: a restarted broker can bind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(backlog)
+}
+
 /// Serves `listeners` until `shutdown` resolves, then drains connections.
 pub(crate) async fn serve(
     listeners: Vec<BoundListener>,
