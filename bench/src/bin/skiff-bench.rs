@@ -140,19 +140,10 @@ struct IdleLongPollsArgs {
 
 #[derive(Args)]
 struct IdleConnectionsArgs {
-    /// An already running broker (127.0.0.1 only); its `max.connections` must be
-    /// --max-connections. Without it, a skiff is spawned with that setting.
-    #[arg(long)]
-    bootstrap: Option<String>,
-    /// The pid of the --bootstrap broker, for RSS.
-    #[arg(long)]
-    broker_pid: Option<u32>,
-    /// The skiff binary to spawn (default: the one next to this binary).
-    #[arg(long)]
-    skiff_bin: Option<PathBuf>,
-    /// Extra `key=value` settings for the spawned skiff.
-    #[arg(long = "set")]
-    settings: Vec<String>,
+    /// The broker: with --bootstrap, its `max.connections` must be --max-connections; without,
+    /// a skiff is spawned with that setting.
+    #[command(flatten)]
+    target: TargetArgs,
     /// Idle connections held below the limit.
     #[arg(long, default_value_t = 10_000)]
     count: usize,
@@ -169,6 +160,16 @@ struct IdleConnectionsArgs {
 
 #[derive(Args, Clone)]
 struct BrokerArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Where the JSON record goes.
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
+}
+
+/// The broker to measure: a running one, or a skiff to spawn.
+#[derive(Args, Clone)]
+struct TargetArgs {
     /// An already running broker (127.0.0.1 only). Without it, a skiff is spawned per setting.
     #[arg(long)]
     bootstrap: Option<String>,
@@ -181,9 +182,6 @@ struct BrokerArgs {
     /// Extra `key=value` settings for the spawned skiff.
     #[arg(long = "set")]
     settings: Vec<String>,
-    /// Where the JSON record goes.
-    #[arg(long, default_value = "bench/reports/kip283-data")]
-    data: PathBuf,
 }
 
 #[derive(Args)]
@@ -278,7 +276,7 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Option<Target>)> {
+fn spawn_and_target(args: &TargetArgs) -> anyhow::Result<(Option<SpawnSpec>, Option<Target>)> {
     if let Some(bootstrap) = &args.bootstrap {
         require_loopback(bootstrap)?;
         return Ok((
@@ -344,7 +342,7 @@ fn memory_settings(modes: &str, spawned: bool) -> anyhow::Result<Vec<Setting>> {
 }
 
 async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
-    let (spawn, target) = spawn_and_target(&args.broker)?;
+    let (spawn, target) = spawn_and_target(&args.broker.target)?;
     let partitions = args.partitions.max(1);
     let spec = MemorySpec {
         partition_count: partitions,
@@ -365,7 +363,7 @@ async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
 }
 
 async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
-    let (mut spawn, target) = spawn_and_target(&args.broker)?;
+    let (mut spawn, target) = spawn_and_target(&args.broker.target)?;
     let securities = args
         .security
         .iter()
@@ -494,6 +492,26 @@ fn latency_target(
     Ok((Some(broker), bootstrap))
 }
 
+/// Prints `markdown` and, with `out`, writes it to `<out>.md` and `record` to `<out>.json`.
+fn write_outputs(
+    out: Option<&Path>,
+    record: &impl serde::Serialize,
+    markdown: &str,
+) -> anyhow::Result<()> {
+    if let Some(out) = out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(
+            out.with_extension("json"),
+            serde_json::to_vec_pretty(record)?,
+        )?;
+        std::fs::write(out.with_extension("md"), markdown)?;
+    }
+    println!("{markdown}");
+    Ok(())
+}
+
 async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
     let mut settings = args.settings.clone();
     let largest = args.counts.iter().copied().max().unwrap_or(0);
@@ -521,18 +539,7 @@ async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
     }
     let record = record?;
     let markdown = idle_polls::markdown(&record);
-    if let Some(out) = &args.out {
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(
-            out.with_extension("json"),
-            serde_json::to_vec_pretty(&record)?,
-        )?;
-        std::fs::write(out.with_extension("md"), &markdown)?;
-    }
-    println!("{markdown}");
-    Ok(())
+    write_outputs(args.out.as_deref(), &record, &markdown)
 }
 
 async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
@@ -545,13 +552,17 @@ async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
             limit.soft
         );
     }
-    let mut settings = args.settings.clone();
+    let mut settings = args.target.settings.clone();
     settings.insert(0, format!("max.connections={max_connections}"));
-    let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), args.skiff_bin, &settings)?;
+    let (broker, bootstrap) = latency_target(
+        args.target.bootstrap.as_deref(),
+        args.target.skiff_bin,
+        &settings,
+    )?;
     let pid = broker
         .as_ref()
         .and_then(|broker| broker.target().pid)
-        .or(args.broker_pid);
+        .or(args.target.broker_pid);
     let spec = IdleConnectionsSpec {
         broker: bootstrap.parse().context("bootstrap is not host:port")?,
         pid,
@@ -565,18 +576,7 @@ async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
     }
     let record = record?;
     let markdown = idle_connections::markdown(&record);
-    if let Some(out) = &args.out {
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(
-            out.with_extension("json"),
-            serde_json::to_vec_pretty(&record)?,
-        )?;
-        std::fs::write(out.with_extension("md"), &markdown)?;
-    }
-    println!("{markdown}");
-    Ok(())
+    write_outputs(args.out.as_deref(), &record, &markdown)
 }
 
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {

@@ -30,20 +30,31 @@ use crate::net::send::{write_response, Transport};
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, TokenFraming};
 
-/// Serves one connection until the client closes, an error, the idle timeout or shutdown.
-/// `sasl` is the exchange to complete first (SASL listeners) and `authenticated_by` the deadline
-/// for it; `admitted` its place among the connections the limits allow.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn run<S: Transport>(
-    mut stream: S,
-    peer: SocketAddr,
-    ctx: Arc<Ctx>,
-    mut stop: watch::Receiver<bool>,
-    session: Session,
-    sasl: Option<Authenticator>,
-    authenticated_by: tokio::time::Instant,
-    admitted: &Admitted,
-) {
+/// What a connection is served with besides its stream: `sasl` is the exchange to complete first
+/// (SASL listeners) and `authenticated_by` the deadline for it; `admitted` its place among the
+/// connections the limits allow.
+pub(crate) struct Setup<'a> {
+    pub(crate) peer: SocketAddr,
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) session: Session,
+    pub(crate) sasl: Option<Authenticator>,
+    pub(crate) authenticated_by: tokio::time::Instant,
+    pub(crate) admitted: &'a Admitted,
+}
+
+/// Serves one connection until the client closes, an error, the idle timeout, an eviction or
+/// shutdown.
+pub(crate) async fn run<S: Transport>(mut stream: S, setup: Setup<'_>) {
+    let Setup {
+        peer,
+        ctx,
+        mut stop,
+        session,
+        sasl,
+        authenticated_by,
+        admitted,
+    } = setup;
     ctx.metrics.connection_opened();
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     let mut state = ConnectionState {

@@ -176,18 +176,17 @@ async fn start_connection(
         .sasl
         .as_ref()
         .map(|setup| Authenticator::new(setup.store.clone(), setup.mechanisms.clone()));
+    let mut setup = connection::Setup {
+        peer,
+        ctx,
+        stop,
+        session,
+        sasl,
+        authenticated_by,
+        admitted: &admitted,
+    };
     let Some(acceptor) = &bound.tls else {
-        connection::run(
-            stream,
-            peer,
-            ctx,
-            stop,
-            session,
-            sasl,
-            authenticated_by,
-            &admitted,
-        )
-        .await;
+        connection::run(stream, setup).await;
         return;
     };
     // A connection still in its handshake is idle as far as admission is concerned: one that
@@ -210,7 +209,6 @@ async fn start_connection(
             return;
         }
     };
-    let mut session = session;
     if bound.config.protocol == SecurityProtocol::Ssl {
         // A verified client certificate names the principal (Kafka's default SSL principal).
         if let Some(name) = stream
@@ -220,18 +218,8 @@ async fn start_connection(
             .and_then(|chain| chain.first())
             .and_then(crate::net::tls::certificate_principal)
         {
-            session.principal = Principal::user(name);
+            setup.session.principal = Principal::user(name);
         }
     }
-    connection::run(
-        stream,
-        peer,
-        ctx,
-        stop,
-        session,
-        sasl,
-        authenticated_by,
-        &admitted,
-    )
-    .await;
+    connection::run(stream, setup).await;
 }
