@@ -93,6 +93,7 @@ pub enum BrokerError {
 pub struct Broker {
     ctx: Arc<Ctx>,
     listeners: Vec<server::BoundListener>,
+    connection_limits: net::admission::ConnectionLimits,
 }
 
 impl Broker {
@@ -100,6 +101,7 @@ impl Broker {
     /// binds the first listener.
     pub async fn start(config: Config) -> Result<Self, BrokerError> {
         config.validate()?;
+        let connection_limits = connection_limits(&config)?;
         let acl = acl::load_at_start(&config)?;
         let config = Arc::new(config);
         let listeners = bind_listeners(&config).await?;
@@ -202,7 +204,11 @@ impl Broker {
         if let Some(address) = first_bound {
             println!("skiff listening on {address}");
         }
-        Ok(Self { ctx, listeners })
+        Ok(Self {
+            ctx,
+            listeners,
+            connection_limits,
+        })
     }
 
     /// The address of the first listener.
@@ -235,7 +241,13 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let ctx = self.ctx.clone();
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
-        server::serve(self.listeners, ctx.clone(), shutdown).await;
+        server::serve(
+            self.listeners,
+            ctx.clone(),
+            self.connection_limits,
+            shutdown,
+        )
+        .await;
         let _ = maintenance.await;
         ctx.cluster.leave().await;
         tokio::task::spawn_blocking(move || ctx.topics.close()).await??;
@@ -246,6 +258,19 @@ impl Broker {
 
 /// A broker's figures, shared with the running broker.
 pub type MetricsHandle = Arc<metrics::Metrics>;
+
+/// Raises the open-file limit and checks that it holds `max.connections` (before anything is
+/// opened, so a limit that cannot stops the start cleanly).
+fn connection_limits(config: &Config) -> Result<net::admission::ConnectionLimits, BrokerError> {
+    let capacity = match net::fd_limit::raise_to_hard_limit() {
+        Ok(limit) => net::fd_limit::connection_capacity(config, limit)?,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the open-file limit; max.connections is unchecked");
+            config.max_connections
+        }
+    };
+    Ok(net::admission::ConnectionLimits::new(config, capacity))
+}
 
 /// Binds every listener of `listeners`, with the TLS acceptor and the SASL credentials their
 /// security protocols need (read once, here, so a bad file stops the start with a clear error).
@@ -264,8 +289,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
     let mut bound_listeners = Vec::with_capacity(listener_configs.len());
     for listener_config in listener_configs {
         let address = listener_config.address;
-        let listener = TcpListener::bind(address)
-            .await
+        let listener = server::bind(address, config.socket_listen_backlog_size)
             .map_err(|source| BrokerError::Bind { address, source })?;
         let bound = listener
             .local_addr()

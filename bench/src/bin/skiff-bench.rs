@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use skiff_bench::client::Security;
+use skiff_bench::idle_connections::{self, IdleConnectionsSpec};
 use skiff_bench::idle_polls::{self, IdlePollsSpec};
 use skiff_bench::kip283::baseline;
 use skiff_bench::kip283::broker::{
@@ -52,6 +53,9 @@ enum Command {
     /// One-connection produce throughput while N idle consumers long-poll another topic, for
     /// several N in one run, as a ratio to the first (issue 18: what idle long polls cost).
     IdleLongPolls(IdleLongPollsArgs),
+    /// A fresh client's ApiVersions round trip with N idle connections open, below and at
+    /// `max.connections`, and the broker's RSS per idle connection (issue 14 item 5).
+    IdleConnections(IdleConnectionsArgs),
     /// A few seconds of everything against a spawned skiff; fails unless data was produced,
     /// consumed at every version and verified.
     Smoke(SmokeArgs),
@@ -153,8 +157,38 @@ impl SkiffArgs {
     }
 }
 
+#[derive(Args)]
+struct IdleConnectionsArgs {
+    /// The broker: with --bootstrap, its `max.connections` must be --max-connections; without,
+    /// a skiff is spawned with that setting.
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Idle connections held below the limit.
+    #[arg(long, default_value_t = 10_000)]
+    count: usize,
+    /// The broker's max.connections (default: --count plus 16, filled for the at-limit phase).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Fresh clients timed per phase.
+    #[arg(long, default_value_t = 5)]
+    fresh_clients: usize,
+    /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[derive(Args, Clone)]
 struct BrokerArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Where the JSON record goes.
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
+}
+
+/// The broker to measure: a running one, or a skiff to spawn.
+#[derive(Args, Clone)]
+struct TargetArgs {
     /// An already running broker (127.0.0.1 only). Without it, a skiff is spawned per setting.
     #[arg(long)]
     bootstrap: Option<String>,
@@ -260,7 +294,7 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-fn spawn_and_target(args: &BrokerArgs) -> anyhow::Result<(Option<SpawnSpec>, Option<Target>)> {
+fn spawn_and_target(args: &TargetArgs) -> anyhow::Result<(Option<SpawnSpec>, Option<Target>)> {
     if let Some(bootstrap) = &args.bootstrap {
         require_loopback(bootstrap)?;
         return Ok((
@@ -314,7 +348,7 @@ fn memory_settings(modes: &str, spawned: bool) -> anyhow::Result<Vec<Setting>> {
 }
 
 async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
-    let (spawn, target) = spawn_and_target(&args.broker)?;
+    let (spawn, target) = spawn_and_target(&args.broker.target)?;
     let partitions = args.partitions.max(1);
     let spec = MemorySpec {
         partition_count: partitions,
@@ -335,7 +369,7 @@ async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
 }
 
 async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
-    let (mut spawn, target) = spawn_and_target(&args.broker)?;
+    let (mut spawn, target) = spawn_and_target(&args.broker.target)?;
     let securities = args
         .security
         .iter()
@@ -453,6 +487,26 @@ fn latency_target(
     Ok((Some(broker), bootstrap))
 }
 
+/// Prints `markdown` and, with `out`, writes it to `<out>.md` and `record` to `<out>.json`.
+fn write_outputs(
+    out: Option<&Path>,
+    record: &impl serde::Serialize,
+    markdown: &str,
+) -> anyhow::Result<()> {
+    if let Some(out) = out {
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(
+            out.with_extension("json"),
+            serde_json::to_vec_pretty(record)?,
+        )?;
+        std::fs::write(out.with_extension("md"), markdown)?;
+    }
+    println!("{markdown}");
+    Ok(())
+}
+
 async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
     let mut skiff = args.skiff.clone();
     let largest = args.counts.iter().copied().max().unwrap_or(0);
@@ -480,18 +534,42 @@ async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
     }
     let record = record?;
     let markdown = idle_polls::markdown(&record);
-    if let Some(out) = &args.out {
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(
-            out.with_extension("json"),
-            serde_json::to_vec_pretty(&record)?,
-        )?;
-        std::fs::write(out.with_extension("md"), &markdown)?;
+    write_outputs(args.out.as_deref(), &record, &markdown)
+}
+
+async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
+    let max_connections = args.max_connections.unwrap_or(args.count + 16);
+    // This process holds every idle connection too.
+    let limit = skiff_broker::net::fd_limit::raise_to_hard_limit()?;
+    if (max_connections as u64) + 64 > limit.soft {
+        bail!(
+            "{max_connections} connections need more open files than this process may have ({}); raise `ulimit -Hn`",
+            limit.soft
+        );
     }
-    println!("{markdown}");
-    Ok(())
+    let mut skiff = args.target.skiff.clone();
+    skiff
+        .settings
+        .insert(0, format!("max.connections={max_connections}"));
+    let (broker, bootstrap) = latency_target(args.target.bootstrap.as_deref(), &skiff)?;
+    let pid = broker
+        .as_ref()
+        .and_then(|broker| broker.target().pid)
+        .or(args.target.broker_pid);
+    let spec = IdleConnectionsSpec {
+        broker: bootstrap.parse().context("bootstrap is not host:port")?,
+        pid,
+        count: args.count,
+        max_connections,
+        fresh_clients: args.fresh_clients.max(1),
+    };
+    let record = idle_connections::measure(&spec, command_line()).await;
+    if let Some(broker) = broker {
+        broker.stop()?;
+    }
+    let record = record?;
+    let markdown = idle_connections::markdown(&record);
+    write_outputs(args.out.as_deref(), &record, &markdown)
 }
 
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
@@ -684,6 +762,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Memory(args) => run_memory(args).await,
         Command::Throughput(args) => run_throughput(args).await,
         Command::IdleLongPolls(args) => run_idle_long_polls(args).await,
+        Command::IdleConnections(args) => run_idle_connections(args).await,
         Command::Baseline(args) => run_baseline(args),
         Command::Report(args) => run_report(args),
         Command::Latency(args) => run_latency(args).await,

@@ -6,6 +6,9 @@
 //! if that takes longer than `skiff.authentication.timeout.ms`; after a v0 SaslHandshake, frames are
 //! bare SASL tokens until the exchange ends.
 //!
+//! Between requests the connection is idle as far as admission goes (`net::admission`): it may be
+//! closed then to make room for a new client, never while a request is read, handled or answered.
+//!
 //! Must never: allocate a frame before its size is checked, let a bad frame take down anything but
 //! this connection, or serve a request on a SASL listener before authentication (ApiVersions and
 //! the SASL APIs aside).
@@ -22,22 +25,36 @@ use skiff_protocol::frame::FrameCheck;
 
 use crate::context::Ctx;
 use crate::handlers;
+use crate::net::admission::Admitted;
 use crate::net::send::{write_response, Transport};
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, TokenFraming};
 
-/// Serves one connection until the client closes, an error, the idle timeout or shutdown.
-/// `sasl` is the exchange to complete first (SASL listeners) and `authenticated_by` the deadline
-/// for it.
-pub(crate) async fn run<S: Transport>(
-    mut stream: S,
-    peer: SocketAddr,
-    ctx: Arc<Ctx>,
-    mut stop: watch::Receiver<bool>,
-    session: Session,
-    sasl: Option<Authenticator>,
-    authenticated_by: tokio::time::Instant,
-) {
+/// What a connection is served with besides its stream: `sasl` is the exchange to complete first
+/// (SASL listeners) and `authenticated_by` the deadline for it; `admitted` its place among the
+/// connections the limits allow.
+pub(crate) struct Setup<'a> {
+    pub(crate) peer: SocketAddr,
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) session: Session,
+    pub(crate) sasl: Option<Authenticator>,
+    pub(crate) authenticated_by: tokio::time::Instant,
+    pub(crate) admitted: &'a Admitted,
+}
+
+/// Serves one connection until the client closes, an error, the idle timeout, an eviction or
+/// shutdown.
+pub(crate) async fn run<S: Transport>(mut stream: S, setup: Setup<'_>) {
+    let Setup {
+        peer,
+        ctx,
+        mut stop,
+        session,
+        sasl,
+        authenticated_by,
+        admitted,
+    } = setup;
     ctx.metrics.connection_opened();
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     let mut state = ConnectionState {
@@ -45,7 +62,7 @@ pub(crate) async fn run<S: Transport>(
         sasl,
         authenticated_by,
     };
-    let outcome = serve(&mut stream, &ctx, &mut stop, idle, &mut state).await;
+    let outcome = serve(&mut stream, &ctx, &mut stop, idle, &mut state, admitted).await;
     ctx.metrics.connection_closed();
     match outcome {
         Ok(()) => tracing::debug!(%peer, "connection closed"),
@@ -63,6 +80,9 @@ enum CloseReason {
     /// The SASL exchange outlived `skiff.authentication.timeout.ms`.
     #[error("not authenticated within skiff.authentication.timeout.ms")]
     AuthenticationTimedOut,
+    /// Idle longest when `max.connections` were open and a new client came.
+    #[error("closed to make room for a new connection (max.connections)")]
+    Evicted,
     /// No request arrived within `connections.max.idle.ms`.
     #[error("idle for {0:?}")]
     Idle(Duration),
@@ -130,6 +150,7 @@ async fn serve<S: Transport>(
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
     state: &mut ConnectionState,
+    admitted: &Admitted,
 ) -> Result<(), CloseReason> {
     loop {
         let read_timeout = state.read_timeout(idle)?;
@@ -137,6 +158,7 @@ async fn serve<S: Transport>(
         tokio::select! {
             biased;
             _ = stop.changed() => return Ok(()),
+            _ = admitted.evicted() => return Err(CloseReason::Evicted),
             read = tokio::time::timeout(read_timeout, stream.read_exact(&mut size_prefix)) => match read {
                 Err(_) if state.sasl.is_some() => return Err(CloseReason::AuthenticationTimedOut),
                 Err(_) => return Err(CloseReason::Idle(idle)),
@@ -144,6 +166,11 @@ async fn serve<S: Transport>(
                 Ok(Err(error)) => return Err(error.into()),
                 Ok(Ok(_)) => {}
             },
+        }
+        if !admitted.begin_request() {
+            // Evicted between the prefix arriving and here: the eviction won, the request is
+            // left unread (the client sees a closed connection and retries).
+            return Err(CloseReason::Evicted);
         }
         // Before authentication a peer gets only as much memory as a SASL exchange needs.
         let request_bytes_max = if state.sasl.is_some() {
@@ -199,6 +226,7 @@ async fn serve<S: Transport>(
             }
             return Err(CloseReason::Unanswerable);
         }
+        admitted.end_request();
     }
 }
 

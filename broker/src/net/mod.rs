@@ -1,4 +1,6 @@
-//! The network edge: listeners and the accept loop ([`server`]), one task per connection that
+//! The network edge: listeners and the accept loop ([`server`]), which connections the limits
+//! admit and which idle one makes room ([`admission`]), the open-file limit they must fit
+//! ([`fd_limit`]), one task per connection that
 //! reads frames and writes responses in order ([`connection`]), the response writer with sendfile
 //! and lazily converted parts ([`send`]), what a connection knows about its client ([`session`]),
 //! and TLS ([`tls`]).
@@ -6,7 +8,9 @@
 //! Must never: decide what a request means (that is `handlers`) or decode request bodies (that is
 //! `skiff-protocol`).
 
+pub(crate) mod admission;
 pub(crate) mod connection;
+pub mod fd_limit;
 pub(crate) mod send;
 pub(crate) mod server;
 pub mod session;

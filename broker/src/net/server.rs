@@ -1,11 +1,14 @@
-//! Accepting connections on every listener: a permit from the connection semaphore first (so
-//! `max.connections` holds across listeners before a socket is even accepted), then one task per
-//! connection, which runs the TLS handshake on SSL listeners and starts the SASL exchange on SASL
-//! ones. Shutdown is a broadcast: the accept loop stops, every connection finishes the response it
-//! is writing and closes, and the server waits for them up to the shutdown timeout.
+//! Accepting connections on every listener: each accepted socket is admitted by
+//! [`crate::net::admission`] (`max.connections` across listeners, `max.connections.per.ip`) or
+//! closed at once, then served by one task, which runs the TLS handshake on SSL listeners and
+//! starts the SASL exchange on SASL ones. Shutdown is a broadcast: the accept loop stops, every
+//! connection finishes the response it is writing and closes, and the server waits for them up to
+//! the shutdown timeout.
 //!
-//! Must never: accept without a permit, let a TLS handshake run past the authentication timeout, or
-//! exit while a connection still writes (unless the shutdown timeout has passed, which it logs).
+//! Must never: stop accepting because connections are at a limit (a client left in the kernel's
+//! accept queue times out: issue 14), serve a connection no limit admitted, let a TLS handshake
+//! run past the authentication timeout, or exit while a connection still writes (unless the
+//! shutdown timeout has passed, which it logs).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,13 +16,14 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenerConfig;
 use crate::config::SecurityProtocol;
 use crate::context::Ctx;
+use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
@@ -42,25 +46,33 @@ pub(crate) struct BoundListener {
     pub(crate) sasl: Option<Arc<SaslSetup>>,
 }
 
+/// Binds a listener at `address` whose kernel queue holds `backlog` connections not yet accepted
+/// (`socket.listen.backlog.size`; a plain bind would give 128).
+pub(crate) fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As a plain bind does on Unix: a restarted broker can bind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(backlog)
+}
+
 /// Serves `listeners` until `shutdown` resolves, then drains connections.
 pub(crate) async fn serve(
     listeners: Vec<BoundListener>,
     ctx: Arc<Ctx>,
+    limits: ConnectionLimits,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let listeners: Vec<Arc<BoundListener>> = listeners.into_iter().map(Arc::new).collect();
     let mut next_first = 0usize;
-    let connection_permits = Arc::new(Semaphore::new(ctx.config.max_connections));
+    let admissions = Admissions::new(limits);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            permit = connection_permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
         let (index, accepted) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = accept_listed(&listeners, &mut next_first) => accepted,
@@ -69,12 +81,28 @@ pub(crate) async fn serve(
         while connections.try_join_next().is_some() {}
         match (accepted, listeners.get(index)) {
             (Ok((stream, peer)), Some(bound)) => {
+                let admitted = match admissions.admit(peer.ip()) {
+                    Ok(admitted) => admitted,
+                    Err(refused) => {
+                        match refused {
+                            Refused::PerIp { .. } => ctx.metrics.connection_refused_per_ip(),
+                            Refused::Full => ctx.metrics.connection_refused_full(),
+                        }
+                        // Debug, not info: a flood of refusals must not flood the log too (the
+                        // metrics count them).
+                        tracing::debug!(%peer, listener = %bound.config.name, reason = %refused, "connection refused");
+                        drop(stream);
+                        continue;
+                    }
+                };
+                if admitted.evicted {
+                    ctx.metrics.connection_evicted();
+                }
                 let ctx = ctx.clone();
                 let stop = ctx.shutdown.subscribe();
                 let bound = bound.clone();
                 connections.spawn(async move {
-                    start_connection(stream, peer, &bound, ctx, stop).await;
-                    drop(permit);
+                    start_connection(stream, peer, &bound, ctx, stop, admitted).await;
                 });
             }
             (Ok(_), None) => {}
@@ -132,6 +160,7 @@ async fn start_connection(
     bound: &BoundListener,
     ctx: Arc<Ctx>,
     stop: watch::Receiver<bool>,
+    admitted: Admitted,
 ) {
     let _ = stream.set_nodelay(true);
     let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
@@ -147,11 +176,28 @@ async fn start_connection(
         .sasl
         .as_ref()
         .map(|setup| Authenticator::new(setup.store.clone(), setup.mechanisms.clone()));
+    let mut setup = connection::Setup {
+        peer,
+        ctx,
+        stop,
+        session,
+        sasl,
+        authenticated_by,
+        admitted: &admitted,
+    };
     let Some(acceptor) = &bound.tls else {
-        connection::run(stream, peer, ctx, stop, session, sasl, authenticated_by).await;
+        connection::run(stream, setup).await;
         return;
     };
-    let handshake = tokio::time::timeout_at(authenticated_by, acceptor.accept(stream)).await;
+    // A connection still in its handshake is idle as far as admission is concerned: one that
+    // stalls there may be evicted to make room.
+    let handshake = tokio::select! {
+        handshake = tokio::time::timeout_at(authenticated_by, acceptor.accept(stream)) => handshake,
+        _ = admitted.evicted() => {
+            tracing::debug!(%peer, listener = %bound.config.name, "closed during the TLS handshake to make room");
+            return;
+        }
+    };
     let stream = match handshake {
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
@@ -163,7 +209,6 @@ async fn start_connection(
             return;
         }
     };
-    let mut session = session;
     if bound.config.protocol == SecurityProtocol::Ssl {
         // A verified client certificate names the principal (Kafka's default SSL principal).
         if let Some(name) = stream
@@ -173,8 +218,8 @@ async fn start_connection(
             .and_then(|chain| chain.first())
             .and_then(crate::net::tls::certificate_principal)
         {
-            session.principal = Principal::user(name);
+            setup.session.principal = Principal::user(name);
         }
     }
-    connection::run(stream, peer, ctx, stop, session, sasl, authenticated_by).await;
+    connection::run(stream, setup).await;
 }

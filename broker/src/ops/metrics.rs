@@ -105,6 +105,12 @@ pub const CONVERSION_TOPICS_OVERFLOW: &str = "*other*";
 #[derive(Debug)]
 pub struct Metrics {
     connections: AtomicI64,
+    /// New connections closed at once: their address was at `max.connections.per.ip`.
+    connections_refused_per_ip: AtomicU64,
+    /// New connections closed at once: `max.connections` were open, none idle enough to evict.
+    connections_refused_full: AtomicU64,
+    /// Idle connections closed to make room for a new one at `max.connections`.
+    connections_evicted: AtomicU64,
     converted_bytes_in_flight: AtomicI64,
     converted_bytes_in_flight_peak: AtomicI64,
     records_converted: AtomicU64,
@@ -126,6 +132,9 @@ impl Default for Metrics {
     fn default() -> Self {
         Self {
             connections: AtomicI64::new(0),
+            connections_refused_per_ip: AtomicU64::new(0),
+            connections_refused_full: AtomicU64::new(0),
+            connections_evicted: AtomicU64::new(0),
             converted_bytes_in_flight: AtomicI64::new(0),
             converted_bytes_in_flight_peak: AtomicI64::new(0),
             records_converted: AtomicU64::new(0),
@@ -155,6 +164,34 @@ impl Metrics {
     /// Open connections.
     pub fn connections(&self) -> i64 {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn connection_refused_per_ip(&self) {
+        self.connections_refused_per_ip
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_refused_full(&self) {
+        self.connections_refused_full
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_evicted(&self) {
+        self.connections_evicted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// New connections closed at once since start: (over `max.connections.per.ip`, at
+    /// `max.connections` with nothing to evict).
+    pub fn connections_refused(&self) -> (u64, u64) {
+        (
+            self.connections_refused_per_ip.load(Ordering::Relaxed),
+            self.connections_refused_full.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Idle connections closed to make room since start.
+    pub fn connections_evicted(&self) -> u64 {
+        self.connections_evicted.load(Ordering::Relaxed)
     }
 
     /// A converted chunk (and the source it came from) is now held in memory.
@@ -294,6 +331,21 @@ impl Metrics {
             "skiff_connections",
             "Open client connections.",
             self.connections(),
+        );
+        out.counter(
+            "skiff_connections_refused_per_ip_total",
+            "New connections closed at once: their address held max.connections.per.ip.",
+            self.connections_refused().0,
+        );
+        out.counter(
+            "skiff_connections_refused_full_total",
+            "New connections closed at once: max.connections were open and none idle for 1 s.",
+            self.connections_refused().1,
+        );
+        out.counter(
+            "skiff_connections_evicted_total",
+            "Connections idle longest closed to make room for a new one at max.connections.",
+            self.connections_evicted(),
         );
         out.counter(
             "skiff_request_bytes_total",

@@ -1,0 +1,161 @@
+//! The process's open-file limit and what it leaves for connections: at start the soft
+//! RLIMIT_NOFILE is raised to the hard limit (many systems start processes at a soft 1024, which
+//! would hold a thousand connections whatever `max.connections` says), then `max.connections` is
+//! checked against it with [`FILES_RESERVED`] kept for everything that is not a client socket.
+//!
+//! Must never: lower a limit, or let an explicitly configured `max.connections` the limit cannot
+//! hold start (accepts would then fail with EMFILE, the lockout issue 14 is about).
+
+use crate::config::{Config, ConfigError};
+
+/// Descriptors kept for what is not a client connection: log segments and their indexes,
+/// listeners, the metadata store's and the replica fetchers' sockets, files being read. A broker
+/// with more open segments than this needs a larger hard limit or a smaller `max.connections`.
+pub(crate) const FILES_RESERVED: u64 = 1024;
+
+/// The soft and hard RLIMIT_NOFILE after trying to raise the soft limit to the hard one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileLimit {
+    /// What the process may open now.
+    pub soft: u64,
+    /// The ceiling an unprivileged process can raise it to.
+    pub hard: u64,
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit if it is lower, and returns the limits then in
+/// force (benchmark clients holding thousands of sockets call it too). A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
+pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer to a local.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        } else {
+            tracing::warn!(
+                soft = limit.rlim_cur,
+                hard = limit.rlim_max,
+                error = %std::io::Error::last_os_error(),
+                "could not raise the open-file limit to its hard limit"
+            );
+        }
+    }
+    Ok(FileLimit {
+        soft: limit.rlim_cur,
+        hard: limit.rlim_max,
+    })
+}
+
+/// How many connections the broker serves at once: `max.connections` if `limit` holds it with
+/// [`FILES_RESERVED`] to spare. Otherwise an explicitly set value is an error naming the limit,
+/// and the default shrinks to what fits (with a warning), so a broker on a machine with a low hard
+/// limit still starts.
+pub(crate) fn connection_capacity(config: &Config, limit: FileLimit) -> Result<usize, ConfigError> {
+    // On a small limit, keep at least half of it for connections.
+    let reserved = FILES_RESERVED.min(limit.soft / 2);
+    let fits = usize::try_from(limit.soft - reserved)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if config.max_connections <= fits {
+        return Ok(config.max_connections);
+    }
+    if config.explicitly_set.contains("max.connections") {
+        return Err(ConfigError::InvalidValue {
+            key: "max.connections".to_owned(),
+            reason: format!(
+                "{} connections need {} open files with the {reserved} kept for logs and listeners, \
+                 but the process may open {} (RLIMIT_NOFILE soft {}, hard {}): raise the hard \
+                 limit (`ulimit -Hn`, systemd's LimitNOFILE) or set max.connections to at most {fits}",
+                config.max_connections,
+                config.max_connections as u64 + reserved,
+                limit.soft,
+                limit.soft,
+                limit.hard,
+            ),
+        });
+    }
+    tracing::warn!(
+        default = config.max_connections,
+        serving = fits,
+        soft = limit.soft,
+        hard = limit.hard,
+        "the open-file limit cannot hold the default max.connections; serving fewer connections (raise the hard limit to serve more)"
+    );
+    Ok(fits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(max_connections: Option<&str>) -> Config {
+        let mut config = Config::default();
+        if let Some(value) = max_connections {
+            config
+                .apply_override(&format!("max.connections={value}"))
+                .expect("valid");
+        }
+        config
+    }
+
+    #[test]
+    fn a_limit_that_holds_the_connections_keeps_them() {
+        let limit = FileLimit {
+            soft: 20_000,
+            hard: 20_000,
+        };
+        assert_eq!(
+            connection_capacity(&config(None), limit).expect("fits"),
+            crate::config::CONNECTIONS_MAX_DEFAULT
+        );
+        assert_eq!(
+            connection_capacity(&config(Some("18976")), limit).expect("exactly fits"),
+            18_976
+        );
+    }
+
+    #[test]
+    fn an_explicit_value_the_limit_cannot_hold_is_an_error_and_the_default_shrinks() {
+        let limit = FileLimit {
+            soft: 4096,
+            hard: 4096,
+        };
+        let error = connection_capacity(&config(Some("10000")), limit)
+            .expect_err("too many")
+            .to_string();
+        assert!(error.contains("max.connections"), "{error}");
+        assert!(error.contains("at most 3072"), "{error}");
+        assert_eq!(
+            connection_capacity(&config(None), limit).expect("shrinks"),
+            3072
+        );
+        let tiny = FileLimit {
+            soft: 256,
+            hard: 256,
+        };
+        assert_eq!(connection_capacity(&config(None), tiny).expect("half"), 128);
+    }
+
+    #[test]
+    fn the_soft_limit_is_raised_to_the_hard_one() {
+        let limit = raise_to_hard_limit().expect("getrlimit");
+        // An unlimited hard limit cannot be a soft one on Linux (above nr_open): the raise is
+        // refused and logged then.
+        assert!(
+            limit.soft == limit.hard || limit.hard == libc::RLIM_INFINITY,
+            "{limit:?}"
+        );
+        let again = raise_to_hard_limit().expect("getrlimit");
+        assert_eq!(again, limit, "raising is idempotent");
+    }
+}
