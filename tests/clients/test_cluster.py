@@ -111,6 +111,9 @@ def test_brokers_register_and_agree_on_one_controller_and_cluster_id(cluster3):
     controller, cluster_id = agreed_controller(cluster3)
     assert controller in (0, 1, 2)
     assert len(cluster_id) == 22, cluster_id
+    # Agreeing on the controller says nothing of the registrations that came after it: each
+    # broker's image converges through its watch.
+    wait_for(lambda: all(metrics(b)["skiff_cluster_brokers"] == 3 for b in cluster3.brokers), 10, "3 brokers in every image")
     for broker in cluster3.brokers:
         figures = metrics(broker)
         assert figures["skiff_cluster_brokers"] == 3
