@@ -735,12 +735,9 @@ impl Cluster {
                 &self.counters.watch_resumes,
             ),
         ];
-        let mut out = String::new();
+        let mut out = crate::ops::metrics::Exposition::default();
         for (name, help, value) in counters {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
-                value.load(Ordering::Relaxed)
-            ));
+            out.counter(name, help, value.load(Ordering::Relaxed));
         }
         let gauges = [
             (
@@ -775,11 +772,9 @@ impl Cluster {
             ),
         ];
         for (name, help, value) in gauges {
-            out.push_str(&format!(
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
-            ));
+            out.gauge(name, help, value);
         }
-        out
+        out.into_text()
     }
 }
 

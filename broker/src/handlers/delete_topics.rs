@@ -42,9 +42,7 @@ pub(crate) async fn handle(
             Some(name) => Some(name.0.to_string()),
             None => ctx
                 .topics
-                .all()
-                .into_iter()
-                .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == topic_id)
+                .get_by_id(topic_id.as_bytes())
                 .map(|topic| topic.name.clone()),
         };
         let outcome = match &resolved {

@@ -99,7 +99,7 @@ pub(crate) async fn handle(
     let reads = loop {
         // Registered on every partition read before reading, so an append between the read and
         // the wait still wakes us; dropped (unregistered) when this iteration ends.
-        // Each topic is looked up once per iteration (by id it is a scan of every topic), and the
+        // Each topic is looked up once per iteration (by id it scans the topic map), and the
         // same lookup serves the waiters and the read.
         let topics: Vec<Option<Arc<Topic>>> = request
             .topics
@@ -174,10 +174,7 @@ fn refused_topics(
 /// The topic a request entry names: by id from [`TOPIC_ID_FETCH_VERSION_MIN`], else by name.
 fn find_topic(ctx: &Ctx, version: i16, fetch_topic: &FetchTopic) -> Option<Arc<Topic>> {
     if version >= TOPIC_ID_FETCH_VERSION_MIN {
-        ctx.topics
-            .all()
-            .into_iter()
-            .find(|topic| uuid::Uuid::from_bytes(topic.topic_id) == fetch_topic.topic_id)
+        ctx.topics.get_by_id(fetch_topic.topic_id.as_bytes())
     } else {
         ctx.topics.get(fetch_topic.topic.0.as_str())
     }

@@ -465,24 +465,29 @@ fn api_name(api_key: usize) -> String {
         .map_or_else(|| format!("{api_key}"), |key| format!("{key:?}"))
 }
 
-/// A Prometheus text exposition being written.
+/// A Prometheus text exposition being written: the one place its line format is written.
 #[derive(Default)]
-struct Exposition {
+pub(crate) struct Exposition {
     text: String,
 }
 
 impl Exposition {
+    /// The text written so far.
+    pub(crate) fn into_text(self) -> String {
+        self.text
+    }
+
     /// The `# HELP` and `# TYPE` lines of a metric family.
     fn header(&mut self, name: &str, help: &str, kind: &str) {
         let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
-    fn gauge(&mut self, name: &str, help: &str, value: i64) {
+    pub(crate) fn gauge(&mut self, name: &str, help: &str, value: i64) {
         self.header(name, help, "gauge");
         let _ = writeln!(self.text, "{name} {value}");
     }
 
-    fn counter(&mut self, name: &str, help: &str, value: u64) {
+    pub(crate) fn counter(&mut self, name: &str, help: &str, value: u64) {
         self.header(name, help, "counter");
         let _ = writeln!(self.text, "{name} {value}");
     }

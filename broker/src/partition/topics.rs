@@ -290,6 +290,17 @@ impl Topics {
         self.topics.read().ok()?.get(name).cloned()
     }
 
+    /// The topic with this KIP-516 id (Fetch v13+, DeleteTopics v6+). A scan under the read lock:
+    /// nothing is cloned but the match.
+    pub fn get_by_id(&self, topic_id: &[u8; 16]) -> Option<Arc<Topic>> {
+        self.topics
+            .read()
+            .ok()?
+            .values()
+            .find(|topic| &topic.topic_id == topic_id)
+            .cloned()
+    }
+
     /// Every topic.
     pub fn all(&self) -> Vec<Arc<Topic>> {
         self.topics
