@@ -5,8 +5,10 @@
 //! - [`records`]: the JSON value of each key, and its bounded decoder;
 //! - [`image`]: the cluster image a broker keeps from one GET and a watch;
 //! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
-//! - [`membership`]: the Txns a broker writes itself (registration, campaign, producer-id
-//!   blocks, topic creation and deletion intents) and how their answers read;
+//! - [`membership`]: the Txns a broker writes itself for its membership (registration,
+//!   campaign, the cluster id, producer-id blocks) and how their answers read;
+//! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
+//!   intent), what it materializes of the image, and the group coordinator's partition;
 //! - [`session`]: when a broker may accept writes as a leader (its session provably alive).
 //!
 //! The broker's `cluster` module submits these Txns to a `skiff_meta::MetaStore`, feeds the watch
@@ -22,6 +24,7 @@ pub mod layout;
 pub mod membership;
 pub mod records;
 pub mod session;
+pub mod topics;
 
 pub use image::{ClusterImage, Versioned};
 pub use layout::{Key, Layout};

@@ -1,18 +1,17 @@
 //! The Txns a broker writes itself, and how it reads their answers (cluster.md §2a, §3):
-//! registering under its lease, campaigning for controller, writing the cluster id once, taking
-//! producer-id blocks, and creating or marking topics for deletion.
+//! registering under its lease, campaigning for controller, writing the cluster id once, and
+//! taking producer-id blocks. Topic changes are [`crate::topics`].
 //!
 //! Must never: submit anything (the broker's driver does) or read the clock.
 
 use skiff_meta::{Compare, CompareOp, LeaseId, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use skiff_placement::NodeId;
 
-use crate::controller::PARTITIONS_PER_TXN_MAX;
 use crate::image::Versioned;
 use crate::layout::{Key, Layout};
 use crate::records::{
-    decode, encode, BrokerRegistration, ClusterRecord, ControllerRecord, PartitionState,
-    ProducerIdBlockRecord, RecordError, TopicRecord, TopicState,
+    decode, encode, BrokerRegistration, ClusterRecord, ControllerRecord, ProducerIdBlockRecord,
+    RecordError,
 };
 
 /// Producer ids taken per block (Kafka's `/latest_producer_id_block` took 1000 too).
@@ -239,163 +238,4 @@ pub fn producer_id_block_of(
         })
     })
     .transpose()
-}
-
-/// Marks a ready topic for deletion; the controller removes it (cluster.md §3, "Requests that
-/// need the controller").
-pub fn request_deletion(layout: &Layout, topic: &str, seen: &Versioned<TopicRecord>) -> Txn {
-    let key = layout.key(&Key::Topic(topic.to_owned()));
-    let deleting = TopicRecord {
-        state: TopicState::Deleting,
-        ..seen.value.clone()
-    };
-    Txn::new()
-        .when(vec![Compare::mod_revision(
-            key.clone(),
-            CompareOp::Equal,
-            seen.mod_revision,
-        )])
-        .and_then(vec![TxnOp::put(key, encode(&deleting))])
-}
-
-/// Where a [`TopicCreation`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CreationProgress {
-    /// More Txns to submit.
-    Continue,
-    /// The topic is ready.
-    Done,
-    /// The topic already existed: TOPIC_ALREADY_EXISTS.
-    AlreadyExists,
-    /// The topic key changed under the creation (the controller finished or another request
-    /// deleted it): stop; the image tells what became of it.
-    Interrupted,
-}
-
-/// A topic creation as the creating broker writes it (cluster.md §2a, "Large topics"): one Txn
-/// when the partitions fit, otherwise the topic as `creating`, its partitions in Txns of at most
-/// `partitions_per_txn`, then `ready`. Every step after the first is guarded on the topic key's
-/// revision from the first, so a creation the controller took over (its author looked dead) is
-/// never written twice.
-#[derive(Debug, Clone)]
-pub struct TopicCreation {
-    topic_key: String,
-    partition_keys: Vec<String>,
-    record: TopicRecord,
-    states: Vec<PartitionState>,
-    partitions_per_txn: usize,
-    written: usize,
-    topic_revision: Option<i64>,
-    done: bool,
-}
-
-impl TopicCreation {
-    /// Plans the creation of `topic` with its record (any state: it is set here) and the first
-    /// state of each partition.
-    pub fn new(
-        layout: &Layout,
-        topic: &str,
-        record: TopicRecord,
-        states: Vec<PartitionState>,
-        partitions_per_txn: usize,
-    ) -> Self {
-        debug_assert_eq!(record.replicas.len(), states.len());
-        let partition_keys = (0..states.len() as i32)
-            .map(|p| layout.key(&Key::Partition(topic.to_owned(), p)))
-            .collect();
-        Self {
-            topic_key: layout.key(&Key::Topic(topic.to_owned())),
-            partition_keys,
-            record,
-            states,
-            partitions_per_txn: partitions_per_txn.clamp(1, PARTITIONS_PER_TXN_MAX),
-            written: 0,
-            topic_revision: None,
-            done: false,
-        }
-    }
-
-    fn topic_value(&self, state: TopicState) -> Vec<u8> {
-        encode(&TopicRecord {
-            state,
-            ..self.record.clone()
-        })
-    }
-
-    fn partition_ops(&self, range: std::ops::Range<usize>) -> (Vec<Compare>, Vec<TxnOp>) {
-        let compares = range
-            .clone()
-            .map(|p| Compare::absent(self.partition_keys[p].clone()))
-            .collect();
-        let ops = range
-            .map(|p| TxnOp::put(self.partition_keys[p].clone(), encode(&self.states[p])))
-            .collect();
-        (compares, ops)
-    }
-
-    /// The next Txn to submit, or `None` when finished.
-    pub fn next_txn(&self) -> Option<Txn> {
-        if self.done {
-            return None;
-        }
-        let count = self.states.len();
-        let Some(revision) = self.topic_revision else {
-            if count <= self.partitions_per_txn {
-                let (mut compares, mut ops) = self.partition_ops(0..count);
-                compares.insert(0, Compare::absent(self.topic_key.clone()));
-                ops.insert(
-                    0,
-                    TxnOp::put(self.topic_key.clone(), self.topic_value(TopicState::Ready)),
-                );
-                return Some(Txn::new().when(compares).and_then(ops));
-            }
-            return Some(
-                Txn::new()
-                    .when(vec![Compare::absent(self.topic_key.clone())])
-                    .and_then(vec![TxnOp::put(
-                        self.topic_key.clone(),
-                        self.topic_value(TopicState::Creating),
-                    )]),
-            );
-        };
-        let guard = Compare::mod_revision(self.topic_key.clone(), CompareOp::Equal, revision);
-        if self.written < count {
-            let end = (self.written + self.partitions_per_txn).min(count);
-            let (mut compares, ops) = self.partition_ops(self.written..end);
-            compares.insert(0, guard);
-            return Some(Txn::new().when(compares).and_then(ops));
-        }
-        Some(Txn::new().when(vec![guard]).and_then(vec![TxnOp::put(
-            self.topic_key.clone(),
-            self.topic_value(TopicState::Ready),
-        )]))
-    }
-
-    /// Takes the answer to the Txn [`Self::next_txn`] gave.
-    pub fn on_response(&mut self, response: &TxnResponse) -> CreationProgress {
-        let first = self.topic_revision.is_none();
-        if !response.succeeded {
-            self.done = true;
-            return if first {
-                CreationProgress::AlreadyExists
-            } else {
-                CreationProgress::Interrupted
-            };
-        }
-        let count = self.states.len();
-        if first {
-            if count <= self.partitions_per_txn {
-                self.done = true;
-                return CreationProgress::Done;
-            }
-            self.topic_revision = Some(response.revision);
-            return CreationProgress::Continue;
-        }
-        if self.written < count {
-            self.written = (self.written + self.partitions_per_txn).min(count);
-            return CreationProgress::Continue;
-        }
-        self.done = true;
-        CreationProgress::Done
-    }
 }

@@ -24,10 +24,11 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_cluster::controller::{self, initial_partition_state, PlanLimits, WriteReason};
-use skiff_cluster::membership::{self, Campaign, CreationProgress, Registration, TopicCreation};
+use skiff_cluster::membership::{self, Campaign, Registration};
 use skiff_cluster::records::{
     BrokerRegistration, BrokerState, Endpoint, TopicRecord, TopicState, Writer, NO_LEADER,
 };
+use skiff_cluster::topics::{self, CreationProgress, TopicChange};
 use skiff_cluster::{ClusterImage, Key, Layout, SessionFence};
 use skiff_meta::{EventKind, GetRequest, KeyRange, LeaseId, MetaCore, WatchId};
 use skiff_placement::NodeId;
@@ -64,7 +65,7 @@ struct Broker {
     planned: Vec<controller::ControllerWrite>,
     /// The store revision the image must reach before the controller plans again.
     replan_after_revision: i64,
-    creation: Option<TopicCreation>,
+    creation: Option<TopicChange>,
 }
 
 #[derive(Default, Debug)]
@@ -335,7 +336,7 @@ impl Sim {
             author_epoch: epoch,
         };
         let per_txn = self.rng.gen_range(1..=3);
-        let creation = TopicCreation::new(&self.layout, &topic, record, states, per_txn);
+        let creation = TopicChange::new(&self.layout, &topic, record, states, per_txn);
         self.brokers[index].creation = Some(creation);
     }
 
@@ -354,7 +355,7 @@ impl Sim {
         let Some(topic) = ready.choose(&mut self.rng) else {
             return;
         };
-        let txn = membership::request_deletion(&self.layout, topic, &broker.image.topics()[topic]);
+        let txn = topics::request_deletion(&self.layout, topic, &broker.image.topics()[topic]);
         self.core.txn(&txn).unwrap();
     }
 
