@@ -42,7 +42,7 @@ use crate::config::Config;
 use crate::context::Ctx;
 use crate::net::{server, tls};
 use crate::ops::{maintenance, metrics};
-use crate::partition::metadata_store::FileMetadataStore;
+use crate::partition::materialized::MaterializedTopicsFile;
 use crate::partition::topics::Topics;
 use crate::security::{acl, sasl};
 
@@ -105,17 +105,17 @@ impl Broker {
         let acl = acl::load_at_start(&config)?;
         let config = Arc::new(config);
         let listeners = bind_listeners(&config).await?;
-        let (advertised_host, advertised_port) = listeners
-            .first()
-            .map(|bound| bound.advertised.clone())
-            .ok_or_else(|| config::ConfigError::InvalidValue {
+        if listeners.is_empty() {
+            return Err(config::ConfigError::InvalidValue {
                 key: "listeners".to_owned(),
                 reason: "at least one listener is needed".to_owned(),
-            })?;
+            }
+            .into());
+        }
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
-        let group_config = group::driver::group_config(&config, &advertised_host, advertised_port);
-        let (topics, group_driver, groups) = tokio::task::spawn_blocking(move || {
+        let group_config = group::driver::group_config(&config);
+        let (topics, to_migrate, group_driver, groups) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                 BrokerError::DataDirectory {
                     path: log_dir_path.clone(),
@@ -128,12 +128,12 @@ impl Broker {
             // no topic record, so Metadata never lists it.
             let (group_driver, groups) =
                 group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
-            let topics = Topics::open(
+            let (topics, to_migrate) = Topics::open(
                 open_config,
                 log_dir,
-                Box::new(FileMetadataStore::new(&log_dir_path)),
+                MaterializedTopicsFile::new(&log_dir_path),
             )?;
-            Ok::<_, BrokerError>((topics, group_driver, groups))
+            Ok::<_, BrokerError>((topics, to_migrate, group_driver, groups))
         })
         .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
@@ -147,13 +147,29 @@ impl Broker {
             })
             .collect();
         let cluster = cluster::Cluster::start(&config, endpoints, shutdown.subscribe()).await?;
+        if !to_migrate.is_empty() {
+            let migrated = cluster.migrate(&to_migrate).await?;
+            tracing::info!(
+                topics = to_migrate.len(),
+                written = migrated,
+                "single-node topic registry migrated into the metadata store"
+            );
+        }
+        // Serve the topics the store has, with their logs, before the first client comes.
+        let topics = Arc::new(topics);
+        cluster.materialize(&topics).await?;
+        tokio::spawn(cluster::materialize::run(
+            cluster.clone(),
+            topics.clone(),
+            shutdown.subscribe(),
+        ));
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
             placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
-            topics: Arc::new(topics),
+            topics,
             metrics: Arc::new(metrics::Metrics::default()),
             request_bytes_budget,
             cluster_id: cluster.cluster_id().to_owned(),

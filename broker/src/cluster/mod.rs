@@ -20,6 +20,9 @@
 //! controller (every write is fenced), or block a request path on the store.
 
 pub mod identity;
+pub mod materialize;
+pub mod roles;
+pub mod topic_changes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -76,6 +79,32 @@ pub enum ClusterError {
     /// `skiff.cluster.name` (validated at config load; kept for completeness).
     #[error(transparent)]
     ClusterName(#[from] skiff_cluster::layout::ClusterNameError),
+    /// A topic of the single-node registry has another id in the store: two different topics
+    /// share the name, and neither is overwritten.
+    #[error(
+        "cannot migrate topic {topic}: skiff-topics.json gives it id {file_id}, the metadata \
+         store has id {store_id}. Two different topics have that name; move this data \
+         directory aside or delete one of them"
+    )]
+    MigrationConflict {
+        /// The topic.
+        topic: String,
+        /// Its id in the file.
+        file_id: String,
+        /// Its id in the store.
+        store_id: String,
+    },
+    /// The migration of the single-node registry could not finish.
+    #[error("migrating skiff-topics.json into the metadata store: {0}")]
+    Migration(String),
+    /// A start-up step on a blocking thread did not finish.
+    #[error("{what}: {source}")]
+    Task {
+        /// The step.
+        what: &'static str,
+        /// Why.
+        source: tokio::task::JoinError,
+    },
 }
 
 /// Counters of the cluster glue, for `/metrics`.
@@ -108,6 +137,8 @@ pub struct Cluster {
     image: RwLock<ClusterImage>,
     /// The image's revision, for tasks waiting on it to move.
     image_revision: watch::Sender<i64>,
+    /// The image revision the topics and logs last followed (`materialize`).
+    materialized: watch::Sender<i64>,
     fence: Mutex<SessionFence>,
     session: Mutex<Option<Session>>,
     controller_epoch: Mutex<Option<i64>>,
@@ -119,8 +150,10 @@ pub struct Cluster {
 /// The shared handle.
 pub type ClusterHandle = Arc<Cluster>;
 
+/// Whether a store error may pass by retrying (an unreachable or leaderless store); anything
+/// else the store said (a refused request) is not retried at start.
 fn is_retriable(error: &skiff_meta::Error) -> bool {
-    error.is_retriable() || matches!(error, skiff_meta::Error::Etcd(_))
+    error.is_retriable()
 }
 
 impl Cluster {
@@ -139,12 +172,9 @@ impl Cluster {
             let dir = data_dir.clone();
             tokio::task::spawn_blocking(move || identity::load_or_create(&dir, node_id))
                 .await
-                .map_err(|error| ClusterError::Store {
-                    address: config.metadata_store.to_string(),
-                    source: skiff_meta::Error::Io {
-                        context: "reading the node identity".into(),
-                        source: std::io::Error::other(error.to_string()),
-                    },
+                .map_err(|source| ClusterError::Task {
+                    what: "reading the node identity",
+                    source,
                 })??
         };
         let deadline =
@@ -181,12 +211,9 @@ impl Cluster {
                 identity::join_cluster(&dir, &mut joined, &cluster_id).map(|()| joined)
             })
             .await
-            .map_err(|error| ClusterError::Store {
-                address: address.to_string(),
-                source: skiff_meta::Error::Io {
-                    context: "recording the cluster id".into(),
-                    source: std::io::Error::other(error.to_string()),
-                },
+            .map_err(|source| ClusterError::Task {
+                what: "recording the cluster id",
+                source,
             })??;
         }
         let registration = BrokerRegistration {
@@ -199,6 +226,7 @@ impl Cluster {
         };
         let ttl_secs = i64::try_from(config.broker_session_timeout_ms / 1000).unwrap_or(1);
         let (image_revision, _) = watch::channel(0);
+        let (materialized, _) = watch::channel(0);
         let cluster = Arc::new(Cluster {
             node_id,
             address: address.clone(),
@@ -209,6 +237,7 @@ impl Cluster {
             registration,
             ttl_secs,
             image_revision,
+            materialized,
             fence: Mutex::new(SessionFence::new(config.broker_session_timeout_ms)),
             session: Mutex::new(None),
             controller_epoch: Mutex::new(None),

@@ -305,6 +305,10 @@ pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
 /// The largest `queued.max.request.bytes` accepted: 1 TiB, far above any memory, and below the
 /// budget semaphore's own ceiling (`usize::MAX >> 3` permits).
 pub const QUEUED_REQUEST_BYTES_MAX_LIMIT: usize = 1 << 40;
+/// Why a replication factor other than 1 is refused, in config errors and INVALID_REPLICATION_FACTOR
+/// messages alike.
+pub const REPLICATION_NOT_YET: &str =
+    "only 1 is supported: every partition has one replica until replication lands (cluster part 2)";
 /// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead.
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
@@ -329,7 +333,11 @@ config_keys! {
     "num.partitions" => num_partitions: i32 = 1;
         "Partitions of an auto-created topic."
     "default.replication.factor" => default_replication_factor: i16 = 1;
-        "Replication factor of an auto-created topic (one node today: must be 1)."
+        "Replication factor of an auto-created topic, or of a created one that asks for -1. Must be 1 until replication lands (cluster part 2)."
+    "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50;
+        "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
+    "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1;
+        "Replicas of each __consumer_offsets partition. Must be 1 until replication lands (cluster part 2)."
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true;
         "Create a topic on first Metadata or Produce for it."
     "log.segment.bytes" => log_segment_bytes: u64 = 1024 * 1024 * 1024;
@@ -488,10 +496,26 @@ impl Config {
         if self.num_partitions < 1 {
             return Err(invalid("num.partitions", "must be at least 1"));
         }
-        if self.default_replication_factor != 1 {
-            return Err(invalid(
+        for (key, factor) in [
+            (
                 "default.replication.factor",
-                "a single node supports only 1",
+                self.default_replication_factor,
+            ),
+            (
+                "offsets.topic.replication.factor",
+                self.offsets_topic_replication_factor,
+            ),
+        ] {
+            if factor != 1 {
+                return Err(invalid(key, REPLICATION_NOT_YET));
+            }
+        }
+        if !(1..=skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32)
+            .contains(&self.offsets_topic_num_partitions)
+        {
+            return Err(invalid(
+                "offsets.topic.num.partitions",
+                "must be between 1 and the partitions a topic may have",
             ));
         }
         if self.message_max_bytes < 64 {

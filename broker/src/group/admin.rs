@@ -1,25 +1,18 @@
-//! The read-only group APIs: FindCoordinator (this broker coordinates every group), DescribeGroups
-//! and ListGroups.
+//! The read-only group APIs: DescribeGroups and ListGroups. (FindCoordinator is answered from the
+//! cluster image by its handler: it needs no group state.)
 //!
 //! Must never: change a group.
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
-use kafka_protocol::messages::find_coordinator_response::Coordinator as CoordinatorEntry;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
-    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, ListGroupsRequest, ListGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, RequestMeta, Response};
 use super::state::GroupState;
 
-/// FindCoordinator key type of a consumer group.
-const KEY_TYPE_GROUP: i8 = 0;
-/// FindCoordinator key type of a transactional id (transactions are not served).
-const KEY_TYPE_TRANSACTION: i8 = 1;
 /// The group type ListGroups v5+ reports: only the classic protocol is served.
 const GROUP_TYPE_CLASSIC: &str = "classic";
 /// DescribeGroups' state for a group the coordinator does not hold (Kafka answers it without an
@@ -31,64 +24,6 @@ fn str_bytes(text: &str) -> StrBytes {
 }
 
 impl Coordinator {
-    /// FindCoordinator, every version (v0 is GroupCoordinator; v4 batches its keys). Groups are
-    /// all coordinated here; transactional ids get COORDINATOR_NOT_AVAILABLE.
-    pub fn handle_find_coordinator(&mut self, meta: RequestMeta, request: FindCoordinatorRequest) {
-        let version = meta.version;
-        let key_type = if version >= 1 {
-            request.key_type
-        } else {
-            KEY_TYPE_GROUP
-        };
-        let mut response = FindCoordinatorResponse::default();
-        if version >= 4 {
-            for key in &request.coordinator_keys {
-                let mut entry = CoordinatorEntry::default();
-                entry.key = key.clone();
-                match self.coordinator_for(key_type, key.as_str()) {
-                    Ok(()) => {
-                        entry.node_id = BrokerId(self.config.node.node_id);
-                        entry.host = str_bytes(&self.config.node.host);
-                        entry.port = self.config.node.port;
-                    }
-                    Err(error) => {
-                        entry.error_code = error.code();
-                        entry.node_id = BrokerId(-1);
-                        entry.port = -1;
-                    }
-                }
-                response.coordinators.push(entry);
-            }
-        } else {
-            match self.coordinator_for(key_type, request.key.as_str()) {
-                Ok(()) => {
-                    response.node_id = BrokerId(self.config.node.node_id);
-                    response.host = str_bytes(&self.config.node.host);
-                    response.port = self.config.node.port;
-                }
-                Err(error) => {
-                    response.error_code = error.code();
-                    response.node_id = BrokerId(-1);
-                    response.port = -1;
-                }
-            }
-        }
-        self.reply(
-            meta.request_id,
-            version,
-            Response::FindCoordinator(response),
-        );
-    }
-
-    fn coordinator_for(&self, key_type: i8, key: &str) -> Result<(), ErrorCode> {
-        match key_type {
-            KEY_TYPE_GROUP if key.is_empty() => Err(ErrorCode::INVALID_GROUP_ID),
-            KEY_TYPE_GROUP => Ok(()),
-            KEY_TYPE_TRANSACTION => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-            _ => Err(ErrorCode::INVALID_REQUEST),
-        }
-    }
-
     /// DescribeGroups, every version: state, protocol and members; member metadata and assignments
     /// only for a Stable group (as Kafka), and "Dead" for a group that does not exist.
     pub fn handle_describe_groups(&mut self, meta: RequestMeta, request: DescribeGroupsRequest) {
@@ -97,8 +32,8 @@ impl Coordinator {
         for group_id in &request.groups {
             let mut described = DescribedGroup::default();
             described.group_id = group_id.clone();
-            if let Some(error_code) = self.not_ready() {
-                described.error_code = error_code;
+            if let Some(error) = self.unavailable_for(group_id.0.as_str()) {
+                described.error_code = error.code();
                 response.groups.push(described);
                 continue;
             }

@@ -56,17 +56,6 @@ pub const INITIAL_REBALANCE_DELAY_MS_MAX: i32 = 300_000;
 /// group still counts against `groups_max` meanwhile.
 pub const EMPTIED_GROUP_RETENTION_MS_DEFAULT: i64 = 600_000;
 
-/// Where clients find the coordinator (FindCoordinator's answer): this broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoordinatorNode {
-    /// The broker's node id.
-    pub node_id: i32,
-    /// The advertised host.
-    pub host: String,
-    /// The advertised port.
-    pub port: i32,
-}
-
 /// The coordinator's bounds and timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
@@ -92,16 +81,14 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i32,
     /// See [`EMPTIED_GROUP_RETENTION_MS_DEFAULT`].
     pub emptied_group_retention_ms: i64,
-    /// This broker, as FindCoordinator reports it.
-    pub node: CoordinatorNode,
     /// Mixed into every member id so that ids handed out before a restart are not handed out again
     /// after it (the driver passes something that differs per start, e.g. the start time).
     pub member_id_salt: u64,
 }
 
 impl GroupConfig {
-    /// Kafka's defaults, for a broker reachable at `node`.
-    pub fn new(node: CoordinatorNode, member_id_salt: u64) -> Self {
+    /// Kafka's defaults.
+    pub fn new(member_id_salt: u64) -> Self {
         Self {
             session_timeout_ms_min: SESSION_TIMEOUT_MS_MIN_DEFAULT,
             session_timeout_ms_max: SESSION_TIMEOUT_MS_MAX_DEFAULT,
@@ -113,7 +100,6 @@ impl GroupConfig {
             committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
             initial_rebalance_delay_ms: INITIAL_REBALANCE_DELAY_MS_DEFAULT,
             emptied_group_retention_ms: EMPTIED_GROUP_RETENTION_MS_DEFAULT,
-            node,
             member_id_salt,
         }
     }

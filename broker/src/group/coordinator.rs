@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::messages::{
-    DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse, HeartbeatResponse,
-    JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse,
-    OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
+    DeleteGroupsResponse, DescribeGroupsResponse, HeartbeatResponse, JoinGroupResponse,
+    LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetDeleteResponse,
+    OffsetFetchResponse, SyncGroupResponse,
 };
 use skiff_protocol::error_code::ErrorCode;
 
@@ -37,8 +37,6 @@ pub struct RequestMeta {
 /// A response, one variant per API the coordinator answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Response {
-    /// FindCoordinator (GroupCoordinator v0).
-    FindCoordinator(FindCoordinatorResponse),
     /// JoinGroup.
     JoinGroup(JoinGroupResponse),
     /// SyncGroup.
@@ -121,6 +119,8 @@ impl PersistError {
 #[derive(Debug)]
 pub struct Coordinator {
     pub(super) config: GroupConfig,
+    /// The groups coordinated here (`None`: all of them).
+    pub(super) coordinated: Option<crate::cluster::roles::Coordinated>,
     /// Whether [`Coordinator::load_offsets`] ran; before it, group requests are answered with
     /// COORDINATOR_LOAD_IN_PROGRESS so that no client sees offsets that are not loaded yet.
     pub(super) loaded: bool,
@@ -144,6 +144,7 @@ impl Coordinator {
         Self {
             config,
             loaded: false,
+            coordinated: None,
             groups: BTreeMap::new(),
             outputs: VecDeque::new(),
             pending_commits: BTreeMap::new(),
@@ -266,6 +267,27 @@ impl Coordinator {
     /// The error every group request gets before offsets are loaded.
     pub(super) fn not_ready(&self) -> Option<i16> {
         (!self.loaded).then(|| ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code())
+    }
+
+    /// The error a request for `group_id` gets here: COORDINATOR_LOAD_IN_PROGRESS before offsets
+    /// are loaded, NOT_COORDINATOR when another broker coordinates the group (the client finds the
+    /// coordinator again).
+    pub(super) fn unavailable_for(&self, group_id: &str) -> Option<ErrorCode> {
+        if !self.loaded {
+            return Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        match &self.coordinated {
+            Some(coordinated) if !coordinated.includes(group_id) => {
+                Some(ErrorCode::NOT_COORDINATOR)
+            }
+            _ => None,
+        }
+    }
+
+    /// Tells which groups this broker coordinates (the `__consumer_offsets` partitions it leads);
+    /// until called, every group is (a coordinator on its own, as the tests drive it).
+    pub fn set_coordinated(&mut self, coordinated: crate::cluster::roles::Coordinated) {
+        self.coordinated = Some(coordinated);
     }
 
     pub(super) fn reply(&mut self, request_id: RequestId, version: i16, response: Response) {

@@ -66,8 +66,8 @@ impl Coordinator {
         for group_id in &request.groups_names {
             let mut result = DeletableGroupResult::default();
             result.group_id = group_id.clone();
-            let outcome = match self.not_ready() {
-                Some(code) => Err(ErrorCode(code)),
+            let outcome = match self.unavailable_for(group_id.0.as_str()) {
+                Some(error) => Err(error),
                 None => match self.groups.get(group_id.0.as_str()) {
                     None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
                     Some(group) if group.state != GroupState::Empty => {
@@ -108,8 +108,8 @@ impl Coordinator {
     ) {
         let mut response = OffsetDeleteResponse::default();
         let group_id = request.group_id.0.as_str();
-        let group = match self.not_ready() {
-            Some(code) => Err(ErrorCode(code)),
+        let group = match self.unavailable_for(group_id) {
+            Some(error) => Err(error),
             None => self
                 .groups
                 .get(group_id)

@@ -21,10 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
-    InitProducerIdRequest, InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader,
-    SyncGroupRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, InitProducerIdRequest,
+    InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
 };
 use skiff_storage::Log;
 use tokio::sync::{mpsc, oneshot};
@@ -32,8 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::now_ms;
 use crate::group::offsets_log::{self, OffsetLogEntry};
 use crate::group::{
-    Coordinator, CoordinatorNode, GroupConfig, Output, PersistError, RequestId, RequestMeta,
-    Response,
+    Coordinator, GroupConfig, Output, PersistError, RequestId, RequestMeta, Response,
 };
 use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::topics::{read_batches, Topics};
@@ -71,7 +69,6 @@ pub enum GroupDriverError {
 /// A request the coordinator task answers.
 #[derive(Debug)]
 pub(crate) enum GroupRequest {
-    FindCoordinator(FindCoordinatorRequest),
     JoinGroup(JoinGroupRequest),
     SyncGroup(SyncGroupRequest),
     Heartbeat(HeartbeatRequest),
@@ -251,6 +248,9 @@ impl GroupDriver {
             match envelope {
                 Some(None) => break,
                 Some(Some(envelope)) => {
+                    // Which groups are coordinated here follows the image (the leaders of
+                    // __consumer_offsets), read as each request comes.
+                    self.coordinator.set_coordinated(cluster.coordinated());
                     self.accept(envelope, &topics);
                 }
                 None => self.coordinator.tick(now_ms()),
@@ -273,9 +273,6 @@ impl GroupDriver {
         let now = now_ms();
         let coordinator = &mut self.coordinator;
         match envelope.request {
-            GroupRequest::FindCoordinator(request) => {
-                coordinator.handle_find_coordinator(meta, request)
-            }
             GroupRequest::JoinGroup(request) => coordinator.handle_join_group(now, meta, request),
             GroupRequest::SyncGroup(request) => coordinator.handle_sync_group(now, meta, request),
             GroupRequest::Heartbeat(request) => coordinator.handle_heartbeat(now, meta, request),
@@ -284,7 +281,7 @@ impl GroupDriver {
                 coordinator.handle_offset_commit(now, meta, request, |topic, partition| {
                     topics
                         .get(topic)
-                        .is_some_and(|topic| topic.partition(partition).is_some())
+                        .is_some_and(|topic| topic.has_partition(partition))
                 })
             }
             GroupRequest::OffsetFetch(request) => coordinator.handle_offset_fetch(meta, request),
@@ -397,15 +394,10 @@ impl GroupDriver {
 }
 
 /// The coordinator's configuration from the broker's.
-pub(crate) fn group_config(config: &crate::config::Config, host: &str, port: u16) -> GroupConfig {
-    let node = CoordinatorNode {
-        node_id: config.node_id,
-        host: host.to_owned(),
-        port: i32::from(port),
-    };
+pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
     // Differs per start, so member ids from before a restart are never handed out again.
     let salt = u64::try_from(now_ms()).unwrap_or(0);
-    let mut group = GroupConfig::new(node, salt);
+    let mut group = GroupConfig::new(salt);
     group.session_timeout_ms_min = config.group_min_session_timeout_ms;
     group.session_timeout_ms_max = config.group_max_session_timeout_ms;
     group.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;

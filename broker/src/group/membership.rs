@@ -62,8 +62,8 @@ impl Coordinator {
         member_id: &str,
         request: JoinGroupRequest,
     ) -> Result<(), ErrorCode> {
-        if !self.loaded {
-            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        if let Some(error) = self.unavailable_for(group_id) {
+            return Err(error);
         }
         if group_id.is_empty() {
             return Err(ErrorCode::INVALID_GROUP_ID);
@@ -657,8 +657,8 @@ impl Coordinator {
             vec![(request.member_id.as_str().to_owned(), None)]
         };
         let mut response = LeaveGroupResponse::default();
-        let group_error = if !self.loaded {
-            Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        let group_error = if let Some(error) = self.unavailable_for(&group_id) {
+            Some(error)
         } else if group_id.is_empty() {
             Some(ErrorCode::INVALID_GROUP_ID)
         } else {
@@ -800,8 +800,8 @@ impl Coordinator {
         member_id: &str,
         instance: Option<&str>,
     ) -> Result<&Group, ErrorCode> {
-        if !self.loaded {
-            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        if let Some(error) = self.unavailable_for(group_id) {
+            return Err(error);
         }
         if group_id.is_empty() {
             return Err(ErrorCode::INVALID_GROUP_ID);

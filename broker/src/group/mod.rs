@@ -1,5 +1,5 @@
 //! The classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-//! OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, FindCoordinator, DeleteGroups,
+//! OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups,
 //! OffsetDelete; every version from 0) as
 //! a sans-IO state machine, and the record codec of the internal offsets log.
 //!
@@ -55,7 +55,7 @@
 //! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, loading, ticking.
 //! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
 //! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
-//! - `admin.rs`: DescribeGroups, ListGroups, FindCoordinator.
+//! - `admin.rs`: DescribeGroups, ListGroups.
 //! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
 //!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
 //! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
@@ -82,7 +82,7 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-pub use config::{CoordinatorNode, GroupConfig};
+pub use config::GroupConfig;
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
 pub use state::GroupState;

@@ -154,10 +154,10 @@ impl Coordinator {
         version: i16,
         request: &OffsetCommitRequest,
     ) -> Result<(), ErrorCode> {
-        if !self.loaded {
-            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
-        }
         let group_id = request.group_id.0.as_str();
+        if let Some(error) = self.unavailable_for(group_id) {
+            return Err(error);
+        }
         let generation_id = if version >= 1 {
             request.generation_id_or_member_epoch
         } else {
@@ -325,7 +325,7 @@ impl Coordinator {
         query: &TopicQuery,
         version: i16,
     ) -> (i16, Vec<(String, Vec<FetchedPartition>)>) {
-        let group_error = self.not_ready();
+        let group_error = self.unavailable_for(group_id).map(ErrorCode::code);
         if let Some(error_code) = group_error {
             if version >= 2 {
                 return (error_code, Vec::new());

@@ -126,12 +126,7 @@ const INITIAL_REBALANCE_DELAYS_MS: [i32; 3] = [INITIAL_REBALANCE_DELAY_MS_DEFAUL
 const _: () = assert!(INITIAL_REBALANCE_DELAYS_MS[2] > REBALANCE_TIMEOUT_MS);
 
 fn new_coordinator(salt: u64, initial_rebalance_delay_ms: i32) -> Coordinator {
-    let node = CoordinatorNode {
-        node_id: 0,
-        host: "127.0.0.1".into(),
-        port: 9092,
-    };
-    let mut config = GroupConfig::new(node, salt);
+    let mut config = GroupConfig::new(salt);
     config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
     Coordinator::new(config)
 }

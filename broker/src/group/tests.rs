@@ -57,12 +57,7 @@ impl Harness {
     }
 
     fn unloaded_with_delay(initial_rebalance_delay_ms: i32) -> Self {
-        let node = CoordinatorNode {
-            node_id: 1,
-            host: "localhost".into(),
-            port: 9092,
-        };
-        let mut config = GroupConfig::new(node, 7);
+        let mut config = GroupConfig::new(7);
         config.group_members_max = 3;
         config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
         Self {
@@ -245,7 +240,6 @@ impl Harness {
 fn encode(response: &Response, version: i16) -> BytesMut {
     let mut buf = BytesMut::new();
     let result = match response {
-        Response::FindCoordinator(r) => r.encode(&mut buf, version),
         Response::JoinGroup(r) => r.encode(&mut buf, version),
         Response::SyncGroup(r) => r.encode(&mut buf, version),
         Response::Heartbeat(r) => r.encode(&mut buf, version),
@@ -849,7 +843,7 @@ fn offset_fetch_all_partitions_and_v8_groups() {
 }
 
 #[test]
-fn describe_list_and_find_coordinator() {
+fn describe_and_list() {
     let mut h = Harness::new();
     let (member, _) = form_single(&mut h, 0, "g");
     let mut describe = DescribeGroupsRequest::default();
@@ -866,13 +860,6 @@ fn describe_list_and_find_coordinator() {
         let meta = h.meta(version);
         h.coordinator.handle_list_groups(meta, list);
     }
-    for version in 0..=4 {
-        let mut find = FindCoordinatorRequest::default();
-        find.key = s("g");
-        find.coordinator_keys = vec![s("g"), s("")];
-        let meta = h.meta(version);
-        h.coordinator.handle_find_coordinator(meta, find);
-    }
     for (_, response) in h.replies() {
         match response {
             Response::DescribeGroups(r) => {
@@ -885,14 +872,6 @@ fn describe_list_and_find_coordinator() {
             Response::ListGroups(r) => {
                 assert_eq!(r.groups.len(), 1);
                 assert_eq!(r.groups[0].protocol_type.as_str(), "consumer");
-            }
-            Response::FindCoordinator(r) => {
-                if r.coordinators.is_empty() {
-                    assert_eq!((r.error_code, r.node_id.0, r.port), (0, 1, 9092));
-                } else {
-                    assert_eq!(r.coordinators[0].node_id.0, 1);
-                    assert_eq!(r.coordinators[1].error_code, 24);
-                }
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -1632,4 +1611,35 @@ mod hostile {
             );
         }
     }
+}
+
+#[test]
+fn groups_coordinated_elsewhere_get_not_coordinator() {
+    use crate::cluster::roles::Coordinated;
+    use skiff_cluster::topics::coordinator_partition;
+    let mut h = Harness::new();
+    let partition = coordinator_partition("g", 50);
+    h.coordinator.set_coordinated(Coordinated {
+        partitions: 50,
+        led: std::collections::BTreeSet::from([(partition + 1) % 50]),
+    });
+    let mut describe = DescribeGroupsRequest::default();
+    describe.groups = vec![GroupId(s("g"))];
+    let meta = h.meta(5);
+    h.coordinator.handle_describe_groups(meta, describe.clone());
+    h.coordinator.set_coordinated(Coordinated {
+        partitions: 50,
+        led: std::collections::BTreeSet::from([partition]),
+    });
+    let meta = h.meta(5);
+    h.coordinator.handle_describe_groups(meta, describe);
+    let codes: Vec<i16> = h
+        .replies()
+        .into_iter()
+        .map(|(_, response)| match response {
+            Response::DescribeGroups(r) => r.groups[0].error_code,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(codes, vec![16, 0]);
 }

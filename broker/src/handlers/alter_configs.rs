@@ -80,30 +80,41 @@ pub(crate) fn duplicate_resources<'a>(
     duplicates
 }
 
+/// How long an alter waits for the store and this broker's image (the alter requests carry no
+/// timeout of their own).
+const ALTER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Changes topic `name`'s overrides to what `change` makes of the current ones (given the broker
-/// defaults), on a blocking thread (the metadata is fsynced).
+/// defaults), validated as a creation would be, through the metadata store; every replica's logs
+/// take the new settings when their broker's image shows them. `change` may run more than once
+/// (again on the newer overrides when another writer changed the topic first).
 pub(crate) async fn alter_topic(
     ctx: &Ctx,
     name: &str,
     validate_only: bool,
-    change: impl FnOnce(
-            &BTreeMap<String, String>,
-            &TopicConfig,
-        ) -> Result<BTreeMap<String, String>, ConfigChangeError>
-        + Send
-        + 'static,
+    change: impl Fn(
+        &BTreeMap<String, String>,
+        &TopicConfig,
+    ) -> Result<BTreeMap<String, String>, ConfigChangeError>,
 ) -> Result<(), Refusal> {
     let defaults = TopicConfig::resolve(&ctx.config, &BTreeMap::new()).map_err(TopicError::from)?;
-    let topics = ctx.topics.clone();
-    let name = name.to_owned();
-    tokio::task::spawn_blocking(move || {
-        topics
-            .alter_configs(&name, |current| change(current, &defaults), validate_only)
-            .map(|_| ())
-    })
-    .await
-    .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
-    .map_err(Refusal::from)
+    let topic = ctx.topics.get(name).ok_or(TopicError::Unknown)?;
+    let altered = |current: &BTreeMap<String, String>| -> Result<_, TopicError> {
+        let next = change(current, &defaults)?;
+        ctx.topics.resolve_config(&next)?;
+        Ok(next)
+    };
+    if validate_only {
+        altered(&topic.record.configs)?;
+        return Ok(());
+    }
+    ctx.cluster
+        .alter_topic_configs(name, ALTER_WAIT, |current| {
+            let next = altered(current)?;
+            Ok((next != *current).then_some(next))
+        })
+        .await
+        .map_err(Refusal::from)
 }
 
 pub(crate) async fn handle(

@@ -1,8 +1,9 @@
 //! CreatePartitions (`kafka-topics --alter --partitions`, AdminClient.createPartitions): grows a
 //! topic to a larger partition count. The new partitions' replicas come from placement (as at
-//! topic creation) or from the request's assignment, which on one node may name only this broker,
-//! with as many replicas as the topic's existing partitions. Their logs exist, and the metadata is
-//! saved, before the answer (`Topics::add_partitions`); validate_only checks without changing.
+//! topic creation) or from the request's assignment, which may name running brokers only, with as
+//! many replicas as the topic's existing partitions. The growth is written to the metadata store
+//! (`Cluster::grow_topic`, re-planned if another writer changed the topic first) and answered once
+//! this broker's image shows it; validate_only checks without changing.
 //! Kafka's errors: INVALID_PARTITIONS for a count not above the current one or above the bound,
 //! INVALID_REPLICA_ASSIGNMENT for an assignment that does not fit, INVALID_REQUEST for a topic
 //! named twice. Needs Alter on the topic (TOPIC_AUTHORIZATION_FAILED).
@@ -22,8 +23,8 @@ use crate::security::acl::{Operation, ResourceType};
 
 type Refusal = (i16, String);
 
-/// The replicas a client assigned to the new partitions, checked against this one-node cluster
-/// and the topic's replication factor.
+/// The replicas a client assigned to the new partitions, checked against the running brokers and
+/// the topic's replication factor.
 fn checked_assignment(
     ctx: &Ctx,
     topic: &CreatePartitionsTopic,
@@ -46,16 +47,15 @@ fn checked_assignment(
                 "An assignment must name at least one broker.".to_owned(),
             ));
         }
-        if let Some(unknown) = brokers.iter().find(|id| **id != ctx.config.node_id) {
+        if let Some(unknown) = brokers.iter().find(|id| !ctx.cluster.is_live(**id)) {
             return Err(invalid(format!(
-                "The manual partition assignment includes broker {unknown}, but no such broker is registered (this node, {}, is the only one).",
-                ctx.config.node_id
+                "The manual partition assignment includes broker {unknown}, but no such broker is registered."
             )));
         }
-        if brokers.iter().collect::<BTreeSet<_>>().len() != brokers.len() {
+        let mut distinct = BTreeSet::new();
+        if let Some(twice) = brokers.iter().find(|id| !distinct.insert(**id)) {
             return Err(invalid(format!(
-                "The manual partition assignment includes the broker {} more than once.",
-                ctx.config.node_id
+                "The manual partition assignment includes the broker {twice} more than once."
             )));
         }
         if brokers.len() != replication_factor {
@@ -73,6 +73,7 @@ async fn grow(
     ctx: &Ctx,
     topic: &CreatePartitionsTopic,
     validate_only: bool,
+    timeout_ms: i32,
 ) -> Result<(), Refusal> {
     let name = topic.name.0.as_str();
     let refused = |error: TopicError| (error.code(), error.to_string());
@@ -80,6 +81,9 @@ async fn grow(
         .topics
         .get(name)
         .ok_or_else(|| refused(TopicError::Unknown))?;
+    if current.is_internal() {
+        return Err(refused(TopicError::Internal(name.to_owned())));
+    }
     let existing = current.record.replicas.len();
     let invalid = |message: String| (error_code::INVALID_PARTITIONS, message);
     let requested = usize::try_from(topic.count).unwrap_or(0);
@@ -104,32 +108,39 @@ async fn grow(
     let new_replicas = if chosen {
         checked_assignment(ctx, topic, added, replication_factor)?
     } else {
-        ctx.placement
-            .assign_added(name, existing, added, replication_factor, !validate_only)
+        let factor = i16::try_from(replication_factor).unwrap_or(i16::MAX);
+        let added = i32::try_from(added).unwrap_or(i32::MAX);
+        super::create_topics::assign_replicas(ctx, name, existing, added, factor, !validate_only)
             .map_err(|error| (error_code::INVALID_REPLICA_ASSIGNMENT, error.to_string()))?
     };
+    if validate_only {
+        return Ok(());
+    }
     let mut replicas = current.record.replicas.clone();
     replicas.extend(new_replicas);
-    // Creating logs creates directories and files and fsyncs them: a blocking thread's work.
-    let topics = ctx.topics.clone();
-    let owned_name = name.to_owned();
-    let grown = tokio::task::spawn_blocking(move || {
-        topics.add_partitions(&owned_name, replicas, validate_only)
-    })
-    .await
-    .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
-    .map_err(refused)?;
-    if chosen && !validate_only {
-        if let Err(error) =
-            ctx.placement
-                .record_assignment(name, existing, &grown.record.replicas[existing..])
+    let wait = crate::cluster::topic_changes::change_wait(timeout_ms);
+    ctx.cluster
+        .grow_topic(name, wait, |seen| {
+            if seen.replicas.len() >= replicas.len() {
+                // Grown by another request meanwhile: as Kafka, the count is what decides.
+                return Err(TopicError::InvalidPartitions(topic.count));
+            }
+            if seen.replicas[..] != replicas[..seen.replicas.len()] {
+                return Err(TopicError::InvalidPartitions(topic.count));
+            }
+            Ok(Some(replicas.clone()))
+        })
+        .await
+        .map_err(refused)?;
+    if chosen {
+        if let Err(error) = ctx
+            .placement
+            .record_assignment(name, existing, &replicas[existing..])
         {
             tracing::warn!(topic = name, %error, "recording the bundles of added partitions");
         }
     }
-    if !validate_only {
-        tracing::info!(topic = name, partitions = topic.count, "added partitions");
-    }
+    tracing::info!(topic = name, partitions = topic.count, "added partitions");
     Ok(())
 }
 
@@ -161,7 +172,7 @@ pub(crate) async fn handle(
                 "not authorized to alter the topic".to_owned(),
             ))
         } else {
-            grow(ctx, topic, request.validate_only).await
+            grow(ctx, topic, request.validate_only, request.timeout_ms).await
         };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         results.push(match outcome {

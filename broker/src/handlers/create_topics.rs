@@ -1,15 +1,19 @@
-//! CreateTopics (and auto-creation from Metadata and Produce): validates every topic, asks placement
-//! for the replica assignment, and creates the logs and the durable metadata together. Creating
-//! needs Create on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise).
+//! CreateTopics (and auto-creation from Metadata and Produce, and `__consumer_offsets` on the
+//! first FindCoordinator): validates every topic, asks placement for the replica assignment over
+//! the running brokers, and writes the topic to the metadata store (`Cluster::create_topic`),
+//! which answers once this broker's image and logs show it. Creating needs Create on the cluster
+//! or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
+use crate::cluster::topic_changes::change_wait;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
@@ -17,34 +21,66 @@ use crate::security::acl::model::CLUSTER_NAME;
 use crate::security::acl::{Access, Operation, ResourceType};
 use skiff_placement::PlacementError;
 
-/// Replica assignment for `partition_count` partitions with `replication_factor` replicas each,
-/// from placement (which also records each partition's bundle).
-fn assign_replicas(
+/// How long an auto-creation (from Metadata or Produce) waits for the topic; the client's
+/// request has no timeout of its own for it.
+const AUTO_CREATE_WAIT: Duration = Duration::from_secs(10);
+
+/// Checks a replication factor: 1 until replication lands.
+pub(crate) fn check_replication_factor(factor: i16) -> Result<usize, TopicError> {
+    match factor {
+        1 => Ok(1),
+        factor if factor < 1 => Err(TopicError::InvalidReplicationFactor {
+            factor,
+            why: "must be at least 1".to_owned(),
+        }),
+        factor => Err(TopicError::InvalidReplicationFactor {
+            factor,
+            why: crate::config::REPLICATION_NOT_YET.to_owned(),
+        }),
+    }
+}
+
+/// Replicas for `added` new partitions of `topic` (after `existing` ones) with
+/// `replication_factor` replicas each, from placement over the running brokers (which also
+/// records each partition's bundle).
+pub(crate) fn assign_replicas(
     ctx: &Ctx,
     topic: &str,
-    partition_count: i32,
+    existing: usize,
+    added: i32,
     replication_factor: i16,
     record_bundles: bool,
 ) -> Result<Vec<Vec<i32>>, TopicError> {
-    if !(1..=crate::partition::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
-        return Err(TopicError::InvalidPartitions(partition_count));
+    if !(1..=crate::partition::topics::PARTITIONS_PER_TOPIC_MAX).contains(&added) {
+        return Err(TopicError::InvalidPartitions(added));
     }
-    let (Ok(partitions), Ok(replicas)) = (
-        usize::try_from(partition_count),
-        usize::try_from(replication_factor),
-    ) else {
-        return Err(TopicError::InvalidReplicationFactor(replication_factor));
-    };
+    let replicas = check_replication_factor(replication_factor)?;
+    let nodes = ctx.cluster.placement_nodes(ctx.placement.local_load());
+    ctx.placement.set_nodes(nodes);
     ctx.placement
-        .assign(topic, partitions, replicas, record_bundles)
+        .assign_added(
+            topic,
+            existing,
+            usize::try_from(added).unwrap_or(0),
+            replicas,
+            record_bundles,
+        )
         .map_err(|error| match error {
-            PlacementError::TooManyPartitions { .. } => {
-                TopicError::InvalidPartitions(partition_count)
+            PlacementError::TooManyPartitions { .. } => TopicError::InvalidPartitions(added),
+            PlacementError::NotEnoughNodes { node_count, .. } => {
+                TopicError::InvalidReplicationFactor {
+                    factor: replication_factor,
+                    why: format!("{node_count} running broker(s) to place it on"),
+                }
             }
-            _ => TopicError::InvalidReplicationFactor(replication_factor),
+            other => TopicError::InvalidReplicationFactor {
+                factor: replication_factor,
+                why: other.to_string(),
+            },
         })
 }
 
+/// Creates `name` (validated first); returns its id (zeros for a validate-only creation).
 async fn create(
     ctx: &Ctx,
     name: &str,
@@ -52,46 +88,82 @@ async fn create(
     replication_factor: i16,
     configs: BTreeMap<String, String>,
     validate_only: bool,
-) -> Result<Arc<Topic>, TopicError> {
+    wait: Duration,
+) -> Result<[u8; 16], TopicError> {
     crate::partition::topics::validate_topic_name(name)?;
-    if ctx.topics.get(name).is_some() {
+    let taken = ctx
+        .cluster
+        .with_image(|image| image.topics().contains_key(name))
+        .unwrap_or(false);
+    if taken || ctx.topics.get(name).is_some() {
         return Err(TopicError::AlreadyExists);
     }
+    ctx.topics.resolve_config(&configs)?;
     let replicas = assign_replicas(
         ctx,
         name,
+        0,
         partition_count,
         replication_factor,
         !validate_only,
     )?;
-    // Creating a topic creates directories and files and fsyncs them: a blocking thread's work.
-    let topics = ctx.topics.clone();
-    let name = name.to_owned();
-    tokio::task::spawn_blocking(move || topics.create(&name, replicas, configs, validate_only))
-        .await
-        .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
+    if validate_only {
+        return Ok([0; 16]);
+    }
+    let topic_id = ctx
+        .cluster
+        .create_topic(name, replicas, configs, wait)
+        .await?;
+    Ok(crate::partition::topics::parse_topic_id(&topic_id))
 }
 
 /// Creates `name` with the broker defaults, or returns it if a concurrent request just did.
 pub(crate) async fn auto_create(ctx: &Ctx, name: &str) -> Result<Arc<Topic>, TopicError> {
-    let replication_factor = ctx.config.default_replication_factor;
-    match create(
+    if skiff_cluster::topics::is_internal(name) {
+        return Err(TopicError::Internal(name.to_owned()));
+    }
+    let created = create(
         ctx,
         name,
         ctx.config.num_partitions,
-        replication_factor,
+        ctx.config.default_replication_factor,
         BTreeMap::new(),
         false,
+        AUTO_CREATE_WAIT,
     )
-    .await
-    {
-        Err(TopicError::AlreadyExists) => ctx.topics.get(name).ok_or(TopicError::Unknown),
-        other => {
-            if let Ok(topic) = &other {
-                tracing::info!(topic = %topic.name, "auto-created topic");
-            }
-            other
+    .await;
+    match created {
+        Ok(_) => tracing::info!(topic = name, "auto-created topic"),
+        Err(TopicError::AlreadyExists) => {}
+        Err(error) => return Err(error),
+    }
+    ctx.topics.get(name).ok_or(TopicError::Unknown)
+}
+
+/// Creates `__consumer_offsets` with `offsets.topic.num.partitions` partitions spread by
+/// placement, unless it exists (Kafka creates it on the first FindCoordinator too).
+pub(crate) async fn ensure_offsets_topic(ctx: &Ctx) -> Result<(), TopicError> {
+    let created = create(
+        ctx,
+        skiff_cluster::topics::OFFSETS_TOPIC,
+        ctx.config.offsets_topic_num_partitions,
+        ctx.config.offsets_topic_replication_factor,
+        BTreeMap::new(),
+        false,
+        AUTO_CREATE_WAIT,
+    )
+    .await;
+    match created {
+        Ok(_) => {
+            tracing::info!(
+                partitions = ctx.config.offsets_topic_num_partitions,
+                "created {}",
+                skiff_cluster::topics::OFFSETS_TOPIC
+            );
+            Ok(())
         }
+        Err(TopicError::AlreadyExists) => Ok(()),
+        Err(error) => Err(error),
     }
 }
 
@@ -135,12 +207,14 @@ pub(crate) async fn handle(
                 "not authorized to create the topic".to_owned(),
             ))
         } else if !topic.assignments.is_empty() {
-            Err(TopicError::InvalidPartitions(-1)).map_err(|_| {
-                (
-                    error_code::INVALID_REQUEST,
-                    "manual replica assignment is not supported on one node".to_owned(),
-                )
-            })
+            Err((
+                error_code::INVALID_REQUEST,
+                "manual replica assignment is not supported yet: placement chooses the replicas"
+                    .to_owned(),
+            ))
+        } else if skiff_cluster::topics::is_internal(&name) {
+            let error = TopicError::Internal(name.clone());
+            Err((error.code(), error.to_string()))
         } else {
             let configs = topic
                 .configs
@@ -162,6 +236,7 @@ pub(crate) async fn handle(
                 replication_factor,
                 configs,
                 request.validate_only,
+                change_wait(request.timeout_ms),
             )
             .await
             .map_err(|error| (error.code(), error.to_string()))
@@ -169,14 +244,14 @@ pub(crate) async fn handle(
         let version = header.request_api_version;
         let mut result = CreatableTopicResult::default().with_name(topic.name);
         match outcome {
-            Ok(created) => {
+            Ok(topic_id) => {
                 if version >= TOPIC_DETAILS_VERSION_MIN {
                     result = result
                         .with_num_partitions(partition_count)
                         .with_replication_factor(replication_factor);
                 }
                 if version >= TOPIC_ID_VERSION_MIN {
-                    result = result.with_topic_id(uuid::Uuid::from_bytes(created.topic_id));
+                    result = result.with_topic_id(uuid::Uuid::from_bytes(topic_id));
                 }
             }
             Err((code, message)) => {

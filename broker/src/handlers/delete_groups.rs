@@ -40,10 +40,7 @@ pub(crate) async fn handle(
     } else {
         let asked = allowed.clone();
         request.groups_names = allowed;
-        match ctx
-            .groups
-            .call(header, GroupRequest::DeleteGroups(request))
-            .await
+        match super::leadership::group_call(ctx, header, GroupRequest::DeleteGroups(request)).await
         {
             Some(GroupReply::Group(Response::DeleteGroups(response))) => response,
             _ => DeleteGroupsResponse::default()

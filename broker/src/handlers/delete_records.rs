@@ -40,13 +40,14 @@ pub(crate) async fn handle(
             let result = DeleteRecordsPartitionResult::default()
                 .with_partition_index(asked.partition_index)
                 .with_low_watermark(INVALID_LOW_WATERMARK);
-            let partition = found
-                .as_ref()
-                .and_then(|topic| topic.partition(asked.partition_index));
+            let partition = match &found {
+                Some(topic) => super::leadership::led_partition(ctx, topic, asked.partition_index),
+                None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+            };
             let outcome = match partition {
                 _ if !allowed => Err(error_code::TOPIC_AUTHORIZATION_FAILED),
-                None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
-                Some(partition) => {
+                Err(code) => Err(code),
+                Ok(partition) => {
                     // The checkpoint write fsyncs: a blocking thread's work.
                     let log = partition.log.clone();
                     let offset = asked.offset;

@@ -1,5 +1,7 @@
-//! DeleteTopics: by name (v0–5) or by name or id (v6), forgetting the topic durably before its logs
-//! are removed. Each topic needs Delete (TOPIC_AUTHORIZATION_FAILED otherwise).
+//! DeleteTopics: by name (v0–5) or by name or id (v6). The topic is marked for deletion in the
+//! metadata store; the controller removes it and every replica's logs follow
+//! (`Cluster::delete_topic`, answered once this broker's image shows it gone). Each topic needs
+//! Delete (TOPIC_AUTHORIZATION_FAILED otherwise); internal topics are refused.
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
@@ -36,6 +38,7 @@ pub(crate) async fn handle(
             .into_iter()
             .map(|topic| (topic.name, topic.topic_id)),
     );
+    let wait = crate::cluster::topic_changes::change_wait(request.timeout_ms);
     let mut responses = Vec::with_capacity(targets.len());
     for (name, topic_id) in targets {
         let resolved = match &name {
@@ -52,15 +55,11 @@ pub(crate) async fn handle(
                     "not authorized to delete the topic".to_owned(),
                 ))
             }
-            Some(resolved) => {
-                // Deleting removes directories and fsyncs the registry: a blocking thread's work.
-                let topics = ctx.topics.clone();
-                let resolved = resolved.clone();
-                tokio::task::spawn_blocking(move || topics.delete(&resolved))
-                    .await
-                    .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
-                    .map_err(|error| (error.code(), error.to_string()))
-            }
+            Some(resolved) => ctx
+                .cluster
+                .delete_topic(resolved, wait)
+                .await
+                .map_err(|error| (error.code(), error.to_string())),
             None => Err((TopicError::Unknown.code(), TopicError::Unknown.to_string())),
         };
         let version = header.request_api_version;

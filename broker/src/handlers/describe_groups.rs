@@ -40,9 +40,7 @@ pub(crate) async fn handle(
     } else {
         let asked = allowed.clone();
         request.groups = allowed;
-        match ctx
-            .groups
-            .call(header, GroupRequest::DescribeGroups(request))
+        match super::leadership::group_call(ctx, header, GroupRequest::DescribeGroups(request))
             .await
         {
             Some(GroupReply::Group(Response::DescribeGroups(response))) => response,

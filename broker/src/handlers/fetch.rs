@@ -237,15 +237,22 @@ fn read_partitions(
                     let partition_bytes_max = usize::try_from(fetch_partition.partition_max_bytes)
                         .unwrap_or(0)
                         .min(response_bytes_max.saturating_sub(taken_bytes));
-                    let read = read_partition(
-                        version,
-                        request.replica_id.0,
+                    let read = match super::leadership::led_partition(
+                        ctx,
                         topic,
                         fetch_partition.partition,
-                        fetch_partition.fetch_offset,
-                        partition_bytes_max,
-                        taken_bytes == 0,
-                    );
+                    ) {
+                        Ok(partition) => read_partition(
+                            version,
+                            request.replica_id.0,
+                            topic,
+                            partition,
+                            fetch_partition.fetch_offset,
+                            partition_bytes_max,
+                            taken_bytes == 0,
+                        ),
+                        Err(error_code) => PartitionRead::Failed { error_code },
+                    };
                     if let PartitionRead::Read {
                         slice: Some(slice), ..
                     } = &read
@@ -273,16 +280,11 @@ fn read_partition(
     version: i16,
     replica_id: i32,
     topic: &Arc<Topic>,
-    partition_index: i32,
+    partition: &Arc<Partition>,
     fetch_offset: i64,
     bytes_max: usize,
     first_with_data: bool,
 ) -> PartitionRead {
-    let Some(partition) = topic.partition(partition_index) else {
-        return PartitionRead::Failed {
-            error_code: error_code::UNKNOWN_TOPIC_OR_PARTITION,
-        };
-    };
     if version < ZSTD_FETCH_VERSION_MIN && topic.config.compression_type == "zstd" {
         return PartitionRead::Failed {
             error_code: error_code::UNSUPPORTED_COMPRESSION_TYPE,
@@ -319,7 +321,7 @@ fn read_partition(
                 }
             }
             Err(error) => {
-                tracing::warn!(topic = %topic.name, partition = partition_index, %error, "fetch read failed");
+                tracing::warn!(topic = %topic.name, partition = partition.index, %error, "fetch read failed");
                 return PartitionRead::Failed {
                     error_code: storage_error_code,
                 };

@@ -1,9 +1,11 @@
-//! FindCoordinator (GroupCoordinator v0): each key needs Describe on its group (or transactional
-//! id), else GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the others are
-//! handed to the group coordinator task, which names this broker for every group.
+//! FindCoordinator (GroupCoordinator v0), answered from the cluster image: a group's coordinator
+//! is the leader of its `__consumer_offsets` partition (Kafka's hash of the group id), named by
+//! node id at its endpoint for the listener the client came in on. The offsets topic is created
+//! on the first FindCoordinator, as Kafka does. Each key needs Describe on its group (or
+//! transactional id), else GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //!
-//! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
-//! coordinator task has stopped, which happens only during shutdown).
+//! Must never: name a broker the image does not have live, or a coordinator for a transactional
+//! id (transactions are not served: COORDINATOR_NOT_AVAILABLE).
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
@@ -12,105 +14,136 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
+use crate::cluster::roles::GroupCoordinator;
 use crate::context::Ctx;
-use crate::group::driver::{GroupReply, GroupRequest};
-use crate::group::Response;
 use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
 
 /// First version that batches keys (KIP-699) and so has no top-level error code.
 const BATCHED_VERSION_MIN: i16 = 4;
-/// Key type of a transactional id (0 is a group).
+/// First version with an error message.
+const ERROR_MESSAGE_VERSION_MIN: i16 = 1;
+/// Key type of a consumer group.
+const KEY_TYPE_GROUP: i8 = 0;
+/// Key type of a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// A coordinator's address, or the error (with a message) the key gets.
+type Located = Result<(i32, String, i32), (i16, String)>;
+
+/// Where the coordinator of `key` is.
+async fn locate(ctx: &Ctx, session: &Session, key_type: i8, key: &str) -> Located {
+    match key_type {
+        KEY_TYPE_GROUP if key.is_empty() => {
+            return Err((error_code::INVALID_GROUP_ID, "empty group id".to_owned()))
+        }
+        KEY_TYPE_GROUP => {}
+        KEY_TYPE_TRANSACTION => {
+            return Err((
+                error_code::COORDINATOR_NOT_AVAILABLE,
+                "transactions are not served".to_owned(),
+            ))
+        }
+        other => {
+            return Err((
+                error_code::INVALID_REQUEST,
+                format!("unknown key type {other}"),
+            ))
+        }
+    }
+    let mut found = ctx.cluster.coordinator_of(key);
+    if found == GroupCoordinator::NoOffsetsTopic {
+        if let Err(error) = super::create_topics::ensure_offsets_topic(ctx).await {
+            return Err((error_code::COORDINATOR_NOT_AVAILABLE, error.to_string()));
+        }
+        found = ctx.cluster.coordinator_of(key);
+    }
+    let not_available = |why: &str| Err((error_code::COORDINATOR_NOT_AVAILABLE, why.to_owned()));
+    match found {
+        GroupCoordinator::Broker(broker) if broker.node_id == ctx.config.node_id => Ok((
+            broker.node_id,
+            session.advertised_host.clone(),
+            i32::from(session.advertised_port),
+        )),
+        GroupCoordinator::Broker(broker) => {
+            match broker
+                .listeners
+                .iter()
+                .find(|listener| listener.name == session.listener_name)
+            {
+                Some(endpoint) => Ok((
+                    broker.node_id,
+                    endpoint.host.clone(),
+                    i32::from(endpoint.port),
+                )),
+                None => not_available("the coordinator has no endpoint for this listener"),
+            }
+        }
+        GroupCoordinator::Unavailable | GroupCoordinator::NoOffsetsTopic => {
+            not_available("the group's offsets partition has no leader")
+        }
+    }
+}
 
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
     header: &RequestHeader,
-    mut request: FindCoordinatorRequest,
+    request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
-    let (resource_type, refused_code) = match request.key_type {
+    let key_type = if version >= 1 {
+        request.key_type
+    } else {
+        KEY_TYPE_GROUP
+    };
+    let (resource_type, refused_code) = match key_type {
         KEY_TYPE_TRANSACTION => (
             ResourceType::TransactionalId,
             error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ),
         _ => (ResourceType::Group, error_code::GROUP_AUTHORIZATION_FAILED),
     };
-    let mut refused = Vec::new();
-    if version >= BATCHED_VERSION_MIN {
-        let (allowed, denied): (Vec<StrBytes>, Vec<StrBytes>) =
-            std::mem::take(&mut request.coordinator_keys)
-                .into_iter()
-                .partition(|key| access.allows(Operation::Describe, resource_type, key.as_str()));
-        request.coordinator_keys = allowed;
-        refused = denied
-            .into_iter()
-            .map(|key| unavailable(key, refused_code))
-            .collect();
-        if request.coordinator_keys.is_empty() {
-            return FindCoordinatorResponse::default().with_coordinators(refused);
+    let answer = async |key: &str| -> Located {
+        if !access.allows(Operation::Describe, resource_type, key) {
+            return Err((refused_code, "not authorized".to_owned()));
         }
-    } else if !access.allows(Operation::Describe, resource_type, request.key.as_str()) {
-        return FindCoordinatorResponse::default()
-            .with_error_code(refused_code)
-            .with_node_id(BrokerId(-1))
-            .with_port(-1);
-    }
-    let keys = request.coordinator_keys.clone();
-    let mut response = match ctx
-        .groups
-        .call(header, GroupRequest::FindCoordinator(request))
-        .await
-    {
-        Some(GroupReply::Group(Response::FindCoordinator(response))) => {
-            through_own_listener(ctx, session, response)
-        }
-        _ if version >= BATCHED_VERSION_MIN => FindCoordinatorResponse::default()
-            .with_coordinators(
-                keys.into_iter()
-                    .map(|key| unavailable(key, error_code::COORDINATOR_NOT_AVAILABLE))
-                    .collect(),
-            ),
-        _ => FindCoordinatorResponse::default()
-            .with_error_code(error_code::COORDINATOR_NOT_AVAILABLE)
-            .with_node_id(BrokerId(-1))
-            .with_port(-1),
+        locate(ctx, session, key_type, key).await
     };
-    response.coordinators.extend(refused);
-    response
-}
-
-/// A batched answer naming no coordinator for `key`, with `error_code`.
-fn unavailable(key: StrBytes, error_code: i16) -> Coordinator {
-    Coordinator::default()
-        .with_key(key)
-        .with_node_id(BrokerId(-1))
-        .with_port(-1)
-        .with_error_code(error_code)
-}
-
-/// The coordinator names this node by its first listener; a client must reconnect through the
-/// listener it came in on (an SSL client cannot talk to the PLAINTEXT port), so this node's
-/// endpoint is replaced by the session's.
-fn through_own_listener(
-    ctx: &Ctx,
-    session: &Session,
-    mut response: FindCoordinatorResponse,
-) -> FindCoordinatorResponse {
-    let this_node = BrokerId(ctx.config.node_id);
-    let host = StrBytes::from_string(session.advertised_host.clone());
-    let port = i32::from(session.advertised_port);
-    if response.node_id == this_node && response.port >= 0 {
-        response.host = host.clone();
-        response.port = port;
+    if version >= BATCHED_VERSION_MIN {
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in request.coordinator_keys {
+            let entry = Coordinator::default().with_key(key.clone());
+            coordinators.push(match answer(key.as_str()).await {
+                Ok((node_id, host, port)) => entry
+                    .with_node_id(BrokerId(node_id))
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port),
+                Err((code, message)) => entry
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message)))
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1),
+            });
+        }
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    for coordinator in &mut response.coordinators {
-        if coordinator.node_id == this_node && coordinator.port >= 0 {
-            coordinator.host = host.clone();
-            coordinator.port = port;
+    match answer(request.key.as_str()).await {
+        Ok((node_id, host, port)) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(node_id))
+            .with_host(StrBytes::from_string(host))
+            .with_port(port),
+        Err((code, message)) => {
+            let response = FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
+            if version >= ERROR_MESSAGE_VERSION_MIN {
+                response.with_error_message(Some(StrBytes::from_string(message)))
+            } else {
+                response
+            }
         }
     }
-    response
 }

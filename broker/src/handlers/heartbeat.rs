@@ -28,11 +28,7 @@ pub(crate) async fn handle(
         return HeartbeatResponse::default()
             .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
     }
-    match ctx
-        .groups
-        .call(header, GroupRequest::Heartbeat(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::Heartbeat(request)).await {
         Some(GroupReply::Group(Response::Heartbeat(response))) => response,
         _ => HeartbeatResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

@@ -1,6 +1,6 @@
 //! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
-//! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, effective at once and durable
-//! (`Topics::alter_configs`); validate_only checks without changing. Broker resources are answered
+//! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, written to the metadata store
+//! (`alter_configs::alter_topic`); validate_only checks without changing. Broker resources are answered
 //! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime).
 //! A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker or broker logger
 //! AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).

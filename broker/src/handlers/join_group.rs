@@ -28,11 +28,7 @@ pub(crate) async fn handle(
     ) {
         return refused(header.request_api_version, request.member_id);
     }
-    match ctx
-        .groups
-        .call(header, GroupRequest::JoinGroup(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::JoinGroup(request)).await {
         Some(GroupReply::Group(Response::JoinGroup(response))) => response,
         _ => JoinGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

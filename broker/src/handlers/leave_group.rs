@@ -27,11 +27,7 @@ pub(crate) async fn handle(
         return LeaveGroupResponse::default()
             .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
     }
-    match ctx
-        .groups
-        .call(header, GroupRequest::LeaveGroup(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::LeaveGroup(request)).await {
         Some(GroupReply::Group(Response::LeaveGroup(response))) => response,
         _ => LeaveGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

@@ -19,11 +19,7 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    match ctx
-        .groups
-        .call(header, GroupRequest::ListGroups(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::ListGroups(request)).await {
         Some(GroupReply::Group(Response::ListGroups(mut response))) => {
             // Describe on the cluster lists every group; without it, only the groups the
             // principal may describe (Kafka's rule), silently.

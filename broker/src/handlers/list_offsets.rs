@@ -48,14 +48,20 @@ pub(crate) async fn handle(
                             .with_timestamp(-1)
                             .with_offset(-1);
                     }
-                    let Some(partition) = found
-                        .as_ref()
-                        .and_then(|topic| topic.partition(request.partition_index))
-                    else {
-                        return response
-                            .with_error_code(error_code::UNKNOWN_TOPIC_OR_PARTITION)
-                            .with_timestamp(-1)
-                            .with_offset(-1);
+                    let led = match &found {
+                        Some(topic) => {
+                            super::leadership::led_partition(ctx, topic, request.partition_index)
+                        }
+                        None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                    };
+                    let partition = match led {
+                        Ok(partition) => partition,
+                        Err(code) => {
+                            return response
+                                .with_error_code(code)
+                                .with_timestamp(-1)
+                                .with_offset(-1)
+                        }
                     };
                     let log = &partition.log;
                     let (Ok(log_end), Ok(log_start)) =

@@ -1,5 +1,8 @@
-//! Metadata: this node as the only broker and controller, and the requested topics (all of them
-//! for a null list, or for an empty list in v0), auto-creating unknown ones when allowed.
+//! Metadata, from the cluster image: every live broker at its endpoint for the listener the client
+//! came in on (with its rack), the controller, the cluster id, and the requested topics (all of
+//! them for a null list, or for an empty list in v0) with each partition's leader, leader epoch,
+//! replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while it has no leader),
+//! auto-creating unknown topics when allowed.
 //!
 //! Authorization (Kafka's rules): a listing of every topic leaves out those the principal may not
 //! Describe; a named one it may not Describe gets TOPIC_AUTHORIZATION_FAILED, and so does an
@@ -18,6 +21,7 @@ use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
 use crate::security::acl::{Operation, ResourceType};
+use skiff_cluster::records::{PartitionState, NO_LEADER};
 
 /// First Metadata version with partition leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 7;
@@ -32,7 +36,6 @@ pub(crate) async fn handle(
 ) -> MetadataResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
-    let node_id = BrokerId(ctx.config.node_id);
     let requested: Option<Vec<String>> = match request.topics {
         None => None,
         Some(topics) if topics.is_empty() && version == 0 => None,
@@ -86,10 +89,7 @@ pub(crate) async fn handle(
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
     let mut response = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node_id)
-            .with_host(StrBytes::from_string(session.advertised_host.clone()))
-            .with_port(i32::from(session.advertised_port))])
+        .with_brokers(brokers(ctx, session, version))
         .with_topics(topics);
     if version >= 1 {
         // The controller; while none is known (an election in progress), this broker: every
@@ -105,32 +105,103 @@ pub(crate) async fn handle(
     response
 }
 
-fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
-    let node_id = ctx.config.node_id;
-    let partitions = topic
-        .record
-        .replicas
-        .iter()
-        .zip(0..)
-        .map(|(replicas, index)| {
-            let replica_nodes: Vec<BrokerId> = replicas.iter().map(|id| BrokerId(*id)).collect();
-            let partition = MetadataResponsePartition::default()
-                .with_error_code(error_code::NONE)
-                .with_partition_index(index)
-                .with_leader_id(BrokerId(replicas.first().copied().unwrap_or(node_id)))
-                .with_isr_nodes(replica_nodes.clone())
-                .with_replica_nodes(replica_nodes);
-            if version >= LEADER_EPOCH_VERSION_MIN {
-                partition.with_leader_epoch(0)
-            } else {
-                partition
-            }
+/// First Metadata version with racks.
+const RACK_VERSION_MIN: i16 = 1;
+/// First Metadata version with offline replicas.
+const OFFLINE_REPLICAS_VERSION_MIN: i16 = 5;
+
+/// Every live broker, at its endpoint for the session's listener (a broker without that listener
+/// is left out, as Kafka does); this broker at the session's own advertised address.
+pub(crate) fn brokers(ctx: &Ctx, session: &Session, version: i16) -> Vec<MetadataResponseBroker> {
+    let mut brokers: Vec<MetadataResponseBroker> = ctx
+        .cluster
+        .live_brokers()
+        .into_iter()
+        .filter(|broker| broker.node_id != ctx.config.node_id)
+        .filter_map(|broker| {
+            let endpoint = broker
+                .listeners
+                .iter()
+                .find(|listener| listener.name == session.listener_name)?;
+            let entry = MetadataResponseBroker::default()
+                .with_node_id(BrokerId(broker.node_id))
+                .with_host(StrBytes::from_string(endpoint.host.clone()))
+                .with_port(i32::from(endpoint.port));
+            Some(with_rack(entry, broker.rack.as_deref(), version))
         })
         .collect();
-    let described = MetadataResponseTopic::default()
+    let this = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(ctx.config.node_id))
+        .with_host(StrBytes::from_string(session.advertised_host.clone()))
+        .with_port(i32::from(session.advertised_port));
+    brokers.push(with_rack(this, ctx.config.broker_rack.as_deref(), version));
+    brokers.sort_by_key(|broker| broker.node_id.0);
+    brokers
+}
+
+fn with_rack(
+    broker: MetadataResponseBroker,
+    rack: Option<&str>,
+    version: i16,
+) -> MetadataResponseBroker {
+    match rack {
+        Some(rack) if version >= RACK_VERSION_MIN => {
+            broker.with_rack(Some(StrBytes::from_string(rack.to_owned())))
+        }
+        _ => broker,
+    }
+}
+
+fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
+    let states: std::collections::BTreeMap<i32, PartitionState> = ctx
+        .cluster
+        .partition_states(&topic.name)
+        .into_iter()
+        .collect();
+    let partitions = (0..topic.partition_count())
+        .map(|index| {
+            let state = states.get(&index);
+            let replicas: Vec<i32> = match state {
+                Some(state) => state.replicas.clone(),
+                None => topic.record.replicas[index as usize].clone(),
+            };
+            let leader = state.map_or(NO_LEADER, |state| state.leader);
+            let isr: Vec<BrokerId> = state
+                .map(|state| state.isr.iter().map(|id| BrokerId(*id)).collect())
+                .unwrap_or_default();
+            let offline: Vec<BrokerId> = replicas
+                .iter()
+                .filter(|id| !ctx.cluster.is_live(**id))
+                .map(|id| BrokerId(*id))
+                .collect();
+            let error = if leader == NO_LEADER {
+                error_code::LEADER_NOT_AVAILABLE
+            } else {
+                error_code::NONE
+            };
+            let mut partition = MetadataResponsePartition::default()
+                .with_error_code(error)
+                .with_partition_index(index)
+                .with_leader_id(BrokerId(leader))
+                .with_isr_nodes(isr)
+                .with_replica_nodes(replicas.iter().map(|id| BrokerId(*id)).collect());
+            if version >= LEADER_EPOCH_VERSION_MIN {
+                partition =
+                    partition.with_leader_epoch(state.map_or(-1, |state| state.leader_epoch));
+            }
+            if version >= OFFLINE_REPLICAS_VERSION_MIN {
+                partition = partition.with_offline_replicas(offline);
+            }
+            partition
+        })
+        .collect();
+    let mut described = MetadataResponseTopic::default()
         .with_error_code(error_code::NONE)
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_partitions(partitions);
+    if version >= 1 {
+        described = described.with_is_internal(topic.is_internal());
+    }
     if version >= TOPIC_ID_VERSION_MIN {
         described.with_topic_id(uuid::Uuid::from_bytes(topic.topic_id))
     } else {

@@ -70,14 +70,12 @@ pub(crate) async fn handle(
     // error code).
     let asked = answer(&allowed, error_code::COORDINATOR_NOT_AVAILABLE);
     request.topics = allowed;
-    let mut response = match ctx
-        .groups
-        .call(header, GroupRequest::OffsetCommit(request))
-        .await
-    {
-        Some(GroupReply::Group(Response::OffsetCommit(response))) => response,
-        _ => OffsetCommitResponse::default().with_topics(asked),
-    };
+    let mut response =
+        match super::leadership::group_call(ctx, header, GroupRequest::OffsetCommit(request)).await
+        {
+            Some(GroupReply::Group(Response::OffsetCommit(response))) => response,
+            _ => OffsetCommitResponse::default().with_topics(asked),
+        };
     response.topics.extend(refused);
     response
 }

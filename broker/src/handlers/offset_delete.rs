@@ -50,9 +50,7 @@ pub(crate) async fn handle(
             refused.insert((name.to_owned(), index), code);
         }
     }
-    match ctx
-        .groups
-        .call(header, GroupRequest::OffsetDelete(request, refused))
+    match super::leadership::group_call(ctx, header, GroupRequest::OffsetDelete(request, refused))
         .await
     {
         Some(GroupReply::Group(Response::OffsetDelete(response))) => response,

@@ -120,11 +120,7 @@ async fn ask_coordinator(
         return OffsetFetchResponse::default();
     }
     let fallback = fallback(version, &request, error_code::COORDINATOR_NOT_AVAILABLE);
-    match ctx
-        .groups
-        .call(header, GroupRequest::OffsetFetch(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::OffsetFetch(request)).await {
         Some(GroupReply::Group(Response::OffsetFetch(response))) => response,
         _ => fallback,
     }

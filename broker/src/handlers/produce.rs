@@ -171,9 +171,10 @@ async fn append(
     partition_index: i32,
     records: Bytes,
 ) -> Result<Appended, i16> {
-    let partition = topic
-        .partition(partition_index)
-        .ok_or(error_code::UNKNOWN_TOPIC_OR_PARTITION)?;
+    if topic.is_internal() {
+        return Err(error_code::INVALID_TOPIC_EXCEPTION);
+    }
+    let partition = super::leadership::led_partition(ctx, topic, partition_index)?;
     let now_ms = ctx.now_ms();
     let batches = prepare_batches(topic, version, records, now_ms)?;
     let records_count: u64 = v2::batch_positions(&batches)

@@ -28,11 +28,7 @@ pub(crate) async fn handle(
         return SyncGroupResponse::default()
             .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
     }
-    match ctx
-        .groups
-        .call(header, GroupRequest::SyncGroup(request))
-        .await
-    {
+    match super::leadership::group_call(ctx, header, GroupRequest::SyncGroup(request)).await {
         Some(GroupReply::Group(Response::SyncGroup(response))) => response,
         _ => SyncGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

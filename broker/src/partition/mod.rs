@@ -1,5 +1,5 @@
-//! Topics and their partitions on this broker: the topic registry and its durable file
-//! ([`topics`], [`metadata_store`]), per-topic configs ([`topic_config`]) and what an alter request
+//! Topics and their partitions on this broker: what it materializes of the cluster image and the
+//! file naming it ([`topics`], [`materialized`]), per-topic configs ([`topic_config`]) and what an alter request
 //! does to them ([`config_change`]), idempotent producer
 //! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
 //! ([`readable_end`]) and the glue from a fetch to the down-converter ([`conversion`]).
@@ -9,7 +9,7 @@
 
 pub mod config_change;
 pub(crate) mod conversion;
-pub mod metadata_store;
+pub mod materialized;
 pub mod producer_state;
 pub mod readable_end;
 pub mod topic_config;

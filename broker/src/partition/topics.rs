@@ -1,19 +1,23 @@
-//! The broker's topics: names, ids, configs and the partition logs behind them. Creation, deletion,
-//! added partitions and config changes go through here so the durable metadata and the logs on disk
-//! change together; reads of the topic map never wait for a change in progress (a change puts a
-//! new `Arc<Topic>` in the map; a request holding the old one finishes with it).
+//! The broker's materialized topics: every ready topic of the cluster image (names, ids, configs,
+//! the replicas of each partition) with the logs of the partitions this broker replicates. The
+//! metadata store decides what exists (creation, deletion, growth and config changes are written
+//! there by `crate::cluster`); [`Topics::reconcile`] makes the logs on disk follow. Reads of the
+//! topic map never wait for a reconcile in progress (it puts new `Arc<Topic>`s in the map; a
+//! request holding an old one finishes with it).
 //!
-//! Must never: report a topic whose logs are not open, or forget one whose metadata was saved.
+//! Must never: report a topic whose logs are not open, decide on its own that a topic exists or
+//! is gone, or delete the logs of a topic the store still has.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use rand::RngCore;
+use skiff_cluster::topics::LocalTopic;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
 use crate::partition::config_change::ConfigChangeError;
-use crate::partition::metadata_store::{MetadataStore, TopicRecord};
+use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::readable_end::ReadableEnd;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
@@ -93,7 +97,7 @@ fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Erro
     Ok(producers)
 }
 
-/// A topic and its partitions.
+/// A topic and the partitions of it this broker replicates.
 pub struct Topic {
     /// Name.
     pub name: String,
@@ -101,18 +105,36 @@ pub struct Topic {
     pub topic_id: [u8; 16],
     /// Effective configuration.
     pub config: TopicConfig,
-    /// The stored record (replicas, overrides).
+    /// The record as the metadata store holds it: the replicas of every partition (on every
+    /// broker), and the overrides.
     pub record: TopicRecord,
-    /// Partitions by index.
+    /// The partitions whose logs are on this broker, ascending by index (a sparse subset of
+    /// `0..partition_count()`).
     pub partitions: Vec<Arc<Partition>>,
 }
 
 impl Topic {
-    /// The partition with this index.
+    /// The partition with this index, if its log is on this broker.
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
-        usize::try_from(index)
+        self.partitions
+            .binary_search_by_key(&index, |partition| partition.index)
             .ok()
-            .and_then(|index| self.partitions.get(index))
+            .map(|position| &self.partitions[position])
+    }
+
+    /// How many partitions the topic has across the cluster.
+    pub fn partition_count(&self) -> i32 {
+        i32::try_from(self.record.replicas.len()).unwrap_or(i32::MAX)
+    }
+
+    /// Whether `index` names a partition of the topic (on any broker).
+    pub fn has_partition(&self, index: i32) -> bool {
+        (0..self.partition_count()).contains(&index)
+    }
+
+    /// Whether clients may not produce to it (`__consumer_offsets`).
+    pub fn is_internal(&self) -> bool {
+        skiff_cluster::topics::is_internal(&self.name)
     }
 }
 
@@ -122,6 +144,9 @@ pub enum TopicError {
     /// INVALID_TOPIC_EXCEPTION (17).
     #[error("invalid topic name: {0}")]
     InvalidName(skiff_protocol::topic_name::InvalidTopicName),
+    /// INVALID_TOPIC_EXCEPTION (17): the operation is not allowed on an internal topic.
+    #[error("{0} is an internal topic")]
+    Internal(String),
     /// TOPIC_ALREADY_EXISTS (36).
     #[error("topic already exists")]
     AlreadyExists,
@@ -132,8 +157,13 @@ pub enum TopicError {
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
     /// INVALID_REPLICATION_FACTOR (38).
-    #[error("invalid replication factor {0}: this node is the only broker")]
-    InvalidReplicationFactor(i16),
+    #[error("invalid replication factor {factor}: {why}")]
+    InvalidReplicationFactor {
+        /// The factor asked for.
+        factor: i16,
+        /// Why it cannot be had.
+        why: String,
+    },
     /// INVALID_CONFIG (40).
     #[error(transparent)]
     InvalidConfig(#[from] TopicConfigError),
@@ -141,6 +171,11 @@ pub enum TopicError {
     /// INVALID_CONFIG).
     #[error(transparent)]
     ConfigChange(#[from] ConfigChangeError),
+    /// REQUEST_TIMED_OUT (7, retriable): the metadata store did not take the change (it is
+    /// unreachable, or kept changing under it), or the change was made but this broker's image
+    /// did not show it in time.
+    #[error("{0}")]
+    MetadataPending(String),
     /// KAFKA_STORAGE_ERROR (56).
     #[error("storage: {0}")]
     Storage(String),
@@ -149,15 +184,17 @@ pub enum TopicError {
 impl TopicError {
     /// The Kafka error code.
     pub fn code(&self) -> i16 {
+        use skiff_protocol::error_code;
         match self {
-            Self::InvalidName(_) => 17,
-            Self::AlreadyExists => 36,
-            Self::Unknown => 3,
-            Self::InvalidPartitions(_) => 37,
-            Self::InvalidReplicationFactor(_) => 38,
-            Self::InvalidConfig(_) => 40,
+            Self::InvalidName(_) | Self::Internal(_) => error_code::INVALID_TOPIC_EXCEPTION,
+            Self::AlreadyExists => error_code::TOPIC_ALREADY_EXISTS,
+            Self::Unknown => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            Self::InvalidPartitions(_) => error_code::INVALID_PARTITIONS,
+            Self::InvalidReplicationFactor { .. } => error_code::INVALID_REPLICATION_FACTOR,
+            Self::InvalidConfig(_) => error_code::INVALID_CONFIG,
             Self::ConfigChange(error) => error.code(),
-            Self::Storage(_) => 56,
+            Self::MetadataPending(_) => error_code::REQUEST_TIMED_OUT,
+            Self::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
         }
     }
 }
@@ -167,14 +204,38 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
     skiff_protocol::topic_name::validate_topic_name(name).map_err(TopicError::InvalidName)
 }
 
-/// The broker's topic registry.
+/// A new KIP-516 topic id, as the hex the records carry.
+pub fn new_topic_id() -> String {
+    let mut topic_id = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut topic_id);
+    topic_id.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// What one [`Topics::reconcile`] changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Partition logs opened or created.
+    pub partitions_opened: usize,
+    /// Partition logs deleted (their topic or replica is gone).
+    pub partitions_deleted: usize,
+    /// Topics whose overrides changed.
+    pub configs_changed: usize,
+    /// Topics left out because their record cannot be served (a config this broker refuses).
+    pub refused: usize,
+}
+
+/// The broker's materialized topics: what the metadata store says this broker serves, with the
+/// logs of the partitions it replicates.
 pub struct Topics {
     config: Arc<Config>,
     /// Taken out at [`Topics::close`]; `None` afterwards.
     log_dir: Mutex<Option<LogDir>>,
-    store: Box<dyn MetadataStore>,
+    file: MaterializedTopicsFile,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
-    /// Serializes creations and deletions so the saved metadata is always a consistent set.
+    /// The file's topics until the first reconcile: a topic there and no longer in the store was
+    /// deleted while this broker was down, and its logs go.
+    known_at_start: Mutex<Option<Vec<TopicRecord>>>,
+    /// Serializes reconciles, so the file and the map always name the same set.
     changes: Mutex<()>,
 }
 
@@ -206,49 +267,40 @@ fn storage(error: impl std::fmt::Display) -> TopicError {
     TopicError::Storage(error.to_string())
 }
 
+/// The broker-side record of a store record.
+fn local_record(topic: &LocalTopic) -> TopicRecord {
+    TopicRecord {
+        name: topic.name.clone(),
+        topic_id: topic.record.topic_id.clone(),
+        replicas: topic.record.replicas.clone(),
+        configs: topic.record.configs.clone(),
+    }
+}
+
 impl Topics {
-    /// Opens every topic in the metadata store, with its logs (recovering them if needed).
+    /// Takes the log directory (its logs recovered at open) and the materialized-topics file.
+    /// Serves nothing until the first [`Topics::reconcile`]. Returns the file's topics when it is
+    /// a single-node registry of an earlier release, to migrate into the metadata store first.
     pub fn open(
         config: Arc<Config>,
         log_dir: LogDir,
-        store: Box<dyn MetadataStore>,
-    ) -> Result<Self, TopicError> {
-        let records = store
-            .load()
-            .map_err(|error| TopicError::Storage(error.to_string()))?;
-        let mut topics = BTreeMap::new();
-        for record in records {
-            let topic = Self::open_topic(&config, &log_dir, record)?;
-            topics.insert(topic.name.clone(), Arc::new(topic));
-        }
-        Ok(Self {
+        file: MaterializedTopicsFile,
+    ) -> Result<(Self, Vec<TopicRecord>), TopicError> {
+        let loaded = file.load().map_err(storage)?;
+        let to_migrate = if loaded.needs_migration {
+            loaded.topics.clone()
+        } else {
+            Vec::new()
+        };
+        let topics = Self {
             config,
             log_dir: Mutex::new(Some(log_dir)),
-            store,
-            topics: RwLock::new(topics),
+            file,
+            topics: RwLock::new(BTreeMap::new()),
+            known_at_start: Mutex::new(Some(loaded.topics)),
             changes: Mutex::new(()),
-        })
-    }
-
-    /// Builds a topic from its record, opening its partition logs (which the log directory
-    /// recovered at open) or creating the ones missing.
-    fn open_topic(
-        config: &Config,
-        log_dir: &LogDir,
-        record: TopicRecord,
-    ) -> Result<Topic, TopicError> {
-        let topic_config = TopicConfig::resolve(config, &record.configs)?;
-        let storage_config = log_config(&topic_config, config);
-        let partitions = (0..record.replicas.len())
-            .map(|index| Self::open_partition(log_dir, &record.name, index, &storage_config))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Topic {
-            name: record.name.clone(),
-            topic_id: parse_topic_id(&record.topic_id),
-            config: topic_config,
-            record,
-            partitions,
-        })
+        };
+        Ok((topics, to_migrate))
     }
 
     /// Opens partition `index` of `topic`: its log as recovered at open (with `storage_config`),
@@ -256,10 +308,9 @@ impl Topics {
     fn open_partition(
         log_dir: &LogDir,
         topic: &str,
-        index: usize,
+        index: i32,
         storage_config: &LogConfig,
     ) -> Result<Arc<Partition>, TopicError> {
-        let index = i32::try_from(index).map_err(|_| TopicError::InvalidPartitions(i32::MAX))?;
         let log = match log_dir.log(topic, index).map_err(storage)? {
             Some(log) => {
                 log.set_config(storage_config.clone()).map_err(storage)?;
@@ -276,13 +327,6 @@ impl Topics {
             producers,
             readable_end: ReadableEnd::default(),
         }))
-    }
-
-    /// Taken for every change of the topic set, so the saved metadata is always a consistent set.
-    fn change_lock(&self) -> Result<std::sync::MutexGuard<'_, ()>, TopicError> {
-        self.changes
-            .lock()
-            .map_err(|_| TopicError::Storage("poisoned".into()))
     }
 
     /// The topic with this name.
@@ -309,217 +353,192 @@ impl Topics {
             .unwrap_or_default()
     }
 
-    /// Creates a topic with `replicas` (from placement) and config overrides; validates everything
-    /// before anything is written. With `validate_only`, stops after validation.
-    pub fn create(
+    /// The effective configuration `overrides` give, refused as a creation or an alter would be
+    /// (an unknown or out-of-range value, or settings the log cannot take together).
+    pub fn resolve_config(
         &self,
-        name: &str,
-        replicas: Vec<Vec<i32>>,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<Arc<Topic>, TopicError> {
-        validate_topic_name(name)?;
-        let partition_count = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
-        if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partition_count) {
-            return Err(TopicError::InvalidPartitions(partition_count));
-        }
-        TopicConfig::resolve(&self.config, &configs)?;
-        let _change = self.change_lock()?;
-        if self.get(name).is_some() {
-            return Err(TopicError::AlreadyExists);
-        }
-        let mut topic_id = [0u8; 16];
-        rand::thread_rng().fill_bytes(&mut topic_id);
-        let record = TopicRecord {
-            name: name.to_owned(),
-            topic_id: topic_id.iter().map(|byte| format!("{byte:02x}")).collect(),
-            replicas,
-            configs,
-        };
-        if validate_only {
-            return Self::open_topic_validated(&self.config, record);
-        }
-        let topic = {
-            let log_dir = self.log_dir.lock().map_err(storage)?;
-            let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
-            Arc::new(Self::open_topic(&self.config, log_dir, record)?)
-        };
-        let mut records: Vec<TopicRecord> = self
-            .all()
-            .iter()
-            .map(|topic| topic.record.clone())
-            .collect();
-        records.push(topic.record.clone());
-        self.store
-            .save(&records)
-            .map_err(|error| TopicError::Storage(error.to_string()))?;
-        if let Ok(mut topics) = self.topics.write() {
-            topics.insert(name.to_owned(), topic.clone());
-        }
-        Ok(topic)
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, TopicError> {
+        let config = TopicConfig::resolve(&self.config, overrides)?;
+        log_config(&config, &self.config)
+            .validate()
+            .map_err(storage)?;
+        Ok(config)
     }
 
-    fn open_topic_validated(
-        config: &Config,
-        record: TopicRecord,
+    /// Makes the materialized topics what `desired` says (every ready topic of the image, with
+    /// the partitions this broker replicates): opens or creates the logs of new partitions,
+    /// applies changed overrides to the logs, deletes the logs of topics and replicas that are
+    /// gone (or of an older incarnation of a topic's name), then saves the file. Blocking IO.
+    pub fn reconcile(&self, desired: &[LocalTopic]) -> Result<Reconciled, TopicError> {
+        let _change = self
+            .changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+        let mut report = Reconciled::default();
+        let current: BTreeMap<String, Arc<Topic>> = self
+            .topics
+            .read()
+            .map(|topics| topics.clone())
+            .map_err(storage)?;
+        let known_at_start = self.known_at_start.lock().map_err(storage)?.take();
+        let wanted: BTreeMap<&str, &LocalTopic> = desired
+            .iter()
+            .map(|topic| (topic.name.as_str(), topic))
+            .collect();
+        // Logs of incarnations that are gone: topics deleted (or deleted and created again)
+        // while this broker was down, then those gone while it ran.
+        for record in known_at_start.iter().flatten() {
+            let current_id = wanted.get(record.name.as_str()).map(|t| &t.record.topic_id);
+            if current_id != Some(&record.topic_id) {
+                report.partitions_deleted += Self::delete_logs(log_dir, &record.name, None);
+            }
+        }
+        let mut next = BTreeMap::new();
+        for (name, topic) in &current {
+            let same = wanted
+                .get(name.as_str())
+                .is_some_and(|want| parse_topic_id(&want.record.topic_id) == topic.topic_id);
+            if !same {
+                report.partitions_deleted += Self::remove(log_dir, topic);
+            }
+        }
+        for want in desired {
+            let existing = current
+                .get(&want.name)
+                .filter(|topic| topic.topic_id == parse_topic_id(&want.record.topic_id));
+            match self.materialize(log_dir, want, existing.map(Arc::as_ref), &mut report) {
+                Ok(topic) => {
+                    next.insert(want.name.clone(), topic);
+                }
+                Err(error) => {
+                    report.refused += 1;
+                    tracing::error!(topic = %want.name, %error, "cannot serve topic");
+                    if let Some(existing) = existing {
+                        next.insert(want.name.clone(), existing.clone());
+                    }
+                }
+            }
+        }
+        let records: Vec<TopicRecord> = next.values().map(|topic| topic.record.clone()).collect();
+        if let Ok(mut topics) = self.topics.write() {
+            *topics = next;
+        }
+        self.file.save(&records).map_err(storage)?;
+        Ok(report)
+    }
+
+    /// `want` as a topic: `existing` (the same incarnation) kept where nothing changed, its new
+    /// local partitions opened, its lost ones deleted, new overrides applied to every log.
+    fn materialize(
+        &self,
+        log_dir: &LogDir,
+        want: &LocalTopic,
+        existing: Option<&Topic>,
+        report: &mut Reconciled,
     ) -> Result<Arc<Topic>, TopicError> {
+        let record = local_record(want);
+        if let Some(existing) = existing {
+            let same_partitions = existing.partitions.len() == want.partitions.len()
+                && existing
+                    .partitions
+                    .iter()
+                    .zip(&want.partitions)
+                    .all(|(have, want)| have.index == *want);
+            if same_partitions && existing.record == record {
+                return Ok(Arc::new(Topic {
+                    name: existing.name.clone(),
+                    topic_id: existing.topic_id,
+                    config: existing.config.clone(),
+                    record,
+                    partitions: existing.partitions.clone(),
+                }));
+            }
+        }
+        let config = self.resolve_config(&record.configs)?;
+        let storage_config = log_config(&config, &self.config);
+        let configs_changed = existing.is_some_and(|e| e.record.configs != record.configs);
+        if configs_changed {
+            report.configs_changed += 1;
+        }
+        let mut partitions = Vec::with_capacity(want.partitions.len());
+        for &index in &want.partitions {
+            match existing.and_then(|topic| topic.partition(index)) {
+                Some(partition) => {
+                    if configs_changed {
+                        partition
+                            .log
+                            .set_config(storage_config.clone())
+                            .map_err(storage)?;
+                    }
+                    partitions.push(partition.clone());
+                }
+                None => {
+                    partitions.push(Self::open_partition(
+                        log_dir,
+                        &want.name,
+                        index,
+                        &storage_config,
+                    )?);
+                    report.partitions_opened += 1;
+                }
+            }
+        }
+        for partition in existing
+            .map(|topic| topic.partitions.as_slice())
+            .unwrap_or(&[])
+        {
+            if want.partitions.binary_search(&partition.index).is_err() {
+                partition.readable_end.advance();
+                report.partitions_deleted +=
+                    Self::delete_logs(log_dir, &want.name, Some(partition.index));
+            }
+        }
         Ok(Arc::new(Topic {
-            name: record.name.clone(),
+            name: want.name.clone(),
             topic_id: parse_topic_id(&record.topic_id),
-            config: TopicConfig::resolve(config, &record.configs)?,
+            config,
             record,
-            partitions: Vec::new(),
+            partitions,
         }))
     }
 
-    /// Grows `name` to `replicas.len()` partitions: `replicas` is the whole assignment, the
-    /// existing partitions' replicas first, unchanged. The new partitions' logs are created before
-    /// the metadata naming them is saved, so a restart never finds a partition without its log
-    /// (a log without its metadata is opened again by the next attempt). With `validate_only`,
-    /// stops after validation.
-    pub fn add_partitions(
-        &self,
-        name: &str,
-        replicas: Vec<Vec<i32>>,
-        validate_only: bool,
-    ) -> Result<Arc<Topic>, TopicError> {
-        let _change = self.change_lock()?;
-        let topic = self.get(name).ok_or(TopicError::Unknown)?;
-        let partition_count = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
-        if replicas.len() <= topic.partitions.len() || partition_count > PARTITIONS_PER_TOPIC_MAX {
-            return Err(TopicError::InvalidPartitions(partition_count));
-        }
-        // The caller read the topic before this lock; a concurrent growth may have assigned the
-        // partitions it meant to add differently.
-        if replicas[..topic.record.replicas.len()] != topic.record.replicas[..] {
-            return Err(TopicError::InvalidPartitions(partition_count));
-        }
-        let record = TopicRecord {
-            replicas,
-            ..topic.record.clone()
-        };
-        if validate_only {
-            return Ok(topic);
-        }
-        let storage_config = log_config(&topic.config, &self.config);
-        let mut partitions = topic.partitions.clone();
-        {
-            let log_dir = self.log_dir.lock().map_err(storage)?;
-            let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
-            for index in topic.partitions.len()..record.replicas.len() {
-                partitions.push(Self::open_partition(log_dir, name, index, &storage_config)?);
-            }
-        }
-        let grown = Arc::new(Topic {
-            name: topic.name.clone(),
-            topic_id: topic.topic_id,
-            config: topic.config.clone(),
-            record,
-            partitions,
-        });
-        self.replace(grown.clone(), |store, records| store.save(records))?;
-        Ok(grown)
-    }
-
-    /// Replaces the config overrides of `name` with what `change` makes of the current ones
-    /// (computed under the change lock, so concurrent alters never lose one another; validated
-    /// before anything changes), effective at once: every partition's log gets the new settings
-    /// and later requests see the new config. With `validate_only`, returns the topic as it would
-    /// be without changing anything.
-    pub fn alter_configs(
-        &self,
-        name: &str,
-        change: impl FnOnce(
-            &BTreeMap<String, String>,
-        ) -> Result<BTreeMap<String, String>, ConfigChangeError>,
-        validate_only: bool,
-    ) -> Result<Arc<Topic>, TopicError> {
-        let _change = self.change_lock()?;
-        let topic = self.get(name).ok_or(TopicError::Unknown)?;
-        let overrides = change(&topic.record.configs)?;
-        let config = TopicConfig::resolve(&self.config, &overrides)?;
-        let storage_config = log_config(&config, &self.config);
-        storage_config.validate().map_err(storage)?;
-        let altered = Arc::new(Topic {
-            name: topic.name.clone(),
-            topic_id: topic.topic_id,
-            config,
-            record: TopicRecord {
-                configs: overrides,
-                ..topic.record.clone()
-            },
-            partitions: topic.partitions.clone(),
-        });
-        if validate_only {
-            return Ok(altered);
-        }
-        self.replace(altered.clone(), |store, records| {
-            store.save_topic_configs(records, name)
-        })?;
-        // Saved first: a crash between the two leaves the new settings to be applied at open.
-        for partition in &altered.partitions {
-            partition
-                .log
-                .set_config(storage_config.clone())
-                .map_err(storage)?;
-        }
-        Ok(altered)
-    }
-
-    /// Saves the topic set with `changed` in place of its namesake (through `save`), then puts it
-    /// in the map. Callers hold `changes`.
-    fn replace(
-        &self,
-        changed: Arc<Topic>,
-        save: impl FnOnce(&dyn MetadataStore, &[TopicRecord]) -> std::io::Result<()>,
-    ) -> Result<(), TopicError> {
-        let records: Vec<TopicRecord> = self
-            .all()
-            .iter()
-            .map(|topic| {
-                if topic.name == changed.name {
-                    changed.record.clone()
-                } else {
-                    topic.record.clone()
-                }
-            })
-            .collect();
-        save(self.store.as_ref(), &records).map_err(storage)?;
-        if let Ok(mut topics) = self.topics.write() {
-            topics.insert(changed.name.clone(), changed);
-        }
-        Ok(())
-    }
-
-    /// Deletes a topic: forgotten in the metadata first (durably), then its logs removed.
-    pub fn delete(&self, name: &str) -> Result<(), TopicError> {
-        let _change = self.change_lock()?;
-        let topic = self.get(name).ok_or(TopicError::Unknown)?;
-        let records: Vec<TopicRecord> = self
-            .all()
-            .iter()
-            .filter(|other| other.name != name)
-            .map(|other| other.record.clone())
-            .collect();
-        self.store
-            .save(&records)
-            .map_err(|error| TopicError::Storage(error.to_string()))?;
-        if let Ok(mut topics) = self.topics.write() {
-            topics.remove(name);
-        }
+    /// Stops serving `topic` and deletes its logs. Returns how many were deleted.
+    fn remove(log_dir: &LogDir, topic: &Topic) -> usize {
         // Fetches parked on the topic re-read now, find it gone and answer, releasing the
         // partitions (and their waiter lists) instead of holding them until max_wait_ms.
         for partition in &topic.partitions {
             partition.readable_end.advance();
         }
-        let log_dir = self.log_dir.lock().map_err(storage)?;
-        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
-        for partition in &topic.partitions {
-            if let Err(error) = log_dir.delete(name, partition.index) {
-                tracing::warn!(topic = name, partition = partition.index, %error, "deleting log");
+        Self::delete_logs(log_dir, &topic.name, None)
+    }
+
+    /// Deletes the logs of `topic` in the directory (one partition, or all of them). A failure is
+    /// logged, not returned: the next reconcile (or start) tries again.
+    fn delete_logs(log_dir: &LogDir, topic: &str, only: Option<i32>) -> usize {
+        let partitions: Vec<i32> = match log_dir.list() {
+            Ok(logs) => logs
+                .into_iter()
+                .filter(|(name, partition)| {
+                    name == topic && only.is_none_or(|only| only == *partition)
+                })
+                .map(|(_, partition)| partition)
+                .collect(),
+            Err(error) => {
+                tracing::warn!(topic, %error, "listing logs to delete");
+                return 0;
+            }
+        };
+        let mut deleted = 0;
+        for partition in partitions {
+            match log_dir.delete(topic, partition) {
+                Ok(()) => deleted += 1,
+                Err(error) => tracing::warn!(topic, partition, %error, "deleting log"),
             }
         }
-        Ok(())
+        deleted
     }
 
     /// Flushes every log and writes the clean-shutdown marker.
@@ -532,7 +551,8 @@ impl Topics {
     }
 }
 
-fn parse_topic_id(hex: &str) -> [u8; 16] {
+/// The 16 bytes of a topic id in hex (zeros where the text is not hex).
+pub fn parse_topic_id(hex: &str) -> [u8; 16] {
     let mut id = [0u8; 16];
     for (index, byte) in id.iter_mut().enumerate() {
         *byte = hex
@@ -555,44 +575,68 @@ mod tests {
         }
     }
 
-    fn open(dir: &std::path::Path) -> Topics {
+    fn open(dir: &std::path::Path) -> (Topics, Vec<TopicRecord>) {
         let log_dir = LogDir::open(dir, LogConfig::default()).expect("log dir");
-        let store = Box::new(crate::partition::metadata_store::FileMetadataStore::new(
-            dir,
-        ));
-        Topics::open(Arc::new(Config::default()), log_dir, store).expect("topics")
+        Topics::open(
+            Arc::new(Config::default()),
+            log_dir,
+            MaterializedTopicsFile::new(dir),
+        )
+        .expect("topics")
     }
 
+    fn local(name: &str, id: &str, replicas: Vec<Vec<i32>>, node: i32) -> LocalTopic {
+        let partitions = (0i32..)
+            .zip(&replicas)
+            .filter(|(_, replicas)| replicas.contains(&node))
+            .map(|(partition, _)| partition)
+            .collect();
+        LocalTopic {
+            name: name.to_owned(),
+            record: skiff_cluster::records::TopicRecord {
+                topic_id: id.to_owned(),
+                state: skiff_cluster::records::TopicState::Ready,
+                replicas,
+                configs: BTreeMap::new(),
+                author: 1,
+                author_epoch: 1,
+            },
+            partitions,
+        }
+    }
+
+    const ID_A: &str = "0000000000000000000000000000000a";
+    const ID_B: &str = "0000000000000000000000000000000b";
+
     #[test]
-    fn added_partitions_and_altered_configs_are_durable_and_validate_only_changes_nothing() {
+    fn reconcile_opens_only_local_partitions_and_follows_growth_and_configs() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let topics = open(dir.path());
-        topics
-            .create("t", vec![vec![1]], BTreeMap::new(), false)
-            .expect("create");
-        let three = vec![vec![1]; 3];
-        topics
-            .add_partitions("t", three.clone(), true)
-            .expect("validate");
-        assert_eq!(topics.get("t").expect("t").partitions.len(), 1);
-        topics.add_partitions("t", three, false).expect("grow");
-        assert!(matches!(
-            topics.add_partitions("t", vec![vec![1]; 2], false),
-            Err(TopicError::InvalidPartitions(2))
-        ));
-        let retention = |current: &BTreeMap<String, String>| {
-            let mut next = current.clone();
-            next.insert("retention.ms".to_owned(), "1000".to_owned());
-            Ok(next)
-        };
-        topics
-            .alter_configs("t", retention, true)
-            .expect("validate");
-        assert!(topics.get("t").expect("t").record.configs.is_empty());
-        topics.alter_configs("t", retention, false).expect("alter");
-        let altered = topics.get("t").expect("t");
-        assert_eq!(altered.config.retention_ms, 1000);
-        let log_retention = altered.partitions[0]
+        let (topics, to_migrate) = open(dir.path());
+        assert!(to_migrate.is_empty());
+        // Partitions 0 and 2 are here (node 1), 1 is on node 2.
+        let mut t = local("t", ID_A, vec![vec![1], vec![2], vec![1]], 1);
+        let report = topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("reconcile");
+        assert_eq!(report.partitions_opened, 2);
+        let topic = topics.get("t").expect("t");
+        assert_eq!(topic.partition_count(), 3);
+        assert!(topic.partition(0).is_some() && topic.partition(2).is_some());
+        assert!(topic.partition(1).is_none() && topic.has_partition(1));
+        assert!(!topic.has_partition(3));
+        assert!(dir.path().join("t-2").exists() && !dir.path().join("t-1").exists());
+
+        // Grown by one partition here, and an override.
+        t.record.replicas.push(vec![1]);
+        t.partitions.push(3);
+        t.record
+            .configs
+            .insert("retention.ms".to_owned(), "1000".to_owned());
+        let report = topics.reconcile(std::slice::from_ref(&t)).expect("grow");
+        assert_eq!((report.partitions_opened, report.configs_changed), (1, 1));
+        let topic = topics.get("t").expect("t");
+        assert_eq!(topic.config.retention_ms, 1000);
+        let log_retention = topic.partitions[0]
             .log
             .config()
             .expect("config")
@@ -602,24 +646,78 @@ mod tests {
             Some(1000),
             "the log has the new setting at once"
         );
-        let bad = |_: &BTreeMap<String, String>| {
-            Ok(BTreeMap::from([(
-                "segment.bytes".to_owned(),
-                "1".to_owned(),
-            )]))
+
+        // A config this broker refuses leaves the topic as it was.
+        let mut bad = t.clone();
+        bad.record
+            .configs
+            .insert("segment.bytes".to_owned(), "1".to_owned());
+        let report = topics.reconcile(std::slice::from_ref(&bad)).expect("bad");
+        assert_eq!(report.refused, 1);
+        assert_eq!(topics.get("t").expect("t").config.retention_ms, 1000);
+
+        topics.close().expect("close");
+        drop(topics);
+        let (reopened, _) = open(dir.path());
+        assert!(
+            reopened.get("t").is_none(),
+            "nothing is served before a reconcile"
+        );
+        reopened.reconcile(&[t]).expect("again");
+        assert_eq!(reopened.get("t").expect("t").partitions.len(), 3);
+        reopened.close().expect("close");
+    }
+
+    #[test]
+    fn a_topic_gone_or_recreated_while_down_loses_its_old_logs_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (topics, _) = open(dir.path());
+        let gone = local("gone", ID_A, vec![vec![1]], 1);
+        let again = local("again", ID_A, vec![vec![1]], 1);
+        let kept = local("kept", ID_B, vec![vec![1]], 1);
+        topics
+            .reconcile(&[gone, again, kept.clone()])
+            .expect("reconcile");
+        let append = |topics: &Topics, name: &str| {
+            use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+            let mut builder = BatchBuilder::new(0, skiff_protocol::records::Compression::None);
+            builder
+                .push(&NewRecord {
+                    offset_delta: 0,
+                    timestamp: 0,
+                    key: None,
+                    value: Some(b"v"),
+                    headers: &[],
+                })
+                .expect("push");
+            let mut batch = builder.build().expect("build");
+            let topic = topics.get(name).expect("topic");
+            topic.partitions[0]
+                .log
+                .append(&mut batch, 0)
+                .expect("append");
         };
-        assert!(matches!(
-            topics.alter_configs("t", bad, false),
-            Err(TopicError::InvalidConfig(_))
-        ));
+        append(&topics, "again");
+        append(&topics, "kept");
         topics.close().expect("close");
         drop(topics);
 
-        let reopened = open(dir.path());
-        let topic = reopened.get("t").expect("t");
-        assert_eq!(topic.partitions.len(), 3);
-        assert_eq!(topic.config.retention_ms, 1000);
-        reopened.close().expect("close");
+        // While down: "gone" deleted, "again" deleted and created anew (another id).
+        let (topics, _) = open(dir.path());
+        let recreated = local("again", ID_B, vec![vec![1]], 1);
+        let report = topics.reconcile(&[recreated, kept]).expect("reconcile");
+        assert_eq!(report.partitions_deleted, 2);
+        assert!(!dir.path().join("gone-0").exists());
+        let again = topics.get("again").expect("again");
+        assert_eq!(again.partitions[0].log.log_end_offset().expect("leo"), 0);
+        let kept = topics.get("kept").expect("kept");
+        assert_eq!(kept.partitions[0].log.log_end_offset().expect("leo"), 1);
+
+        // Deleted while running: its logs go at the next reconcile.
+        topics.reconcile(&[]).expect("empty");
+        assert!(topics.get("kept").is_none());
+        assert!(!dir.path().join("kept-0").exists());
+        topics.close().expect("close");
     }
 
     #[test]

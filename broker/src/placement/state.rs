@@ -1,7 +1,8 @@
-//! The broker's placement state: the cluster view (this node, with the load its sampler measures),
-//! the replica policy, the bundle map and a seeded RNG, behind one lock. Topic creation asks it for
-//! replica assignments and bundle membership through the same pure code a cluster will use; on one
-//! node every answer is this node. CreatePartitions asks it for added partitions the same way.
+//! The broker's placement state: the cluster view (the running brokers of the cluster image, with
+//! their racks and load reports, set before each assignment), the replica policy, the bundle map
+//! and a seeded RNG, behind one lock. Topic creation asks it for replica assignments and bundle
+//! membership through the pure BP-65 code; CreatePartitions asks it for added partitions the same
+//! way.
 //! Operators read the bundles as JSON (`/placement/bundles` on the metrics listener).
 //!
 //! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
@@ -29,6 +30,8 @@ pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;
 
 struct Inner {
     view: ClusterView,
+    /// This node's load as its sampler last smoothed it.
+    own_load: skiff_placement::LoadReport,
     policy: ReplicaPolicy,
     bundles: BundleMap,
     rng: ChaCha8Rng,
@@ -61,31 +64,13 @@ impl PlacementState {
             node_id,
             inner: Mutex::new(Inner {
                 view: ClusterView::single(node_id),
+                own_load: skiff_placement::LoadReport::unknown(),
                 policy: ReplicaPolicy::default(),
                 bundles,
                 rng: ChaCha8Rng::seed_from_u64(seed),
             }),
             sampler: Mutex::new(LoadSampler::new(data_dir, LOAD_WINDOW_SAMPLES)),
         })
-    }
-
-    /// Replicas for every partition of a new topic (first = preferred leader); with
-    /// `record_bundles`, the bundle of each partition is recorded with its owner (not for a
-    /// validate-only creation).
-    pub(crate) fn assign(
-        &self,
-        topic: &str,
-        partition_count: usize,
-        replication_factor: usize,
-        record_bundles: bool,
-    ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
-        self.assign_added(
-            topic,
-            0,
-            partition_count,
-            replication_factor,
-            record_bundles,
-        )
     }
 
     /// Replicas for `added` new partitions of a topic that has `existing` (CreatePartitions without
@@ -105,6 +90,7 @@ impl PlacementState {
             policy,
             bundles,
             rng,
+            ..
         } = &mut *inner;
         let replicas = assign_replicas(topic, added, replication_factor, view, policy, rng)?;
         if record_bundles {
@@ -146,19 +132,39 @@ impl PlacementState {
         Ok(())
     }
 
+    /// This node's own load as its sampler last smoothed it, with its write capacity (for the
+    /// cluster view while its report is not in the store yet).
+    pub(crate) fn local_load(&self) -> Option<(skiff_placement::LoadReport, u64)> {
+        let inner = self.inner.lock().ok()?;
+        Some((inner.own_load, 0))
+    }
+
+    /// Replaces the brokers placement chooses from (the running ones of the cluster image).
+    pub(crate) fn set_nodes(&self, nodes: Vec<skiff_placement::Node>) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.view.nodes = nodes;
+        }
+    }
+
     /// The bundles, their ranges, owners and load.
     pub(crate) fn snapshot(&self) -> Option<BundleSnapshot> {
         self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
     }
 
     /// Takes one load sample of this node (reads /proc and statvfs: call it off the async workers)
-    /// and, once the window is full, updates the cluster view.
-    pub(crate) fn sample_load(&self, now_ms: u64, write_bytes_total: Option<u64>) {
+    /// and, once the window is full, updates the cluster view and returns the smoothed report
+    /// (for `R/load/<id>`).
+    pub(crate) fn sample_load(
+        &self,
+        now_ms: u64,
+        write_bytes_total: Option<u64>,
+    ) -> Option<skiff_placement::LoadReport> {
         let report = match self.sampler.lock() {
             Ok(mut sampler) => sampler.sample(now_ms, write_bytes_total),
             Err(_) => None,
         };
         if let (Some(report), Ok(mut inner)) = (report, self.inner.lock()) {
+            inner.own_load = report;
             if let Some(node) = inner
                 .view
                 .nodes
@@ -168,5 +174,6 @@ impl PlacementState {
                 node.load = report;
             }
         }
+        report
     }
 }

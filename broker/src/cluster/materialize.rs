@@ -1,0 +1,91 @@
+//! The materializer: makes this broker's topics and logs ([`crate::partition::topics::Topics`])
+//! follow its image of the store. It runs once before the broker serves, then after every image
+//! change that changes what this broker replicates, and publishes the revision it reached so a
+//! topic change can wait for its logs (`Cluster::wait_materialized`).
+//!
+//! Must never: decide what exists (the image does: `skiff_cluster::topics::local_topics`), or
+//! run blocking IO on an async worker (the reconcile runs on a blocking thread).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use skiff_cluster::topics::{local_topics, LocalTopic};
+use tokio::sync::watch;
+
+use super::{Cluster, ClusterHandle};
+use crate::partition::topics::{TopicError, Topics};
+
+/// Pause before a failed reconcile (a full disk, say) is tried again.
+const RECONCILE_RETRY: Duration = Duration::from_secs(1);
+
+impl Cluster {
+    /// What this broker replicates according to its image, and the image's revision.
+    fn desired(&self) -> Option<(i64, Vec<LocalTopic>)> {
+        self.with_image(|image| (image.revision(), local_topics(image, self.node_id)))
+    }
+
+    /// Reconciles once, on a blocking thread; publishes the revision reached.
+    pub async fn materialize(&self, topics: &Arc<Topics>) -> Result<(), TopicError> {
+        let Some((revision, desired)) = self.desired() else {
+            return Err(TopicError::Storage("image unavailable".into()));
+        };
+        self.reconcile(topics, revision, desired).await
+    }
+
+    async fn reconcile(
+        &self,
+        topics: &Arc<Topics>,
+        revision: i64,
+        desired: Vec<LocalTopic>,
+    ) -> Result<(), TopicError> {
+        let topics = topics.clone();
+        let report = tokio::task::spawn_blocking(move || topics.reconcile(&desired))
+            .await
+            .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))?;
+        if report != Default::default() {
+            tracing::info!(
+                revision,
+                opened = report.partitions_opened,
+                deleted = report.partitions_deleted,
+                configs_changed = report.configs_changed,
+                refused = report.refused,
+                "topics follow the metadata store"
+            );
+        }
+        self.materialized.send_replace(revision);
+        Ok(())
+    }
+}
+
+/// Runs the materializer until shutdown.
+pub async fn run(cluster: ClusterHandle, topics: Arc<Topics>, mut shutdown: watch::Receiver<bool>) {
+    let mut revisions = cluster.image_revision.subscribe();
+    let mut last: Option<Vec<LocalTopic>> = None;
+    loop {
+        if let Some((revision, desired)) = cluster.desired() {
+            if last.as_ref() == Some(&desired) {
+                // Nothing this broker replicates changed (a load report, an ISR, a leader).
+                cluster.materialized.send_replace(revision);
+            } else {
+                match cluster.reconcile(&topics, revision, desired.clone()).await {
+                    Ok(()) => last = Some(desired),
+                    Err(error) => {
+                        tracing::error!(%error, "topics cannot follow the metadata store; retrying");
+                        tokio::select! {
+                            _ = tokio::time::sleep(RECONCILE_RETRY) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                        continue;
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            changed = revisions.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! What the image says this broker is for each request: the leader of a partition (Produce,
+//! Fetch, ListOffsets), the coordinator of a group (FindCoordinator and the group APIs), and the
+//! brokers and partition states Metadata lists.
+//!
+//! Must never: answer "leader" without the session fence (`skiff_cluster::session`): a broker
+//! whose session may have lapsed accepts no write, whatever its image still says.
+
+use std::collections::BTreeSet;
+
+use skiff_cluster::records::{BrokerRegistration, PartitionState, NO_LEADER};
+use skiff_cluster::topics::{coordinator_partition, OFFSETS_TOPIC};
+use skiff_placement::{LoadReport, Node};
+
+use super::Cluster;
+
+/// This broker's role for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// It leads the partition, at this leader epoch, and its session is provably alive.
+    Leader {
+        /// The partition's leader epoch.
+        leader_epoch: i32,
+    },
+    /// Another broker leads it, it has no leader, or this broker's session may have lapsed
+    /// (NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata and retries).
+    NotLeader,
+    /// The image has no such partition.
+    Unknown,
+}
+
+/// Where a group's coordinator is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupCoordinator {
+    /// `__consumer_offsets` does not exist yet: FindCoordinator creates it.
+    NoOffsetsTopic,
+    /// The leader of the group's offsets partition.
+    Broker(BrokerRegistration),
+    /// That partition has no live leader (COORDINATOR_NOT_AVAILABLE).
+    Unavailable,
+}
+
+/// The groups this broker coordinates: those whose offsets partition it leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coordinated {
+    /// Partitions of `__consumer_offsets` (0 while it does not exist: nothing is coordinated).
+    pub partitions: i32,
+    /// The ones this broker leads.
+    pub led: BTreeSet<i32>,
+}
+
+impl Coordinated {
+    /// Whether `group` is coordinated here.
+    pub fn includes(&self, group: &str) -> bool {
+        self.partitions > 0
+            && self
+                .led
+                .contains(&coordinator_partition(group, self.partitions))
+    }
+}
+
+impl Cluster {
+    /// This broker's role for `topic`/`partition`.
+    pub fn role(&self, topic: &str, partition: i32) -> Role {
+        let state = self.with_image(|image| {
+            image
+                .ready_topic(topic)
+                .and_then(|_| image.partition(topic, partition))
+                .map(|state| (state.value.leader, state.value.leader_epoch))
+        });
+        match state.flatten() {
+            None => Role::Unknown,
+            Some((leader, leader_epoch)) if leader == self.node_id && self.may_lead() => {
+                Role::Leader { leader_epoch }
+            }
+            Some(_) => Role::NotLeader,
+        }
+    }
+
+    /// The state of every partition of `topic` (a ready one), by index.
+    pub fn partition_states(&self, topic: &str) -> Vec<(i32, PartitionState)> {
+        self.with_image(|image| {
+            image
+                .ready_topic(topic)
+                .and_then(|_| image.partitions(topic))
+                .map(|states| {
+                    states
+                        .iter()
+                        .map(|(partition, state)| (*partition, state.value.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+    }
+
+    /// Whether broker `id` is registered (alive) in the image.
+    pub fn is_live(&self, id: i32) -> bool {
+        self.with_image(|image| image.is_live(id)).unwrap_or(false)
+    }
+
+    /// Where `group`'s coordinator is.
+    pub fn coordinator_of(&self, group: &str) -> GroupCoordinator {
+        self.with_image(|image| {
+            let Some(topic) = image.ready_topic(OFFSETS_TOPIC) else {
+                return GroupCoordinator::NoOffsetsTopic;
+            };
+            let count = i32::try_from(topic.value.replicas.len()).unwrap_or(i32::MAX);
+            if count == 0 {
+                return GroupCoordinator::Unavailable;
+            }
+            let partition = coordinator_partition(group, count);
+            let leader = image
+                .partition(OFFSETS_TOPIC, partition)
+                .map_or(NO_LEADER, |state| state.value.leader);
+            match image.brokers().get(&leader) {
+                Some(registration) if leader != NO_LEADER => {
+                    GroupCoordinator::Broker(registration.value.clone())
+                }
+                _ => GroupCoordinator::Unavailable,
+            }
+        })
+        .unwrap_or(GroupCoordinator::Unavailable)
+    }
+
+    /// The groups this broker coordinates now.
+    pub fn coordinated(&self) -> Coordinated {
+        self.with_image(|image| {
+            let Some(topic) = image.ready_topic(OFFSETS_TOPIC) else {
+                return Coordinated {
+                    partitions: 0,
+                    led: BTreeSet::new(),
+                };
+            };
+            let led = image
+                .partitions(OFFSETS_TOPIC)
+                .map(|states| {
+                    states
+                        .iter()
+                        .filter(|(_, state)| state.value.leader == self.node_id)
+                        .map(|(partition, _)| *partition)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Coordinated {
+                partitions: i32::try_from(topic.value.replicas.len()).unwrap_or(i32::MAX),
+                led,
+            }
+        })
+        .unwrap_or(Coordinated {
+            partitions: 0,
+            led: BTreeSet::new(),
+        })
+    }
+
+    /// The running brokers as placement sees them: rack from the registration, load from
+    /// `R/load/<id>` (this broker's own `local_load` while its report is not in the store yet).
+    pub fn placement_nodes(&self, local_load: Option<(LoadReport, u64)>) -> Vec<Node> {
+        self.with_image(|image| {
+            image
+                .brokers()
+                .iter()
+                .filter(|(id, _)| image.is_running(**id))
+                .map(|(id, registration)| {
+                    let (load, capacity) = match image.loads().get(id) {
+                        Some(record) => (
+                            record.value.report,
+                            record.value.write_capacity_bytes_per_second,
+                        ),
+                        None if *id == self.node_id => {
+                            local_load.unwrap_or((LoadReport::unknown(), 0))
+                        }
+                        None => (LoadReport::unknown(), 0),
+                    };
+                    Node {
+                        id: *id,
+                        rack: registration.value.rack.clone(),
+                        load,
+                        write_capacity_bytes_per_second: capacity,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+}

@@ -1,0 +1,53 @@
+//! What this broker serves, in one place: a partition only while it leads it (by its image, with
+//! its session provably alive) and has its log (Produce, Fetch, ListOffsets, DeleteRecords); a
+//! group only where `__consumer_offsets` says (the group APIs, through [`group_call`]).
+//!
+//! Must never: serve a partition on the log alone: a broker that lost its leadership (a stale
+//! watch, a lapsed session) still has the log.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::RequestHeader;
+
+use super::error_code;
+use crate::cluster::roles::{GroupCoordinator, Role};
+use crate::context::Ctx;
+use crate::group::driver::{GroupReply, GroupRequest};
+use crate::partition::topics::{Partition, Topic};
+
+/// Partition `index` of `topic` if this broker leads it, or the error Kafka answers:
+/// UNKNOWN_TOPIC_OR_PARTITION for an index the topic lacks, NOT_LEADER_OR_FOLLOWER (retriable:
+/// the client refreshes its metadata) when another broker leads it, nobody does, this broker's
+/// session may have lapsed, or its log is not open here yet.
+pub(crate) fn led_partition<'t>(
+    ctx: &Ctx,
+    topic: &'t Topic,
+    index: i32,
+) -> Result<&'t Arc<Partition>, i16> {
+    if !topic.has_partition(index) {
+        return Err(error_code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    match ctx.cluster.role(&topic.name, index) {
+        Role::Leader { .. } => topic
+            .partition(index)
+            .ok_or(error_code::NOT_LEADER_OR_FOLLOWER),
+        Role::NotLeader | Role::Unknown => Err(error_code::NOT_LEADER_OR_FOLLOWER),
+    }
+}
+
+/// Hands a group request to the coordinator task, which answers NOT_COORDINATOR for groups whose
+/// offsets partition another broker leads. While `__consumer_offsets` does not exist (a client
+/// that skipped FindCoordinator, or an admin tool), it is created first, as FindCoordinator would:
+/// otherwise no broker coordinates anything.
+pub(crate) async fn group_call(
+    ctx: &Ctx,
+    header: &RequestHeader,
+    request: GroupRequest,
+) -> Option<GroupReply> {
+    if ctx.cluster.coordinator_of("") == GroupCoordinator::NoOffsetsTopic {
+        if let Err(error) = super::create_topics::ensure_offsets_topic(ctx).await {
+            tracing::warn!(%error, "creating __consumer_offsets for a group request");
+        }
+    }
+    ctx.groups.call(header, request).await
+}
