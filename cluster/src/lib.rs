@@ -5,6 +5,7 @@
 //! - [`records`]: the JSON value of each key, and its bounded decoder;
 //! - [`image`]: the cluster image a broker keeps from one GET and a watch;
 //! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
+//! - [`load`]: when a broker writes its load report, and the Txn;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
@@ -21,6 +22,7 @@
 pub mod controller;
 pub mod image;
 pub mod layout;
+pub mod load;
 pub mod membership;
 pub mod records;
 pub mod session;

@@ -26,15 +26,24 @@ pub struct TestBroker {
     pub metrics: MetricsHandle,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
-    _data: tempfile::TempDir,
+    /// The data directory when the broker owns it (`None`: the caller's, kept after the stop).
+    _data: Option<tempfile::TempDir>,
 }
 
 impl TestBroker {
     /// Starts a broker with `overrides` (`key=value`) on a free port.
     pub async fn start(overrides: &[&str]) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
+        let mut broker = Self::start_in(data.path(), overrides).await?;
+        broker._data = Some(data);
+        Ok(broker)
+    }
+
+    /// Starts a broker with `overrides` on a free port, with its data in `dir` (kept after the
+    /// stop, so a test can start it again or look inside).
+    pub async fn start_in(dir: &std::path::Path, overrides: &[&str]) -> anyhow::Result<Self> {
         let mut config = Config::default();
-        config.apply_override(&format!("log.dirs={}", data.path().display()))?;
+        config.apply_override(&format!("log.dirs={}", dir.display()))?;
         config.apply_override("listeners=PLAINTEXT://127.0.0.1:0")?;
         for item in overrides {
             config.apply_override(item)?;
@@ -57,7 +66,7 @@ impl TestBroker {
             metrics,
             stop: Some(stop),
             task: Some(task),
-            _data: data,
+            _data: None,
         })
     }
 

@@ -142,6 +142,8 @@ pub struct Cluster {
     fence: Mutex<SessionFence>,
     session: Mutex<Option<Session>>,
     controller_epoch: Mutex<Option<i64>>,
+    /// The load report last written to `R/load/<id>`, and the lease it went on.
+    last_load: Mutex<Option<(skiff_cluster::records::LoadRecord, LeaseId)>>,
     counters: ClusterCounters,
     /// The base of the session fence's monotonic milliseconds.
     started: std::time::Instant,
@@ -241,6 +243,7 @@ impl Cluster {
             fence: Mutex::new(SessionFence::new(config.broker_session_timeout_ms)),
             session: Mutex::new(None),
             controller_epoch: Mutex::new(None),
+            last_load: Mutex::new(None),
             counters: ClusterCounters::default(),
             started: crate::clock::instant(),
         });
@@ -706,6 +709,38 @@ impl Cluster {
                 "the producer-id block key kept changing under {ATTEMPTS_MAX} claims (last try {last:?})"
             ),
         })
+    }
+
+    /// Writes this broker's load report to `R/load/<id>` on its session lease when
+    /// `skiff_cluster::load::report_due` says so (or when the lease changed since the last one:
+    /// the old key died with the old lease).
+    pub async fn publish_load(&self, report: skiff_placement::LoadReport, now_ms: u64) {
+        let Some(session) = self.session.lock().ok().and_then(|s| *s) else {
+            return;
+        };
+        let last = self.last_load.lock().ok().and_then(|last| last.clone());
+        let last_record = last
+            .as_ref()
+            .filter(|(_, lease)| *lease == session.lease)
+            .map(|(record, _)| record);
+        if !skiff_cluster::load::report_due(last_record, &report, now_ms) {
+            return;
+        }
+        let record = skiff_cluster::records::LoadRecord {
+            report,
+            write_capacity_bytes_per_second: 0,
+            sample_ms: now_ms,
+        };
+        let txn =
+            skiff_cluster::load::put_report(&self.layout, self.node_id, &record, session.lease);
+        match self.store.txn(txn).await {
+            Ok(_) => {
+                if let Ok(mut last) = self.last_load.lock() {
+                    *last = Some((record, session.lease));
+                }
+            }
+            Err(error) => self.store_error("load report", &error),
+        }
     }
 
     /// Ends the session at a clean shutdown: the registration (and the controller key, if held)

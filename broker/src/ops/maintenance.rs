@@ -1,8 +1,8 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
 //! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
-//! that interval's appends. Runs blocking file work on the
-//! blocking pool so no request waits behind it.
+//! that interval's appends; samples this node's load and publishes it to `R/load/<id>` for
+//! placement. Runs blocking file work on the blocking pool so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
@@ -64,17 +64,24 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                 flush_topics.push(topic.name.clone());
             }
         }
-        let ctx = ctx.clone();
+        let work_ctx = ctx.clone();
         let work = tokio::task::spawn_blocking(move || {
-            if sample_due {
+            let ctx = work_ctx;
+            let sampled = if sample_due {
                 let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
                 ctx.placement
-                    .sample_load(now_ms, Some(ctx.metrics.bytes_in_total()));
-            }
-            care(&ctx, check_due, &flush_topics)
+                    .sample_load(now_ms, Some(ctx.metrics.bytes_in_total()))
+                    .map(|report| (report, now_ms))
+            } else {
+                None
+            };
+            care(&ctx, check_due, &flush_topics);
+            sampled
         });
-        if let Err(error) = work.await {
-            tracing::error!(%error, "log maintenance task failed");
+        match work.await {
+            Ok(Some((report, now_ms))) => ctx.cluster.publish_load(report, now_ms).await,
+            Ok(None) => {}
+            Err(error) => tracing::error!(%error, "log maintenance task failed"),
         }
     }
 }
