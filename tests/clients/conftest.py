@@ -140,6 +140,17 @@ def free_port():
         return sock.getsockname()[1]
 
 
+@pytest.fixture(scope="session")
+def etcd():
+    """One 3-member etcd cluster for the whole session, shared by every cluster test (each
+    cluster of brokers takes its own `skiff.cluster.name`, so their keys never meet)."""
+    from etcd_cluster import EtcdCluster
+
+    cluster = EtcdCluster().start()
+    yield cluster
+    cluster.stop()
+
+
 # Lines a test wants shown even when it passes and output is captured (the crash test's seed,
 # cycle count and run time), printed at the end of the pytest run.
 SUMMARY_LINES = []

@@ -17,19 +17,11 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from conftest import BROKER_BIN, SUMMARY_LINES, Broker
-from etcd_cluster import EtcdCluster
 
 SESSION_MS = 3000
 FAILOVER_BOUND_S = SESSION_MS / 1000 + 5
 METRICS = re.compile(r"skiff metrics on (\S+)")
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def etcd():
-    cluster = EtcdCluster().start()
-    yield cluster
-    cluster.stop()
 
 
 class SkiffCluster:

@@ -24,6 +24,7 @@ pub mod materialize;
 pub mod roles;
 pub mod topic_changes;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -838,6 +839,39 @@ impl Cluster {
         for (name, help, value) in gauges {
             out.gauge(name, help, value);
         }
+        let (led, replicated) = self
+            .with_image(|image| {
+                let mut led: BTreeMap<i32, i64> =
+                    image.brokers().keys().map(|id| (*id, 0)).collect();
+                let mut replicated = led.clone();
+                for (_, _, state) in image.all_partitions() {
+                    *led.entry(state.value.leader).or_default() += 1;
+                    for replica in &state.value.replicas {
+                        *replicated.entry(*replica).or_default() += 1;
+                    }
+                }
+                led.remove(&skiff_cluster::records::NO_LEADER);
+                (led, replicated)
+            })
+            .unwrap_or_default();
+        let by_broker = |counts: BTreeMap<i32, i64>| {
+            counts
+                .into_iter()
+                .map(|(id, count)| (id.to_string(), count))
+                .collect::<Vec<_>>()
+        };
+        out.labelled_gauges(
+            "skiff_cluster_partitions_led",
+            "Partitions each broker leads, in this broker's image.",
+            "broker",
+            by_broker(led),
+        );
+        out.labelled_gauges(
+            "skiff_cluster_partitions_replicated",
+            "Partition replicas each broker holds, in this broker's image.",
+            "broker",
+            by_broker(replicated),
+        );
         out.into_text()
     }
 }

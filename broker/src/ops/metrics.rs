@@ -491,6 +491,20 @@ impl Exposition {
         self.header(name, help, "counter");
         let _ = writeln!(self.text, "{name} {value}");
     }
+
+    /// One gauge family with a sample per `label` value.
+    pub(crate) fn labelled_gauges(
+        &mut self,
+        name: &str,
+        help: &str,
+        label: &str,
+        values: impl IntoIterator<Item = (String, i64)>,
+    ) {
+        self.header(name, help, "gauge");
+        for (label_value, value) in values {
+            let _ = writeln!(self.text, "{name}{{{label}=\"{label_value}\"}} {value}");
+        }
+    }
 }
 
 #[cfg(test)]

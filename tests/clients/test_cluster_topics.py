@@ -1,0 +1,251 @@
+"""Topics across a cluster of 3 brokers on the shared etcd (issue 15, parts 3-5): a 12-partition
+topic created through one broker, produced and read back through each broker as bootstrap with
+modern and legacy clients, a consumer group split across brokers, a killed broker taking only its
+own partitions away, a paused leader refusing writes with NOT_LEADER_OR_FOLLOWER, and the
+CreateTopics latency on etcd against the embedded store."""
+
+import socket
+import statistics
+import struct
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from clients import ck_group_consumer, ck_group_poll, ck_produce, kcat_consume, kp_consume
+from conftest import SUMMARY_LINES, messages
+from test_cluster import FAILOVER_BOUND_S, SESSION_MS, SkiffCluster, agreed_controller, wait_for
+
+PARTITIONS = 12
+PER_PARTITION = 5
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+@pytest.fixture
+def cluster3(etcd):
+    cluster = SkiffCluster(etcd, 3).start()
+    agreed_controller(cluster)
+    wait_for(lambda: len(AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+                         .list_topics(timeout=10).brokers) == 3, 10, "3 brokers in Metadata")
+    yield cluster
+    cluster.stop()
+
+
+def create(bootstrap, topic, partitions=PARTITIONS):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def partitions_of(bootstrap, topic):
+    """{partition: (leader, error code)} as `bootstrap` describes `topic`."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    described = metadata.topics[topic]
+    return {p.id: (p.leader, p.error.code() if p.error else 0) for p in described.partitions.values()}
+
+
+def wait_all_led(bootstrap, topic, what="every partition led"):
+    return wait_for(lambda: (lambda p: p if len(p) == PARTITIONS and all(
+        leader >= 0 and code == 0 for leader, code in p.values()) else None)(partitions_of(bootstrap, topic)),
+        FAILOVER_BOUND_S + 10, what)
+
+
+def msgs_for(partition):
+    return messages(PER_PARTITION, prefix=f"p{partition}-", value_bytes=20)
+
+
+def produce_everywhere(cluster, topic):
+    for partition in range(PARTITIONS):
+        bootstrap = cluster.brokers[partition % 3].bootstrap
+        ck_produce(bootstrap, topic, msgs_for(partition), partition=partition)
+
+
+def test_a_topic_spread_over_three_brokers_is_served_through_each_of_them(cluster3):
+    topic = "spread"
+    create(cluster3.brokers[1].bootstrap, topic)
+    leaders = wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    # Every broker sees the same assignment.
+    for broker in cluster3.brokers:
+        assert partitions_of(broker.bootstrap, topic) == leaders
+    spread = sorted(leader for leader, _ in leaders.values())
+    SUMMARY_LINES.append(f"cluster: 12 partitions placed on brokers {spread}")
+    assert len(set(spread)) >= 2, spread
+    produce_everywhere(cluster3, topic)
+    for index, broker in enumerate(cluster3.brokers):
+        # confluent-kafka (Fetch v11+) through this broker, every partition.
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        seen = {}
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen.values())) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            seen.setdefault(message.partition(), []).append((message.key(), message.value()))
+        consumer.close()
+        for partition in range(PARTITIONS):
+            assert seen.get(partition) == msgs_for(partition), (index, partition)
+        # kafka-python as a 0.10.1 client (Fetch v3, down-converted to magic 1), some partitions.
+        for partition in range(index, PARTITIONS, 3):
+            got = kp_consume(broker.bootstrap, topic, PER_PARTITION, api_version=(0, 10, 1),
+                             partition=partition)
+            assert [(k, v) for _, k, v in got] == msgs_for(partition), (index, partition)
+        # kcat with the 0.9 protocol (Fetch v0, magic 0).
+        partition = (index * 5) % PARTITIONS
+        got, _ = kcat_consume(broker.bootstrap, topic, PER_PARTITION, legacy=True, partition=partition)
+        assert [(k, v) for _, k, v in got] == msgs_for(partition), (index, partition)
+
+
+def test_a_group_split_across_brokers_consumes_everything_once_and_commits(cluster3):
+    topic = "grouped"
+    create(cluster3.brokers[0].bootstrap, topic)
+    wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    produce_everywhere(cluster3, topic)
+    members = [ck_group_consumer(b.bootstrap, topic, "split-group") for b in cluster3.brokers]
+    try:
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+            for member in members:
+                got = ck_group_poll(member, 1, timeout_s=0.5)
+                if got:
+                    seen.extend(got)
+                    member.commit(asynchronous=False)
+        assert len(seen) == PARTITIONS * PER_PARTITION, len(seen)
+        assert len({(p, o) for p, o, _, _ in seen}) == len(seen), "every record once"
+        owners = {p for p, *_ in seen}
+        assert owners == set(range(PARTITIONS))
+    finally:
+        for member in members:
+            member.close()
+    # The committed offsets are what a new member of the group starts from, through any broker.
+    checker = Consumer({"bootstrap.servers": cluster3.brokers[2].bootstrap, "group.id": "split-group"})
+    committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
+    checker.close()
+    assert [tp.offset for tp in committed] == [PER_PARTITION] * PARTITIONS
+
+
+def test_a_killed_broker_takes_only_its_own_partitions_away(cluster3):
+    topic = "survivors"
+    create(cluster3.brokers[0].bootstrap, topic)
+    leaders = wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    produce_everywhere(cluster3, topic)
+    victim_id = max(range(3), key=lambda b: sum(1 for l, _ in leaders.values() if l == b))
+    victim = cluster3.brokers[victim_id]
+    witness = cluster3.brokers[(victim_id + 1) % 3]
+    lost = {p for p, (leader, _) in leaders.items() if leader == victim_id}
+    killed_at = time.monotonic()
+    victim.stop(__import__("signal").SIGKILL)
+
+    def unavailable():
+        now = partitions_of(witness.bootstrap, topic)
+        gone = {p for p, (_, code) in now.items() if code == LEADER_NOT_AVAILABLE}
+        return now if gone == lost else None
+
+    after = wait_for(unavailable, FAILOVER_BOUND_S, "the killed broker's partitions to become unavailable")
+    detected_s = time.monotonic() - killed_at
+    SUMMARY_LINES.append(f"cluster: a SIGKILLed broker's partitions answered 5 after {detected_s:.1f} s "
+                         f"(session {SESSION_MS} ms)")
+    for partition, (leader, code) in after.items():
+        if partition not in lost:
+            assert (leader, code) == leaders[partition]
+    # The others keep serving writes and reads.
+    kept = sorted(set(range(PARTITIONS)) - lost)[0]
+    ck_produce(witness.bootstrap, topic, [(b"after", b"kill")], partition=kept)
+    got = kp_consume(witness.bootstrap, topic, PER_PARTITION + 1, partition=kept)
+    assert got[-1][1:] == (b"after", b"kill")
+    restarted_at = time.monotonic()
+    victim.start()
+    wait_all_led(witness.bootstrap, topic, "every partition led again after the restart")
+    SUMMARY_LINES.append(f"cluster: all partitions led again {time.monotonic() - restarted_at:.1f} s after the restarted broker listened")
+    for partition in lost:
+        got = kp_consume(witness.bootstrap, topic, PER_PARTITION, partition=partition)
+        assert [(k, v) for _, k, v in got] == msgs_for(partition)
+
+
+def produce_v3_frame(topic, partition, correlation_id):
+    """A raw Produce v3 (acks=1) of one record: client libraries retry NOT_LEADER_OR_FOLLOWER on
+    their own, so the first answer is only visible on the wire."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    builder.append(timestamp=None, key=b"k", value=b"paused")
+    builder.close()
+    records = bytes(builder.buffer())
+    name = topic.encode()
+    client = b"skiff-test"
+    body = struct.pack(">hhih", 0, 3, correlation_id, len(client)) + client
+    body += struct.pack(">hhii", -1, 1, 10_000, 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">iii", 1, partition, len(records)) + records
+    return struct.pack(">i", len(body)) + body
+
+
+def produce_v3_error(sock, correlation_id):
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    answer = sock.recv(size, socket.MSG_WAITALL)
+    correlation, topics = struct.unpack(">ii", answer[:8])
+    assert (correlation, topics) == (correlation_id, 1)
+    name_length = struct.unpack(">h", answer[8:10])[0]
+    at = 10 + name_length
+    _partitions, _partition, error = struct.unpack(">iih", answer[at:at + 10])
+    return error
+
+
+def test_a_leader_paused_past_its_session_answers_its_first_produce_with_6(cluster3):
+    import signal
+
+    topic = "paused"
+    create(cluster3.brokers[0].bootstrap, topic)
+    leaders = wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    partition, (leader_id, _) = next(iter(sorted(leaders.items())))
+    leader = cluster3.brokers[leader_id]
+    witness = cluster3.brokers[(leader_id + 1) % 3]
+    host, port = leader.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        leader.process.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: partitions_of(witness.bootstrap, topic)[partition][1] == LEADER_NOT_AVAILABLE,
+                     FAILOVER_BOUND_S, "the paused leader's partition to be taken away")
+            # Sent while it is stopped: the first thing it reads when it wakes.
+            sock.sendall(produce_v3_frame(topic, partition, 41))
+        finally:
+            leader.process.send_signal(signal.SIGCONT)
+        assert produce_v3_error(sock, 41) == NOT_LEADER_OR_FOLLOWER
+    # It registers again, is elected again (the only replica), and takes writes.
+    wait_all_led(witness.bootstrap, topic, "the paused broker leading again")
+    ck_produce(witness.bootstrap, topic, [(b"k", b"back")], partition=partition)
+
+
+def test_partitions_added_on_one_broker_are_served_on_the_others(cluster3):
+    topic = "grown"
+    create(cluster3.brokers[0].bootstrap, topic, partitions=3)
+    admin = AdminClient({"bootstrap.servers": cluster3.brokers[2].bootstrap})
+    admin.create_partitions([NewPartitions(topic, PARTITIONS)])[topic].result(30)
+    wait_all_led(cluster3.brokers[1].bootstrap, topic)
+    produce_everywhere(cluster3, topic)
+    admin.delete_topics([topic])[topic].result(30)
+    wait_for(lambda: topic not in AdminClient({"bootstrap.servers": cluster3.brokers[1].bootstrap})
+             .list_topics(timeout=10).topics, 10, "the deletion seen by another broker")
+
+
+def create_latency_ms(bootstrap, prefix, rounds=8):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=10)
+    times = []
+    for index in range(rounds):
+        name = f"{prefix}-{index}"
+        started = time.monotonic()
+        admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+        times.append((time.monotonic() - started) * 1000)
+    return statistics.median(times)
+
+
+def test_create_topics_latency_on_etcd_and_on_the_embedded_store(cluster3, broker):
+    on_etcd = create_latency_ms(cluster3.brokers[0].bootstrap, "latency")
+    local = create_latency_ms(broker.bootstrap, "latency")
+    SUMMARY_LINES.append(f"cluster: CreateTopics of {PARTITIONS} partitions, median of 8: "
+                         f"{on_etcd:.1f} ms on etcd (3 brokers), {local:.1f} ms on the local store "
+                         f"({on_etcd / local:.2f}x)")
+    assert on_etcd < 5000 and local < 5000
