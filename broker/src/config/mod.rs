@@ -420,6 +420,12 @@ config_keys! {
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
         "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
+    "skiff.frame.capture.dir" => frame_capture_dir: Option<PathBuf> = None;
+        "Directory to write every distinct request frame to, as received, for the replay corpus of real clients' requests (scripts/capture-frames.sh). Empty (default): nothing is written; frames hold client data (records, SASL passwords), so use it on test brokers only."
+    "skiff.frame.capture.max.frames" => frame_capture_max_frames: usize = crate::net::frame_capture::CAPTURE_FRAMES_MAX_DEFAULT;
+        "With skiff.frame.capture.dir: files written at most; later frames are dropped."
+    "skiff.frame.capture.max.bytes" => frame_capture_max_bytes: u64 = crate::net::frame_capture::CAPTURE_BYTES_MAX_DEFAULT;
+        "With skiff.frame.capture.dir: bytes of frames written at most; a frame that would pass it is dropped."
 }
 
 impl Config {

@@ -25,6 +25,7 @@ use crate::config::SecurityProtocol;
 use crate::context::Ctx;
 use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
+use crate::net::frame_capture::FrameCapture;
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
 
@@ -44,6 +45,8 @@ pub(crate) struct BoundListener {
     pub(crate) tls: Option<TlsAcceptor>,
     /// Present on SASL_PLAINTEXT and SASL_SSL listeners.
     pub(crate) sasl: Option<Arc<SaslSetup>>,
+    /// Present with `skiff.frame.capture.dir`: shared by every listener.
+    pub(crate) capture: Option<Arc<FrameCapture>>,
 }
 
 /// Binds a listener at `address` whose kernel queue holds `backlog` connections not yet accepted
@@ -184,6 +187,7 @@ async fn start_connection(
         sasl,
         authenticated_by,
         admitted: &admitted,
+        capture: bound.capture.clone(),
     };
     let Some(acceptor) = &bound.tls else {
         connection::run(stream, setup).await;
