@@ -17,7 +17,10 @@ mod security;
 
 pub use connections::{ConnectionsPerIpOverrides, CONNECTIONS_PER_IP_MAX_DEFAULT};
 pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
-pub use security::{ClientAuth, SaslMechanisms, SuperUsers};
+pub use security::{
+    ClientAuth, SaslMechanisms, SslPrincipalMappingRules, SuperUsers,
+    SSL_PRINCIPAL_MAPPING_RULES_DEFAULT,
+};
 
 /// Why a configuration could not be used.
 #[non_exhaustive]
@@ -177,6 +180,7 @@ parsed_from_text!(
     ProtocolMap,
     ClientAuth,
     SaslMechanisms,
+    SslPrincipalMappingRules,
     SuperUsers
 );
 
@@ -420,6 +424,8 @@ config_keys! {
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
         "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
+    "ssl.principal.mapping.rules" => ssl_principal_mapping_rules: SslPrincipalMappingRules = SslPrincipalMappingRules::default();
+        "How a verified SSL client certificate's subject (its RFC 2253 name) becomes the user name of its principal (Kafka's key and syntax): comma-separated rules tried in order, DEFAULT (the name unchanged) or RULE:pattern/replacement/ with an optional L or U (lower or upper case); a rule applies when its pattern matches the whole name. A subject no rule applies to is refused: the connection is closed. Patterns use Java's regex syntax without look-around and back-references."
     "skiff.frame.capture.dir" => frame_capture_dir: Option<PathBuf> = None;
         "Directory to write every distinct request frame to, as received, for the replay corpus of real clients' requests (scripts/capture-frames.sh). Empty (default): nothing is written; frames hold client data (records, SASL passwords), so use it on test brokers only."
     "skiff.frame.capture.max.frames" => frame_capture_max_frames: usize = crate::net::frame_capture::CAPTURE_FRAMES_MAX_DEFAULT;

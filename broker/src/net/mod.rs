@@ -16,4 +16,4 @@ pub mod frame_capture;
 pub(crate) mod send;
 pub(crate) mod server;
 pub mod session;
-pub(crate) mod tls;
+pub mod tls;

@@ -214,15 +214,23 @@ async fn start_connection(
         }
     };
     if bound.config.protocol == SecurityProtocol::Ssl {
-        // A verified client certificate names the principal (Kafka's default SSL principal).
-        if let Some(name) = stream
+        // A verified client certificate names the principal: its subject through
+        // `ssl.principal.mapping.rules` (Kafka's default principal builder).
+        if let Some(subject) = stream
             .get_ref()
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(crate::net::tls::certificate_principal)
         {
-            setup.session.principal = Principal::user(name);
+            let rules = &setup.ctx.config.ssl_principal_mapping_rules.mapper;
+            let Some(user) = rules.map(&subject) else {
+                // Kafka fails the authentication ("Failed to map name ... based on SSL principal
+                // mapping rules") and closes.
+                tracing::info!(%peer, listener = %bound.config.name, %subject, "no ssl.principal.mapping.rules rule applies to the client certificate's subject; closing");
+                return;
+            };
+            setup.session.principal = Principal::user(user);
         }
     }
     connection::run(stream, setup).await;
