@@ -550,13 +550,13 @@ async fn client_auth_broker(
     (broker, server_certificate)
 }
 
-/// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
-async fn topics_described_to(
+/// A TLS connection to the SSL listener that presents `certificate`.
+async fn connect_with_certificate(
     broker: &TestBroker,
     server_certificate: &rustls::pki_types::CertificateDer<'static>,
     certificate: rustls::pki_types::CertificateDer<'static>,
     key: rustls::pki_types::PrivateKeyDer<'static>,
-) -> Vec<String> {
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(server_certificate.clone()).expect("root");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -567,11 +567,20 @@ async fn topics_described_to(
         .with_client_auth_cert(vec![certificate], key)
         .expect("client auth");
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let tcp = TcpStream::connect(broker.listener("SSL"))
-        .await
-        .expect("connect");
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
+    let tcp = TcpStream::connect(broker.listener("SSL")).await?;
+    tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
         .connect(name, tcp)
+        .await
+}
+
+/// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
+async fn topics_described_to(
+    broker: &TestBroker,
+    server_certificate: &rustls::pki_types::CertificateDer<'static>,
+    certificate: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Vec<String> {
+    let stream = connect_with_certificate(broker, server_certificate, certificate, key)
         .await
         .expect("handshake");
     let mut client = Wire::new(stream);
@@ -691,23 +700,9 @@ async fn mapping_rules_name_the_principal_and_refuse_subjects_they_do_not_map() 
     unmapped.push(rcgen::DnType::OrganizationName, "Sales");
     unmapped.push(rcgen::DnType::CommonName, "Alice");
     let (certificate, key) = client_certificate(&ca, &ca_key, unmapped);
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(server_certificate.clone()).expect("root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(vec![certificate], key)
-        .expect("client auth");
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let tcp = TcpStream::connect(broker.listener("SSL"))
-        .await
-        .expect("connect");
     let answered = async {
-        let mut stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await?;
+        let mut stream =
+            connect_with_certificate(&broker, &server_certificate, certificate, key).await?;
         // An ApiVersions v0 request: header v1, client id "x".
         stream
             .write_all(&[0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1, b'x'])

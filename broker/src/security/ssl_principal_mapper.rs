@@ -148,16 +148,24 @@ fn split_rules(text: &str) -> Vec<String> {
         };
         let whole = found.get(0).expect("group 0 is the match");
         rules.push(found.get(1).map_or("", |rule| rule.as_str()).to_owned());
-        from = if whole.is_empty() {
-            match text[whole.end()..].chars().next() {
-                Some(next) => whole.end() + next.len_utf8(),
-                None => break,
-            }
-        } else {
-            whole.end()
+        let Some(next) = next_search(text, whole) else {
+            break;
         };
+        from = next;
     }
     rules
+}
+
+/// Where Java's `Matcher.find` looks for the match after `previous`: at its end, or one character
+/// on after an empty match; `None` past the end of `text`.
+fn next_search(text: &str, previous: regex::Match<'_>) -> Option<usize> {
+    if !previous.is_empty() {
+        return Some(previous.end());
+    }
+    text[previous.end()..]
+        .chars()
+        .next()
+        .map(|next| previous.end() + next.len_utf8())
 }
 
 /// Kafka's `parseRules` for one rule: `None` for an empty one.
@@ -360,14 +368,10 @@ impl Replace {
                 }
             }
             appended = whole.end();
-            from = if whole.is_empty() {
-                match text[whole.end()..].chars().next() {
-                    Some(next) => whole.end() + next.len_utf8(),
-                    None => break,
-                }
-            } else {
-                whole.end()
+            let Some(next) = next_search(text, whole) else {
+                break;
             };
+            from = next;
         }
         out.push_str(&text[appended..]);
         out
