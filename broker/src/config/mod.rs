@@ -321,6 +321,14 @@ pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
 pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;
 
+/// `skiff.frame.capture.max.frames` default: more distinct frames than the real-client suite sends
+/// one broker (test_security.py, the file that sends most, sends 629 across its brokers), few enough
+/// to list at a glance.
+pub const FRAME_CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
+/// `skiff.frame.capture.max.bytes` default: 64 MiB of captured frames per broker (the whole suite
+/// sends 10 MiB of distinct frames).
+pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
+
 config_keys! {
     "node.id" => node_id: i32 = 1;
         "This broker's id in Metadata answers."
@@ -428,9 +436,9 @@ config_keys! {
         "How a verified SSL client certificate's subject (its RFC 2253 name) becomes the user name of its principal (Kafka's key and syntax): comma-separated rules tried in order, DEFAULT (the name unchanged) or RULE:pattern/replacement/ with an optional L or U (lower or upper case); a rule applies when its pattern matches the whole name. A subject no rule applies to is refused: the connection is closed. Patterns use Java's regex syntax without look-around and back-references."
     "skiff.frame.capture.dir" => frame_capture_dir: Option<PathBuf> = None;
         "Directory to write every distinct request frame to, as received, for the replay corpus of real clients' requests (scripts/capture-frames.sh). Empty (default): nothing is written; frames hold client data (records, SASL passwords), so use it on test brokers only."
-    "skiff.frame.capture.max.frames" => frame_capture_max_frames: usize = crate::net::frame_capture::CAPTURE_FRAMES_MAX_DEFAULT;
+    "skiff.frame.capture.max.frames" => frame_capture_max_frames: usize = FRAME_CAPTURE_FRAMES_MAX_DEFAULT;
         "With skiff.frame.capture.dir: files written at most; later frames are dropped."
-    "skiff.frame.capture.max.bytes" => frame_capture_max_bytes: u64 = crate::net::frame_capture::CAPTURE_BYTES_MAX_DEFAULT;
+    "skiff.frame.capture.max.bytes" => frame_capture_max_bytes: u64 = FRAME_CAPTURE_BYTES_MAX_DEFAULT;
         "With skiff.frame.capture.dir: bytes of frames written at most; a frame that would pass it is dropped."
 }
 

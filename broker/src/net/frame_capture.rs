@@ -22,11 +22,6 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 
-/// Default of `skiff.frame.capture.max.frames`: more than the real-client suite sends distinct
-/// frames per broker, few enough to list a directory at a glance.
-pub const CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
-/// Default of `skiff.frame.capture.max.bytes`: 64 MiB of frames per broker.
-pub const CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 /// Characters of the client id kept in a file name.
 const CLIENT_ID_NAME_CHARS_MAX: usize = 40;
 /// Bytes of the frame hash written in a file name (hex doubles it).
