@@ -79,6 +79,9 @@ pub enum BrokerError {
     /// A blocking start-up or shutdown task panicked or was cancelled.
     #[error("a start-up or shutdown task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// `skiff.frame.capture.dir` could not be created.
+    #[error("{0}")]
+    FrameCapture(#[from] net::frame_capture::CaptureDirError),
     /// The listener could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -302,6 +305,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
     } else {
         None
     };
+    let capture = net::frame_capture::FrameCapture::open(config)?;
     let mut bound_listeners = Vec::with_capacity(listener_configs.len());
     for listener_config in listener_configs {
         let address = listener_config.address;
@@ -317,6 +321,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
             sasl: sasl
                 .clone()
                 .filter(|_| listener_config.protocol.uses_sasl()),
+            capture: capture.clone(),
             config: listener_config,
         });
     }

@@ -37,6 +37,20 @@ enum Command {
         #[arg(long, default_value_t = skiff_broker::security::sasl::credentials::SCRAM_ITERATIONS_DEFAULT)]
         iterations: u32,
     },
+    /// Show the principal that `ssl.principal.mapping.rules` give each client certificate's
+    /// subject: one JSON line per certificate of the PEM files, then per `--name`, with the
+    /// subject's RFC 2253 name and the principal (`null` when no rule applies: such a client is
+    /// refused).
+    SslPrincipal {
+        /// The rules, as `ssl.principal.mapping.rules` takes them.
+        #[arg(long, default_value = skiff_broker::config::SSL_PRINCIPAL_MAPPING_RULES_DEFAULT)]
+        rules: String,
+        /// An RFC 2253 name to map as it is (may be repeated).
+        #[arg(long = "name", value_name = "RFC2253_NAME")]
+        names: Vec<String>,
+        /// PEM files of client certificates.
+        certificates: Vec<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,6 +64,14 @@ fn main() -> anyhow::Result<()> {
         }
         Command::SaslCredential { user, iterations } => {
             print!("{}", sasl_credential_lines(&user, iterations)?);
+            Ok(())
+        }
+        Command::SslPrincipal {
+            rules,
+            names,
+            certificates,
+        } => {
+            print!("{}", ssl_principal_lines(&rules, &names, &certificates)?);
             Ok(())
         }
         Command::Serve { config, overrides } => {
@@ -101,6 +123,42 @@ fn sasl_credential_lines(user: &str, iterations: u32) -> anyhow::Result<String> 
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut salt);
         let credential = credential_from_password(mechanism, password, &salt, iterations);
         lines.push_str(&credential_line(mechanism, user, &credential));
+        lines.push('\n');
+    }
+    Ok(lines)
+}
+
+/// The JSON lines of `skiff ssl-principal`.
+fn ssl_principal_lines(
+    rules: &str,
+    names: &[String],
+    certificates: &[PathBuf],
+) -> anyhow::Result<String> {
+    let key = "ssl.principal.mapping.rules";
+    let rules = skiff_broker::config::SslPrincipalMappingRules::parse(key, rules)?;
+    let mut subjects = Vec::new();
+    for path in certificates {
+        for subject in skiff_broker::net::tls::pem_subject_names(path)
+            .with_context(|| format!("reading {}", path.display()))?
+        {
+            subjects.push(subject.with_context(|| {
+                format!(
+                    "{}: a certificate without a readable subject",
+                    path.display()
+                )
+            })?);
+        }
+    }
+    subjects.extend(names.iter().cloned());
+    let mut lines = String::new();
+    for subject in subjects {
+        let principal = rules
+            .mapper
+            .map(&subject)
+            .map(|user| format!("User:{user}"));
+        lines.push_str(
+            &serde_json::json!({ "subject": subject, "principal": principal }).to_string(),
+        );
         lines.push('\n');
     }
     Ok(lines)

@@ -72,6 +72,16 @@ pub fn peek_start(frame: &Bytes) -> Result<HeaderStart, DecodeError> {
     read_start(&mut BytesSource::new(frame))
 }
 
+/// The client id of a request (header v1 and later), without checking the api key or version:
+/// for naming a frame that may not decode (the frame capture).
+pub fn peek_client_id(
+    frame: &Bytes,
+) -> Result<Option<kafka_protocol::protocol::StrBytes>, DecodeError> {
+    let mut source = BytesSource::new(frame);
+    read_start(&mut source)?;
+    source.nullable_string(false)
+}
+
 fn read_start(source: &mut BytesSource<'_>) -> Result<HeaderStart, DecodeError> {
     Ok(HeaderStart {
         api_key: source.i16()?,

@@ -19,6 +19,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BROKER_BIN = os.environ.get("SKIFF_BIN", str(ROOT / "target" / "release" / "skiff"))
 LISTENING = re.compile(r"skiff listening on (\S+):(\d+)")
 LISTENER = re.compile(r"skiff listener (\S+) \((\S+)\) on (\S+):(\d+)")
+# scripts/capture-frames.sh sets this to a directory: every broker a test starts then writes the
+# request frames it receives there (skiff.frame.capture.dir), for the replay corpus in tests/corpus.
+FRAME_CAPTURE_DIR = os.environ.get("SKIFF_TEST_FRAME_CAPTURE_DIR")
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 20
 
@@ -48,6 +51,8 @@ class Broker:
         ]
         for setting in self.extra_settings:
             args += ["--set", setting]
+        if FRAME_CAPTURE_DIR:
+            args += ["--set", f"skiff.frame.capture.dir={FRAME_CAPTURE_DIR}"]
         env = dict(os.environ, SKIFF_LOG=os.environ.get("SKIFF_LOG", "info"))
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env

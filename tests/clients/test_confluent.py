@@ -1,5 +1,6 @@
-"""confluent-kafka (librdkafka 2.16) against Skiff: modern produce/consume with every codec, and
-zstd batches that modern consumers read while legacy ones get a clear error."""
+"""confluent-kafka (librdkafka 2.16) against Skiff: modern produce/consume with every codec, zstd
+batches that modern consumers read while legacy ones get a clear error, and list_topics() of every
+topic (issue 14 item 1: its second, pipelined Metadata v12 has 3 bytes after the schema)."""
 
 import pytest
 
@@ -26,3 +27,15 @@ def test_zstd_is_a_clear_error_for_legacy_consumers(broker):
         kp_consume(broker.bootstrap, "ck-zstd-legacy", 50, api_version=(0, 10, 1))
     seen, errors = ck_consume(broker.bootstrap, "ck-zstd-legacy", 50)
     assert not errors and seen == expected(msgs)
+
+
+def test_list_topics_of_every_topic(broker):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    ck_produce(broker.bootstrap, "ck-listed", messages(3, prefix="listed"))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "ck-listed" in admin.list_topics(timeout=10).topics
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    assert "ck-listed" in producer.list_topics(timeout=10).topics
+    producer.flush(10)

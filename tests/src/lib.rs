@@ -3,6 +3,8 @@
 
 use std::net::SocketAddr;
 
+pub mod corpus;
+
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, TopicName,

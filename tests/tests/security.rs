@@ -518,22 +518,26 @@ async fn client_auth_broker(
     ca: &rcgen::Certificate,
     acls: &str,
     topics: &[&str],
+    settings: &[&str],
 ) -> (TestBroker, rustls::pki_types::CertificateDer<'static>) {
     let (keystore, server_certificate) = tls_material(dir);
     let truststore = dir.join("truststore.pem");
     std::fs::write(&truststore, ca.pem()).expect("write truststore");
     let acl_file = dir.join("acls.txt");
     std::fs::write(&acl_file, acls).expect("acls");
-    let broker = TestBroker::start(&[
+    let keystore_setting = format!("ssl.keystore.location={}", keystore.display());
+    let truststore_setting = format!("ssl.truststore.location={}", truststore.display());
+    let acl_setting = format!("skiff.acl.file={}", acl_file.display());
+    let mut all_settings = vec![
         "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        &format!("ssl.keystore.location={}", keystore.display()),
-        &format!("ssl.truststore.location={}", truststore.display()),
+        &keystore_setting,
+        &truststore_setting,
         "ssl.client.auth=required",
-        &format!("skiff.acl.file={}", acl_file.display()),
+        &acl_setting,
         "super.users=User:ANONYMOUS",
-    ])
-    .await
-    .expect("broker");
+    ];
+    all_settings.extend_from_slice(settings);
+    let broker = TestBroker::start(&all_settings).await.expect("broker");
     let mut admin =
         skiff_bench::client::Connection::connect(&broker.listener("PLAINTEXT").to_string())
             .await
@@ -546,13 +550,13 @@ async fn client_auth_broker(
     (broker, server_certificate)
 }
 
-/// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
-async fn topics_described_to(
+/// A TLS connection to the SSL listener that presents `certificate`.
+async fn connect_with_certificate(
     broker: &TestBroker,
     server_certificate: &rustls::pki_types::CertificateDer<'static>,
     certificate: rustls::pki_types::CertificateDer<'static>,
     key: rustls::pki_types::PrivateKeyDer<'static>,
-) -> Vec<String> {
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(server_certificate.clone()).expect("root");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -563,11 +567,20 @@ async fn topics_described_to(
         .with_client_auth_cert(vec![certificate], key)
         .expect("client auth");
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let tcp = TcpStream::connect(broker.listener("SSL"))
-        .await
-        .expect("connect");
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
+    let tcp = TcpStream::connect(broker.listener("SSL")).await?;
+    tokio_rustls::TlsConnector::from(Arc::new(with_certificate))
         .connect(name, tcp)
+        .await
+}
+
+/// The topics Metadata v1 describes to a client that presents `certificate` on the SSL listener.
+async fn topics_described_to(
+    broker: &TestBroker,
+    server_certificate: &rustls::pki_types::CertificateDer<'static>,
+    certificate: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Vec<String> {
+    let stream = connect_with_certificate(broker, server_certificate, certificate, key)
         .await
         .expect("handshake");
     let mut client = Wire::new(stream);
@@ -595,6 +608,7 @@ async fn a_required_client_certificate_names_the_principal_for_acls() {
         &ca,
         "allow User:CN=reader describe topic:visible\n",
         &["visible", "hidden"],
+        &[],
     )
     .await;
 
@@ -645,6 +659,7 @@ async fn a_comma_inside_a_subject_value_is_another_principal_for_acls() {
         "allow User:CN=a,O=b describe topic:two-rdns\n\
          allow User:CN=a\\,O\\=b describe topic:one-cn\n",
         &["two-rdns", "one-cn"],
+        &[],
     )
     .await;
     let mut two_rdns = rcgen::DistinguishedName::new();
@@ -658,4 +673,58 @@ async fn a_comma_inside_a_subject_value_is_another_principal_for_acls() {
         assert_eq!(names, [expected]);
     }
     broker.stop().await;
+}
+
+/// `ssl.principal.mapping.rules` turn the subject into the user ACLs name (`CN=Alice,O=Eng` is
+/// `alice` under a Kafka-style rule), and a subject no rule applies to is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mapping_rules_name_the_principal_and_refuse_subjects_they_do_not_map() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ca, ca_key) = client_ca();
+    let (broker, server_certificate) = client_auth_broker(
+        dir.path(),
+        &ca,
+        "allow User:alice describe topic:visible\n",
+        &["visible", "hidden"],
+        &["ssl.principal.mapping.rules=RULE:^CN=([^,]*),O=Eng$/$1/L"],
+    )
+    .await;
+    let mut mapped = rcgen::DistinguishedName::new();
+    mapped.push(rcgen::DnType::OrganizationName, "Eng");
+    mapped.push(rcgen::DnType::CommonName, "Alice");
+    let (certificate, key) = client_certificate(&ca, &ca_key, mapped);
+    let names = topics_described_to(&broker, &server_certificate, certificate, key).await;
+    assert_eq!(names, ["visible"]);
+
+    let mut unmapped = rcgen::DistinguishedName::new();
+    unmapped.push(rcgen::DnType::OrganizationName, "Sales");
+    unmapped.push(rcgen::DnType::CommonName, "Alice");
+    let (certificate, key) = client_certificate(&ca, &ca_key, unmapped);
+    let answered = async {
+        let mut stream =
+            connect_with_certificate(&broker, &server_certificate, certificate, key).await?;
+        // An ApiVersions v0 request: header v1, client id "x".
+        stream
+            .write_all(&[0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1, b'x'])
+            .await?;
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await?;
+        std::io::Result::Ok(())
+    };
+    assert!(
+        answered.await.is_err(),
+        "a subject no rule applies to must be refused"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn bad_mapping_rules_stop_the_start_with_the_rule_named() {
+    let error = TestBroker::start(&["ssl.principal.mapping.rules=RULE:^CN=(.*)/$1/Lx"])
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(error.contains("ssl.principal.mapping.rules"), "{error}");
+    assert!(error.contains("RULE:^CN=(.*)/$1/Lx"), "{error}");
 }

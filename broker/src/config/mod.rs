@@ -17,7 +17,10 @@ mod security;
 
 pub use connections::{ConnectionsPerIpOverrides, CONNECTIONS_PER_IP_MAX_DEFAULT};
 pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
-pub use security::{ClientAuth, SaslMechanisms, SuperUsers};
+pub use security::{
+    ClientAuth, SaslMechanisms, SslPrincipalMappingRules, SuperUsers,
+    SSL_PRINCIPAL_MAPPING_RULES_DEFAULT,
+};
 
 /// Why a configuration could not be used.
 #[non_exhaustive]
@@ -177,6 +180,7 @@ parsed_from_text!(
     ProtocolMap,
     ClientAuth,
     SaslMechanisms,
+    SslPrincipalMappingRules,
     SuperUsers
 );
 
@@ -321,6 +325,14 @@ pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
 pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;
 
+/// `skiff.frame.capture.max.frames` default: more distinct frames than the real-client suite sends
+/// one broker (test_security.py, the file that sends most, sends 629 across its brokers), few enough
+/// to list at a glance.
+pub const FRAME_CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
+/// `skiff.frame.capture.max.bytes` default: 64 MiB of captured frames per broker (the whole suite
+/// sends 10 MiB of distinct frames).
+pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
+
 config_keys! {
     "node.id" => node_id: i32 = 1;
         "This broker's id in Metadata answers."
@@ -428,6 +440,14 @@ config_keys! {
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
         "With an ACL file: allow an operation on a resource that no ACL mentions (Kafka's key; default deny)."
+    "ssl.principal.mapping.rules" => ssl_principal_mapping_rules: SslPrincipalMappingRules = SslPrincipalMappingRules::default();
+        "How a verified SSL client certificate's subject (its RFC 2253 name) becomes the user name of its principal (Kafka's key and syntax): comma-separated rules tried in order, DEFAULT (the name unchanged) or RULE:pattern/replacement/ with an optional L or U (lower or upper case); a rule applies when its pattern matches the whole name. A subject no rule applies to is refused: the connection is closed. Patterns use Java's regex syntax without look-around and back-references."
+    "skiff.frame.capture.dir" => frame_capture_dir: Option<PathBuf> = None;
+        "Directory to write every distinct request frame to, as received, for the replay corpus of real clients' requests (scripts/capture-frames.sh). Empty (default): nothing is written; frames hold client data (records, SASL passwords), so use it on test brokers only."
+    "skiff.frame.capture.max.frames" => frame_capture_max_frames: usize = FRAME_CAPTURE_FRAMES_MAX_DEFAULT;
+        "With skiff.frame.capture.dir: files written at most; later frames are dropped."
+    "skiff.frame.capture.max.bytes" => frame_capture_max_bytes: u64 = FRAME_CAPTURE_BYTES_MAX_DEFAULT;
+        "With skiff.frame.capture.dir: bytes of frames written at most; a frame that would pass it is dropped."
 }
 
 impl Config {

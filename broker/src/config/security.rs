@@ -1,5 +1,5 @@
-//! The security keys, typed: `ssl.client.auth`, `sasl.enabled.mechanisms` and `super.users`, each
-//! parsed once when the key is set. The vocabulary comes from the security modules' pure types
+//! The security keys, typed: `ssl.client.auth`, `ssl.principal.mapping.rules`,
+//! `sasl.enabled.mechanisms` and `super.users`, each parsed once when the key is set. The vocabulary comes from the security modules' pure types
 //! (a SASL mechanism's name, an ACL principal's syntax), so it is defined once.
 //!
 //! Must never: read a credentials, certificate or ACL file (the broker does, at start).
@@ -9,6 +9,7 @@ use std::fmt;
 use super::{comma_items, invalid, ConfigError};
 use crate::security::acl::model::AclPrincipal;
 use crate::security::sasl::Mechanism;
+use crate::security::ssl_principal_mapper::SslPrincipalMapper;
 
 /// Whether TLS clients must present a certificate (`ssl.client.auth`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,48 @@ impl fmt::Debug for ClientAuth {
     /// The value as written in a config file.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.name())
+    }
+}
+
+/// `ssl.principal.mapping.rules`: Kafka's rules from a client certificate's subject to a user
+/// name, parsed (a bad rule stops the start with the rule named).
+#[derive(Clone)]
+pub struct SslPrincipalMappingRules {
+    /// The parsed rules.
+    pub mapper: SslPrincipalMapper,
+    /// The value as written.
+    text: String,
+}
+
+/// Kafka's default: the subject's RFC 2253 name unchanged.
+pub const SSL_PRINCIPAL_MAPPING_RULES_DEFAULT: &str = "DEFAULT";
+
+impl SslPrincipalMappingRules {
+    /// Parses the value as Kafka's `SslPrincipalMapper` does.
+    pub fn parse(key: &str, text: &str) -> Result<Self, ConfigError> {
+        let mapper =
+            SslPrincipalMapper::parse(text).map_err(|error| invalid(key, error.to_string()))?;
+        Ok(Self {
+            mapper,
+            text: text.to_owned(),
+        })
+    }
+}
+
+impl Default for SslPrincipalMappingRules {
+    fn default() -> Self {
+        Self::parse(
+            "ssl.principal.mapping.rules",
+            SSL_PRINCIPAL_MAPPING_RULES_DEFAULT,
+        )
+        .expect("the default rules parse")
+    }
+}
+
+impl fmt::Debug for SslPrincipalMappingRules {
+    /// The value as written in a config file.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.text)
     }
 }
 

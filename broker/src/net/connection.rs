@@ -26,6 +26,7 @@ use skiff_protocol::frame::FrameCheck;
 use crate::context::Ctx;
 use crate::handlers;
 use crate::net::admission::Admitted;
+use crate::net::frame_capture::FrameCapture;
 use crate::net::send::{write_response, Transport};
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, TokenFraming};
@@ -41,6 +42,8 @@ pub(crate) struct Setup<'a> {
     pub(crate) sasl: Option<Authenticator>,
     pub(crate) authenticated_by: tokio::time::Instant,
     pub(crate) admitted: &'a Admitted,
+    /// Where request frames are written as they arrive (`skiff.frame.capture.dir`), if anywhere.
+    pub(crate) capture: Option<Arc<FrameCapture>>,
 }
 
 /// Serves one connection until the client closes, an error, the idle timeout, an eviction or
@@ -54,6 +57,7 @@ pub(crate) async fn run<S: Transport>(mut stream: S, setup: Setup<'_>) {
         sasl,
         authenticated_by,
         admitted,
+        capture,
     } = setup;
     ctx.metrics.connection_opened();
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
@@ -61,6 +65,7 @@ pub(crate) async fn run<S: Transport>(mut stream: S, setup: Setup<'_>) {
         session,
         sasl,
         authenticated_by,
+        capture,
     };
     let outcome = serve(&mut stream, &ctx, &mut stop, idle, &mut state, admitted).await;
     ctx.metrics.connection_closed();
@@ -125,6 +130,7 @@ struct ConnectionState {
     /// The SASL exchange, until it has succeeded.
     sasl: Option<Authenticator>,
     authenticated_by: tokio::time::Instant,
+    capture: Option<Arc<FrameCapture>>,
 }
 
 impl ConnectionState {
@@ -209,7 +215,12 @@ async fn serve<S: Transport>(
             Some(authenticator) if authenticator.expected_token() == Some(TokenFraming::Bare) => {
                 handlers::handle_bare_sasl_token(authenticator, &body)
             }
-            sasl => handlers::handle_frame(ctx, &state.session, sasl, body).await,
+            sasl => {
+                if let Some(capture) = &state.capture {
+                    capture.record(&body);
+                }
+                handlers::handle_frame(ctx, &state.session, sasl, body).await
+            }
         };
         if let Some(user) = &outcome.authenticated {
             tracing::debug!(%user, listener = %state.session.listener_name, "authenticated");

@@ -3,7 +3,8 @@
 //! ([`fd_limit`]), one task per connection that
 //! reads frames and writes responses in order ([`connection`]), the response writer with sendfile
 //! and lazily converted parts ([`send`]), what a connection knows about its client ([`session`]),
-//! and TLS ([`tls`]).
+//! TLS ([`tls`]), and the optional capture of request frames for the replay corpus
+//! ([`frame_capture`]).
 //!
 //! Must never: decide what a request means (that is `handlers`) or decode request bodies (that is
 //! `skiff-protocol`).
@@ -11,7 +12,8 @@
 pub(crate) mod admission;
 pub(crate) mod connection;
 pub mod fd_limit;
+pub mod frame_capture;
 pub(crate) mod send;
 pub(crate) mod server;
 pub mod session;
-pub(crate) mod tls;
+pub mod tls;

@@ -25,6 +25,7 @@ use crate::config::SecurityProtocol;
 use crate::context::Ctx;
 use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
+use crate::net::frame_capture::FrameCapture;
 use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
 
@@ -44,6 +45,8 @@ pub(crate) struct BoundListener {
     pub(crate) tls: Option<TlsAcceptor>,
     /// Present on SASL_PLAINTEXT and SASL_SSL listeners.
     pub(crate) sasl: Option<Arc<SaslSetup>>,
+    /// Present with `skiff.frame.capture.dir`: shared by every listener.
+    pub(crate) capture: Option<Arc<FrameCapture>>,
 }
 
 /// Binds a listener at `address` whose kernel queue holds `backlog` connections not yet accepted
@@ -184,6 +187,7 @@ async fn start_connection(
         sasl,
         authenticated_by,
         admitted: &admitted,
+        capture: bound.capture.clone(),
     };
     let Some(acceptor) = &bound.tls else {
         connection::run(stream, setup).await;
@@ -210,15 +214,23 @@ async fn start_connection(
         }
     };
     if bound.config.protocol == SecurityProtocol::Ssl {
-        // A verified client certificate names the principal (Kafka's default SSL principal).
-        if let Some(name) = stream
+        // A verified client certificate names the principal: its subject through
+        // `ssl.principal.mapping.rules` (Kafka's default principal builder).
+        if let Some(subject) = stream
             .get_ref()
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(crate::net::tls::certificate_principal)
         {
-            setup.session.principal = Principal::user(name);
+            let rules = &setup.ctx.config.ssl_principal_mapping_rules.mapper;
+            let Some(user) = rules.map(&subject) else {
+                // Kafka fails the authentication ("Failed to map name ... based on SSL principal
+                // mapping rules") and closes.
+                tracing::info!(%peer, listener = %bound.config.name, %subject, "no ssl.principal.mapping.rules rule applies to the client certificate's subject; closing");
+                return;
+            };
+            setup.session.principal = Principal::user(user);
         }
     }
     connection::run(stream, setup).await;

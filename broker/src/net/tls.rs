@@ -102,6 +102,16 @@ pub(crate) fn certificate_principal(certificate: &CertificateDer<'_>) -> Option<
     subject_principal(parsed.subject())
 }
 
+/// The subject names of the certificates in a PEM file, as [`certificate_principal`] names them
+/// (`None` for a certificate without a readable subject), for `skiff ssl-principal`.
+pub fn pem_subject_names(
+    path: &Path,
+) -> Result<Vec<Option<String>>, rustls::pki_types::pem::Error> {
+    CertificateDer::pem_file_iter(path)?
+        .map(|certificate| certificate.map(|der| certificate_principal(&der)))
+        .collect()
+}
+
 /// The RFC 2253 name of `subject`, `None` when it is empty or a value does not re-encode.
 fn subject_principal(subject: &X509Name<'_>) -> Option<String> {
     let mut rdns = Vec::new();

@@ -9,6 +9,12 @@
 //! - the value as a string when the type has a keyword and the value is a PrintableString,
 //!   T61String, IA5String, GeneralString, BMPString or UTF8String; otherwise `#` and the
 //!   lowercase hex of the value's DER encoding;
+//! - a string decoded as the JDK's `AVA.toRFC2253String` decodes it: UTF8String as UTF-8, every
+//!   other string type (PrintableString, T61String, IA5String, GeneralString, and BMPString too)
+//!   byte by byte as US-ASCII, each byte above 0x7F becoming U+FFFD (a Latin-1 `é` in a
+//!   T61String is U+FFFD; the BMPString `Ω` (03 A9) is U+0003 U+FFFD; a BMPString's zero bytes
+//!   are NULs, written `\00`): what OpenJDK 17.0.15 gives, seen by
+//!   tests/clients/test_ssl_principal.py;
 //! - in a string, each of `,=+<>#;"\` escaped with `\`, NUL written `\00`, and leading or
 //!   trailing spaces and carriage returns escaped with `\`; everything else as it is.
 //!
@@ -86,35 +92,24 @@ fn push_attribute(name: &mut String, attribute: &Attribute) {
     }
 }
 
-/// The value of a string type the JDK writes as text, decoded as the JDK decodes it (malformed
-/// input becomes U+FFFD); `None` for any other type.
+/// The value of a string type the JDK writes as text, decoded as `AVA.toRFC2253String` decodes
+/// it (see the module doc; malformed input becomes U+FFFD); `None` for any other type.
 fn decode_string(tag: u32, content: &[u8]) -> Option<String> {
-    let ascii = || {
-        content
-            .iter()
-            .map(|&byte| {
-                if byte.is_ascii() {
-                    char::from(byte)
-                } else {
-                    char::REPLACEMENT_CHARACTER
-                }
-            })
-            .collect()
-    };
     match tag {
         TAG_UTF8_STRING => Some(String::from_utf8_lossy(content).into_owned()),
-        TAG_PRINTABLE_STRING | TAG_IA5_STRING | TAG_GENERAL_STRING => Some(ascii()),
-        TAG_T61_STRING => Some(content.iter().map(|&byte| char::from(byte)).collect()),
-        TAG_BMP_STRING => {
-            let units = content
-                .chunks(2)
-                .map(|pair| u16::from_be_bytes([pair[0], pair.get(1).copied().unwrap_or(0)]));
-            Some(
-                char::decode_utf16(units)
-                    .map(|unit| unit.unwrap_or(char::REPLACEMENT_CHARACTER))
-                    .collect(),
-            )
-        }
+        TAG_PRINTABLE_STRING | TAG_T61_STRING | TAG_IA5_STRING | TAG_GENERAL_STRING
+        | TAG_BMP_STRING => Some(
+            content
+                .iter()
+                .map(|&byte| {
+                    if byte.is_ascii() {
+                        char::from(byte)
+                    } else {
+                        char::REPLACEMENT_CHARACTER
+                    }
+                })
+                .collect(),
+        ),
         _ => None,
     }
 }
@@ -198,6 +193,36 @@ mod tests {
                 "{value:?}"
             );
         }
+    }
+
+    #[test]
+    fn bytes_above_ascii_in_the_ascii_string_types_are_replacement_characters() {
+        // What OpenJDK 17.0.15 names a T61String CN holding Latin-1 `é` (0xE9), and a BMPString
+        // whose bytes are not ASCII.
+        for tag in [
+            TAG_T61_STRING,
+            TAG_PRINTABLE_STRING,
+            TAG_IA5_STRING,
+            TAG_BMP_STRING,
+        ] {
+            let attribute = Attribute {
+                oid: CN.to_owned(),
+                tag,
+                content: vec![b'x', 0xe9, 0xc3, 0xa9],
+                der: vec![tag as u8, 4, b'x', 0xe9, 0xc3, 0xa9],
+            };
+            assert_eq!(
+                rfc2253_name(&[vec![attribute]]),
+                "CN=x\u{fffd}\u{fffd}\u{fffd}"
+            );
+        }
+        let omega = Attribute {
+            oid: CN.to_owned(),
+            tag: TAG_BMP_STRING,
+            content: vec![0x03, 0xa9, 0x00, b'm'],
+            der: vec![TAG_BMP_STRING as u8, 4, 0x03, 0xa9, 0x00, b'm'],
+        };
+        assert_eq!(rfc2253_name(&[vec![omega]]), "CN=\u{3}\u{fffd}\\00m");
     }
 
     #[test]

@@ -210,6 +210,14 @@ requests! {
 /// read with every bound, so ignoring the rest costs nothing and answers clients (librdkafka
 /// 2.16's pipelined Metadata v12) that Kafka answers.
 pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), RequestError> {
+    decode_request_with_rest(frame).map(|(header, request, _)| (header, request))
+}
+
+/// [`decode_request`], and how many bytes after the body's schema it ignored (the replay corpus
+/// of captured client frames keeps the frames that have some, such as librdkafka's Metadata v12).
+pub fn decode_request_with_rest(
+    frame: &Bytes,
+) -> Result<(RequestHeader, Request, usize), RequestError> {
     let mut source = BytesSource::new(frame);
     let (header, row) = decode_request_header(&mut source)?;
     let version = header.request_api_version;
@@ -220,7 +228,8 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), Request
         source,
     };
     let request = decode_from(&mut source, row.api_key, version).map_err(body_error)?;
-    Ok((header, request))
+    let rest = frame.len().saturating_sub(source.position());
+    Ok((header, request, rest))
 }
 
 /// Decodes a request body alone (no header) of `api_key` at `version`; the version must be in

@@ -525,6 +525,8 @@ fn librdkafka_2_16_metadata_v12_with_trailing_bytes_is_answered() {
                 .with_allow_auto_topic_creation(false)
         )
     );
+    let (_, again, rest) = decode_request_with_rest(&frame).expect("the same frame");
+    assert_eq!((again, rest), (request, 3), "the 3 bytes past the schema");
 }
 
 #[test]
