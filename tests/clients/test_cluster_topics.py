@@ -249,3 +249,37 @@ def test_create_topics_latency_on_etcd_and_on_the_embedded_store(cluster3, broke
                          f"{on_etcd:.1f} ms on etcd (3 brokers), {local:.1f} ms on the local store "
                          f"({on_etcd / local:.2f}x)")
     assert on_etcd < 5000 and local < 5000
+
+
+def test_metadata_changes_without_an_etcd_quorum_get_a_retriable_error(etcd, cluster3):
+    from confluent_kafka import KafkaException
+    from test_cluster import metrics
+
+    topic = "before-outage"
+    create(cluster3.brokers[0].bootstrap, topic)
+    wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    errors_before = metrics(cluster3.brokers[0])["skiff_cluster_store_errors_total"]
+    etcd.kill(1)
+    etcd.kill(2)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster3.brokers[0].bootstrap})
+        started = time.monotonic()
+        future = admin.create_topics([NewTopic("during-outage", 3, 1)], request_timeout=15)["during-outage"]
+        with pytest.raises(KafkaException) as refused:
+            future.result(40)
+        waited_s = time.monotonic() - started
+        error = refused.value.args[0]
+        assert error.retriable() or error.code() == 7, error
+        SUMMARY_LINES.append(f"cluster: CreateTopics without an etcd quorum refused after {waited_s:.1f} s: {error}")
+        assert metrics(cluster3.brokers[0])["skiff_cluster_store_errors_total"] > errors_before
+        assert all(b.alive() for b in cluster3.brokers), "no broker exits over a lost store"
+    finally:
+        etcd.start_member(1)
+        etcd.start_member(2)
+        etcd.wait_healthy(1)
+        etcd.wait_healthy(2)
+    # Back with a quorum: the leases lived on (etcd restores them), every partition is led again,
+    # and metadata changes work.
+    wait_all_led(cluster3.brokers[1].bootstrap, topic, "every partition led after the outage")
+    ck_produce(cluster3.brokers[1].bootstrap, topic, [(b"k", b"after-outage")], partition=0)
+    create(cluster3.brokers[2].bootstrap, "after-outage", partitions=3)

@@ -42,7 +42,7 @@ pub(crate) async fn handle(
             let index = partition.partition_index;
             let code = if !readable {
                 error_code::TOPIC_AUTHORIZATION_FAILED
-            } else if found.as_ref().and_then(|t| t.partition(index)).is_none() {
+            } else if !found.as_ref().is_some_and(|t| t.has_partition(index)) {
                 error_code::UNKNOWN_TOPIC_OR_PARTITION
             } else {
                 continue;
