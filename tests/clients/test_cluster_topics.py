@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from clients import ck_group_consumer, ck_group_poll, ck_produce, kcat_consume, kp_consume
+from clients import ck_group_consumer, ck_group_poll, ck_produce, kcat_consume, kp_consume, node
 from conftest import SUMMARY_LINES, messages
 from test_cluster import FAILOVER_BOUND_S, SESSION_MS, SkiffCluster, agreed_controller, wait_for
 
@@ -92,6 +92,11 @@ def test_a_topic_spread_over_three_brokers_is_served_through_each_of_them(cluste
             got = kp_consume(broker.bootstrap, topic, PER_PARTITION, api_version=(0, 10, 1),
                              partition=partition)
             assert [(k, v) for _, k, v in got] == msgs_for(partition), (index, partition)
+        # kafka-node 5 (its 0.9 table: Fetch v0, magic 0).
+        partition = (index * 7 + 1) % PARTITIONS
+        answer = node("consume", bootstrap=broker.bootstrap, topic=topic, count=PER_PARTITION,
+                      partition=partition)
+        assert [(k.encode(), v.encode()) for _, k, v in answer["messages"]] == msgs_for(partition)
         # kcat with the 0.9 protocol (Fetch v0, magic 0).
         partition = (index * 5) % PARTITIONS
         got, _ = kcat_consume(broker.bootstrap, topic, PER_PARTITION, legacy=True, partition=partition)
@@ -283,3 +288,17 @@ def test_metadata_changes_without_an_etcd_quorum_get_a_retriable_error(etcd, clu
     wait_all_led(cluster3.brokers[1].bootstrap, topic, "every partition led after the outage")
     ck_produce(cluster3.brokers[1].bootstrap, topic, [(b"k", b"after-outage")], partition=0)
     create(cluster3.brokers[2].bootstrap, "after-outage", partitions=3)
+
+
+def test_apache_kafkas_java_client_across_the_cluster(cluster3, java_classes):
+    from java_programs import run_program
+
+    # An idempotent acks=all producer per codec, through broker 1; a classic group with commits
+    # and two rebalances, through broker 2 (its coordinator is wherever its offsets partition is).
+    produced = run_program(java_classes, "skiff.IdempotentCodecs", cluster3.brokers[1].bootstrap,
+                           "cluster-idem", 200)
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"]:
+        produced.expect_pass(f"idempotent_{codec}")
+    grouped = run_program(java_classes, "skiff.GroupRebalance", cluster3.brokers[2].bootstrap,
+                          "cluster-group", "cluster-group", 20)
+    grouped.expect_pass("group_rebalance")
