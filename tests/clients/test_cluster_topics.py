@@ -71,6 +71,22 @@ def test_a_topic_spread_over_three_brokers_is_served_through_each_of_them(cluste
     spread = sorted(leader for leader, _ in leaders.values())
     SUMMARY_LINES.append(f"cluster: 12 partitions placed on brokers {spread}")
     assert len(set(spread)) >= 2, spread
+    # The operator views are the cluster's: every broker shows the same bundle owners and counts
+    # the same leaderships per broker.
+    import json
+    from test_cluster import metrics
+    from test_metrics import scrape
+
+    views = []
+    for broker in cluster3.brokers:
+        _, body = scrape(broker, "/placement/bundles")
+        views.append(sorted((b["hash_lo"], b["owner"]) for b in json.loads(body)["bundles"]
+                            if b["namespace"] == topic))
+    assert views[0] == views[1] == views[2] and {owner for _, owner in views[0]} <= {0, 1, 2}, views
+    for broker in cluster3.brokers:
+        figures = metrics(broker)
+        led = {b: figures[f'skiff_cluster_partitions_led{{broker="{b}"}}'] for b in range(3)}
+        assert sum(led.values()) == PARTITIONS, led  # no group yet: no __consumer_offsets
     produce_everywhere(cluster3, topic)
     for index, broker in enumerate(cluster3.brokers):
         # confluent-kafka (Fetch v11+) through this broker, every partition.

@@ -117,14 +117,18 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
                 PROMETHEUS_TEXT,
                 ctx.metrics.render_prometheus() + &ctx.cluster.render_prometheus(),
             ),
-            Route::Bundles => match ctx
-                .placement
-                .snapshot()
-                .map(|snapshot| serde_json::to_string(&snapshot))
-            {
-                Some(Ok(json)) => ("200 OK", "application/json", json),
-                _ => ("500 Internal Server Error", PROMETHEUS_TEXT, String::new()),
-            },
+            Route::Bundles => {
+                ctx.placement
+                    .follow_leaders(ctx.cluster.partition_leaders());
+                match ctx
+                    .placement
+                    .snapshot()
+                    .map(|snapshot| serde_json::to_string(&snapshot))
+                {
+                    Some(Ok(json)) => ("200 OK", "application/json", json),
+                    _ => ("500 Internal Server Error", PROMETHEUS_TEXT, String::new()),
+                }
+            }
             Route::NotFound => ("404 Not Found", PROMETHEUS_TEXT, String::new()),
             Route::BadRequest => ("400 Bad Request", PROMETHEUS_TEXT, String::new()),
         }

@@ -146,6 +146,24 @@ impl PlacementState {
         }
     }
 
+    /// Makes each bundle's owner the broker leading its partitions, as the cluster image has them
+    /// (`(topic, partition, leader)`; partitions without a leader keep their owner), so the
+    /// bundle view is the cluster's, not only what this broker created.
+    pub(crate) fn follow_leaders(&self, leaders: impl IntoIterator<Item = (String, i32, NodeId)>) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        for (topic, partition, leader) in leaders {
+            let (Ok(partition), true) = (u32::try_from(partition), leader >= 0) else {
+                continue;
+            };
+            let bundle = inner.bundles.locate(&topic, partition);
+            if let Err(error) = inner.bundles.set_owner(&bundle, leader) {
+                tracing::warn!(%topic, partition, %error, "bundle owner from the image");
+            }
+        }
+    }
+
     /// The bundles, their ranges, owners and load.
     pub(crate) fn snapshot(&self) -> Option<BundleSnapshot> {
         self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
