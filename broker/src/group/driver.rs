@@ -37,8 +37,11 @@ use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::topics::{read_batches, Topics};
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-/// The one partition of the offsets log (one node coordinates every group).
+pub const OFFSETS_TOPIC: &str = skiff_cluster::topics::OFFSETS_TOPIC;
+/// The one partition of the offsets log: every group this broker coordinates (those whose
+/// `__consumer_offsets` partition it leads) commits here. With one replica per partition a
+/// group's coordinator never moves, so one local log per broker holds exactly its groups;
+/// per-partition logs loaded and unloaded with leadership come with replication.
 pub const OFFSETS_PARTITION: i32 = 0;
 /// File under `log.dirs` where single-node Skiff kept the durable end of its reserved producer-id
 /// range; read at start as a floor (ids below it may be in use), never written any more.

@@ -518,6 +518,11 @@ impl Topics {
     /// Deletes the logs of `topic` in the directory (one partition, or all of them). A failure is
     /// logged, not returned: the next reconcile (or start) tries again.
     fn delete_logs(log_dir: &LogDir, topic: &str, only: Option<i32>) -> usize {
+        if skiff_cluster::topics::is_internal(topic) {
+            // Its logs are the group coordinator's offsets logs (`crate::group::driver`), never
+            // this registry's to delete, whatever becomes of the topic record.
+            return 0;
+        }
         let partitions: Vec<i32> = match log_dir.list() {
             Ok(logs) => logs
                 .into_iter()
