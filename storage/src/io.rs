@@ -35,10 +35,10 @@ pub(crate) trait FileIo: Send + Sync + std::fmt::Debug {
     fn read_exact_at(&self, file: &File, buf: &mut [u8], position: u64) -> io::Result<()>;
     /// Makes the file's written bytes durable as `mode` says.
     fn sync(&self, file: &File, mode: PersistMode) -> io::Result<()>;
-    /// Writes the dirty pages of `map`, a mapping of `file`, back and waits for them
+    /// Writes the dirty pages of `map`, a mapping of the file at `path`, back and waits for them
     /// (`msync(MS_SYNC)`, which on Linux makes the mapped bytes durable, though not the file's
     /// length). Here rather than in the index so the power-loss simulation sees it.
-    fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()>;
+    fn sync_map(&self, path: &Path, map: &memmap2::MmapMut) -> io::Result<()>;
     /// Sets the file's length (truncates or extends with zeros).
     fn set_len(&self, file: &File, len: u64) -> io::Result<()>;
     /// Current length of the file.
@@ -90,7 +90,7 @@ impl FileIo for StdIo {
         }
     }
 
-    fn sync_map(&self, _file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+    fn sync_map(&self, _path: &Path, map: &memmap2::MmapMut) -> io::Result<()> {
         map.flush()
     }
 
@@ -204,11 +204,11 @@ pub(crate) mod faulty {
             }
             StdIo.sync(file, mode)
         }
-        fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+        fn sync_map(&self, path: &Path, map: &memmap2::MmapMut) -> io::Result<()> {
             if self.fail_sync.load(Ordering::SeqCst) {
                 return Err(eio());
             }
-            StdIo.sync_map(file, map)
+            StdIo.sync_map(path, map)
         }
         fn set_len(&self, file: &File, len: u64) -> io::Result<()> {
             StdIo.set_len(file, len)

@@ -19,6 +19,7 @@ use crate::fetch::FetchSlice;
 use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
 use crate::limits;
+use crate::read_files::ReadFiles;
 use crate::segment::{self, Segment};
 
 /// What an append did, for the produce response and the flush decision.
@@ -67,6 +68,8 @@ pub struct Log {
     topic: String,
     partition: i32,
     io: Arc<dyn FileIo>,
+    /// The data directory's open descriptors of sealed segments.
+    read_files: Arc<ReadFiles>,
     /// Held by every change to segments or offsets (appends, rolls, truncation, retention,
     /// configuration, close) for its whole length, before `state`: appends write their bytes
     /// holding only this, so it is what keeps a second writer from the end of the log.
@@ -272,6 +275,7 @@ fn recover_segments(
     config: &LogConfig,
     clean: bool,
     recovery_point: i64,
+    read_files: &Arc<ReadFiles>,
 ) -> Result<BTreeMap<i64, Segment>> {
     let mut segments = BTreeMap::new();
     let mut expected_offset = bases.first().copied().unwrap_or(0);
@@ -286,6 +290,7 @@ fn recover_segments(
             trusted,
             expected_offset,
             recovery_point,
+            read_files,
         )?;
         expected_offset = segment.next_offset;
         // Rolls start the next segment at the log end offset, so a segment that ends
@@ -327,6 +332,7 @@ impl Log {
         partition: i32,
         config: LogConfig,
         clean: bool,
+        read_files: Arc<ReadFiles>,
     ) -> Result<Self> {
         config.validate()?;
         let bases = segment_bases(io.as_ref(), dir)?;
@@ -348,11 +354,20 @@ impl Log {
                     format!("no segments, but data up to offset {recovery_point} was flushed"),
                 ));
             }
-            let segment = Segment::create(io.as_ref(), dir, log_start_offset, &config)?;
+            let segment =
+                Segment::create(io.as_ref(), dir, log_start_offset, &config, &read_files)?;
             fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
             BTreeMap::from([(log_start_offset, segment)])
         } else {
-            recover_segments(io.as_ref(), dir, &bases, &config, clean, recovery_point)?
+            recover_segments(
+                io.as_ref(),
+                dir,
+                &bases,
+                &config,
+                clean,
+                recovery_point,
+                &read_files,
+            )?
         };
         let last_base = segments.keys().next_back().copied();
         for (base, segment) in segments.iter_mut() {
@@ -378,6 +393,7 @@ impl Log {
             topic: topic.to_owned(),
             partition,
             io,
+            read_files,
             writer: Mutex::new(()),
             state: RwLock::new(state),
             poisoned: AtomicBool::new(false),
@@ -511,7 +527,7 @@ impl Log {
                 });
             }
             let assigned = assign_offsets(batches, state.log_end_offset())?;
-            (active.append_target(), active.base_offset, assigned)
+            (active.append_target()?, active.base_offset, assigned)
         };
         target
             .write(self.io.as_ref(), batches)
@@ -603,7 +619,7 @@ impl Log {
         let config = state.config.clone();
         let result = (|| {
             state.active_mut()?.seal(io)?;
-            let segment = Segment::create(io, &self.dir, base_offset, &config)?;
+            let segment = Segment::create(io, &self.dir, base_offset, &config, &self.read_files)?;
             // The new file's name must survive a crash before any of its data is acknowledged.
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             state.segments.insert(base_offset, segment);
@@ -653,17 +669,17 @@ impl Log {
                 return Ok(());
             }
             let recovery_point = state.recovery_point;
-            let files: Vec<_> = state
+            let files = state
                 .segments
                 .values()
                 .filter(|segment| segment.next_offset > recovery_point)
                 .map(|segment| {
-                    (
-                        Arc::clone(segment.log_file()),
+                    Ok((
+                        segment.log_file(self.io.as_ref())?,
                         Arc::clone(segment.log_path()),
-                    )
+                    ))
                 })
-                .collect();
+                .collect::<Result<Vec<_>>>()?;
             (files, state.log_end_offset(), mode)
         };
         for (file, path) in &files {
@@ -726,21 +742,21 @@ impl Log {
                 if min_one_batch {
                     len = len.max((header.total_bytes() as u64).min(available));
                 }
-                return Ok(self.slice(segment, position, len));
+                return self.slice(segment, position, len);
             }
         }
         let active = state.active()?;
-        Ok(self.slice(active, active.size_bytes, 0))
+        self.slice(active, active.size_bytes, 0)
     }
 
-    fn slice(&self, segment: &Segment, position: u64, len: u64) -> FetchSlice {
-        FetchSlice::new(
-            Arc::clone(segment.log_file()),
+    fn slice(&self, segment: &Segment, position: u64, len: u64) -> Result<FetchSlice> {
+        Ok(FetchSlice::new(
+            segment.log_file(self.io.as_ref())?,
             Arc::clone(segment.log_path()),
             Arc::clone(&self.io),
             position,
             len,
-        )
+        ))
     }
 
     /// The first record whose timestamp is ≥ `timestamp_ms` (its exact offset and timestamp, as
@@ -961,7 +977,7 @@ impl Log {
         let io = self.io.as_ref();
         let result = (|| {
             state.active_mut()?.seal(io)?;
-            for segment in state.segments.values() {
+            for segment in state.segments.values_mut() {
                 segment.flush_indexes(io)?;
             }
             state.recovery_point = state.log_end_offset();
@@ -1213,7 +1229,13 @@ mod tests {
             flush_messages_interval: Some(1),
             ..small_config()
         };
-        let data = LogDir::open_with_io(dir.path(), config.clone(), io.clone()).unwrap();
+        let data = LogDir::open_with_io(
+            dir.path(),
+            config.clone(),
+            crate::DirConfig::default(),
+            io.clone(),
+        )
+        .unwrap();
         let log = data.create("t", 0, None).unwrap();
         let info = log.append(&mut batch(0, 1, 10), 0).unwrap();
         assert!(info.flushed);
@@ -1248,7 +1270,13 @@ mod tests {
     fn reads_go_on_while_an_append_writes_and_see_it_only_once_written() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
+        let data = LogDir::open_with_io(
+            dir.path(),
+            small_config(),
+            crate::DirConfig::default(),
+            io.clone(),
+        )
+        .unwrap();
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 2, 10), 0).unwrap();
         let size_bytes = log.size_bytes().unwrap();
@@ -1291,7 +1319,13 @@ mod tests {
     fn torn_write_poisons_and_recovery_cuts_the_tail() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
+        let data = LogDir::open_with_io(
+            dir.path(),
+            small_config(),
+            crate::DirConfig::default(),
+            io.clone(),
+        )
+        .unwrap();
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 3, 10), 0).unwrap();
         io.torn_write_bytes.store(40, Ordering::SeqCst);

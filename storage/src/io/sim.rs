@@ -448,14 +448,14 @@ impl FileIo for SimIo {
         Ok(())
     }
 
-    fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+    fn sync_map(&self, path: &Path, map: &memmap2::MmapMut) -> io::Result<()> {
         // msync(MS_SYNC) makes the mapped pages durable, not the length: the synced image takes
         // the mapped range and keeps its own length beyond it.
         self.step()?;
         let mut state = self.lock();
         Self::count_sync(&mut state, "msync")?;
         map.flush()?;
-        let id = Self::id_for_inode(&mut state, file.metadata()?.ino());
+        let id = Self::id_for_inode(&mut state, inode_of_path(path)?);
         let synced = state.synced.entry(id).or_default();
         if synced.len() < map.len() {
             synced.resize(map.len(), 0);
