@@ -85,6 +85,15 @@ pub enum Error {
     /// already open are not affected.
     #[error("limit reached: {0}")]
     LimitReached(String),
+    /// The log was opened with recovery deferred ([`crate::LogDir::open_deferred`]) and is not
+    /// recovered yet; retry once it is.
+    #[error("log {topic}-{partition} is not recovered yet")]
+    Recovering {
+        /// Its topic.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+    },
 }
 
 impl Error {

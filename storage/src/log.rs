@@ -77,6 +77,14 @@ pub struct Log {
     state: RwLock<LogState>,
     /// Set by a failed write or fsync; checked before every append and flush.
     poisoned: AtomicBool,
+    /// While set, the log is not recovered yet ([`LogDir::open_deferred`]): `state` is a
+    /// placeholder holding only the configuration, and every call but [`Log::set_config`] and
+    /// [`Log::recover_deferred`] answers [`Error::Recovering`].
+    ///
+    /// [`LogDir::open_deferred`]: crate::LogDir::open_deferred
+    recovering: AtomicBool,
+    /// Whether the pending recovery may trust the data (the directory was shut down cleanly).
+    clean: bool,
 }
 
 #[derive(Debug)]
@@ -321,6 +329,62 @@ fn recover_segments(
     Ok(segments)
 }
 
+/// Recovers the log in `dir` (see [`Log::open`]) into its state.
+fn recover_state(
+    io: &dyn FileIo,
+    dir: &Path,
+    config: LogConfig,
+    clean: bool,
+    read_files: &Arc<ReadFiles>,
+) -> Result<LogState> {
+    config.validate()?;
+    let bases = segment_bases(io, dir)?;
+    let checkpoint = Checkpoint::read(io, dir)?;
+    let first_base = bases.first().copied();
+    let default_start = first_base.unwrap_or(0);
+    let Checkpoint {
+        log_start_offset,
+        recovery_point,
+    } = checkpoint.unwrap_or(Checkpoint {
+        log_start_offset: default_start,
+        recovery_point: default_start,
+    });
+    let mut segments = if bases.is_empty() {
+        if recovery_point > log_start_offset {
+            return Err(Error::corrupt(
+                dir.join(fs::CHECKPOINT_FILE),
+                0,
+                format!("no segments, but data up to offset {recovery_point} was flushed"),
+            ));
+        }
+        let segment = Segment::create(io, dir, log_start_offset, &config, read_files)?;
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+        BTreeMap::from([(log_start_offset, segment)])
+    } else {
+        recover_segments(io, dir, &bases, &config, clean, recovery_point, read_files)?
+    };
+    let last_base = segments.keys().next_back().copied();
+    for (base, segment) in segments.iter_mut() {
+        if Some(*base) == last_base {
+            segment.unseal(io, &config)?;
+        } else {
+            segment.seal(io)?;
+        }
+    }
+    let mut state = LogState {
+        config,
+        segments,
+        log_start_offset,
+        recovery_point,
+        recovery_point_checkpointed: recovery_point,
+        unflushed_records: 0,
+        last_flush_ms: None,
+        closed: false,
+    };
+    state.check_recovered(io, dir, first_base)?;
+    Ok(state)
+}
+
 impl Log {
     /// Opens the log in `dir`, recovering it: with `clean` (the data directory's clean-shutdown
     /// marker was present) only index tails are checked; without it every segment from the
@@ -334,61 +398,49 @@ impl Log {
         clean: bool,
         read_files: Arc<ReadFiles>,
     ) -> Result<Self> {
+        let state = recover_state(io.as_ref(), dir, config, clean, &read_files)?;
+        Ok(Self::assemble(
+            io, dir, topic, partition, state, read_files, clean,
+        ))
+    }
+
+    /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that later, and until
+    /// then it answers [`Error::Recovering`].
+    pub(crate) fn deferred(
+        io: Arc<dyn FileIo>,
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        clean: bool,
+        read_files: Arc<ReadFiles>,
+    ) -> Result<Self> {
         config.validate()?;
-        let bases = segment_bases(io.as_ref(), dir)?;
-        let checkpoint = Checkpoint::read(io.as_ref(), dir)?;
-        let first_base = bases.first().copied();
-        let default_start = first_base.unwrap_or(0);
-        let Checkpoint {
-            log_start_offset,
-            recovery_point,
-        } = checkpoint.unwrap_or(Checkpoint {
-            log_start_offset: default_start,
-            recovery_point: default_start,
-        });
-        let mut segments = if bases.is_empty() {
-            if recovery_point > log_start_offset {
-                return Err(Error::corrupt(
-                    dir.join(fs::CHECKPOINT_FILE),
-                    0,
-                    format!("no segments, but data up to offset {recovery_point} was flushed"),
-                ));
-            }
-            let segment =
-                Segment::create(io.as_ref(), dir, log_start_offset, &config, &read_files)?;
-            fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
-            BTreeMap::from([(log_start_offset, segment)])
-        } else {
-            recover_segments(
-                io.as_ref(),
-                dir,
-                &bases,
-                &config,
-                clean,
-                recovery_point,
-                &read_files,
-            )?
-        };
-        let last_base = segments.keys().next_back().copied();
-        for (base, segment) in segments.iter_mut() {
-            if Some(*base) == last_base {
-                segment.unseal(io.as_ref(), &config)?;
-            } else {
-                segment.seal(io.as_ref())?;
-            }
-        }
-        let mut state = LogState {
+        let placeholder = LogState {
             config,
-            segments,
-            log_start_offset,
-            recovery_point,
-            recovery_point_checkpointed: recovery_point,
+            segments: BTreeMap::new(),
+            log_start_offset: 0,
+            recovery_point: 0,
+            recovery_point_checkpointed: 0,
             unflushed_records: 0,
             last_flush_ms: None,
             closed: false,
         };
-        state.check_recovered(io.as_ref(), dir, first_base)?;
-        Ok(Self {
+        let log = Self::assemble(io, dir, topic, partition, placeholder, read_files, clean);
+        log.recovering.store(true, Ordering::SeqCst);
+        Ok(log)
+    }
+
+    fn assemble(
+        io: Arc<dyn FileIo>,
+        dir: &Path,
+        topic: &str,
+        partition: i32,
+        state: LogState,
+        read_files: Arc<ReadFiles>,
+        clean: bool,
+    ) -> Self {
+        Self {
             dir: dir.to_owned(),
             topic: topic.to_owned(),
             partition,
@@ -397,15 +449,60 @@ impl Log {
             writer: Mutex::new(()),
             state: RwLock::new(state),
             poisoned: AtomicBool::new(false),
-        })
+            recovering: AtomicBool::new(false),
+            clean,
+        }
+    }
+
+    /// Recovers a log opened by [`LogDir::open_deferred`] (with the configuration last set);
+    /// nothing if it is recovered already or was deleted meanwhile. A failure leaves it
+    /// unrecovered, answering [`Error::Recovering`].
+    ///
+    /// [`LogDir::open_deferred`]: crate::LogDir::open_deferred
+    pub fn recover_deferred(&self) -> Result<()> {
+        let _writer = self.writer()?;
+        if !self.recovering.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
+        if state.closed {
+            return Ok(());
+        }
+        *state = recover_state(
+            self.io.as_ref(),
+            &self.dir,
+            state.config.clone(),
+            self.clean,
+            &self.read_files,
+        )?;
+        self.recovering.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Whether the log still waits for [`Log::recover_deferred`].
+    pub fn is_recovering(&self) -> bool {
+        self.recovering.load(Ordering::SeqCst)
+    }
+
+    fn recovering_error(&self) -> Error {
+        Error::Recovering {
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
     }
 
     fn read_state(&self) -> Result<RwLockReadGuard<'_, LogState>> {
+        if self.is_recovering() {
+            return Err(self.recovering_error());
+        }
         // A panic while holding the lock leaves the state unknown: treat it like a failed write.
         self.state.read().map_err(|_| Error::Poisoned)
     }
 
     fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {
+        if self.is_recovering() {
+            return Err(self.recovering_error());
+        }
         self.state.write().map_err(|_| Error::Poisoned)
     }
 
@@ -449,7 +546,8 @@ impl Log {
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
         let _writer = self.writer()?;
-        let mut state = self.write_state()?;
+        // Also while recovering: the placeholder keeps it for the recovery.
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
         for segment in state.segments.values_mut() {
             segment.index_interval_bytes = config.index_interval_bytes;
         }
@@ -963,6 +1061,9 @@ impl Log {
     /// promises the data), trims the active indexes, writes the checkpoint and refuses further
     /// writes.
     pub(crate) fn close(&self) -> Result<()> {
+        // A log not recovered yet is recovered first: the clean-shutdown marker written after
+        // this promises every log is.
+        self.recover_deferred()?;
         // Held throughout, so no append lands between the flush and the recovery point below.
         let _writer = self.writer()?;
         let mode = match self.read_state()?.config.persist_mode {
@@ -1002,7 +1103,8 @@ impl Log {
     /// Refuses further writes without flushing (the log is being deleted).
     pub(crate) fn mark_closed(&self) -> Result<()> {
         let _writer = self.writer()?;
-        self.write_state()?.closed = true;
+        // Also while recovering: a deleted log is then never recovered.
+        self.state.write().map_err(|_| Error::Poisoned)?.closed = true;
         Ok(())
     }
 

@@ -54,6 +54,41 @@ impl LogDir {
         Self::open_with_io(path.as_ref(), default_config, dir_config, Arc::new(StdIo))
     }
 
+    /// [`LogDir::open_with`] without recovering the logs: it returns once the directory is
+    /// locked and listed, every log found answering [`Error::Recovering`] until
+    /// [`LogDir::recover_pending`] (or [`Log::recover_deferred`] on it) has run. For an embedder
+    /// that serves as soon as it can (a broker with 10,000 partitions listens at once and
+    /// answers a retriable error for partitions not recovered yet). [`LogDir::close`] recovers
+    /// what is still pending before it writes the clean-shutdown marker.
+    pub fn open_deferred(
+        path: impl AsRef<Path>,
+        default_config: LogConfig,
+        dir_config: DirConfig,
+    ) -> Result<Self> {
+        Self::open_listed(path.as_ref(), default_config, dir_config, Arc::new(StdIo))
+    }
+
+    /// Recovers every log still pending on `DirConfig::recovery_threads` threads, each through
+    /// `around(log, recover)`: `around` must call `recover` (it may hold its own lock around
+    /// it, so that its view of the log is rebuilt before anyone else sees the log recovered).
+    /// The first error is returned; the logs it concerns stay pending.
+    pub fn recover_pending(
+        &self,
+        around: impl Fn(&Arc<Log>, &dyn Fn() -> Result<()>) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let pending: Vec<Arc<Log>> = self
+            .logs()?
+            .values()
+            .filter(|log| log.is_recovering())
+            .cloned()
+            .collect();
+        let recovered = on_threads(self.dir_config.recovery_threads, &pending, |log| {
+            around(log, &|| log.recover_deferred())
+        });
+        recovered.into_iter().collect::<Result<Vec<()>>>()?;
+        Ok(())
+    }
+
     /// [`LogDir::open`] over a simulated file system (feature `power-sim`, for tests).
     #[cfg(feature = "power-sim")]
     pub fn open_simulated(
@@ -65,6 +100,17 @@ impl LogDir {
     }
 
     pub(crate) fn open_with_io(
+        path: &Path,
+        default_config: LogConfig,
+        dir_config: DirConfig,
+        io: Arc<dyn FileIo>,
+    ) -> Result<Self> {
+        let dir = Self::open_listed(path, default_config, dir_config, io)?;
+        dir.recover_pending(|_, recover| recover())?;
+        Ok(dir)
+    }
+
+    fn open_listed(
         path: &Path,
         default_config: LogConfig,
         dir_config: DirConfig,
@@ -110,24 +156,18 @@ impl LogDir {
             fs::sync_parent(io.as_ref(), &marker)?;
         }
         let read_files = Arc::new(ReadFiles::new(dir_config.read_files_max));
-        let opened = on_threads(
-            dir_config.recovery_threads,
-            &found,
-            |((topic, partition), dir)| {
-                Log::open(
-                    Arc::clone(&io),
-                    dir,
-                    topic,
-                    *partition,
-                    default_config.clone(),
-                    clean,
-                    Arc::clone(&read_files),
-                )
-            },
-        );
         let mut logs = BTreeMap::new();
-        for (((topic, partition), _), log) in found.into_iter().zip(opened) {
-            logs.insert((topic, partition), Arc::new(log?));
+        for ((topic, partition), dir) in found {
+            let log = Log::deferred(
+                Arc::clone(&io),
+                &dir,
+                &topic,
+                partition,
+                default_config.clone(),
+                clean,
+                Arc::clone(&read_files),
+            )?;
+            logs.insert((topic, partition), Arc::new(log));
         }
         Ok(Self {
             path: path.to_owned(),
@@ -379,7 +419,11 @@ mod tests {
         }
         let segments = log.segment_count().unwrap();
         assert!(segments >= 10, "{segments} segments");
-        assert_eq!(files_open_below(dir.path()), 2, "the lock and the active .log");
+        assert_eq!(
+            files_open_below(dir.path()),
+            2,
+            "the lock and the active .log"
+        );
         for offset in (0..80).step_by(2) {
             let slice = log.read(offset, 1 << 20, true).unwrap();
             assert_eq!(&slice.bytes().unwrap()[..8], &offset.to_be_bytes());
@@ -454,6 +498,59 @@ mod tests {
             assert_eq!(log.log_end_offset().unwrap(), i64::from(partition) + 1);
         }
         data.close().unwrap();
+    }
+
+    #[test]
+    fn deferred_logs_answer_recovering_until_recovered() {
+        let dir = temp_dir();
+        {
+            let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+            for partition in 0..4 {
+                let log = data.create("t", partition, None).unwrap();
+                log.append(&mut batch(0, 3, 10), 1_000).unwrap();
+            }
+        }
+        let data =
+            LogDir::open_deferred(dir.path(), LogConfig::default(), DirConfig::default()).unwrap();
+        let log = data.log("t", 1).unwrap().unwrap();
+        assert!(log.is_recovering());
+        assert!(matches!(
+            log.log_end_offset(),
+            Err(Error::Recovering { partition: 1, .. })
+        ));
+        assert!(matches!(
+            log.append(&mut batch(0, 1, 10), 1_000),
+            Err(Error::Recovering { .. })
+        ));
+        let retention = LogConfig {
+            retention_ms: Some(5),
+            ..LogConfig::default()
+        };
+        log.set_config(retention.clone()).unwrap();
+        let seen = Mutex::new(Vec::new());
+        data.recover_pending(|log, recover| {
+            recover()?;
+            seen.lock().unwrap().push(log.partition());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner().unwrap().len(), 4);
+        assert!(!log.is_recovering());
+        assert_eq!(log.log_end_offset().unwrap(), 3);
+        assert_eq!(log.config().unwrap(), retention);
+        // A second pass has nothing to do; close after a deferred open without a pass recovers
+        // first, so its clean-shutdown marker is true.
+        data.recover_pending(|_, _| panic!("nothing pending"))
+            .unwrap();
+        data.close().unwrap();
+        let data =
+            LogDir::open_deferred(dir.path(), LogConfig::default(), DirConfig::default()).unwrap();
+        data.close().unwrap();
+        let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(
+            data.log("t", 3).unwrap().unwrap().log_end_offset().unwrap(),
+            3
+        );
     }
 
     #[test]
