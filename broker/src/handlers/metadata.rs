@@ -114,10 +114,23 @@ fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
         .zip(0..)
         .map(|(replicas, index)| {
             let replica_nodes: Vec<BrokerId> = replicas.iter().map(|id| BrokerId(*id)).collect();
+            // A partition whose log is still being recovered (after a crash) has no leader yet,
+            // as Kafka answers while a leader is being elected: clients retry.
+            let recovering = topic
+                .partition(index)
+                .is_some_and(|partition| partition.log.is_recovering());
+            let (error, leader) = if recovering {
+                (error_code::LEADER_NOT_AVAILABLE, -1)
+            } else {
+                (
+                    error_code::NONE,
+                    replicas.first().copied().unwrap_or(node_id),
+                )
+            };
             let partition = MetadataResponsePartition::default()
-                .with_error_code(error_code::NONE)
+                .with_error_code(error)
                 .with_partition_index(index)
-                .with_leader_id(BrokerId(replicas.first().copied().unwrap_or(node_id)))
+                .with_leader_id(BrokerId(leader))
                 .with_isr_nodes(replica_nodes.clone())
                 .with_replica_nodes(replica_nodes);
             if version >= LEADER_EPOCH_VERSION_MIN {

@@ -144,6 +144,10 @@ pub enum TopicError {
     /// KAFKA_STORAGE_ERROR (56).
     #[error("storage: {0}")]
     Storage(String),
+    /// POLICY_VIOLATION (44): new partitions refused by a limit the message names
+    /// (`max.broker.partitions`, the open-file limit, `vm.max_map_count`).
+    #[error("{0}")]
+    LimitReached(String),
 }
 
 impl TopicError {
@@ -158,6 +162,7 @@ impl TopicError {
             Self::InvalidConfig(_) => 40,
             Self::ConfigChange(error) => error.code(),
             Self::Storage(_) => 56,
+            Self::LimitReached(_) => skiff_protocol::error_code::ErrorCode::POLICY_VIOLATION.code(),
         }
     }
 }
@@ -204,6 +209,22 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
 
 fn storage(error: impl std::fmt::Display) -> TopicError {
     TopicError::Storage(error.to_string())
+}
+
+/// A storage error creating partitions: a limit reached is the client's to hear about (the
+/// partitions already open keep serving), anything else a storage error.
+fn creation_error(error: skiff_storage::Error) -> TopicError {
+    match error {
+        skiff_storage::Error::LimitReached(message) => TopicError::LimitReached(format!(
+            "new partitions refused, the existing ones keep serving: {message}"
+        )),
+        other => storage(other),
+    }
+}
+
+/// Refuses `new_partitions` more logs before any is created if `log_dir` cannot hold them.
+fn check_room(log_dir: &LogDir, new_partitions: usize) -> Result<(), TopicError> {
+    log_dir.check_room(new_partitions).map_err(creation_error)
 }
 
 impl Topics {
@@ -267,9 +288,15 @@ impl Topics {
             }
             None => log_dir
                 .create(topic, index, Some(storage_config.clone()))
-                .map_err(storage)?,
+                .map_err(creation_error)?,
         };
-        let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
+        // A log still recovering gets its producers in `recover_pending`.
+        let producers = if log.is_recovering() {
+            PartitionProducers::default()
+        } else {
+            replay_producers(&log).map_err(storage)?
+        };
+        let producers = Mutex::new(producers);
         Ok(Arc::new(Partition {
             index,
             log,
@@ -342,6 +369,7 @@ impl Topics {
         let topic = {
             let log_dir = self.log_dir.lock().map_err(storage)?;
             let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+            check_room(log_dir, record.replicas.len())?;
             Arc::new(Self::open_topic(&self.config, log_dir, record)?)
         };
         let mut records: Vec<TopicRecord> = self
@@ -406,6 +434,7 @@ impl Topics {
         {
             let log_dir = self.log_dir.lock().map_err(storage)?;
             let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+            check_room(log_dir, record.replicas.len() - topic.partitions.len())?;
             for index in topic.partitions.len()..record.replicas.len() {
                 partitions.push(Self::open_partition(log_dir, name, index, &storage_config)?);
             }
@@ -520,6 +549,37 @@ impl Topics {
             }
         }
         Ok(())
+    }
+
+    /// Recovers the partitions whose logs were opened with recovery deferred, on the log
+    /// directory's recovery threads, and returns how many. Each is recovered with its producers
+    /// lock held and its producer state replayed before the lock goes, so no append sees the log
+    /// recovered but its producers not yet known. Until then its log answers `Recovering`
+    /// (NOT_LEADER_OR_FOLLOWER to Produce and Fetch, LEADER_NOT_AVAILABLE in Metadata).
+    pub fn recover_pending(&self) -> Result<usize, TopicError> {
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let Some(log_dir) = log_dir.as_ref() else {
+            return Ok(0);
+        };
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        log_dir
+            .recover_pending(|log, recover| {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let topic = self.get(log.topic());
+                let Some(partition) = topic.as_ref().and_then(|t| t.partition(log.partition()))
+                else {
+                    return recover();
+                };
+                let mut producers = partition
+                    .producers
+                    .lock()
+                    .map_err(|_| skiff_storage::Error::Poisoned)?;
+                recover()?;
+                *producers = replay_producers(log)?;
+                Ok(())
+            })
+            .map_err(storage)?;
+        Ok(count.into_inner())
     }
 
     /// Flushes every log and writes the clean-shutdown marker.
