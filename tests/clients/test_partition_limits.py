@@ -9,6 +9,7 @@ descriptor (its active segment's log), so about 512 - 128 reserved - the broker'
 `test_partition_count_limit`: `max.broker.partitions` refuses what would pass it, naming the key.
 """
 
+import re
 import shutil
 import tempfile
 
@@ -23,6 +24,7 @@ from conftest import Broker, messages
 TIMEOUT_S = 30
 FILE_LIMIT = 512
 PARTITIONS_PER_TOPIC = 40
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def create(admin, name, partitions):
@@ -61,7 +63,8 @@ def limited_broker():
 
 def test_file_limit(limited_broker):
     broker = limited_broker
-    assert any(f"soft={FILE_LIMIT}" in line and "RLIMIT_NOFILE" in line for line in broker.log_lines), \
+    plain = [ANSI.sub("", line) for line in broker.log_lines]
+    assert any(f"soft={FILE_LIMIT}" in line and "RLIMIT_NOFILE" in line for line in plain), \
         "the limit in force is logged"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert create(admin, "kept", 1) is None
