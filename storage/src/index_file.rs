@@ -119,6 +119,12 @@ impl IndexFile {
         self.resize(io, self.entries_count)
     }
 
+    /// Trims the file to the entries held, leaving the mapping's pages for a file-system sync to
+    /// write (a clean close of many logs syncs once for all of them).
+    pub(crate) fn trim(&mut self, io: &dyn FileIo) -> Result<()> {
+        self.resize(io, self.entries_count)
+    }
+
     /// Writes dirty pages of the mapping back to the file (msync), if anything was pushed since
     /// the last flush.
     pub(crate) fn flush(&mut self, io: &dyn FileIo) -> Result<()> {

@@ -53,6 +53,10 @@ pub(crate) trait FileIo: Send + Sync + std::fmt::Debug {
     fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Makes a directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Makes everything written on the file system holding `path` durable: every file's data
+    /// (mapped pages included) and every directory entry (`syncfs(2)`). One call in place of an
+    /// fsync per file, for a close of thousands of logs.
+    fn sync_filesystem(&self, path: &Path) -> io::Result<()>;
     /// Entries of a directory, as full paths.
     fn read_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>>;
     /// Reads a whole small file, failing if it is larger than `bytes_max`.
@@ -122,6 +126,10 @@ impl FileIo for StdIo {
         // A directory opened read-only can be fsynced on Linux; that is what makes a new, renamed
         // or removed entry survive a machine crash.
         File::open(path)?.sync_all()
+    }
+
+    fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+        crate::mmap::sync_filesystem(&File::open(path)?)
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
@@ -233,6 +241,12 @@ pub(crate) mod faulty {
                 return Err(eio());
             }
             StdIo.sync_dir(path)
+        }
+        fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
+            if self.fail_sync.load(Ordering::SeqCst) {
+                return Err(eio());
+            }
+            StdIo.sync_filesystem(path)
         }
         fn read_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
             StdIo.read_dir(path)

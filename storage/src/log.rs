@@ -1057,36 +1057,35 @@ impl Log {
         Ok(removed)
     }
 
-    /// Flushes everything (with at least `fdatasync`, whatever the persist mode: a clean shutdown
-    /// promises the data), trims the active indexes, writes the checkpoint and refuses further
-    /// writes.
-    pub(crate) fn close(&self) -> Result<()> {
+    /// The first half of a clean close, without one fsync: refuses further writes, trims the
+    /// active indexes and writes a checkpoint with the recovery point at the log end under its
+    /// temporary name, returned (`None` if the log was closed already). `LogDir::close` then
+    /// syncs the file system once for every log, and only then renames the checkpoints into
+    /// place, so a checkpoint never names data that is not durable.
+    pub(crate) fn close_unsynced(&self) -> Result<Option<PathBuf>> {
         // A log not recovered yet is recovered first: the clean-shutdown marker written after
-        // this promises every log is.
+        // the close promises every log is.
         self.recover_deferred()?;
-        // Held throughout, so no append lands between the flush and the recovery point below.
         let _writer = self.writer()?;
-        let mode = match self.read_state()?.config.persist_mode {
-            PersistMode::Buffer => PersistMode::SyncData,
-            mode => mode,
-        };
-        self.flush_with(Some(mode))?;
         let mut state = self.write_state()?;
         if state.closed {
-            return Ok(());
+            return Ok(None);
+        }
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(Error::Poisoned);
         }
         let io = self.io.as_ref();
         let result = (|| {
-            state.active_mut()?.seal(io)?;
-            for segment in state.segments.values_mut() {
-                segment.flush_indexes(io)?;
-            }
-            state.recovery_point = state.log_end_offset();
-            state.write_checkpoint(io, &self.dir)
+            state.active_mut()?.seal_with(io, false)?;
+            let checkpoint = Checkpoint {
+                log_start_offset: state.log_start_offset,
+                recovery_point: state.log_end_offset(),
+            };
+            checkpoint.write_unsynced(io, &self.dir)
         })();
-        result.map_err(|error| self.poison(error))?;
+        let temp = result.map_err(|error| self.poison(error))?;
         state.closed = true;
-        Ok(())
+        Ok(Some(temp))
     }
 
     /// Checks every segment's offset and time index against its log (feature `power-sim`, for

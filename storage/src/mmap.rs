@@ -1,5 +1,5 @@
 //! The crate's only `unsafe` code: memory maps (memmap2), the `flock(2)` call behind the data
-//! directory's lock file and the `getrlimit(2)` read of the open-file limit. Owns the conditions under which a mapping is sound; must never map more
+//! directory's lock file, `syncfs(2)` and the `getrlimit(2)` read of the open-file limit. Owns the conditions under which a mapping is sound; must never map more
 //! bytes than the file holds (except the active segment's read-ahead view, [`map_read_ahead`],
 //! whose users read only below the file's length), nor hand out a mapping of a file that this
 //! engine may shrink while the mapping lives (see `FetchSlice` and `Log::truncate_to` for how
@@ -84,6 +84,17 @@ fn name_map_limit<T>(result: io::Result<T>) -> io::Result<T> {
             ),
         )
     })
+}
+
+/// `syncfs(2)` on the file system holding `file`.
+pub(crate) fn sync_filesystem(file: &File) -> io::Result<()> {
+    // SAFETY: syncfs takes a file descriptor that `file` keeps open for the duration of the call
+    // and touches no memory of ours.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// The soft RLIMIT_NOFILE: how many descriptors the process may hold open.

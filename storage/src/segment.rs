@@ -666,6 +666,12 @@ impl Segment {
     /// timestamp survives a restart), trims both indexes to their entries and drops the `.log`
     /// view and descriptor (readers holding it keep it; later reads go through [`ReadFiles`]).
     pub(crate) fn seal(&mut self, io: &dyn FileIo) -> Result<()> {
+        self.seal_with(io, true)
+    }
+
+    /// [`Segment::seal`]; with `msync` false the indexes' pages are left for a file-system sync
+    /// (a clean close).
+    pub(crate) fn seal_with(&mut self, io: &dyn FileIo, msync: bool) -> Result<()> {
         self.log_view = None;
         self.active_log = None;
         if self.max_timestamp_ms >= 0 {
@@ -673,8 +679,13 @@ impl Segment {
                 .time_index
                 .maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp);
         }
-        self.index.file_mut().seal(io)?;
-        self.time_index.file_mut().seal(io)
+        if msync {
+            self.index.file_mut().seal(io)?;
+            self.time_index.file_mut().seal(io)
+        } else {
+            self.index.file_mut().trim(io)?;
+            self.time_index.file_mut().trim(io)
+        }
     }
 
     /// Takes the active role: grows both indexes back to their capacity and maps the `.log` view.
@@ -804,12 +815,6 @@ impl Segment {
             index += 1;
         }
         Ok(())
-    }
-
-    /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
-    pub(crate) fn flush_indexes(&mut self, io: &dyn FileIo) -> Result<()> {
-        self.index.file_mut().flush(io)?;
-        self.time_index.file_mut().flush(io)
     }
 }
 

@@ -504,6 +504,28 @@ impl FileIo for SimIo {
         Self::sync_dir_locked(&mut state, path, false)
     }
 
+    fn sync_filesystem(&self, _path: &Path) -> io::Result<()> {
+        // The simulated tree is the whole file system: every file's bytes and every directory's
+        // entries become durable.
+        self.step()?;
+        let mut state = self.lock();
+        Self::count_sync(&mut state, "syncfs")?;
+        for dir in walk_dirs(&self.root)? {
+            Self::sync_dir_locked(&mut state, &dir, false)?;
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_file() {
+                    continue;
+                }
+                let id = Self::id_for_inode(&mut state, entry.metadata()?.ino());
+                let bytes = std::fs::read(entry.path())?;
+                state.synced.insert(id, bytes);
+            }
+        }
+        state.last_write = None;
+        Ok(())
+    }
+
     fn read_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
         self.step()?;
         StdIo.read_dir(path)
