@@ -8,6 +8,9 @@
 - after SIGKILL: time to listen, and time until Metadata shows every partition led (no
   LEADER_NOT_AVAILABLE), then a produce to and a fetch from the last partition.
 
+The clean shutdown is measured twice: idle (after the kernel wrote recent writes back) and right
+after a message to every partition (the close then writes those pages of 10,000 files).
+
 Usage: scripts/partition-scale.py --skiff target/release/skiff --partitions 10000 [--out FILE]
 It prints a markdown table (and writes it to --out). The broker runs on 127.0.0.1 with a free port
 and a temporary data directory, under this shell's limits (see `ulimit -n`).
@@ -26,7 +29,7 @@ import tempfile
 import threading
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 LISTENING = re.compile(r"skiff listening on (\S+):(\d+)")
@@ -138,9 +141,33 @@ def count_partitions(frame):
             error, _, _ = take(">hii")
             partitions += 1
             errors += error != 0
-            at += 4 * take(">i")  # replicas
-            at += 4 * take(">i")  # isr
+            for _ in range(2):  # replicas, isr
+                count = take(">i")
+                at += 4 * count
     return partitions, errors
+
+
+IDLE_WRITEBACK_S = 35
+
+
+def dirty_mib():
+    """Dirty page cache of the whole machine (other processes' too), MiB."""
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("Dirty:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def produce_everywhere(bootstrap, topics, per_topic, extra):
+    """One 100-byte message to every partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000, **extra})
+    for name in topics:
+        for partition in range(per_topic):
+            producer.produce(name, value=b"x" * 100, partition=partition)
+        producer.poll(0)
+    assert producer.flush(300) == 0
 
 
 def main():
@@ -159,6 +186,9 @@ def main():
     try:
         broker = Broker(os.path.abspath(args.skiff), data_dir, args.settings)
         broker.start()
+        time.sleep(1)
+        empty_rss = broker.rss_mib()
+        rows.append(("RSS at start, no topics", f"{empty_rss:.0f} MiB"))
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         began = time.monotonic()
         for first in range(0, len(topics), 10):
@@ -169,27 +199,49 @@ def main():
             for future in futures.values():
                 future.result(600)
         rows.append(("create all partitions", f"{time.monotonic() - began:.1f} s"))
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
-                             "queue.buffering.max.messages": 1_000_000})
         began = time.monotonic()
-        for name in topics:
-            for partition in range(args.per_topic):
-                producer.produce(name, value=b"x" * 100, partition=partition)
-            producer.poll(0)
-        assert producer.flush(300) == 0
+        produce_everywhere(broker.bootstrap, topics, args.per_topic, {})
         rows.append(("one message to every partition", f"{time.monotonic() - began:.1f} s"))
         time.sleep(5)
-        rows.append(("RSS, idle", f"{broker.rss_mib():.0f} MiB"))
+        idle_rss = broker.rss_mib()
+        rows.append(("RSS, idle", f"{idle_rss:.0f} MiB "
+                     f"({(idle_rss - empty_rss) * 1024 * 1024 / total:.0f} B per partition)"))
         rows.append(("open files", f"{broker.open_files()}"))
         rows.append(("memory maps", f"{broker.maps()}"))
+        # Producer state: one idempotent producer writes to every partition (one entry each).
+        produce_everywhere(broker.bootstrap, topics, args.per_topic, {"enable.idempotence": True})
+        time.sleep(2)
+        producers_rss = broker.rss_mib()
+        rows.append(("RSS with one idempotent producer's state in every partition",
+                     f"{producers_rss:.0f} MiB ({(producers_rss - idle_rss) * 1024 * 1024 / total:.0f} B per partition)"))
+        # Offsets cache: one group commits an offset for every partition.
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "scale",
+                             "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(name, partition, 1) for name in topics
+                                 for partition in range(args.per_topic)], asynchronous=False)
+        consumer.close()
+        time.sleep(2)
+        offsets_rss = broker.rss_mib()
+        rows.append(("RSS with a committed offset for every partition",
+                     f"{offsets_rss:.0f} MiB ({(offsets_rss - producers_rss) * 1024 * 1024 / total:.0f} B per partition)"))
         runs = [metadata_all(broker.bootstrap) for _ in range(args.metadata_runs)]
         assert all(run[1] >= total for run in runs), runs
         times = sorted(run[0] * 1000 for run in runs)
         rows.append((f"Metadata v1, all {runs[0][1]} partitions (median, max of {len(runs)})",
                      f"{times[len(times) // 2]:.1f} ms, {times[-1]:.1f} ms"))
-        rows.append(("clean shutdown (SIGTERM to exit)", f"{broker.stop(signal.SIGTERM):.2f} s"))
+        # Idle: the kernel has written the last writes back (vm.dirty_expire_centisecs, 30 s by
+        # default), as on a broker that has been quiet for a while.
+        time.sleep(IDLE_WRITEBACK_S)
+        rows.append((f"clean shutdown, idle {IDLE_WRITEBACK_S} s (SIGTERM to exit; dirty "
+                     f"{dirty_mib():.0f} MiB machine-wide)", f"{broker.stop(signal.SIGTERM):.2f} s"))
         rows.append(("clean restart: listening", f"{broker.start():.2f} s"))
         rows.append(("RSS after clean restart", f"{broker.rss_mib():.0f} MiB"))
+        # Busy: a message to every partition just before, so the close writes 10,000 files'
+        # fresh pages (and their new checkpoints) to disk.
+        produce_everywhere(broker.bootstrap, topics, args.per_topic, {})
+        rows.append((f"clean shutdown right after a message to every partition (dirty "
+                     f"{dirty_mib():.0f} MiB machine-wide)", f"{broker.stop(signal.SIGTERM):.2f} s"))
+        broker.start()
         broker.stop(signal.SIGKILL)
         listen_s = broker.start()
         began = time.monotonic() - listen_s

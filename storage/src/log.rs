@@ -398,10 +398,9 @@ impl Log {
         clean: bool,
         read_files: Arc<ReadFiles>,
     ) -> Result<Self> {
-        let state = recover_state(io.as_ref(), dir, config, clean, &read_files)?;
-        Ok(Self::assemble(
-            io, dir, topic, partition, state, read_files, clean,
-        ))
+        let log = Self::deferred(io, dir, topic, partition, config, clean, read_files)?;
+        log.recover_deferred()?;
+        Ok(log)
     }
 
     /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that later, and until
@@ -426,32 +425,18 @@ impl Log {
             last_flush_ms: None,
             closed: false,
         };
-        let log = Self::assemble(io, dir, topic, partition, placeholder, read_files, clean);
-        log.recovering.store(true, Ordering::SeqCst);
-        Ok(log)
-    }
-
-    fn assemble(
-        io: Arc<dyn FileIo>,
-        dir: &Path,
-        topic: &str,
-        partition: i32,
-        state: LogState,
-        read_files: Arc<ReadFiles>,
-        clean: bool,
-    ) -> Self {
-        Self {
+        Ok(Self {
             dir: dir.to_owned(),
             topic: topic.to_owned(),
             partition,
             io,
             read_files,
             writer: Mutex::new(()),
-            state: RwLock::new(state),
+            state: RwLock::new(placeholder),
             poisoned: AtomicBool::new(false),
-            recovering: AtomicBool::new(false),
+            recovering: AtomicBool::new(true),
             clean,
-        }
+        })
     }
 
     /// Recovers a log opened by [`LogDir::open_deferred`] (with the configuration last set);
