@@ -139,7 +139,7 @@ pub struct DirConfig {
     /// first (the active segment's descriptor is the log's own and not counted here). A read of
     /// a sealed segment outside this set reopens its file. Default 1024.
     pub read_files_max: usize,
-    /// Threads that recover the logs at open and flush them at close, each taking the next log
+    /// Threads that recover the logs at open and close them at close, each taking the next log
     /// (Kafka's `num.recovery.threads.per.data.dir`). Default 4: the work is mostly waiting for
     /// fsync, so more threads than cores still help.
     pub recovery_threads: usize,

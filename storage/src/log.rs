@@ -1,10 +1,12 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
 //! point. Owns offset assignment, rolling, the flush policy and poisoning, reads, time lookups,
-//! truncation and retention. Two locks: a writer `Mutex` serializes appends and every other
+//! truncation, retention and deferred recovery (a log listed at open but recovered later, answering
+//! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
 //! order: writer, then state. Must never read a clock (every time is an argument), fsync while
-//! holding either lock, or report an offset as flushed before its fsync returned.
+//! holding either lock (except in the recovery of a deferred log, which serves nothing until it
+//! is done), or report an offset as flushed before its fsync returned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -329,7 +331,9 @@ fn recover_segments(
     Ok(segments)
 }
 
-/// Recovers the log in `dir` (see [`Log::open`]) into its state.
+/// Recovers the log in `dir` into its state: with `clean` (the data directory's clean-shutdown
+/// marker was present) only index tails are checked; without it every segment from the recovery
+/// point on is scanned and a torn tail cut.
 fn recover_state(
     io: &dyn FileIo,
     dir: &Path,
@@ -386,25 +390,8 @@ fn recover_state(
 }
 
 impl Log {
-    /// Opens the log in `dir`, recovering it: with `clean` (the data directory's clean-shutdown
-    /// marker was present) only index tails are checked; without it every segment from the
-    /// recovery point on is scanned and a torn tail cut.
-    pub(crate) fn open(
-        io: Arc<dyn FileIo>,
-        dir: &Path,
-        topic: &str,
-        partition: i32,
-        config: LogConfig,
-        clean: bool,
-        read_files: Arc<ReadFiles>,
-    ) -> Result<Self> {
-        let log = Self::deferred(io, dir, topic, partition, config, clean, read_files)?;
-        log.recover_deferred()?;
-        Ok(log)
-    }
-
-    /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that later, and until
-    /// then it answers [`Error::Recovering`].
+    /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that (at once for a
+    /// new log, later for one listed at open), and until then it answers [`Error::Recovering`].
     pub(crate) fn deferred(
         io: Arc<dyn FileIo>,
         dir: &Path,
@@ -1146,6 +1133,11 @@ mod tests {
     use skiff_protocol::records::record::{BatchBuilder, NewRecord};
     use skiff_protocol::records::Compression;
 
+    /// A data directory over the fault-injecting file system.
+    fn open_faulty(path: &Path, config: LogConfig, io: &Arc<FaultyIo>) -> LogDir {
+        LogDir::open_with_io(path, config, crate::DirConfig::default(), io.clone()).unwrap()
+    }
+
     fn small_config() -> LogConfig {
         LogConfig {
             segment_bytes: 4096,
@@ -1315,13 +1307,7 @@ mod tests {
             flush_messages_interval: Some(1),
             ..small_config()
         };
-        let data = LogDir::open_with_io(
-            dir.path(),
-            config.clone(),
-            crate::DirConfig::default(),
-            io.clone(),
-        )
-        .unwrap();
+        let data = open_faulty(dir.path(), config.clone(), &io);
         let log = data.create("t", 0, None).unwrap();
         let info = log.append(&mut batch(0, 1, 10), 0).unwrap();
         assert!(info.flushed);
@@ -1356,13 +1342,7 @@ mod tests {
     fn reads_go_on_while_an_append_writes_and_see_it_only_once_written() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(
-            dir.path(),
-            small_config(),
-            crate::DirConfig::default(),
-            io.clone(),
-        )
-        .unwrap();
+        let data = open_faulty(dir.path(), small_config(), &io);
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 2, 10), 0).unwrap();
         let size_bytes = log.size_bytes().unwrap();
@@ -1405,13 +1385,7 @@ mod tests {
     fn torn_write_poisons_and_recovery_cuts_the_tail() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(
-            dir.path(),
-            small_config(),
-            crate::DirConfig::default(),
-            io.clone(),
-        )
-        .unwrap();
+        let data = open_faulty(dir.path(), small_config(), &io);
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 3, 10), 0).unwrap();
         io.torn_write_bytes.store(40, Ordering::SeqCst);

@@ -278,7 +278,7 @@ impl LogDir {
                 .map_err(|error| Error::io(&dir, error))?;
             fs::sync_parent(self.io.as_ref(), &dir)?;
             // A new directory has nothing to recover: open it as if cleanly shut down.
-            Log::open(
+            let log = Log::deferred(
                 Arc::clone(&self.io),
                 &dir,
                 topic,
@@ -286,7 +286,9 @@ impl LogDir {
                 config,
                 true,
                 Arc::clone(&self.read_files),
-            )
+            )?;
+            log.recover_deferred()?;
+            Ok(log)
         })();
         let log = match created {
             Ok(log) => Arc::new(log),

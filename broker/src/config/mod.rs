@@ -364,7 +364,7 @@ config_keys! {
     "skiff.log.read.files.max" => log_read_files_max: usize = skiff_storage::DirConfig::default().read_files_max;
         "Open descriptors kept for reading sealed (older) segments, the most recently used first; a read of another reopens its file. Each partition also holds one for its active segment."
     "num.recovery.threads.per.data.dir" => num_recovery_threads_per_data_dir: usize = skiff_storage::DirConfig::default().recovery_threads;
-        "Threads that recover partition logs at start and flush them at clean shutdown (Kafka's key; its default is 1). Between 1 and 256."
+        "Threads that recover partition logs after a start (the broker listens first; a partition not recovered yet answers NOT_LEADER_OR_FOLLOWER, or LEADER_NOT_AVAILABLE in Metadata) and close them at clean shutdown (Kafka's key; its default is 1). Between 1 and 256."
     "message.max.bytes" => message_max_bytes: u32 = MESSAGE_BYTES_MAX_DEFAULT;
         "Largest record batch a producer may append."
     "socket.request.max.bytes" => socket_request_max_bytes: u32 = REQUEST_BYTES_MAX_DEFAULT;

@@ -682,6 +682,88 @@ mod tests {
         reopened.close().expect("close");
     }
 
+    fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
+        let log_dir =
+            LogDir::open_deferred(dir, LogConfig::default(), config.dir_config()).expect("log dir");
+        let store = Box::new(crate::partition::metadata_store::FileMetadataStore::new(
+            dir,
+        ));
+        Topics::open(Arc::new(config), log_dir, store).expect("topics")
+    }
+
+    #[test]
+    fn partitions_past_the_broker_limit_are_refused_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::default();
+        config
+            .apply_override("max.broker.partitions=3")
+            .expect("valid");
+        let topics = open_deferred(dir.path(), config);
+        topics
+            .create("t", vec![vec![1]; 2], BTreeMap::new(), false)
+            .expect("two fit");
+        let refused = topics
+            .create("u", vec![vec![1]; 2], BTreeMap::new(), false)
+            .err()
+            .expect("a fourth does not");
+        assert_eq!(refused.code(), 44, "POLICY_VIOLATION");
+        assert!(
+            refused.to_string().contains("max.broker.partitions"),
+            "{refused}"
+        );
+        assert!(topics.get("u").is_none());
+        topics
+            .add_partitions("t", vec![vec![1]; 3], false)
+            .expect("third");
+        let refused = topics
+            .add_partitions("t", vec![vec![1]; 4], false)
+            .err()
+            .expect("fourth");
+        assert_eq!(refused.code(), 44);
+        topics.close().expect("close");
+    }
+
+    #[test]
+    fn partitions_recover_after_open_and_answer_recovering_until_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let topics = open(dir.path());
+            let topic = topics
+                .create("t", vec![vec![1]; 3], BTreeMap::new(), false)
+                .expect("create");
+            let mut builder = skiff_protocol::records::record::BatchBuilder::new(
+                0,
+                skiff_protocol::records::Compression::None,
+            );
+            let record = skiff_protocol::records::record::NewRecord {
+                offset_delta: 0,
+                timestamp: 1_000,
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+            };
+            builder.push(&record).expect("fits");
+            let mut batch = builder.build().expect("builds");
+            topic.partitions[2]
+                .log
+                .append(&mut batch, 1_000)
+                .expect("append");
+            // Dropped without close: a crash, so the next open must recover.
+        }
+        let topics = open_deferred(dir.path(), Config::default());
+        let topic = topics.get("t").expect("t");
+        assert!(topic.partitions.iter().all(|p| p.log.is_recovering()));
+        assert!(matches!(
+            topic.partitions[2].log.log_end_offset(),
+            Err(skiff_storage::Error::Recovering { .. })
+        ));
+        assert_eq!(topics.recover_pending().expect("recover"), 3);
+        assert!(!topic.partitions[2].log.is_recovering());
+        assert_eq!(topic.partitions[2].log.log_end_offset().expect("end"), 1);
+        assert_eq!(topics.recover_pending().expect("nothing left"), 0);
+        topics.close().expect("close");
+    }
+
     #[test]
     fn topic_id_hex_round_trips() {
         let id: [u8; 16] = std::array::from_fn(|index| index as u8 * 17);
