@@ -720,9 +720,10 @@ impl Segment {
         let log_path = self.log_path.to_path_buf();
         // The view goes before the file can shrink under it (the caller maps a new one).
         self.log_view = None;
-        // Out of the set of recent files, so the count below is ours plus the readers'.
-        self.read_files.remove(self.read_files_id);
         let file = self.log_file(io)?;
+        // Out of the set of recent files and the active role, so the count below is ours plus
+        // the readers'.
+        drop(self.read_files.remove(self.read_files_id));
         self.active_log = None;
         // The log's writer and state locks are held by the caller; readers get this descriptor
         // only under the state lock and appends (`AppendTarget`) only under the writer lock, so
