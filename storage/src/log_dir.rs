@@ -191,7 +191,7 @@ impl LogDir {
         if wanted > self.dir_config.logs_max {
             return Err(Error::LimitReached(format!(
                 "{new_logs} more partitions would make {wanted} on this broker, past the limit \
-                 of {} (max.broker.partitions); {logs_count} exist",
+                 of {} (logs_max, the broker's max.broker.partitions); {logs_count} exist",
                 self.dir_config.logs_max
             )));
         }
@@ -267,7 +267,7 @@ impl LogDir {
         }
         if logs.len() >= self.dir_config.logs_max {
             return Err(Error::LimitReached(format!(
-                "{} partitions exist on this broker, the limit (max.broker.partitions)",
+                "{} partitions exist on this broker, the limit (logs_max, the broker's max.broker.partitions)",
                 logs.len()
             )));
         }
