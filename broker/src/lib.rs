@@ -125,8 +125,13 @@ impl Broker {
                     source,
                 }
             })?;
-            let log_dir =
-                skiff_storage::LogDir::open(&log_dir_path, skiff_storage::LogConfig::default())?;
+            // Recovery waits until the broker listens (`Topics::recover_pending`): partitions
+            // not recovered yet answer retriable errors meanwhile.
+            let log_dir = skiff_storage::LogDir::open_deferred(
+                &log_dir_path,
+                skiff_storage::LogConfig::default(),
+                open_config.dir_config(),
+            )?;
             // Before the topics take the log directory: the offsets log lives in it too, but has
             // no topic record, so Metadata never lists it.
             let (group_driver, groups) =
@@ -259,6 +264,22 @@ impl Broker {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), BrokerError> {
         let ctx = self.ctx.clone();
+        let recovering = ctx.topics.clone();
+        // Not awaited: shutdown's close waits for it (it holds the log directory).
+        drop(tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            match recovering.recover_pending() {
+                Ok(0) => {}
+                Ok(count) => tracing::info!(
+                    partitions = count,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "partitions recovered"
+                ),
+                Err(error) => {
+                    tracing::error!(%error, "recovering partitions failed; they answer NOT_LEADER_OR_FOLLOWER")
+                }
+            }
+        }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
         server::serve(
             self.listeners,
@@ -282,7 +303,14 @@ pub type MetricsHandle = Arc<metrics::Metrics>;
 /// opened, so a limit that cannot stops the start cleanly).
 fn connection_limits(config: &Config) -> Result<net::admission::ConnectionLimits, BrokerError> {
     let capacity = match net::fd_limit::raise_to_hard_limit() {
-        Ok(limit) => net::fd_limit::connection_capacity(config, limit)?,
+        Ok(limit) => {
+            tracing::info!(
+                soft = limit.soft,
+                hard = limit.hard,
+                "open-file limit (RLIMIT_NOFILE) in force"
+            );
+            net::fd_limit::connection_capacity(config, limit)?
+        }
         Err(error) => {
             tracing::warn!(%error, "cannot read the open-file limit; max.connections is unchecked");
             config.max_connections

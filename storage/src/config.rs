@@ -128,6 +128,55 @@ impl LogConfig {
     }
 }
 
+/// Settings of a data directory as a whole (every log below it). Bounds what the directory may
+/// hold open and how many threads its start and close use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirConfig {
+    /// Most logs the directory holds; [`crate::LogDir::check_room`] refuses more. Default
+    /// 20,000.
+    pub logs_max: usize,
+    /// Descriptors of sealed segments' `.log` files kept open for reads, the most recently used
+    /// first (the active segment's descriptor is the log's own and not counted here). A read of
+    /// a sealed segment outside this set reopens its file. Default 1024.
+    pub read_files_max: usize,
+    /// Threads that recover the logs at open and close them at close, each taking the next log
+    /// (Kafka's `num.recovery.threads.per.data.dir`). Default 4: the work is mostly waiting for
+    /// fsync, so more threads than cores still help.
+    pub recovery_threads: usize,
+    /// Descriptors [`crate::LogDir::check_room`] keeps free below the process's open-file limit
+    /// when it admits new logs (for sockets, reads and files being written). Default 1024, or a
+    /// quarter of the limit if that is smaller.
+    pub files_reserved: u64,
+}
+
+impl Default for DirConfig {
+    fn default() -> Self {
+        Self {
+            logs_max: limits::LOGS_MAX_DEFAULT,
+            read_files_max: limits::READ_FILES_MAX_DEFAULT,
+            recovery_threads: limits::RECOVERY_THREADS_DEFAULT,
+            files_reserved: limits::FILES_RESERVED_DEFAULT,
+        }
+    }
+}
+
+impl DirConfig {
+    /// Checks every value against its range.
+    pub fn validate(&self) -> Result<()> {
+        if self.logs_max == 0 {
+            return Err(Error::InvalidConfig("logs_max must be positive".to_owned()));
+        }
+        if !(1..=limits::RECOVERY_THREADS_MAX).contains(&self.recovery_threads) {
+            return Err(Error::InvalidConfig(format!(
+                "recovery_threads {} not in [1, {}]",
+                self.recovery_threads,
+                limits::RECOVERY_THREADS_MAX
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +184,19 @@ mod tests {
     #[test]
     fn default_is_valid() {
         LogConfig::default().validate().unwrap();
+        DirConfig::default().validate().unwrap();
+        for bad in [
+            DirConfig {
+                logs_max: 0,
+                ..DirConfig::default()
+            },
+            DirConfig {
+                recovery_threads: 0,
+                ..DirConfig::default()
+            },
+        ] {
+            assert!(matches!(bad.validate(), Err(Error::InvalidConfig(_))));
+        }
     }
 
     #[test]

@@ -80,6 +80,20 @@ pub enum Error {
     /// The named log does not exist.
     #[error("log {0} not found")]
     LogNotFound(String),
+    /// A new log was refused because a limit would be passed or was hit (the directory's
+    /// `logs_max`, the open-file limit, `vm.max_map_count`); the message names the limit. Logs
+    /// already open are not affected.
+    #[error("limit reached: {0}")]
+    LimitReached(String),
+    /// The log was opened with recovery deferred ([`crate::LogDir::open_deferred`]) and is not
+    /// recovered yet; retry once it is.
+    #[error("log {topic}-{partition} is not recovered yet")]
+    Recovering {
+        /// Its topic.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+    },
 }
 
 impl Error {

@@ -95,6 +95,14 @@ pub(crate) fn sync_parent(io: &dyn FileIo, path: &Path) -> Result<()> {
     io.sync_dir(dir).map_err(|error| Error::io(dir, error))
 }
 
+/// Renames a checkpoint written by [`Checkpoint::write_unsynced`] (and made durable since) into
+/// place; durable at the next directory or file-system sync.
+pub(crate) fn finish_unsynced_checkpoint(io: &dyn FileIo, temp: &Path) -> Result<()> {
+    let path = temp.with_file_name(CHECKPOINT_FILE);
+    io.rename(temp, &path)
+        .map_err(|error| Error::io(&path, error))
+}
+
 /// A partition's durable offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Checkpoint {
@@ -107,11 +115,27 @@ pub(crate) struct Checkpoint {
 impl Checkpoint {
     /// Writes the checkpoint of the log in `dir` atomically.
     pub(crate) fn write(self, io: &dyn FileIo, dir: &Path) -> Result<()> {
-        let text = format!(
+        write_atomic(io, &dir.join(CHECKPOINT_FILE), self.text().as_bytes())
+    }
+
+    /// Writes the checkpoint of the log in `dir` to its temporary name without any fsync, for a
+    /// close that syncs the file system once and then renames it into place
+    /// ([`finish_unsynced_checkpoint`]). Returns the temporary path.
+    pub(crate) fn write_unsynced(self, io: &dyn FileIo, dir: &Path) -> Result<PathBuf> {
+        let temp = dir.join(CHECKPOINT_FILE).with_extension(TEMP_SUFFIX);
+        let file = io
+            .open(&temp, OpenMode::CreateTruncate)
+            .map_err(|error| Error::io(&temp, error))?;
+        io.write_all_at(&file, self.text().as_bytes(), 0)
+            .map_err(|error| Error::io(&temp, error))?;
+        Ok(temp)
+    }
+
+    fn text(self) -> String {
+        format!(
             "{CHECKPOINT_HEADER}\nlog_start_offset {}\nrecovery_point {}\n",
             self.log_start_offset, self.recovery_point
-        );
-        write_atomic(io, &dir.join(CHECKPOINT_FILE), text.as_bytes())
+        )
     }
 
     /// Reads the checkpoint of the log in `dir`; `None` if there is none.

@@ -1,7 +1,11 @@
 //! A memory-mapped file of fixed-size, sorted index entries: the storage shared by the offset and
 //! time indexes. Owns preallocation, appending, sealing (trimming to the used size) and the
 //! warm-tail binary search; must never interpret an entry (the typed indexes do) nor be trusted
-//! over the log (an index is a cache, rebuilt when it does not check out).
+//! over the log (an index is a cache, rebuilt when it does not check out). Holds no file
+//! descriptor between calls: a mapping keeps its file alive on its own, so the descriptor is
+//! closed once the file is mapped and reopened only to change the length (create, seal, unseal),
+//! which keeps a partition's open files to its active `.log` (issue 20: three descriptors per
+//! partition ran a broker out of files at 6,660 partitions).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,12 +20,14 @@ use crate::{limits, mmap};
 #[derive(Debug)]
 pub(crate) struct IndexFile {
     path: PathBuf,
-    file: File,
     /// Covers `capacity_entries * entry_bytes`; `None` when that is zero.
     map: Option<MmapMut>,
     entry_bytes: usize,
     entries_count: usize,
     capacity_entries: usize,
+    /// Entries were pushed since the last flush (a sealed index is never written again, so its
+    /// flush at close costs nothing).
+    dirty: bool,
 }
 
 impl IndexFile {
@@ -37,13 +43,13 @@ impl IndexFile {
             .map_err(|error| Error::io(path, error))?;
         let mut index = Self {
             path: path.to_owned(),
-            file,
             map: None,
             entry_bytes,
             entries_count: 0,
             capacity_entries: 0,
+            dirty: false,
         };
-        index.resize(io, capacity_bytes as usize / entry_bytes)?;
+        index.resize_file(io, &file, capacity_bytes as usize / entry_bytes)?;
         Ok(index)
     }
 
@@ -63,11 +69,11 @@ impl IndexFile {
         let map = Self::map(&file, path, entries_count * entry_bytes)?;
         Ok(Some(Self {
             path: path.to_owned(),
-            file,
             map,
             entry_bytes,
             entries_count,
             capacity_entries: entries_count,
+            dirty: false,
         }))
     }
 
@@ -80,16 +86,24 @@ impl IndexFile {
             .map_err(|error| Error::io(path, error))
     }
 
-    /// Sets the capacity (never below the entries held) and remaps.
+    /// Sets the capacity (never below the entries held) and remaps, through a descriptor open
+    /// for this call only.
     pub(crate) fn resize(&mut self, io: &dyn FileIo, capacity_entries: usize) -> Result<()> {
+        let file = io
+            .open(&self.path, OpenMode::ReadWrite)
+            .map_err(|error| Error::io(&self.path, error))?;
+        self.resize_file(io, &file, capacity_entries)
+    }
+
+    fn resize_file(&mut self, io: &dyn FileIo, file: &File, capacity_entries: usize) -> Result<()> {
         let capacity_entries = capacity_entries.max(self.entries_count);
         // The old mapping goes before the file changes length, so no mapping ever outlives the
         // bytes it covers.
         self.map = None;
         let len = capacity_entries * self.entry_bytes;
-        io.set_len(&self.file, len as u64)
+        io.set_len(file, len as u64)
             .map_err(|error| Error::io(&self.path, error))?;
-        self.map = Self::map(&self.file, &self.path, len)?;
+        self.map = Self::map(file, &self.path, len)?;
         self.capacity_entries = capacity_entries;
         Ok(())
     }
@@ -105,14 +119,23 @@ impl IndexFile {
         self.resize(io, self.entries_count)
     }
 
-    /// Writes dirty pages of the mapping back to the file (msync).
-    pub(crate) fn flush(&self, io: &dyn FileIo) -> Result<()> {
+    /// Trims the file to the entries held, leaving the mapping's pages for a file-system sync to
+    /// write (a clean close of many logs syncs once for all of them).
+    pub(crate) fn trim(&mut self, io: &dyn FileIo) -> Result<()> {
+        self.resize(io, self.entries_count)
+    }
+
+    /// Writes dirty pages of the mapping back to the file (msync), if anything was pushed since
+    /// the last flush.
+    pub(crate) fn flush(&mut self, io: &dyn FileIo) -> Result<()> {
         match &self.map {
-            Some(map) => io
-                .sync_map(&self.file, map)
-                .map_err(|error| Error::io(&self.path, error)),
-            None => Ok(()),
+            Some(map) if self.dirty => io
+                .sync_map(&self.path, map)
+                .map_err(|error| Error::io(&self.path, error))?,
+            _ => {}
         }
+        self.dirty = false;
+        Ok(())
     }
 
     /// Number of entries.
@@ -147,6 +170,7 @@ impl IndexFile {
         };
         slot.copy_from_slice(entry);
         self.entries_count += 1;
+        self.dirty = true;
         true
     }
 

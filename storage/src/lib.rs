@@ -57,6 +57,11 @@
 //! - Durability is what [`PersistMode`] and the flush policy in [`LogConfig`] say; a failed write
 //!   or fsync poisons the log ([`Error::Poisoned`]) until the directory is reopened.
 //! - One process (and one [`LogDir`]) per directory, enforced by a lock file.
+//! - A log holds one descriptor (its active segment's `.log`; indexes are mapped and closed) and
+//!   three memory maps, plus two maps per sealed segment; sealed segments' descriptors come from
+//!   a set bounded by [`DirConfig::read_files_max`]. A directory holds at most
+//!   [`DirConfig::logs_max`] logs, and [`LogDir::check_room`] refuses logs the open-file limit or
+//!   `vm.max_map_count` cannot hold ([`Error::LimitReached`]).
 //! - Storage never reads a clock: times are arguments (`append`, `roll_if_needed`,
 //!   `enforce_retention`).
 //!
@@ -65,8 +70,9 @@
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
 //! `index_file` (mapped entries), `recovery` (the batch scan),
-//! `fetch` ([`FetchSlice`]), `config`, `limits`, `fs` (names and atomic files), `io` (every file
-//! operation, injectable), `mmap` (the only `unsafe`), `error`.
+//! `fetch` ([`FetchSlice`]), `read_files` (the bounded open descriptors of sealed segments),
+//! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
+//! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
 
 #![deny(missing_docs, unreachable_pub)]
 #![cfg_attr(
@@ -94,7 +100,9 @@ mod log;
 mod log_dir;
 mod mmap;
 mod offset_index;
+mod read_files;
 mod recovery;
+mod resources;
 mod segment;
 mod sparse_index;
 mod time_index;
@@ -106,7 +114,7 @@ mod testing;
 #[path = "../tests/support/temp.rs"]
 mod testing_temp;
 
-pub use config::{LogConfig, PersistMode};
+pub use config::{DirConfig, LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::write_file_atomically;

@@ -31,6 +31,25 @@ pub(crate) const INDEX_WARM_BYTES: usize = 8192;
 pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 256;
 /// Bytes read per `pread` when a batch header is inspected on the read path.
 pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
+/// Default `DirConfig::logs_max`: what the default open-file limit of a typical server (20,000
+/// here) holds at one descriptor per log, with room left for connections only if the limit is
+/// raised; the broker sets it from `max.broker.partitions`.
+pub(crate) const LOGS_MAX_DEFAULT: usize = 20_000;
+/// Default `DirConfig::read_files_max`: sealed-segment descriptors kept open for reads. Enough
+/// for a thousand consumers catching up in distinct old segments; a miss costs one `open`.
+pub(crate) const READ_FILES_MAX_DEFAULT: usize = 1024;
+/// Default `DirConfig::recovery_threads`.
+pub(crate) const RECOVERY_THREADS_DEFAULT: usize = 4;
+/// Most `DirConfig::recovery_threads`: past this, threads only add contention for the disk.
+pub(crate) const RECOVERY_THREADS_MAX: usize = 256;
+/// Default `DirConfig::files_reserved`.
+pub(crate) const FILES_RESERVED_DEFAULT: u64 = 1024;
+/// Descriptors one log holds open: its active segment's `.log` (indexes are mapped and hold
+/// none; sealed segments borrow from the bounded read set).
+pub(crate) const FILES_PER_LOG: u64 = 1;
+/// Memory maps one idle log holds: its active segment's two indexes and `.log` view (each
+/// sealed segment adds two, its indexes). Counted against `vm.max_map_count`.
+pub(crate) const MAPS_PER_LOG: u64 = 3;
 
 const _: () = assert!(SEGMENT_BYTES_DEFAULT <= SEGMENT_BYTES_MAX);
 const _: () = assert!(SEGMENT_BYTES_MIN <= SEGMENT_BYTES_DEFAULT);

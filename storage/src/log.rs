@@ -1,10 +1,12 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
 //! point. Owns offset assignment, rolling, the flush policy and poisoning, reads, time lookups,
-//! truncation and retention. Two locks: a writer `Mutex` serializes appends and every other
+//! truncation, retention and deferred recovery (a log listed at open but recovered later, answering
+//! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
 //! order: writer, then state. Must never read a clock (every time is an argument), fsync while
-//! holding either lock, or report an offset as flushed before its fsync returned.
+//! holding either lock (except in the recovery of a deferred log, which serves nothing until it
+//! is done), or report an offset as flushed before its fsync returned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use crate::fetch::FetchSlice;
 use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
 use crate::limits;
+use crate::read_files::ReadFiles;
 use crate::segment::{self, Segment};
 
 /// What an append did, for the produce response and the flush decision.
@@ -67,6 +70,8 @@ pub struct Log {
     topic: String,
     partition: i32,
     io: Arc<dyn FileIo>,
+    /// The data directory's open descriptors of sealed segments.
+    read_files: Arc<ReadFiles>,
     /// Held by every change to segments or offsets (appends, rolls, truncation, retention,
     /// configuration, close) for its whole length, before `state`: appends write their bytes
     /// holding only this, so it is what keeps a second writer from the end of the log.
@@ -74,6 +79,14 @@ pub struct Log {
     state: RwLock<LogState>,
     /// Set by a failed write or fsync; checked before every append and flush.
     poisoned: AtomicBool,
+    /// While set, the log is not recovered yet ([`LogDir::open_deferred`]): `state` is a
+    /// placeholder holding only the configuration, and every call but [`Log::set_config`] and
+    /// [`Log::recover_deferred`] answers [`Error::Recovering`].
+    ///
+    /// [`LogDir::open_deferred`]: crate::LogDir::open_deferred
+    recovering: AtomicBool,
+    /// Whether the pending recovery may trust the data (the directory was shut down cleanly).
+    clean: bool,
 }
 
 #[derive(Debug)]
@@ -272,6 +285,7 @@ fn recover_segments(
     config: &LogConfig,
     clean: bool,
     recovery_point: i64,
+    read_files: &Arc<ReadFiles>,
 ) -> Result<BTreeMap<i64, Segment>> {
     let mut segments = BTreeMap::new();
     let mut expected_offset = bases.first().copied().unwrap_or(0);
@@ -286,6 +300,7 @@ fn recover_segments(
             trusted,
             expected_offset,
             recovery_point,
+            read_files,
         )?;
         expected_offset = segment.next_offset;
         // Rolls start the next segment at the log end offset, so a segment that ends
@@ -316,80 +331,150 @@ fn recover_segments(
     Ok(segments)
 }
 
+/// Recovers the log in `dir` into its state: with `clean` (the data directory's clean-shutdown
+/// marker was present) only index tails are checked; without it every segment from the recovery
+/// point on is scanned and a torn tail cut.
+fn recover_state(
+    io: &dyn FileIo,
+    dir: &Path,
+    config: LogConfig,
+    clean: bool,
+    read_files: &Arc<ReadFiles>,
+) -> Result<LogState> {
+    config.validate()?;
+    let bases = segment_bases(io, dir)?;
+    let checkpoint = Checkpoint::read(io, dir)?;
+    let first_base = bases.first().copied();
+    let default_start = first_base.unwrap_or(0);
+    let Checkpoint {
+        log_start_offset,
+        recovery_point,
+    } = checkpoint.unwrap_or(Checkpoint {
+        log_start_offset: default_start,
+        recovery_point: default_start,
+    });
+    let mut segments = if bases.is_empty() {
+        if recovery_point > log_start_offset {
+            return Err(Error::corrupt(
+                dir.join(fs::CHECKPOINT_FILE),
+                0,
+                format!("no segments, but data up to offset {recovery_point} was flushed"),
+            ));
+        }
+        let segment = Segment::create(io, dir, log_start_offset, &config, read_files)?;
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+        BTreeMap::from([(log_start_offset, segment)])
+    } else {
+        recover_segments(io, dir, &bases, &config, clean, recovery_point, read_files)?
+    };
+    let last_base = segments.keys().next_back().copied();
+    for (base, segment) in segments.iter_mut() {
+        if Some(*base) == last_base {
+            segment.unseal(io, &config)?;
+        } else {
+            segment.seal(io)?;
+        }
+    }
+    let mut state = LogState {
+        config,
+        segments,
+        log_start_offset,
+        recovery_point,
+        recovery_point_checkpointed: recovery_point,
+        unflushed_records: 0,
+        last_flush_ms: None,
+        closed: false,
+    };
+    state.check_recovered(io, dir, first_base)?;
+    Ok(state)
+}
+
 impl Log {
-    /// Opens the log in `dir`, recovering it: with `clean` (the data directory's clean-shutdown
-    /// marker was present) only index tails are checked; without it every segment from the
-    /// recovery point on is scanned and a torn tail cut.
-    pub(crate) fn open(
+    /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that (at once for a
+    /// new log, later for one listed at open), and until then it answers [`Error::Recovering`].
+    pub(crate) fn deferred(
         io: Arc<dyn FileIo>,
         dir: &Path,
         topic: &str,
         partition: i32,
         config: LogConfig,
         clean: bool,
+        read_files: Arc<ReadFiles>,
     ) -> Result<Self> {
         config.validate()?;
-        let bases = segment_bases(io.as_ref(), dir)?;
-        let checkpoint = Checkpoint::read(io.as_ref(), dir)?;
-        let first_base = bases.first().copied();
-        let default_start = first_base.unwrap_or(0);
-        let Checkpoint {
-            log_start_offset,
-            recovery_point,
-        } = checkpoint.unwrap_or(Checkpoint {
-            log_start_offset: default_start,
-            recovery_point: default_start,
-        });
-        let mut segments = if bases.is_empty() {
-            if recovery_point > log_start_offset {
-                return Err(Error::corrupt(
-                    dir.join(fs::CHECKPOINT_FILE),
-                    0,
-                    format!("no segments, but data up to offset {recovery_point} was flushed"),
-                ));
-            }
-            let segment = Segment::create(io.as_ref(), dir, log_start_offset, &config)?;
-            fs::sync_parent(io.as_ref(), &dir.join(fs::CHECKPOINT_FILE))?;
-            BTreeMap::from([(log_start_offset, segment)])
-        } else {
-            recover_segments(io.as_ref(), dir, &bases, &config, clean, recovery_point)?
-        };
-        let last_base = segments.keys().next_back().copied();
-        for (base, segment) in segments.iter_mut() {
-            if Some(*base) == last_base {
-                segment.unseal(io.as_ref(), &config)?;
-            } else {
-                segment.seal(io.as_ref())?;
-            }
-        }
-        let mut state = LogState {
+        let placeholder = LogState {
             config,
-            segments,
-            log_start_offset,
-            recovery_point,
-            recovery_point_checkpointed: recovery_point,
+            segments: BTreeMap::new(),
+            log_start_offset: 0,
+            recovery_point: 0,
+            recovery_point_checkpointed: 0,
             unflushed_records: 0,
             last_flush_ms: None,
             closed: false,
         };
-        state.check_recovered(io.as_ref(), dir, first_base)?;
         Ok(Self {
             dir: dir.to_owned(),
             topic: topic.to_owned(),
             partition,
             io,
+            read_files,
             writer: Mutex::new(()),
-            state: RwLock::new(state),
+            state: RwLock::new(placeholder),
             poisoned: AtomicBool::new(false),
+            recovering: AtomicBool::new(true),
+            clean,
         })
     }
 
+    /// Recovers a log opened by [`LogDir::open_deferred`] (with the configuration last set);
+    /// nothing if it is recovered already or was deleted meanwhile. A failure leaves it
+    /// unrecovered, answering [`Error::Recovering`].
+    ///
+    /// [`LogDir::open_deferred`]: crate::LogDir::open_deferred
+    pub fn recover_deferred(&self) -> Result<()> {
+        let _writer = self.writer()?;
+        if !self.recovering.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
+        if state.closed {
+            return Ok(());
+        }
+        *state = recover_state(
+            self.io.as_ref(),
+            &self.dir,
+            state.config.clone(),
+            self.clean,
+            &self.read_files,
+        )?;
+        self.recovering.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Whether the log still waits for [`Log::recover_deferred`].
+    pub fn is_recovering(&self) -> bool {
+        self.recovering.load(Ordering::SeqCst)
+    }
+
+    fn recovering_error(&self) -> Error {
+        Error::Recovering {
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
+    }
+
     fn read_state(&self) -> Result<RwLockReadGuard<'_, LogState>> {
+        if self.is_recovering() {
+            return Err(self.recovering_error());
+        }
         // A panic while holding the lock leaves the state unknown: treat it like a failed write.
         self.state.read().map_err(|_| Error::Poisoned)
     }
 
     fn write_state(&self) -> Result<RwLockWriteGuard<'_, LogState>> {
+        if self.is_recovering() {
+            return Err(self.recovering_error());
+        }
         self.state.write().map_err(|_| Error::Poisoned)
     }
 
@@ -433,7 +518,8 @@ impl Log {
     pub fn set_config(&self, config: LogConfig) -> Result<()> {
         config.validate()?;
         let _writer = self.writer()?;
-        let mut state = self.write_state()?;
+        // Also while recovering: the placeholder keeps it for the recovery.
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
         for segment in state.segments.values_mut() {
             segment.index_interval_bytes = config.index_interval_bytes;
         }
@@ -511,7 +597,7 @@ impl Log {
                 });
             }
             let assigned = assign_offsets(batches, state.log_end_offset())?;
-            (active.append_target(), active.base_offset, assigned)
+            (active.append_target()?, active.base_offset, assigned)
         };
         target
             .write(self.io.as_ref(), batches)
@@ -603,7 +689,7 @@ impl Log {
         let config = state.config.clone();
         let result = (|| {
             state.active_mut()?.seal(io)?;
-            let segment = Segment::create(io, &self.dir, base_offset, &config)?;
+            let segment = Segment::create(io, &self.dir, base_offset, &config, &self.read_files)?;
             // The new file's name must survive a crash before any of its data is acknowledged.
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             state.segments.insert(base_offset, segment);
@@ -653,17 +739,17 @@ impl Log {
                 return Ok(());
             }
             let recovery_point = state.recovery_point;
-            let files: Vec<_> = state
+            let files = state
                 .segments
                 .values()
                 .filter(|segment| segment.next_offset > recovery_point)
                 .map(|segment| {
-                    (
-                        Arc::clone(segment.log_file()),
+                    Ok((
+                        segment.log_file(self.io.as_ref())?,
                         Arc::clone(segment.log_path()),
-                    )
+                    ))
                 })
-                .collect();
+                .collect::<Result<Vec<_>>>()?;
             (files, state.log_end_offset(), mode)
         };
         for (file, path) in &files {
@@ -726,21 +812,21 @@ impl Log {
                 if min_one_batch {
                     len = len.max((header.total_bytes() as u64).min(available));
                 }
-                return Ok(self.slice(segment, position, len));
+                return self.slice(segment, position, len);
             }
         }
         let active = state.active()?;
-        Ok(self.slice(active, active.size_bytes, 0))
+        self.slice(active, active.size_bytes, 0)
     }
 
-    fn slice(&self, segment: &Segment, position: u64, len: u64) -> FetchSlice {
-        FetchSlice::new(
-            Arc::clone(segment.log_file()),
+    fn slice(&self, segment: &Segment, position: u64, len: u64) -> Result<FetchSlice> {
+        Ok(FetchSlice::new(
+            segment.log_file(self.io.as_ref())?,
             Arc::clone(segment.log_path()),
             Arc::clone(&self.io),
             position,
             len,
-        )
+        ))
     }
 
     /// The first record whose timestamp is ≥ `timestamp_ms` (its exact offset and timestamp, as
@@ -943,33 +1029,35 @@ impl Log {
         Ok(removed)
     }
 
-    /// Flushes everything (with at least `fdatasync`, whatever the persist mode: a clean shutdown
-    /// promises the data), trims the active indexes, writes the checkpoint and refuses further
-    /// writes.
-    pub(crate) fn close(&self) -> Result<()> {
-        // Held throughout, so no append lands between the flush and the recovery point below.
+    /// The first half of a clean close, without one fsync: refuses further writes, trims the
+    /// active indexes and writes a checkpoint with the recovery point at the log end under its
+    /// temporary name, returned (`None` if the log was closed already). `LogDir::close` then
+    /// syncs the file system once for every log, and only then renames the checkpoints into
+    /// place, so a checkpoint never names data that is not durable.
+    pub(crate) fn close_unsynced(&self) -> Result<Option<PathBuf>> {
+        // A log not recovered yet is recovered first: the clean-shutdown marker written after
+        // the close promises every log is.
+        self.recover_deferred()?;
         let _writer = self.writer()?;
-        let mode = match self.read_state()?.config.persist_mode {
-            PersistMode::Buffer => PersistMode::SyncData,
-            mode => mode,
-        };
-        self.flush_with(Some(mode))?;
         let mut state = self.write_state()?;
         if state.closed {
-            return Ok(());
+            return Ok(None);
+        }
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(Error::Poisoned);
         }
         let io = self.io.as_ref();
         let result = (|| {
-            state.active_mut()?.seal(io)?;
-            for segment in state.segments.values() {
-                segment.flush_indexes(io)?;
-            }
-            state.recovery_point = state.log_end_offset();
-            state.write_checkpoint(io, &self.dir)
+            state.active_mut()?.seal_with(io, false)?;
+            let checkpoint = Checkpoint {
+                log_start_offset: state.log_start_offset,
+                recovery_point: state.log_end_offset(),
+            };
+            checkpoint.write_unsynced(io, &self.dir)
         })();
-        result.map_err(|error| self.poison(error))?;
+        let temp = result.map_err(|error| self.poison(error))?;
         state.closed = true;
-        Ok(())
+        Ok(Some(temp))
     }
 
     /// Checks every segment's offset and time index against its log (feature `power-sim`, for
@@ -986,7 +1074,8 @@ impl Log {
     /// Refuses further writes without flushing (the log is being deleted).
     pub(crate) fn mark_closed(&self) -> Result<()> {
         let _writer = self.writer()?;
-        self.write_state()?.closed = true;
+        // Also while recovering: a deleted log is then never recovered.
+        self.state.write().map_err(|_| Error::Poisoned)?.closed = true;
         Ok(())
     }
 
@@ -1043,6 +1132,11 @@ mod tests {
     use crate::testing_temp::temp_dir;
     use skiff_protocol::records::record::{BatchBuilder, NewRecord};
     use skiff_protocol::records::Compression;
+
+    /// A data directory over the fault-injecting file system.
+    fn open_faulty(path: &Path, config: LogConfig, io: &Arc<FaultyIo>) -> LogDir {
+        LogDir::open_with_io(path, config, crate::DirConfig::default(), io.clone()).unwrap()
+    }
 
     fn small_config() -> LogConfig {
         LogConfig {
@@ -1213,7 +1307,7 @@ mod tests {
             flush_messages_interval: Some(1),
             ..small_config()
         };
-        let data = LogDir::open_with_io(dir.path(), config.clone(), io.clone()).unwrap();
+        let data = open_faulty(dir.path(), config.clone(), &io);
         let log = data.create("t", 0, None).unwrap();
         let info = log.append(&mut batch(0, 1, 10), 0).unwrap();
         assert!(info.flushed);
@@ -1248,7 +1342,7 @@ mod tests {
     fn reads_go_on_while_an_append_writes_and_see_it_only_once_written() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
+        let data = open_faulty(dir.path(), small_config(), &io);
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 2, 10), 0).unwrap();
         let size_bytes = log.size_bytes().unwrap();
@@ -1291,7 +1385,7 @@ mod tests {
     fn torn_write_poisons_and_recovery_cuts_the_tail() {
         let dir = temp_dir();
         let io = Arc::new(FaultyIo::default());
-        let data = LogDir::open_with_io(dir.path(), small_config(), io.clone()).unwrap();
+        let data = open_faulty(dir.path(), small_config(), &io);
         let log = data.create("t", 0, None).unwrap();
         log.append(&mut batch(0, 3, 10), 0).unwrap();
         io.torn_write_bytes.store(40, Ordering::SeqCst);
@@ -1581,7 +1675,14 @@ mod tests {
         assert_eq!(reread, copy, "file unchanged");
         // Truncation into an earlier segment, without readers: in place.
         drop((held, held_bytes));
+        // Read first, so its descriptor sits in the set of recent files: that is not a reader.
+        log.read(0, 1 << 20, true).unwrap();
+        let first = dir.path().join("t-0/00000000000000000000.log");
+        let inode =
+            |path: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap());
+        let inode_before = inode(&first);
         assert_eq!(log.truncate_to(5).unwrap(), 4);
+        assert_eq!(inode(&first), inode_before, "cut in place, not copied");
         assert_eq!(log.segment_count().unwrap(), 1);
         assert_eq!(log.append(&mut batch(0, 1, 5), 0).unwrap().base_offset, 4);
         // And it holds after a crash.

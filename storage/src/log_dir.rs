@@ -1,19 +1,23 @@
 //! [`LogDir`]: a data directory holding one directory per partition log (`<topic>-<partition>`),
-//! its lock file and its clean-shutdown marker. Owns which logs exist, their creation, deletion
-//! and recovery at open, and the clean close. Must never let two owners open the same directory,
-//! nor write the clean-shutdown marker while any log might hold unflushed or unrecovered data.
+//! its lock file and its clean-shutdown marker. Owns which logs exist, their admission against
+//! the directory's and the process's limits, creation, deletion, recovery at open and the clean
+//! close (both on at most `DirConfig::recovery_threads` threads). Must never let two owners open
+//! the same directory, nor write the clean-shutdown marker while any log might hold unflushed or
+//! unrecovered data.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::config::LogConfig;
+use crate::config::{DirConfig, LogConfig};
 use crate::error::{Error, Result};
 use crate::fs::{self, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
 use crate::io::{FileIo, OpenMode, StdIo};
 use crate::log::Log;
-use crate::mmap;
+use crate::read_files::ReadFiles;
+use crate::{limits, mmap, resources};
 
 type LogKey = (String, i32);
 
@@ -23,6 +27,8 @@ pub struct LogDir {
     path: PathBuf,
     io: Arc<dyn FileIo>,
     default_config: LogConfig,
+    dir_config: DirConfig,
+    read_files: Arc<ReadFiles>,
     logs: Mutex<BTreeMap<LogKey, Arc<Log>>>,
     /// Holds the `flock` for as long as the directory is open.
     _lock: File,
@@ -35,7 +41,52 @@ impl LogDir {
     /// [`LogDir::close`], every log is recovered: segments after its recovery point are scanned,
     /// torn tails cut and indexes rebuilt.
     pub fn open(path: impl AsRef<Path>, default_config: LogConfig) -> Result<Self> {
-        Self::open_with_io(path.as_ref(), default_config, Arc::new(StdIo))
+        Self::open_with(path, default_config, DirConfig::default())
+    }
+
+    /// [`LogDir::open`] with the directory's own bounds (how many logs, open read descriptors,
+    /// recovery threads).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        default_config: LogConfig,
+        dir_config: DirConfig,
+    ) -> Result<Self> {
+        Self::open_with_io(path.as_ref(), default_config, dir_config, Arc::new(StdIo))
+    }
+
+    /// [`LogDir::open_with`] without recovering the logs: it returns once the directory is
+    /// locked and listed, every log found answering [`Error::Recovering`] until
+    /// [`LogDir::recover_pending`] (or [`Log::recover_deferred`] on it) has run. For an embedder
+    /// that serves as soon as it can (a broker with 10,000 partitions listens at once and
+    /// answers a retriable error for partitions not recovered yet). [`LogDir::close`] recovers
+    /// what is still pending before it writes the clean-shutdown marker.
+    pub fn open_deferred(
+        path: impl AsRef<Path>,
+        default_config: LogConfig,
+        dir_config: DirConfig,
+    ) -> Result<Self> {
+        Self::open_listed(path.as_ref(), default_config, dir_config, Arc::new(StdIo))
+    }
+
+    /// Recovers every log still pending on `DirConfig::recovery_threads` threads, each through
+    /// `around(log, recover)`: `around` must call `recover` (it may hold its own lock around
+    /// it, so that its view of the log is rebuilt before anyone else sees the log recovered).
+    /// The first error is returned; the logs it concerns stay pending.
+    pub fn recover_pending(
+        &self,
+        around: impl Fn(&Arc<Log>, &dyn Fn() -> Result<()>) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let pending: Vec<Arc<Log>> = self
+            .logs()?
+            .values()
+            .filter(|log| log.is_recovering())
+            .cloned()
+            .collect();
+        let recovered = on_threads(self.dir_config.recovery_threads, &pending, |log| {
+            around(log, &|| log.recover_deferred())
+        });
+        recovered.into_iter().collect::<Result<Vec<()>>>()?;
+        Ok(())
     }
 
     /// [`LogDir::open`] over a simulated file system (feature `power-sim`, for tests).
@@ -45,15 +96,28 @@ impl LogDir {
         default_config: LogConfig,
         io: Arc<crate::io::sim::SimIo>,
     ) -> Result<Self> {
-        Self::open_with_io(path.as_ref(), default_config, io)
+        Self::open_with_io(path.as_ref(), default_config, DirConfig::default(), io)
     }
 
     pub(crate) fn open_with_io(
         path: &Path,
         default_config: LogConfig,
+        dir_config: DirConfig,
+        io: Arc<dyn FileIo>,
+    ) -> Result<Self> {
+        let dir = Self::open_listed(path, default_config, dir_config, io)?;
+        dir.recover_pending(|_, recover| recover())?;
+        Ok(dir)
+    }
+
+    fn open_listed(
+        path: &Path,
+        default_config: LogConfig,
+        dir_config: DirConfig,
         io: Arc<dyn FileIo>,
     ) -> Result<Self> {
         default_config.validate()?;
+        dir_config.validate()?;
         io.create_dir_all(path)
             .map_err(|error| Error::io(path, error))?;
         let lock_path = path.join(LOCK_FILE);
@@ -91,15 +155,17 @@ impl LogDir {
                 .map_err(|error| Error::io(&marker, error))?;
             fs::sync_parent(io.as_ref(), &marker)?;
         }
+        let read_files = Arc::new(ReadFiles::new(dir_config.read_files_max));
         let mut logs = BTreeMap::new();
         for ((topic, partition), dir) in found {
-            let log = Log::open(
+            let log = Log::deferred(
                 Arc::clone(&io),
                 &dir,
                 &topic,
                 partition,
                 default_config.clone(),
                 clean,
+                Arc::clone(&read_files),
             )?;
             logs.insert((topic, partition), Arc::new(log));
         }
@@ -107,9 +173,60 @@ impl LogDir {
             path: path.to_owned(),
             io,
             default_config,
+            dir_config,
+            read_files,
             logs: Mutex::new(logs),
             _lock: lock,
         })
+    }
+
+    /// Whether `new_logs` more logs fit: under `logs_max`, and within the process's open-file
+    /// limit and `vm.max_map_count` with room to spare (`files_reserved` descriptors, an eighth
+    /// of the maps). `Error::LimitReached`, naming the limit and the figures, if not. Call it
+    /// once before creating a batch of logs (it lists the process's descriptors); [`LogDir::create`]
+    /// still names a limit hit on the way.
+    pub fn check_room(&self, new_logs: usize) -> Result<()> {
+        let logs_count = self.logs()?.len();
+        let wanted = logs_count.saturating_add(new_logs);
+        if wanted > self.dir_config.logs_max {
+            return Err(Error::LimitReached(format!(
+                "{new_logs} more partitions would make {wanted} on this broker, past the limit \
+                 of {} (logs_max, the broker's max.broker.partitions); {logs_count} exist",
+                self.dir_config.logs_max
+            )));
+        }
+        let new_logs = new_logs as u64;
+        if let (Ok(limit), Some(open)) =
+            (resources::open_files_limit(), resources::open_files_count())
+        {
+            let reserved = self.dir_config.files_reserved.min(limit / 4);
+            let needed = new_logs * limits::FILES_PER_LOG;
+            if open + needed + reserved > limit {
+                return Err(Error::LimitReached(format!(
+                    "{new_logs} more partitions need {needed} open files, but {open} of the \
+                     process's {limit} (RLIMIT_NOFILE soft limit) are open and {reserved} are \
+                     kept for connections and reads: raise the limit (`ulimit -n`, systemd's \
+                     LimitNOFILE)"
+                )));
+            }
+        }
+        if let Some(max_maps) = resources::max_map_count() {
+            let usable = max_maps - max_maps / 8;
+            let needed = (logs_count as u64 + new_logs) * limits::MAPS_PER_LOG;
+            if needed > usable {
+                return Err(Error::LimitReached(format!(
+                    "{wanted} partitions need about {needed} memory maps (3 each), past the \
+                     {usable} of vm.max_map_count ({max_maps}) this broker uses: raise \
+                     vm.max_map_count (sysctl)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// How many logs the directory holds.
+    pub fn log_count(&self) -> Result<usize> {
+        Ok(self.logs()?.len())
     }
 
     fn logs(&self) -> Result<MutexGuard<'_, BTreeMap<LogKey, Arc<Log>>>> {
@@ -148,20 +265,40 @@ impl LogDir {
         if logs.contains_key(&key) {
             return Err(Error::LogExists(name));
         }
+        if logs.len() >= self.dir_config.logs_max {
+            return Err(Error::LimitReached(format!(
+                "{} partitions exist on this broker, the limit (logs_max, the broker's max.broker.partitions)",
+                logs.len()
+            )));
+        }
         let dir = self.path.join(&name);
-        self.io
-            .create_dir_all(&dir)
-            .map_err(|error| Error::io(&dir, error))?;
-        fs::sync_parent(self.io.as_ref(), &dir)?;
-        // A new directory has nothing to recover: open it as if cleanly shut down.
-        let log = Arc::new(Log::open(
-            Arc::clone(&self.io),
-            &dir,
-            topic,
-            partition,
-            config,
-            true,
-        )?);
+        let created = (|| {
+            self.io
+                .create_dir_all(&dir)
+                .map_err(|error| Error::io(&dir, error))?;
+            fs::sync_parent(self.io.as_ref(), &dir)?;
+            // A new directory has nothing to recover: open it as if cleanly shut down.
+            let log = Log::deferred(
+                Arc::clone(&self.io),
+                &dir,
+                topic,
+                partition,
+                config,
+                true,
+                Arc::clone(&self.read_files),
+            )?;
+            log.recover_deferred()?;
+            Ok(log)
+        })();
+        let log = match created {
+            Ok(log) => Arc::new(log),
+            Err(error) => {
+                // Nothing of a log that could not open stays behind (a later attempt starts
+                // afresh, and its files would count against the limit that was hit).
+                let _ = self.io.remove_dir_all(&dir);
+                return Err(resources::name_limit(error));
+            }
+        };
         logs.insert(key, Arc::clone(&log));
         Ok(log)
     }
@@ -187,14 +324,274 @@ impl LogDir {
         fs::sync_parent(self.io.as_ref(), &dir)
     }
 
-    /// Closes every log (flush, trim indexes, checkpoint) and then writes the clean-shutdown
-    /// marker, so the next open skips recovery. If any log fails, no marker is written and the
-    /// first error is returned. Logs still shared elsewhere refuse writes afterwards.
+    /// Closes every log (trim indexes, checkpoint) and then writes the clean-shutdown marker, so
+    /// the next open skips recovery. If any log fails, no marker is written and the first error
+    /// is returned. Logs still shared elsewhere refuse writes afterwards.
+    ///
+    /// Why one file-system sync instead of an fsync per file: a log's close wrote four (its
+    /// `.log`, its time index, its checkpoint and the checkpoint's directory), and at 10,000
+    /// partitions those 40,000 fsyncs took 52 s on this machine's disk, threads or not (the
+    /// journal commits them one after another). Now: every log is closed without syncing (on
+    /// the recovery threads), one `syncfs` makes their data, indexes and new checkpoints (still
+    /// under temporary names) durable, the checkpoints are renamed into place, a second `syncfs`
+    /// makes the names durable, and then the marker is written. A crash at any point leaves
+    /// every checkpoint old or new, and a new one only once the data it names is durable.
     pub fn close(self) -> Result<()> {
         let logs: Vec<Arc<Log>> = self.logs()?.values().cloned().collect();
-        for log in logs {
-            log.close()?;
+        let threads = self.dir_config.recovery_threads;
+        let mut checkpoints = Vec::new();
+        for closed in on_threads(threads, &logs, |log| log.close_unsynced()) {
+            checkpoints.extend(closed?);
         }
+        let sync = || {
+            self.io
+                .sync_filesystem(&self.path)
+                .map_err(|error| Error::io(&self.path, error))
+        };
+        sync()?;
+        for renamed in on_threads(threads, &checkpoints, |temp| {
+            fs::finish_unsynced_checkpoint(self.io.as_ref(), temp)
+        }) {
+            renamed?;
+        }
+        sync()?;
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
+    }
+}
+
+/// `work` applied to every item on at most `threads` threads, each taking the next item; the
+/// results in the items' order. Why threads and not one loop: opening and closing a log is
+/// mostly waiting (fsync, page faults), so a few at a time finish several times sooner (the
+/// figures are in bench/reports/partition-scale.md).
+fn on_threads<T: Sync, R: Send>(
+    threads: usize,
+    items: &[T],
+    work: impl Fn(&T) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return items.iter().map(&work).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<Result<R>>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let (Some(item), Some(slot)) = (items.get(index), slots.get(index)) else {
+                        break;
+                    };
+                    let result = work(item);
+                    if let Ok(mut slot) = slot.lock() {
+                        *slot = Some(result);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            // Joined here so a panicking worker does not panic the scope: its item keeps no
+            // result and reads as poisoned below.
+            let _ = worker.join();
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or(Err(Error::Poisoned))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::batch;
+    use crate::testing_temp::temp_dir;
+
+    /// Descriptors of this process open on files below `dir` (other tests' files do not count).
+    fn files_open_below(dir: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir))
+            .count()
+    }
+
+    fn small_segments() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1024,
+            batch_bytes_max: 1024,
+            index_interval_bytes: 64,
+            ..LogConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_log_holds_one_descriptor_and_reads_of_sealed_segments_borrow_a_bounded_few() {
+        let dir = temp_dir();
+        let dir_config = DirConfig {
+            read_files_max: 2,
+            ..DirConfig::default()
+        };
+        let data = LogDir::open_with(dir.path(), small_segments(), dir_config.clone()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        for _ in 0..40 {
+            log.append(&mut batch(0, 2, 200), 1_000).unwrap();
+        }
+        let segments = log.segment_count().unwrap();
+        assert!(segments >= 10, "{segments} segments");
+        assert_eq!(
+            files_open_below(dir.path()),
+            2,
+            "the lock and the active .log"
+        );
+        for offset in (0..80).step_by(2) {
+            let slice = log.read(offset, 1 << 20, true).unwrap();
+            assert_eq!(&slice.bytes().unwrap()[..8], &offset.to_be_bytes());
+        }
+        assert_eq!(files_open_below(dir.path()), 2 + 2, "plus read_files_max");
+        // A slice keeps its descriptor past eviction.
+        let held = log.read(0, 1 << 20, true).unwrap();
+        for offset in (40..80).step_by(2) {
+            log.read(offset, 1 << 20, true).unwrap();
+        }
+        assert_eq!(&held.bytes().unwrap()[..8], &0i64.to_be_bytes());
+        drop(held);
+        data.close().unwrap();
+        drop(log);
+        assert_eq!(files_open_below(dir.path()), 0);
+        let data = LogDir::open_with(dir.path(), small_segments(), dir_config).unwrap();
+        assert_eq!(
+            files_open_below(dir.path()),
+            2,
+            "the active .log and the lock"
+        );
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_end_offset().unwrap(), 80);
+        assert_eq!(log.truncate_to(3).unwrap(), 2);
+        log.append(&mut batch(0, 2, 200), 1_000).unwrap();
+        assert_eq!(log.log_end_offset().unwrap(), 4);
+    }
+
+    #[test]
+    fn logs_past_logs_max_are_refused_and_the_others_serve() {
+        let dir = temp_dir();
+        let dir_config = DirConfig {
+            logs_max: 3,
+            ..DirConfig::default()
+        };
+        let data = LogDir::open_with(dir.path(), LogConfig::default(), dir_config).unwrap();
+        data.check_room(3).unwrap();
+        for partition in 0..3 {
+            data.create("t", partition, None).unwrap();
+        }
+        for refused in [data.check_room(1), data.create("t", 3, None).map(|_| ())] {
+            let message = refused.unwrap_err().to_string();
+            assert!(message.contains("max.broker.partitions"), "{message}");
+        }
+        assert!(!dir.path().join("t-3").exists());
+        let log = data.log("t", 0).unwrap().unwrap();
+        log.append(&mut batch(0, 1, 10), 1_000).unwrap();
+        assert_eq!(data.log_count().unwrap(), 3);
+    }
+
+    #[test]
+    fn logs_recover_in_parallel_after_a_crash() {
+        let dir = temp_dir();
+        let dir_config = DirConfig {
+            recovery_threads: 3,
+            ..DirConfig::default()
+        };
+        {
+            let data =
+                LogDir::open_with(dir.path(), LogConfig::default(), dir_config.clone()).unwrap();
+            for partition in 0..20 {
+                let log = data.create("t", partition, None).unwrap();
+                for _ in 0..=partition {
+                    log.append(&mut batch(0, 1, 10), 1_000).unwrap();
+                }
+            }
+            // Dropped without close: no clean-shutdown marker, every log is recovered.
+        }
+        let data = LogDir::open_with(dir.path(), LogConfig::default(), dir_config).unwrap();
+        for partition in 0..20 {
+            let log = data.log("t", partition).unwrap().unwrap();
+            assert_eq!(log.log_end_offset().unwrap(), i64::from(partition) + 1);
+        }
+        data.close().unwrap();
+    }
+
+    #[test]
+    fn deferred_logs_answer_recovering_until_recovered() {
+        let dir = temp_dir();
+        {
+            let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+            for partition in 0..4 {
+                let log = data.create("t", partition, None).unwrap();
+                log.append(&mut batch(0, 3, 10), 1_000).unwrap();
+            }
+        }
+        let data =
+            LogDir::open_deferred(dir.path(), LogConfig::default(), DirConfig::default()).unwrap();
+        let log = data.log("t", 1).unwrap().unwrap();
+        assert!(log.is_recovering());
+        assert!(matches!(
+            log.log_end_offset(),
+            Err(Error::Recovering { partition: 1, .. })
+        ));
+        assert!(matches!(
+            log.append(&mut batch(0, 1, 10), 1_000),
+            Err(Error::Recovering { .. })
+        ));
+        let retention = LogConfig {
+            retention_ms: Some(5),
+            ..LogConfig::default()
+        };
+        log.set_config(retention.clone()).unwrap();
+        let seen = Mutex::new(Vec::new());
+        data.recover_pending(|log, recover| {
+            recover()?;
+            seen.lock().unwrap().push(log.partition());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner().unwrap().len(), 4);
+        assert!(!log.is_recovering());
+        assert_eq!(log.log_end_offset().unwrap(), 3);
+        assert_eq!(log.config().unwrap(), retention);
+        // A second pass has nothing to do; close after a deferred open without a pass recovers
+        // first, so its clean-shutdown marker is true.
+        data.recover_pending(|_, _| panic!("nothing pending"))
+            .unwrap();
+        data.close().unwrap();
+        let data =
+            LogDir::open_deferred(dir.path(), LogConfig::default(), DirConfig::default()).unwrap();
+        data.close().unwrap();
+        let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(
+            data.log("t", 3).unwrap().unwrap().log_end_offset().unwrap(),
+            3
+        );
+    }
+
+    #[test]
+    fn work_on_threads_keeps_the_order_of_the_items() {
+        let items: Vec<u32> = (0..100).collect();
+        let doubled = on_threads(4, &items, |item| Ok(item * 2));
+        let doubled: Vec<u32> = doubled.into_iter().map(|result| result.unwrap()).collect();
+        assert_eq!(doubled, (0..100).map(|item| item * 2).collect::<Vec<_>>());
+        let failed = on_threads(3, &items, |item| {
+            if *item == 50 {
+                Err(Error::Closed)
+            } else {
+                Ok(*item)
+            }
+        });
+        assert!(matches!(failed[50], Err(Error::Closed)));
+        assert!(failed[49].is_ok());
     }
 }

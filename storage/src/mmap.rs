@@ -1,5 +1,5 @@
-//! The crate's only `unsafe` code: memory maps (memmap2) and the `flock(2)` call behind the data
-//! directory's lock file. Owns the conditions under which a mapping is sound; must never map more
+//! The crate's only `unsafe` code: memory maps (memmap2), the `flock(2)` call behind the data
+//! directory's lock file, `syncfs(2)` and the `getrlimit(2)` read of the open-file limit. Owns the conditions under which a mapping is sound; must never map more
 //! bytes than the file holds (except the active segment's read-ahead view, [`map_read_ahead`],
 //! whose users read only below the file's length), nor hand out a mapping of a file that this
 //! engine may shrink while the mapping lives (see `FetchSlice` and `Log::truncate_to` for how
@@ -15,6 +15,10 @@ use memmap2::{Mmap, MmapMut, MmapOptions};
 /// exist (checked here against the file's length).
 pub(crate) fn map_read(file: &File, position: u64, len: usize) -> io::Result<Mmap> {
     check_range(file, position, len)?;
+    name_map_limit(map_read_unchecked(file, position, len))
+}
+
+fn map_read_unchecked(file: &File, position: u64, len: usize) -> io::Result<Mmap> {
     // SAFETY: the range lies inside the file (checked above). The engine only appends beyond
     // existing bytes of a file that a reader can hold; it never shrinks or rewrites such a file
     // in place (truncation of a shared file copies the kept prefix to a new inode, and deletion
@@ -38,6 +42,10 @@ pub(crate) fn map_read_ahead(file: &File, len: usize) -> io::Result<Mmap> {
             "empty read-ahead mapping",
         ));
     }
+    name_map_limit(map_read_ahead_unchecked(file, len))
+}
+
+fn map_read_ahead_unchecked(file: &File, len: usize) -> io::Result<Mmap> {
     // SAFETY: mapping past the end of a file is allowed; only touching a page wholly past it
     // faults, and the caller reads only below the file's length (see above). The bytes it reads
     // are never rewritten in place: appends add bytes after them, truncation drops this mapping
@@ -49,10 +57,57 @@ pub(crate) fn map_read_ahead(file: &File, len: usize) -> io::Result<Mmap> {
 /// the file.
 pub(crate) fn map_mut(file: &File, len: usize) -> io::Result<MmapMut> {
     check_range(file, 0, len)?;
+    name_map_limit(map_mut_unchecked(file, len))
+}
+
+fn map_mut_unchecked(file: &File, len: usize) -> io::Result<MmapMut> {
     // SAFETY: the range lies inside the file (checked above). Index files are private to their
     // segment: only the owning index, behind the log's lock, writes through this mapping or
     // changes the file's length, and it drops the mapping before shrinking the file below it.
     unsafe { MmapOptions::new().len(len).map_mut(file) }
+}
+
+/// A refused mapping (ENOMEM) is nearly always the process's `vm.max_map_count`: said so in the
+/// error, which keeps its `OutOfMemory` kind so callers can tell a limit from a failing disk.
+fn name_map_limit<T>(result: io::Result<T>) -> io::Result<T> {
+    result.map_err(|error| {
+        if error.raw_os_error() != Some(libc::ENOMEM) {
+            return error;
+        }
+        let max =
+            crate::resources::max_map_count().map_or_else(|| "?".to_owned(), |max| max.to_string());
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!(
+                "mmap refused ({error}): the process has reached vm.max_map_count ({max} \
+                 mappings) or its address space"
+            ),
+        )
+    })
+}
+
+/// `syncfs(2)` on the file system holding `file`.
+pub(crate) fn sync_filesystem(file: &File) -> io::Result<()> {
+    // SAFETY: syncfs takes a file descriptor that `file` keeps open for the duration of the call
+    // and touches no memory of ours.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The soft RLIMIT_NOFILE: how many descriptors the process may hold open.
+pub(crate) fn open_files_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(limit.rlim_cur)
 }
 
 /// Takes an exclusive, non-blocking `flock` on `file`. `Ok(false)` if someone else holds it. The

@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use memmap2::Mmap;
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
@@ -24,6 +24,7 @@ use crate::io::{FileIo, OpenMode};
 use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 use crate::mmap;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
+use crate::read_files::ReadFiles;
 use crate::recovery::{self, ScanEnd};
 use crate::time_index::{TimeEntry, TimeIndex};
 
@@ -36,8 +37,17 @@ pub(crate) struct Segment {
     /// Offset of the segment's first possible record; its files are named by it.
     pub(crate) base_offset: i64,
     log_path: Arc<Path>,
-    /// Shared with every `FetchSlice` cut from this segment.
-    log: Arc<File>,
+    /// The `.log` descriptor while the segment is active (appends and the view need it). `None`
+    /// once sealed: reads then get one through [`ReadFiles`], so an idle sealed segment holds no
+    /// descriptor.
+    active_log: Option<Arc<File>>,
+    /// The descriptor last handed out for `.log` (to the active role, a `FetchSlice` or
+    /// [`ReadFiles`]): reused while anyone holds it, so a file has one descriptor at a time and
+    /// truncation can tell whether a reader holds it.
+    shared_log: Mutex<Weak<File>>,
+    read_files: Arc<ReadFiles>,
+    /// Names this segment in `read_files`.
+    read_files_id: u64,
     /// Bytes of whole batches in `.log`.
     pub(crate) size_bytes: u64,
     /// Offset after the last batch, or `base_offset` if empty.
@@ -85,6 +95,7 @@ impl Segment {
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
+        read_files: &Arc<ReadFiles>,
     ) -> Result<Self> {
         let log_path = fs::segment_file(dir, base_offset, LOG_SUFFIX);
         let log = io
@@ -99,9 +110,48 @@ impl Segment {
             time_index,
             config,
             base_offset,
+            read_files,
         );
         segment.map_log_view(config)?;
         Ok(segment)
+    }
+
+    /// The active segment's `.log` descriptor; an error for a sealed one.
+    fn active_file(&self) -> Result<&Arc<File>> {
+        self.active_log.as_ref().ok_or(Error::Closed)
+    }
+
+    /// The `.log` descriptor: the active one, or a sealed file's, shared with whoever holds it
+    /// now or else reopened, and marked as recently used in [`ReadFiles`].
+    pub(crate) fn log_file(&self, io: &dyn FileIo) -> Result<Arc<File>> {
+        if let Some(file) = &self.active_log {
+            return Ok(Arc::clone(file));
+        }
+        let file = {
+            let mut shared = self.shared_log.lock().map_err(|_| Error::Poisoned)?;
+            match shared.upgrade() {
+                Some(file) => file,
+                None => {
+                    let file = Arc::new(
+                        io.open(&self.log_path, OpenMode::ReadWrite)
+                            .map_err(|error| Error::io(&*self.log_path, error))?,
+                    );
+                    *shared = Arc::downgrade(&file);
+                    file
+                }
+            }
+        };
+        self.read_files.touch(self.read_files_id, &file);
+        Ok(file)
+    }
+
+    /// Makes `file` the active `.log` descriptor.
+    fn set_active_file(&mut self, file: Arc<File>) {
+        if let Ok(mut shared) = self.shared_log.lock() {
+            *shared = Arc::downgrade(&file);
+        }
+        self.read_files.remove(self.read_files_id);
+        self.active_log = Some(file);
     }
 
     /// Maps the active segment's `.log` view (replacing any earlier one).
@@ -111,7 +161,7 @@ impl Segment {
             // A target whose address space cannot hold the view reads with `pread`.
             return Ok(());
         };
-        let view = mmap::map_read_ahead(&self.log, len)
+        let view = mmap::map_read_ahead(self.active_file()?, len)
             .map_err(|error| Error::io(&*self.log_path, error))?;
         self.log_view = Some(view);
         Ok(())
@@ -166,6 +216,7 @@ impl Segment {
     /// that fails the checks where the expected offset is below `recovery_point` is corruption of
     /// flushed data: an error naming file and position, with nothing cut. From the recovery point
     /// on, the log is cut there (a torn tail); the returned flag says whether it was.
+    #[allow(clippy::too_many_arguments)] // each is one fact recovery needs; a struct would only rename them
     pub(crate) fn recover(
         io: &dyn FileIo,
         dir: &Path,
@@ -174,6 +225,7 @@ impl Segment {
         trusted: bool,
         expected_offset: i64,
         recovery_point: i64,
+        read_files: &Arc<ReadFiles>,
     ) -> Result<(Self, bool)> {
         let log_path = fs::segment_file(dir, base_offset, LOG_SUFFIX);
         let log = io
@@ -198,6 +250,7 @@ impl Segment {
                 time_index,
                 config,
                 expected_offset,
+                read_files,
             )
         };
         if trusted {
@@ -220,15 +273,16 @@ impl Segment {
         }
         let cut = end.valid_bytes < file_bytes;
         if cut {
-            io.set_len(&segment.log, end.valid_bytes)
+            io.set_len(&log, end.valid_bytes)
                 .map_err(|error| Error::io(&log_path, error))?;
-            io.sync(&segment.log, PersistMode::SyncData)
+            io.sync(&log, PersistMode::SyncData)
                 .map_err(|error| Error::io(&log_path, error))?;
         }
         segment.first_append_ms = segment.first_batch_timestamp(io)?;
         Ok((segment, cut))
     }
 
+    #[allow(clippy::too_many_arguments)] // the parts of a segment, each from a different source
     fn assemble(
         base_offset: i64,
         log_path: &Path,
@@ -237,11 +291,15 @@ impl Segment {
         time_index: TimeIndex,
         config: &LogConfig,
         expected_offset: i64,
+        read_files: &Arc<ReadFiles>,
     ) -> Self {
         let mut segment = Self {
             base_offset,
             log_path: log_path.into(),
-            log: Arc::clone(log),
+            active_log: Some(Arc::clone(log)),
+            shared_log: Mutex::new(Arc::downgrade(log)),
+            read_files: Arc::clone(read_files),
+            read_files_id: read_files.segment_id(),
             size_bytes: 0,
             next_offset: expected_offset,
             index,
@@ -335,8 +393,8 @@ impl Segment {
         }
         let len = usize::try_from(file_bytes)
             .map_err(|_| Error::corrupt(&*self.log_path, 0, "segment too large to map"))?;
-        let map =
-            mmap::map_read(&self.log, 0, len).map_err(|error| Error::io(&*self.log_path, error))?;
+        let map = mmap::map_read(self.active_file()?, 0, len)
+            .map_err(|error| Error::io(&*self.log_path, error))?;
         let base_offset = self.base_offset;
         let end = recovery::scan(
             &map,
@@ -376,12 +434,12 @@ impl Segment {
 
     /// Where the next append goes: the end of the log. The caller writes there (see
     /// [`AppendTarget`]), then calls [`Segment::track_appended`].
-    pub(crate) fn append_target(&self) -> AppendTarget {
-        AppendTarget {
-            file: Arc::clone(&self.log),
+    pub(crate) fn append_target(&self) -> Result<AppendTarget> {
+        Ok(AppendTarget {
+            file: Arc::clone(self.active_file()?),
             path: Arc::clone(&self.log_path),
             position: self.size_bytes,
-        }
+        })
     }
 
     /// Tracks validated batches with assigned offsets that were written at `position`, which must
@@ -434,11 +492,6 @@ impl AppendTarget {
 }
 
 impl Segment {
-    /// The log file, shared with readers.
-    pub(crate) fn log_file(&self) -> &Arc<File> {
-        &self.log
-    }
-
     /// Path of the log file.
     pub(crate) fn log_path(&self) -> &Arc<Path> {
         &self.log_path
@@ -477,7 +530,7 @@ impl Segment {
             Some(bytes) => BatchHeader::parse(bytes),
             None => {
                 let mut header = [0u8; HEADER_READ_BYTES];
-                io.read_exact_at(&self.log, &mut header, position)
+                io.read_exact_at(&*self.log_file(io)?, &mut header, position)
                     .map_err(|error| Error::io(&*self.log_path, error))?;
                 BatchHeader::parse(&header)
             }
@@ -573,7 +626,7 @@ impl Segment {
                     Some(bytes) => bytes,
                     None => {
                         batch.resize(header.total_bytes(), 0);
-                        io.read_exact_at(&self.log, &mut batch, position)
+                        io.read_exact_at(&*self.log_file(io)?, &mut batch, position)
                             .map_err(|error| Error::io(&*self.log_path, error))?;
                         &batch[..]
                     }
@@ -609,28 +662,38 @@ impl Segment {
         Ok(None)
     }
 
-    /// Makes the log's bytes durable.
-    pub(crate) fn sync(&self, io: &dyn FileIo, mode: PersistMode) -> Result<()> {
-        io.sync(&self.log, mode)
-            .map_err(|error| Error::io(&*self.log_path, error))
-    }
-
     /// Leaves the active role: records the final time-index entry (so the segment's greatest
     /// timestamp survives a restart), trims both indexes to their entries and drops the `.log`
-    /// view.
+    /// view and descriptor (readers holding it keep it; later reads go through [`ReadFiles`]).
     pub(crate) fn seal(&mut self, io: &dyn FileIo) -> Result<()> {
+        self.seal_with(io, true)
+    }
+
+    /// [`Segment::seal`]; with `msync` false the indexes' pages are left for a file-system sync
+    /// (a clean close).
+    pub(crate) fn seal_with(&mut self, io: &dyn FileIo, msync: bool) -> Result<()> {
         self.log_view = None;
+        self.active_log = None;
         if self.max_timestamp_ms >= 0 {
             let _ = self
                 .time_index
                 .maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp);
         }
-        self.index.file_mut().seal(io)?;
-        self.time_index.file_mut().seal(io)
+        if msync {
+            self.index.file_mut().seal(io)?;
+            self.time_index.file_mut().seal(io)
+        } else {
+            self.index.file_mut().trim(io)?;
+            self.time_index.file_mut().trim(io)
+        }
     }
 
     /// Takes the active role: grows both indexes back to their capacity and maps the `.log` view.
     pub(crate) fn unseal(&mut self, io: &dyn FileIo, config: &LogConfig) -> Result<()> {
+        if self.active_log.is_none() {
+            let file = self.log_file(io)?;
+            self.set_active_file(file);
+        }
         self.index
             .file_mut()
             .unseal(io, index_capacity(config, OFFSET_INDEX_ENTRY_BYTES))?;
@@ -657,12 +720,18 @@ impl Segment {
         let log_path = self.log_path.to_path_buf();
         // The view goes before the file can shrink under it (the caller maps a new one).
         self.log_view = None;
-        // The log's writer and state locks are held by the caller; readers clone this Arc only
-        // under the state lock and appends (`AppendTarget`) only under the writer lock, so the
-        // count cannot grow while we decide.
-        if Arc::strong_count(&self.log) == 1 {
-            io.set_len(&self.log, position)
+        let file = self.log_file(io)?;
+        // Out of the set of recent files and the active role, so the count below is ours plus
+        // the readers'.
+        drop(self.read_files.remove(self.read_files_id));
+        self.active_log = None;
+        // The log's writer and state locks are held by the caller; readers get this descriptor
+        // only under the state lock and appends (`AppendTarget`) only under the writer lock, so
+        // the count cannot grow while we decide.
+        let log = if Arc::strong_count(&file) == 1 {
+            io.set_len(&file, position)
                 .map_err(|error| Error::io(&log_path, error))?;
+            file
         } else {
             let temp = log_path.with_extension(TRUNCATING_SUFFIX);
             let copy = io
@@ -675,7 +744,7 @@ impl Segment {
                     .unwrap_or(usize::MAX)
                     .min(TRUNCATE_COPY_CHUNK_BYTES);
                 let chunk = buffer.get_mut(..step).unwrap_or_default();
-                io.read_exact_at(&self.log, chunk, copied)
+                io.read_exact_at(&file, chunk, copied)
                     .map_err(|error| Error::io(&log_path, error))?;
                 io.write_all_at(&copy, chunk, copied)
                     .map_err(|error| Error::io(&temp, error))?;
@@ -683,12 +752,13 @@ impl Segment {
             }
             io.rename(&temp, &log_path)
                 .map_err(|error| Error::io(&log_path, error))?;
-            self.log = Arc::new(copy);
-        }
-        self.sync(io, PersistMode::SyncData)?;
+            Arc::new(copy)
+        };
+        io.sync(&log, PersistMode::SyncData)
+            .map_err(|error| Error::io(&log_path, error))?;
         fs::sync_parent(io, &log_path)?;
         let (index, time_index) = Self::create_indexes(io, dir, self.base_offset, config)?;
-        let log = Arc::clone(&self.log);
+        let read_files = Arc::clone(&self.read_files);
         *self = Self::assemble(
             self.base_offset,
             &log_path,
@@ -697,6 +767,7 @@ impl Segment {
             time_index,
             config,
             self.base_offset,
+            &read_files,
         );
         let end = self.scan_from(0, self.base_offset, position)?;
         if let Some(problem) = end.problem {
@@ -746,15 +817,16 @@ impl Segment {
         }
         Ok(())
     }
+}
 
-    /// Writes the index mappings back (msync); they are caches, so this is for clean shutdown.
-    pub(crate) fn flush_indexes(&self, io: &dyn FileIo) -> Result<()> {
-        self.index.file().flush(io)?;
-        self.time_index.file().flush(io)
+impl Drop for Segment {
+    /// A dropped segment's descriptor leaves the set of recent files with it (closing it, unless
+    /// a reader holds it); `Log` drops deleted segments after releasing its locks.
+    fn drop(&mut self) {
+        drop(self.read_files.remove(self.read_files_id));
     }
 }
 
-/// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
 /// The first record of one whole v2 `batch` with timestamp ≥ `target_ms` and offset ≥
 /// `from_offset`, as (offset, timestamp).
 fn first_record_at_or_after(
@@ -779,6 +851,7 @@ fn first_record_at_or_after(
     Ok(None)
 }
 
+/// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
 pub(crate) fn remove_segment_files(io: &dyn FileIo, dir: &Path, base_offset: i64) -> Result<()> {
     for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
         let path = fs::segment_file(dir, base_offset, suffix);

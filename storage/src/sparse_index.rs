@@ -78,11 +78,6 @@ impl<E: Entry> SparseIndex<E> {
         }
     }
 
-    /// The underlying file.
-    pub(crate) fn file(&self) -> &IndexFile {
-        &self.file
-    }
-
     /// The underlying file, for sealing and resizing.
     pub(crate) fn file_mut(&mut self) -> &mut IndexFile {
         &mut self.file

@@ -29,9 +29,11 @@ STOP_TIMEOUT_S = 20
 class Broker:
     """A running `skiff serve` process."""
 
-    def __init__(self, data_dir, extra_settings=()):
+    def __init__(self, data_dir, extra_settings=(), command_prefix=()):
         self.data_dir = data_dir
         self.extra_settings = list(extra_settings)
+        # Run before the broker binary, e.g. ["prlimit", "--nofile=512"] for a low file limit.
+        self.command_prefix = list(command_prefix)
         self.process = None
         self.host = None
         self.port = None
@@ -43,7 +45,7 @@ class Broker:
         return f"{self.host}:{self.port}"
 
     def start(self, port=0):
-        args = [
+        args = self.command_prefix + [
             BROKER_BIN,
             "serve",
             "--set", f"log.dirs={self.data_dir}",

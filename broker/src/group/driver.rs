@@ -200,7 +200,11 @@ impl GroupDriver {
             .log(OFFSETS_TOPIC, OFFSETS_PARTITION)
             .map_err(failed)?
         {
-            Some(log) => log,
+            Some(log) => {
+                // Opened with recovery deferred: the coordinator needs it now.
+                log.recover_deferred().map_err(failed)?;
+                log
+            }
             None => log_dir
                 .create(OFFSETS_TOPIC, OFFSETS_PARTITION, None)
                 .map_err(failed)?,

@@ -113,6 +113,9 @@ async fn grow(
         super::create_topics::assign_replicas(ctx, name, existing, added, factor, !validate_only)
             .map_err(|error| (error_code::INVALID_REPLICA_ASSIGNMENT, error.to_string()))?
     };
+    super::create_topics::check_room_here(ctx, &new_replicas)
+        .await
+        .map_err(refused)?;
     if validate_only {
         return Ok(());
     }

@@ -80,6 +80,21 @@ pub(crate) fn assign_replicas(
         })
 }
 
+/// Refuses new partitions whose replicas include this broker when its log directory cannot hold
+/// them (POLICY_VIOLATION naming the limit), before anything is written to the store. (A broker
+/// that cannot hold its share of a topic another broker created refuses to serve it and logs why.)
+pub(crate) async fn check_room_here(ctx: &Ctx, replicas: &[Vec<i32>]) -> Result<(), TopicError> {
+    let here = replicas
+        .iter()
+        .filter(|replicas| replicas.contains(&ctx.config.node_id))
+        .count();
+    let topics = ctx.topics.clone();
+    // The check waits for the log directory, which recovery after a crash holds.
+    tokio::task::spawn_blocking(move || topics.check_room(here))
+        .await
+        .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
+}
+
 /// Creates `name` (validated first); returns its id (zeros for a validate-only creation).
 async fn create(
     ctx: &Ctx,
@@ -107,6 +122,7 @@ async fn create(
         replication_factor,
         !validate_only,
     )?;
+    check_room_here(ctx, &replicas).await?;
     if validate_only {
         return Ok([0; 16]);
     }

@@ -298,6 +298,12 @@ fn read_partition(
         };
     }
     let log = &partition.log;
+    if log.is_recovering() {
+        // Retriable: the partition serves once recovered (a restart after a crash).
+        return PartitionRead::Failed {
+            error_code: error_code::NOT_LEADER_OR_FOLLOWER,
+        };
+    }
     let storage_error_code = if version <= STORAGE_ERROR_FETCH_VERSION_MAX {
         error_code::NOT_LEADER_OR_FOLLOWER
     } else {

@@ -67,8 +67,14 @@ pub(crate) async fn handle(
                     let (Ok(log_end), Ok(log_start)) =
                         (log.log_end_offset(), log.log_start_offset())
                     else {
+                        // Not recovered yet (after a crash) is retriable; anything else is not.
+                        let code = if log.is_recovering() {
+                            error_code::NOT_LEADER_OR_FOLLOWER
+                        } else {
+                            error_code::KAFKA_STORAGE_ERROR
+                        };
                         return response
-                            .with_error_code(error_code::KAFKA_STORAGE_ERROR)
+                            .with_error_code(code)
                             .with_timestamp(-1)
                             .with_offset(-1);
                     };

@@ -165,7 +165,15 @@ fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
                 Some(state) => state.replicas.clone(),
                 None => topic.record.replicas[index as usize].clone(),
             };
-            let leader = state.map_or(NO_LEADER, |state| state.leader);
+            // A partition whose log is still being recovered here (after a crash) has no
+            // leader yet, as Kafka answers while a leader is being elected: clients retry.
+            let recovering = topic
+                .partition(index)
+                .is_some_and(|partition| partition.log.is_recovering());
+            let leader = match state {
+                Some(state) if !recovering => state.leader,
+                _ => NO_LEADER,
+            };
             let isr: Vec<BrokerId> = state
                 .map(|state| state.isr.iter().map(|id| BrokerId(*id)).collect())
                 .unwrap_or_default();

@@ -8,7 +8,8 @@
 
 use crate::config::{Config, ConfigError};
 
-/// Descriptors kept for what is not a client connection: log segments and their indexes,
+/// Descriptors kept for what is not a client connection: the partitions' active segments (one
+/// each: indexes are mapped and closed, sealed segments borrow from `skiff.log.read.files.max`),
 /// listeners, the metadata store's and the replica fetchers' sockets, files being read. A broker
 /// with more open segments than this needs a larger hard limit or a smaller `max.connections`.
 pub(crate) const FILES_RESERVED: u64 = 1024;
@@ -40,6 +41,12 @@ pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
         };
         // SAFETY: setrlimit reads one rlimit through a valid pointer to a local.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            tracing::info!(
+                from = limit.rlim_cur,
+                to = raised.rlim_cur,
+                hard = limit.rlim_max,
+                "raised the soft open-file limit to the hard limit"
+            );
             limit = raised;
         } else {
             tracing::warn!(

@@ -92,6 +92,10 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
         let flush_due = flush_topics.contains(&topic.name);
         for partition in &topic.partitions {
             let log = &partition.log;
+            if log.is_recovering() {
+                // Nothing to roll, retain or flush before the log is recovered (after a crash).
+                continue;
+            }
             if check_due {
                 if let Err(error) = log.roll_if_needed(now_ms) {
                     tracing::warn!(topic = %topic.name, partition = partition.index, %error, "roll");

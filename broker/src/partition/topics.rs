@@ -179,6 +179,10 @@ pub enum TopicError {
     /// KAFKA_STORAGE_ERROR (56).
     #[error("storage: {0}")]
     Storage(String),
+    /// POLICY_VIOLATION (44): new partitions refused by a limit the message names
+    /// (`max.broker.partitions`, the open-file limit, `vm.max_map_count`).
+    #[error("{0}")]
+    LimitReached(String),
 }
 
 impl TopicError {
@@ -195,6 +199,7 @@ impl TopicError {
             Self::ConfigChange(error) => error.code(),
             Self::MetadataPending(_) => error_code::REQUEST_TIMED_OUT,
             Self::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
+            Self::LimitReached(_) => error_code::POLICY_VIOLATION,
         }
     }
 }
@@ -277,6 +282,22 @@ fn local_record(topic: &LocalTopic) -> TopicRecord {
     }
 }
 
+/// A storage error creating partitions: a limit reached is the client's to hear about (the
+/// partitions already open keep serving), anything else a storage error.
+fn creation_error(error: skiff_storage::Error) -> TopicError {
+    match error {
+        skiff_storage::Error::LimitReached(message) => TopicError::LimitReached(format!(
+            "new partitions refused, the existing ones keep serving: {message}"
+        )),
+        other => storage(other),
+    }
+}
+
+/// Refuses `new_partitions` more logs before any is created if `log_dir` cannot hold them.
+fn check_room(log_dir: &LogDir, new_partitions: usize) -> Result<(), TopicError> {
+    log_dir.check_room(new_partitions).map_err(creation_error)
+}
+
 impl Topics {
     /// Takes the log directory (its logs recovered at open) and the materialized-topics file.
     /// Serves nothing until the first [`Topics::reconcile`]. Returns the file's topics when it is
@@ -318,9 +339,15 @@ impl Topics {
             }
             None => log_dir
                 .create(topic, index, Some(storage_config.clone()))
-                .map_err(storage)?,
+                .map_err(creation_error)?,
         };
-        let producers = Mutex::new(replay_producers(&log).map_err(storage)?);
+        // A log still recovering gets its producers in `recover_pending`.
+        let producers = if log.is_recovering() {
+            PartitionProducers::default()
+        } else {
+            replay_producers(&log).map_err(storage)?
+        };
+        let producers = Mutex::new(producers);
         Ok(Arc::new(Partition {
             index,
             log,
@@ -463,6 +490,16 @@ impl Topics {
         if configs_changed {
             report.configs_changed += 1;
         }
+        let new_partitions = want
+            .partitions
+            .iter()
+            .filter(|index| {
+                existing
+                    .and_then(|topic| topic.partition(**index))
+                    .is_none()
+            })
+            .count();
+        check_room(log_dir, new_partitions)?;
         let mut partitions = Vec::with_capacity(want.partitions.len());
         for &index in &want.partitions {
             match existing.and_then(|topic| topic.partition(index)) {
@@ -544,6 +581,46 @@ impl Topics {
             }
         }
         deleted
+    }
+
+    /// Refuses `new_partitions` more partition logs on this broker, before anything is written,
+    /// when the log directory cannot hold them (`max.broker.partitions`, the open-file limit,
+    /// `vm.max_map_count`): POLICY_VIOLATION naming the limit.
+    pub fn check_room(&self, new_partitions: usize) -> Result<(), TopicError> {
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+        check_room(log_dir, new_partitions)
+    }
+
+    /// Recovers the partitions whose logs were opened with recovery deferred, on the log
+    /// directory's recovery threads, and returns how many. Each is recovered with its producers
+    /// lock held and its producer state replayed before the lock goes, so no append sees the log
+    /// recovered but its producers not yet known. Until then its log answers `Recovering`
+    /// (NOT_LEADER_OR_FOLLOWER to Produce and Fetch, LEADER_NOT_AVAILABLE in Metadata).
+    pub fn recover_pending(&self) -> Result<usize, TopicError> {
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let Some(log_dir) = log_dir.as_ref() else {
+            return Ok(0);
+        };
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        log_dir
+            .recover_pending(|log, recover| {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let topic = self.get(log.topic());
+                let Some(partition) = topic.as_ref().and_then(|t| t.partition(log.partition()))
+                else {
+                    return recover();
+                };
+                let mut producers = partition
+                    .producers
+                    .lock()
+                    .map_err(|_| skiff_storage::Error::Poisoned)?;
+                recover()?;
+                *producers = replay_producers(log)?;
+                Ok(())
+            })
+            .map_err(storage)?;
+        Ok(count.into_inner())
     }
 
     /// Flushes every log and writes the clean-shutdown marker.
@@ -722,6 +799,90 @@ mod tests {
         topics.reconcile(&[]).expect("empty");
         assert!(topics.get("kept").is_none());
         assert!(!dir.path().join("kept-0").exists());
+        topics.close().expect("close");
+    }
+
+    fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
+        let log_dir =
+            LogDir::open_deferred(dir, LogConfig::default(), config.dir_config()).expect("log dir");
+        Topics::open(Arc::new(config), log_dir, MaterializedTopicsFile::new(dir))
+            .expect("topics")
+            .0
+    }
+
+    #[test]
+    fn partitions_past_the_broker_limit_are_refused_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::default();
+        config
+            .apply_override("max.broker.partitions=3")
+            .expect("valid");
+        let topics = open_deferred(dir.path(), config);
+        let two = local("t", ID_A, vec![vec![1]; 2], 1);
+        topics
+            .reconcile(std::slice::from_ref(&two))
+            .expect("two fit");
+        let refused = topics.check_room(2).expect_err("a fourth does not");
+        assert_eq!(refused.code(), 44, "POLICY_VIOLATION");
+        assert!(
+            refused.to_string().contains("max.broker.partitions"),
+            "{refused}"
+        );
+        topics.check_room(1).expect("a third fits");
+        // A topic from the store past the limit is not served here (and says so in the log).
+        let report = topics
+            .reconcile(&[two.clone(), local("u", ID_B, vec![vec![1]; 2], 1)])
+            .expect("reconcile");
+        assert_eq!(report.refused, 1);
+        assert!(topics.get("u").is_none());
+        topics
+            .reconcile(&[local("t", ID_A, vec![vec![1]; 3], 1)])
+            .expect("third");
+        assert_eq!(topics.get("t").expect("t").partitions.len(), 3);
+        topics.close().expect("close");
+    }
+
+    #[test]
+    fn partitions_recover_after_open_and_answer_recovering_until_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = local("t", ID_A, vec![vec![1]; 3], 1);
+        {
+            let (topics, _) = open(dir.path());
+            topics.reconcile(std::slice::from_ref(&t)).expect("create");
+            let topic = topics.get("t").expect("t");
+            let mut builder = skiff_protocol::records::record::BatchBuilder::new(
+                0,
+                skiff_protocol::records::Compression::None,
+            );
+            let record = skiff_protocol::records::record::NewRecord {
+                offset_delta: 0,
+                timestamp: 1_000,
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+            };
+            builder.push(&record).expect("fits");
+            let mut batch = builder.build().expect("builds");
+            topic.partitions[2]
+                .log
+                .append(&mut batch, 1_000)
+                .expect("append");
+            // Dropped without close: a crash, so the next open must recover.
+        }
+        let topics = open_deferred(dir.path(), Config::default());
+        topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("materialize");
+        let topic = topics.get("t").expect("t");
+        assert!(topic.partitions.iter().all(|p| p.log.is_recovering()));
+        assert!(matches!(
+            topic.partitions[2].log.log_end_offset(),
+            Err(skiff_storage::Error::Recovering { .. })
+        ));
+        assert_eq!(topics.recover_pending().expect("recover"), 3);
+        assert!(!topic.partitions[2].log.is_recovering());
+        assert_eq!(topic.partitions[2].log.log_end_offset().expect("end"), 1);
+        assert_eq!(topics.recover_pending().expect("nothing left"), 0);
         topics.close().expect("close");
     }
 

@@ -448,14 +448,14 @@ impl FileIo for SimIo {
         Ok(())
     }
 
-    fn sync_map(&self, file: &File, map: &memmap2::MmapMut) -> io::Result<()> {
+    fn sync_map(&self, path: &Path, map: &memmap2::MmapMut) -> io::Result<()> {
         // msync(MS_SYNC) makes the mapped pages durable, not the length: the synced image takes
         // the mapped range and keeps its own length beyond it.
         self.step()?;
         let mut state = self.lock();
         Self::count_sync(&mut state, "msync")?;
         map.flush()?;
-        let id = Self::id_for_inode(&mut state, file.metadata()?.ino());
+        let id = Self::id_for_inode(&mut state, inode_of_path(path)?);
         let synced = state.synced.entry(id).or_default();
         if synced.len() < map.len() {
             synced.resize(map.len(), 0);
@@ -502,6 +502,28 @@ impl FileIo for SimIo {
         let mut state = self.lock();
         Self::count_sync(&mut state, "directory fsync")?;
         Self::sync_dir_locked(&mut state, path, false)
+    }
+
+    fn sync_filesystem(&self, _path: &Path) -> io::Result<()> {
+        // The simulated tree is the whole file system: every file's bytes and every directory's
+        // entries become durable.
+        self.step()?;
+        let mut state = self.lock();
+        Self::count_sync(&mut state, "syncfs")?;
+        for dir in walk_dirs(&self.root)? {
+            Self::sync_dir_locked(&mut state, &dir, false)?;
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_file() {
+                    continue;
+                }
+                let id = Self::id_for_inode(&mut state, entry.metadata()?.ino());
+                let bytes = std::fs::read(entry.path())?;
+                state.synced.insert(id, bytes);
+            }
+        }
+        state.last_write = None;
+        Ok(())
     }
 
     fn read_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
