@@ -21,17 +21,21 @@ fi
 logs="$(mktemp -d)"
 # Debug assertions on: the crates assert their invariants in debug builds.
 cargo +nightly fuzz build --fuzz-dir fuzz --debug-assertions >/dev/null
+bin_dir="$PWD/fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 printf '%-20s %12s %8s %8s %8s %s\n' target executions exec/s cov ft crashes
 failed=0
 for target in "${targets[@]}"; do
   scratch="$logs/corpus-$target"
+  mkdir -p "fuzz/artifacts/$target"
   corpus="$PWD/fuzz/corpus/$target"
   mkdir -p "$scratch"
   log="$logs/$target.log"
   status=0
-  # One process, no -jobs: with -jobs libFuzzer moves the output (and the figures) to fuzz-N.log.
-  cargo +nightly fuzz run --fuzz-dir fuzz --debug-assertions "$target" "$scratch" "$corpus" -- \
-    -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
+  # The binaries built above, run directly: `cargo fuzz run` would rebuild first if a source
+  # changed meanwhile, and the targets of one run would then test different code. One process,
+  # no -jobs: with -jobs libFuzzer moves its output (and the figures) to fuzz-N.log.
+  "$bin_dir/$target" "$scratch" "$corpus" -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$PWD/fuzz/artifacts/$target/" >"$log" 2>&1 || status=$?
   executions=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   rate=$(grep -oE '^stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+')

@@ -115,7 +115,7 @@ impl Broker {
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group::driver::group_config(&config, &advertised_host, advertised_port);
-        let (topics, group_driver, groups) = tokio::task::spawn_blocking(move || {
+        let (topics, group_driver, groups, files) = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                 BrokerError::DataDirectory {
                     path: log_dir_path.clone(),
@@ -128,12 +128,13 @@ impl Broker {
             // no topic record, so Metadata never lists it.
             let (group_driver, groups) =
                 group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
+            let files = log_dir.files();
             let topics = Topics::open(
                 open_config,
                 log_dir,
-                Box::new(FileMetadataStore::new(&log_dir_path)),
+                Box::new(FileMetadataStore::new(&log_dir_path, files.clone())),
             )?;
-            Ok::<_, BrokerError>((topics, group_driver, groups))
+            Ok::<_, BrokerError>((topics, group_driver, groups, files))
         })
         .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
@@ -146,7 +147,8 @@ impl Broker {
                 security_protocol: bound.config.protocol.to_string(),
             })
             .collect();
-        let cluster = cluster::Cluster::start(&config, endpoints, shutdown.subscribe()).await?;
+        let cluster =
+            cluster::Cluster::start(&config, files, endpoints, shutdown.subscribe()).await?;
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
             placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;

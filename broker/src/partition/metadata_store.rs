@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use skiff_storage::DurableFiles;
 
 /// One topic as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,20 +40,26 @@ pub trait MetadataStore: Send + Sync {
     }
 }
 
-/// The single-node store: one JSON file.
+/// The single-node store: one JSON file, read and replaced through the log directory's file
+/// operations ([`DurableFiles`]), so a simulated power cut of the directory covers it too.
 #[derive(Debug)]
 pub struct FileMetadataStore {
     path: PathBuf,
+    files: DurableFiles,
 }
 
 /// File name of the topic metadata inside `log.dirs`.
 pub const METADATA_FILE_NAME: &str = "skiff-topics.json";
+/// Largest topic metadata file read at start: about 100,000 topics of a few partitions each, far
+/// above what one node serves; a larger file is refused rather than read whole.
+pub const METADATA_FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 impl FileMetadataStore {
-    /// A store in `dir`.
-    pub fn new(dir: &Path) -> Self {
+    /// A store in `dir` (the log directory `files` belong to, `LogDir::files`).
+    pub fn new(dir: &Path, files: DurableFiles) -> Self {
         Self {
             path: dir.join(METADATA_FILE_NAME),
+            files,
         }
     }
 }
@@ -67,12 +74,14 @@ const METADATA_FILE_VERSION: u32 = 1;
 
 impl MetadataStore for FileMetadataStore {
     fn load(&self) -> std::io::Result<Vec<TopicRecord>> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(error),
+        let bytes = self
+            .files
+            .read_small(&self.path, METADATA_FILE_BYTES_MAX)
+            .map_err(std::io::Error::other)?;
+        let Some(bytes) = bytes else {
+            return Ok(Vec::new());
         };
-        let file: MetadataFile = serde_json::from_str(&text).map_err(|error| {
+        let file: MetadataFile = serde_json::from_slice(&bytes).map_err(|error| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("{} is corrupt: {error}", self.path.display()),
@@ -97,7 +106,9 @@ impl MetadataStore for FileMetadataStore {
             topics: topics.to_vec(),
         };
         let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        skiff_storage::write_file_atomically(&self.path, &text).map_err(std::io::Error::other)
+        self.files
+            .write_atomically(&self.path, &text)
+            .map_err(std::io::Error::other)
     }
 }
 
@@ -108,7 +119,7 @@ mod tests {
     #[test]
     fn save_then_load_round_trips_and_missing_file_is_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = FileMetadataStore::new(dir.path());
+        let store = FileMetadataStore::new(dir.path(), DurableFiles::real());
         assert!(store.load().expect("empty").is_empty());
         let topics = vec![TopicRecord {
             name: "orders".into(),
@@ -124,7 +135,7 @@ mod tests {
     fn corrupt_file_is_a_clear_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join(METADATA_FILE_NAME), b"{not json").expect("write");
-        let error = FileMetadataStore::new(dir.path())
+        let error = FileMetadataStore::new(dir.path(), DurableFiles::real())
             .load()
             .expect_err("corrupt");
         assert!(error.to_string().contains("corrupt"));
