@@ -311,21 +311,9 @@ fn run_seed(seed: u64) -> u64 {
     commits
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("SKIFF_SEED") {
-        return vec![seed.parse().expect("SKIFF_SEED is a number")];
-    }
-    let count = std::env::var("SKIFF_POWER_SEEDS")
-        .ok()
-        .map_or(CI_SEEDS, |count| {
-            count.parse().expect("SKIFF_POWER_SEEDS is a number")
-        });
-    (0..count).collect()
-}
-
 #[test]
 fn acknowledged_commits_and_topic_metadata_survive_power_cuts() {
-    let seeds = seeds();
+    let seeds = skiff_storage::sim::seeds(CI_SEEDS, &[]);
     let mut commits = 0;
     for seed in &seeds {
         match catch_unwind(AssertUnwindSafe(|| run_seed(*seed))) {
