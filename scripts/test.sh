@@ -15,10 +15,13 @@ scripts/install-cluster.sh
 
 step "cargo fmt"
 cargo fmt --all -- --check
+# The fuzz crate is its own workspace (cargo fuzz builds it with sanitizer flags): checked apart.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p skiff-meta --all-targets --features etcd -- -D warnings
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 
 step "sans-IO checks"
 if grep -rnE 'std::(net|fs)|Instant::now|SystemTime::now' protocol/src; then

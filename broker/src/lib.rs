@@ -118,32 +118,34 @@ impl Broker {
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group::driver::group_config(&config);
-        let (topics, to_migrate, group_driver, groups) = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&log_dir_path).map_err(|source| {
-                BrokerError::DataDirectory {
-                    path: log_dir_path.clone(),
-                    source,
-                }
-            })?;
-            // Recovery waits until the broker listens (`Topics::recover_pending`): partitions
-            // not recovered yet answer retriable errors meanwhile.
-            let log_dir = skiff_storage::LogDir::open_deferred(
-                &log_dir_path,
-                skiff_storage::LogConfig::default(),
-                open_config.dir_config(),
-            )?;
-            // Before the topics take the log directory: the offsets log lives in it too, but has
-            // no topic record, so Metadata never lists it.
-            let (group_driver, groups) =
-                group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
-            let (topics, to_migrate) = Topics::open(
-                open_config,
-                log_dir,
-                MaterializedTopicsFile::new(&log_dir_path),
-            )?;
-            Ok::<_, BrokerError>((topics, to_migrate, group_driver, groups))
-        })
-        .await??;
+        let (topics, to_migrate, group_driver, groups, files) =
+            tokio::task::spawn_blocking(move || {
+                std::fs::create_dir_all(&log_dir_path).map_err(|source| {
+                    BrokerError::DataDirectory {
+                        path: log_dir_path.clone(),
+                        source,
+                    }
+                })?;
+                // Recovery waits until the broker listens (`Topics::recover_pending`): partitions
+                // not recovered yet answer retriable errors meanwhile.
+                let log_dir = skiff_storage::LogDir::open_deferred(
+                    &log_dir_path,
+                    skiff_storage::LogConfig::default(),
+                    open_config.dir_config(),
+                )?;
+                // Before the topics take the log directory: the offsets log lives in it too, but has
+                // no topic record, so Metadata never lists it.
+                let (group_driver, groups) =
+                    group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
+                let files = log_dir.files();
+                let (topics, to_migrate) = Topics::open(
+                    open_config,
+                    log_dir,
+                    MaterializedTopicsFile::new(&log_dir_path, files.clone()),
+                )?;
+                Ok::<_, BrokerError>((topics, to_migrate, group_driver, groups, files))
+            })
+            .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
         let endpoints = listeners
             .iter()
@@ -154,7 +156,8 @@ impl Broker {
                 security_protocol: bound.config.protocol.to_string(),
             })
             .collect();
-        let cluster = cluster::Cluster::start(&config, endpoints, shutdown.subscribe()).await?;
+        let cluster =
+            cluster::Cluster::start(&config, files, endpoints, shutdown.subscribe()).await?;
         if !to_migrate.is_empty() {
             let migrated = cluster.migrate(&to_migrate).await?;
             tracing::info!(

@@ -2,6 +2,7 @@
 //! invariant, called both by its `fuzz_target!` in `fuzz_targets/` and by `tests/replay.rs`, which
 //! replays the committed `corpus/<target>/` in the ordinary test suite on stable.
 
+pub mod broker;
 pub mod cluster;
 pub mod meta;
 pub mod records;
@@ -19,6 +20,7 @@ pub fn targets() -> Vec<Target> {
         .chain(storage::TARGETS.iter())
         .chain(meta::TARGETS.iter())
         .chain(cluster::TARGETS.iter())
+        .chain(broker::TARGETS.iter())
         .copied()
         .collect()
 }

@@ -29,8 +29,10 @@ macro_rules! dispatch {
     };
 }
 
-/// Where the metadata lives, as `skiff.metadata.store` names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the metadata lives, as `skiff.metadata.store` names it. `Debug` writes the address as
+/// the key is written (`local`, `etcd://...`): the broker's config shows every value through
+/// `Debug`, and the derived `Local` did not load back (found by the fuzz target `config_toml`).
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreAddress {
     /// `local`: embedded, in the data directory.
     Local,
@@ -67,6 +69,12 @@ impl FromStr for StoreAddress {
             }
         }
         Ok(StoreAddress::Etcd { endpoints })
+    }
+}
+
+impl fmt::Debug for StoreAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

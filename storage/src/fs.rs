@@ -81,12 +81,48 @@ pub(crate) fn write_atomic(io: &dyn FileIo, path: &Path, bytes: &[u8]) -> Result
     sync_parent(io, path)
 }
 
-/// Writes `bytes` to `path` atomically and durably, exactly as the engine writes its own
-/// checkpoints (temp file, fsync, rename, fsync of the directory): after a crash `path` holds the old
-/// bytes or the new ones, never a mix. The one such writer; the broker's own durable files (topic
-/// metadata, the producer-id reservation) use it too.
+/// Writes `bytes` to `path` atomically and durably on the real file system; see
+/// [`DurableFiles::write_atomically`]. For files outside any [`crate::LogDir`]; files beside a
+/// log directory go through its [`crate::LogDir::files`], so a simulated power cut covers them.
 pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(&crate::io::StdIo, path, bytes)
+}
+
+/// An embedder's own small durable files (the broker's topic metadata, its node identity, its
+/// producer-id checkpoint) through the same file operations as a [`crate::LogDir`]'s logs:
+/// [`crate::LogDir::files`] hands out the directory's, so when the directory runs on the
+/// power-loss simulation (`sim::SimIo`) these files are cut with the logs. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct DurableFiles {
+    io: std::sync::Arc<dyn FileIo>,
+}
+
+impl DurableFiles {
+    pub(crate) fn new(io: std::sync::Arc<dyn FileIo>) -> Self {
+        Self { io }
+    }
+
+    /// The real file system.
+    pub fn real() -> Self {
+        Self::new(std::sync::Arc::new(crate::io::StdIo))
+    }
+
+    /// Writes `bytes` to `path` atomically and durably, exactly as the engine writes its own
+    /// checkpoints (temp file, fsync, rename, fsync of the directory): after a crash `path` holds
+    /// the old bytes or the new ones, never a mix. The one such writer.
+    pub fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        write_atomic(self.io.as_ref(), path, bytes)
+    }
+
+    /// The whole of a small file, `None` if it does not exist; a file above `bytes_max` is an
+    /// error, found without reading it whole.
+    pub fn read_small(&self, path: &Path, bytes_max: u64) -> Result<Option<Vec<u8>>> {
+        match self.io.read_small(path, bytes_max) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(Error::io(path, error)),
+        }
+    }
 }
 
 /// Fsyncs the directory holding `path`.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{DirConfig, LogConfig};
 use crate::error::{Error, Result};
-use crate::fs::{self, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
+use crate::fs::{self, DurableFiles, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
 use crate::io::{FileIo, OpenMode, StdIo};
 use crate::log::Log;
 use crate::read_files::ReadFiles;
@@ -231,6 +231,12 @@ impl LogDir {
 
     fn logs(&self) -> Result<MutexGuard<'_, BTreeMap<LogKey, Arc<Log>>>> {
         self.logs.lock().map_err(|_| Error::Poisoned)
+    }
+
+    /// The directory's file operations, for the embedder's own small durable files beside the
+    /// logs (see [`DurableFiles`]): on a simulated directory they are simulated too.
+    pub fn files(&self) -> DurableFiles {
+        DurableFiles::new(Arc::clone(&self.io))
     }
 
     /// The data directory.

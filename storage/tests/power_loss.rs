@@ -20,7 +20,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
-use skiff_storage::sim::{CutMode, SimIo};
+use skiff_storage::sim::{self, CutMode, SimIo};
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 use support::{batch_with, record_times};
 use temp::temp_dir;
@@ -373,25 +373,10 @@ fn run_seed(seed: u64) -> u64 {
     cuts
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("SKIFF_SEED") {
-        return vec![seed.parse().expect("SKIFF_SEED is a number")];
-    }
-    let count = std::env::var("SKIFF_POWER_SEEDS")
-        .ok()
-        .map_or(CI_SEEDS, |count| {
-            count.parse().expect("SKIFF_POWER_SEEDS is a number")
-        });
-    // Seeds are 0..count (a base from the clock would make runs differ), then the regressions.
-    let mut seeds: Vec<u64> = (0..count).collect();
-    seeds.extend(REGRESSION_SEEDS.iter().filter(|seed| **seed >= count));
-    seeds
-}
-
 #[test]
 fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
     let mut cuts = 0;
-    let seeds = seeds();
+    let seeds = sim::seeds(CI_SEEDS, &REGRESSION_SEEDS);
     for seed in &seeds {
         let result = catch_unwind(AssertUnwindSafe(|| run_seed(*seed)));
         match result {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use rand::RngCore;
+use skiff_storage::DurableFiles;
 
 /// The file, in `log.dirs`.
 pub const IDENTITY_FILE: &str = "meta.properties";
@@ -86,33 +87,33 @@ fn path_in(dir: &Path) -> PathBuf {
 }
 
 /// Reads the identity of `dir`, or makes and stores one for `node_id` if the directory has none.
-pub fn load_or_create(dir: &Path, node_id: i32) -> Result<Identity, IdentityError> {
+/// `files`: the log directory's file operations (`LogDir::files`).
+pub fn load_or_create(
+    dir: &Path,
+    files: &DurableFiles,
+    node_id: i32,
+) -> Result<Identity, IdentityError> {
     let path = path_in(dir);
-    let io = |source| IdentityError::Io {
-        path: path.clone(),
-        source,
+    let bytes = files
+        .read_small(&path, IDENTITY_FILE_BYTES_MAX)
+        .map_err(|error| IdentityError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(error.to_string()),
+        })?;
+    let Some(bytes) = bytes else {
+        let identity = Identity {
+            node_id,
+            directory_id: random_id(),
+            cluster_id: None,
+        };
+        store(dir, files, &identity)?;
+        return Ok(identity);
     };
-    match std::fs::metadata(&path) {
-        Ok(metadata) if metadata.len() > IDENTITY_FILE_BYTES_MAX => {
-            return Err(IdentityError::Corrupt {
-                path,
-                reason: format!("larger than {IDENTITY_FILE_BYTES_MAX} bytes"),
-            })
-        }
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let identity = Identity {
-                node_id,
-                directory_id: random_id(),
-                cluster_id: None,
-            };
-            store(dir, &identity)?;
-            return Ok(identity);
-        }
-        Err(error) => return Err(io(error)),
-    }
-    let text = std::fs::read_to_string(&path).map_err(io)?;
-    let identity = parse(&path, &text)?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| IdentityError::Corrupt {
+        path: path.clone(),
+        reason: "not UTF-8".into(),
+    })?;
+    let identity = parse(&path, text)?;
     if identity.node_id != node_id {
         return Err(IdentityError::NodeIdMismatch {
             path,
@@ -157,7 +158,7 @@ fn parse(path: &Path, text: &str) -> Result<Identity, IdentityError> {
     })
 }
 
-fn store(dir: &Path, identity: &Identity) -> Result<(), IdentityError> {
+fn store(dir: &Path, files: &DurableFiles, identity: &Identity) -> Result<(), IdentityError> {
     let mut text = format!(
         "# Written by Skiff: this data directory's identity. Do not copy it to another broker.\n\
          version=1\nnode.id={}\ndirectory.id={}\n",
@@ -166,17 +167,18 @@ fn store(dir: &Path, identity: &Identity) -> Result<(), IdentityError> {
     if let Some(cluster_id) = &identity.cluster_id {
         text.push_str(&format!("cluster.id={cluster_id}\n"));
     }
-    skiff_storage::write_file_atomically(&path_in(dir), text.as_bytes()).map_err(|error| {
-        IdentityError::Io {
+    files
+        .write_atomically(&path_in(dir), text.as_bytes())
+        .map_err(|error| IdentityError::Io {
             path: path_in(dir),
             source: std::io::Error::other(error.to_string()),
-        }
-    })
+        })
 }
 
 /// Records the cluster the directory joined; refuses a directory that belongs to another one.
 pub fn join_cluster(
     dir: &Path,
+    files: &DurableFiles,
     identity: &mut Identity,
     cluster_id: &str,
 ) -> Result<(), IdentityError> {
@@ -189,7 +191,7 @@ pub fn join_cluster(
         }),
         None => {
             identity.cluster_id = Some(cluster_id.to_owned());
-            store(dir, identity)
+            store(dir, files, identity)
         }
     }
 }
@@ -201,18 +203,21 @@ mod tests {
     #[test]
     fn an_identity_is_made_once_and_then_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = load_or_create(dir.path(), 3).unwrap();
+        let files = DurableFiles::real();
+        let mut first = load_or_create(dir.path(), &files, 3).unwrap();
         assert_eq!(first.directory_id.len(), 22);
-        assert_eq!(load_or_create(dir.path(), 3).unwrap(), first);
-        let error = load_or_create(dir.path(), 4).unwrap_err().to_string();
+        assert_eq!(load_or_create(dir.path(), &files, 3).unwrap(), first);
+        let error = load_or_create(dir.path(), &files, 4)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("node.id 3") && error.contains("node.id is 4"),
             "{error}"
         );
-        join_cluster(dir.path(), &mut first, "abc").unwrap();
-        let mut again = load_or_create(dir.path(), 3).unwrap();
+        join_cluster(dir.path(), &files, &mut first, "abc").unwrap();
+        let mut again = load_or_create(dir.path(), &files, 3).unwrap();
         assert_eq!(again.cluster_id.as_deref(), Some("abc"));
-        let error = join_cluster(dir.path(), &mut again, "xyz")
+        let error = join_cluster(dir.path(), &files, &mut again, "xyz")
             .unwrap_err()
             .to_string();
         assert!(
@@ -224,8 +229,11 @@ mod tests {
     #[test]
     fn a_damaged_identity_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
+        let files = DurableFiles::real();
         std::fs::write(dir.path().join(IDENTITY_FILE), "version=1\nnode.id=x\n").unwrap();
-        let error = load_or_create(dir.path(), 1).unwrap_err().to_string();
+        let error = load_or_create(dir.path(), &files, 1)
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("damaged") && error.contains("node.id"),
             "{error}"

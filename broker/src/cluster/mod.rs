@@ -163,8 +163,10 @@ impl Cluster {
     /// Joins the cluster: opens the store (retrying for `skiff.metadata.start.timeout.ms`),
     /// checks or records the cluster id, registers under a fresh lease, loads the image, and
     /// starts the session, follow and control tasks.
+    /// `files`: the log directory's file operations, which the node identity is kept through.
     pub async fn start(
         config: &Config,
+        files: skiff_storage::DurableFiles,
         listeners: Vec<Endpoint>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<ClusterHandle, ClusterError> {
@@ -173,7 +175,8 @@ impl Cluster {
         let node_id = config.node_id;
         let mut identity = {
             let dir = data_dir.clone();
-            tokio::task::spawn_blocking(move || identity::load_or_create(&dir, node_id))
+            let files = files.clone();
+            tokio::task::spawn_blocking(move || identity::load_or_create(&dir, &files, node_id))
                 .await
                 .map_err(|source| ClusterError::Task {
                     what: "reading the node identity",
@@ -211,7 +214,7 @@ impl Cluster {
             let cluster_id = cluster.cluster_id.clone();
             let mut joined = identity.clone();
             identity = tokio::task::spawn_blocking(move || {
-                identity::join_cluster(&dir, &mut joined, &cluster_id).map(|()| joined)
+                identity::join_cluster(&dir, &files, &mut joined, &cluster_id).map(|()| joined)
             })
             .await
             .map_err(|source| ClusterError::Task {

@@ -127,6 +127,18 @@ impl FromConfigValue for PathBuf {
     }
 }
 
+/// `Debug` writes the value as a config file does (`lazy`, `eager`), as every config type's must:
+/// `Config::value_text`, DescribeConfigs and `skiff config-keys` show it, and the fuzz target
+/// `config_toml` found the derived `Eager` did not load back.
+impl std::fmt::Debug for DownConversionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Lazy => "lazy",
+            Self::Eager => "eager",
+        })
+    }
+}
+
 impl FromConfigValue for DownConversionMode {
     fn from_value(key: &str, value: &toml::Value) -> Result<Self, ConfigError> {
         match String::from_value(key, value)?.as_str() {
@@ -216,7 +228,7 @@ impl FromConfigValue for skiff_meta::StoreAddress {
 }
 
 /// How legacy fetches are down-converted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum DownConversionMode {
     /// KIP-283: convert one chunk at a time while the socket drains (the only mode for production).
     Lazy,
@@ -798,6 +810,14 @@ mod tests {
         );
         assert_eq!(config.value_text("skiff.acl.file"), Some(None));
         assert_eq!(config.value_text("log.dirz"), None);
+        // As a file writes it (the derived `Debug` said `Lazy`, which does not load).
+        config
+            .apply_override("skiff.down.conversion.mode=eager")
+            .expect("mode");
+        assert_eq!(
+            config.value_text("skiff.down.conversion.mode"),
+            Some(Some("eager".to_owned()))
+        );
         assert!(config.explicitly_set.contains("log.dirs"));
         assert!(!config.explicitly_set.contains("listeners"));
         for (key, _, _) in keys() {

@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
     InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
 };
-use skiff_storage::Log;
+use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
@@ -164,21 +164,20 @@ pub fn replay_offsets(log: &Log) -> Result<Vec<OffsetLogEntry>, GroupDriverError
     Ok(entries)
 }
 
-/// Reads the durable end of the reserved producer-id range (0 if the file does not exist yet).
-fn read_checkpoint(path: &Path) -> Result<i64, GroupDriverError> {
+/// Reads the durable end of the reserved producer-id range (0 if the file does not exist yet),
+/// through the log directory's file operations.
+fn read_checkpoint(files: &DurableFiles, path: &Path) -> Result<i64, GroupDriverError> {
     let error = |reason: String| GroupDriverError::ProducerIdCheckpoint {
         path: path.to_owned(),
         reason,
     };
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(missing) if missing.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(other) => return Err(error(other.to_string())),
+    let Some(bytes) = files
+        .read_small(path, PRODUCER_ID_CHECKPOINT_BYTES_MAX)
+        .map_err(|other| error(other.to_string()))?
+    else {
+        return Ok(0);
     };
-    if metadata.len() > PRODUCER_ID_CHECKPOINT_BYTES_MAX {
-        return Err(error(format!("{} bytes is too long", metadata.len())));
-    }
-    let text = std::fs::read_to_string(path).map_err(|other| error(other.to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
     text.trim()
         .parse::<i64>()
         .ok()
@@ -219,7 +218,7 @@ impl GroupDriver {
             "offsets log replayed"
         );
         let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
-        let producer_id_floor = read_checkpoint(&checkpoint_path)?;
+        let producer_id_floor = read_checkpoint(&log_dir.files(), &checkpoint_path)?;
         let (sender, requests) = mpsc::channel(GROUP_REQUESTS_QUEUED_MAX);
         Ok((
             Self {
@@ -381,23 +380,29 @@ impl GroupDriver {
         }
     }
 
-    /// Appends commits or tombstones to the offsets log and flushes it.
+    /// Appends commits or tombstones to the offsets log and flushes it, on a blocking thread.
     async fn persist(&self, entries: Vec<OffsetLogEntry>) -> Result<(), PersistError> {
-        let now = now_ms();
-        let batches =
-            offsets_log::encode_batches(&entries, now).map_err(|_| PersistError::TooLarge)?;
         let log = self.offsets_log.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            for mut batch in batches {
-                log.append(&mut batch, now).map_err(|error| match error {
-                    skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
-                    _ => PersistError::Failed,
-                })?;
-            }
-            log.flush().map_err(|_| PersistError::Failed)
-        });
+        let written = tokio::task::spawn_blocking(move || append_durably(&log, &entries, now_ms()));
         written.await.unwrap_or(Err(PersistError::Failed))
     }
+}
+
+/// Appends `entries` to the offsets log and flushes it (fsync, whatever the broker's
+/// `log.flush.interval.*`: the log has the default `LogConfig`, `PersistMode::SyncData`). `Ok`
+/// only once the flush returned, which is what lets the coordinator acknowledge the commit. The
+/// one write path of the offsets log; blocking.
+fn append_durably(log: &Log, entries: &[OffsetLogEntry], now_ms: i64) -> Result<(), PersistError> {
+    let batches =
+        offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
+    for mut batch in batches {
+        log.append(&mut batch, now_ms)
+            .map_err(|error| match error {
+                skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
+                _ => PersistError::Failed,
+            })?;
+    }
+    log.flush().map_err(|_| PersistError::Failed)
 }
 
 /// The coordinator's configuration from the broker's.
@@ -410,6 +415,9 @@ pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
     group.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;
     group
 }
+
+#[cfg(test)]
+mod power_loss;
 
 #[cfg(test)]
 mod tests {
@@ -466,12 +474,13 @@ mod tests {
     fn producer_id_checkpoint_round_trips_and_refuses_garbage() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(PRODUCER_ID_CHECKPOINT_FILE);
-        assert_eq!(read_checkpoint(&path).expect("missing is 0"), 0);
+        let files = DurableFiles::real();
+        assert_eq!(read_checkpoint(&files, &path).expect("missing is 0"), 0);
         std::fs::write(&path, "3000\n").expect("write");
-        assert_eq!(read_checkpoint(&path).expect("read"), 3000);
+        assert_eq!(read_checkpoint(&files, &path).expect("read"), 3000);
         std::fs::write(&path, "-5\n").expect("write");
-        assert!(read_checkpoint(&path).is_err());
+        assert!(read_checkpoint(&files, &path).is_err());
         std::fs::write(&path, "x".repeat(100)).expect("write");
-        assert!(read_checkpoint(&path).is_err());
+        assert!(read_checkpoint(&files, &path).is_err());
     }
 }

@@ -110,9 +110,11 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                     }
                 }
             }
-            // Without a flush policy the page cache holds new data until the kernel writes it; a
-            // flush at every check also advances the recovery point, which bounds how much log a
-            // restart after a crash has to rescan.
+            // A topic with a flush policy (`flush.ms`, `flush.messages`) fsyncs here every
+            // `flush.ms` and at every check, which also advances the recovery point and bounds how
+            // much log a restart after a crash rescans. Without one the log is
+            // `PersistMode::Buffer` and this call syncs nothing: the page cache holds new data
+            // until the kernel writes it (`partition::topics::log_config`).
             if flush_due || check_due {
                 if let Err(error) = log.flush() {
                     tracing::error!(topic = %topic.name, partition = partition.index, %error, "flush");

@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use skiff_storage::DurableFiles;
 
 /// One topic as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,14 +37,19 @@ pub struct LoadedTopics {
     pub needs_migration: bool,
 }
 
-/// The file.
+/// The file, read and replaced through the log directory's file operations ([`DurableFiles`]),
+/// so a simulated power cut of the directory covers it too.
 #[derive(Debug)]
 pub struct MaterializedTopicsFile {
     path: PathBuf,
+    files: DurableFiles,
 }
 
 /// File name inside `log.dirs` (the name the single-node registry had).
 pub const METADATA_FILE_NAME: &str = "skiff-topics.json";
+/// Largest file read at start: about 100,000 topics of a few partitions each, far above what one
+/// broker serves; a larger file is refused rather than read whole.
+pub const METADATA_FILE_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct MetadataFile {
@@ -57,23 +63,24 @@ const REGISTRY_FILE_VERSION: u32 = 1;
 const MATERIALIZED_FILE_VERSION: u32 = 2;
 
 impl MaterializedTopicsFile {
-    /// The file in `dir`.
-    pub fn new(dir: &Path) -> Self {
+    /// The file in `dir` (the log directory `files` belong to, `LogDir::files`).
+    pub fn new(dir: &Path, files: DurableFiles) -> Self {
         Self {
             path: dir.join(METADATA_FILE_NAME),
+            files,
         }
     }
 
     /// The file's topics (none when it does not exist).
     pub fn load(&self) -> std::io::Result<LoadedTopics> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LoadedTopics::default())
-            }
-            Err(error) => return Err(error),
+        let bytes = self
+            .files
+            .read_small(&self.path, METADATA_FILE_BYTES_MAX)
+            .map_err(std::io::Error::other)?;
+        let Some(bytes) = bytes else {
+            return Ok(LoadedTopics::default());
         };
-        let file: MetadataFile = serde_json::from_str(&text).map_err(|error| {
+        let file: MetadataFile = serde_json::from_slice(&bytes).map_err(|error| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("{} is corrupt: {error}", self.path.display()),
@@ -98,7 +105,9 @@ impl MaterializedTopicsFile {
             topics: topics.to_vec(),
         };
         let text = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        skiff_storage::write_file_atomically(&self.path, &text).map_err(std::io::Error::other)
+        self.files
+            .write_atomically(&self.path, &text)
+            .map_err(std::io::Error::other)
     }
 }
 
@@ -110,7 +119,7 @@ mod tests {
     #[test]
     fn save_then_load_round_trips_and_missing_file_is_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = MaterializedTopicsFile::new(dir.path());
+        let file = MaterializedTopicsFile::new(dir.path(), DurableFiles::real());
         assert_eq!(file.load().expect("empty"), LoadedTopics::default());
         let topics = vec![TopicRecord {
             name: "orders".into(),
@@ -132,7 +141,7 @@ mod tests {
             br#"{"version":1,"topics":[{"name":"t","topic_id":"00112233445566778899aabbccddeeff","replicas":[[1]],"configs":{}}]}"#,
         )
         .expect("write");
-        let loaded = MaterializedTopicsFile::new(dir.path())
+        let loaded = MaterializedTopicsFile::new(dir.path(), DurableFiles::real())
             .load()
             .expect("load");
         assert!(loaded.needs_migration);
@@ -144,7 +153,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(METADATA_FILE_NAME);
         std::fs::write(&path, b"{not json").expect("write");
-        let file = MaterializedTopicsFile::new(dir.path());
+        let file = MaterializedTopicsFile::new(dir.path(), DurableFiles::real());
         assert!(file
             .load()
             .expect_err("corrupt")

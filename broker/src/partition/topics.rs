@@ -244,8 +244,15 @@ pub struct Topics {
     changes: Mutex<()>,
 }
 
+/// The storage config of a topic's logs. Durability follows Kafka's `flush.messages` and
+/// `flush.ms`: with either set, the log fsyncs (`PersistMode::SyncData`) when the policy says (the
+/// append that reaches `flush.messages` records or comes `flush.ms` after the last flush, and the
+/// maintenance task every `flush.ms`); with neither (the default) nothing is fsynced while the
+/// broker runs (`PersistMode::Buffer`: the page cache decides, as in Kafka, where replication is
+/// what protects data). Before this, any policy but `flush.messages = 1` kept `Buffer`, so its
+/// flushes synced nothing.
 fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
-    let flush_every_message = topic.flush_messages == 1;
+    let flush_policy = topic.flush_messages != u64::MAX || topic.flush_ms != u64::MAX;
     LogConfig {
         segment_bytes: topic.segment_bytes,
         segment_ms: i64::try_from(topic.segment_ms).unwrap_or(i64::MAX),
@@ -259,7 +266,7 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
         flush_ms: i64::try_from(topic.flush_ms)
             .ok()
             .filter(|ms| *ms != i64::MAX),
-        persist_mode: if flush_every_message {
+        persist_mode: if flush_policy {
             PersistMode::SyncData
         } else {
             PersistMode::Buffer
@@ -650,6 +657,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn any_flush_policy_fsyncs_and_none_leaves_the_page_cache_to_decide() {
+        let broker = Config::default();
+        let resolve = |overrides: &[(&str, &str)]| {
+            let overrides = overrides
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect();
+            log_config(
+                &TopicConfig::resolve(&broker, &overrides).expect("resolves"),
+                &broker,
+            )
+        };
+        let default = resolve(&[]);
+        assert_eq!(default.persist_mode, PersistMode::Buffer);
+        assert_eq!(
+            (default.flush_messages_interval, default.flush_ms),
+            (None, None)
+        );
+        for overrides in [
+            &[("flush.messages", "1")][..],
+            &[("flush.messages", "100")],
+            &[("flush.ms", "1000")],
+        ] {
+            let config = resolve(overrides);
+            assert_eq!(config.persist_mode, PersistMode::SyncData, "{overrides:?}");
+        }
+        assert_eq!(resolve(&[("flush.ms", "1000")]).flush_ms, Some(1000));
+        assert_eq!(
+            resolve(&[("flush.messages", "100")]).flush_messages_interval,
+            Some(100)
+        );
+    }
+
+    #[test]
     fn topic_names_follow_kafkas_rules() {
         assert!(validate_topic_name("orders.v1_eu-2").is_ok());
         for bad in ["", ".", "..", "a/b", "spaces here", &"x".repeat(250)] {
@@ -659,10 +700,11 @@ mod tests {
 
     fn open(dir: &std::path::Path) -> (Topics, Vec<TopicRecord>) {
         let log_dir = LogDir::open(dir, LogConfig::default()).expect("log dir");
+        let files = log_dir.files();
         Topics::open(
             Arc::new(Config::default()),
             log_dir,
-            MaterializedTopicsFile::new(dir),
+            MaterializedTopicsFile::new(dir, files),
         )
         .expect("topics")
     }
@@ -805,9 +847,14 @@ mod tests {
     fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
         let log_dir =
             LogDir::open_deferred(dir, LogConfig::default(), config.dir_config()).expect("log dir");
-        Topics::open(Arc::new(config), log_dir, MaterializedTopicsFile::new(dir))
-            .expect("topics")
-            .0
+        let files = log_dir.files();
+        Topics::open(
+            Arc::new(config),
+            log_dir,
+            MaterializedTopicsFile::new(dir, files),
+        )
+        .expect("topics")
+        .0
     }
 
     #[test]

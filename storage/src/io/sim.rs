@@ -58,6 +58,24 @@ pub const SECTOR_BYTES: u64 = 512;
 /// Bytes of one page: the unit the random-pages cut keeps or loses.
 pub const PAGE_BYTES: u64 = 4096;
 
+/// The seeds a power-loss test runs: `SKIFF_SEED=<seed>` replays one; otherwise
+/// `0..SKIFF_POWER_SEEDS` (default `ci_seeds`: seeds from the clock would make runs differ),
+/// then the `regressions` not already in that range. The one reader of the two variables, for
+/// every simulated power-loss test (this crate's and the broker's).
+pub fn seeds(ci_seeds: u64, regressions: &[u64]) -> Vec<u64> {
+    if let Ok(seed) = std::env::var("SKIFF_SEED") {
+        return vec![seed.parse().expect("SKIFF_SEED is a number")];
+    }
+    let count = std::env::var("SKIFF_POWER_SEEDS")
+        .ok()
+        .map_or(ci_seeds, |count| {
+            count.parse().expect("SKIFF_POWER_SEEDS is a number")
+        });
+    let mut seeds: Vec<u64> = (0..count).collect();
+    seeds.extend(regressions.iter().filter(|seed| **seed >= count));
+    seeds
+}
+
 /// What a power cut keeps of the unsynced state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CutMode {
