@@ -169,7 +169,7 @@ def test_an_unreachable_etcd_stops_the_start_with_a_message_naming_it():
         started = time.monotonic()
         result = subprocess.run(
             [BROKER_BIN, "serve", "--set", f"log.dirs={data_dir}", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
-             "--set", "skiff.metadata.store=etcd://127.0.0.1:1,127.0.0.1:2",
+             "--set", "node.id=1", "--set", "skiff.metadata.store=etcd://127.0.0.1:1,127.0.0.1:2",
              "--set", "skiff.metadata.start.timeout.ms=2000"],
             capture_output=True, text=True, timeout=60,
         )
@@ -180,6 +180,16 @@ def test_an_unreachable_etcd_stops_the_start_with_a_message_naming_it():
         assert waited < 30, waited
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_shared_store_needs_an_explicit_node_id():
+    result = subprocess.run(
+        [BROKER_BIN, "serve", "--set", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--set", "skiff.metadata.store=etcd://127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "node.id" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 def test_losing_one_etcd_member_deregisters_no_broker(etcd, cluster3):

@@ -358,7 +358,7 @@ pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 
 config_keys! {
     "node.id" => node_id: i32 = 1;
-        "This broker's id in Metadata answers."
+        "This broker's id in Metadata answers and in the cluster. Required (no default) with a shared skiff.metadata.store (etcd://...)."
     "log.dirs" => log_dirs: PathBuf = PathBuf::from("./skiff-data");
         "Directory holding the partition logs, topic metadata and group offsets."
     "listeners" => listeners: ListenerList = ListenerList::parse("listeners", "PLAINTEXT://127.0.0.1:9092").expect("the default listener parses");
@@ -620,6 +620,14 @@ impl Config {
         }
         if self.node_id < 0 {
             return Err(invalid("node.id", "must be at least 0"));
+        }
+        if self.metadata_store != skiff_meta::StoreAddress::Local
+            && !self.explicitly_set.contains("node.id")
+        {
+            return Err(invalid(
+                "node.id",
+                "must be set when skiff.metadata.store is a shared store: every broker of a cluster needs its own id",
+            ));
         }
         if self.max_connections == 0 {
             return Err(invalid("max.connections", "must be at least 1"));
