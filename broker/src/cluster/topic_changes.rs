@@ -119,6 +119,12 @@ impl Cluster {
         }
     }
 
+    /// The id (hex) of the topic named `name` in the image, in any state.
+    fn topic_id_of(&self, name: &str) -> Option<String> {
+        self.with_image(|image| image.topics().get(name).map(|t| t.value.topic_id.clone()))
+            .flatten()
+    }
+
     /// This broker's epoch, to stamp a creation with (the controller finishes it if that
     /// registration dies first).
     fn author_epoch(&self) -> Result<i64, TopicError> {
@@ -316,10 +322,7 @@ impl Cluster {
         if topics::is_internal(name) {
             return Err(TopicError::Internal(name.to_owned()));
         }
-        let topic_id = self
-            .with_image(|image| image.topics().get(name).map(|t| t.value.topic_id.clone()))
-            .flatten()
-            .ok_or(TopicError::Unknown)?;
+        let topic_id = self.topic_id_of(name).ok_or(TopicError::Unknown)?;
         let already = self
             .with_image(|image| {
                 image
@@ -364,14 +367,7 @@ impl Cluster {
         let mut migrated = 0;
         let mut last_revision = 0;
         for old in legacy {
-            let in_store = self
-                .with_image(|image| {
-                    image
-                        .topics()
-                        .get(&old.name)
-                        .map(|t| t.value.topic_id.clone())
-                })
-                .flatten();
+            let in_store = self.topic_id_of(&old.name);
             match in_store {
                 Some(id) if id == old.topic_id => continue,
                 Some(id) => {
@@ -402,14 +398,7 @@ impl Cluster {
                 }
                 // Raced by another broker: the loop's check tells which id it has.
                 Err(TopicError::AlreadyExists) => {
-                    let id = self
-                        .with_image(|image| {
-                            image
-                                .topics()
-                                .get(&old.name)
-                                .map(|t| t.value.topic_id.clone())
-                        })
-                        .flatten();
+                    let id = self.topic_id_of(&old.name);
                     if id.as_deref() != Some(old.topic_id.as_str()) {
                         return Err(ClusterError::MigrationConflict {
                             topic: old.name.clone(),
