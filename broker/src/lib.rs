@@ -118,7 +118,7 @@ impl Broker {
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group::driver::group_config(&config);
-        let (topics, to_migrate, group_driver, groups, files) =
+        let (topics, to_migrate, group_driver, groups, files, opened_clean) =
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                     BrokerError::DataDirectory {
@@ -138,12 +138,20 @@ impl Broker {
                 let (group_driver, groups) =
                     group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
                 let files = log_dir.files();
+                let opened_clean = log_dir.opened_clean();
                 let (topics, to_migrate) = Topics::open(
                     open_config,
                     log_dir,
                     MaterializedTopicsFile::new(&log_dir_path, files.clone()),
                 )?;
-                Ok::<_, BrokerError>((topics, to_migrate, group_driver, groups, files))
+                Ok::<_, BrokerError>((
+                    topics,
+                    to_migrate,
+                    group_driver,
+                    groups,
+                    files,
+                    opened_clean,
+                ))
             })
             .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
@@ -169,6 +177,14 @@ impl Broker {
         // Serve the topics the store has, with their logs, before the first client comes.
         let topics = Arc::new(topics);
         cluster.materialize(&topics).await?;
+        if opened_clean {
+            // After a clean shutdown nothing needs a scan: the logs are ready in moments, and a
+            // client that reconnects at once finds every partition as it left it (as Kafka,
+            // which listens only once its logs are loaded). Recovery after a crash is left to
+            // the recovery threads once the broker listens.
+            let recovering = topics.clone();
+            tokio::task::spawn_blocking(move || recovering.recover_pending()).await??;
+        }
         tokio::spawn(cluster::materialize::run(
             cluster.clone(),
             topics.clone(),

@@ -30,6 +30,8 @@ pub struct LogDir {
     dir_config: DirConfig,
     read_files: Arc<ReadFiles>,
     logs: Mutex<BTreeMap<LogKey, Arc<Log>>>,
+    /// Whether the clean-shutdown marker was there at open.
+    opened_clean: bool,
     /// Holds the `flock` for as long as the directory is open.
     _lock: File,
 }
@@ -176,8 +178,15 @@ impl LogDir {
             dir_config,
             read_files,
             logs: Mutex::new(logs),
+            opened_clean: clean,
             _lock: lock,
         })
+    }
+
+    /// Whether the directory was closed cleanly before this open (its logs then need no scan:
+    /// recovering them is only loading their indexes, quick enough to wait for).
+    pub fn opened_clean(&self) -> bool {
+        self.opened_clean
     }
 
     /// Whether `new_logs` more logs fit: under `logs_max`, and within the process's open-file
