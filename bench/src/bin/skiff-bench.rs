@@ -81,6 +81,10 @@ struct LatencyArgs {
     /// The maximum rate in messages per second; measured first (unthrottled) when absent.
     #[arg(long)]
     max_rate: Option<f64>,
+    /// Absolute rates in messages per second instead of percentages of a maximum (no unthrottled
+    /// phase; the report shows them as percentages of the largest).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["rates", "max_rate"])]
+    rates_per_second: Vec<f64>,
     /// Seconds of the unthrottled phase that measures the maximum.
     #[arg(long, default_value_t = 5.0)]
     max_seconds: f64,
@@ -573,6 +577,13 @@ async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
 }
 
 async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
+    let (max_rate, rate_percents) = if args.rates_per_second.is_empty() {
+        (args.max_rate, args.rates)
+    } else {
+        let (largest, percents) =
+            latency::sweep::rates_as_percents_of_largest(&args.rates_per_second)?;
+        (Some(largest), percents)
+    };
     let (broker, bootstrap) = latency_target(args.bootstrap.as_deref(), &args.skiff)?;
     let spec = LatencySpec {
         broker_name: args.name.clone(),
@@ -582,8 +593,8 @@ async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
             .iter()
             .map(|text| Acks::parse(text))
             .collect::<anyhow::Result<_>>()?,
-        rate_percents: args.rates,
-        max_rate: args.max_rate,
+        rate_percents,
+        max_rate,
         max_seconds: args.max_seconds,
         seconds: args.seconds,
         warmup_seconds: args.warmup_seconds,

@@ -164,6 +164,27 @@ pub struct LatencyRecord {
     pub results: Vec<AcksResult>,
 }
 
+/// Absolute rates (messages per second) as the sweep's inputs: the largest is the given maximum
+/// and every rate is a percentage of it, so `--rates-per-second` runs the same phases as
+/// `--max-rate` with `--rates`.
+pub fn rates_as_percents_of_largest(rates_per_second: &[f64]) -> anyhow::Result<(f64, Vec<f64>)> {
+    if let Some(bad) = rates_per_second
+        .iter()
+        .find(|rate| !(rate.is_finite() && **rate > 0.0))
+    {
+        bail!("rate {bad} msg/s is not a positive number");
+    }
+    let largest = rates_per_second.iter().copied().fold(0.0, f64::max);
+    if largest == 0.0 {
+        bail!("no rate given");
+    }
+    let percents = rates_per_second
+        .iter()
+        .map(|rate| rate / largest * 100.0)
+        .collect();
+    Ok((largest, percents))
+}
+
 /// Nanoseconds in `seconds` (negative and NaN count as zero).
 fn nanos(seconds: f64) -> u64 {
     (seconds.max(0.0) * 1e9) as u64
@@ -334,6 +355,19 @@ async fn sweep_acks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absolute_rates_become_percents_of_the_largest() {
+        let (max, percents) = rates_as_percents_of_largest(&[1_000.0, 5_000.0, 10_000.0]).unwrap();
+        assert_eq!(max, 10_000.0);
+        assert_eq!(percents, vec![10.0, 50.0, 100.0]);
+        // The sweep's rate arithmetic gives the given rates back.
+        let back: Vec<f64> = percents.iter().map(|p| max * p / 100.0).collect();
+        assert_eq!(back, vec![1_000.0, 5_000.0, 10_000.0]);
+        assert!(rates_as_percents_of_largest(&[]).is_err());
+        assert!(rates_as_percents_of_largest(&[100.0, 0.0]).is_err());
+        assert!(rates_as_percents_of_largest(&[f64::NAN]).is_err());
+    }
 
     #[test]
     fn acks_parse_and_label() {
