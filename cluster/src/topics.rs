@@ -11,7 +11,7 @@
 //! controller's plan does; a new partition's first state comes from
 //! [`crate::controller::initial_partition_state`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use skiff_meta::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
 use skiff_placement::NodeId;
@@ -44,6 +44,25 @@ pub fn coordinator_partition(group: &str, partitions: i32) -> i32 {
     let hash = java_string_hash(group);
     let magnitude = if hash == i32::MIN { 0 } else { hash.abs() };
     magnitude % partitions.max(1)
+}
+
+/// The groups a broker coordinates: those whose `__consumer_offsets` partition it leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coordinated {
+    /// Partitions of `__consumer_offsets` (0 while it does not exist: nothing is coordinated).
+    pub partitions: i32,
+    /// The ones this broker leads.
+    pub led: BTreeSet<i32>,
+}
+
+impl Coordinated {
+    /// Whether `group` is coordinated here.
+    pub fn includes(&self, group: &str) -> bool {
+        self.partitions > 0
+            && self
+                .led
+                .contains(&coordinator_partition(group, self.partitions))
+    }
 }
 
 /// Marks a ready topic for deletion; the controller removes it (cluster.md §3, "Requests that

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use skiff_cluster::records::{BrokerRegistration, PartitionState, NO_LEADER};
-use skiff_cluster::topics::{coordinator_partition, OFFSETS_TOPIC};
+use skiff_cluster::topics::{coordinator_partition, Coordinated, OFFSETS_TOPIC};
 use skiff_placement::{LoadReport, Node};
 
 use super::Cluster;
@@ -37,25 +37,6 @@ pub enum GroupCoordinator {
     Broker(BrokerRegistration),
     /// That partition has no live leader (COORDINATOR_NOT_AVAILABLE).
     Unavailable,
-}
-
-/// The groups this broker coordinates: those whose offsets partition it leads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Coordinated {
-    /// Partitions of `__consumer_offsets` (0 while it does not exist: nothing is coordinated).
-    pub partitions: i32,
-    /// The ones this broker leads.
-    pub led: BTreeSet<i32>,
-}
-
-impl Coordinated {
-    /// Whether `group` is coordinated here.
-    pub fn includes(&self, group: &str) -> bool {
-        self.partitions > 0
-            && self
-                .led
-                .contains(&coordinator_partition(group, self.partitions))
-    }
 }
 
 impl Cluster {

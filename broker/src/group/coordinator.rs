@@ -120,7 +120,7 @@ impl PersistError {
 pub struct Coordinator {
     pub(super) config: GroupConfig,
     /// The groups coordinated here (`None`: all of them).
-    pub(super) coordinated: Option<crate::cluster::roles::Coordinated>,
+    pub(super) coordinated: Option<skiff_cluster::topics::Coordinated>,
     /// Whether [`Coordinator::load_offsets`] ran; before it, group requests are answered with
     /// COORDINATOR_LOAD_IN_PROGRESS so that no client sees offsets that are not loaded yet.
     pub(super) loaded: bool,
@@ -286,7 +286,7 @@ impl Coordinator {
 
     /// Tells which groups this broker coordinates (the `__consumer_offsets` partitions it leads);
     /// until called, every group is (a coordinator on its own, as the tests drive it).
-    pub fn set_coordinated(&mut self, coordinated: crate::cluster::roles::Coordinated) {
+    pub fn set_coordinated(&mut self, coordinated: skiff_cluster::topics::Coordinated) {
         self.coordinated = Some(coordinated);
     }
 

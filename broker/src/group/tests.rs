@@ -1615,8 +1615,8 @@ mod hostile {
 
 #[test]
 fn groups_coordinated_elsewhere_get_not_coordinator() {
-    use crate::cluster::roles::Coordinated;
     use skiff_cluster::topics::coordinator_partition;
+    use skiff_cluster::topics::Coordinated;
     let mut h = Harness::new();
     let partition = coordinator_partition("g", 50);
     h.coordinator.set_coordinated(Coordinated {
