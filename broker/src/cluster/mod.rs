@@ -309,6 +309,11 @@ impl Cluster {
     /// (`skiff_cluster::session`).
     pub fn may_lead(&self) -> bool {
         let revision = self.image.read().map(|image| image.revision()).unwrap_or(0);
+        self.may_lead_at(revision)
+    }
+
+    /// [`Self::may_lead`] for an image at `revision` the caller already holds.
+    fn may_lead_at(&self, revision: i64) -> bool {
         self.fence
             .lock()
             .map(|fence| fence.may_lead(self.mono_ms(), revision))

@@ -41,20 +41,35 @@ pub enum GroupCoordinator {
 
 impl Cluster {
     /// This broker's role for `topic`/`partition`.
+    /// One image read per call: this runs for every partition of every Produce and Fetch.
     pub fn role(&self, topic: &str, partition: i32) -> Role {
         let state = self.with_image(|image| {
             image
                 .ready_topic(topic)
                 .and_then(|_| image.partition(topic, partition))
-                .map(|state| (state.value.leader, state.value.leader_epoch))
+                .map(|state| {
+                    (
+                        state.value.leader,
+                        state.value.leader_epoch,
+                        image.revision(),
+                    )
+                })
         });
         match state.flatten() {
             None => Role::Unknown,
-            Some((leader, leader_epoch)) if leader == self.node_id && self.may_lead() => {
+            Some((leader, leader_epoch, revision))
+                if leader == self.node_id && self.may_lead_at(revision) =>
+            {
                 Role::Leader { leader_epoch }
             }
             Some(_) => Role::NotLeader,
         }
+    }
+
+    /// Whether `__consumer_offsets` exists (ready) in the image.
+    pub fn has_offsets_topic(&self) -> bool {
+        self.with_image(|image| image.ready_topic(OFFSETS_TOPIC).is_some())
+            .unwrap_or(false)
     }
 
     /// The state of every partition of `topic` (a ready one), by index.

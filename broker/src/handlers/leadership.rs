@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::RequestHeader;
 
 use super::error_code;
-use crate::cluster::roles::{GroupCoordinator, Role};
+use crate::cluster::roles::Role;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::partition::topics::{Partition, Topic};
@@ -44,7 +44,7 @@ pub(crate) async fn group_call(
     header: &RequestHeader,
     request: GroupRequest,
 ) -> Option<GroupReply> {
-    if ctx.cluster.coordinator_of("") == GroupCoordinator::NoOffsetsTopic {
+    if !ctx.cluster.has_offsets_topic() {
         if let Err(error) = super::create_topics::ensure_offsets_topic(ctx).await {
             tracing::warn!(%error, "creating __consumer_offsets for a group request");
         }

@@ -36,6 +36,13 @@ pub(crate) async fn handle(
 ) -> MetadataResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
+    // Read once per request: offline replicas are those not in it.
+    let live: std::collections::BTreeSet<i32> = ctx
+        .cluster
+        .live_brokers()
+        .iter()
+        .map(|broker| broker.node_id)
+        .collect();
     let requested: Option<Vec<String>> = match request.topics {
         None => None,
         Some(topics) if topics.is_empty() && version == 0 => None,
@@ -55,7 +62,7 @@ pub(crate) async fn handle(
             .iter()
             // Listing every topic silently leaves out those the principal may not describe.
             .filter(|topic| access.may(Operation::Describe, ResourceType::Topic, &topic.name))
-            .map(|topic| describe(ctx, version, topic))
+            .map(|topic| describe(ctx, version, topic, &live))
             .collect(),
         Some(names) => {
             let mut out = Vec::with_capacity(names.len());
@@ -77,7 +84,7 @@ pub(crate) async fn handle(
                     }
                 };
                 out.push(match found {
-                    Ok(topic) => describe(ctx, version, &topic),
+                    Ok(topic) => describe(ctx, version, &topic, &live),
                     Err(code) => MetadataResponseTopic::default()
                         .with_name(Some(TopicName(StrBytes::from_string(name))))
                         .with_error_code(code),
@@ -152,7 +159,12 @@ fn with_rack(
     }
 }
 
-fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
+fn describe(
+    ctx: &Ctx,
+    version: i16,
+    topic: &Topic,
+    live: &std::collections::BTreeSet<i32>,
+) -> MetadataResponseTopic {
     let states: std::collections::BTreeMap<i32, PartitionState> = ctx
         .cluster
         .partition_states(&topic.name)
@@ -179,7 +191,7 @@ fn describe(ctx: &Ctx, version: i16, topic: &Topic) -> MetadataResponseTopic {
                 .unwrap_or_default();
             let offline: Vec<BrokerId> = replicas
                 .iter()
-                .filter(|id| !ctx.cluster.is_live(**id))
+                .filter(|id| !live.contains(*id))
                 .map(|id| BrokerId(*id))
                 .collect();
             let error = if leader == NO_LEADER {
