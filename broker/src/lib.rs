@@ -99,6 +99,38 @@ pub struct Broker {
     connection_limits: net::admission::ConnectionLimits,
 }
 
+/// Before the group coordinator serves: a data directory that kept every group's offsets in
+/// one single-node log gets `__consumer_offsets` (if the store has none yet) and each group's
+/// offsets copied into its own partition, once.
+async fn migrate_single_node_offsets(
+    ctx: &Arc<Ctx>,
+    files: skiff_storage::DurableFiles,
+) -> Result<(), BrokerError> {
+    let data_dir = ctx.config.log_dirs.clone();
+    let (topics, checking_files, checking_dir) =
+        (ctx.topics.clone(), files.clone(), data_dir.clone());
+    let pending = tokio::task::spawn_blocking(move || {
+        group::driver::single_node_offsets_pending(&topics, &checking_files, &checking_dir)
+    })
+    .await??;
+    if !pending {
+        return Ok(());
+    }
+    handlers::create_topics::ensure_offsets_topic(ctx).await?;
+    let topics = ctx.topics.clone();
+    let migrated = tokio::task::spawn_blocking(move || {
+        group::driver::migrate_single_node_offsets(&topics, &files, &data_dir)
+    })
+    .await??;
+    tracing::info!(
+        copied = migrated.copied,
+        elsewhere = migrated.elsewhere,
+        "single-node offsets log migrated into the {} partitions",
+        skiff_cluster::topics::OFFSETS_TOPIC
+    );
+    Ok(())
+}
+
 impl Broker {
     /// Opens the data directory (recovering it if the last stop was not clean), loads the topics and
     /// binds the first listener.
@@ -133,10 +165,12 @@ impl Broker {
                     skiff_storage::LogConfig::default(),
                     open_config.dir_config(),
                 )?;
-                // Before the topics take the log directory: the offsets log lives in it too, but has
-                // no topic record, so Metadata never lists it.
-                let (group_driver, groups) =
-                    group::driver::GroupDriver::open(&log_dir, &log_dir_path, group_config)?;
+                let (group_driver, groups) = group::driver::GroupDriver::open(
+                    &log_dir,
+                    &log_dir_path,
+                    group_config,
+                    open_config.offsets_compaction_bytes,
+                )?;
                 let files = log_dir.files();
                 let opened_clean = log_dir.opened_clean();
                 let (topics, to_migrate) = Topics::open(
@@ -165,7 +199,8 @@ impl Broker {
             })
             .collect();
         let cluster =
-            cluster::Cluster::start(&config, files, endpoints, shutdown.subscribe()).await?;
+            cluster::Cluster::start(&config, files.clone(), endpoints, shutdown.subscribe())
+                .await?;
         if !to_migrate.is_empty() {
             let migrated = cluster.migrate(&to_migrate).await?;
             tracing::info!(
@@ -206,6 +241,7 @@ impl Broker {
             acl,
         });
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
+        migrate_single_node_offsets(&ctx, files).await?;
         tokio::spawn(group_driver.run(ctx.topics.clone(), ctx.cluster.clone()));
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)

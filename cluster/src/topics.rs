@@ -324,8 +324,8 @@ pub struct LocalTopic {
     pub name: String,
     /// The record as the image holds it.
     pub record: TopicRecord,
-    /// The partitions `node` replicates, ascending. Internal topics have none: their partitions
-    /// carry coordinator leadership, not logs.
+    /// The partitions `node` replicates, ascending (the internal topic's too: each holds the
+    /// offsets log of the groups it coordinates).
     pub partitions: Vec<i32>,
 }
 
@@ -339,15 +339,11 @@ pub fn local_topics(image: &ClusterImage, node: NodeId) -> Vec<LocalTopic> {
         .filter(|(_, record)| record.value.state == TopicState::Ready)
         .map(|(name, record)| LocalTopic {
             name: name.clone(),
-            partitions: if is_internal(name) {
-                Vec::new()
-            } else {
-                (0i32..)
-                    .zip(&record.value.replicas)
-                    .filter(|(_, replicas)| replicas.contains(&node))
-                    .map(|(partition, _)| partition)
-                    .collect()
-            },
+            partitions: (0i32..)
+                .zip(&record.value.replicas)
+                .filter(|(_, replicas)| replicas.contains(&node))
+                .map(|(partition, _)| partition)
+                .collect(),
             record: record.value.clone(),
         })
         .collect()
@@ -505,7 +501,7 @@ mod tests {
     }
 
     #[test]
-    fn internal_and_unready_topics_materialize_no_logs() {
+    fn unready_topics_materialize_no_logs_and_the_internal_one_its_replicas() {
         let layout = Layout::new("local").expect("layout");
         let mut core = MetaCore::new();
         for (name, state) in [
@@ -515,7 +511,7 @@ mod tests {
         ] {
             let value = TopicRecord {
                 state,
-                ..record(vec![vec![1]; 3])
+                ..record(vec![vec![1], vec![2], vec![1]])
             };
             core.txn(&Txn::new().and_then(vec![TxnOp::put(
                 layout.key(&Key::Topic(name.into())),
@@ -526,6 +522,6 @@ mod tests {
         let local = local_topics(&image_of(&core, &layout), 1);
         assert_eq!(local.len(), 1);
         assert_eq!(local[0].name, OFFSETS_TOPIC);
-        assert!(local[0].partitions.is_empty());
+        assert_eq!(local[0].partitions, vec![0, 2]);
     }
 }

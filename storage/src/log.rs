@@ -728,6 +728,13 @@ impl Log {
         self.flush_with(None)
     }
 
+    /// Like [`Log::flush`], but syncs data (`PersistMode::SyncData`) whatever the log's
+    /// `persist_mode`: for an embedder whose own acknowledgement promises durability (the
+    /// broker's offsets commits) on a log whose other writers need no fsync.
+    pub fn sync(&self) -> Result<()> {
+        self.flush_with(Some(PersistMode::SyncData))
+    }
+
     fn flush_with(&self, mode_override: Option<PersistMode>) -> Result<()> {
         let (files, end_offset, mode) = {
             let state = self.read_state()?;

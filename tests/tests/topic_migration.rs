@@ -113,3 +113,109 @@ async fn a_name_the_store_has_under_another_id_refuses_the_start() -> anyhow::Re
     assert!(dir.path().join("legacy-0").exists(), "nothing was deleted");
     Ok(())
 }
+
+/// Groups, each with its committed offset of `legacy` partition 0, in a single-node offsets log.
+const GROUPS: usize = 24;
+
+fn group_name(index: usize) -> String {
+    format!("legacy-group-{index}")
+}
+
+/// A single-node offsets log (`__consumer_offsets-0`, every group's commits): group `i` committed
+/// offset `i`, then `100 + i`; group 0's offset was then deleted (a tombstone).
+fn single_node_offsets_log(dir: &std::path::Path) {
+    use skiff_broker::group::{offsets_log, OffsetKey, OffsetLogEntry, OffsetValue};
+    let key = |index: usize| OffsetKey {
+        group: group_name(index),
+        topic: "legacy".into(),
+        partition: 0,
+    };
+    let commit = |index: usize, offset: i64| {
+        OffsetLogEntry::Commit(
+            key(index),
+            OffsetValue {
+                offset,
+                leader_epoch: -1,
+                metadata: format!("m{offset}"),
+                commit_timestamp_ms: 1_700_000_000_000,
+            },
+        )
+    };
+    let mut entries: Vec<OffsetLogEntry> = (0..GROUPS).map(|i| commit(i, i as i64)).collect();
+    entries.extend((0..GROUPS).map(|i| commit(i, 100 + i as i64)));
+    entries.push(OffsetLogEntry::Delete(key(0)));
+    let logs = LogDir::open(dir, LogConfig::default()).expect("log dir");
+    let log = logs
+        .create("__consumer_offsets", 0, None)
+        .expect("offsets log");
+    for mut batch in offsets_log::encode_batches(&entries, 1_700_000_000_000).expect("encode") {
+        log.append(&mut batch, 1_700_000_000_000).expect("append");
+    }
+    logs.close().expect("close");
+}
+
+/// The committed offset of `legacy` partition 0 for `group` (OffsetFetch v1), retried while the
+/// coordinator loads.
+async fn committed(client: &mut Connection, group: &str) -> anyhow::Result<i64> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(kafka_protocol::protocol::StrBytes::from_string(
+            group.to_owned(),
+        )))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(skiff_tests::topic_name("legacy"))
+            .with_partition_indexes(vec![0])]));
+    for _ in 0..100 {
+        let response: OffsetFetchResponse =
+            client.request(ApiKey::OffsetFetch, 1, &request).await?;
+        let partition = &response.topics[0].partitions[0];
+        // COORDINATOR_LOAD_IN_PROGRESS (14): the partition is still being loaded.
+        if partition.error_code == 14 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        }
+        anyhow::ensure!(partition.error_code == 0, "{group}: {partition:?}");
+        return Ok(partition.committed_offset);
+    }
+    anyhow::bail!("{group}: still loading after 5 s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_offsets_log_migrates_into_the_groups_partitions() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    single_node_directory(dir.path());
+    single_node_offsets_log(dir.path());
+    for start in 0..2 {
+        let broker = TestBroker::start_in(dir.path(), &[]).await?;
+        let mut client = Connection::connect(&broker.bootstrap()).await?;
+        for index in 0..GROUPS {
+            let expected = if index == 0 { -1 } else { 100 + index as i64 };
+            assert_eq!(
+                committed(&mut client, &group_name(index)).await?,
+                expected,
+                "start {start}, group {index}"
+            );
+        }
+        broker.stop().await;
+        assert!(dir.path().join("offsets-partitioned").exists());
+        // Each group's offsets are in its own partition's log now.
+        let with_data = (0..50)
+            .filter(|partition| {
+                std::fs::read_dir(dir.path().join(format!("__consumer_offsets-{partition}")))
+                    .map(|files| {
+                        files.flatten().any(|file| {
+                            file.path().extension().is_some_and(|ext| ext == "log")
+                                && file.metadata().is_ok_and(|meta| meta.len() > 0)
+                        })
+                    })
+                    .unwrap_or(false)
+            })
+            .count();
+        assert!(
+            with_data > 10,
+            "{GROUPS} groups spread over many partitions, found data in {with_data}"
+        );
+    }
+    Ok(())
+}

@@ -24,6 +24,12 @@ impl Cluster {
         self.with_image(|image| (image.revision(), local_topics(image, self.node_id)))
     }
 
+    /// The image revision the topics and logs last followed, changing after every reconcile (the
+    /// group coordinator follows its `__consumer_offsets` leaderships with it).
+    pub fn materialized_changes(&self) -> watch::Receiver<i64> {
+        self.materialized.subscribe()
+    }
+
     /// Reconciles once, on a blocking thread; publishes the revision reached.
     pub async fn materialize(&self, topics: &Arc<Topics>) -> Result<(), TopicError> {
         let Some((revision, desired)) = self.desired() else {

@@ -371,6 +371,10 @@ config_keys! {
         "Replication factor of an auto-created topic, or of a created one that asks for -1. Must be 1 until replication lands (cluster part 2)."
     "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50;
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
+    "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
+        "segment.bytes of the __consumer_offsets partitions, set when the topic is created: the offsets log before a snapshot (skiff.offsets.compaction.bytes) is dropped a whole segment at a time."
+    "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024;
+        "Bytes appended to one __consumer_offsets partition after which its coordinator appends a snapshot of the partition's committed offsets and drops the log before it (Skiff's stand-in for log compaction). Bounds what a new coordinator replays; at least 4096."
     "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1;
         "Replicas of each __consumer_offsets partition. Must be 1 until replication lands (cluster part 2)."
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true;
@@ -565,6 +569,12 @@ impl Config {
             return Err(invalid(
                 "offsets.topic.num.partitions",
                 "must be between 1 and the partitions a topic may have",
+            ));
+        }
+        if self.offsets_compaction_bytes < 4096 {
+            return Err(invalid(
+                "skiff.offsets.compaction.bytes",
+                "must be at least 4096",
             ));
         }
         if self.message_max_bytes < 64 {

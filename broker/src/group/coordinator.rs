@@ -123,7 +123,10 @@ pub struct Coordinator {
     pub(super) coordinated: Option<skiff_cluster::topics::Coordinated>,
     /// Whether [`Coordinator::load_offsets`] ran; before it, group requests are answered with
     /// COORDINATOR_LOAD_IN_PROGRESS so that no client sees offsets that are not loaded yet.
+    /// (Used while `coordinated` is `None`; once it is set, `loaded_partitions` decides.)
     pub(super) loaded: bool,
+    /// The led `__consumer_offsets` partitions whose logs were replayed (`loading.rs`).
+    pub(super) loaded_partitions: std::collections::BTreeSet<i32>,
     pub(super) groups: BTreeMap<String, Group>,
     pub(super) outputs: VecDeque<Output>,
     /// OffsetCommits waiting for their records to be durable, by request id.
@@ -144,6 +147,7 @@ impl Coordinator {
         Self {
             config,
             loaded: false,
+            loaded_partitions: std::collections::BTreeSet::new(),
             coordinated: None,
             groups: BTreeMap::new(),
             outputs: VecDeque::new(),
@@ -165,13 +169,7 @@ impl Coordinator {
     /// request, even with an empty log.
     pub fn load_offsets(&mut self, entries: impl IntoIterator<Item = OffsetLogEntry>) {
         for entry in entries {
-            match entry {
-                OffsetLogEntry::Commit(key, value) => {
-                    let sequence = self.next_persist_sequence();
-                    self.apply_commit(key, value, sequence);
-                }
-                OffsetLogEntry::Delete(key) => self.apply_delete(&key),
-            }
+            self.apply_entry(entry);
         }
         self.loaded = true;
     }
@@ -264,30 +262,31 @@ impl Coordinator {
         self.groups.len()
     }
 
-    /// The error every group request gets before offsets are loaded.
+    /// The error a request about every group here (ListGroups) gets while offsets are loading:
+    /// before `load_offsets`, or while a led partition is not loaded yet.
     pub(super) fn not_ready(&self) -> Option<i16> {
-        (!self.loaded).then(|| ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code())
+        let loading = match &self.coordinated {
+            None => !self.loaded,
+            Some(_) => !self.partitions_to_load().is_empty(),
+        };
+        loading.then(|| ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.code())
     }
 
     /// The error a request for `group_id` gets here: COORDINATOR_LOAD_IN_PROGRESS before offsets
     /// are loaded, NOT_COORDINATOR when another broker coordinates the group (the client finds the
     /// coordinator again).
     pub(super) fn unavailable_for(&self, group_id: &str) -> Option<ErrorCode> {
-        if !self.loaded {
-            return Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
-        }
         match &self.coordinated {
+            None if !self.loaded => Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
+            None => None,
             Some(coordinated) if !coordinated.includes(group_id) => {
                 Some(ErrorCode::NOT_COORDINATOR)
             }
-            _ => None,
+            Some(_) if !self.is_partition_loaded(self.offsets_partition(group_id)) => {
+                Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+            }
+            Some(_) => None,
         }
-    }
-
-    /// Tells which groups this broker coordinates (the `__consumer_offsets` partitions it leads);
-    /// until called, every group is (a coordinator on its own, as the tests drive it).
-    pub fn set_coordinated(&mut self, coordinated: skiff_cluster::topics::Coordinated) {
-        self.coordinated = Some(coordinated);
     }
 
     pub(super) fn reply(&mut self, request_id: RequestId, version: i16, response: Response) {
@@ -356,7 +355,7 @@ impl Coordinator {
         }
     }
 
-    fn apply_delete(&mut self, key: &OffsetKey) {
+    pub(super) fn apply_delete(&mut self, key: &OffsetKey) {
         if let Some(group) = self.groups.get_mut(&key.group) {
             if group
                 .offsets

@@ -1,20 +1,31 @@
 //! The tokio edge of the group coordinator and the producer-id allocator: one task owns the
 //! sans-IO [`Coordinator`] and [`ProducerIdAllocator`], takes requests from a bounded channel,
 //! reads the clock, sleeps until the coordinator's next deadline, makes committed offsets durable
-//! in the internal offsets log and producer-id reservations durable in a small checkpoint file,
-//! and hands each reply back through a oneshot channel.
+//! in the internal offsets logs and producer-id blocks durable in the metadata store, and hands
+//! each reply back through a oneshot channel.
 //!
-//! Durability: an OffsetCommit is answered only after its records are appended to the log
-//! `__consumer_offsets-0` (a log directory of the broker's `LogDir`, never listed in Metadata
-//! because it has no topic record) and that log is flushed; at start the whole log is replayed
-//! into [`Coordinator::load_offsets`]. A producer-id block is claimed in the metadata store
-//! (`crate::cluster::Cluster::claim_producer_id_block`, a compare-and-set that makes it unique
-//! across the cluster and durable) before any id of it is handed out; a single-node data
-//! directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`], is only read, as
-//! the floor below which no id is handed out again.
+//! Offsets logs: a group's commits go to the log of its `__consumer_offsets` partition
+//! ([`Coordinator::offsets_partition`]), a partition of the internal topic the materializer opens
+//! on the brokers that replicate it. The task follows this broker's leaderships of that topic
+//! (the image, read after every materializer pass): a newly led partition's log is replayed into
+//! [`Coordinator::load_partition`] on a blocking thread; a partition led elsewhere now is
+//! unloaded by [`Coordinator::set_coordinated`]. A single-node data directory kept every group in
+//! partition 0's log; [`migrate_single_node_offsets`] copies each group's latest offsets into its
+//! own partition once, at the first start of this layout.
+//!
+//! Durability: an OffsetCommit is answered only after its records are appended to its
+//! partition's log and that log is flushed. Each log is compacted by snapshot: once
+//! `skiff.offsets.compaction.bytes` were appended to it, the partition's committed offsets are
+//! appended again and the log before them is dropped (`Log::delete_records_before`), so a replay
+//! stays short and the disk bounded without a log cleaner. A producer-id block is claimed in the
+//! metadata store (`crate::cluster::Cluster::claim_producer_id_block`, a compare-and-set that
+//! makes it unique across the cluster and durable) before any id of it is handed out; a
+//! single-node data directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`],
+//! is only read, as the floor below which no id is handed out again.
 //!
 //! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
-//! the flush returned, or queue requests without a bound.
+//! the flush returned, write a group's commits to another partition's log, or queue requests
+//! without a bound.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +40,7 @@ use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
-use crate::group::offsets_log::{self, OffsetLogEntry};
+use crate::group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use crate::group::{
     Coordinator, GroupConfig, Output, PersistError, RequestId, RequestMeta, Response,
 };
@@ -38,11 +49,13 @@ use crate::partition::topics::{read_batches, Topics};
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
 pub const OFFSETS_TOPIC: &str = skiff_cluster::topics::OFFSETS_TOPIC;
-/// The one partition of the offsets log: every group this broker coordinates (those whose
-/// `__consumer_offsets` partition it leads) commits here. With one replica per partition a
-/// group's coordinator never moves, so one local log per broker holds exactly its groups;
-/// per-partition logs loaded and unloaded with leadership come with replication.
-pub const OFFSETS_PARTITION: i32 = 0;
+/// The partition whose log held every group's offsets in a single-node data directory.
+pub const SINGLE_NODE_OFFSETS_PARTITION: i32 = 0;
+/// File under `log.dirs` recording that the offsets are kept per `__consumer_offsets` partition
+/// (written once the single-node log was migrated, or at the first start without one).
+pub const OFFSETS_LAYOUT_FILE: &str = "offsets-partitioned";
+/// Pause before a partition whose log could not be replayed is tried again.
+const LOAD_RETRY_MS: i64 = 5_000;
 /// File under `log.dirs` where single-node Skiff kept the durable end of its reserved producer-id
 /// range; read at start as a floor (ids below it may be in use), never written any more.
 pub const PRODUCER_ID_CHECKPOINT_FILE: &str = "producer-id-reserved";
@@ -137,7 +150,12 @@ impl GroupHandle {
 pub(crate) struct GroupDriver {
     coordinator: Coordinator,
     allocator: ProducerIdAllocator,
-    offsets_log: Arc<Log>,
+    /// The logs of the loaded `__consumer_offsets` partitions, by partition.
+    logs: BTreeMap<i32, LoadedLog>,
+    /// Partitions whose replay failed, and when to try again.
+    load_retry_at_ms: BTreeMap<i32, i64>,
+    /// `skiff.offsets.compaction.bytes`.
+    compaction_bytes: u64,
     /// No producer id below this is handed out (the legacy checkpoint's reservation).
     producer_id_floor: i64,
     requests: mpsc::Receiver<Envelope>,
@@ -145,15 +163,27 @@ pub(crate) struct GroupDriver {
     next_request_id: RequestId,
 }
 
-/// Replays the offsets log from its start, oldest first. A damaged record stops the replay with an
-/// error rather than silently forgetting the offsets after it.
-pub fn replay_offsets(log: &Log) -> Result<Vec<OffsetLogEntry>, GroupDriverError> {
+/// One loaded partition's log and what decides its next compaction.
+struct LoadedLog {
+    log: Arc<Log>,
+    /// Bytes of batches appended (or replayed) since the last snapshot.
+    bytes_since_snapshot: u64,
+    /// The size of the last snapshot: compaction waits for twice as much, so a partition whose
+    /// snapshot alone is large does not rewrite it on every commit.
+    snapshot_bytes: u64,
+}
+
+/// Replays the offsets log from its start, oldest first, with the bytes read. A damaged record
+/// stops the replay with an error rather than silently forgetting the offsets after it.
+pub fn replay_offsets(log: &Log) -> Result<(Vec<OffsetLogEntry>, u64), GroupDriverError> {
     let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
     let log_end = log.log_end_offset().map_err(|error| failed(&error))?;
     let mut offset = log.log_start_offset().map_err(|error| failed(&error))?;
     let mut entries = Vec::new();
+    let mut bytes_read = 0u64;
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset).map_err(|error| failed(&error))?;
+        bytes_read += bytes.len() as u64;
         offsets_log::decode_batches(&bytes, &mut |entry| entries.push(entry))
             .map_err(|error| failed(&error))?;
         if next <= offset {
@@ -161,7 +191,7 @@ pub fn replay_offsets(log: &Log) -> Result<Vec<OffsetLogEntry>, GroupDriverError
         }
         offset = next;
     }
-    Ok(entries)
+    Ok((entries, bytes_read))
 }
 
 /// Reads the durable end of the reserved producer-id range (0 if the file does not exist yet),
@@ -185,46 +215,141 @@ fn read_checkpoint(files: &DurableFiles, path: &Path) -> Result<i64, GroupDriver
         .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
 }
 
+/// What [`migrate_single_node_offsets`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MigratedOffsets {
+    /// Committed offsets copied into their group's partition.
+    pub copied: usize,
+    /// Committed offsets whose partition has no replica on this broker: not copied (logged).
+    pub elsewhere: usize,
+}
+
+/// Whether this data directory still keeps its offsets the single-node way: no layout marker,
+/// and a partition-0 offsets log with something in it. Blocking.
+pub(crate) fn single_node_offsets_pending(
+    topics: &Topics,
+    files: &DurableFiles,
+    data_dir: &Path,
+) -> Result<bool, GroupDriverError> {
+    let marker = files
+        .read_small(&data_dir.join(OFFSETS_LAYOUT_FILE), 64)
+        .map_err(|error| GroupDriverError::OffsetsLog(error.to_string()))?;
+    if marker.is_some() {
+        return Ok(false);
+    }
+    let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
+    let Some(log) = topics
+        .log_in_dir(OFFSETS_TOPIC, SINGLE_NODE_OFFSETS_PARTITION)
+        .map_err(|error| failed(&error))?
+    else {
+        write_layout_marker(files, data_dir)?;
+        return Ok(false);
+    };
+    log.recover_deferred().map_err(|error| failed(&error))?;
+    let empty = log.log_end_offset().map_err(|error| failed(&error))?
+        == log.log_start_offset().map_err(|error| failed(&error))?;
+    if empty {
+        write_layout_marker(files, data_dir)?;
+    }
+    Ok(!empty)
+}
+
+/// Copies the latest committed offsets of every group in the single-node offsets log (partition
+/// 0, which held all of them) into the log of the group's own `__consumer_offsets` partition,
+/// then writes the layout marker. The topic must exist and be materialized. Copies are appended
+/// and flushed before the marker, so a crash in between only copies them again (a replay of the
+/// same commits). Blocking.
+pub(crate) fn migrate_single_node_offsets(
+    topics: &Topics,
+    files: &DurableFiles,
+    data_dir: &Path,
+) -> Result<MigratedOffsets, GroupDriverError> {
+    let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
+    let offsets_topic = topics
+        .get(OFFSETS_TOPIC)
+        .ok_or_else(|| failed(&format!("{OFFSETS_TOPIC} does not exist")))?;
+    let partitions = offsets_topic.partition_count();
+    let source = topics
+        .log_in_dir(OFFSETS_TOPIC, SINGLE_NODE_OFFSETS_PARTITION)
+        .map_err(|error| failed(&error))?;
+    let mut migrated = MigratedOffsets::default();
+    if let Some(source) = &source {
+        source.recover_deferred().map_err(|error| failed(&error))?;
+        let (entries, _) = replay_offsets(source)?;
+        let mut latest: BTreeMap<OffsetKey, Option<OffsetValue>> = BTreeMap::new();
+        for entry in entries {
+            match entry {
+                OffsetLogEntry::Commit(key, value) => latest.insert(key, Some(value)),
+                OffsetLogEntry::Delete(key) => latest.insert(key, None),
+            };
+        }
+        let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
+        for (key, value) in latest {
+            let Some(value) = value else { continue };
+            let partition = skiff_cluster::topics::coordinator_partition(&key.group, partitions);
+            by_partition
+                .entry(partition)
+                .or_default()
+                .push(OffsetLogEntry::Commit(key, value));
+        }
+        let source_is_partition_zero = offsets_topic
+            .partition(SINGLE_NODE_OFFSETS_PARTITION)
+            .is_some_and(|zero| Arc::ptr_eq(&zero.log, source));
+        for (partition, commits) in by_partition {
+            if partition == SINGLE_NODE_OFFSETS_PARTITION && source_is_partition_zero {
+                // Already in their own log: its replay skips the other groups' entries.
+                continue;
+            }
+            let Some(target) = offsets_topic.partition(partition) else {
+                tracing::warn!(
+                    partition,
+                    offsets = commits.len(),
+                    "single-node offsets not migrated: their {OFFSETS_TOPIC} partition has no replica on this broker"
+                );
+                migrated.elsewhere += commits.len();
+                continue;
+            };
+            append_durably(&target.log, &commits, now_ms()).map_err(|error| failed(&error))?;
+            migrated.copied += commits.len();
+        }
+    }
+    write_layout_marker(files, data_dir)?;
+    if source.is_some() {
+        // A log that is not this broker's partition 0 replica is only the old single-node log:
+        // every offset in it is now in its partition (or reported above).
+        topics
+            .remove_unserved_log(OFFSETS_TOPIC, SINGLE_NODE_OFFSETS_PARTITION)
+            .map_err(|error| failed(&error))?;
+    }
+    Ok(migrated)
+}
+
+fn write_layout_marker(files: &DurableFiles, data_dir: &Path) -> Result<(), GroupDriverError> {
+    files
+        .write_atomically(&data_dir.join(OFFSETS_LAYOUT_FILE), b"1\n")
+        .map_err(|error| GroupDriverError::OffsetsLog(error.to_string()))
+}
+
 impl GroupDriver {
-    /// Opens (or creates) the offsets log in `log_dir`, replays it, reads the producer-id
-    /// checkpoint, and returns the task with the handle the handlers use. Blocking: call it where
-    /// blocking is allowed.
+    /// Reads the producer-id checkpoint and returns the task with the handle the handlers use;
+    /// the offsets are loaded per partition once the task runs and follows its leaderships.
+    /// Blocking: call it where blocking is allowed.
     pub(crate) fn open(
         log_dir: &skiff_storage::LogDir,
         data_dir: &Path,
         group_config: GroupConfig,
+        compaction_bytes: u64,
     ) -> Result<(Self, GroupHandle), GroupDriverError> {
-        let failed = |error: skiff_storage::Error| GroupDriverError::OffsetsLog(error.to_string());
-        let offsets_log = match log_dir
-            .log(OFFSETS_TOPIC, OFFSETS_PARTITION)
-            .map_err(failed)?
-        {
-            Some(log) => {
-                // Opened with recovery deferred: the coordinator needs it now.
-                log.recover_deferred().map_err(failed)?;
-                log
-            }
-            None => log_dir
-                .create(OFFSETS_TOPIC, OFFSETS_PARTITION, None)
-                .map_err(failed)?,
-        };
-        let entries = replay_offsets(&offsets_log)?;
-        let loaded_count = entries.len();
-        let mut coordinator = Coordinator::new(group_config);
-        coordinator.load_offsets(entries);
-        tracing::info!(
-            records = loaded_count,
-            committed = coordinator.committed_offsets().len(),
-            "offsets log replayed"
-        );
         let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
         let producer_id_floor = read_checkpoint(&log_dir.files(), &checkpoint_path)?;
         let (sender, requests) = mpsc::channel(GROUP_REQUESTS_QUEUED_MAX);
         Ok((
             Self {
-                coordinator,
+                coordinator: Coordinator::new(group_config),
                 allocator: ProducerIdAllocator::new(producer_id_floor),
-                offsets_log,
+                logs: BTreeMap::new(),
+                load_retry_at_ms: BTreeMap::new(),
+                compaction_bytes,
                 producer_id_floor,
                 requests,
                 waiting: BTreeMap::new(),
@@ -235,35 +360,138 @@ impl GroupDriver {
     }
 
     /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
-    /// broker is gone). `topics` answers OffsetCommit's question whether a partition exists.
+    /// broker is gone). `topics` holds the offsets logs and answers OffsetCommit's question
+    /// whether a partition exists.
     pub(crate) async fn run(mut self, topics: Arc<Topics>, cluster: crate::cluster::ClusterHandle) {
+        let mut image_changes = Some(cluster.materialized_changes());
+        self.follow_leadership(&topics, &cluster).await;
+        self.drain(&cluster).await;
         loop {
-            let sleep_ms = self
+            let now = now_ms();
+            let deadline = self
                 .coordinator
                 .next_deadline_ms()
-                .map(|deadline| u64::try_from(deadline.saturating_sub(now_ms())).unwrap_or(0));
-            let envelope = match sleep_ms {
-                Some(ms) => {
-                    tokio::select! {
-                        envelope = self.requests.recv() => Some(envelope),
-                        () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => None,
+                .into_iter()
+                .chain(self.load_retry_at_ms.values().copied())
+                .min();
+            let sleep_ms = deadline.map(|at| u64::try_from(at.saturating_sub(now)).unwrap_or(0));
+            let sleep = async {
+                match sleep_ms {
+                    Some(ms) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let image_changed = async {
+                match image_changes.as_mut() {
+                    Some(changes) => changes.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                envelope = self.requests.recv() => match envelope {
+                    Some(envelope) => {
+                        // A handler that just created __consumer_offsets waited for the image
+                        // to show it: follow that image before the request, not after it.
+                        let image_moved = image_changes.as_mut().is_some_and(|changes| {
+                            let moved = changes.has_changed().unwrap_or(false);
+                            changes.borrow_and_update();
+                            moved
+                        });
+                        if image_moved {
+                            self.follow_leadership(&topics, &cluster).await;
+                        }
+                        self.accept(envelope, &topics);
+                    }
+                    None => break,
+                },
+                still_watching = image_changed => {
+                    if !still_watching {
+                        // The cluster is gone (shutdown): nothing changes any more.
+                        image_changes = None;
+                    }
+                    self.follow_leadership(&topics, &cluster).await;
+                }
+                () = sleep => {
+                    self.coordinator.tick(now_ms());
+                    if !self.load_retry_at_ms.is_empty() {
+                        self.follow_leadership(&topics, &cluster).await;
                     }
                 }
-                None => Some(self.requests.recv().await),
-            };
-            match envelope {
-                Some(None) => break,
-                Some(Some(envelope)) => {
-                    // Which groups are coordinated here follows the image (the leaders of
-                    // __consumer_offsets), read as each request comes.
-                    self.coordinator.set_coordinated(cluster.coordinated());
-                    self.accept(envelope, &topics);
-                }
-                None => self.coordinator.tick(now_ms()),
             }
             self.drain(&cluster).await;
         }
         tracing::debug!("group coordinator stopped");
+    }
+
+    /// Tells the coordinator which `__consumer_offsets` partitions this broker leads now, and
+    /// loads the logs of those it gained (one at a time, on a blocking thread: the requests of
+    /// groups already loaded wait meanwhile, those of the loading partition get
+    /// COORDINATOR_LOAD_IN_PROGRESS until it is done).
+    async fn follow_leadership(&mut self, topics: &Arc<Topics>, cluster: &crate::cluster::Cluster) {
+        self.coordinator.set_coordinated(cluster.coordinated());
+        let coordinator = &self.coordinator;
+        self.logs
+            .retain(|partition, _| coordinator.is_partition_loaded(*partition));
+        let now = now_ms();
+        for partition in self.coordinator.partitions_to_load() {
+            if self
+                .load_retry_at_ms
+                .get(&partition)
+                .is_some_and(|at| *at > now)
+            {
+                continue;
+            }
+            let Some(log) = topics
+                .get(OFFSETS_TOPIC)
+                .and_then(|topic| topic.partition(partition).map(|p| p.log.clone()))
+            else {
+                // Led but not materialized yet: the materializer's next pass wakes this task.
+                continue;
+            };
+            let replaying = log.clone();
+            let replayed = tokio::task::spawn_blocking(move || {
+                // Opened with recovery deferred after a crash: the coordinator needs it now.
+                replaying
+                    .recover_deferred()
+                    .map_err(|error| GroupDriverError::OffsetsLog(error.to_string()))?;
+                replay_offsets(&replaying)
+            })
+            .await
+            .unwrap_or_else(|join| Err(GroupDriverError::OffsetsLog(join.to_string())));
+            match replayed {
+                Ok((entries, bytes)) => {
+                    self.load_retry_at_ms.remove(&partition);
+                    self.install(partition, log, entries, bytes);
+                }
+                Err(error) => {
+                    tracing::error!(partition, %error, "offsets partition cannot be loaded; retrying");
+                    self.load_retry_at_ms
+                        .insert(partition, now.saturating_add(LOAD_RETRY_MS));
+                }
+            }
+        }
+    }
+
+    /// Hands a replayed partition log to the coordinator and keeps it for the partition's
+    /// commits (unless leadership went while it was read).
+    fn install(&mut self, partition: i32, log: Arc<Log>, entries: Vec<OffsetLogEntry>, bytes: u64) {
+        let loaded = self.coordinator.load_partition(partition, entries);
+        if self.coordinator.is_partition_loaded(partition) {
+            tracing::info!(
+                partition,
+                applied = loaded.applied,
+                foreign = loaded.foreign,
+                "offsets partition loaded"
+            );
+            self.logs.insert(
+                partition,
+                LoadedLog {
+                    log,
+                    bytes_since_snapshot: bytes,
+                    snapshot_bytes: 0,
+                },
+            );
+        }
     }
 
     fn accept(&mut self, envelope: Envelope, topics: &Topics) {
@@ -312,8 +540,8 @@ impl GroupDriver {
     }
 
     /// Acts on every output of the coordinator and the allocator until both are quiet. Disk work
-    /// (offsets-log appends and flushes, the producer-id checkpoint) runs on a blocking thread;
-    /// this task waits for it, so outputs are still acted on one at a time, in order.
+    /// (offsets-log appends and flushes) runs on a blocking thread; this task waits for it, so
+    /// outputs are still acted on one at a time, in order.
     async fn drain(&mut self, cluster: &crate::cluster::Cluster) {
         loop {
             let mut progressed = false;
@@ -370,6 +598,7 @@ impl GroupDriver {
             if !progressed {
                 break;
             }
+            self.compact_due().await;
         }
     }
 
@@ -380,29 +609,110 @@ impl GroupDriver {
         }
     }
 
-    /// Appends commits or tombstones to the offsets log and flushes it, on a blocking thread.
-    async fn persist(&self, entries: Vec<OffsetLogEntry>) -> Result<(), PersistError> {
-        let log = self.offsets_log.clone();
-        let written = tokio::task::spawn_blocking(move || append_durably(&log, &entries, now_ms()));
-        written.await.unwrap_or(Err(PersistError::Failed))
+    /// Appends commits or tombstones, each to the log of its group's partition, and flushes
+    /// those logs, on a blocking thread. COORDINATOR_NOT_AVAILABLE (retriable) when a partition
+    /// is not loaded here (its leadership just went).
+    async fn persist(&mut self, entries: Vec<OffsetLogEntry>) -> Result<(), PersistError> {
+        let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
+        for entry in entries {
+            let group = match &entry {
+                OffsetLogEntry::Commit(key, _) | OffsetLogEntry::Delete(key) => &key.group,
+            };
+            by_partition
+                .entry(self.coordinator.offsets_partition(group))
+                .or_default()
+                .push(entry);
+        }
+        let mut writes = Vec::with_capacity(by_partition.len());
+        for (partition, entries) in by_partition {
+            let loaded = self.logs.get(&partition).ok_or(PersistError::Unavailable)?;
+            writes.push((partition, loaded.log.clone(), entries));
+        }
+        let written = tokio::task::spawn_blocking(move || {
+            let now = now_ms();
+            writes
+                .into_iter()
+                .map(|(partition, log, entries)| {
+                    append_durably(&log, &entries, now).map(|bytes| (partition, bytes))
+                })
+                .collect::<Result<Vec<(i32, u64)>, PersistError>>()
+        });
+        let written = written.await.unwrap_or(Err(PersistError::Failed))?;
+        for (partition, bytes) in written {
+            if let Some(loaded) = self.logs.get_mut(&partition) {
+                loaded.bytes_since_snapshot += bytes;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts by snapshot every loaded log that grew past its threshold: appends the
+    /// partition's committed offsets (all durable and applied: persists are awaited in order)
+    /// and drops the log before them. A failure is logged and retried after the next append.
+    async fn compact_due(&mut self) {
+        let compaction_bytes = self.compaction_bytes;
+        let due: Vec<i32> = self
+            .logs
+            .iter()
+            .filter(|(_, loaded)| {
+                loaded.bytes_since_snapshot >= compaction_bytes.max(2 * loaded.snapshot_bytes)
+            })
+            .map(|(partition, _)| *partition)
+            .collect();
+        for partition in due {
+            let Some(loaded) = self.logs.get(&partition) else {
+                continue;
+            };
+            let log = loaded.log.clone();
+            let snapshot = self.coordinator.partition_snapshot(partition);
+            let compacted = tokio::task::spawn_blocking(move || compact(&log, &snapshot, now_ms()))
+                .await
+                .unwrap_or_else(|join| Err(join.to_string()));
+            match compacted {
+                Ok(snapshot_bytes) => {
+                    tracing::info!(
+                        partition,
+                        snapshot_bytes,
+                        "offsets log compacted by snapshot"
+                    );
+                    if let Some(loaded) = self.logs.get_mut(&partition) {
+                        loaded.bytes_since_snapshot = snapshot_bytes;
+                        loaded.snapshot_bytes = snapshot_bytes;
+                    }
+                }
+                Err(error) => tracing::error!(partition, %error, "offsets log compaction failed"),
+            }
+        }
     }
 }
 
-/// Appends `entries` to the offsets log and flushes it (fsync, whatever the broker's
-/// `log.flush.interval.*`: the log has the default `LogConfig`, `PersistMode::SyncData`). `Ok`
-/// only once the flush returned, which is what lets the coordinator acknowledge the commit. The
-/// one write path of the offsets log; blocking.
-fn append_durably(log: &Log, entries: &[OffsetLogEntry], now_ms: i64) -> Result<(), PersistError> {
+/// Appends `snapshot` (a partition's committed offsets) durably, then drops the log before it.
+/// Returns the snapshot's bytes. Blocking.
+fn compact(log: &Log, snapshot: &[OffsetLogEntry], now_ms: i64) -> Result<u64, String> {
+    let start = log.log_end_offset().map_err(|error| error.to_string())?;
+    let bytes = append_durably(log, snapshot, now_ms).map_err(|error| error.to_string())?;
+    log.delete_records_before(start)
+        .map_err(|error| error.to_string())?;
+    Ok(bytes)
+}
+
+/// Appends `entries` to an offsets log and syncs it (`Log::sync`: an fsync whatever the topic's
+/// flush settings). `Ok` (with the bytes appended) only once the flush returned, which is what lets the
+/// coordinator acknowledge the commit. The one write path of the offsets logs; blocking.
+fn append_durably(log: &Log, entries: &[OffsetLogEntry], now_ms: i64) -> Result<u64, PersistError> {
     let batches =
         offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
+    let mut bytes = 0u64;
     for mut batch in batches {
+        bytes += batch.len() as u64;
         log.append(&mut batch, now_ms)
             .map_err(|error| match error {
                 skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
                 _ => PersistError::Failed,
             })?;
     }
-    log.flush().map_err(|_| PersistError::Failed)
+    log.sync().map_err(|_| PersistError::Failed)?;
+    Ok(bytes)
 }
 
 /// The coordinator's configuration from the broker's.
@@ -450,24 +760,52 @@ mod tests {
             let log_dir =
                 skiff_storage::LogDir::open(dir.path(), skiff_storage::LogConfig::default())
                     .expect("open");
-            let log = log_dir
-                .create(OFFSETS_TOPIC, OFFSETS_PARTITION, None)
-                .expect("create");
+            let log = log_dir.create(OFFSETS_TOPIC, 7, None).expect("create");
             for chunk in written.chunks(7) {
-                for mut batch in offsets_log::encode_batches(chunk, 1).expect("encode") {
-                    log.append(&mut batch, 1).expect("append");
-                }
+                append_durably(&log, chunk, 1).expect("append");
             }
-            log.flush().expect("flush");
-            // No clean close: what was flushed must come back after recovery.
+            // No clean close: what was synced must come back after recovery.
         }
         let log_dir = skiff_storage::LogDir::open(dir.path(), skiff_storage::LogConfig::default())
             .expect("reopen");
         let log = log_dir
-            .log(OFFSETS_TOPIC, OFFSETS_PARTITION)
+            .log(OFFSETS_TOPIC, 7)
             .expect("log")
             .expect("present");
-        assert_eq!(replay_offsets(&log).expect("replay"), written);
+        let (replayed, bytes) = replay_offsets(&log).expect("replay");
+        assert_eq!(replayed, written);
+        assert_eq!(bytes, log.size_bytes().expect("size"));
+    }
+
+    #[test]
+    fn compaction_by_snapshot_keeps_the_offsets_and_drops_the_log_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log_dir = skiff_storage::LogDir::open(
+            dir.path(),
+            skiff_storage::LogConfig {
+                segment_bytes: 4096,
+                batch_bytes_max: 4096,
+                ..skiff_storage::LogConfig::default()
+            },
+        )
+        .expect("open");
+        let log = log_dir.create(OFFSETS_TOPIC, 3, None).expect("create");
+        for offset in 0..400 {
+            append_durably(&log, &[commit(offset % 4, offset.into())], 1).expect("append");
+        }
+        let before = log.size_bytes().expect("size");
+        let snapshot: Vec<OffsetLogEntry> = (396..400)
+            .map(|offset| commit(offset % 4, offset.into()))
+            .collect();
+        let snapshot_bytes = compact(&log, &snapshot, 2).expect("compact");
+        assert!(snapshot_bytes > 0);
+        let (replayed, _) = replay_offsets(&log).expect("replay");
+        assert_eq!(replayed, snapshot, "the replay starts at the snapshot");
+        let after = log.size_bytes().expect("size");
+        assert!(
+            after < before / 4,
+            "whole segments before the snapshot are gone: {before} -> {after} bytes"
+        );
     }
 
     #[test]

@@ -845,7 +845,7 @@ impl Coordinator {
         );
     }
 
-    fn reply_sync_error(&mut self, parked: Parked, error_code: i16) {
+    pub(super) fn reply_sync_error(&mut self, parked: Parked, error_code: i16) {
         let mut response = SyncGroupResponse::default();
         response.error_code = error_code;
         self.reply(
@@ -889,7 +889,7 @@ fn instance_id(version: i16, first_version: i16, field: Option<&StrBytes>) -> Op
 }
 
 /// A JoinGroup error answer, filled so that it encodes at `version`.
-fn join_error(version: i16, error_code: i16, member_id: &str) -> JoinGroupResponse {
+pub(super) fn join_error(version: i16, error_code: i16, member_id: &str) -> JoinGroupResponse {
     let mut response = JoinGroupResponse::default();
     response.error_code = error_code;
     response.generation_id = -1;

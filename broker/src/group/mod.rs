@@ -74,6 +74,7 @@ pub mod driver;
 mod admin;
 mod coordinator;
 mod deletion;
+mod loading;
 mod membership;
 mod offsets;
 
@@ -84,5 +85,6 @@ mod tests;
 
 pub use config::GroupConfig;
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
+pub use loading::{Loaded, UNPARTITIONED};
 pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
 pub use state::GroupState;

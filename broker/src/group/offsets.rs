@@ -214,7 +214,19 @@ impl Coordinator {
             commits,
             persist_sequence,
         } = pending;
-        if let Err(error) = result {
+        // The group's partition may have been unloaded while the records were written (its
+        // leadership went): they are durable in that partition's log, which its next leader
+        // loads, but this broker no longer holds the group, so the commit is answered as Kafka
+        // answers it then.
+        let resigned = commits
+            .first()
+            .and_then(|(key, _)| self.unavailable_for(&key.group));
+        let failure = match (result, resigned) {
+            (Err(error), _) => Some(error.error_code()),
+            (Ok(()), Some(error)) => Some(error.code()),
+            (Ok(()), None) => None,
+        };
+        if let Some(error_code) = failure {
             let failed: std::collections::BTreeSet<(&str, i32)> = commits
                 .iter()
                 .map(|(key, _)| (key.topic.as_str(), key.partition))
@@ -222,7 +234,7 @@ impl Coordinator {
             for topic in &mut response.topics {
                 for partition in &mut topic.partitions {
                     if failed.contains(&(topic.name.0.as_str(), partition.partition_index)) {
-                        partition.error_code = error.error_code();
+                        partition.error_code = error_code;
                     }
                 }
             }

@@ -1613,33 +1613,233 @@ mod hostile {
     }
 }
 
-#[test]
-fn groups_coordinated_elsewhere_get_not_coordinator() {
-    use skiff_cluster::topics::coordinator_partition;
-    use skiff_cluster::topics::Coordinated;
-    let mut h = Harness::new();
-    let partition = coordinator_partition("g", 50);
-    h.coordinator.set_coordinated(Coordinated {
-        partitions: 50,
-        led: std::collections::BTreeSet::from([(partition + 1) % 50]),
-    });
-    let mut describe = DescribeGroupsRequest::default();
-    describe.groups = vec![GroupId(s("g"))];
-    let meta = h.meta(5);
-    h.coordinator.handle_describe_groups(meta, describe.clone());
-    h.coordinator.set_coordinated(Coordinated {
-        partitions: 50,
-        led: std::collections::BTreeSet::from([partition]),
-    });
-    let meta = h.meta(5);
-    h.coordinator.handle_describe_groups(meta, describe);
-    let codes: Vec<i16> = h
-        .replies()
-        .into_iter()
-        .map(|(_, response)| match response {
-            Response::DescribeGroups(r) => r.groups[0].error_code,
+mod loading {
+    //! Partitions of `__consumer_offsets` loaded and unloaded with their leadership.
+    use super::*;
+    use skiff_cluster::topics::{coordinator_partition, Coordinated};
+    use std::collections::BTreeSet;
+
+    const PARTITIONS: i32 = 50;
+
+    fn leading(partitions: &[i32]) -> Coordinated {
+        Coordinated {
+            partitions: PARTITIONS,
+            led: partitions.iter().copied().collect(),
+        }
+    }
+
+    fn commit_entry(group: &str, offset: i64) -> OffsetLogEntry {
+        OffsetLogEntry::Commit(
+            OffsetKey {
+                group: group.into(),
+                topic: "t".into(),
+                partition: 0,
+            },
+            OffsetValue {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp_ms: 1,
+            },
+        )
+    }
+
+    /// Two group names that belong to different partitions.
+    fn groups_on_two_partitions() -> ((String, i32), (String, i32)) {
+        let first = ("g".to_owned(), coordinator_partition("g", PARTITIONS));
+        let second = (0..)
+            .map(|n| format!("other-{n}"))
+            .map(|name| {
+                let partition = coordinator_partition(&name, PARTITIONS);
+                (name, partition)
+            })
+            .find(|(_, partition)| *partition != first.1)
+            .expect("some name hashes elsewhere");
+        (first, second)
+    }
+
+    fn describe_code(h: &mut Harness, group: &str) -> i16 {
+        let mut describe = DescribeGroupsRequest::default();
+        describe.groups = vec![GroupId(s(group))];
+        let meta = h.meta(5);
+        h.coordinator.handle_describe_groups(meta, describe);
+        match h.replies().pop() {
+            Some((_, Response::DescribeGroups(r))) => r.groups[0].error_code,
             other => panic!("unexpected {other:?}"),
-        })
-        .collect();
-    assert_eq!(codes, vec![16, 0]);
+        }
+    }
+
+    #[test]
+    fn groups_led_elsewhere_get_not_coordinator_and_led_ones_wait_for_their_load() {
+        let mut h = Harness::new();
+        let partition = coordinator_partition("g", PARTITIONS);
+        h.coordinator
+            .set_coordinated(leading(&[(partition + 1) % PARTITIONS]));
+        assert_eq!(describe_code(&mut h, "g"), code(ErrorCode::NOT_COORDINATOR));
+        h.coordinator.set_coordinated(leading(&[partition]));
+        assert_eq!(h.coordinator.partitions_to_load(), vec![partition]);
+        assert_eq!(
+            describe_code(&mut h, "g"),
+            code(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        );
+        let mut list = ListGroupsRequest::default();
+        list.states_filter = vec![];
+        let meta = h.meta(4);
+        h.coordinator.handle_list_groups(meta, list.clone());
+        match h.replies().pop() {
+            Some((_, Response::ListGroups(r))) => {
+                assert_eq!(r.error_code, code(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        h.coordinator.load_partition(partition, []);
+        assert!(h.coordinator.partitions_to_load().is_empty());
+        assert_eq!(describe_code(&mut h, "g"), 0);
+    }
+
+    #[test]
+    fn a_partition_load_applies_only_its_own_groups() {
+        let ((first, first_partition), (second, _)) = groups_on_two_partitions();
+        let mut h = Harness::new();
+        h.coordinator.set_coordinated(leading(&[first_partition]));
+        // A single-node offsets log held every group in one partition.
+        let loaded = h.coordinator.load_partition(
+            first_partition,
+            [
+                commit_entry(&first, 5),
+                commit_entry(&second, 9),
+                commit_entry(&first, 7),
+            ],
+        );
+        assert_eq!(
+            loaded,
+            Loaded {
+                applied: 2,
+                foreign: 1
+            }
+        );
+        assert_eq!(
+            h.coordinator.committed_offsets(),
+            std::collections::BTreeMap::from([((first.clone(), "t".to_owned(), 0), 7)])
+        );
+        assert_eq!(h.coordinator.offsets_partition(&first), first_partition);
+    }
+
+    #[test]
+    fn resigning_a_partition_forgets_its_groups_and_answers_their_parked_requests() {
+        let ((first, first_partition), (second, second_partition)) = groups_on_two_partitions();
+        let mut h = Harness::new();
+        h.coordinator
+            .set_coordinated(leading(&[first_partition, second_partition]));
+        h.coordinator
+            .load_partition(first_partition, [commit_entry(&first, 3)]);
+        h.coordinator
+            .load_partition(second_partition, [commit_entry(&second, 4)]);
+        // A member of `first` is parked in its join (the group holds it for a second member).
+        let mut delayed = Harness::delayed(3_000);
+        delayed
+            .coordinator
+            .set_coordinated(leading(&[first_partition, second_partition]));
+        delayed.coordinator.load_partition(first_partition, []);
+        delayed.coordinator.load_partition(second_partition, []);
+        let parked = delayed.join(4, &first, "", &["range"]);
+        // v4 asks for a member id first; join again with it.
+        let member_id = match delayed.replies().pop() {
+            Some((id, Response::JoinGroup(r))) if id == parked => r.member_id.to_string(),
+            other => panic!("unexpected {other:?}"),
+        };
+        let parked = delayed.join(4, &first, &member_id, &["range"]);
+        assert!(delayed.replies().is_empty(), "the join waits");
+        delayed
+            .coordinator
+            .set_coordinated(leading(&[second_partition]));
+        match &delayed.replies()[..] {
+            [(id, Response::JoinGroup(r))] => {
+                assert_eq!(*id, parked);
+                assert_eq!(r.error_code, code(ErrorCode::NOT_COORDINATOR));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        h.coordinator.set_coordinated(leading(&[second_partition]));
+        assert_eq!(
+            h.coordinator.committed_offsets(),
+            std::collections::BTreeMap::from([((second.clone(), "t".to_owned(), 0), 4)])
+        );
+        assert_eq!(h.coordinator.offsets_count, 1);
+        assert_eq!(
+            describe_code(&mut h, &first),
+            code(ErrorCode::NOT_COORDINATOR)
+        );
+        // Led again: loaded again from its log, not from memory.
+        h.coordinator
+            .set_coordinated(leading(&[first_partition, second_partition]));
+        assert_eq!(h.coordinator.partitions_to_load(), vec![first_partition]);
+        h.coordinator
+            .load_partition(first_partition, [commit_entry(&first, 3)]);
+        assert_eq!(h.coordinator.committed_offsets().len(), 2);
+    }
+
+    #[test]
+    fn a_commit_whose_partition_resigned_before_it_was_durable_answers_not_coordinator() {
+        let partition = coordinator_partition("g", PARTITIONS);
+        let mut h = Harness::new();
+        h.coordinator.set_coordinated(leading(&[partition]));
+        h.coordinator.load_partition(partition, []);
+        let id = h.commit(2, "g", "", -1, &[("t", 0, 10)]);
+        let persisted: Vec<Output> = h.outputs();
+        assert!(matches!(&persisted[..], [Output::PersistOffsets { .. }]));
+        h.coordinator.set_coordinated(leading(&[]));
+        h.coordinator.offsets_persisted(id, Ok(()));
+        match h.replies().pop() {
+            Some((_, Response::OffsetCommit(r))) => assert_eq!(
+                r.topics[0].partitions[0].error_code,
+                code(ErrorCode::NOT_COORDINATOR)
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(h.coordinator.committed_offsets().is_empty());
+        assert_eq!(h.coordinator.group_count(), 0);
+    }
+
+    #[test]
+    fn a_partition_snapshot_replays_to_the_same_offsets() {
+        let ((first, first_partition), (second, second_partition)) = groups_on_two_partitions();
+        let mut h = Harness::new();
+        h.coordinator
+            .set_coordinated(leading(&[first_partition, second_partition]));
+        h.coordinator.load_partition(
+            first_partition,
+            (0..20).map(|offset| commit_entry(&first, offset)),
+        );
+        h.coordinator
+            .load_partition(second_partition, [commit_entry(&second, 1)]);
+        let id = h.commit(2, &first, "", -1, &[("u", 3, 30), ("t", 1, 11)]);
+        drop(h.outputs());
+        h.coordinator.offsets_persisted(id, Ok(()));
+        drop(h.outputs());
+        let snapshot = h.coordinator.partition_snapshot(first_partition);
+        assert_eq!(
+            snapshot.len(),
+            3,
+            "one entry per committed offset: {snapshot:?}"
+        );
+        let mut reloaded = Harness::new();
+        reloaded
+            .coordinator
+            .set_coordinated(leading(&[first_partition]));
+        reloaded
+            .coordinator
+            .load_partition(first_partition, snapshot);
+        let only_first: std::collections::BTreeMap<_, _> = h
+            .coordinator
+            .committed_offsets()
+            .into_iter()
+            .filter(|((group, _, _), _)| *group == first)
+            .collect();
+        assert_eq!(reloaded.coordinator.committed_offsets(), only_first);
+        let led: BTreeSet<i32> = [first_partition].into();
+        assert_eq!(reloaded.coordinator.partitions_to_load(), Vec::<i32>::new());
+        assert!(led.contains(&reloaded.coordinator.offsets_partition(&first)));
+    }
 }

@@ -164,7 +164,12 @@ pub(crate) async fn ensure_offsets_topic(ctx: &Ctx) -> Result<(), TopicError> {
         skiff_cluster::topics::OFFSETS_TOPIC,
         ctx.config.offsets_topic_num_partitions,
         ctx.config.offsets_topic_replication_factor,
-        BTreeMap::new(),
+        // Kafka's offsets topic has its own segment size; retention never applies to it
+        // (`ops::maintenance`): the coordinator compacts it by snapshot (`group::driver`).
+        BTreeMap::from([(
+            "segment.bytes".to_owned(),
+            ctx.config.offsets_topic_segment_bytes.to_string(),
+        )]),
         false,
         AUTO_CREATE_WAIT,
     )

@@ -13,7 +13,7 @@ mod config_resources;
 mod create_partitions;
 mod incremental_alter_configs;
 
-mod create_topics;
+pub(crate) mod create_topics;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;

@@ -100,7 +100,15 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                 if let Err(error) = log.roll_if_needed(now_ms) {
                     tracing::warn!(topic = %topic.name, partition = partition.index, %error, "roll");
                 }
-                match log.enforce_retention(now_ms) {
+                // __consumer_offsets holds the committed offsets of groups that may not commit
+                // again for weeks: deleting its old segments by age or size would lose them. Its
+                // coordinator compacts it by snapshot instead (`group::driver`).
+                let retention = if topic.is_internal() {
+                    Ok(0)
+                } else {
+                    log.enforce_retention(now_ms)
+                };
+                match retention {
                     Ok(0) => {}
                     Ok(deleted) => {
                         tracing::info!(topic = %topic.name, partition = partition.index, deleted, "retention deleted segments")

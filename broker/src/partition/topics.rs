@@ -630,6 +630,43 @@ impl Topics {
         Ok(count.into_inner())
     }
 
+    /// The log of (`topic`, `partition`) in the log directory, whether or not this broker
+    /// serves it: the materialized partition's log, or one left in the directory without a
+    /// replica here (the single-node offsets log, which predates the internal topic).
+    pub fn log_in_dir(&self, topic: &str, partition: i32) -> Result<Option<Arc<Log>>, TopicError> {
+        if let Some(served) = self
+            .get(topic)
+            .and_then(|t| t.partition(partition).map(|p| p.log.clone()))
+        {
+            return Ok(Some(served));
+        }
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+        log_dir.log(topic, partition).map_err(storage)
+    }
+
+    /// Deletes the log of (`topic`, `partition`) if this broker does not serve it (see
+    /// [`Topics::log_in_dir`]); a served partition's log is kept. Returns whether one was deleted.
+    pub fn remove_unserved_log(&self, topic: &str, partition: i32) -> Result<bool, TopicError> {
+        let _change = self
+            .changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        if self
+            .get(topic)
+            .is_some_and(|t| t.partition(partition).is_some())
+        {
+            return Ok(false);
+        }
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let log_dir = log_dir.as_ref().ok_or_else(|| storage("shutting down"))?;
+        if log_dir.log(topic, partition).map_err(storage)?.is_none() {
+            return Ok(false);
+        }
+        log_dir.delete(topic, partition).map_err(storage)?;
+        Ok(true)
+    }
+
     /// Flushes every log and writes the clean-shutdown marker.
     pub fn close(&self) -> Result<(), TopicError> {
         let log_dir = self.log_dir.lock().map_err(storage)?.take();

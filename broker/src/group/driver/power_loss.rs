@@ -1,5 +1,6 @@
 //! The broker's durable state under simulated power cuts: the group coordinator commits offsets
-//! through the driver's own write path ([`append_durably`], then [`GroupDriver::open`]'s replay),
+//! through the driver's own write path ([`append_durably`] to each group's `__consumer_offsets`
+//! partition log, then the replay that loads a partition, [`replay_offsets`]),
 //! topic metadata is saved through [`MaterializedTopicsFile`] and the node identity through
 //! `cluster::identity`, all on a data directory opened with `skiff_storage::sim::SimIo`, as
 //! `Broker::start` opens it (`LogDir` with the default `LogConfig` but for smaller segments and
@@ -14,9 +15,10 @@
 //! - the topic metadata is the last acknowledged save or a later failed one, never a mix;
 //! - the node identity, once written, never changes.
 //!
-//! The offsets log is flushed before every answer whatever `log.flush.interval.messages` says, so
-//! the promise holds with the broker's default flush settings as well as with `=1`; the seeds
-//! alternate between the two to show it.
+//! The offsets logs are synced before every answer whatever `log.flush.interval.messages` says
+//! (`Log::sync`), so the promise holds with the broker's default flush settings, under which the
+//! partition logs are opened `PersistMode::Buffer` as the topics open them, as well as with `=1`;
+//! the seeds alternate between the two to show it.
 //!
 //! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N and
 //! `SKIFF_SEED=<seed>` replays one. A failing seed prints itself.
@@ -34,10 +36,11 @@ use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use skiff_cluster::topics::Coordinated;
 use skiff_storage::sim::{CutMode, SimIo};
-use skiff_storage::{LogConfig, LogDir};
+use skiff_storage::{LogConfig, LogDir, PersistMode};
 
-use super::{append_durably, GroupDriver};
+use super::{append_durably, replay_offsets, GroupDriver, OFFSETS_TOPIC};
 use crate::cluster::identity;
 use crate::group::{GroupConfig, Output, RequestMeta, Response};
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
@@ -49,6 +52,8 @@ const CUTS_PER_SEED: usize = 4;
 /// Groups and partitions the commits spread over.
 const GROUPS: [&str; 3] = ["g0", "g1", "g2"];
 const PARTITIONS: i32 = 4;
+/// Partitions of `__consumer_offsets`: the groups' commits go to different logs.
+const OFFSETS_PARTITIONS: i32 = 3;
 const TOPIC: &str = "orders";
 
 type Key = (String, String, i32);
@@ -90,9 +95,31 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
         index_bytes_max: 4096,
         ..LogConfig::default()
     };
-    let log_dir = LogDir::open_simulated(data, config, sim.clone()).expect("log dir opens");
-    let (driver, _handle) =
-        GroupDriver::open(&log_dir, data, group_config()).expect("offsets log replays");
+    let log_dir = LogDir::open_simulated(data, config.clone(), sim.clone()).expect("log dir opens");
+    let (mut driver, _handle) =
+        GroupDriver::open(&log_dir, data, group_config(), 1 << 20).expect("driver opens");
+    // As the materializer opens the topic's logs without a flush policy, and the task loads
+    // every partition it leads.
+    let partition_config = LogConfig {
+        persist_mode: PersistMode::Buffer,
+        ..config
+    };
+    driver.coordinator.set_coordinated(Coordinated {
+        partitions: OFFSETS_PARTITIONS,
+        led: (0..OFFSETS_PARTITIONS).collect(),
+    });
+    for partition in 0..OFFSETS_PARTITIONS {
+        let log = match log_dir.log(OFFSETS_TOPIC, partition).expect("log") {
+            Some(log) => log,
+            None => log_dir
+                .create(OFFSETS_TOPIC, partition, Some(partition_config.clone()))
+                .expect("create"),
+        };
+        log.set_config(partition_config.clone()).expect("config");
+        log.recover_deferred().expect("recover");
+        let (entries, bytes) = replay_offsets(&log).expect("offsets log replays");
+        driver.install(partition, log, entries, bytes);
+    }
     (log_dir, driver)
 }
 
@@ -143,7 +170,11 @@ fn commit(
                     .into_iter()
                     .map(|(key, value)| crate::group::OffsetLogEntry::Commit(key, value))
                     .collect();
-                let result = append_durably(&driver.offsets_log, &entries, now_ms);
+                let partition = driver
+                    .coordinator
+                    .offsets_partition(entries_group(&entries));
+                let log = &driver.logs[&partition].log;
+                let result = append_durably(log, &entries, now_ms).map(|_| ());
                 driver.coordinator.offsets_persisted(request_id, result);
             }
             Output::Reply {
@@ -160,6 +191,15 @@ fn commit(
         }
     }
     codes
+}
+
+/// The group of one OffsetCommit's entries (a commit is for one group).
+fn entries_group(entries: &[crate::group::OffsetLogEntry]) -> &str {
+    match entries.first() {
+        Some(crate::group::OffsetLogEntry::Commit(key, _))
+        | Some(crate::group::OffsetLogEntry::Delete(key)) => &key.group,
+        None => "",
+    }
 }
 
 fn check_after_restart(model: &mut Model, driver: &GroupDriver, store: &MaterializedTopicsFile) {
