@@ -4,6 +4,7 @@ modern and legacy clients, a consumer group split across brokers, a killed broke
 own partitions away, a paused leader refusing writes with NOT_LEADER_OR_FOLLOWER, and the
 CreateTopics latency on etcd against the embedded store."""
 
+import os
 import socket
 import statistics
 import struct
@@ -146,6 +147,80 @@ def test_a_group_split_across_brokers_consumes_everything_once_and_commits(clust
     committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
     checker.close()
     assert [tp.offset for tp in committed] == [PER_PARTITION] * PARTITIONS
+
+
+def java_string_hash(text):
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group, partitions=50):
+    """Kafka's coordinator partition: Utils.abs(groupId.hashCode()) % partitions."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def commit_offset(bootstrap, group, topic, partition, offset):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed_offset(bootstrap, group, topic, partition, timeout=20):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return consumer.committed([TopicPartition(topic, partition)], timeout=timeout)[0].offset
+    finally:
+        consumer.close()
+
+
+def test_offsets_live_in_their_groups_partition_on_its_leader_and_survive_its_kill(cluster3):
+    topic = "committed"
+    create(cluster3.brokers[0].bootstrap, topic)
+    wait_all_led(cluster3.brokers[0].bootstrap, topic)
+    groups = [f"offsets-group-{n}" for n in range(12)]
+    for n, group in enumerate(groups):
+        commit_offset(cluster3.brokers[n % 3].bootstrap, group, topic, n % PARTITIONS, 1000 + n)
+    # Each group's coordinator is the leader of its __consumer_offsets partition.
+    offsets_topic = AdminClient({"bootstrap.servers": cluster3.brokers[0].bootstrap}).list_topics(
+        "__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    leader_of = {p.id: p.leader for p in offsets_topic.partitions.values()}
+    assert len(leader_of) == 50 and set(leader_of.values()) <= {0, 1, 2}, leader_of
+    coordinator = {group: leader_of[offsets_partition(group)] for group in groups}
+    # The commits are in that partition's log, in the leader's data directory and nowhere else.
+    for group in groups:
+        partition = offsets_partition(group)
+        for node_id, data_dir in enumerate(cluster3.dirs):
+            log_dir = os.path.join(data_dir, f"__consumer_offsets-{partition}")
+            size = sum(os.path.getsize(os.path.join(log_dir, f)) for f in os.listdir(log_dir)
+                       if f.endswith(".log")) if os.path.isdir(log_dir) else 0
+            if node_id == coordinator[group]:
+                assert size > 0, (group, partition, node_id)
+            else:
+                assert not os.path.isdir(log_dir), (group, partition, node_id)
+    victim_id = max(range(3), key=lambda b: sum(1 for c in coordinator.values() if c == b))
+    victim = cluster3.brokers[victim_id]
+    witness = cluster3.brokers[(victim_id + 1) % 3]
+    victim.stop(__import__("signal").SIGKILL)
+    # Groups coordinated elsewhere are served meanwhile.
+    for n, group in enumerate(groups):
+        if coordinator[group] != victim_id:
+            assert committed_offset(witness.bootstrap, group, topic, n % PARTITIONS) == 1000 + n, group
+    victim.start()
+    # The restarted coordinator loads its partitions' logs again: every commit is back.
+    for n, group in enumerate(groups):
+        got = wait_for(lambda: committed_offset(witness.bootstrap, group, topic, n % PARTITIONS) == 1000 + n,
+                       FAILOVER_BOUND_S + 20, f"{group}'s offset after its coordinator's restart")
+        assert got
+    SUMMARY_LINES.append(
+        f"cluster: 12 groups' offsets on coordinators {sorted(coordinator.values())}; "
+        f"broker {victim_id}'s came back after SIGKILL and restart")
 
 
 def test_a_killed_broker_takes_only_its_own_partitions_away(cluster3):
