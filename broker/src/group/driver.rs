@@ -10,7 +10,7 @@
 //! (the image, read after every materializer pass): a newly led partition's log is replayed into
 //! [`Coordinator::load_partition`] on a blocking thread; a partition led elsewhere now is
 //! unloaded by [`Coordinator::set_coordinated`]. A single-node data directory kept every group in
-//! partition 0's log; [`migrate_single_node_offsets`] copies each group's latest offsets into its
+//! partition 0's log; `migrate_single_node_offsets` copies each group's latest offsets into its
 //! own partition once, at the first start of this layout.
 //!
 //! Durability: an OffsetCommit is answered only after its records are appended to its

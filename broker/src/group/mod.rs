@@ -11,9 +11,13 @@
 //!
 //! # Contract with the driver
 //!
-//! 1. At start the driver reads the offsets log (records decoded by [`offsets_log`]) and calls
-//!    [`Coordinator::load_offsets`] once (with nothing if the log is empty). Until then every group
-//!    request is answered with COORDINATOR_LOAD_IN_PROGRESS.
+//! 1. The driver tells which `__consumer_offsets` partitions this broker leads
+//!    ([`Coordinator::set_coordinated`], again whenever that changes), reads the log of each newly
+//!    led partition (records decoded by [`offsets_log`]) and hands it to
+//!    [`Coordinator::load_partition`]; until then that partition's groups are answered
+//!    COORDINATOR_LOAD_IN_PROGRESS, and groups of partitions led elsewhere NOT_COORDINATOR
+//!    (`loading.rs`). A coordinator never told about partitions serves every group from one log,
+//!    loaded once with [`Coordinator::load_offsets`] (as the unit tests drive it).
 //! 2. Each decoded request goes in through one `handle_*` method with a [`RequestMeta`] (a driver-
 //!    chosen [`RequestId`], the request's API version, the client id and host). The method may
 //!    answer at once or later: JoinGroup waits until the rebalance completes or times out,
@@ -38,21 +42,21 @@
 //!
 //! - One [`Coordinator`] for the broker, owned by one task (its methods take `&mut self`); the
 //!   handlers send it (meta, request) and receive their reply by request id.
-//! - The offsets log is one internal partition (Kafka names it `__consumer_offsets`; one partition
-//!   is enough on one node). For [`Output::PersistOffsets`], the driver turns the commits into
-//!   [`OffsetLogEntry::Commit`] records, encodes them with [`offsets_log::encode_batches`],
-//!   appends and flushes them, then calls [`Coordinator::offsets_persisted`]. At start it reads
-//!   the whole partition with [`offsets_log::decode_batches`] and passes the entries to
-//!   [`Coordinator::load_offsets`]. Nothing compacts that log yet: it grows by one small batch
-//!   per OffsetCommit until storage gains compaction (or the driver rewrites it from
-//!   [`Coordinator::committed_offsets`]).
+//! - The offsets logs are the partitions of the internal topic `__consumer_offsets` (Kafka's
+//!   name); a group's commits go to partition [`Coordinator::offsets_partition`]. For
+//!   [`Output::PersistOffsets`], the driver turns the commits into [`OffsetLogEntry::Commit`]
+//!   records, encodes them with [`offsets_log::encode_batches`], appends and syncs them in that
+//!   partition's log, then calls [`Coordinator::offsets_persisted`]. It compacts a log by
+//!   appending [`Coordinator::partition_snapshot`] and dropping the log before it.
 //! - OffsetCommit needs `partition_exists(topic, partition)` from the topic table.
 //!
 //! # Layout
 //!
 //! - [`config`]: every bound and timeout default (Kafka's names in the docs).
 //! - [`state`]: one group and its members; the group states and what each allows.
-//! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, loading, ticking.
+//! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, ticking.
+//! - `loading.rs`: which `__consumer_offsets` partitions are led and loaded; loading, unloading
+//!   and snapshots of one partition's groups.
 //! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
 //! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
 //! - `admin.rs`: DescribeGroups, ListGroups.
