@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod meta;
 pub mod records;
 pub mod requests;
+pub mod responses;
 pub mod storage;
 
 /// A named fuzz target body.
@@ -17,6 +18,7 @@ pub fn targets() -> Vec<Target> {
     records::TARGETS
         .iter()
         .chain(requests::TARGETS.iter())
+        .chain(responses::TARGETS.iter())
         .chain(storage::TARGETS.iter())
         .chain(meta::TARGETS.iter())
         .chain(cluster::TARGETS.iter())

@@ -62,3 +62,23 @@ fn admin_api_seeds_decode() {
         .collect();
     assert_eq!(seen, expected);
 }
+
+/// The hand-made Fetch response seeds (v4, v12 with DivergingEpoch and CurrentLeader, v13 with a
+/// topic id) are valid, so fuzzing starts inside the reader.
+#[test]
+fn fetch_response_seeds_decode() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fetch_response");
+    let mut decoded = 0;
+    for entry in std::fs::read_dir(&dir).expect("fetch_response corpus") {
+        let data = std::fs::read(entry.expect("entry").path()).expect("file");
+        let Some((&selector, frame)) = data.split_first() else {
+            continue;
+        };
+        let version = 4 + i16::from(selector % 10);
+        let view = skiff_protocol::responses::fetch_reader::decode_fetch_response(frame, version)
+            .unwrap_or_else(|error| panic!("seed v{version}: {error}"));
+        assert!(view.topics[0].partitions[0].records.len() == 40);
+        decoded += 1;
+    }
+    assert!(decoded >= 3);
+}

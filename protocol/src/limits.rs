@@ -43,6 +43,10 @@ pub const CONFIGS_PER_REQUEST_MAX: usize = 10_000;
 /// Replica broker ids in one partition assignment (CreateTopics, CreatePartitions).
 pub const REPLICAS_PER_PARTITION_MAX: usize = 1_000;
 
+/// Aborted transactions in one partition of a Fetch response read by a follower (Kafka bounds
+/// them only by the response size; a leader lists those overlapping the fetched range).
+pub const ABORTED_TRANSACTIONS_PER_PARTITION_MAX: usize = 100_000;
+
 /// Tagged fields in one tagged-field section. Kafka's schemas define at most a handful per struct.
 pub const TAGGED_FIELDS_MAX: usize = 64;
 

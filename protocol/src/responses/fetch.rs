@@ -4,9 +4,11 @@
 //! size prefix, the header and every length field from a [`FetchResponseShape`]; the parts'
 //! lengths sum to the size prefix plus 4.
 //!
+//! The reverse, for a follower reading its leader's answer, is [`super::fetch_reader`].
+//!
 //! Must never: write a record-set size of −1 (an errored partition carries 0, so an old client
-//! never sees a null message set), or let a hole's declared length differ from what the size
-//! prefix counted.
+//! never sees a null message set), let a hole's declared length differ from what the size prefix
+//! counted, or write a tagged field holding its default value.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
@@ -61,6 +63,13 @@ pub struct FetchPartitionShape {
     pub aborted_transactions: Option<Vec<AbortedTransactionShape>>,
     /// Preferred read replica (v11+), −1 for none.
     pub preferred_read_replica: i32,
+    /// Where a follower's log diverges from the leader's (v12+, tag 0): the largest epoch the
+    /// leader has at or below the follower's `last_fetched_epoch`, and that epoch's end offset
+    /// (KIP-279). `None` when the fetch position is consistent.
+    pub diverging_epoch: Option<DivergingEpoch>,
+    /// The partition's leader as this broker knows it (v12+, tag 1), sent with
+    /// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH so the fetcher need not wait for Metadata.
+    pub current_leader: Option<CurrentLeader>,
     /// Declared size of the record set that the broker will write into the hole, in bytes;
     /// 0 for an errored or empty partition.
     pub records_bytes: usize,
@@ -76,9 +85,48 @@ impl Default for FetchPartitionShape {
             log_start_offset: -1,
             aborted_transactions: None,
             preferred_read_replica: -1,
+            diverging_epoch: None,
+            current_leader: None,
             records_bytes: 0,
         }
     }
+}
+
+/// Tag of `DivergingEpoch` in a partition's tagged fields (v12+).
+pub const DIVERGING_EPOCH_TAG: u32 = 0;
+/// Tag of `CurrentLeader` in a partition's tagged fields (v12+).
+pub const CURRENT_LEADER_TAG: u32 = 1;
+/// Tag of `SnapshotId` in a partition's tagged fields (v12+; KRaft's metadata log only).
+pub const SNAPSHOT_ID_TAG: u32 = 2;
+/// First Fetch response version with the partition tagged fields above.
+pub const FETCH_DIVERGING_EPOCH_VERSION_MIN: i16 = 12;
+
+/// A partition's `DivergingEpoch` (Kafka's `EpochEndOffset`; default −1, −1 is never sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DivergingEpoch {
+    /// Leader epoch.
+    pub epoch: i32,
+    /// The first offset after that epoch in the leader's log.
+    pub end_offset: i64,
+}
+
+impl DivergingEpoch {
+    /// Wire bytes of the struct: epoch, end offset, empty tagged fields.
+    const BYTES: usize = 4 + 8 + 1;
+}
+
+/// A partition's `CurrentLeader` (Kafka's `LeaderIdAndEpoch`; default −1, −1 is never sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CurrentLeader {
+    /// The leader's broker id.
+    pub leader_id: i32,
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+}
+
+impl CurrentLeader {
+    /// Wire bytes of the struct: leader id, epoch, empty tagged fields.
+    const BYTES: usize = 4 + 4 + 1;
 }
 
 /// An aborted transaction of a [`FetchPartitionShape`].
@@ -273,7 +321,7 @@ pub fn encode_fetch_response(
             }
             writer.hole(topic_index, partition_index, records_bytes);
             if compact {
-                writer.current.put_u8(0);
+                put_partition_tags(&mut writer.current, partition, version);
             }
         }
         if compact {
@@ -298,17 +346,42 @@ pub fn encode_fetch_response(
     Ok(writer.parts)
 }
 
+/// A partition's tagged fields (flexible versions), in tag order, only those it carries.
+fn put_partition_tags(out: &mut BytesMut, partition: &FetchPartitionShape, version: i16) {
+    if version < FETCH_DIVERGING_EPOCH_VERSION_MIN {
+        out.put_u8(0);
+        return;
+    }
+    let count = u32::from(partition.diverging_epoch.is_some())
+        + u32::from(partition.current_leader.is_some());
+    put_varint_into(out, count);
+    if let Some(diverging) = partition.diverging_epoch {
+        put_varint_into(out, DIVERGING_EPOCH_TAG);
+        put_varint_into(out, DivergingEpoch::BYTES as u32);
+        out.put_i32(diverging.epoch);
+        out.put_i64(diverging.end_offset);
+        out.put_u8(0);
+    }
+    if let Some(leader) = partition.current_leader {
+        put_varint_into(out, CURRENT_LEADER_TAG);
+        put_varint_into(out, CurrentLeader::BYTES as u32);
+        out.put_i32(leader.leader_id);
+        out.put_i32(leader.leader_epoch);
+        out.put_u8(0);
+    }
+}
+
 /// Total bytes the parts put on the wire (size prefix included).
 pub fn parts_len(parts: &[FetchPart]) -> usize {
     parts.iter().map(FetchPart::len).sum()
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::responses::encode_response;
     use kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, FetchableTopicResponse, PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
     };
     use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, TopicName};
     use kafka_protocol::protocol::StrBytes;
@@ -347,6 +420,22 @@ mod tests {
                                 .with_preferred_read_replica(BrokerId(
                                     partition.preferred_read_replica,
                                 ))
+                                .with_diverging_epoch(partition.diverging_epoch.map_or_else(
+                                    EpochEndOffset::default,
+                                    |d| {
+                                        EpochEndOffset::default()
+                                            .with_epoch(d.epoch)
+                                            .with_end_offset(d.end_offset)
+                                    },
+                                ))
+                                .with_current_leader(partition.current_leader.map_or_else(
+                                    LeaderIdAndEpoch::default,
+                                    |l| {
+                                        LeaderIdAndEpoch::default()
+                                            .with_leader_id(BrokerId(l.leader_id))
+                                            .with_leader_epoch(l.leader_epoch)
+                                    },
+                                ))
                                 .with_records(Some(records.clone()))
                         })
                         .collect(),
@@ -366,7 +455,7 @@ mod tests {
             .with_responses(topics)
     }
 
-    fn fill(parts: &[FetchPart], records: &[Vec<Bytes>]) -> Vec<u8> {
+    pub(crate) fn fill(parts: &[FetchPart], records: &[Vec<Bytes>]) -> Vec<u8> {
         let mut out = Vec::new();
         for part in parts {
             match part {
@@ -386,7 +475,7 @@ mod tests {
     }
 
     /// Zeroes the fields a version does not carry, as a broker would build its shape.
-    fn for_version(mut shape: FetchResponseShape, version: i16) -> FetchResponseShape {
+    pub(crate) fn for_version(mut shape: FetchResponseShape, version: i16) -> FetchResponseShape {
         if version < 1 {
             shape.throttle_time_ms = 0;
         }
@@ -406,12 +495,16 @@ mod tests {
                 if version < 11 {
                     partition.preferred_read_replica = -1;
                 }
+                if version < FETCH_DIVERGING_EPOCH_VERSION_MIN {
+                    partition.diverging_epoch = None;
+                    partition.current_leader = None;
+                }
             }
         }
         shape
     }
 
-    fn shape_strategy() -> impl Strategy<Value = (FetchResponseShape, Vec<Vec<Bytes>>)> {
+    pub(crate) fn shape_strategy() -> impl Strategy<Value = (FetchResponseShape, Vec<Vec<Bytes>>)> {
         let partition = (
             any::<i32>(),
             any::<i16>(),
@@ -424,29 +517,39 @@ mod tests {
             )),
             any::<i32>(),
             proptest::collection::vec(any::<u8>(), 0..40),
+            proptest::option::of((0..i32::MAX, 0..i64::MAX)),
+            proptest::option::of((0..i32::MAX, 0..i32::MAX)),
         )
-            .prop_map(|(index, error, hw, lso, lsto, aborted, replica, records)| {
-                (
-                    FetchPartitionShape {
-                        partition_index: index,
-                        error_code: error,
-                        high_watermark: hw,
-                        last_stable_offset: lso,
-                        log_start_offset: lsto,
-                        aborted_transactions: aborted.map(|list| {
-                            list.into_iter()
-                                .map(|(producer_id, first_offset)| AbortedTransactionShape {
-                                    producer_id,
-                                    first_offset,
-                                })
-                                .collect()
-                        }),
-                        preferred_read_replica: replica,
-                        records_bytes: records.len(),
-                    },
-                    Bytes::from(records),
-                )
-            });
+            .prop_map(
+                |(index, error, hw, lso, lsto, aborted, replica, records, diverging, leader)| {
+                    (
+                        FetchPartitionShape {
+                            partition_index: index,
+                            error_code: error,
+                            high_watermark: hw,
+                            last_stable_offset: lso,
+                            log_start_offset: lsto,
+                            aborted_transactions: aborted.map(|list| {
+                                list.into_iter()
+                                    .map(|(producer_id, first_offset)| AbortedTransactionShape {
+                                        producer_id,
+                                        first_offset,
+                                    })
+                                    .collect()
+                            }),
+                            preferred_read_replica: replica,
+                            diverging_epoch: diverging
+                                .map(|(epoch, end_offset)| DivergingEpoch { epoch, end_offset }),
+                            current_leader: leader.map(|(leader_id, leader_epoch)| CurrentLeader {
+                                leader_id,
+                                leader_epoch,
+                            }),
+                            records_bytes: records.len(),
+                        },
+                        Bytes::from(records),
+                    )
+                },
+            );
         let topic = (
             "[a-z.]{0,12}",
             any::<u128>(),

@@ -1,12 +1,14 @@
 //! Response encoding: any kafka-protocol response struct with its header and size prefix into one
 //! buffer ([`encode_response`]), the ApiVersions answers built from the one version table, and the
-//! Fetch response as a layout plan with holes for record sets ([`fetch`]).
+//! Fetch response as a layout plan with holes for record sets ([`fetch`]), and that response read
+//! back by a follower with bounded code ([`fetch_reader`]).
 //!
 //! Must never: write a default-valued tagged field (Debian's kcat, librdkafka 2.0.2, cannot parse
 //! them in ApiVersions v3 — see the exact-bytes test), or pick a header version other than the one
 //! [`crate::api::SupportedApi::response_header_version`] gives.
 
 pub mod fetch;
+pub mod fetch_reader;
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
