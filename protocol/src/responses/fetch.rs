@@ -112,7 +112,7 @@ pub struct DivergingEpoch {
 
 impl DivergingEpoch {
     /// Wire bytes of the struct: epoch, end offset, empty tagged fields.
-    const BYTES: usize = 4 + 8 + 1;
+    const BYTES: u32 = 4 + 8 + 1;
 }
 
 /// A partition's `CurrentLeader` (Kafka's `LeaderIdAndEpoch`; default −1, −1 is never sent).
@@ -126,7 +126,7 @@ pub struct CurrentLeader {
 
 impl CurrentLeader {
     /// Wire bytes of the struct: leader id, epoch, empty tagged fields.
-    const BYTES: usize = 4 + 4 + 1;
+    const BYTES: u32 = 4 + 4 + 1;
 }
 
 /// An aborted transaction of a [`FetchPartitionShape`].
@@ -357,14 +357,14 @@ fn put_partition_tags(out: &mut BytesMut, partition: &FetchPartitionShape, versi
     put_varint_into(out, count);
     if let Some(diverging) = partition.diverging_epoch {
         put_varint_into(out, DIVERGING_EPOCH_TAG);
-        put_varint_into(out, DivergingEpoch::BYTES as u32);
+        put_varint_into(out, DivergingEpoch::BYTES);
         out.put_i32(diverging.epoch);
         out.put_i64(diverging.end_offset);
         out.put_u8(0);
     }
     if let Some(leader) = partition.current_leader {
         put_varint_into(out, CURRENT_LEADER_TAG);
-        put_varint_into(out, CurrentLeader::BYTES as u32);
+        put_varint_into(out, CurrentLeader::BYTES);
         out.put_i32(leader.leader_id);
         out.put_i32(leader.leader_epoch);
         out.put_u8(0);
