@@ -15,6 +15,7 @@ Usage: report.py DATA OUT_DIR
 """
 
 import json
+import math
 import re
 import statistics
 import sys
@@ -86,12 +87,17 @@ def throughput(directory):
 
 
 def latency(directory, broker):
-    path = directory / "latency" / f"latency-{broker}.json"
+    # skiff-bench names it latency-<name>.json, but a dotted name loses its last dotted part to
+    # the extension (latency-kafka-4.1.json for kafka-4.1.1): take the one record there is.
+    found = sorted((directory / "latency").glob("latency-*.json"))
     error = step_error(directory, "latency")
-    if error is not None or not path.exists():
+    if error is not None or not found:
         return error or "no record"
+    path = found[0]
     record = json.loads(path.read_text())
-    return record["results"][0] if record["results"] else "no result"
+    if not record["results"]:
+        return "no result"
+    return dict(record["results"][0], stem=path.stem)
 
 
 PRODUCER_LINE = re.compile(
@@ -173,16 +179,32 @@ def rate_at(latency_result, percent):
     return None
 
 
-def svg_bars(title, groups, series, values, unit, note):
+def bar_label(value):
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def svg_bars(title, groups, series, values, unit, note, log_scale=False):
     """Grouped bars: groups on x (measures), one bar per series (broker); values[group][series]
-    is a number or None (refused / not measured: drawn as an ✗)."""
+    is a number or None (refused / not measured: drawn as an ✗). With log_scale the y axis is
+    decades from 0.1 (latencies spanning 0.1 ms to seconds)."""
     width, height = 980, 420
     left, right, top, bottom = 70, 20, 50, 90
     plot_w, plot_h = width - left - right, height - top - bottom
     numbers = [v for row in values for v in row if isinstance(v, (int, float))]
     top_value = max(numbers) if numbers else 1.0
-    step = 10 ** max(0, len(str(int(top_value))) - 1)
-    top_value = (int(top_value / step) + 1) * step
+    if log_scale:
+        decades = max(1, math.ceil(math.log10(max(top_value, 1.0))) + 1)
+        ticks = [10.0 ** (d - 1) for d in range(decades + 1)]
+
+        def height_of(value):
+            return plot_h * max(0.0, math.log10(max(value, 0.1)) + 1) / decades
+    else:
+        step = 10 ** max(0, len(str(int(top_value))) - 1)
+        top_value = (int(top_value / step) + 1) * step
+        ticks = [top_value * tick / 5 for tick in range(6)]
+
+        def height_of(value):
+            return plot_h * value / top_value
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="12">',
@@ -190,11 +212,11 @@ def svg_bars(title, groups, series, values, unit, note):
         f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15">{title}</text>',
         f'<text x="{width / 2}" y="40" text-anchor="middle" fill="#555">{note}</text>',
     ]
-    for tick in range(6):
-        value = top_value * tick / 5
-        y = top + plot_h - plot_h * tick / 5
+    for value in ticks:
+        y = top + plot_h - height_of(value)
+        label = f"{value:g}" if value < 1 else f"{value:,.0f}"
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{value:,.0f}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
     out.append(
         f'<text x="16" y="{top + plot_h / 2}" transform="rotate(-90 16 {top + plot_h / 2})" '
         f'text-anchor="middle">{unit}</text>'
@@ -212,14 +234,14 @@ def svg_bars(title, groups, series, values, unit, note):
             x = x0 + s * bar_w
             color = COLORS[s % len(COLORS)]
             if isinstance(value, (int, float)):
-                h = plot_h * value / top_value
+                h = height_of(value)
                 out.append(
                     f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
                     f'height="{h:.1f}" fill="{color}"/>'
                 )
                 out.append(
                     f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - h - 3:.1f}" '
-                    f'text-anchor="middle" font-size="9">{value:,.0f}</text>'
+                    f'text-anchor="middle" font-size="9">{bar_label(value)}</text>'
                 )
             else:
                 out.append(
@@ -402,8 +424,8 @@ def main():
         md.append(
             "Per-broker latency tables and distribution plots: "
             + ", ".join(
-                f"[{b}](peers-data/run-{number}/{b}/latency/latency-{b}.md) "
-                f"([svg](peers-data/run-{number}/{b}/latency/latency-{b}.svg))"
+                f"[{b}](peers-data/run-{number}/{b}/latency/{lat[b]['stem']}.md) "
+                f"([svg](peers-data/run-{number}/{b}/latency/{lat[b]['stem']}.svg))"
                 for b in brokers
                 if isinstance(lat[b], dict)
             )
@@ -503,7 +525,8 @@ def main():
             bar_series_names,
             matrix(latency_values),
             "ms",
-            "acks=1, 1 kB, one partition, from the intended send time; lower is better",
+            "acks=1, 1 kB, one partition, from the intended send time; lower is better; log scale",
+            log_scale=True,
         )
     )
 
