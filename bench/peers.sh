@@ -8,7 +8,7 @@
 #   - skiff-bench throughput (12 partitions x 1 kB): produce and Fetch v4; then Fetch v2 (v2->v1)
 #     and Fetch v0 (v2->v0) each on a topic of its own, so a broker that refuses legacy Fetch
 #     (Kafka 4 dropped v0-v3) is recorded as refusing, with its error, and the rest goes on;
-#   - skiff-bench latency (acks=1, 10/50/90 % of the broker's own maximum);
+#   - skiff-bench latency (acks=1, 10/50/90 % of the broker's own maximum, then PEERS_FIXED_RATES);
 #   - Kafka's own ProducerPerformance and ConsumerPerformance (kafka-tools of the newest Kafka here),
 #     so the comparison does not rest on our client alone.
 # The whole list is run PEERS_RUNS times (default 2; even runs in reverse order), because the
@@ -23,6 +23,8 @@
 #   PEERS_PASSES=3                   timed passes per Fetch version
 #   PEERS_LATENCY_SECONDS=8          seconds per latency rate
 #   PEERS_PERF_RECORDS=200000        records of 1000 B for Kafka's perf tools
+#   PEERS_FIXED_RATES=5000,25000     msg/s of the latency step every broker runs at the same rates
+#   PEERS_REPORT=peers               writes bench/reports/<name>.md and <name>-data/
 #   PEERS_SKIP_BUILD=1               use target/release as it is
 set -euo pipefail
 # Errors of skiff-bench steps are kept as the report's cells: their message, not a backtrace.
@@ -36,7 +38,10 @@ MESSAGES_PER_PARTITION=${PEERS_MESSAGES_PER_PARTITION:-16384}
 PASSES=${PEERS_PASSES:-3}
 LATENCY_SECONDS=${PEERS_LATENCY_SECONDS:-8}
 PERF_RECORDS=${PEERS_PERF_RECORDS:-200000}
-DATA="$ROOT/bench/reports/peers-data"
+FIXED_RATES=${PEERS_FIXED_RATES:-5000,25000}
+# Where the records and the report go (another name keeps a partial run, e.g. two brokers, apart).
+REPORT=${PEERS_REPORT:-peers}
+DATA="$ROOT/bench/reports/$REPORT-data"
 TANSU_WHEEL_VERSION=0.1.2
 # Kafka's own scripts run the broker with these (kafka-server-start.sh, kafka-run-class.sh).
 KAFKA_HEAP="-Xmx1g -Xms1g"
@@ -234,6 +239,10 @@ sweep_broker() { # name dir
     done
     step "$dir" latency "$BENCH" latency --bootstrap "$bootstrap" --name "$name" --acks 1 \
         --seconds "$LATENCY_SECONDS" --out "$dir/latency"
+    # The same absolute rates against every broker: the maxima differ several times, so equal
+    # percentages are unequal loads.
+    step "$dir" latency-fixed "$BENCH" latency --bootstrap "$bootstrap" --name "$name-fixed" --acks 1 \
+        --seconds "$LATENCY_SECONDS" --rates-per-second "$FIXED_RATES" --out "$dir/latency-fixed"
     step "$dir" perf-create-topic perf_java org.apache.kafka.tools.TopicCommand \
         --bootstrap-server "$bootstrap" --create --topic perf --partitions 12 --replication-factor 1
     step "$dir" perf-producer perf_java org.apache.kafka.tools.ProducerPerformance \
@@ -303,5 +312,5 @@ for run in $(seq 1 "$RUNS"); do
     date -u +%FT%TZ >"$DATA/run-$run.finished"
 done
 
-python3 "$ROOT/bench/peers/report.py" "$DATA" "$ROOT/bench/reports"
-log "wrote bench/reports/peers.md"
+python3 "$ROOT/bench/peers/report.py" "$DATA" "$ROOT/bench/reports" "$REPORT"
+log "wrote bench/reports/$REPORT.md"

@@ -11,7 +11,7 @@ A step that failed (a refused Fetch version, a broker that does not serve an API
 tables as its error line; it is a measured fact about that broker, not a hole.
 
 Every ratio is taken within one run: brokers of the same run only.
-Usage: report.py DATA OUT_DIR
+Usage: report.py DATA OUT_DIR [NAME]   (writes OUT_DIR/NAME.md, NAME-throughput.svg, NAME-latency.svg; NAME defaults to peers)
 """
 
 import json
@@ -86,11 +86,11 @@ def throughput(directory):
     return figures
 
 
-def latency(directory, broker):
+def latency(directory, broker, step="latency"):
     # skiff-bench names it latency-<name>.json, but a dotted name loses its last dotted part to
     # the extension (latency-kafka-4.1.json for kafka-4.1.1): take the one record there is.
-    found = sorted((directory / "latency").glob("latency-*.json"))
-    error = step_error(directory, "latency")
+    found = sorted((directory / step).glob("latency-*.json"))
+    error = step_error(directory, step)
     if error is not None or not found:
         return error or "no record"
     path = found[0]
@@ -262,6 +262,7 @@ def svg_bars(title, groups, series, values, unit, note, log_scale=False):
 
 def main():
     data, out = Path(sys.argv[1]), Path(sys.argv[2])
+    name = sys.argv[3] if len(sys.argv) > 3 else "peers"
     run_text = read(data / "run.txt") or ""
     runs = sorted(
         (int(p.name.split("-")[1]), p) for p in data.glob("run-*") if p.is_dir()
@@ -295,10 +296,10 @@ def main():
         "twice (the second time in reverse order) and both runs are shown; **compare figures only "
         "within a run**, as ratios. Raw records (throughput JSON, latency JSON/markdown/SVG per "
         "broker, the perf tools' output, `uptime` before and after each broker) are in "
-        "[`peers-data/`](peers-data/). Throughput in MB/s (10⁶ B/s); latency in ms.\n"
+        f"[`{name}-data/`]({name}-data/). Throughput in MB/s (10⁶ B/s); latency in ms.\n"
     )
     md.append("```\n" + run_text.strip() + "\n```\n")
-    md.append("![throughput](peers-throughput.svg)\n\n![latency](peers-latency.svg)\n")
+    md.append(f"![throughput]({name}-throughput.svg)\n\n![latency]({name}-latency.svg)\n")
 
     bar_groups, bar_series_names, bar_values = [], [], []
     latency_groups, latency_values = [], []
@@ -421,11 +422,44 @@ def main():
                 else:
                     md.append(f"| {broker} | — | {cell(lat[broker]) if not isinstance(lat[broker], dict) else '—'} | — | | |")
             md.append("")
+        fixed = {b: latency(run_dir / b, b, "latency-fixed") for b in brokers}
+        if any(isinstance(f, dict) for f in fixed.values()):
+            rates = sorted(
+                {round(r["target_per_second"]) for f in fixed.values() if isinstance(f, dict) for r in f["rates"]}
+            )
+            md.append("End-to-end p99 (ms) at the same absolute rates for every broker (`--rates-per-second`):\n")
+            md.append("| broker | " + " | ".join(f"{rate:,} msg/s: p99 (achieved)" for rate in rates) + " | Skiff ÷ broker |")
+            md.append("|---|" + "---|" * len(rates) + "---|")
+            def p99_at(result, rate):
+                if not isinstance(result, dict):
+                    return None
+                for r in result["rates"]:
+                    if round(r["target_per_second"]) == rate and r["end_to_end"]:
+                        return r
+                return None
+            for broker in brokers:
+                result = fixed[broker]
+                if not isinstance(result, dict):
+                    md.append(f"| {broker} | {cell(result)} |" + " |" * len(rates))
+                    continue
+                cells, ratios = [], []
+                for rate in rates:
+                    r, s_ = p99_at(result, rate), p99_at(fixed.get(SKIFF), rate)
+                    cells.append(f"{r['end_to_end']['p99_ms']:.2f} ({r['achieved_per_second']:,.0f})" if r else "—")
+                    if r and s_ and broker != SKIFF:
+                        ratios.append(f"{ratio(s_['end_to_end']['p99_ms'], r['end_to_end']['p99_ms'])} at {rate:,}")
+                        if broker.startswith("kafka-4."):
+                            summary.append(
+                                f"run {number}: end-to-end p99 at {rate:,} msg/s: Skiff {s_['end_to_end']['p99_ms']:.2f} ms, "
+                                f"{broker} {r['end_to_end']['p99_ms']:.2f} ms ({ratio(s_['end_to_end']['p99_ms'], r['end_to_end']['p99_ms'])})"
+                            )
+                md.append(f"| {broker} | " + " | ".join(cells) + " | " + (", ".join(ratios) or "") + " |")
+            md.append("")
         md.append(
             "Per-broker latency tables and distribution plots: "
             + ", ".join(
-                f"[{b}](peers-data/run-{number}/{b}/latency/{lat[b]['stem']}.md) "
-                f"([svg](peers-data/run-{number}/{b}/latency/{lat[b]['stem']}.svg))"
+                f"[{b}]({name}-data/run-{number}/{b}/latency/{lat[b]['stem']}.md) "
+                f"([svg]({name}-data/run-{number}/{b}/latency/{lat[b]['stem']}.svg))"
                 for b in brokers
                 if isinstance(lat[b], dict)
             )
@@ -503,12 +537,12 @@ def main():
         "## Summary (ratios within each run)\n\n" + "\n".join(f"- {line}" for line in summary) + "\n",
     )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "peers.md").write_text("\n".join(md) + "\n")
+    (out / f"{name}.md").write_text("\n".join(md) + "\n")
 
     def matrix(rows):
         return [[row.get(name) if isinstance(row.get(name), (int, float)) else None for name in bar_series_names] for row in rows]
 
-    (out / "peers-throughput.svg").write_text(
+    (out / f"{name}-throughput.svg").write_text(
         svg_bars(
             "skiff-bench throughput per broker, each run (MB/s)",
             bar_groups,
@@ -518,7 +552,7 @@ def main():
             "12 partitions × 1 kB; produce, then Fetch v4 / v2 (v2→v1) / v0 (v2→v0); compare within a run",
         )
     )
-    (out / "peers-latency.svg").write_text(
+    (out / f"{name}-latency.svg").write_text(
         svg_bars(
             "skiff-bench latency: end-to-end p99 (ms) at 10/50/90 % of each broker's maximum",
             latency_groups,
