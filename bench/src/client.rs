@@ -50,6 +50,19 @@ pub struct Connection {
     correlation_id: i32,
 }
 
+/// How long a new topic's partitions may take to get a leader.
+const PARTITION_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pause between readiness checks of a new topic.
+const PARTITION_READY_RETRY: Duration = Duration::from_millis(50);
+
+/// Kafka's retriable "not there yet" errors of a just-created partition: UNKNOWN_TOPIC_OR_PARTITION
+/// (3), LEADER_NOT_AVAILABLE (5), NOT_LEADER_OR_FOLLOWER (6).
+const PARTITION_NOT_READY_CODES: [i16; 3] = [3, 5, 6];
+
+/// The Fetch version of the readiness check (every Kafka-compatible broker here serves it).
+const READINESS_FETCH_VERSION: i16 = 4;
+
 impl Connection {
     /// Connects to a PLAINTEXT listener at `address` (host:port).
     pub async fn connect(address: &str) -> anyhow::Result<Self> {
@@ -222,6 +235,42 @@ impl Connection {
             ))
             .with_allow_auto_topic_creation(true);
         self.request(ApiKey::Metadata, 4, &request).await
+    }
+
+    /// Waits until every partition of the just-created `topic` answers a Fetch (v4, offset 0, no
+    /// wait) without a "not there yet" error. A broker with a separate controller (Apache Kafka)
+    /// acknowledges CreateTopics before the partitions have a leader; producing or timing then
+    /// would measure the election, not the broker. A response that leaves a partition out without
+    /// an error (Tansu does so for an empty partition) counts as ready.
+    pub async fn await_partitions_ready(
+        &mut self,
+        topic: &str,
+        partition_count: i32,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + PARTITION_READY_TIMEOUT;
+        let partitions: Vec<(i32, i64)> = (0..partition_count).map(|p| (p, 0)).collect();
+        let request = fetch_request_partitions(topic, &partitions, 1, 1, 0);
+        loop {
+            let correlation_id = self
+                .send(ApiKey::Fetch, READINESS_FETCH_VERSION, &request)
+                .await?;
+            let frame = self.receive_frame().await?;
+            let answers = crate::responses::fetch_v4(&frame, correlation_id)?;
+            match answers.iter().find(|partition| partition.error_code != 0) {
+                None => return Ok(()),
+                Some(failed) if !PARTITION_NOT_READY_CODES.contains(&failed.error_code) => bail!(
+                    "the new partition {topic}-{} answers Fetch with error {}",
+                    failed.partition,
+                    failed.error_code
+                ),
+                Some(failed) if tokio::time::Instant::now() >= deadline => bail!(
+                    "the new partition {topic}-{} was not ready within {PARTITION_READY_TIMEOUT:?} (error {})",
+                    failed.partition,
+                    failed.error_code
+                ),
+                Some(_) => tokio::time::sleep(PARTITION_READY_RETRY).await,
+            }
+        }
     }
 
     /// Creates `topic` with `partitions` partitions (replication 1) with CreateTopics v2; a topic

@@ -201,9 +201,6 @@ struct TargetArgs {
     broker_pid: Option<u32>,
     #[command(flatten)]
     skiff: SkiffArgs,
-    /// Where the JSON record goes.
-    #[arg(long, default_value = "bench/reports/kip283-data")]
-    data: PathBuf,
 }
 
 #[derive(Args)]
@@ -778,5 +775,37 @@ async fn main() -> anyhow::Result<()> {
         Command::Report(args) => run_report(args),
         Command::Latency(args) => run_latency(args).await,
         Command::Smoke(args) => run_smoke(args).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Two flattened argument groups once both defined `--data`, and clap then refused every
+    /// `throughput --data …`; its own consistency check catches such clashes.
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn throughput_takes_its_data_directory() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "skiff-bench",
+            "throughput",
+            "--bootstrap",
+            "127.0.0.1:9092",
+            "--data",
+            "/tmp/somewhere",
+        ])
+        .expect("throughput --data parses");
+        let super::Command::Throughput(args) = cli.command else {
+            panic!("not the throughput subcommand");
+        };
+        assert_eq!(args.broker.data, std::path::PathBuf::from("/tmp/somewhere"));
     }
 }

@@ -78,6 +78,9 @@ pub async fn produce(bootstrap: &str, spec: &ProduceSpec) -> anyhow::Result<Prod
     connection
         .create_topic(&spec.topic, spec.partition_count)
         .await?;
+    connection
+        .await_partitions_ready(&spec.topic, spec.partition_count)
+        .await?;
     let started = Instant::now();
     let mut pending = VecDeque::new();
     let mut batch_bytes = 0u64;

@@ -11,14 +11,12 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::histogram::LatencySummary;
-use super::run::{run_phase, PhaseOutcome, PhaseSpec, FETCH_VERSION};
+use super::run::{run_phase, PhaseOutcome, PhaseSpec};
 use super::schedule::Schedule;
-use kafka_protocol::messages::ApiKey;
 
-use crate::client::{fetch_request, Connection, ACKS_ALL, ACKS_LEADER};
+use crate::client::{Connection, ACKS_ALL, ACKS_LEADER};
 use crate::idle_polls::park_fetchers;
 use crate::kip283::machine::{unix_seconds_now, Machine};
-use crate::responses::fetch_v4;
 
 /// The rates, in percent of the maximum.
 pub const RATE_PERCENTS_DEFAULT: [f64; 3] = [10.0, 50.0, 90.0];
@@ -190,50 +188,12 @@ fn nanos(seconds: f64) -> u64 {
     (seconds.max(0.0) * 1e9) as u64
 }
 
-/// How long a new topic's partition may take to get a leader.
-const PARTITION_READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Pause between readiness checks of a new partition.
-const PARTITION_READY_RETRY: Duration = Duration::from_millis(50);
-
-/// Kafka's retriable "not there yet" errors of a just-created partition: UNKNOWN_TOPIC_OR_PARTITION
-/// (3), LEADER_NOT_AVAILABLE (5), NOT_LEADER_OR_FOLLOWER (6).
-const PARTITION_NOT_READY_CODES: [i16; 3] = [3, 5, 6];
-
-/// Waits until partition 0 of `topic` answers a Fetch without error. A broker with a separate
-/// controller (Apache Kafka) acknowledges CreateTopics before the partition has a leader; a phase
-/// that started then would measure the election, not the broker.
-async fn await_partition_ready(connection: &mut Connection, topic: &str) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + PARTITION_READY_TIMEOUT;
-    let request = fetch_request(topic, 0, 0, 1, 1, 0);
-    loop {
-        let correlation_id = connection
-            .send(ApiKey::Fetch, FETCH_VERSION, &request)
-            .await?;
-        let frame = connection.receive_frame().await?;
-        let codes: Vec<i16> = fetch_v4(&frame, correlation_id)?
-            .iter()
-            .map(|partition| partition.error_code)
-            .collect();
-        match codes.iter().find(|&&code| code != 0) {
-            None if !codes.is_empty() => return Ok(()),
-            Some(code) if !PARTITION_NOT_READY_CODES.contains(code) => {
-                bail!("the new partition {topic}-0 answers Fetch with error {code}")
-            }
-            _ if tokio::time::Instant::now() >= deadline => bail!(
-                "the new partition {topic}-0 was not ready within {PARTITION_READY_TIMEOUT:?}"
-            ),
-            _ => tokio::time::sleep(PARTITION_READY_RETRY).await,
-        }
-    }
-}
-
 /// Creates `topic` (one partition), waits until it serves, and runs `spec` on it in a blocking
 /// thread.
 async fn phase_on_fresh_topic(spec: PhaseSpec) -> anyhow::Result<PhaseOutcome> {
     let mut connection = Connection::connect(&spec.bootstrap).await?;
     connection.create_topic(&spec.topic, 1).await?;
-    await_partition_ready(&mut connection, &spec.topic).await?;
+    connection.await_partitions_ready(&spec.topic, 1).await?;
     tokio::task::spawn_blocking(move || run_phase(&spec))
         .await
         .context("the phase thread panicked")?
