@@ -6,12 +6,16 @@
 - Metadata (v1, every topic) round trip, median and max of --metadata-runs;
 - clean shutdown (SIGTERM to exit) and the clean restart's time to listen;
 - after SIGKILL: time to listen, and time until Metadata shows every partition led (no
-  LEADER_NOT_AVAILABLE), then a produce to and a fetch from the last partition.
+  LEADER_NOT_AVAILABLE), then a produce to and a fetch from the last partition;
+- with --idle-connections N: the broker's open files while N idle client connections are open,
+  and whether a produce to every partition and a fetch of every partition still succeed then
+  (the issue's 10,000 partitions and 10,000 connections within a 20,000-file limit).
 
 The clean shutdown is measured twice: idle (after the kernel wrote recent writes back) and right
 after a message to every partition (the close then writes those pages of 10,000 files).
 
-Usage: scripts/partition-scale.py --skiff target/release/skiff --partitions 10000 [--out FILE]
+Usage: scripts/partition-scale.py --skiff target/release/skiff --partitions 10000
+       [--idle-connections 10000] [--out FILE]
 It prints a markdown table (and writes it to --out). The broker runs on 127.0.0.1 with a free port
 and a temporary data directory, under this shell's limits (see `ulimit -n`).
 """
@@ -170,6 +174,40 @@ def produce_everywhere(bootstrap, topics, per_topic, extra):
     assert producer.flush(300) == 0
 
 
+def raise_file_limit():
+    """Raises this process's soft RLIMIT_NOFILE to its hard limit (for the idle connections)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def open_idle(broker, count):
+    """`count` idle TCP connections to the broker (accepted by it, never sending a request)."""
+    connections = []
+    for _ in range(count):
+        connections.append(socket.create_connection(("127.0.0.1", broker.port), timeout=10))
+    return connections
+
+
+def consume_everywhere(bootstrap, topics, per_topic):
+    """Partitions of `topics` from which a fetch from offset 0 returned a message (60 s at most)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-fetch",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(name, partition, 0) for name in topics
+                     for partition in range(per_topic)])
+    seen = set()
+    deadline = time.monotonic() + 60
+    wanted = len(topics) * per_topic
+    while len(seen) < wanted and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=1):
+            if message.error() is None:
+                seen.add((message.topic(), message.partition()))
+    consumer.close()
+    return len(seen)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--skiff", default="target/release/skiff")
@@ -177,8 +215,11 @@ def main():
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--metadata-runs", type=int, default=5)
     parser.add_argument("--set", action="append", default=[], dest="settings")
+    parser.add_argument("--idle-connections", type=int, default=0)
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.idle_connections:
+        raise_file_limit()
     topics = [f"scale-{index}" for index in range(args.partitions // args.per_topic)]
     total = len(topics) * args.per_topic
     data_dir = tempfile.mkdtemp(prefix="skiff-scale-")
@@ -229,6 +270,36 @@ def main():
         times = sorted(run[0] * 1000 for run in runs)
         rows.append((f"Metadata v1, all {runs[0][1]} partitions (median, max of {len(runs)})",
                      f"{times[len(times) // 2]:.1f} ms, {times[-1]:.1f} ms"))
+        if args.idle_connections:
+            began = time.monotonic()
+            try:
+                idle = open_idle(broker, args.idle_connections)
+            except OSError as error:
+                idle = None
+                rows.append((f"{args.idle_connections} idle connections", f"failed: {error}"))
+            if idle is not None:
+                time.sleep(2)
+                rows.append((f"{args.idle_connections} idle connections opened",
+                             f"{time.monotonic() - began:.1f} s"))
+                rows.append((f"open files with {len(idle)} idle connections",
+                             f"{broker.open_files()}"))
+                began = time.monotonic()
+                try:
+                    produce_everywhere(broker.bootstrap, topics, args.per_topic, {})
+                    rows.append((f"a message to every partition, {len(idle)} idle connections open",
+                                 f"ok, {time.monotonic() - began:.1f} s"))
+                except Exception as error:  # the figure is the failure
+                    rows.append((f"a message to every partition, {len(idle)} idle connections open",
+                                 f"failed: {error!r}"))
+                began = time.monotonic()
+                fetched = consume_everywhere(broker.bootstrap, topics, args.per_topic)
+                rows.append((f"partitions fetched from offset 0, {len(idle)} idle connections open",
+                             f"{fetched} of {total}, {time.monotonic() - began:.1f} s"))
+                rows.append((f"open files after that", f"{broker.open_files()}"))
+                rows.append(("broker alive", f"{broker.process.poll() is None}"))
+                for connection in idle:
+                    connection.close()
+                time.sleep(1)
         # Idle: the kernel has written the last writes back (vm.dirty_expire_centisecs, 30 s by
         # default), as on a broker that has been quiet for a while.
         time.sleep(IDLE_WRITEBACK_S)

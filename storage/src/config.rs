@@ -135,10 +135,12 @@ pub struct DirConfig {
     /// Most logs the directory holds; [`crate::LogDir::check_room`] refuses more. Default
     /// 20,000.
     pub logs_max: usize,
-    /// Descriptors of sealed segments' `.log` files kept open for reads, the most recently used
-    /// first (the active segment's descriptor is the log's own and not counted here). A read of
-    /// a sealed segment outside this set reopens its file. Default 1024.
-    pub read_files_max: usize,
+    /// Descriptors of segments' `.log` files kept open, active and sealed alike, the most
+    /// recently used first; capped at a quarter of the process's open-file limit at open. An
+    /// append, read or flush of a segment outside this set reopens its file (one `open(2)`, a
+    /// few µs), so an idle partition holds no descriptor. Cost: one descriptor each. Default
+    /// 4096: more busy partitions than this pay a reopen per append.
+    pub log_files_max: usize,
     /// Threads that recover the logs at open and close them at close, each taking the next log
     /// (Kafka's `num.recovery.threads.per.data.dir`). Default 4: the work is mostly waiting for
     /// fsync, so more threads than cores still help.
@@ -153,7 +155,7 @@ impl Default for DirConfig {
     fn default() -> Self {
         Self {
             logs_max: limits::LOGS_MAX_DEFAULT,
-            read_files_max: limits::READ_FILES_MAX_DEFAULT,
+            log_files_max: limits::LOG_FILES_MAX_DEFAULT,
             recovery_threads: limits::RECOVERY_THREADS_DEFAULT,
             files_reserved: limits::FILES_RESERVED_DEFAULT,
         }

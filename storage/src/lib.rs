@@ -57,9 +57,9 @@
 //! - Durability is what [`PersistMode`] and the flush policy in [`LogConfig`] say; a failed write
 //!   or fsync poisons the log ([`Error::Poisoned`]) until the directory is reopened.
 //! - One process (and one [`LogDir`]) per directory, enforced by a lock file.
-//! - A log holds one descriptor (its active segment's `.log`; indexes are mapped and closed) and
-//!   three memory maps, plus two maps per sealed segment; sealed segments' descriptors come from
-//!   a set bounded by [`DirConfig::read_files_max`]. A directory holds at most
+//! - A log holds no descriptor of its own (indexes and the active `.log` view are mapped; a
+//!   mapping needs none) and three memory maps, plus two maps per sealed segment; every
+//!   segment's `.log` descriptor comes from a set bounded by [`DirConfig::log_files_max`]. A directory holds at most
 //!   [`DirConfig::logs_max`] logs, and [`LogDir::check_room`] refuses logs the open-file limit or
 //!   `vm.max_map_count` cannot hold ([`Error::LimitReached`]).
 //! - Storage never reads a clock: times are arguments (`append`, `roll_if_needed`,
@@ -70,7 +70,7 @@
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
 //! `index_file` (mapped entries), `recovery` (the batch scan),
-//! `fetch` ([`FetchSlice`]), `read_files` (the bounded open descriptors of sealed segments),
+//! `fetch` ([`FetchSlice`]), `log_files` (the bounded open descriptors of segment files),
 //! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
 //! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
 
@@ -98,9 +98,9 @@ mod io;
 mod limits;
 mod log;
 mod log_dir;
+mod log_files;
 mod mmap;
 mod offset_index;
-mod read_files;
 mod recovery;
 mod resources;
 mod segment;

@@ -35,17 +35,19 @@ pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_H
 /// here) holds at one descriptor per log, with room left for connections only if the limit is
 /// raised; the broker sets it from `max.broker.partitions`.
 pub(crate) const LOGS_MAX_DEFAULT: usize = 20_000;
-/// Default `DirConfig::read_files_max`: sealed-segment descriptors kept open for reads. Enough
-/// for a thousand consumers catching up in distinct old segments; a miss costs one `open`.
-pub(crate) const READ_FILES_MAX_DEFAULT: usize = 1024;
+/// Default `DirConfig::log_files_max`: segment descriptors kept open (active and sealed). Holds
+/// the active segments of 4,096 busy partitions without a reopen, and leaves 10,000 connections
+/// room within a 20,000-file limit; a miss costs one `open`.
+pub(crate) const LOG_FILES_MAX_DEFAULT: usize = 4096;
 /// Default `DirConfig::recovery_threads`.
 pub(crate) const RECOVERY_THREADS_DEFAULT: usize = 4;
 /// Most `DirConfig::recovery_threads`: past this, threads only add contention for the disk.
 pub(crate) const RECOVERY_THREADS_MAX: usize = 256;
 /// Default `DirConfig::files_reserved`.
 pub(crate) const FILES_RESERVED_DEFAULT: u64 = 1024;
-/// Descriptors one log holds open: its active segment's `.log` (indexes are mapped and hold
-/// none; sealed segments borrow from the bounded read set).
+/// Descriptors one new log can add to the open ones: its active segment's `.log`, while it is
+/// among the `DirConfig::log_files_max` most recently used (indexes and views are mapped and
+/// hold none).
 pub(crate) const FILES_PER_LOG: u64 = 1;
 /// Memory maps one idle log holds: its active segment's two indexes and `.log` view (each
 /// sealed segment adds two, its indexes). Counted against `vm.max_map_count`.

@@ -21,7 +21,7 @@ use crate::fetch::FetchSlice;
 use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
 use crate::limits;
-use crate::read_files::ReadFiles;
+use crate::log_files::LogFiles;
 use crate::segment::{self, Segment};
 
 /// What an append did, for the produce response and the flush decision.
@@ -71,7 +71,7 @@ pub struct Log {
     partition: i32,
     io: Arc<dyn FileIo>,
     /// The data directory's open descriptors of sealed segments.
-    read_files: Arc<ReadFiles>,
+    log_files: Arc<LogFiles>,
     /// Held by every change to segments or offsets (appends, rolls, truncation, retention,
     /// configuration, close) for its whole length, before `state`: appends write their bytes
     /// holding only this, so it is what keeps a second writer from the end of the log.
@@ -285,7 +285,7 @@ fn recover_segments(
     config: &LogConfig,
     clean: bool,
     recovery_point: i64,
-    read_files: &Arc<ReadFiles>,
+    log_files: &Arc<LogFiles>,
 ) -> Result<BTreeMap<i64, Segment>> {
     let mut segments = BTreeMap::new();
     let mut expected_offset = bases.first().copied().unwrap_or(0);
@@ -300,7 +300,7 @@ fn recover_segments(
             trusted,
             expected_offset,
             recovery_point,
-            read_files,
+            log_files,
         )?;
         expected_offset = segment.next_offset;
         // Rolls start the next segment at the log end offset, so a segment that ends
@@ -339,7 +339,7 @@ fn recover_state(
     dir: &Path,
     config: LogConfig,
     clean: bool,
-    read_files: &Arc<ReadFiles>,
+    log_files: &Arc<LogFiles>,
 ) -> Result<LogState> {
     config.validate()?;
     let bases = segment_bases(io, dir)?;
@@ -361,11 +361,11 @@ fn recover_state(
                 format!("no segments, but data up to offset {recovery_point} was flushed"),
             ));
         }
-        let segment = Segment::create(io, dir, log_start_offset, &config, read_files)?;
+        let segment = Segment::create(io, dir, log_start_offset, &config, log_files)?;
         fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
         BTreeMap::from([(log_start_offset, segment)])
     } else {
-        recover_segments(io, dir, &bases, &config, clean, recovery_point, read_files)?
+        recover_segments(io, dir, &bases, &config, clean, recovery_point, log_files)?
     };
     let last_base = segments.keys().next_back().copied();
     for (base, segment) in segments.iter_mut() {
@@ -399,7 +399,7 @@ impl Log {
         partition: i32,
         config: LogConfig,
         clean: bool,
-        read_files: Arc<ReadFiles>,
+        log_files: Arc<LogFiles>,
     ) -> Result<Self> {
         config.validate()?;
         let placeholder = LogState {
@@ -417,7 +417,7 @@ impl Log {
             topic: topic.to_owned(),
             partition,
             io,
-            read_files,
+            log_files,
             writer: Mutex::new(()),
             state: RwLock::new(placeholder),
             poisoned: AtomicBool::new(false),
@@ -445,7 +445,7 @@ impl Log {
             &self.dir,
             state.config.clone(),
             self.clean,
-            &self.read_files,
+            &self.log_files,
         )?;
         self.recovering.store(false, Ordering::SeqCst);
         Ok(())
@@ -597,7 +597,11 @@ impl Log {
                 });
             }
             let assigned = assign_offsets(batches, state.log_end_offset())?;
-            (active.append_target()?, active.base_offset, assigned)
+            (
+                active.append_target(self.io.as_ref())?,
+                active.base_offset,
+                assigned,
+            )
         };
         target
             .write(self.io.as_ref(), batches)
@@ -689,7 +693,7 @@ impl Log {
         let config = state.config.clone();
         let result = (|| {
             state.active_mut()?.seal(io)?;
-            let segment = Segment::create(io, &self.dir, base_offset, &config, &self.read_files)?;
+            let segment = Segment::create(io, &self.dir, base_offset, &config, &self.log_files)?;
             // The new file's name must survive a crash before any of its data is acknowledged.
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             state.segments.insert(base_offset, segment);
@@ -1038,7 +1042,8 @@ impl Log {
 
     /// The first half of a clean close, without one fsync: refuses further writes, trims the
     /// active indexes and writes a checkpoint with the recovery point at the log end under its
-    /// temporary name, returned (`None` if the log was closed already). `LogDir::close` then
+    /// temporary name, returned (`None` if the log was closed already, or its checkpoint names
+    /// the log end already). `LogDir::close` then
     /// syncs the file system once for every log, and only then renames the checkpoints into
     /// place, so a checkpoint never names data that is not durable.
     pub(crate) fn close_unsynced(&self) -> Result<Option<PathBuf>> {
@@ -1055,16 +1060,21 @@ impl Log {
         }
         let io = self.io.as_ref();
         let result = (|| {
-            state.active_mut()?.seal_with(io, false)?;
+            state.active_mut()?.close_active(io)?;
+            // The checkpoint on disk already names the log end (nothing appended since it was
+            // written; start changes are checkpointed when made): nothing to rewrite.
+            if state.recovery_point_checkpointed == state.log_end_offset() {
+                return Ok(None);
+            }
             let checkpoint = Checkpoint {
                 log_start_offset: state.log_start_offset,
                 recovery_point: state.log_end_offset(),
             };
-            checkpoint.write_unsynced(io, &self.dir)
+            checkpoint.write_unsynced(io, &self.dir).map(Some)
         })();
         let temp = result.map_err(|error| self.poison(error))?;
         state.closed = true;
-        Ok(Some(temp))
+        Ok(temp)
     }
 
     /// Checks every segment's offset and time index against its log (feature `power-sim`, for

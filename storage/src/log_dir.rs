@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fs::{self, DurableFiles, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
 use crate::io::{FileIo, OpenMode, StdIo};
 use crate::log::Log;
-use crate::read_files::ReadFiles;
+use crate::log_files::LogFiles;
 use crate::{limits, mmap, resources};
 
 type LogKey = (String, i32);
@@ -28,7 +28,7 @@ pub struct LogDir {
     io: Arc<dyn FileIo>,
     default_config: LogConfig,
     dir_config: DirConfig,
-    read_files: Arc<ReadFiles>,
+    log_files: Arc<LogFiles>,
     logs: Mutex<BTreeMap<LogKey, Arc<Log>>>,
     /// Whether the clean-shutdown marker was there at open.
     opened_clean: bool,
@@ -157,7 +157,15 @@ impl LogDir {
                 .map_err(|error| Error::io(&marker, error))?;
             fs::sync_parent(io.as_ref(), &marker)?;
         }
-        let read_files = Arc::new(ReadFiles::new(dir_config.read_files_max));
+        // A quarter of the open-file limit at most, whatever the setting: the rest is for
+        // connections and the embedder's own files.
+        let log_files_max =
+            resources::open_files_limit().map_or(dir_config.log_files_max, |limit| {
+                dir_config
+                    .log_files_max
+                    .min(usize::try_from(limit / 4).unwrap_or(usize::MAX))
+            });
+        let log_files = Arc::new(LogFiles::new(log_files_max));
         let mut logs = BTreeMap::new();
         for ((topic, partition), dir) in found {
             let log = Log::deferred(
@@ -167,7 +175,7 @@ impl LogDir {
                 partition,
                 default_config.clone(),
                 clean,
-                Arc::clone(&read_files),
+                Arc::clone(&log_files),
             )?;
             logs.insert((topic, partition), Arc::new(log));
         }
@@ -176,7 +184,7 @@ impl LogDir {
             io,
             default_config,
             dir_config,
-            read_files,
+            log_files,
             logs: Mutex::new(logs),
             opened_clean: clean,
             _lock: lock,
@@ -209,7 +217,12 @@ impl LogDir {
             (resources::open_files_limit(), resources::open_files_count())
         {
             let reserved = self.dir_config.files_reserved.min(limit / 4);
-            let needed = new_logs * limits::FILES_PER_LOG;
+            // New logs add descriptors only until the set of open log files is full.
+            let room_in_set = self
+                .log_files
+                .capacity()
+                .saturating_sub(self.log_files.len()) as u64;
+            let needed = (new_logs * limits::FILES_PER_LOG).min(room_in_set);
             if open + needed + reserved > limit {
                 return Err(Error::LimitReached(format!(
                     "{new_logs} more partitions need {needed} open files, but {open} of the \
@@ -300,7 +313,7 @@ impl LogDir {
                 partition,
                 config,
                 true,
-                Arc::clone(&self.read_files),
+                Arc::clone(&self.log_files),
             )?;
             log.recover_deferred()?;
             Ok(log)
@@ -350,26 +363,31 @@ impl LogDir {
     /// the recovery threads), one `syncfs` makes their data, indexes and new checkpoints (still
     /// under temporary names) durable, the checkpoints are renamed into place, a second `syncfs`
     /// makes the names durable, and then the marker is written. A crash at any point leaves
-    /// every checkpoint old or new, and a new one only once the data it names is durable.
+    /// every checkpoint old or new, and a new one only once the data it names is durable. A log
+    /// whose checkpoint already names its end (nothing appended since) writes none, and the
+    /// active segment's close writes no final time-index entry ([`Log::close_unsynced`]): both
+    /// were metadata work per log that the journal serialized.
     pub fn close(self) -> Result<()> {
         let logs: Vec<Arc<Log>> = self.logs()?.values().cloned().collect();
         let threads = self.dir_config.recovery_threads;
         let mut checkpoints = Vec::new();
-        for closed in on_threads(threads, &logs, |log| log.close_unsynced()) {
-            checkpoints.extend(closed?);
-        }
         let sync = || {
             self.io
                 .sync_filesystem(&self.path)
                 .map_err(|error| Error::io(&self.path, error))
         };
-        sync()?;
-        for renamed in on_threads(threads, &checkpoints, |temp| {
-            fs::finish_unsynced_checkpoint(self.io.as_ref(), temp)
-        }) {
-            renamed?;
+        for closed in on_threads(threads, &logs, |log| log.close_unsynced()) {
+            checkpoints.extend(closed?);
         }
         sync()?;
+        if !checkpoints.is_empty() {
+            for renamed in on_threads(threads, &checkpoints, |temp| {
+                fs::finish_unsynced_checkpoint(self.io.as_ref(), temp)
+            }) {
+                renamed?;
+            }
+            sync()?;
+        }
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
     }
 }
@@ -446,10 +464,10 @@ mod tests {
     }
 
     #[test]
-    fn a_log_holds_one_descriptor_and_reads_of_sealed_segments_borrow_a_bounded_few() {
+    fn logs_share_a_bounded_set_of_descriptors_and_stay_writable_and_readable() {
         let dir = temp_dir();
         let dir_config = DirConfig {
-            read_files_max: 2,
+            log_files_max: 2,
             ..DirConfig::default()
         };
         let data = LogDir::open_with(dir.path(), small_segments(), dir_config.clone()).unwrap();
@@ -459,37 +477,109 @@ mod tests {
         }
         let segments = log.segment_count().unwrap();
         assert!(segments >= 10, "{segments} segments");
-        assert_eq!(
-            files_open_below(dir.path()),
-            2,
-            "the lock and the active .log"
-        );
+        // More logs than descriptors: each append reopens what the others evicted.
+        let others: Vec<_> = (1..6).map(|p| data.create("t", p, None).unwrap()).collect();
+        for round in 0..3 {
+            for other in &others {
+                other.append(&mut batch(0, 1, 10), 1_000).unwrap();
+                assert!(
+                    files_open_below(dir.path()) <= 1 + 2,
+                    "the lock and log_files_max"
+                );
+            }
+            for other in &others {
+                let slice = other.read(round, 1 << 20, true).unwrap();
+                assert_eq!(&slice.bytes().unwrap()[..8], &round.to_be_bytes());
+            }
+        }
+        assert!(files_open_below(dir.path()) <= 1 + 2);
         for offset in (0..80).step_by(2) {
             let slice = log.read(offset, 1 << 20, true).unwrap();
             assert_eq!(&slice.bytes().unwrap()[..8], &offset.to_be_bytes());
         }
-        assert_eq!(files_open_below(dir.path()), 2 + 2, "plus read_files_max");
-        // A slice keeps its descriptor past eviction.
+        assert_eq!(
+            files_open_below(dir.path()),
+            1 + 2,
+            "the lock and log_files_max"
+        );
+        // A slice keeps its descriptor past eviction, and so does an append's target (it is
+        // taken and dropped inside `append`, so only slices can be seen here).
         let held = log.read(0, 1 << 20, true).unwrap();
         for offset in (40..80).step_by(2) {
             log.read(offset, 1 << 20, true).unwrap();
         }
-        assert_eq!(&held.bytes().unwrap()[..8], &0i64.to_be_bytes());
-        drop(held);
-        data.close().unwrap();
-        drop(log);
-        assert_eq!(files_open_below(dir.path()), 0);
-        let data = LogDir::open_with(dir.path(), small_segments(), dir_config).unwrap();
+        for other in &others {
+            other.append(&mut batch(0, 1, 10), 1_000).unwrap();
+        }
         assert_eq!(
             files_open_below(dir.path()),
-            2,
-            "the active .log and the lock"
+            1 + 2 + 1,
+            "plus the held slice's"
         );
+        assert_eq!(&held.bytes().unwrap()[..8], &0i64.to_be_bytes());
+        drop(held);
+        // Flushing every log reopens what it must and syncs through it.
+        for other in &others {
+            other.flush().unwrap();
+            assert_eq!(other.flushed_offset().unwrap(), 4);
+        }
+        data.close().unwrap();
+        drop((log, others));
+        assert_eq!(files_open_below(dir.path()), 0);
+        let data = LogDir::open_with(dir.path(), small_segments(), dir_config).unwrap();
+        assert!(data.opened_clean());
+        assert!(files_open_below(dir.path()) <= 1 + 2);
         let log = data.log("t", 0).unwrap().unwrap();
         assert_eq!(log.log_end_offset().unwrap(), 80);
+        for partition in 1..6 {
+            let other = data.log("t", partition).unwrap().unwrap();
+            assert_eq!(other.log_end_offset().unwrap(), 4);
+            let slice = other.read(3, 1 << 20, true).unwrap();
+            assert_eq!(&slice.bytes().unwrap()[..8], &3i64.to_be_bytes());
+        }
+        // Truncation of an active segment whose descriptor was evicted.
         assert_eq!(log.truncate_to(3).unwrap(), 2);
         log.append(&mut batch(0, 2, 200), 1_000).unwrap();
         assert_eq!(log.log_end_offset().unwrap(), 4);
+        assert!(files_open_below(dir.path()) <= 1 + 2);
+    }
+
+    #[test]
+    fn a_clean_close_keeps_the_greatest_timestamp_without_a_final_time_entry() {
+        let dir = temp_dir();
+        let config = LogConfig {
+            index_interval_bytes: 64,
+            ..LogConfig::default()
+        };
+        let data = LogDir::open_with(dir.path(), config.clone(), DirConfig::default()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        // The greatest timestamp sits in a batch before the last offset-index entry, and again
+        // in one after it, so both the kept time entries and the tail scan are needed.
+        for (index, first_ms) in [1_000, 9_000, 2_000, 3_000, 4_000, 9_500, 5_000]
+            .into_iter()
+            .enumerate()
+        {
+            let offset = i64::try_from(index).unwrap() * 2;
+            log.append(
+                &mut crate::testing::batch_with(offset, 2, 100, first_ms, 1),
+                1_000,
+            )
+            .unwrap();
+        }
+        let before = log.max_timestamp().unwrap();
+        let lookup = log.offset_for_timestamp(9_200).unwrap();
+        assert_eq!(before.map(|found| found.timestamp_ms), Some(9_501));
+        drop(log);
+        data.close().unwrap();
+        for _ in 0..2 {
+            let data = LogDir::open_with(dir.path(), config.clone(), DirConfig::default()).unwrap();
+            assert!(data.opened_clean());
+            let log = data.log("t", 0).unwrap().unwrap();
+            assert_eq!(log.max_timestamp().unwrap(), before);
+            assert_eq!(log.offset_for_timestamp(9_200).unwrap(), lookup);
+            drop(log);
+            data.close().unwrap();
+        }
     }
 
     #[test]

@@ -261,12 +261,12 @@ macro_rules! config_keys {
         }
 
         impl Config {
-    /// The data directory's bounds, from `max.broker.partitions`, `skiff.log.read.files.max` and
+    /// The data directory's bounds, from `max.broker.partitions`, `skiff.log.files.max` and
     /// `num.recovery.threads.per.data.dir`.
     pub fn dir_config(&self) -> skiff_storage::DirConfig {
         skiff_storage::DirConfig {
             logs_max: self.max_broker_partitions,
-            read_files_max: self.log_read_files_max,
+            log_files_max: self.log_files_max,
             recovery_threads: self.num_recovery_threads_per_data_dir,
             ..skiff_storage::DirConfig::default()
         }
@@ -396,9 +396,9 @@ config_keys! {
     "log.index.interval.bytes" => log_index_interval_bytes: u32 = 4096;
         "Bytes of log between two offset-index entries."
     "max.broker.partitions" => max_broker_partitions: usize = skiff_storage::DirConfig::default().logs_max;
-        "Most partition logs this broker holds, internal ones included (the name of Kafka's KIP-578). CreateTopics and CreatePartitions past it answer POLICY_VIOLATION naming the limit; so do those the open-file limit or vm.max_map_count cannot hold. Each partition costs one open file, three memory maps and the memory the README's scale section measures."
-    "skiff.log.read.files.max" => log_read_files_max: usize = skiff_storage::DirConfig::default().read_files_max;
-        "Open descriptors kept for reading sealed (older) segments, the most recently used first; a read of another reopens its file. Each partition also holds one for its active segment."
+        "Most partition logs this broker holds, internal ones included (the name of Kafka's KIP-578). CreateTopics and CreatePartitions past it answer POLICY_VIOLATION naming the limit; so do those the open-file limit or vm.max_map_count cannot hold. Each partition costs three memory maps and the memory the README's scale section measures; open files are shared (skiff.log.files.max)."
+    "skiff.log.files.max" => log_files_max: usize = skiff_storage::DirConfig::default().log_files_max;
+        "Open descriptors kept for segment files (active and older ones alike), the most recently used first, at most a quarter of the open-file limit; an append, fetch or flush of another partition reopens its file (one open(2), a few microseconds), so idle partitions hold none. Each costs one descriptor: the broker keeps them out of max.connections' share of the limit."
     "num.recovery.threads.per.data.dir" => num_recovery_threads_per_data_dir: usize = skiff_storage::DirConfig::default().recovery_threads;
         "Threads that recover partition logs after a start (the broker listens first; a partition not recovered yet answers NOT_LEADER_OR_FOLLOWER, or LEADER_NOT_AVAILABLE in Metadata) and close them at clean shutdown (Kafka's key; its default is 1). Between 1 and 256."
     "message.max.bytes" => message_max_bytes: u32 = MESSAGE_BYTES_MAX_DEFAULT;

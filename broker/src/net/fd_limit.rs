@@ -8,10 +8,9 @@
 
 use crate::config::{Config, ConfigError};
 
-/// Descriptors kept for what is not a client connection: the partitions' active segments (one
-/// each: indexes are mapped and closed, sealed segments borrow from `skiff.log.read.files.max`),
-/// listeners, the metadata store's and the replica fetchers' sockets, files being read. A broker
-/// with more open segments than this needs a larger hard limit or a smaller `max.connections`.
+/// Descriptors kept for what is not a client connection nor a segment file (those are
+/// `skiff.log.files.max`, reserved apart): listeners, the metadata store's and the replica
+/// fetchers' sockets, the offsets log, files being read or written.
 pub(crate) const FILES_RESERVED: u64 = 1024;
 
 /// The soft and hard RLIMIT_NOFILE after trying to raise the soft limit to the hard one.
@@ -64,12 +63,15 @@ pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
 }
 
 /// How many connections the broker serves at once: `max.connections` if `limit` holds it with
-/// [`FILES_RESERVED`] to spare. Otherwise an explicitly set value is an error naming the limit,
-/// and the default shrinks to what fits (with a warning), so a broker on a machine with a low hard
-/// limit still starts.
+/// [`FILES_RESERVED`] and the segment files' share to spare. Otherwise an explicitly set value is
+/// an error naming the limit, and the default shrinks to what fits (with a warning), so a broker
+/// on a machine with a low hard limit still starts.
 pub(crate) fn connection_capacity(config: &Config, limit: FileLimit) -> Result<usize, ConfigError> {
+    // The storage engine keeps at most this many segment files open (`LogDir` caps the setting
+    // at a quarter of the limit the same way).
+    let log_files = (config.log_files_max as u64).min(limit.soft / 4);
     // On a small limit, keep at least half of it for connections.
-    let reserved = FILES_RESERVED.min(limit.soft / 2);
+    let reserved = (FILES_RESERVED + log_files).min(limit.soft / 2);
     let fits = usize::try_from(limit.soft - reserved)
         .unwrap_or(usize::MAX)
         .max(1);
@@ -121,13 +123,21 @@ mod tests {
             soft: 20_000,
             hard: 20_000,
         };
+        assert!(
+            connection_capacity(&config(Some("14881")), limit).is_err(),
+            "20,000 less 1024 less the 4096 segment files"
+        );
+        let roomy = FileLimit {
+            soft: 524_288,
+            hard: 524_288,
+        };
         assert_eq!(
-            connection_capacity(&config(None), limit).expect("fits"),
+            connection_capacity(&config(None), roomy).expect("fits"),
             crate::config::CONNECTIONS_MAX_DEFAULT
         );
         assert_eq!(
-            connection_capacity(&config(Some("18976")), limit).expect("exactly fits"),
-            18_976
+            connection_capacity(&config(Some("14880")), limit).expect("exactly fits"),
+            14_880
         );
     }
 
@@ -141,10 +151,11 @@ mod tests {
             .expect_err("too many")
             .to_string();
         assert!(error.contains("max.connections"), "{error}");
-        assert!(error.contains("at most 3072"), "{error}");
+        // 4096 less 1024 less a quarter (1024) for segment files.
+        assert!(error.contains("at most 2048"), "{error}");
         assert_eq!(
             connection_capacity(&config(None), limit).expect("shrinks"),
-            3072
+            2048
         );
         let tiny = FileLimit {
             soft: 256,
