@@ -70,6 +70,7 @@
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
 //! `index_file` (mapped entries), `recovery` (the batch scan),
+//! `leader_epoch` (the leader-epoch cache and its `leader-epoch-checkpoint` file),
 //! `fetch` ([`FetchSlice`]), `read_files` (the bounded open descriptors of sealed segments),
 //! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
 //! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
@@ -95,6 +96,7 @@ mod fetch;
 mod fs;
 mod index_file;
 mod io;
+mod leader_epoch;
 mod limits;
 mod log;
 mod log_dir;
@@ -118,6 +120,7 @@ pub use config::{DirConfig, LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, DurableFiles};
+pub use leader_epoch::{EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
 
