@@ -46,7 +46,11 @@
 //! exactly as producers sent them (only the base offset is rewritten on append), `.index` maps
 //! offsets to positions (sparse, memory-mapped), `.timeindex` maps timestamps to offsets. The
 //! `checkpoint` file holds the log start offset and the recovery point; indexes are caches that
-//! recovery rebuilds from the log, which is the truth.
+//! recovery rebuilds from the log, which is the truth. `leader-epoch-checkpoint` (Kafka's format)
+//! holds the leader-epoch cache: where each leader epoch's batches start
+//! ([`Log::append_with_epoch`] stamps the epoch on each batch, [`Log::end_offset_for_epoch`]
+//! answers OffsetsForLeaderEpoch); recovery trims it to the recovered log, or rebuilds it from the
+//! batch headers if it is missing or corrupt.
 //!
 //! # Limits
 //!

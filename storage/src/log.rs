@@ -1,6 +1,7 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
-//! point. Owns offset assignment, rolling, the flush policy and poisoning, reads, time lookups,
-//! truncation, retention and deferred recovery (a log listed at open but recovered later, answering
+//! point. Owns offset assignment (and leader-epoch stamping), rolling, the flush policy and
+//! poisoning, reads, time lookups, truncation, retention, when the leader-epoch cache
+//! (`leader_epoch`) changes and is checkpointed, and deferred recovery (a log listed at open but recovered later, answering
 //! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
