@@ -147,4 +147,5 @@ def test_batches_carry_the_epoch_and_offsets_for_leader_epoch_answers_across_a_c
                       if key.startswith("skiff_request_latency_ms_count") and "OffsetForLeaderEpoch" in key)
     print(f"leader epochs {first_epoch} -> {second_epoch} at offset {change_offset}; "
           f"OffsetsForLeaderEpoch requests on the restarted leader: {validations}")
-    assert validations >= 5, scraped
+    # One is this test's raw request; the rest are librdkafka's validation.
+    assert validations >= 2, scraped
