@@ -6,6 +6,12 @@
 //! succeed, the recovered `.log` must be a prefix of the input made of valid batches with
 //! increasing offsets, and reading the log back from its start must return exactly those bytes.
 //!
+//! `leader_epoch_checkpoint`: a fixed, valid log whose batches carry leader epochs is closed
+//! cleanly; the input then replaces its `leader-epoch-checkpoint`. Opening must succeed (a
+//! corrupt checkpoint is rebuilt from the batches); the cache must be strictly increasing in
+//! epoch and start offset with every start inside the log; an input that is not a checkpoint (or
+//! none at all) gives exactly the cache the batches imply.
+//!
 //! `offset_index`: a fixed, valid log is written and closed cleanly; the input then replaces its
 //! `.index` and/or `.timeindex` files. Opening must succeed (an index is a cache) and every
 //! offset and timestamp lookup must equal a linear scan of the batches appended.
@@ -21,6 +27,7 @@ mod batch_support;
 
 /// Targets of this module.
 pub const TARGETS: &[crate::Target] = &[
+    ("leader_epoch_checkpoint", leader_epoch_checkpoint),
     ("offset_index", offset_index),
     ("recovery_scan", recovery_scan),
 ];
@@ -114,6 +121,90 @@ fn fixed_batches() -> Vec<Vec<u8>> {
             batch_support::batch_with(0, records, (index as usize * 11) % 70, timestamp, 0xAB)
         })
         .collect()
+}
+
+/// The leader epochs of [`fixed_batches`] (one per batch, rising every few batches) and the cache
+/// they imply: (epoch, start offset) of the first batch of each epoch.
+fn fixed_epochs() -> Vec<i32> {
+    (0..48i32).map(|index| index / 7 * 2 + 1).collect()
+}
+
+/// Whether `text` is a checkpoint as Kafka writes it: version `0`, a count, that many
+/// `epoch start` lines. (Only a rough filter: order and range are checked on the cache.)
+fn looks_like_checkpoint(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let mut lines = text.lines();
+    lines.next() == Some("0")
+        && lines
+            .next()
+            .is_some_and(|count| count.parse::<usize>().is_ok())
+}
+
+/// A damaged leader-epoch checkpoint never stops the log from opening, and never leaves a cache
+/// the log cannot hold.
+pub fn leader_epoch_checkpoint(data: &[u8]) {
+    let scratch = Scratch::new();
+    let config = LogConfig {
+        segment_bytes: 2048,
+        batch_bytes_max: 1024,
+        ..LogConfig::default()
+    };
+    let mut implied: Vec<(i32, i64)> = Vec::new();
+    let log_end = {
+        let dir = LogDir::open(&scratch.0, config.clone()).expect("open");
+        let log = dir.create("t", 0, None).expect("create");
+        for (mut batch, epoch) in fixed_batches().into_iter().zip(fixed_epochs()) {
+            let info = log.append_with_epoch(&mut batch, epoch, 0).expect("append");
+            if implied.last().is_none_or(|(last, _)| *last != epoch) {
+                implied.push((epoch, info.base_offset));
+            }
+        }
+        let log_end = log.log_end_offset().expect("end");
+        dir.close().expect("clean close");
+        log_end
+    };
+    std::fs::write(scratch.0.join("t-0/leader-epoch-checkpoint"), data).expect("checkpoint");
+    let dir = LogDir::open(&scratch.0, config).expect("a checkpoint is rebuilt: open succeeds");
+    let log = dir.log("t", 0).expect("lock").expect("log found");
+    let cache: Vec<(i32, i64)> = log
+        .epoch_entries()
+        .expect("entries")
+        .iter()
+        .map(|entry| (entry.epoch, entry.start_offset))
+        .collect();
+    assert!(
+        cache
+            .windows(2)
+            .all(|pair| pair[0].0 < pair[1].0 && pair[0].1 < pair[1].1),
+        "cache out of order: {cache:?}"
+    );
+    assert!(
+        cache
+            .iter()
+            .all(|(epoch, start)| *epoch >= 0 && (0..log_end).contains(start)),
+        "cache entry outside the log: {cache:?}"
+    );
+    if !looks_like_checkpoint(data) {
+        assert_eq!(
+            cache, implied,
+            "a non-checkpoint is rebuilt from the batches"
+        );
+    }
+    // Answers never panic, and the latest epoch ends at the log end.
+    for epoch in -1..20 {
+        let answer = log.end_offset_for_epoch(epoch).expect("answer");
+        assert!(answer.end_offset <= log_end);
+    }
+    if let Some((latest, _)) = cache.last() {
+        assert_eq!(
+            log.end_offset_for_epoch(*latest)
+                .expect("answer")
+                .end_offset,
+            log_end
+        );
+    }
 }
 
 /// Damaged index files never change what a lookup returns.

@@ -53,6 +53,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DeleteTopics, 0, 6, 4),
     row(ApiKey::DeleteRecords, 0, 2, 2),
     row(ApiKey::InitProducerId, 0, 4, 2),
+    row(ApiKey::OffsetForLeaderEpoch, 0, 4, 4),
     row(ApiKey::DescribeConfigs, 0, 4, 4),
     row(ApiKey::DescribeLogDirs, 0, 4, 2),
     row(ApiKey::SaslAuthenticate, 0, 2, 2),

@@ -95,6 +95,9 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::default()),
         ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::default()),
         ApiKey::InitProducerId => Request::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::OffsetForLeaderEpoch => {
+            Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
+        }
         ApiKey::DescribeConfigs => Request::DescribeConfigs(DescribeConfigsRequest::default()),
         ApiKey::SaslAuthenticate => Request::SaslAuthenticate(SaslAuthenticateRequest::default()),
         ApiKey::AlterConfigs => Request::AlterConfigs(AlterConfigsRequest::default()),

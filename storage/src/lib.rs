@@ -46,7 +46,11 @@
 //! exactly as producers sent them (only the base offset is rewritten on append), `.index` maps
 //! offsets to positions (sparse, memory-mapped), `.timeindex` maps timestamps to offsets. The
 //! `checkpoint` file holds the log start offset and the recovery point; indexes are caches that
-//! recovery rebuilds from the log, which is the truth.
+//! recovery rebuilds from the log, which is the truth. `leader-epoch-checkpoint` (Kafka's format)
+//! holds the leader-epoch cache: where each leader epoch's batches start
+//! ([`Log::append_with_epoch`] stamps the epoch on each batch, [`Log::end_offset_for_epoch`]
+//! answers OffsetsForLeaderEpoch); recovery trims it to the recovered log, or rebuilds it from the
+//! batch headers if it is missing or corrupt.
 //!
 //! # Limits
 //!
@@ -70,6 +74,7 @@
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
 //! `index_file` (mapped entries), `recovery` (the batch scan),
+//! `leader_epoch` (the leader-epoch cache and its `leader-epoch-checkpoint` file),
 //! `fetch` ([`FetchSlice`]), `log_files` (the bounded open descriptors of segment files),
 //! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
 //! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
@@ -95,6 +100,7 @@ mod fetch;
 mod fs;
 mod index_file;
 mod io;
+mod leader_epoch;
 mod limits;
 mod log;
 mod log_dir;
@@ -118,6 +124,7 @@ pub use config::{DirConfig, LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, DurableFiles};
+pub use leader_epoch::{EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
 

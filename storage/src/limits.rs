@@ -29,6 +29,9 @@ pub(crate) const TIME_INDEX_ENTRY_BYTES: usize = 12;
 pub(crate) const INDEX_WARM_BYTES: usize = 8192;
 /// Largest checkpoint file read back: a few short lines; anything longer is not ours.
 pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 256;
+/// Largest leader-epoch checkpoint read back: one short line per leader epoch that wrote to the
+/// log (retention trims them), so 1 MiB holds tens of thousands of leader changes.
+pub(crate) const LEADER_EPOCH_CHECKPOINT_BYTES_MAX: u64 = 1 << 20;
 /// Bytes read per `pread` when a batch header is inspected on the read path.
 pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
 /// Default `DirConfig::logs_max`: what the default open-file limit of a typical server (20,000

@@ -1,6 +1,7 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
-//! point. Owns offset assignment, rolling, the flush policy and poisoning, reads, time lookups,
-//! truncation, retention and deferred recovery (a log listed at open but recovered later, answering
+//! point. Owns offset assignment (and leader-epoch stamping), rolling, the flush policy and
+//! poisoning, reads, time lookups, truncation, retention, when the leader-epoch cache
+//! (`leader_epoch`) changes and is checkpointed, and deferred recovery (a log listed at open but recovered later, answering
 //! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::fetch::FetchSlice;
 use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
+use crate::leader_epoch::{EpochCache, EpochEndOffset, EpochEntry};
 use crate::limits;
 use crate::log_files::LogFiles;
 use crate::segment::{self, Segment};
@@ -101,6 +103,9 @@ struct LogState {
     unflushed_records: u64,
     last_flush_ms: Option<i64>,
     closed: bool,
+    /// The leader-epoch cache; its checkpoint is written whenever it changes, before the batches
+    /// that changed it (so recovery only ever trims it).
+    epochs: EpochCache,
 }
 
 impl LogState {
@@ -235,8 +240,15 @@ struct Assigned {
 }
 
 /// Rewrites the base offset of each batch in `batches` (checked by [`check_input`]) so they
-/// follow on from `base_offset`.
-fn assign_offsets(batches: &mut [u8], base_offset: i64) -> Result<Assigned> {
+/// follow on from `base_offset`, stamps `leader_epoch` on each if given (outside the CRC as
+/// well), and records each batch's epoch in `epochs`. Returns whether `epochs` changed.
+fn assign_offsets(
+    batches: &mut [u8],
+    base_offset: i64,
+    leader_epoch: Option<i32>,
+    epochs: &mut EpochCache,
+) -> Result<(Assigned, bool)> {
+    let mut epochs_changed = false;
     let mut assigned = Assigned {
         base_offset,
         next_offset: base_offset,
@@ -247,6 +259,11 @@ fn assign_offsets(batches: &mut [u8], base_offset: i64) -> Result<Assigned> {
     while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
         let header = BatchHeader::parse(rest)?;
         v2::set_base_offset(rest, assigned.next_offset)?;
+        if let Some(epoch) = leader_epoch {
+            v2::set_partition_leader_epoch(rest, epoch)?;
+        }
+        let epoch = leader_epoch.unwrap_or(header.partition_leader_epoch);
+        epochs_changed |= epochs.assign(epoch, assigned.next_offset);
         if header.max_timestamp > assigned.max_timestamp_ms {
             assigned.max_timestamp_ms = header.max_timestamp;
             assigned.offset_of_max_timestamp = assigned.next_offset;
@@ -254,7 +271,7 @@ fn assign_offsets(batches: &mut [u8], base_offset: i64) -> Result<Assigned> {
         assigned.next_offset += i64::from(header.last_offset_delta) + 1;
         at += header.total_bytes();
     }
-    Ok(assigned)
+    Ok((assigned, epochs_changed))
 }
 
 /// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
@@ -384,9 +401,49 @@ fn recover_state(
         unflushed_records: 0,
         last_flush_ms: None,
         closed: false,
+        epochs: EpochCache::default(),
     };
     state.check_recovered(io, dir, first_base)?;
+    state.epochs = recover_epochs(io, dir, &state)?;
     Ok(state)
+}
+
+/// The leader-epoch cache of a recovered log: its checkpoint, trimmed to the recovered log (a torn
+/// tail drops the entries that start past the new end; retention those before the start); or,
+/// when the checkpoint is missing or corrupt, rebuilt from the batch headers (one header read
+/// per batch from the log start: bounded by the log, and only on this path). Written back if it
+/// changed.
+fn recover_epochs(io: &dyn FileIo, dir: &Path, state: &LogState) -> Result<EpochCache> {
+    let (mut epochs, mut changed) = match EpochCache::read(io, dir) {
+        Ok(Some(epochs)) => (epochs, false),
+        Ok(None) | Err(Error::Corrupt { .. }) => (scan_epochs(io, state)?, true),
+        Err(error) => return Err(error),
+    };
+    // Start first: on a log empty at its start, the entry moved there starts at the end and
+    // goes too, whichever of the two checkpoints a crash left.
+    changed |= epochs.truncate_from_start(state.log_start_offset);
+    changed |= epochs.truncate_from_end(state.log_end_offset());
+    if changed {
+        epochs.write(io, dir)?;
+    }
+    Ok(epochs)
+}
+
+/// The leader-epoch cache the batches of `state`'s segments imply.
+fn scan_epochs(io: &dyn FileIo, state: &LogState) -> Result<EpochCache> {
+    let mut epochs = EpochCache::default();
+    for segment in state.segments.values() {
+        if segment.next_offset <= state.log_start_offset {
+            continue;
+        }
+        let mut position = 0u64;
+        while position < segment.size_bytes {
+            let header = segment.read_header(io, position)?;
+            epochs.assign(header.partition_leader_epoch, header.base_offset);
+            position += header.total_bytes() as u64;
+        }
+    }
+    Ok(epochs)
 }
 
 impl Log {
@@ -411,6 +468,7 @@ impl Log {
             unflushed_records: 0,
             last_flush_ms: None,
             closed: false,
+            epochs: EpochCache::default(),
         };
         Ok(Self {
             dir: dir.to_owned(),
@@ -571,7 +629,36 @@ impl Log {
     /// caller's clock: the log-append time, the base of `segment_ms` rolls and of `flush_ms`.
     /// If the flush policy says so, the append is fsynced before this returns
     /// (`AppendInfo::flushed`). A write or fsync failure poisons the log.
+    ///
+    /// The batches keep the partition leader epoch they carry (a follower's copy of its
+    /// leader's batches); each epoch ≥ 0 not seen before enters the leader-epoch cache. A leader
+    /// appends with [`Log::append_with_epoch`] instead.
     pub fn append(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        self.append_stamped(batches, None, now_ms)
+    }
+
+    /// [`Log::append`] as a leader does it: every batch is stamped with `leader_epoch` (the
+    /// partition leader epoch field, outside the CRC, rewritten in place like the base offset)
+    /// and the leader-epoch cache records where that epoch starts if it is new. The cache's
+    /// checkpoint is made durable before the batches are written.
+    pub fn append_with_epoch(
+        &self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        if leader_epoch < 0 {
+            return Err(Error::InvalidBatchLayout("negative leader epoch"));
+        }
+        self.append_stamped(batches, Some(leader_epoch), now_ms)
+    }
+
+    fn append_stamped(
+        &self,
+        batches: &mut [u8],
+        leader_epoch: Option<i32>,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         // Three steps, so that readers wait only for the short ones: check the input (the CRC
         // pass, ~1 µs per 16 KiB) holding only the writer lock; assign offsets and take the end
         // of the log under the state lock; write (the page-cache copy, most of an append's cost)
@@ -585,7 +672,7 @@ impl Log {
         };
         let summary = check_input(batches, batch_bytes_max)?;
         let size_bytes = batches.len() as u64;
-        let (target, segment_base_offset, assigned) = {
+        let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
             self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
@@ -596,13 +683,21 @@ impl Log {
                     limit_bytes: limits::SEGMENT_BYTES_MAX - active.size_bytes,
                 });
             }
-            let assigned = assign_offsets(batches, state.log_end_offset())?;
-            (
-                active.append_target(self.io.as_ref())?,
-                active.base_offset,
-                assigned,
-            )
+            let (target, segment_base_offset) =
+                (active.append_target(self.io.as_ref())?, active.base_offset);
+            let log_end = state.log_end_offset();
+            let (assigned, epochs_changed) =
+                assign_offsets(batches, log_end, leader_epoch, &mut state.epochs)?;
+            let new_epochs = epochs_changed.then(|| state.epochs.clone());
+            (target, segment_base_offset, assigned, new_epochs)
         };
+        if let Some(epochs) = new_epochs {
+            // Once per leader epoch, under the writer lock only: the checkpoint names the new
+            // epoch before any batch of it is on disk, so recovery only ever trims it.
+            epochs
+                .write(self.io.as_ref(), &self.dir)
+                .map_err(|error| self.poison(error))?;
+        }
         target
             .write(self.io.as_ref(), batches)
             .map_err(|error| self.poison(error))?;
@@ -886,6 +981,53 @@ impl Log {
         }
     }
 
+    /// The greatest leader epoch that wrote to the log, `None` if no batch carried one.
+    pub fn latest_epoch(&self) -> Result<Option<i32>> {
+        Ok(self.read_state()?.epochs.latest_epoch())
+    }
+
+    /// The leader-epoch cache, oldest epoch first.
+    pub fn epoch_entries(&self) -> Result<Vec<EpochEntry>> {
+        Ok(self.read_state()?.epochs.entries().to_vec())
+    }
+
+    /// Where `epoch` ended, as Kafka's `endOffsetFor` answers OffsetsForLeaderEpoch: for the
+    /// latest epoch the log end offset; for an older one the greatest known epoch ≤ it and the
+    /// start offset of the first epoch above it; for an epoch below every known one, that epoch
+    /// and the first one's start; [`EpochEndOffset::UNDEFINED`] for −1 or an epoch above every
+    /// known one.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Result<EpochEndOffset> {
+        let state = self.read_state()?;
+        Ok(state.epochs.end_offset_for(epoch, state.log_end_offset()))
+    }
+
+    /// Records that `epoch` starts at the log end offset, as a broker does on becoming leader
+    /// at that epoch (Kafka's `assign(epoch, logEndOffset)`), and writes the checkpoint. Nothing
+    /// if `epoch` is not above the latest epoch. Returns whether the cache changed.
+    pub fn assign_epoch(&self, epoch: i32) -> Result<bool> {
+        let _writer = self.writer()?;
+        let epochs = {
+            let mut state = self.write_state()?;
+            self.check_writable(&state)?;
+            if state
+                .epochs
+                .latest_epoch()
+                .is_some_and(|latest| latest >= epoch)
+            {
+                return Ok(false);
+            }
+            let log_end = state.log_end_offset();
+            if !state.epochs.assign(epoch, log_end) {
+                return Ok(false);
+            }
+            state.epochs.clone()
+        };
+        epochs
+            .write(self.io.as_ref(), &self.dir)
+            .map_err(|error| self.poison(error))?;
+        Ok(true)
+    }
+
     /// Removes every batch holding an offset ≥ `offset` (a batch straddling it goes whole, as in
     /// Kafka), for a replica that diverged. The new log end offset is returned. Checkpoints are
     /// lowered first, so a crash mid-way never leaves a recovery point above the data. Slices
@@ -935,7 +1077,12 @@ impl Log {
             segment.truncate_at(io, &self.dir, cut_position, &config)?;
             segment.unseal(io, &config)?;
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
-            Ok(state.log_end_offset())
+            // After the log: a crash in between leaves entries past the end, which recovery trims.
+            let new_end = state.log_end_offset();
+            if state.epochs.truncate_from_end(new_end) {
+                state.epochs.write(io, &self.dir)?;
+            }
+            Ok(new_end)
         })();
         result.map_err(|error| self.poison(error))
     }
@@ -1033,6 +1180,9 @@ impl Log {
             }
             if !doomed.is_empty() {
                 fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            }
+            if state.epochs.truncate_from_start(state.log_start_offset) {
+                state.epochs.write(io, &self.dir)?;
             }
             Ok(())
         })();

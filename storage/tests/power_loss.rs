@@ -3,7 +3,9 @@
 //! and inside one: after a failed fsync or a stopped machine), then a reopen. After every reopen:
 //! every batch that a durability call reported synced is there; the log is a prefix of what was
 //! written, byte for byte; the offset and time indexes agree with the log; recovery returned (a
-//! panic fails the seed); and once an fsync has failed, no append reports success.
+//! panic fails the seed); the leader-epoch cache names exactly the epochs of the surviving
+//! batches (appends stamp a leader epoch that rises now and then); and once an fsync has failed,
+//! no append reports success.
 //!
 //! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N, `SKIFF_SEED=<seed>` replays one. A
 //! failing seed prints itself.
@@ -174,6 +176,35 @@ fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
         assert_eq!(got, want, "offset for timestamp {target}");
     }
     log.verify_indexes().unwrap();
+    // The leader-epoch cache, against the epochs the batches up to the end carry, cut at the
+    // log start as Kafka's truncateFromStart does: the epoch covering the start is kept, moved to
+    // start there.
+    let mut want_epochs: Vec<(i32, i64)> = Vec::new();
+    for batch in model
+        .batches
+        .iter()
+        .filter(|batch| batch.next_offset <= end)
+    {
+        let epoch = BatchHeader::parse(&batch.bytes)
+            .unwrap()
+            .partition_leader_epoch;
+        if want_epochs.last().is_none_or(|(last, _)| *last != epoch) {
+            want_epochs.push((epoch, batch.base_offset));
+        }
+    }
+    if let Some(covering) = want_epochs.iter().rposition(|(_, first)| *first <= start) {
+        want_epochs.drain(..covering);
+        want_epochs[0].1 = start;
+    }
+    // And at the end, as recovery trims (an entry starting at the end names no batch).
+    want_epochs.retain(|(_, first)| *first < end);
+    let got_epochs: Vec<(i32, i64)> = log
+        .epoch_entries()
+        .unwrap()
+        .iter()
+        .map(|entry| (entry.epoch, entry.start_offset))
+        .collect();
+    assert_eq!(got_epochs, want_epochs, "leader-epoch cache after recovery");
     model.truncate(end);
     model.durable_end = end;
     model.start_floor = start;
@@ -217,6 +248,9 @@ fn run_seed(seed: u64) -> u64 {
     let mut model = Model::default();
     let mut now_ms: i64 = 100_000;
     let mut cuts = 0;
+    // Its own stream, so the seeds above replay the operations they were found with.
+    let mut epoch_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_E90C);
+    let mut leader_epoch = 0i32;
     for cycle in 0..rng.gen_range(2..=CYCLES_MAX) {
         let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim))
             .unwrap_or_else(|error| panic!("reopen (cycle {cycle}) failed: {error}"));
@@ -250,7 +284,11 @@ fn run_seed(seed: u64) -> u64 {
                     let timestamp = now_ms - rng.gen_range(0..30);
                     let fill = rng.gen();
                     let mut bytes = batch_with(0, records, rng.gen_range(0..700), timestamp, fill);
-                    match log.append(&mut bytes, now_ms) {
+                    if epoch_rng.gen_bool(0.15) {
+                        leader_epoch += epoch_rng.gen_range(1..3);
+                    }
+                    v2::set_partition_leader_epoch(&mut bytes, leader_epoch).unwrap();
+                    match log.append_with_epoch(&mut bytes, leader_epoch, now_ms) {
                         Ok(info) => {
                             assert_eq!(info.base_offset, end);
                             let header = BatchHeader::parse(&bytes).unwrap();

@@ -7,6 +7,9 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -134,6 +137,89 @@ async fn every_advertised_version_answers() -> anyhow::Result<()> {
                 partition.error_code, 0,
                 "ListOffsets v{version} at {timestamp}"
             );
+        }
+        answered += 1;
+    }
+
+    // OffsetsForLeaderEpoch: the produces above were stamped with the partition's epoch (from
+    // Metadata v7+), so asking that epoch answers it and the log end; from v2 a newer
+    // current_leader_epoch is UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH.
+    let metadata: MetadataResponse = client
+        .request(
+            ApiKey::Metadata,
+            9,
+            &MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("created-v0")))
+            ])),
+        )
+        .await?;
+    let epoch = metadata.topics[0].partitions[0].leader_epoch;
+    let listed: ListOffsetsResponse = client
+        .request(
+            ApiKey::ListOffsets,
+            1,
+            &ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(name("created-v0"))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default().with_timestamp(-1)
+                    ])]),
+        )
+        .await?;
+    let log_end = listed.topics[0].partitions[0].offset;
+    assert!(
+        epoch >= 0 && log_end > 0,
+        "epoch {epoch}, log end {log_end}"
+    );
+    for version in advertised(&versions, ApiKey::OffsetForLeaderEpoch) {
+        let currents: &[i32] = if version >= 2 {
+            &[-1, epoch, epoch + 1, epoch - 1]
+        } else {
+            &[-1]
+        };
+        for current in currents {
+            let request = OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(name("created-v0"))
+                    .with_partitions(vec![
+                        OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(*current)
+                            .with_leader_epoch(epoch),
+                        OffsetForLeaderPartition::default()
+                            .with_partition(99)
+                            .with_current_leader_epoch(*current)
+                            .with_leader_epoch(epoch),
+                    ])]);
+            let response: OffsetForLeaderEpochResponse = client
+                .request(ApiKey::OffsetForLeaderEpoch, version, &request)
+                .await?;
+            let [answer, unknown] = &response.topics[0].partitions[..] else {
+                panic!("OffsetsForLeaderEpoch v{version}: two answers");
+            };
+            assert_eq!(unknown.error_code, 3, "v{version}: unknown partition");
+            let context = format!("OffsetsForLeaderEpoch v{version}, current {current}");
+            let expected_error = match *current {
+                -1 => 0,
+                c if c == epoch + 1 => 75,
+                c if c == epoch - 1 => 74,
+                _ => 0,
+            };
+            assert_eq!(answer.error_code, expected_error, "{context}");
+            if expected_error == 0 {
+                assert_eq!(answer.end_offset, log_end, "{context}");
+                if version >= 1 {
+                    assert_eq!(answer.leader_epoch, epoch, "{context}");
+                }
+            } else {
+                assert_eq!(
+                    (answer.leader_epoch, answer.end_offset),
+                    (-1, -1),
+                    "{context}"
+                );
+            }
         }
         answered += 1;
     }
@@ -576,6 +662,7 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::LeaveGroup,
     ApiKey::InitProducerId,
+    ApiKey::OffsetForLeaderEpoch,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
     // Config and partition admin APIs.

@@ -140,6 +140,8 @@ mod tests {
             (DescribeGroups, 0, 1),
             (ListGroups, 0, 1),
             (InitProducerId, 0, 0),
+            // KIP-101 shipped OffsetsForLeaderEpoch v0 in 0.11.0.
+            (OffsetForLeaderEpoch, 0, 0),
             (SaslHandshake, 0, 0),
         ];
         for (release, mut expected) in [

@@ -24,12 +24,22 @@ pub(crate) fn led_partition<'t>(
     topic: &'t Topic,
     index: i32,
 ) -> Result<&'t Arc<Partition>, i16> {
+    led_partition_at(ctx, topic, index).map(|(partition, _)| partition)
+}
+
+/// [`led_partition`] with the leader epoch it is led at: Produce stamps it on every batch.
+pub(crate) fn led_partition_at<'t>(
+    ctx: &Ctx,
+    topic: &'t Topic,
+    index: i32,
+) -> Result<(&'t Arc<Partition>, i32), i16> {
     if !topic.has_partition(index) {
         return Err(error_code::UNKNOWN_TOPIC_OR_PARTITION);
     }
     match ctx.cluster.role(&topic.name, index) {
-        Role::Leader { .. } => topic
+        Role::Leader { leader_epoch } => topic
             .partition(index)
+            .map(|partition| (partition, leader_epoch))
             .ok_or(error_code::NOT_LEADER_OR_FOLLOWER),
         Role::NotLeader | Role::Unknown => Err(error_code::NOT_LEADER_OR_FOLLOWER),
     }

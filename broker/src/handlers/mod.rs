@@ -34,6 +34,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offsets_for_leader_epoch;
 mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
@@ -73,6 +74,7 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::DescribeGroups,
     ApiKey::ListGroups,
     ApiKey::InitProducerId,
+    ApiKey::OffsetForLeaderEpoch,
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
     // Config and partition admin APIs.
@@ -320,6 +322,10 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(request) => encode(
             &header,
             &incremental_alter_configs::handle(ctx, session, &header, request).await,
+        ),
+        Request::OffsetForLeaderEpoch(request) => encode(
+            &header,
+            &offsets_for_leader_epoch::handle(ctx, session, &header, request).await,
         ),
         Request::DeleteRecords(request) => encode(
             &header,

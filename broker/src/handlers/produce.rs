@@ -2,6 +2,10 @@
 //! CRC32C, `max.message.bytes`, zstd only from v7) and appended as they are, with offsets assigned by
 //! the log. Errors are per partition; acks=0 gets no response at all.
 //!
+//! Every stored batch carries the partition's leader epoch (from the image, as the role check
+//! read it): the log stamps it in place on append (outside the CRC), up-converted legacy batches
+//! included, and records each new epoch's start in its leader-epoch cache.
+//!
 //! Idempotent batches (a producer id in the v2 header) pass the partition's sequence checks under
 //! its producer lock, held across check, append and record: a retry of a batch already in the log
 //! is acknowledged with its original offsets and not appended again; a gap is
@@ -174,7 +178,8 @@ async fn append(
     if topic.is_internal() {
         return Err(error_code::INVALID_TOPIC_EXCEPTION);
     }
-    let partition = super::leadership::led_partition(ctx, topic, partition_index)?;
+    let (partition, leader_epoch) =
+        super::leadership::led_partition_at(ctx, topic, partition_index)?;
     let now_ms = ctx.now_ms();
     let batches = prepare_batches(topic, version, records, now_ms)?;
     let records_count: u64 = v2::batch_positions(&batches)
@@ -189,12 +194,12 @@ async fn append(
     if may_block {
         let partition = partition.clone();
         tokio::task::spawn_blocking(move || {
-            append_checked(&partition, batches, now_ms, log_append_time)
+            append_checked(&partition, batches, leader_epoch, now_ms, log_append_time)
         })
         .await
         .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))
     } else {
-        append_checked(partition, batches, now_ms, log_append_time)
+        append_checked(partition, batches, leader_epoch, now_ms, log_append_time)
     }
 }
 
@@ -233,6 +238,7 @@ fn prepare_batches(
 fn append_checked(
     partition: &Partition,
     mut batches: Vec<u8>,
+    leader_epoch: i32,
     now_ms: i64,
     log_append_time: bool,
 ) -> Result<Appended, i16> {
@@ -274,7 +280,7 @@ fn append_checked(
     }
     let info = partition
         .log
-        .append(&mut batches, now_ms)
+        .append_with_epoch(&mut batches, leader_epoch, now_ms)
         .map_err(|error| storage_error_code(&error))?;
     let mut base_offset = info.base_offset;
     for item in v2::batch_positions(&batches).flatten() {

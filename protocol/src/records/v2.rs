@@ -11,6 +11,8 @@ use crate::records::{Compression, RecordError, LOG_OVERHEAD_BYTES, MAGIC_OFFSET}
 pub const BATCH_HEADER_BYTES: usize = 61;
 /// Offset of the batch length field.
 pub const BATCH_LENGTH_OFFSET: usize = 8;
+/// Offset of the partition leader epoch field (outside the CRC's coverage).
+pub const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
 /// Offset of the CRC32C field.
 pub const CRC_OFFSET: usize = 17;
 /// First byte the CRC32C covers (attributes); the base offset, length, leader epoch and magic are
@@ -173,6 +175,16 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) -> Result<(), RecordE
     Ok(())
 }
 
+/// Stamps the partition leader epoch of the batch starting at `batch[0]` in place (outside the
+/// CRC's coverage, so the CRC stays valid), as the leader does on append.
+pub fn set_partition_leader_epoch(batch: &mut [u8], leader_epoch: i32) -> Result<(), RecordError> {
+    let field = batch
+        .get_mut(PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4)
+        .ok_or(RecordError::InvalidBatchLength { batch_length: 0 })?;
+    field.copy_from_slice(&leader_epoch.to_be_bytes());
+    Ok(())
+}
+
 /// Marks every batch in `batches` as LogAppendTime with `log_append_time_ms` as its max timestamp and
 /// recomputes its CRC (a topic with `message.timestamp.type=LogAppendTime`, as Kafka's broker does).
 /// The record timestamps inside are left alone: readers of LogAppendTime batches use the batch's.
@@ -271,6 +283,15 @@ mod tests {
         let header = validate(&batch).expect("still valid");
         assert_eq!(header.base_offset, 42);
         assert_eq!(header.last_offset(), 42);
+    }
+
+    #[test]
+    fn leader_epoch_stamp_keeps_crc() {
+        let mut batch = empty_batch(7);
+        set_partition_leader_epoch(&mut batch, 12).expect("room");
+        let header = validate(&batch).expect("still valid");
+        assert_eq!((header.partition_leader_epoch, header.base_offset), (12, 7));
+        assert!(set_partition_leader_epoch(&mut batch[..15], 1).is_err());
     }
 
     #[test]

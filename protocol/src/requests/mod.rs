@@ -35,6 +35,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
 mod sasl;
 mod sync_group;
@@ -52,7 +53,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest,
-    ListPartitionReassignmentsRequest, OffsetDeleteRequest,
+    ListPartitionReassignmentsRequest, OffsetDeleteRequest, OffsetForLeaderEpochRequest,
 };
 use kafka_protocol::protocol::Encodable;
 
@@ -191,6 +192,7 @@ requests! {
     InitProducerId(InitProducerIdRequest) = init_producer_id::decode;
     DescribeConfigs(DescribeConfigsRequest) = describe_configs::decode;
     SaslAuthenticate(SaslAuthenticateRequest) = sasl::decode_authenticate;
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest) = offset_for_leader_epoch::decode;
     // Config and partition admin APIs.
     AlterConfigs(AlterConfigsRequest) = alter_configs::decode;
     CreatePartitions(CreatePartitionsRequest) = create_partitions::decode;

@@ -312,6 +312,7 @@ per_api_tests! {
     create_topics: CreateTopics;
     delete_topics: DeleteTopics;
     init_producer_id: InitProducerId;
+    offset_for_leader_epoch: OffsetForLeaderEpoch;
     describe_configs: DescribeConfigs;
     sasl_authenticate: SaslAuthenticate;
     alter_configs: AlterConfigs;
@@ -605,6 +606,7 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::CreateTopics(m) => &mut m.unknown_tagged_fields,
         Request::DeleteTopics(m) => &mut m.unknown_tagged_fields,
         Request::InitProducerId(m) => &mut m.unknown_tagged_fields,
+        Request::OffsetForLeaderEpoch(m) => &mut m.unknown_tagged_fields,
         Request::DescribeConfigs(m) => &mut m.unknown_tagged_fields,
         Request::SaslAuthenticate(m) => &mut m.unknown_tagged_fields,
         Request::AlterConfigs(m) => &mut m.unknown_tagged_fields,
@@ -692,6 +694,37 @@ fn metadata_topic_names_are_nullable_only_from_v10() {
 
 #[test]
 fn admin_request_bytes_follow_kafkas_schemas() {
+    // OffsetsForLeaderEpoch v3 (OffsetForLeaderEpochRequest.json): replica_id −1, topics [name
+    // "t", partitions [2: current epoch 7, asked epoch 5]].
+    let body = Bytes::from_static(&[
+        0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 7, 0, 0,
+        0, 5,
+    ]);
+    let Ok(Request::OffsetForLeaderEpoch(request)) =
+        decode_body(ApiKey::OffsetForLeaderEpoch, 3, &body)
+    else {
+        panic!("OffsetsForLeaderEpoch v3 decodes");
+    };
+    assert_eq!(request.replica_id.0, -1);
+    let partition = &request.topics[0].partitions[0];
+    assert_eq!(
+        (
+            partition.partition,
+            partition.current_leader_epoch,
+            partition.leader_epoch
+        ),
+        (2, 7, 5)
+    );
+    // v0 has neither the replica id nor the current epoch.
+    let body = Bytes::from_static(&[0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 5]);
+    let Ok(Request::OffsetForLeaderEpoch(request)) =
+        decode_body(ApiKey::OffsetForLeaderEpoch, 0, &body)
+    else {
+        panic!("OffsetsForLeaderEpoch v0 decodes");
+    };
+    assert_eq!(request.replica_id.0, -2);
+    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, -1);
+
     // DeleteRecords v0 (DeleteRecordsRequest.json): topics [name "t", partitions [0 @ 5]],
     // timeout 1000.
     let body = Bytes::from_static(&[
