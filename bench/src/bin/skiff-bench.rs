@@ -183,10 +183,12 @@ struct IdleConnectionsArgs {
 
 #[derive(Args, Clone)]
 struct BrokerArgs {
-    /// The broker, and where the JSON record goes (`--data`, defined once there: clap refuses
-    /// a flattened argument defined twice).
     #[command(flatten)]
     target: TargetArgs,
+    /// Where the JSON record goes (defined here only: clap refuses a flattened argument defined
+    /// twice).
+    #[arg(long, default_value = "bench/reports/kip283-data")]
+    data: PathBuf,
 }
 
 /// The broker to measure: a running one, or a skiff to spawn.
@@ -365,7 +367,7 @@ async fn run_memory(args: MemoryArgs) -> anyhow::Result<()> {
     let settings = memory_settings(&args.modes, spawn.is_some())?;
     record.memory = memory::sweep(spawn.as_ref(), target.as_ref(), &spec, &settings).await?;
     record.machine_after = Machine::now();
-    write_record(&args.broker.target.data, "memory", &record)
+    write_record(&args.broker.data, "memory", &record)
 }
 
 async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
@@ -429,7 +431,7 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     record.throughput = results;
     record.truncated = truncated;
     record.machine_after = Machine::now();
-    write_record(&args.broker.target.data, "throughput", &record)
+    write_record(&args.broker.data, "throughput", &record)
 }
 
 fn run_baseline(args: BaselineArgs) -> anyhow::Result<()> {
