@@ -72,7 +72,8 @@ struct Broker {
     registered_until: Option<u64>,
     replica: Replica,
     log: Log,
-    seen: usize,
+    /// The next store event its watch delivers.
+    next: usize,
     fetch_pending: Option<(u64, i32, i32)>,
     /// (epoch, hw) of its current leadership, for I5.
     leader_hw: Option<(i32, Offset)>,
@@ -166,7 +167,7 @@ impl Sim {
                 registered_until: Some(SESSION_TTL_MS),
                 replica: Replica::new(*id, config, 0),
                 log: Log::default(),
-                seen: 0,
+                next: 0,
                 fetch_pending: None,
                 leader_hw: None,
             })
@@ -500,7 +501,8 @@ impl Sim {
         broker.paused_until = 0;
         let hw = broker.replica.high_watermark().min(broker.log.log_end_offset());
         broker.replica = Replica::new(broker.id, self.config, hw);
-        broker.seen = self.history.len() - 1;
+        // A restart reads the current state (a GET), then watches.
+        broker.next = self.history.len() - 1;
     }
 
     fn faults(&mut self) {
@@ -552,11 +554,8 @@ impl Sim {
         }
         for b in 0..self.brokers.len() {
             if self.reaches_store(b) {
-                let now = self.now;
-                let broker = &mut self.brokers[b];
-                if broker.registered_until.is_none_or(|u| u > now) || broker.registered_until.is_none() {
-                    broker.registered_until = Some(now + SESSION_TTL_MS);
-                }
+                // Keep-alive, or a new session after an expiry.
+                self.brokers[b].registered_until = Some(self.now + SESSION_TTL_MS);
             }
         }
         if self.rng.gen_bool(0.5) {
@@ -566,15 +565,10 @@ impl Sim {
             if !self.reaches_store(b) || !self.rng.gen_bool(0.7) {
                 continue;
             }
-            while self.brokers[b].seen + 1 < self.history.len() {
-                self.brokers[b].seen += 1;
-                let (revision, state) = self.history[self.brokers[b].seen].clone();
-                let broker = &mut self.brokers[b];
-                let actions = broker.replica.on_partition_state(self.now, &state, revision, &broker.log);
-                self.apply(b, actions, &[]);
-            }
-            if self.brokers[b].seen == 0 {
-                let (revision, state) = self.history[0].clone();
+            // The watch delivers every event in order from `next`.
+            while self.brokers[b].next < self.history.len() {
+                let (revision, state) = self.history[self.brokers[b].next].clone();
+                self.brokers[b].next += 1;
                 let broker = &mut self.brokers[b];
                 let actions = broker.replica.on_partition_state(self.now, &state, revision, &broker.log);
                 self.apply(b, actions, &[]);
@@ -680,12 +674,24 @@ impl Sim {
         // I3: identical logs and epoch caches, and I1 on every replica.
         let first = &self.brokers[0].log;
         for broker in &self.brokers[1..] {
-            if broker.log.recs != first.recs || broker.log.epochs != first.epochs {
+            // Caches agree on every epoch that has records (a leader's own entry at its LEO has
+            // none yet).
+            let leo = first.log_end_offset();
+            let with_records = |log: &Log| -> Vec<(i32, Offset)> {
+                log.epochs.entries().iter().copied().filter(|(_, start)| *start < leo).collect()
+            };
+            if broker.log.recs != first.recs || with_records(&broker.log) != with_records(first) {
                 self.fail(format!(
-                    "I3: broker {} (LEO {}, {:?}) differs from broker 1 (LEO {}, {:?}); state {:?}",
+                    "I3: broker {} {:?} epoch {} pending {:?} (LEO {}, {:?}) differs from broker 1 {:?} {} {:?} (LEO {}, {:?}); state {:?}",
                     broker.id,
+                    broker.replica.role(),
+                    broker.replica.epoch(),
+                    broker.fetch_pending,
                     broker.log.log_end_offset(),
                     broker.log.epochs.entries(),
+                    self.brokers[0].replica.role(),
+                    self.brokers[0].replica.epoch(),
+                    self.brokers[0].fetch_pending,
                     first.log_end_offset(),
                     first.epochs.entries(),
                     self.state

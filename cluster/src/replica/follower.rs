@@ -109,7 +109,14 @@ impl Replica {
                         None => (*end_offset).min(leo),
                     }
                 };
-                if target < leo {
+                // Truncate also when only the cache reaches `target`: an epoch we led without
+                // writing leaves an entry at our LEO, and fetching with it would diverge forever.
+                let cache_reaches = log
+                    .epochs()
+                    .entries()
+                    .last()
+                    .is_some_and(|(_, start)| *start >= target);
+                if target < leo || cache_reaches {
                     actions.push(Action::TruncateTo { offset: target });
                 }
                 if self.high_watermark > target {
