@@ -18,7 +18,7 @@ use skiff_cluster::replica::{
     Offset, Replica, ReplicaConfig, RoleView,
 };
 
-const SEEDS_DEFAULT: u64 = 40;
+const SEEDS_DEFAULT: u64 = 16;
 const STEPS: usize = 3_000;
 const QUIET_STEPS: usize = 1_500;
 const STEP_MS: u64 = 20;
@@ -292,7 +292,9 @@ impl Sim {
     fn apply(&mut self, b: usize, actions: Vec<Action>, fetched: &[Rec]) {
         for action in actions {
             match action {
-                Action::AssignEpoch { epoch, start } => self.brokers[b].log.epochs.assign(epoch, start),
+                Action::AssignEpoch { epoch, start } => {
+                    self.brokers[b].log.epochs.assign(epoch, start)
+                }
                 Action::AppendFetched { up_to } => {
                     for rec in fetched.iter().filter(|r| r.offset < up_to) {
                         if rec.offset >= self.brokers[b].log.log_end_offset() {
@@ -305,10 +307,14 @@ impl Sim {
                     self.brokers[b].log.truncate(offset);
                 }
                 Action::SendFetch { leader, fetch } => {
-                    self.brokers[b].fetch_pending = Some((self.now, leader, fetch.current_leader_epoch));
+                    self.brokers[b].fetch_pending =
+                        Some((self.now, leader, fetch.current_leader_epoch));
                     self.send(self.brokers[b].id, leader, Msg::Fetch(fetch));
                 }
-                Action::ProposeIsr { expected_revision, state } => {
+                Action::ProposeIsr {
+                    expected_revision,
+                    state,
+                } => {
                     if self.reaches_store(b) && expected_revision == self.revision {
                         if state.isr.len() < self.state.isr.len() {
                             self.coverage.shrinks += 1;
@@ -366,16 +372,25 @@ impl Sim {
             match e.msg {
                 Msg::Fetch(fetch) => {
                     let broker = &mut self.brokers[to];
-                    let (answer, actions) = broker.replica.on_follower_fetch(self.now, fetch, &broker.log);
+                    let (answer, actions) =
+                        broker
+                            .replica
+                            .on_follower_fetch(self.now, fetch, &broker.log);
                     self.apply(to, actions, &[]);
                     let broker = &self.brokers[to];
                     let (result, recs) = match answer {
                         FetchAnswer::Error(code) => (FetchResult::Error(code), vec![]),
-                        FetchAnswer::Diverging { epoch, end_offset, .. } => {
+                        FetchAnswer::Diverging {
+                            epoch, end_offset, ..
+                        } => {
                             self.coverage.diverging += 1;
                             (FetchResult::Diverging { epoch, end_offset }, vec![])
                         }
-                        FetchAnswer::Records { from, to: end, high_watermark } => {
+                        FetchAnswer::Records {
+                            from,
+                            to: end,
+                            high_watermark,
+                        } => {
                             let recs: Vec<Rec> = broker.log.recs[from as usize..end as usize]
                                 .iter()
                                 .take(FETCH_BATCHES_MAX)
@@ -383,19 +398,50 @@ impl Sim {
                                 .collect();
                             let batches = recs
                                 .iter()
-                                .map(|r| FetchedBatch { base: r.offset, last: r.offset, epoch: r.epoch })
+                                .map(|r| FetchedBatch {
+                                    base: r.offset,
+                                    last: r.offset,
+                                    epoch: r.epoch,
+                                })
                                 .collect();
-                            (FetchResult::Records { batches, high_watermark }, recs)
+                            (
+                                FetchResult::Records {
+                                    batches,
+                                    high_watermark,
+                                },
+                                recs,
+                            )
                         }
                     };
-                    self.send(e.to, e.from, Msg::Answer { sent_epoch: fetch.current_leader_epoch, result, recs });
+                    self.send(
+                        e.to,
+                        e.from,
+                        Msg::Answer {
+                            sent_epoch: fetch.current_leader_epoch,
+                            result,
+                            recs,
+                        },
+                    );
                 }
-                Msg::Answer { sent_epoch, result, recs } => {
+                Msg::Answer {
+                    sent_epoch,
+                    result,
+                    recs,
+                } => {
                     let broker = &mut self.brokers[to];
-                    if broker.fetch_pending.is_some_and(|(_, l, ep)| l == e.from && ep == sent_epoch) {
+                    if broker
+                        .fetch_pending
+                        .is_some_and(|(_, l, ep)| l == e.from && ep == sent_epoch)
+                    {
                         broker.fetch_pending = None;
                     }
-                    let actions = broker.replica.on_fetch_result(self.now, e.from, sent_epoch, &result, &broker.log);
+                    let actions = broker.replica.on_fetch_result(
+                        self.now,
+                        e.from,
+                        sent_epoch,
+                        &result,
+                        &broker.log,
+                    );
                     self.apply(to, actions, &recs);
                 }
             }
@@ -419,7 +465,11 @@ impl Sim {
                 self.producers[p].retry_at = self.now + 200;
                 continue;
             }
-            let (pid, seq, acks) = (self.producers[p].id, self.producers[p].seq, self.producers[p].acks);
+            let (pid, seq, acks) = (
+                self.producers[p].id,
+                self.producers[p].seq,
+                self.producers[p].acks,
+            );
             let broker = &mut self.brokers[b];
             let epoch = match broker.replica.admit_produce(acks) {
                 Ok(epoch) => epoch,
@@ -432,7 +482,12 @@ impl Sim {
                 }
             };
             // The broker's idempotence: a retried (producer, seq) is answered with its offset.
-            let rec = match broker.log.recs.iter().find(|r| r.producer == pid && r.seq == seq) {
+            let rec = match broker
+                .log
+                .recs
+                .iter()
+                .find(|r| r.producer == pid && r.seq == seq)
+            {
                 Some(rec) => *rec,
                 None => {
                     let rec = Rec {
@@ -484,11 +539,18 @@ impl Sim {
         let dropped: Vec<u64> = self
             .pending_produce
             .iter()
-            .filter(|(_, (p, _))| self.producers[*p].in_flight.is_some_and(|(t, _)| t == self.brokers[b].id))
+            .filter(|(_, (p, _))| {
+                self.producers[*p]
+                    .in_flight
+                    .is_some_and(|(t, _)| t == self.brokers[b].id)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in dropped {
-            self.complete(id, Some(skiff_protocol::error_code::ErrorCode::REQUEST_TIMED_OUT));
+            self.complete(
+                id,
+                Some(skiff_protocol::error_code::ErrorCode::REQUEST_TIMED_OUT),
+            );
         }
     }
 
@@ -499,7 +561,10 @@ impl Sim {
         }
         broker.alive = true;
         broker.paused_until = 0;
-        let hw = broker.replica.high_watermark().min(broker.log.log_end_offset());
+        let hw = broker
+            .replica
+            .high_watermark()
+            .min(broker.log.log_end_offset());
         broker.replica = Replica::new(broker.id, self.config, hw);
         // A restart reads the current state (a GET), then watches.
         broker.next = self.history.len() - 1;
@@ -531,13 +596,20 @@ impl Sim {
         } else if roll < 0.016 && self.state.leader != NO_LEADER {
             // E9: kill the leader and another ISR member; the other comes back first.
             let a = self.idx(self.state.leader);
-            if let Some(other) = self.state.isr.iter().map(|id| self.idx(*id)).find(|x| *x != a) {
+            if let Some(other) = self
+                .state
+                .isr
+                .iter()
+                .map(|id| self.idx(*id))
+                .find(|x| *x != a)
+            {
                 self.coverage.double_failovers += 1;
                 self.kill(a);
                 self.kill(other);
                 let first = self.now + SESSION_TTL_MS + 500;
                 self.restarts.push((first, other));
-                self.restarts.push((first + self.rng.gen_range(1_000..6_000), a));
+                self.restarts
+                    .push((first + self.rng.gen_range(1_000..6_000), a));
             }
         }
     }
@@ -547,7 +619,12 @@ impl Sim {
         if faults {
             self.faults();
         }
-        let due: Vec<usize> = self.restarts.iter().filter(|(at, _)| *at <= self.now).map(|(_, b)| *b).collect();
+        let due: Vec<usize> = self
+            .restarts
+            .iter()
+            .filter(|(at, _)| *at <= self.now)
+            .map(|(_, b)| *b)
+            .collect();
         self.restarts.retain(|(at, _)| *at > self.now);
         for b in due {
             self.restart(b);
@@ -570,7 +647,10 @@ impl Sim {
                 let (revision, state) = self.history[self.brokers[b].next].clone();
                 self.brokers[b].next += 1;
                 let broker = &mut self.brokers[b];
-                let actions = broker.replica.on_partition_state(self.now, &state, revision, &broker.log);
+                let actions =
+                    broker
+                        .replica
+                        .on_partition_state(self.now, &state, revision, &broker.log);
                 self.apply(b, actions, &[]);
             }
         }
@@ -583,7 +663,13 @@ impl Sim {
                 if self.now >= sent + FETCH_TIMEOUT_MS {
                     self.brokers[b].fetch_pending = None;
                     let broker = &mut self.brokers[b];
-                    let actions = broker.replica.on_fetch_result(self.now, leader, epoch, &FetchResult::Lost, &broker.log);
+                    let actions = broker.replica.on_fetch_result(
+                        self.now,
+                        leader,
+                        epoch,
+                        &FetchResult::Lost,
+                        &broker.log,
+                    );
                     self.apply(b, actions, &[]);
                 }
             }
@@ -643,7 +729,10 @@ impl Sim {
             for rec in &broker.log.recs[..hw as usize] {
                 if let Some(before) = self.consumed.get(&rec.offset) {
                     if before != rec {
-                        self.fail(format!("I5: offset {} read as {before:?}, now {rec:?} on {}", rec.offset, broker.id));
+                        self.fail(format!(
+                            "I5: offset {} read as {before:?}, now {rec:?} on {}",
+                            rec.offset, broker.id
+                        ));
                     }
                 }
             }
@@ -678,7 +767,12 @@ impl Sim {
             // none yet).
             let leo = first.log_end_offset();
             let with_records = |log: &Log| -> Vec<(i32, Offset)> {
-                log.epochs.entries().iter().copied().filter(|(_, start)| *start < leo).collect()
+                log.epochs
+                    .entries()
+                    .iter()
+                    .copied()
+                    .filter(|(_, start)| *start < leo)
+                    .collect()
             };
             if broker.log.recs != first.recs || with_records(&broker.log) != with_records(first) {
                 self.fail(format!(
@@ -737,7 +831,13 @@ fn replication_keeps_acknowledged_records_and_converges() {
     }
     eprintln!("{total:?}");
     if std::env::var("SKIFF_SEED").is_err() {
-        assert!(total.elections > 0 && total.acked_all > 0 && total.truncations > 0, "{total:?}");
-        assert!(total.shrinks > 0 && total.expansions > 0 && total.double_failovers > 0, "{total:?}");
+        assert!(
+            total.elections > 0 && total.acked_all > 0 && total.truncations > 0,
+            "{total:?}"
+        );
+        assert!(
+            total.shrinks > 0 && total.expansions > 0 && total.double_failovers > 0,
+            "{total:?}"
+        );
     }
 }

@@ -6,9 +6,7 @@
 
 use skiff_placement::NodeId;
 
-use super::{
-    Action, FetchResult, FollowerFetch, FollowerPhase, LocalLog, Replica, Role,
-};
+use super::{Action, FetchResult, FollowerFetch, FollowerPhase, LocalLog, Replica, Role};
 
 #[derive(Debug, Clone)]
 pub(super) struct FollowerState {
@@ -30,10 +28,17 @@ impl FollowerState {
 }
 
 impl Replica {
-    pub(super) fn follower_poll(&mut self, now: u64, log: &impl LocalLog, actions: &mut Vec<Action>) {
+    pub(super) fn follower_poll(
+        &mut self,
+        now: u64,
+        log: &impl LocalLog,
+        actions: &mut Vec<Action>,
+    ) {
         let epoch = self.epoch;
         let me = self.me;
-        let Role::Follower(f) = &mut self.role else { return };
+        let Role::Follower(f) = &mut self.role else {
+            return;
+        };
         let Some(leader) = f.leader else { return };
         if f.in_flight || now < f.next_fetch_ms {
             return;
@@ -94,7 +99,10 @@ impl Replica {
                     actions.push(Action::HighWatermark(new_hw));
                 }
             }
-            FetchResult::Diverging { epoch: leader_epoch, end_offset } => {
+            FetchResult::Diverging {
+                epoch: leader_epoch,
+                end_offset,
+            } => {
                 f.phase = FollowerPhase::Truncating;
                 let target = if *leader_epoch < 0 || *end_offset < 0 {
                     hw.min(leo)

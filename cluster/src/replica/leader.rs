@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 
-use super::{
-    Acks, Action, Epoch, FetchAnswer, FollowerFetch, LocalLog, Offset, Replica, Role,
-};
+use super::{Acks, Action, Epoch, FetchAnswer, FollowerFetch, LocalLog, Offset, Replica, Role};
 use crate::records::{PartitionState, Writer};
 
 #[derive(Debug, Clone, Copy)]
@@ -212,8 +210,7 @@ impl Replica {
             if fetch.fetch_offset >= leo {
                 progress.last_caught_up_ms = progress.last_caught_up_ms.max(now);
             } else if fetch.fetch_offset >= progress.last_fetch_leader_leo {
-                progress.last_caught_up_ms =
-                    progress.last_caught_up_ms.max(progress.last_fetch_ms);
+                progress.last_caught_up_ms = progress.last_caught_up_ms.max(progress.last_fetch_ms);
             }
             progress.leo = Some(fetch.fetch_offset);
             progress.last_fetch_ms = now;
@@ -298,8 +295,12 @@ impl Replica {
                     .copied()
                     .collect();
                 if !out.is_empty() {
-                    let isr: Vec<NodeId> =
-                        l.isr.iter().filter(|id| !out.contains(id)).copied().collect();
+                    let isr: Vec<NodeId> = l
+                        .isr
+                        .iter()
+                        .filter(|id| !out.contains(id))
+                        .copied()
+                        .collect();
                     let action = self.proposal(l, isr.clone());
                     let revision = l.revision;
                     if let Role::Leader(l) = &mut self.role {
@@ -356,7 +357,8 @@ impl Replica {
         let isr_len = l.isr.len();
         l.pending.retain(|p| {
             if p.last_offset < hw {
-                let error = (isr_len < min_isr).then_some(ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+                let error =
+                    (isr_len < min_isr).then_some(ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
                 actions.push(Action::CompleteProduce { id: p.id, error });
                 false
             } else {

@@ -360,3 +360,180 @@ impl Replica {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::Writer;
+
+    struct Log {
+        leo: Offset,
+        epochs: EpochCache,
+    }
+
+    impl LocalLog for Log {
+        fn log_end_offset(&self) -> Offset {
+            self.leo
+        }
+        fn epochs(&self) -> &EpochCache {
+            &self.epochs
+        }
+    }
+
+    fn state(leader: NodeId, epoch: Epoch, isr: &[NodeId]) -> PartitionState {
+        PartitionState {
+            leader,
+            leader_epoch: epoch,
+            isr: isr.to_vec(),
+            replicas: vec![1, 2, 3],
+            writer: Writer::Controller,
+        }
+    }
+
+    fn fetch(replica: NodeId, offset: Offset, last: Option<Epoch>, epoch: Epoch) -> FollowerFetch {
+        FollowerFetch {
+            replica,
+            fetch_offset: offset,
+            last_fetched_epoch: last,
+            current_leader_epoch: epoch,
+        }
+    }
+
+    fn leader_at_5() -> (Replica, Log) {
+        let mut log = Log {
+            leo: 10,
+            epochs: EpochCache::new(),
+        };
+        log.epochs.assign(3, 0);
+        let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
+        let actions = replica.on_partition_state(0, &state(1, 5, &[1, 2, 3]), 7, &log);
+        assert_eq!(
+            actions,
+            vec![Action::AssignEpoch {
+                epoch: 5,
+                start: 10
+            }]
+        );
+        log.epochs.assign(5, 10);
+        (replica, log)
+    }
+
+    #[test]
+    fn the_leader_fences_stale_and_future_epochs_and_answers_divergence() {
+        let (mut leader, log) = leader_at_5();
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 10, Some(3), 4), &log);
+        assert_eq!(answer, FetchAnswer::Error(ErrorCode::FENCED_LEADER_EPOCH));
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 10, Some(3), 6), &log);
+        assert_eq!(answer, FetchAnswer::Error(ErrorCode::UNKNOWN_LEADER_EPOCH));
+        // The follower wrote epoch 4 (a leader we never saw): it diverges where our 3 ends.
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 12, Some(4), 5), &log);
+        assert_eq!(
+            answer,
+            FetchAnswer::Diverging {
+                epoch: 3,
+                end_offset: 10,
+                high_watermark: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_hw_is_the_min_over_the_isr_and_acks_all_waits_for_it() {
+        let (mut leader, log) = leader_at_5();
+        assert_eq!(leader.admit_produce(Acks::All), Ok(5));
+        assert!(leader.await_replication(1, 9, 9, 1_000, &log).is_empty());
+        leader.on_follower_fetch(2, fetch(2, 10, Some(3), 5), &log);
+        assert_eq!(leader.high_watermark(), 0, "follower 3 is still unknown");
+        let (_, actions) = leader.on_follower_fetch(3, fetch(3, 8, Some(3), 5), &log);
+        assert_eq!(actions, vec![Action::HighWatermark(8)]);
+        let (_, actions) = leader.on_follower_fetch(4, fetch(3, 10, Some(3), 5), &log);
+        assert_eq!(
+            actions,
+            vec![
+                Action::HighWatermark(10),
+                Action::CompleteProduce { id: 9, error: None }
+            ]
+        );
+        // A lagging fetch never lowers it.
+        leader.on_follower_fetch(5, fetch(3, 9, Some(3), 5), &log);
+        assert_eq!(leader.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_stuck_follower_is_shrunk_and_acks_all_needs_min_insync() {
+        let (mut leader, log) = leader_at_5();
+        let lag = REPLICA_LAG_TIME_MAX_MS_DEFAULT;
+        leader.on_follower_fetch(lag, fetch(2, 10, Some(3), 5), &log);
+        assert!(leader.poll(lag, &log).is_empty());
+        let actions = leader.poll(lag + 2, &log);
+        let [Action::ProposeIsr {
+            expected_revision: 7,
+            state,
+        }] = actions.as_slice()
+        else {
+            panic!("{actions:?}");
+        };
+        assert_eq!(state.isr, vec![1, 2], "3 never fetched");
+        leader.on_partition_state(
+            lag + 3,
+            &PartitionState {
+                isr: vec![1],
+                ..state.clone()
+            },
+            8,
+            &log,
+        );
+        assert_eq!(
+            leader.admit_produce(Acks::All),
+            Err(ErrorCode::NOT_ENOUGH_REPLICAS)
+        );
+        assert_eq!(leader.admit_produce(Acks::Leader), Ok(5));
+    }
+
+    #[test]
+    fn a_follower_truncates_by_kip_279_and_caps_its_hw() {
+        let mut log = Log {
+            leo: 20,
+            epochs: EpochCache::new(),
+        };
+        log.epochs.assign(1, 0);
+        log.epochs.assign(2, 12);
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 0);
+        follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &log);
+        let actions = follower.poll(0, &log);
+        assert!(matches!(
+            actions.as_slice(),
+            [Action::SendFetch { leader: 1, .. }]
+        ));
+        // The leader has epoch 1 up to 15 and no epoch 2: our epoch 1 ends at 12, ask again.
+        let diverging = FetchResult::Diverging {
+            epoch: 1,
+            end_offset: 15,
+        };
+        let actions = follower.on_fetch_result(1, 1, 4, &diverging, &log);
+        assert_eq!(actions, vec![Action::TruncateTo { offset: 12 }]);
+        log.leo = 12;
+        log.epochs.truncate_to(12);
+        follower.poll(2, &log);
+        let records = FetchResult::Records {
+            batches: vec![FetchedBatch {
+                base: 12,
+                last: 14,
+                epoch: 3,
+            }],
+            high_watermark: 30,
+        };
+        let actions = follower.on_fetch_result(3, 1, 4, &records, &log);
+        assert_eq!(
+            actions,
+            vec![
+                Action::AppendFetched { up_to: 15 },
+                Action::HighWatermark(15)
+            ]
+        );
+        assert_eq!(
+            follower.role(),
+            RoleView::Follower(Some(1), FollowerPhase::Fetching)
+        );
+    }
+}
