@@ -10,6 +10,7 @@
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
 //!   intent), what it materializes of the image, and the group coordinator's partition;
+//! - [`replica`]: the replica state machine of one partition (leader, follower, ISR, HW);
 //! - [`session`]: when a broker may accept writes as a leader (its session provably alive).
 //!
 //! The broker's `cluster` module submits these Txns to a `skiff_meta::MetaStore`, feeds the watch
@@ -25,6 +26,7 @@ pub mod layout;
 pub mod load;
 pub mod membership;
 pub mod records;
+pub mod replica;
 pub mod session;
 pub mod topics;
 

@@ -1,0 +1,539 @@
+//! The replica state machine of one partition on one broker (cluster.md §4), pure: time, the
+//! partition state the store watch delivers, fetch requests (as a leader), fetch results (as a
+//! follower) and the local log's facts come in; [`Action`]s come out, for the broker to carry
+//! out (append, truncate, send a fetch, propose an ISR change, move the HW, answer produces).
+//!
+//! Roles: not a replica → leader at epoch E, or follower of L at E (truncating, then fetching);
+//! every epoch change comes from the store and an epoch not above the local one is ignored;
+//! offline after a log I/O error. The leader tracks each follower's fetch offset and last
+//! caught-up time, keeps HW = min LEO over the (maximal) ISR, never decreasing, shrinks the ISR
+//! after `replica.lag.time.max.ms`, expands it for a follower at or past both the HW and the
+//! epoch's start, answers fetches with 74/75 fencing or a `DivergingEpoch`, and completes acks=all
+//! produces when the HW passes them (19 before append, 20 if the ISR shrank below
+//! `min.insync.replicas`). The follower truncates on `DivergingEpoch` by KIP-279's rule and keeps
+//! HW = min(leader HW, own LEO).
+//!
+//! Owns: the role, the epoch, the HW, follower bookkeeping, pending acks=all produces, the one
+//! ISR change in flight. The log (and its [`EpochCache`]) belongs to storage: it is read through
+//! [`LocalLog`] and changed only by the broker carrying out [`Action`]s; the driver must apply
+//! an action before the next call.
+//!
+//! Must never: read a clock, touch files or sockets, write the store itself, or trust an epoch
+//! it did not get from the store.
+
+mod epochs;
+mod follower;
+mod leader;
+
+pub use epochs::{Epoch, EpochCache, Offset};
+use skiff_placement::NodeId;
+use skiff_protocol::error_code::ErrorCode;
+
+use crate::records::{PartitionState, NO_LEADER};
+
+/// `replica.lag.time.max.ms`'s default (Kafka's `REPLICA_LAG_TIME_MAX_MS_DEFAULT`).
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
+/// The cluster-mode default of `min.insync.replicas` (cluster.md §4).
+pub const MIN_INSYNC_REPLICAS_DEFAULT: usize = 2;
+/// How long a follower waits before fetching again after an error or a lost fetch.
+pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: u64 = 1_000;
+
+/// What the broker's log tells the state machine.
+pub trait LocalLog {
+    /// The log end offset.
+    fn log_end_offset(&self) -> Offset;
+    /// The leader-epoch cache.
+    fn epochs(&self) -> &EpochCache;
+}
+
+/// Settings of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaConfig {
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: u64,
+    /// `min.insync.replicas`.
+    pub min_insync_replicas: usize,
+    /// `replica.fetch.backoff.ms`.
+    pub replica_fetch_backoff_ms: u64,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        Self {
+            replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            min_insync_replicas: MIN_INSYNC_REPLICAS_DEFAULT,
+            replica_fetch_backoff_ms: REPLICA_FETCH_BACKOFF_MS_DEFAULT,
+        }
+    }
+}
+
+/// A follower's Fetch, as the leader reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerFetch {
+    /// The follower's broker id.
+    pub replica: NodeId,
+    /// Its LEO.
+    pub fetch_offset: Offset,
+    /// The epoch of its last batch (None on an empty log).
+    pub last_fetched_epoch: Option<Epoch>,
+    /// The leader epoch it believes in.
+    pub current_leader_epoch: Epoch,
+}
+
+/// The leader's answer to a follower's Fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchAnswer {
+    /// An error: 6, 74, 75 or 1.
+    Error(ErrorCode),
+    /// The follower's log diverges: truncate per KIP-279 (epoch −1: unknown, truncate to HW).
+    Diverging {
+        /// The largest leader epoch ≤ the follower's last fetched epoch.
+        epoch: Epoch,
+        /// Where that epoch ends on the leader.
+        end_offset: Offset,
+        /// The leader's HW.
+        high_watermark: Offset,
+    },
+    /// Records `[from, to)` (to = the leader's LEO) and the leader's HW.
+    Records {
+        /// The fetch offset.
+        from: Offset,
+        /// The leader's LEO.
+        to: Offset,
+        /// The leader's HW.
+        high_watermark: Offset,
+    },
+}
+
+/// One fetched batch, as the follower checks it: `[base, last]`, stamped `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedBatch {
+    /// Its first offset.
+    pub base: Offset,
+    /// Its last offset.
+    pub last: Offset,
+    /// Its `partitionLeaderEpoch`.
+    pub epoch: Epoch,
+}
+
+/// What a follower's fetch came back with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchResult {
+    /// Batches (possibly none) and the leader's HW.
+    Records {
+        /// The batches, in offset order.
+        batches: Vec<FetchedBatch>,
+        /// The leader's HW.
+        high_watermark: Offset,
+    },
+    /// The leader's `DivergingEpoch`.
+    Diverging {
+        /// Its epoch.
+        epoch: Epoch,
+        /// Its end offset.
+        end_offset: Offset,
+    },
+    /// An error code from the leader.
+    Error(ErrorCode),
+    /// No answer (timeout, connection lost).
+    Lost,
+}
+
+/// How a produce waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// acks=0 or 1: answered after the local append.
+    Leader,
+    /// acks=all.
+    All,
+}
+
+/// What the broker does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Record a new epoch in the epoch cache and checkpoint it (becoming leader).
+    AssignEpoch {
+        /// The epoch.
+        epoch: Epoch,
+        /// Its start (the LEO).
+        start: Offset,
+    },
+    /// Append the fetched batches with offsets below `up_to`, unchanged (the log adds cache
+    /// entries for new epochs).
+    AppendFetched {
+        /// One past the last offset to append.
+        up_to: Offset,
+    },
+    /// Truncate the log (and its epoch cache) to `offset`.
+    TruncateTo {
+        /// The new LEO.
+        offset: Offset,
+    },
+    /// Send a Fetch to the leader.
+    SendFetch {
+        /// The leader.
+        leader: NodeId,
+        /// The request.
+        fetch: FollowerFetch,
+    },
+    /// Compare-and-set the partition key: `mod_revision == expected_revision`.
+    ProposeIsr {
+        /// The revision the state was read at.
+        expected_revision: i64,
+        /// The state to write.
+        state: PartitionState,
+    },
+    /// The HW moved.
+    HighWatermark(Offset),
+    /// An acks=all produce is answered (None: success).
+    CompleteProduce {
+        /// The id the broker gave it.
+        id: u64,
+        /// Its error, if any.
+        error: Option<ErrorCode>,
+    },
+}
+
+/// The sub-state of a follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerPhase {
+    /// Its log may diverge from the leader's: fetches may answer `DivergingEpoch`.
+    Truncating,
+    /// Its log is a prefix of the leader's.
+    Fetching,
+}
+
+/// The role, as the broker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleView {
+    /// Not in the replicas (or no state yet).
+    NotReplica,
+    /// Leading at the epoch.
+    Leader,
+    /// Following (None: the partition has no leader).
+    Follower(Option<NodeId>, FollowerPhase),
+    /// A log I/O error.
+    Offline,
+}
+
+#[derive(Debug, Clone)]
+enum Role {
+    NotReplica,
+    Leader(leader::LeaderState),
+    Follower(follower::FollowerState),
+    Offline,
+}
+
+/// One partition's replica on one broker.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    me: NodeId,
+    config: ReplicaConfig,
+    role: Role,
+    /// The highest leader epoch taken from the store (−1: none).
+    epoch: Epoch,
+    /// The partition state last applied and its `mod_revision`.
+    state: Option<(PartitionState, i64)>,
+    high_watermark: Offset,
+}
+
+impl Replica {
+    /// A replica that has seen no partition state; `high_watermark` is the checkpointed HW.
+    pub fn new(me: NodeId, config: ReplicaConfig, high_watermark: Offset) -> Self {
+        Self {
+            me,
+            config,
+            role: Role::NotReplica,
+            epoch: -1,
+            state: None,
+            high_watermark,
+        }
+    }
+
+    /// The role.
+    pub fn role(&self) -> RoleView {
+        match &self.role {
+            Role::NotReplica => RoleView::NotReplica,
+            Role::Leader(_) => RoleView::Leader,
+            Role::Follower(f) => RoleView::Follower(f.leader, f.phase),
+            Role::Offline => RoleView::Offline,
+        }
+    }
+
+    /// The epoch last taken from the store.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The HW (consumers read below it).
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    /// The ISR this replica acts on (the leader's local ISR; the store's otherwise).
+    pub fn isr(&self) -> Vec<NodeId> {
+        match &self.role {
+            Role::Leader(l) => l.isr.clone(),
+            _ => self
+                .state
+                .as_ref()
+                .map(|(s, _)| s.isr.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A partition state from the store watch (or a re-read), with its `mod_revision`.
+    pub fn on_partition_state(
+        &mut self,
+        now: u64,
+        state: &PartitionState,
+        revision: i64,
+        log: &impl LocalLog,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if matches!(self.role, Role::Offline) {
+            return actions;
+        }
+        if state.leader_epoch < self.epoch
+            || self.state.as_ref().is_some_and(|(_, r)| revision <= *r)
+        {
+            return actions;
+        }
+        let new_epoch = state.leader_epoch > self.epoch;
+        self.state = Some((state.clone(), revision));
+        if !state.replicas.contains(&self.me) {
+            self.epoch = state.leader_epoch;
+            self.step_down(&mut actions);
+            self.role = Role::NotReplica;
+            return actions;
+        }
+        if new_epoch || matches!(self.role, Role::NotReplica) {
+            self.epoch = state.leader_epoch;
+            self.step_down(&mut actions);
+            if state.leader == self.me {
+                self.become_leader(now, state, revision, log, &mut actions);
+            } else {
+                let leader = (state.leader != NO_LEADER).then_some(state.leader);
+                self.role = Role::Follower(follower::FollowerState::new(leader));
+            }
+            return actions;
+        }
+        // Same epoch: the ISR (or replicas) changed, by our CAS or the controller's.
+        if let Role::Leader(l) = &mut self.role {
+            l.apply_state(state, revision);
+            self.after_leader_change(now, log, &mut actions);
+        }
+        actions
+    }
+
+    /// A local log I/O error: the replica goes offline (the broker reports it).
+    pub fn on_log_error(&mut self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        self.step_down_with(&mut actions, ErrorCode::KAFKA_STORAGE_ERROR);
+        self.role = Role::Offline;
+        actions
+    }
+
+    /// Timers: ISR shrink and expansion checks, pending produce deadlines, the next fetch.
+    pub fn poll(&mut self, now: u64, log: &impl LocalLog) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match &mut self.role {
+            Role::Leader(_) => self.leader_poll(now, log, &mut actions),
+            Role::Follower(_) => self.follower_poll(now, log, &mut actions),
+            Role::NotReplica | Role::Offline => {}
+        }
+        actions
+    }
+
+    fn step_down(&mut self, actions: &mut Vec<Action>) {
+        self.step_down_with(actions, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+    }
+
+    fn step_down_with(&mut self, actions: &mut Vec<Action>, error: ErrorCode) {
+        if let Role::Leader(l) = &mut self.role {
+            for pending in l.pending.drain(..) {
+                actions.push(Action::CompleteProduce {
+                    id: pending.id,
+                    error: Some(error),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::Writer;
+
+    struct Log {
+        leo: Offset,
+        epochs: EpochCache,
+    }
+
+    impl LocalLog for Log {
+        fn log_end_offset(&self) -> Offset {
+            self.leo
+        }
+        fn epochs(&self) -> &EpochCache {
+            &self.epochs
+        }
+    }
+
+    fn state(leader: NodeId, epoch: Epoch, isr: &[NodeId]) -> PartitionState {
+        PartitionState {
+            leader,
+            leader_epoch: epoch,
+            isr: isr.to_vec(),
+            replicas: vec![1, 2, 3],
+            writer: Writer::Controller,
+        }
+    }
+
+    fn fetch(replica: NodeId, offset: Offset, last: Option<Epoch>, epoch: Epoch) -> FollowerFetch {
+        FollowerFetch {
+            replica,
+            fetch_offset: offset,
+            last_fetched_epoch: last,
+            current_leader_epoch: epoch,
+        }
+    }
+
+    fn leader_at_5() -> (Replica, Log) {
+        let mut log = Log {
+            leo: 10,
+            epochs: EpochCache::new(),
+        };
+        log.epochs.assign(3, 0);
+        let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
+        let actions = replica.on_partition_state(0, &state(1, 5, &[1, 2, 3]), 7, &log);
+        assert_eq!(
+            actions,
+            vec![Action::AssignEpoch {
+                epoch: 5,
+                start: 10
+            }]
+        );
+        log.epochs.assign(5, 10);
+        (replica, log)
+    }
+
+    #[test]
+    fn the_leader_fences_stale_and_future_epochs_and_answers_divergence() {
+        let (mut leader, log) = leader_at_5();
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 10, Some(3), 4), &log);
+        assert_eq!(answer, FetchAnswer::Error(ErrorCode::FENCED_LEADER_EPOCH));
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 10, Some(3), 6), &log);
+        assert_eq!(answer, FetchAnswer::Error(ErrorCode::UNKNOWN_LEADER_EPOCH));
+        // The follower wrote epoch 4 (a leader we never saw): it diverges where our 3 ends.
+        let (answer, _) = leader.on_follower_fetch(1, fetch(2, 12, Some(4), 5), &log);
+        assert_eq!(
+            answer,
+            FetchAnswer::Diverging {
+                epoch: 3,
+                end_offset: 10,
+                high_watermark: 0
+            }
+        );
+    }
+
+    #[test]
+    fn the_hw_is_the_min_over_the_isr_and_acks_all_waits_for_it() {
+        let (mut leader, log) = leader_at_5();
+        assert_eq!(leader.admit_produce(Acks::All), Ok(5));
+        assert!(leader.await_replication(1, 9, 9, 1_000, &log).is_empty());
+        leader.on_follower_fetch(2, fetch(2, 10, Some(3), 5), &log);
+        assert_eq!(leader.high_watermark(), 0, "follower 3 is still unknown");
+        let (_, actions) = leader.on_follower_fetch(3, fetch(3, 8, Some(3), 5), &log);
+        assert_eq!(actions, vec![Action::HighWatermark(8)]);
+        let (_, actions) = leader.on_follower_fetch(4, fetch(3, 10, Some(3), 5), &log);
+        assert_eq!(
+            actions,
+            vec![
+                Action::HighWatermark(10),
+                Action::CompleteProduce { id: 9, error: None }
+            ]
+        );
+        // A lagging fetch never lowers it.
+        leader.on_follower_fetch(5, fetch(3, 9, Some(3), 5), &log);
+        assert_eq!(leader.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_stuck_follower_is_shrunk_and_acks_all_needs_min_insync() {
+        let (mut leader, log) = leader_at_5();
+        let lag = REPLICA_LAG_TIME_MAX_MS_DEFAULT;
+        leader.on_follower_fetch(lag, fetch(2, 10, Some(3), 5), &log);
+        assert!(leader.poll(lag, &log).is_empty());
+        let actions = leader.poll(lag + 2, &log);
+        let [Action::ProposeIsr {
+            expected_revision: 7,
+            state,
+        }] = actions.as_slice()
+        else {
+            panic!("{actions:?}");
+        };
+        assert_eq!(state.isr, vec![1, 2], "3 never fetched");
+        leader.on_partition_state(
+            lag + 3,
+            &PartitionState {
+                isr: vec![1],
+                ..state.clone()
+            },
+            8,
+            &log,
+        );
+        assert_eq!(
+            leader.admit_produce(Acks::All),
+            Err(ErrorCode::NOT_ENOUGH_REPLICAS)
+        );
+        assert_eq!(leader.admit_produce(Acks::Leader), Ok(5));
+    }
+
+    #[test]
+    fn a_follower_truncates_by_kip_279_and_caps_its_hw() {
+        let mut log = Log {
+            leo: 20,
+            epochs: EpochCache::new(),
+        };
+        log.epochs.assign(1, 0);
+        log.epochs.assign(2, 12);
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 0);
+        follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &log);
+        let actions = follower.poll(0, &log);
+        assert!(matches!(
+            actions.as_slice(),
+            [Action::SendFetch { leader: 1, .. }]
+        ));
+        // The leader has epoch 1 up to 15 and no epoch 2: our epoch 1 ends at 12, ask again.
+        let diverging = FetchResult::Diverging {
+            epoch: 1,
+            end_offset: 15,
+        };
+        let actions = follower.on_fetch_result(1, 1, 4, &diverging, &log);
+        assert_eq!(actions, vec![Action::TruncateTo { offset: 12 }]);
+        log.leo = 12;
+        log.epochs.truncate_to(12);
+        follower.poll(2, &log);
+        let records = FetchResult::Records {
+            batches: vec![FetchedBatch {
+                base: 12,
+                last: 14,
+                epoch: 3,
+            }],
+            high_watermark: 30,
+        };
+        let actions = follower.on_fetch_result(3, 1, 4, &records, &log);
+        assert_eq!(
+            actions,
+            vec![
+                Action::AppendFetched { up_to: 15 },
+                Action::HighWatermark(15)
+            ]
+        );
+        assert_eq!(
+            follower.role(),
+            RoleView::Follower(Some(1), FollowerPhase::Fetching)
+        );
+    }
+}
