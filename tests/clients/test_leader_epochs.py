@@ -12,6 +12,7 @@ import socket
 import struct
 import time
 
+from confluent_kafka.admin import AdminClient
 from confluent_kafka import Consumer, TopicPartition
 
 from clients import ck_produce, kp_produce
@@ -134,6 +135,16 @@ def test_batches_carry_the_epoch_and_offsets_for_leader_epoch_answers_across_a_c
     if first_epoch > 0:
         # Below the first known epoch: that epoch and the first one's start (Kafka's endOffsetFor).
         assert answers[4] == (NONE, 0, first_epoch - 1, 0), answers
+    # ListOffsets (v4+) names the epoch of the offset it returns: the first epoch for the log
+    # start, the current one for the log end.
+    from confluent_kafka.admin import OffsetSpec
+    admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+    listed = {}
+    for name, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
+        result = admin.list_offsets({TopicPartition(TOPIC, 0): spec})
+        info = next(iter(result.values())).result(20)
+        listed[name] = (info.offset, info.leader_epoch)
+    assert listed == {"earliest": (0, first_epoch), "latest": (log_end, second_epoch)}, listed
     # Brokers that do not lead it answer NOT_LEADER_OR_FOLLOWER.
     assert offsets_for_leader_epoch(other.bootstrap, [(0, -1, first_epoch)])[0][0] == NOT_LEADER_OR_FOLLOWER
 

@@ -137,6 +137,14 @@ async fn every_advertised_version_answers() -> anyhow::Result<()> {
                 partition.error_code, 0,
                 "ListOffsets v{version} at {timestamp}"
             );
+            if version >= 4 {
+                // The produces above were stamped with the partition's epoch (0 on a new
+                // partition of one broker): the offset found was written in it.
+                assert_eq!(
+                    partition.leader_epoch, 0,
+                    "ListOffsets v{version} at {timestamp}: the epoch of the offset"
+                );
+            }
         }
         answered += 1;
     }
