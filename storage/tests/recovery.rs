@@ -1,6 +1,8 @@
 //! Seeded corruption of the log, then recovery: exactly the valid prefix survives, every lookup
 //! agrees with a linear scan, and damage to flushed data is a typed error, never a silent cut.
-//! Prints its seed; `SKIFF_SEED=<n>` replays one.
+//! Each test runs [`CI_SEEDS`] fixed seeds, the [`REGRESSION_SEEDS`] and one random seed;
+//! `SKIFF_POWER_SEEDS=N` runs N fixed seeds instead, `SKIFF_SEED=<n>` replays one. A failing
+//! seed prints itself.
 
 #[path = "support/batch.rs"]
 mod support;
@@ -9,24 +11,48 @@ mod temp;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use skiff_storage::{Error, Log, LogConfig, LogDir};
+use skiff_storage::{sim, Error, Log, LogConfig, LogDir};
 use support::{batch_with, record_times};
 use temp::temp_dir;
 
 const ITERATIONS: usize = 40;
+/// Fixed seeds a plain `cargo test` runs (each is [`ITERATIONS`] damaged logs).
+const CI_SEEDS: u64 = 4;
+/// Seeds that found bugs, run on every `cargo test` whatever the seed count:
+/// 12405086745892714242 (zeroing bytes that were already zero at the end of a segment's last
+/// batch changes nothing, so the next segment's batches rightly survive; the test expected
+/// them cut).
+const REGRESSION_SEEDS: [u64; 1] = [12_405_086_745_892_714_242];
 
-fn seed() -> u64 {
-    match std::env::var("SKIFF_SEED") {
-        Ok(text) => text.parse().expect("SKIFF_SEED is a number"),
+/// The seeds to run: [`sim::seeds`], plus one random seed unless one is being replayed, so
+/// every run also explores a seed no run has tried.
+fn seeds() -> Vec<u64> {
+    let mut seeds = sim::seeds(CI_SEEDS, &REGRESSION_SEEDS);
+    if std::env::var_os("SKIFF_SEED").is_none() {
         // A random seed without reading a clock: the std hasher's per-process random keys.
-        Err(_) => {
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8)
+        seeds.push(std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            0u8,
+        ));
+    }
+    seeds
+}
+
+/// Runs `test` once per seed; a failing seed prints how to replay it.
+fn for_each_seed(name: &str, test: impl Fn(u64)) {
+    let seeds = seeds();
+    for seed in &seeds {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| test(*seed))) {
+            eprintln!("{name}: seed {seed} failed; replay with SKIFF_SEED={seed}");
+            std::panic::resume_unwind(panic);
         }
     }
+    eprintln!("{name}: {} seeds passed", seeds.len());
 }
 
 fn config() -> LogConfig {
@@ -125,8 +151,13 @@ enum Damage {
 
 #[test]
 fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
-    let seed = seed();
-    println!("SKIFF_SEED={seed}");
+    for_each_seed(
+        "torn_or_corrupt_tail_recovers_exactly_the_valid_prefix",
+        torn_or_corrupt_tail_recovers_exactly_the_valid_prefix_with,
+    );
+}
+
+fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix_with(seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for iteration in 0..ITERATIONS {
         let dir = temp_dir();
@@ -152,6 +183,8 @@ fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
             Damage::Flip => covered_byte(&mut rng, size),
         };
         let at = target.position + within as u64;
+        // Whether the damage left the file as it was (zeros written over zeros).
+        let mut zeroed_were_zero = false;
         match damage {
             Damage::Truncate => file.set_len(at).unwrap(),
             Damage::Flip => {
@@ -162,8 +195,10 @@ fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
             }
             Damage::ZeroTail => {
                 let len = file.metadata().unwrap().len();
-                file.write_all_at(&vec![0u8; (len - at) as usize], at)
-                    .unwrap();
+                let mut before = vec![0u8; (len - at) as usize];
+                file.read_exact_at(&mut before, at).unwrap();
+                zeroed_were_zero = before.iter().all(|byte| *byte == 0);
+                file.write_all_at(&vec![0u8; before.len()], at).unwrap();
             }
         }
         let context = format!(
@@ -172,11 +207,19 @@ fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
         );
         let data = LogDir::open(dir.path(), config()).expect(&context);
         let log = data.log("t", 0).unwrap().unwrap();
-        // Zeroing bytes that were already zero (the end of a record) changes nothing: then the
-        // victim is intact and only the batches after it are gone.
-        let unchanged = matches!(damage, Damage::ZeroTail)
+        // Zeroing bytes that were already zero (the end of a record) leaves the victim intact:
+        // then only the batches after it in its file are gone, and the later segments with
+        // them. If nothing after it in the file changed either (it was its segment's last
+        // batch), nothing was damaged and every batch survives.
+        let victim_intact = matches!(damage, Damage::ZeroTail)
             && target.bytes[within..].iter().all(|byte| *byte == 0);
-        let survivors = if unchanged { victim + 1 } else { victim };
+        let survivors = if zeroed_were_zero {
+            stored.len()
+        } else if victim_intact {
+            victim + 1
+        } else {
+            victim
+        };
         assert_holds_exactly(&log, &stored[..survivors], &context);
         // The log takes appends again right after the surviving prefix.
         let next = log.append(&mut batch_with(0, 1, 3, 0, 1), 0).unwrap();
@@ -196,8 +239,13 @@ fn torn_or_corrupt_tail_recovers_exactly_the_valid_prefix() {
 
 #[test]
 fn damage_below_the_recovery_point_is_a_typed_error() {
-    let seed = seed();
-    println!("SKIFF_SEED={seed}");
+    for_each_seed(
+        "damage_below_the_recovery_point_is_a_typed_error",
+        damage_below_the_recovery_point_is_a_typed_error_with,
+    );
+}
+
+fn damage_below_the_recovery_point_is_a_typed_error_with(seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for iteration in 0..ITERATIONS / 4 {
         let dir = temp_dir();
@@ -261,8 +309,13 @@ fn damage_below_the_recovery_point_is_a_typed_error() {
 
 #[test]
 fn damaged_index_files_are_rebuilt_from_the_log() {
-    let seed = seed();
-    println!("SKIFF_SEED={seed}");
+    for_each_seed(
+        "damaged_index_files_are_rebuilt_from_the_log",
+        damaged_index_files_are_rebuilt_from_the_log_with,
+    );
+}
+
+fn damaged_index_files_are_rebuilt_from_the_log_with(seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for iteration in 0..ITERATIONS / 4 {
         let dir = temp_dir();
