@@ -117,7 +117,7 @@ mod testing_temp;
 pub use config::{DirConfig, LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
-pub use fs::{write_file_atomically, DurableFiles};
+pub use fs::{write_file_atomically, AppendFile, DurableFiles};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
 
