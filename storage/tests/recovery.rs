@@ -76,10 +76,23 @@ struct Stored {
 }
 
 fn fill(rng: &mut ChaCha8Rng, log: &Log, dir: &Path, count: usize) -> Vec<Stored> {
+    fill_with(rng, log, dir, count, |rng, index| {
+        10_000 + index as i64 * 50 - rng.gen_range(0..120)
+    })
+}
+
+/// [`fill`] with the first record's timestamp of batch `index` from `timestamp`.
+fn fill_with(
+    rng: &mut ChaCha8Rng,
+    log: &Log,
+    dir: &Path,
+    count: usize,
+    timestamp: impl Fn(&mut ChaCha8Rng, usize) -> i64,
+) -> Vec<Stored> {
     let mut stored = Vec::new();
     for index in 0..count {
         let records = rng.gen_range(1..=5);
-        let timestamp = 10_000 + index as i64 * 50 - rng.gen_range(0..120);
+        let timestamp = timestamp(rng, index);
         let mut bytes = batch_with(0, records, rng.gen_range(0..200), timestamp, rng.gen());
         let info = log.append(&mut bytes, 0).expect("append");
         stored.push(Stored {
@@ -325,7 +338,7 @@ fn damaged_index_files_are_rebuilt_from_the_log_with(seed: u64) {
         let stored = fill(&mut rng, &log, dir.path(), count);
         drop(log);
         data.close().unwrap(); // clean: indexes are trusted if they check out
-        let indexes: Vec<PathBuf> = std::fs::read_dir(dir.path().join("t-0"))
+        let mut indexes: Vec<PathBuf> = std::fs::read_dir(dir.path().join("t-0"))
             .unwrap()
             .map(|entry| entry.unwrap().path())
             .filter(|path| {
@@ -333,6 +346,8 @@ fn damaged_index_files_are_rebuilt_from_the_log_with(seed: u64) {
                 ext == Some("index") || ext == Some("timeindex")
             })
             .collect();
+        // In name order, so a seed damages the same files on any file system.
+        indexes.sort();
         for path in &indexes {
             let garbage: Vec<u8> = (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect();
             match rng.gen_range(0..3) {
@@ -346,4 +361,47 @@ fn damaged_index_files_are_rebuilt_from_the_log_with(seed: u64) {
         let log = data.log("t", 0).unwrap().unwrap();
         assert_holds_exactly(&log, &stored, &context);
     }
+}
+
+/// Found by seed 18 of `damaged_index_files_are_rebuilt_from_the_log` (before its files were
+/// sorted): a sealed segment's `.timeindex` emptied while its `.index` was kept passed the checks
+/// of a clean open, so the segment's greatest timestamp came from the tail after the last offset
+/// index entry only, and a time lookup skipped the segment's earlier batches.
+#[test]
+fn an_emptied_time_index_beside_a_kept_offset_index_is_rebuilt() {
+    let mut rng = ChaCha8Rng::seed_from_u64(18);
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), config()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    // Every seventh batch far ahead of the others: each segment's greatest timestamp sits
+    // before later, lower ones, some of them after the last offset index entry.
+    let stored = fill_with(&mut rng, &log, dir.path(), 60, |_, index| {
+        let base = 10_000 + index as i64 * 10;
+        if index % 7 == 3 {
+            base + 100_000
+        } else {
+            base
+        }
+    });
+    drop(log);
+    data.close().unwrap();
+    let last = &stored.last().unwrap().file;
+    let mut sealed: Vec<&PathBuf> = stored
+        .iter()
+        .map(|s| &s.file)
+        .filter(|f| *f != last)
+        .collect();
+    sealed.dedup();
+    assert!(sealed.len() >= 2, "sealed segments: {sealed:?}");
+    for file in sealed {
+        let index = file.with_extension("index");
+        assert!(
+            std::fs::metadata(&index).unwrap().len() > 0,
+            "kept offset index has entries"
+        );
+        std::fs::write(file.with_extension("timeindex"), b"").unwrap();
+    }
+    let data = LogDir::open(dir.path(), config()).unwrap();
+    let log = data.log("t", 0).unwrap().unwrap();
+    assert_holds_exactly(&log, &stored, "emptied time index");
 }
