@@ -26,8 +26,10 @@ const CI_SEEDS: u64 = 4;
 /// Seeds that found bugs, run on every `cargo test` whatever the seed count:
 /// 12405086745892714242 (zeroing bytes that were already zero at the end of a segment's last
 /// batch changes nothing, so the next segment's batches rightly survive; the test expected
-/// them cut).
-const REGRESSION_SEEDS: [u64; 1] = [12_405_086_745_892_714_242];
+/// them cut); 1216 (a garbage time index entry beside an emptied offset index had real entries
+/// appended after it out of order; see
+/// `a_garbage_time_index_entry_is_refused_and_the_indexes_rebuilt`).
+const REGRESSION_SEEDS: [u64; 2] = [1216, 12_405_086_745_892_714_242];
 
 /// The seeds to run: [`sim::seeds`], plus one random seed unless one is being replayed, so
 /// every run also explores a seed no run has tried.
@@ -404,4 +406,30 @@ fn an_emptied_time_index_beside_a_kept_offset_index_is_rebuilt() {
     let data = LogDir::open(dir.path(), config()).unwrap();
     let log = data.log("t", 0).unwrap().unwrap();
     assert_holds_exactly(&log, &stored, "emptied time index");
+}
+
+/// Found by seed 1216 of `damaged_index_files_are_rebuilt_from_the_log` at 3000 seeds: a
+/// `.timeindex` replaced by one sane-looking entry (a low timestamp naming a high offset) beside
+/// an emptied `.index`. The scan that resumes a kept index appended real entries after it, out of
+/// order (a debug assertion; in release an unsorted index) before the check against the log.
+#[test]
+fn a_garbage_time_index_entry_is_refused_and_the_indexes_rebuilt() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1216);
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), config()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    let stored = fill(&mut rng, &log, dir.path(), 40);
+    drop(log);
+    data.close().unwrap();
+    let mut files: Vec<&PathBuf> = stored.iter().map(|s| &s.file).collect();
+    files.dedup();
+    for file in files {
+        std::fs::write(file.with_extension("index"), b"").unwrap();
+        let mut entry = (i64::MIN / 2).to_be_bytes().to_vec();
+        entry.extend_from_slice(&0xFFFF_FF00u32.to_be_bytes());
+        std::fs::write(file.with_extension("timeindex"), &entry).unwrap();
+    }
+    let data = LogDir::open(dir.path(), config()).unwrap();
+    let log = data.log("t", 0).unwrap().unwrap();
+    assert_holds_exactly(&log, &stored, "garbage time index entry");
 }
