@@ -62,6 +62,7 @@ async fn snapshots_bound_the_journal_and_recover() {
     let dir = tempfile::tempdir().unwrap();
     let options = LocalOptions {
         journal_bytes_before_snapshot: 2048,
+        ..LocalOptions::default()
     };
     {
         let store = MetaStore::Local(
@@ -147,6 +148,7 @@ async fn a_corrupt_snapshot_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let options = LocalOptions {
         journal_bytes_before_snapshot: 1,
+        ..LocalOptions::default()
     };
     {
         let store = LocalStore::open_with(dir.path(), options.clone())

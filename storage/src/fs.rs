@@ -107,6 +107,13 @@ impl DurableFiles {
         Self::new(std::sync::Arc::new(crate::io::StdIo))
     }
 
+    /// The power-loss simulation (feature `power-sim`, for tests): for an embedder's files
+    /// outside any [`crate::LogDir`] (a `LogDir` on the simulation hands out its own).
+    #[cfg(feature = "power-sim")]
+    pub fn simulated(io: std::sync::Arc<crate::io::sim::SimIo>) -> Self {
+        Self::new(io)
+    }
+
     /// Writes `bytes` to `path` atomically and durably, exactly as the engine writes its own
     /// checkpoints (temp file, fsync, rename, fsync of the directory): after a crash `path` holds
     /// the old bytes or the new ones, never a mix. The one such writer.
@@ -115,13 +122,85 @@ impl DurableFiles {
     }
 
     /// The whole of a small file, `None` if it does not exist; a file above `bytes_max` is an
-    /// error, found without reading it whole.
+    /// error (an [`Error::Io`] of kind `InvalidData`), found without reading it whole.
     pub fn read_small(&self, path: &Path, bytes_max: u64) -> Result<Option<Vec<u8>>> {
         match self.io.read_small(path, bytes_max) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(Error::io(path, error)),
         }
+    }
+
+    /// Creates a directory and its parents (durable at once in the simulation, as directories
+    /// are there).
+    pub fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.io
+            .create_dir_all(path)
+            .map_err(|error| Error::io(path, error))
+    }
+
+    /// Opens the existing file `path` to append to it (a journal): writes go at its end, and
+    /// are durable only after [`AppendFile::sync_data`].
+    pub fn open_append(&self, path: &Path) -> Result<AppendFile> {
+        let file = self
+            .io
+            .open(path, OpenMode::ReadWrite)
+            .map_err(|error| Error::io(path, error))?;
+        let len = self.io.len(&file).map_err(|error| Error::io(path, error))?;
+        Ok(AppendFile {
+            io: std::sync::Arc::clone(&self.io),
+            file,
+            path: path.to_owned(),
+            len,
+        })
+    }
+}
+
+/// A file written only at its end, through [`DurableFiles`]' operations (see
+/// [`DurableFiles::open_append`]). Tracks its own length, so a failed write never moves it: the
+/// next write goes where the failed one began (the caller is expected to stop writing anyway).
+#[derive(Debug)]
+pub struct AppendFile {
+    io: std::sync::Arc<dyn FileIo>,
+    file: std::fs::File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl AppendFile {
+    /// Bytes in the file, as this handle wrote them.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes all of `bytes` at the end (not yet durable).
+    pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.io
+            .write_all_at(&self.file, bytes, self.len)
+            .map_err(|error| Error::io(&self.path, error))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Makes the written bytes durable (`fdatasync`).
+    pub fn sync_data(&self) -> Result<()> {
+        self.io
+            .sync(&self.file, crate::config::PersistMode::SyncData)
+            .map_err(|error| Error::io(&self.path, error))
+    }
+
+    /// Cuts the file to `len` bytes (a torn tail) and makes that durable before any append.
+    pub fn truncate(&mut self, len: u64) -> Result<()> {
+        self.io
+            .set_len(&self.file, len)
+            .map_err(|error| Error::io(&self.path, error))?;
+        self.len = len;
+        self.sync_data()
     }
 }
 

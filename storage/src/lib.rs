@@ -123,7 +123,7 @@ mod testing_temp;
 pub use config::{DirConfig, LogConfig, PersistMode};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
-pub use fs::{write_file_atomically, DurableFiles};
+pub use fs::{write_file_atomically, AppendFile, DurableFiles};
 pub use leader_epoch::{EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;

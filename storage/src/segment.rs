@@ -334,7 +334,21 @@ impl Segment {
             None => (0, self.next_offset),
             Some(OffsetEntry { offset, position }) => {
                 match self.read_header_within(io, u64::from(position), file_bytes) {
-                    Ok(header) if header.base_offset == offset => (u64::from(position), offset),
+                    Ok(header) if header.base_offset == offset => {
+                        // Both indexes get their entries together (`track_batch`), the time
+                        // entry with the greatest timestamp up to and including this batch. A
+                        // time index that does not reach it (emptied, or cut by whole entries)
+                        // would hide the batches before this one from time lookups, which the
+                        // scan below does not revisit: rebuild instead.
+                        let covered = self
+                            .time_index
+                            .last()
+                            .is_some_and(|last| last.timestamp_ms >= header.max_timestamp);
+                        if !covered {
+                            return Ok(false);
+                        }
+                        (u64::from(position), offset)
+                    }
                     _ => return Ok(false),
                 }
             }

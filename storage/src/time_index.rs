@@ -49,14 +49,17 @@ impl Entry for TimeEntry {
 }
 
 impl SparseIndex<TimeEntry> {
-    /// Adds (timestamp, offset) if the timestamp is greater than the last entry's; `false` only
-    /// when the index is full (or the offset does not fit 4 bytes relative to the base).
+    /// Adds (timestamp, offset) if the timestamp is greater than the last entry's; `false`
+    /// when the index is full (or the offset does not fit 4 bytes relative to the base), or when
+    /// the last entry names a later offset. That happens only with a damaged index read from
+    /// disk, which the scan that resumes it appends to before checking it against the log
+    /// (`Segment::resume_tail`): the entry is refused rather than break the order, and that check
+    /// then rejects the index.
     pub(crate) fn maybe_append(&mut self, timestamp_ms: i64, offset: i64) -> bool {
-        if self
-            .last()
-            .is_some_and(|last| last.timestamp_ms >= timestamp_ms)
-        {
-            return true;
+        match self.last() {
+            Some(last) if last.timestamp_ms >= timestamp_ms => return true,
+            Some(last) if last.offset > offset => return false,
+            _ => {}
         }
         self.push(&TimeEntry {
             timestamp_ms,

@@ -1,7 +1,9 @@
-//! File-system helpers of the embedded store: the directory lock and atomic replacement.
+//! File-system helpers of the embedded store: the directory lock, and storage errors as this
+//! crate's. Every read and write of the store's data goes through [`skiff_storage::DurableFiles`]
+//! (so the power-loss simulation covers it); only the lock is taken here directly: it holds no
+//! data, and `flock` needs the descriptor.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write as _;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -35,27 +37,20 @@ pub(super) fn lock_dir(dir: &Path) -> Result<File> {
     Ok(file)
 }
 
-/// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync of the directory.
+/// A storage-layer file error as this crate's: `what` says what was being done.
+pub(super) fn file_error(what: &str, error: skiff_storage::Error) -> Error {
+    match error {
+        skiff_storage::Error::Io { path, source } => {
+            Error::io(format!("{what} {}", path.display()), source)
+        }
+        other => Error::io(what, std::io::Error::other(other.to_string())),
+    }
+}
+
+/// Whether `error` is [`DurableFiles::read_small`]'s refusal of a file above its bound.
 ///
-/// TO BE REPLACED by skiff-storage's public atomic-write helper once it lands (storage's
-/// `fs::write_atomic` is crate-private today); this is the only copy in this crate.
-pub(super) fn replace_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let temp = path.with_extension("tmp");
-    let context = |what: &str| format!("{what} {}", temp.display());
-    let mut file = File::create(&temp).map_err(|e| Error::io(context("creating"), e))?;
-    file.write_all(bytes)
-        .map_err(|e| Error::io(context("writing"), e))?;
-    file.sync_all()
-        .map_err(|e| Error::io(context("syncing"), e))?;
-    drop(file);
-    std::fs::rename(&temp, path).map_err(|e| {
-        Error::io(
-            format!("renaming {} to {}", temp.display(), path.display()),
-            e,
-        )
-    })?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+/// [`DurableFiles::read_small`]: skiff_storage::DurableFiles::read_small
+pub(super) fn is_too_large(error: &skiff_storage::Error) -> bool {
+    matches!(error, skiff_storage::Error::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::InvalidData)
 }

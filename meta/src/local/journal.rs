@@ -4,11 +4,11 @@
 //! header. On recovery a torn last record (a crash mid-append) is cut off; a bad record followed
 //! by a good one is damage, not a torn write, and is refused.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::files::replace_atomically;
+use skiff_storage::{AppendFile, DurableFiles};
+
+use super::files::{file_error, is_too_large};
 use crate::codec;
 use crate::core::Change;
 use crate::error::{Error, Result};
@@ -24,9 +24,7 @@ const INDEX_BYTES: usize = 8;
 /// A journal open for appending.
 #[derive(Debug)]
 pub(super) struct Journal {
-    file: File,
-    path: PathBuf,
-    bytes: u64,
+    file: AppendFile,
     last_index: u64,
 }
 
@@ -131,49 +129,42 @@ pub const JOURNAL_MAGIC: &[u8; 8] = MAGIC;
 impl Journal {
     /// Starts an empty journal in `dir` (replacing any old one atomically), whose next entry
     /// gets index `last_index + 1`.
-    pub(super) fn create(dir: &Path, last_index: u64) -> Result<Self> {
+    pub(super) fn create(files: &DurableFiles, dir: &Path, last_index: u64) -> Result<Self> {
         let path = dir.join(JOURNAL_FILE);
-        replace_atomically(&path, MAGIC)?;
-        Self::open_append(path, MAGIC.len() as u64, last_index)
+        files
+            .write_atomically(&path, MAGIC)
+            .map_err(|error| file_error("writing", error))?;
+        Self::open_append(files, &path, last_index)
     }
 
     /// Reads the journal of `dir`, hands every record to `apply` in order, cuts a torn tail,
     /// and opens the journal for appending. No journal: an empty one is created.
     pub(super) fn recover(
+        files: &DurableFiles,
         dir: &Path,
         snapshot_index: u64,
         mut apply: impl FnMut(&Change) -> Result<(), String>,
     ) -> Result<Self> {
         let path = dir.join(JOURNAL_FILE);
-        match std::fs::metadata(&path) {
-            Ok(metadata) if metadata.len() > limits::JOURNAL_BYTES_MAX => {
-                return Err(Error::CorruptJournal {
-                    path,
-                    offset: limits::JOURNAL_BYTES_MAX,
-                    reason: format!(
-                        "{} bytes, at most {} expected",
-                        metadata.len(),
-                        limits::JOURNAL_BYTES_MAX
-                    ),
-                });
-            }
-            _ => {}
-        }
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Self::create(dir, snapshot_index);
-            }
-            Err(error) => return Err(Error::io(format!("reading {}", path.display()), error)),
-        };
         let corrupt = |offset: u64, reason: String| Error::CorruptJournal {
             path: path.clone(),
             offset,
             reason,
         };
+        let bytes = match files.read_small(&path, limits::JOURNAL_BYTES_MAX) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Self::create(files, dir, snapshot_index),
+            Err(error) if is_too_large(&error) => {
+                return Err(corrupt(
+                    limits::JOURNAL_BYTES_MAX,
+                    format!("more than {} bytes", limits::JOURNAL_BYTES_MAX),
+                ));
+            }
+            Err(error) => return Err(file_error("reading", error)),
+        };
         let scan = scan(&bytes).map_err(|(offset, reason)| corrupt(offset, reason))?;
         if scan.valid_bytes < MAGIC.len() {
-            return Self::create(dir, snapshot_index);
+            return Self::create(files, dir, snapshot_index);
         }
         let mut last_index = snapshot_index;
         for (index, change) in &scan.records {
@@ -189,34 +180,26 @@ impl Journal {
             apply(change).map_err(|reason| corrupt(0, format!("entry {index}: {reason}")))?;
             last_index = *index;
         }
+        let mut journal = Self::open_append(files, &path, last_index)?;
         if scan.valid_bytes < bytes.len() {
             tracing::warn!(
                 path = %path.display(),
                 cut_bytes = bytes.len() - scan.valid_bytes,
                 "cutting a torn tail off the metadata journal"
             );
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-            file.set_len(scan.valid_bytes as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| Error::io(format!("truncating {}", path.display()), e))?;
+            journal
+                .file
+                .truncate(scan.valid_bytes as u64)
+                .map_err(|error| file_error("truncating", error))?;
         }
-        Self::open_append(path, scan.valid_bytes as u64, last_index)
+        Ok(journal)
     }
 
-    fn open_append(path: PathBuf, bytes: u64, last_index: u64) -> Result<Self> {
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        Ok(Self {
-            file,
-            path,
-            bytes,
-            last_index,
-        })
+    fn open_append(files: &DurableFiles, path: &Path, last_index: u64) -> Result<Self> {
+        let file = files
+            .open_append(path)
+            .map_err(|error| file_error("opening", error))?;
+        Ok(Self { file, last_index })
     }
 
     /// Appends the changes and fsyncs. On error the caller must stop writing (poison).
@@ -227,27 +210,19 @@ impl Journal {
             index += 1;
             encode_record(index, change, &mut buffer);
         }
-        let context = |what: &str| format!("{what} {}", self.path.display());
         self.file
-            .write_all(&buffer)
-            .map_err(|e| Error::io(context("appending to"), e))?;
+            .append(&buffer)
+            .map_err(|error| file_error("appending to", error))?;
         self.file
             .sync_data()
-            .map_err(|e| Error::io(context("syncing"), e))?;
-        self.bytes += buffer.len() as u64;
+            .map_err(|error| file_error("syncing", error))?;
         self.last_index = index;
         Ok(())
     }
 
-    /// Makes every later append fail, as a full or failing disk would.
-    #[cfg(test)]
-    pub(super) fn fail_appends(&mut self) {
-        self.file = File::open(&self.path).expect("journal opens read-only");
-    }
-
     /// Bytes in the file.
     pub(super) fn bytes(&self) -> u64 {
-        self.bytes
+        self.file.len()
     }
 
     /// Index of the last entry written.
@@ -262,7 +237,7 @@ mod tests {
 
     fn journal_bytes(changes: &[Change]) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
-        let mut journal = Journal::create(dir.path(), 0).unwrap();
+        let mut journal = Journal::create(&DurableFiles::real(), dir.path(), 0).unwrap();
         journal.append(changes).unwrap();
         std::fs::read(dir.path().join(JOURNAL_FILE)).unwrap()
     }

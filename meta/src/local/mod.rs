@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use skiff_storage::DurableFiles;
 use tokio::sync::watch;
 
 use crate::core::{MetaCore, WatchId};
@@ -38,12 +39,16 @@ pub struct LocalOptions {
     /// [`limits::JOURNAL_BYTES_BEFORE_SNAPSHOT`] (a larger value is clamped), so a journal never
     /// outgrows what recovery accepts.
     pub journal_bytes_before_snapshot: u64,
+    /// The file operations the journal and snapshot go through: the real file system, or in
+    /// tests the power-loss simulation ([`DurableFiles::simulated`]).
+    pub files: DurableFiles,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
         Self {
             journal_bytes_before_snapshot: limits::JOURNAL_BYTES_BEFORE_SNAPSHOT,
+            files: DurableFiles::real(),
         }
     }
 }
@@ -204,11 +209,13 @@ impl Shared {
 
 impl State {
     fn recover(dir: PathBuf, options: LocalOptions, epoch: Instant) -> Result<Self> {
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let durable = options.files.clone();
+        durable
+            .create_dir_all(&dir)
+            .map_err(|error| files::file_error("creating", error))?;
         let lock = files::lock_dir(&dir)?;
         let now_ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0);
-        let (mut core, snapshot_index) = match snapshot::read(&dir)? {
+        let (mut core, snapshot_index) = match snapshot::read(&durable, &dir)? {
             Some((snapshot, index)) => {
                 let core = MetaCore::from_snapshot(snapshot, now_ms).map_err(|reason| {
                     Error::CorruptSnapshot {
@@ -220,7 +227,9 @@ impl State {
             }
             None => (MetaCore::new(), 0),
         };
-        let journal = Journal::recover(&dir, snapshot_index, |change| core.replay(change, now_ms))?;
+        let journal = Journal::recover(&durable, &dir, snapshot_index, |change| {
+            core.replay(change, now_ms)
+        })?;
         let _ = core.take_changes();
         Ok(Self {
             core,
@@ -248,8 +257,9 @@ impl State {
                 return Ok(());
             }
             let last_index = self.journal.last_index();
-            snapshot::write(&self.dir, &self.core.snapshot(), last_index)?;
-            self.journal = Journal::create(&self.dir, last_index)?;
+            let files = &self.options.files;
+            snapshot::write(files, &self.dir, &self.core.snapshot(), last_index)?;
+            self.journal = Journal::create(files, &self.dir, last_index)?;
             Ok(())
         });
         if let Err(error) = &result {
@@ -323,12 +333,18 @@ mod tests {
     #[tokio::test]
     async fn a_failed_journal_write_poisons_the_store_and_loses_nothing_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).await.unwrap();
+        let sim = Arc::new(skiff_storage::sim::SimIo::new(dir.path()).unwrap());
+        let options = LocalOptions {
+            files: DurableFiles::simulated(Arc::clone(&sim)),
+            ..LocalOptions::default()
+        };
+        let store = LocalStore::open_with(dir.path(), options).await.unwrap();
         store
             .txn(Txn::new().and_then(vec![TxnOp::put("/a", "1")]))
             .await
             .unwrap();
-        store.shared.lock().journal.fail_appends();
+        // Every file operation fails from here, as on a disk gone bad.
+        sim.crash_after_ops(0);
         let failed = store
             .txn(Txn::new().and_then(vec![TxnOp::put("/b", "1")]))
             .await;

@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use super::files::replace_atomically;
+use skiff_storage::DurableFiles;
+
+use super::files::{file_error, is_too_large};
 use crate::codec;
 use crate::core::Snapshot;
 use crate::error::{Error, Result};
@@ -16,37 +18,42 @@ pub(super) const SNAPSHOT_FILE: &str = "snapshot";
 const MAGIC: &[u8; 8] = b"SKMSNAP1";
 
 /// Writes `snapshot`, which includes every journal entry up to `last_index`.
-pub(super) fn write(dir: &Path, snapshot: &Snapshot, last_index: u64) -> Result<()> {
+pub(super) fn write(
+    files: &DurableFiles,
+    dir: &Path,
+    snapshot: &Snapshot,
+    last_index: u64,
+) -> Result<()> {
     let mut body = last_index.to_le_bytes().to_vec();
     codec::encode_snapshot(snapshot, &mut body);
     let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     bytes.extend_from_slice(&body);
-    replace_atomically(&dir.join(SNAPSHOT_FILE), &bytes)
+    let path = dir.join(SNAPSHOT_FILE);
+    files
+        .write_atomically(&path, &bytes)
+        .map_err(|error| file_error("writing", error))
 }
 
 /// Reads the snapshot of `dir` and the index of the last journal entry it includes; `None`
 /// when there is none yet.
-pub(super) fn read(dir: &Path) -> Result<Option<(Snapshot, u64)>> {
+pub(super) fn read(files: &DurableFiles, dir: &Path) -> Result<Option<(Snapshot, u64)>> {
     let path = dir.join(SNAPSHOT_FILE);
     let corrupt = |reason: String| Error::CorruptSnapshot {
         path: path.clone(),
         reason,
     };
-    match std::fs::metadata(&path) {
-        Ok(metadata) if metadata.len() > limits::SNAPSHOT_BYTES_MAX => {
+    let bytes = match files.read_small(&path, limits::SNAPSHOT_BYTES_MAX) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(error) if is_too_large(&error) => {
             return Err(corrupt(format!(
-                "{} bytes, at most {} expected",
-                metadata.len(),
+                "more than {} bytes",
                 limits::SNAPSHOT_BYTES_MAX
             )));
         }
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(Error::io(format!("reading {}", path.display()), error)),
-    }
-    let bytes =
-        std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Err(error) => return Err(file_error("reading", error)),
+    };
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or_else(|| corrupt("bad magic".into()))?;
