@@ -69,6 +69,21 @@ impl EpochCache {
         self.entries.last().map(|entry| entry.epoch)
     }
 
+    /// The epoch that wrote `offset` (Kafka's `epochForOffset`): the latest entry starting at or
+    /// before it; `None` for a negative offset or one before every entry.
+    pub(crate) fn epoch_for(&self, offset: i64) -> Option<i32> {
+        if offset < 0 {
+            return None;
+        }
+        let after = self
+            .entries
+            .partition_point(|entry| entry.start_offset <= offset);
+        after
+            .checked_sub(1)
+            .and_then(|index| self.entries.get(index))
+            .map(|entry| entry.epoch)
+    }
+
     /// Records that `epoch` wrote from `start_offset` on, as Kafka's `assign`: nothing if it is
     /// the latest epoch already (at that start or an earlier one) or negative (a batch with no
     /// epoch, from before epochs were stamped); otherwise entries that would break the ordering
@@ -247,6 +262,25 @@ impl EpochCache {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn epoch_for_finds_the_epoch_that_wrote_an_offset() {
+        let mut cache = EpochCache::default();
+        assert_eq!(cache.epoch_for(0), None);
+        cache.assign(0, 0);
+        cache.assign(2, 5);
+        cache.assign(3, 9);
+        assert_eq!(cache.epoch_for(-1), None);
+        assert_eq!(
+            (0..12)
+                .map(|offset| cache.epoch_for(offset))
+                .collect::<Vec<_>>(),
+            [0, 0, 0, 0, 0, 2, 2, 2, 2, 3, 3, 3].map(Some)
+        );
+        let mut late = EpochCache::default();
+        late.assign(4, 10);
+        assert_eq!(late.epoch_for(9), None, "before every entry");
+    }
+
     use proptest::prelude::*;
 
     use super::*;

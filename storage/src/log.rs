@@ -986,6 +986,13 @@ impl Log {
         Ok(self.read_state()?.epochs.latest_epoch())
     }
 
+    /// The leader epoch that wrote `offset` (Kafka's `epochForOffset`, ListOffsets' answer):
+    /// the latest epoch that started at or before it; `None` for −1 or an offset before every
+    /// known epoch (batches written before epochs were stamped).
+    pub fn epoch_for_offset(&self, offset: i64) -> Result<Option<i32>> {
+        Ok(self.read_state()?.epochs.epoch_for(offset))
+    }
+
     /// The leader-epoch cache, oldest epoch first.
     pub fn epoch_entries(&self) -> Result<Vec<EpochEntry>> {
         Ok(self.read_state()?.epochs.entries().to_vec())

@@ -118,7 +118,7 @@ pub(crate) async fn handle(
                     if version >= LEADER_EPOCH_VERSION_MIN {
                         let epoch = match request.timestamp {
                             LATEST_TIMESTAMP => log.latest_epoch().ok().flatten(),
-                            _ => epoch_of(log, offset),
+                            _ => log.epoch_for_offset(offset).ok().flatten(),
                         };
                         response.with_leader_epoch(epoch.unwrap_or(skiff_storage::UNDEFINED_EPOCH))
                     } else {
@@ -132,19 +132,4 @@ pub(crate) async fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
-}
-
-/// The leader epoch of the batch holding `offset`, from the log's leader-epoch cache (Kafka's
-/// `epochForOffset`): the latest epoch that started at or before it. `None` for −1 or an offset
-/// before every known epoch (batches written before epochs were stamped).
-fn epoch_of(log: &skiff_storage::Log, offset: i64) -> Option<i32> {
-    if offset < 0 {
-        return None;
-    }
-    log.epoch_entries()
-        .ok()?
-        .iter()
-        .take_while(|entry| entry.start_offset <= offset)
-        .last()
-        .map(|entry| entry.epoch)
 }
