@@ -90,6 +90,34 @@ impl Cluster {
         }
     }
 
+    /// Waits (bounded) until the image shows `name` ready, or being deleted, and the logs
+    /// followed that revision. For a request that found the name taken in the store, or in the
+    /// image, while this broker does not serve the topic yet: the materializer is behind the
+    /// image, or the image behind the store (a broker just woken from a pause, say).
+    pub async fn wait_topic_served(&self, name: &str, wait: Duration) -> Result<(), TopicError> {
+        let revision = self
+            .wait_for_image(wait, "the existing topic to be served here", |image| {
+                image
+                    .topics()
+                    .get(name)
+                    .is_some_and(|topic| topic.value.state != TopicState::Creating)
+            })
+            .await?;
+        self.wait_materialized(revision, wait).await
+    }
+
+    /// Whether the image names partition `index` of the ready topic `name`: Kafka answers a
+    /// request for a partition it knows of but does not serve NOT_LEADER_OR_FOLLOWER, not
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn knows_partition(&self, name: &str, index: i32) -> bool {
+        self.with_image(|image| {
+            image.ready_topic(name).is_some_and(|topic| {
+                usize::try_from(index).is_ok_and(|index| index < topic.value.replicas.len())
+            })
+        })
+        .unwrap_or(false)
+    }
+
     /// Waits until `done` holds of the image; returns the image's revision then.
     async fn wait_for_image(
         &self,

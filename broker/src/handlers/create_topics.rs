@@ -150,6 +150,14 @@ pub(crate) async fn auto_create(ctx: &Ctx, name: &str) -> Result<Arc<Topic>, Top
     .await;
     match created {
         Ok(_) => tracing::info!(topic = name, "auto-created topic"),
+        // Taken in the store or the image, but not served here yet: the materializer (or the
+        // image) is behind. Answering UNKNOWN_TOPIC_OR_PARTITION for a topic that exists would
+        // be wrong; wait for it, bounded.
+        Err(TopicError::AlreadyExists) if ctx.topics.get(name).is_none() => {
+            ctx.cluster
+                .wait_topic_served(name, AUTO_CREATE_WAIT)
+                .await?;
+        }
         Err(TopicError::AlreadyExists) => {}
         Err(error) => return Err(error),
     }

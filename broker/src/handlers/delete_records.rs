@@ -42,7 +42,11 @@ pub(crate) async fn handle(
                 .with_low_watermark(INVALID_LOW_WATERMARK);
             let partition = match &found {
                 Some(topic) => super::leadership::led_partition(ctx, topic, asked.partition_index),
-                None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                None => Err(super::leadership::unserved_partition(
+                    ctx,
+                    name,
+                    asked.partition_index,
+                )),
             };
             let outcome = match partition {
                 _ if !allowed => Err(error_code::TOPIC_AUTHORIZATION_FAILED),

@@ -45,6 +45,18 @@ pub(crate) fn led_partition_at<'t>(
     }
 }
 
+/// The error for partition `index` of a topic this broker does not serve, by Kafka's rule
+/// (`ReplicaManager.getPartitionOrException`): NOT_LEADER_OR_FOLLOWER when the metadata names
+/// the partition (it lives elsewhere, or this broker's logs have not followed the image yet), so
+/// the client refreshes and retries; UNKNOWN_TOPIC_OR_PARTITION otherwise.
+pub(crate) fn unserved_partition(ctx: &Ctx, topic: &str, index: i32) -> i16 {
+    if ctx.cluster.knows_partition(topic, index) {
+        error_code::NOT_LEADER_OR_FOLLOWER
+    } else {
+        error_code::UNKNOWN_TOPIC_OR_PARTITION
+    }
+}
+
 /// Hands a group request to the coordinator task, which answers NOT_COORDINATOR for groups whose
 /// offsets partition another broker leads. While `__consumer_offsets` does not exist (a client
 /// that skipped FindCoordinator, or an admin tool), it is created first, as FindCoordinator would:

@@ -52,7 +52,11 @@ pub(crate) async fn handle(
                         Some(topic) => {
                             super::leadership::led_partition(ctx, topic, request.partition_index)
                         }
-                        None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                        None => Err(super::leadership::unserved_partition(
+                            ctx,
+                            topic.name.0.as_str(),
+                            request.partition_index,
+                        )),
                     };
                     let partition = match led {
                         Ok(partition) => partition,

@@ -60,7 +60,11 @@ pub(crate) async fn handle(
                 .with_end_offset(UNDEFINED_EPOCH_OFFSET);
             let outcome = match &found {
                 _ if !allowed => Err(error_code::TOPIC_AUTHORIZATION_FAILED),
-                None => Err(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                None => Err(super::leadership::unserved_partition(
+                    ctx,
+                    name,
+                    asked.partition,
+                )),
                 Some(topic) if !topic.has_partition(asked.partition) => {
                     Err(error_code::UNKNOWN_TOPIC_OR_PARTITION)
                 }

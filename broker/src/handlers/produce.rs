@@ -99,6 +99,10 @@ pub(crate) async fn handle(
                         )
                         .await
                     }
+                    // Unknown here, but maybe not to the image (the logs are following it).
+                    Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => Err(
+                        super::leadership::unserved_partition(ctx, &name, partition_data.index),
+                    ),
                     Err(code) => Err(*code),
                 }
             };
