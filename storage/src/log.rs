@@ -894,6 +894,21 @@ impl Log {
         max_bytes: u64,
         min_one_batch: bool,
     ) -> Result<FetchSlice> {
+        self.read_below(fetch_offset, i64::MAX, max_bytes, min_one_batch)
+    }
+
+    /// [`Log::read`] that stops before the batch holding `max_offset`: a consumer's read, capped
+    /// at the high watermark (Kafka's `maxOffset`, translated to the position of the batch that
+    /// holds it). Only whole batches below `max_offset` are returned, `min_one_batch` included;
+    /// a fetch at or past `max_offset` (but within the log) returns an empty slice. A replica's
+    /// high watermark is always a batch boundary, so nothing below it is held back.
+    pub fn read_below(
+        &self,
+        fetch_offset: i64,
+        max_offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+    ) -> Result<FetchSlice> {
         let state = self.read_state()?;
         let log_end = state.log_end_offset();
         if fetch_offset < state.log_start_offset || fetch_offset > log_end {
@@ -912,8 +927,18 @@ impl Log {
             if fetch_offset >= segment.next_offset {
                 continue;
             }
+            if fetch_offset >= max_offset {
+                break;
+            }
             if let Some((position, header)) = segment.find_batch(self.io.as_ref(), fetch_offset)? {
-                let available = segment.size_bytes - position;
+                let end = if max_offset < segment.next_offset {
+                    segment
+                        .find_batch(self.io.as_ref(), max_offset)?
+                        .map_or(segment.size_bytes, |(limit, _)| limit)
+                } else {
+                    segment.size_bytes
+                };
+                let available = end.saturating_sub(position);
                 let mut len = available.min(max_bytes);
                 if min_one_batch {
                     len = len.max((header.total_bytes() as u64).min(available));
@@ -1375,6 +1400,58 @@ mod tests {
         }
         let info = log.append(&mut batch(0, 1, 5), 6_000).unwrap();
         assert_eq!(info.base_offset, end);
+    }
+
+    #[test]
+    fn read_below_returns_only_whole_batches_under_the_bound() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        // Batches of 3 records: [0,2] [3,5] … across several segments.
+        let mut bases = Vec::new();
+        for index in 0..60 {
+            let info = log.append(&mut batch(1, 3, index % 50), 5_000).unwrap();
+            bases.push(info.base_offset);
+        }
+        assert!(log.segment_count().unwrap() > 2);
+        let end = log.log_end_offset().unwrap();
+        for fetch_offset in [0, 1, 3, 40, end - 3] {
+            for bound in [0, 3, 6, 7, 42, end - 3, end, i64::MAX] {
+                let capped = log.read_below(fetch_offset, bound, 1 << 20, true).unwrap();
+                let whole = log.read(fetch_offset, 1 << 20, true).unwrap();
+                let bytes = capped.bytes().unwrap();
+                let mut last = None;
+                let mut covered = 0;
+                for item in v2::batch_positions(&bytes) {
+                    let (position, header) = item.unwrap();
+                    last = Some(header.last_offset());
+                    covered = position + header.total_bytes();
+                }
+                assert_eq!(covered, bytes.len(), "whole batches only");
+                if fetch_offset >= bound {
+                    assert!(capped.is_empty(), "{fetch_offset} {bound}");
+                    continue;
+                }
+                let limit = bound.min(end);
+                // Every batch returned lies below the bound, and the read stops only at the bound
+                // or where the uncapped read (one segment) stops.
+                assert!(
+                    last.is_none_or(|last| last < limit),
+                    "{fetch_offset} {bound}"
+                );
+                let next = last.map_or(fetch_offset, |last| last + 1);
+                let whole_bytes = whole.bytes().unwrap();
+                assert!(
+                    next + 3 > limit || bytes.len() == whole_bytes.len(),
+                    "{fetch_offset} {bound}: stopped at {next}"
+                );
+                assert_eq!(&whole_bytes[..bytes.len()], &bytes[..]);
+            }
+        }
+        assert!(matches!(
+            log.read_below(end + 1, i64::MAX, 100, true),
+            Err(Error::OffsetOutOfRange { .. })
+        ));
     }
 
     #[test]
