@@ -68,6 +68,29 @@ pub enum Error {
         /// The limit it exceeds.
         limit_bytes: u64,
     },
+    /// A follower's append ([`crate::Log::append_replicated`]) does not continue the log: its
+    /// first batch must start at the log end offset and each next batch right after the one
+    /// before (Kafka's `UnexpectedAppendOffsetException`). Nothing is written.
+    #[error("append expected a batch at offset {expected}, found one at {found}")]
+    UnexpectedAppendOffset {
+        /// The offset the batch had to start at.
+        expected: i64,
+        /// The base offset it carries.
+        found: i64,
+    },
+    /// A follower's append carries a leader epoch below one the log already holds (the cache's
+    /// latest, or an earlier batch of the same append): the leader's log and this one diverged,
+    /// which truncation must resolve first. Nothing is written.
+    #[error("leader epoch {epoch} is below the latest epoch {latest} of the log")]
+    EpochBelowLatest {
+        /// The batch's leader epoch.
+        epoch: i32,
+        /// The latest epoch the log holds.
+        latest: i32,
+    },
+    /// An offset argument that no log can hold (negative).
+    #[error("offset {0} is negative")]
+    NegativeOffset(i64),
     /// A configuration value is out of its allowed range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),

@@ -162,15 +162,18 @@ pub(crate) mod faulty {
     //! A [`FileIo`] that fails on command: the next fsync, or writes that stop part way (torn);
     //! or that holds writes until released, to look at the log while an append is mid-write.
 
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     use super::*;
 
     /// Wraps [`StdIo`]; each switch is read on every call.
     #[derive(Debug, Default)]
     pub(crate) struct FaultyIo {
-        /// Every `sync` fails with EIO while set.
+        /// Every `sync` fails with EIO while set (after the first `fail_sync_after`).
         pub(crate) fail_sync: AtomicBool,
+        /// Syncs (file, map, directory) that still succeed once `fail_sync` is set, counted
+        /// down: a failure at the n-th sync of an operation.
+        pub(crate) fail_sync_after: AtomicU64,
         /// When non-zero, the next write writes only this many bytes, then fails with EIO.
         pub(crate) torn_write_bytes: AtomicUsize,
         /// While set, writes wait (counted in `writes_held`) before writing anything.
@@ -181,6 +184,21 @@ pub(crate) mod faulty {
 
     fn eio() -> io::Error {
         io::Error::from_raw_os_error(libc::EIO)
+    }
+
+    impl FaultyIo {
+        /// Whether this sync fails (and counts it down if it is one of those spared).
+        fn sync_fails(&self) -> bool {
+            if !self.fail_sync.load(Ordering::SeqCst) {
+                return false;
+            }
+            let spared =
+                self.fail_sync_after
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                        left.checked_sub(1)
+                    });
+            spared.is_err()
+        }
     }
 
     impl FileIo for FaultyIo {
@@ -207,13 +225,13 @@ pub(crate) mod faulty {
             StdIo.read_exact_at(file, buf, position)
         }
         fn sync(&self, file: &File, mode: PersistMode) -> io::Result<()> {
-            if self.fail_sync.load(Ordering::SeqCst) {
+            if self.sync_fails() {
                 return Err(eio());
             }
             StdIo.sync(file, mode)
         }
         fn sync_map(&self, path: &Path, map: &memmap2::MmapMut) -> io::Result<()> {
-            if self.fail_sync.load(Ordering::SeqCst) {
+            if self.sync_fails() {
                 return Err(eio());
             }
             StdIo.sync_map(path, map)
@@ -237,13 +255,13 @@ pub(crate) mod faulty {
             StdIo.create_dir_all(path)
         }
         fn sync_dir(&self, path: &Path) -> io::Result<()> {
-            if self.fail_sync.load(Ordering::SeqCst) {
+            if self.sync_fails() {
                 return Err(eio());
             }
             StdIo.sync_dir(path)
         }
         fn sync_filesystem(&self, path: &Path) -> io::Result<()> {
-            if self.fail_sync.load(Ordering::SeqCst) {
+            if self.sync_fails() {
                 return Err(eio());
             }
             StdIo.sync_filesystem(path)

@@ -239,13 +239,64 @@ struct Assigned {
     offset_of_max_timestamp: i64,
 }
 
-/// Rewrites the base offset of each batch in `batches` (checked by [`check_input`]) so they
-/// follow on from `base_offset`, stamps `leader_epoch` on each if given (outside the CRC as
-/// well), and records each batch's epoch in `epochs`. Returns whether `epochs` changed.
+/// How an append gives its batches offsets and leader epochs: the one difference between a
+/// leader's (or a single node's) append and a follower's, which otherwise share every step
+/// (checks, rolls, the write, the flush policy, poisoning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offsets {
+    /// Producer batches: the log assigns offsets from its end by rewriting each base offset;
+    /// `leader_epoch`, if given, is stamped on every batch, otherwise each keeps its own.
+    Assign { leader_epoch: Option<i32> },
+    /// A follower's copy of its leader's batches: offsets and epochs stay as the leader
+    /// stamped them, and must continue this log ([`check_kept`], before anything changes).
+    Keep,
+}
+
+/// Checks that `batches` (checked by [`check_input`]) continue a log ending at `log_end` whose
+/// latest leader epoch is `latest_epoch`, as a follower's append must: the first batch starts at
+/// `log_end` and each next one right after the last offset of the one before (Skiff has no
+/// compaction, so a leader's log has no gaps), and no epoch ≥ 0 is below the latest before it.
+/// Batches without an epoch (negative: written before epochs were stamped) are accepted and
+/// left out of the epoch order, as the cache leaves them out.
+///
+/// Why refuse a lower epoch instead of doing what Kafka's cache does (drop the higher entries
+/// with a warning): a leader never sends one to a follower that truncated as the protocol says
+/// (to the leader's end of its latest epoch), so a lower epoch means the logs diverged, and
+/// truncation ([`Log::truncate_to`]), not an append, must resolve that.
+fn check_kept(batches: &[u8], log_end: i64, latest_epoch: Option<i32>) -> Result<()> {
+    let mut expected = log_end;
+    let mut latest = latest_epoch;
+    let mut at = 0usize;
+    while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
+        let header = BatchHeader::parse(rest)?;
+        if header.base_offset != expected {
+            return Err(Error::UnexpectedAppendOffset {
+                expected,
+                found: header.base_offset,
+            });
+        }
+        let epoch = header.partition_leader_epoch;
+        if epoch >= 0 {
+            if let Some(latest) = latest.filter(|latest| epoch < *latest) {
+                return Err(Error::EpochBelowLatest { epoch, latest });
+            }
+            latest = Some(epoch);
+        }
+        expected = expected
+            .checked_add(i64::from(header.last_offset_delta) + 1)
+            .ok_or(Error::InvalidBatchLayout("offsets pass i64::MAX"))?;
+        at += header.total_bytes();
+    }
+    Ok(())
+}
+
+/// Gives the batches in `batches` (checked by [`check_input`], and by [`check_kept`] for
+/// [`Offsets::Keep`]) their offsets from `base_offset` on as `offsets` says, and records each
+/// batch's epoch in `epochs`. Returns whether `epochs` changed.
 fn assign_offsets(
     batches: &mut [u8],
     base_offset: i64,
-    leader_epoch: Option<i32>,
+    offsets: Offsets,
     epochs: &mut EpochCache,
 ) -> Result<(Assigned, bool)> {
     let mut epochs_changed = false;
@@ -258,11 +309,20 @@ fn assign_offsets(
     let mut at = 0usize;
     while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
         let header = BatchHeader::parse(rest)?;
-        v2::set_base_offset(rest, assigned.next_offset)?;
-        if let Some(epoch) = leader_epoch {
-            v2::set_partition_leader_epoch(rest, epoch)?;
-        }
-        let epoch = leader_epoch.unwrap_or(header.partition_leader_epoch);
+        let epoch = match offsets {
+            Offsets::Assign { leader_epoch } => {
+                // Both fields lie outside the CRC: nothing is re-encoded.
+                v2::set_base_offset(rest, assigned.next_offset)?;
+                if let Some(epoch) = leader_epoch {
+                    v2::set_partition_leader_epoch(rest, epoch)?;
+                }
+                leader_epoch.unwrap_or(header.partition_leader_epoch)
+            }
+            Offsets::Keep => {
+                debug_assert_eq!(header.base_offset, assigned.next_offset, "check_kept ran");
+                header.partition_leader_epoch
+            }
+        };
         epochs_changed |= epochs.assign(epoch, assigned.next_offset);
         if header.max_timestamp > assigned.max_timestamp_ms {
             assigned.max_timestamp_ms = header.max_timestamp;
@@ -630,11 +690,26 @@ impl Log {
     /// If the flush policy says so, the append is fsynced before this returns
     /// (`AppendInfo::flushed`). A write or fsync failure poisons the log.
     ///
-    /// The batches keep the partition leader epoch they carry (a follower's copy of its
-    /// leader's batches); each epoch ≥ 0 not seen before enters the leader-epoch cache. A leader
-    /// appends with [`Log::append_with_epoch`] instead.
+    /// The batches keep the partition leader epoch they carry; each epoch ≥ 0 not seen before
+    /// enters the leader-epoch cache. A leader appends with [`Log::append_with_epoch`] instead,
+    /// and a follower with [`Log::append_replicated`] (which keeps the offsets as well).
     pub fn append(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
-        self.append_stamped(batches, None, now_ms)
+        self.append_with(batches, Offsets::Assign { leader_epoch: None }, now_ms)
+    }
+
+    /// A follower's append of batches copied from its leader (Kafka's `appendAsFollower`): the
+    /// checks of [`Log::append`] (layout, magic, CRC32C, counts, `batch_bytes_max`), but the
+    /// offsets are not assigned. The first batch must start at the log end offset and each next
+    /// one right after the last offset of the one before, or the append is refused with
+    /// [`Error::UnexpectedAppendOffset`]. Leader epochs stay as stamped; each epoch ≥ 0 not seen
+    /// before enters the leader-epoch cache (its checkpoint durable before the batches are
+    /// written), and an epoch below the latest the log holds is refused with
+    /// [`Error::EpochBelowLatest`] (the logs diverged: truncate first). A refused append writes
+    /// nothing, not even a roll. Rolls, the flush policy and poisoning are those of `append`.
+    ///
+    /// `batches` is not modified, so the follower's segments hold exactly the leader's bytes.
+    pub fn append_replicated(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
+        self.append_with(batches, Offsets::Keep, now_ms)
     }
 
     /// [`Log::append`] as a leader does it: every batch is stamped with `leader_epoch` (the
@@ -650,15 +725,13 @@ impl Log {
         if leader_epoch < 0 {
             return Err(Error::InvalidBatchLayout("negative leader epoch"));
         }
-        self.append_stamped(batches, Some(leader_epoch), now_ms)
+        let offsets = Offsets::Assign {
+            leader_epoch: Some(leader_epoch),
+        };
+        self.append_with(batches, offsets, now_ms)
     }
 
-    fn append_stamped(
-        &self,
-        batches: &mut [u8],
-        leader_epoch: Option<i32>,
-        now_ms: i64,
-    ) -> Result<AppendInfo> {
+    fn append_with(&self, batches: &mut [u8], offsets: Offsets, now_ms: i64) -> Result<AppendInfo> {
         // Three steps, so that readers wait only for the short ones: check the input (the CRC
         // pass, ~1 µs per 16 KiB) holding only the writer lock; assign offsets and take the end
         // of the log under the state lock; write (the page-cache copy, most of an append's cost)
@@ -675,6 +748,11 @@ impl Log {
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
+            let log_end = state.log_end_offset();
+            if offsets == Offsets::Keep {
+                // Before the roll: a refused append writes nothing.
+                check_kept(batches, log_end, state.epochs.latest_epoch())?;
+            }
             self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
             let active = state.active()?;
             if active.size_bytes + size_bytes > limits::SEGMENT_BYTES_MAX {
@@ -685,9 +763,8 @@ impl Log {
             }
             let (target, segment_base_offset) =
                 (active.append_target(self.io.as_ref())?, active.base_offset);
-            let log_end = state.log_end_offset();
             let (assigned, epochs_changed) =
-                assign_offsets(batches, log_end, leader_epoch, &mut state.epochs)?;
+                assign_offsets(batches, log_end, offsets, &mut state.epochs)?;
             let new_epochs = epochs_changed.then(|| state.epochs.clone());
             (target, segment_base_offset, assigned, new_epochs)
         };
@@ -1119,6 +1196,65 @@ impl Log {
         result.map_err(|error| self.poison(error))
     }
 
+    /// Deletes every segment and starts the log empty at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): log start, log end and recovery point all become `offset`, and
+    /// the leader-epoch cache is cleared. For a follower whose leader's log starts past this
+    /// log's end (the leader answered OFFSET_OUT_OF_RANGE): it then fetches from the leader's
+    /// start. Slices already handed out stay valid (see [`FetchSlice`]); a failure poisons.
+    ///
+    /// Crash-safe by the order of its writes, so that a crash anywhere leaves the old log, a
+    /// prefix of it (possibly empty), or the new empty log at `offset`:
+    /// 1. the checkpoint's recovery point drops to the first segment's base (or `offset`, if
+    ///    lower), so it never names data a later step removes and recovery trusts nothing;
+    /// 2. the segments are deleted newest first, the directory fsynced after each (a cut keeps
+    ///    a random subset of unsynced directory changes, which would leave holes);
+    /// 3. only then is the empty segment at `offset` created (its name fsynced): with no other
+    ///    segment left, recovery starts the log there whatever the checkpoint says;
+    /// 4. the checkpoint names `offset` as log start and recovery point;
+    /// 5. the empty leader-epoch checkpoint is written last: before it, recovery trims the old
+    ///    entries itself (none survives on a log empty at its start), whereas clearing it first
+    ///    would leave a whole old log with an empty, wrong, cache.
+    ///
+    /// Step 2 costs a directory fsync per segment, under the locks as truncation's fsyncs are;
+    /// a follower reset this far is rare and serves no reads meanwhile.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(Error::NegativeOffset(offset));
+        }
+        let writer = self.writer()?;
+        let mut state = self.write_state()?;
+        self.check_writable(&state)?;
+        let io = Arc::clone(&self.io);
+        let io = io.as_ref();
+        let mut removed = Vec::new();
+        let result = (|| {
+            let first_base = state.segments.keys().next().copied().unwrap_or(offset);
+            state.recovery_point = state.recovery_point.min(first_base).min(offset);
+            state.write_checkpoint(io, &self.dir)?;
+            while let Some((_, segment)) = state.segments.pop_last() {
+                segment.delete_files(io, &self.dir)?;
+                removed.push(segment);
+                fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            }
+            let config = state.config.clone();
+            let segment = Segment::create(io, &self.dir, offset, &config, &self.log_files)?;
+            fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
+            state.segments.insert(offset, segment);
+            state.log_start_offset = offset;
+            state.recovery_point = offset;
+            state.unflushed_records = 0;
+            state.last_flush_ms = None;
+            state.write_checkpoint(io, &self.dir)?;
+            state.epochs = EpochCache::default();
+            state.epochs.write(io, &self.dir)
+        })();
+        if let Err(error) = result {
+            return Err(self.poison(error));
+        }
+        close_after_unlock(state, writer, removed);
+        Ok(())
+    }
+
     /// Advances the log start offset to `offset` (Kafka's DeleteRecords) and deletes the segments
     /// wholly below it. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
@@ -1400,6 +1536,347 @@ mod tests {
         }
         let info = log.append(&mut batch(0, 1, 5), 6_000).unwrap();
         assert_eq!(info.base_offset, end);
+    }
+
+    /// The leading whole batches of `bytes` (a read may end inside a batch, as Kafka's fetch
+    /// does; a follower appends the whole ones and fetches the rest again).
+    fn whole_batches(bytes: &[u8]) -> Vec<u8> {
+        let mut end = 0usize;
+        while let Ok(header) = BatchHeader::parse(&bytes[end..]) {
+            if end + header.total_bytes() > bytes.len() {
+                break;
+            }
+            end += header.total_bytes();
+        }
+        bytes[..end].to_vec()
+    }
+
+    /// Every file of the log directory `dir` but its checkpoint, by name, with its bytes.
+    fn segment_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.file_name().unwrap() != fs::CHECKPOINT_FILE)
+            .map(|path| {
+                let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+                (name, std::fs::read(&path).unwrap())
+            })
+            .collect()
+    }
+
+    /// A leader's log: single and grouped appends over several leader epochs and segments.
+    fn leader_log(data: &LogDir) -> Arc<Log> {
+        let leader = data.create("leader", 0, None).unwrap();
+        leader.append(&mut batch(0, 2, 30), 0).unwrap(); // no epoch
+        for index in 0..60i32 {
+            let epoch = 1 + index / 15 * 2;
+            let mut input = batch(0, index % 3 + 1, (index as usize * 13) % 300);
+            if index % 4 == 0 {
+                input.extend(batch(0, 2, 40));
+            }
+            leader.append_with_epoch(&mut input, epoch, 0).unwrap();
+        }
+        assert!(leader.segment_count().unwrap() > 4, "rolls");
+        leader
+    }
+
+    #[test]
+    fn replicated_appends_copy_a_leader_log_byte_for_byte() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let leader = leader_log(&data);
+        let leader_end = leader.log_end_offset().unwrap();
+        // A follower that fetches up to a whole segment at a time, one that fetches one batch at
+        // a time, and one that fetches 700 bytes at a time (reads that end inside a batch).
+        for (partition, max_bytes) in [(0, 1 << 20), (1, 0), (2, 700)] {
+            let follower = data.create("follower", partition, None).unwrap();
+            while follower.log_end_offset().unwrap() < leader_end {
+                let offset = follower.log_end_offset().unwrap();
+                let slice = leader.read(offset, max_bytes, true).unwrap();
+                let mut fetched = whole_batches(&slice.bytes().unwrap());
+                let copy = fetched.clone();
+                let info = follower.append_replicated(&mut fetched, 0).unwrap();
+                assert_eq!(fetched, copy, "the batches are not modified");
+                assert_eq!(info.base_offset, offset);
+            }
+            assert_eq!(follower.log_end_offset().unwrap(), leader_end);
+            assert_eq!(
+                follower.epoch_entries().unwrap(),
+                leader.epoch_entries().unwrap()
+            );
+            let mut offset = 0;
+            while offset < leader_end {
+                let want = leader.read(offset, 0, true).unwrap().bytes().unwrap();
+                let got = follower.read(offset, 0, true).unwrap().bytes().unwrap();
+                assert_eq!(got, want, "batch at {offset}");
+                offset = BatchHeader::parse(&want).unwrap().last_offset() + 1;
+            }
+        }
+        // Fetching whole segments, the follower rolls where the leader did: its files (logs,
+        // indexes, leader-epoch checkpoint) are the leader's, byte for byte.
+        let leader_files = segment_files(&dir.path().join("leader-0"));
+        assert!(leader_files.len() > 12);
+        assert_eq!(segment_files(&dir.path().join("follower-0")), leader_files);
+        // And a restart finds the follower's epochs from its checkpoint.
+        drop((leader, data));
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let (leader, follower) = (
+            data.log("leader", 0).unwrap().unwrap(),
+            data.log("follower", 0).unwrap().unwrap(),
+        );
+        assert_eq!(
+            follower.epoch_entries().unwrap(),
+            leader.epoch_entries().unwrap()
+        );
+    }
+
+    /// A batch as a leader stored it: `records` records from `base_offset`, at `epoch`.
+    fn leader_batch(base_offset: i64, records: i32, epoch: i32) -> Vec<u8> {
+        let mut bytes = batch(base_offset, records, 20);
+        v2::set_partition_leader_epoch(&mut bytes, epoch).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        log.append_replicated(&mut leader_batch(0, 3, 2), 0)
+            .unwrap();
+        let mut two = leader_batch(3, 2, 2);
+        two.extend(leader_batch(5, 1, 4));
+        log.append_replicated(&mut two, 0).unwrap();
+        // A batch without an epoch is taken and stays out of the cache.
+        log.append_replicated(&mut leader_batch(6, 1, -1), 0)
+            .unwrap();
+        assert_eq!(
+            log.epoch_entries().unwrap(),
+            [
+                EpochEntry {
+                    epoch: 2,
+                    start_offset: 0
+                },
+                EpochEntry {
+                    epoch: 4,
+                    start_offset: 5
+                }
+            ]
+        );
+        // Fill the active segment so that the next append would roll: a refused one must not.
+        while log.size_bytes().unwrap() + 2 * leader_batch(0, 1, 4).len() as u64 <= 4096 {
+            let end = log.log_end_offset().unwrap();
+            log.append_replicated(&mut leader_batch(end, 1, 4), 0)
+                .unwrap();
+        }
+        let end = log.log_end_offset().unwrap();
+        let before = (
+            log.log_end_offset().unwrap(),
+            log.size_bytes().unwrap(),
+            log.segment_count().unwrap(),
+            log.epoch_entries().unwrap(),
+            segment_files(&dir.path().join("t-0")),
+        );
+        let mut gap = leader_batch(end, 1, 4);
+        gap.extend(leader_batch(end + 2, 1, 4));
+        let mut overlap = leader_batch(end, 2, 4);
+        overlap.extend(leader_batch(end + 1, 1, 4));
+        let mut falling = leader_batch(end, 1, 6);
+        falling.extend(leader_batch(end + 1, 1, 5));
+        let mut bad_crc = leader_batch(end, 1, 4);
+        *bad_crc.last_mut().unwrap() ^= 1;
+        let unexpected = |expected: i64, found: i64| {
+            format!("UnexpectedAppendOffset {{ expected: {expected}, found: {found} }}")
+        };
+        let cases = [
+            (
+                "behind",
+                leader_batch(end - 1, 1, 4),
+                unexpected(end, end - 1),
+            ),
+            (
+                "ahead",
+                leader_batch(end + 1, 1, 4),
+                unexpected(end, end + 1),
+            ),
+            ("gap", gap, unexpected(end + 1, end + 2)),
+            ("overlap", overlap, unexpected(end + 2, end + 1)),
+            (
+                "below the cache",
+                leader_batch(end, 1, 3),
+                "EpochBelowLatest { epoch: 3, latest: 4 }".to_owned(),
+            ),
+            (
+                "falling inside",
+                falling,
+                "EpochBelowLatest { epoch: 5, latest: 6 }".to_owned(),
+            ),
+            ("crc", bad_crc, "InvalidBatch(".to_owned()),
+        ];
+        for (name, mut input, expected_error) in cases {
+            let copy = input.clone();
+            let refused = log.append_replicated(&mut input, 0).unwrap_err();
+            let refused = format!("{refused:?}");
+            assert!(refused.starts_with(&expected_error), "{name}: {refused}");
+            assert_eq!(input, copy, "{name}: input untouched");
+            let after = (
+                log.log_end_offset().unwrap(),
+                log.size_bytes().unwrap(),
+                log.segment_count().unwrap(),
+                log.epoch_entries().unwrap(),
+                segment_files(&dir.path().join("t-0")),
+            );
+            assert_eq!(after, before, "{name}: nothing written");
+        }
+        assert!(!log.is_poisoned());
+        // The right batch is still taken, and rolls as `append` would.
+        let info = log
+            .append_replicated(&mut leader_batch(end, 1, 4), 0)
+            .unwrap();
+        assert_eq!(info.base_offset, end);
+        let info = log
+            .append_replicated(&mut leader_batch(end + 1, 1, 4), 0)
+            .unwrap();
+        assert_eq!(info.segment_base_offset, end + 1, "rolled");
+    }
+
+    #[test]
+    fn truncate_fully_and_start_at_leaves_an_empty_log_at_the_offset() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = leader_log(&data);
+        log.delete_records_before(5).unwrap();
+        let held = log.read(10, 1 << 20, true).unwrap();
+        let held_bytes = held.bytes().unwrap().to_vec();
+        let log_dir = dir.path().join("leader-0");
+        for offset in [1_000, 1_000, 3] {
+            log.truncate_fully_and_start_at(offset).unwrap();
+            assert_eq!(log.log_start_offset().unwrap(), offset);
+            assert_eq!(log.log_end_offset().unwrap(), offset);
+            assert_eq!(log.flushed_offset().unwrap(), offset);
+            assert_eq!(log.segment_count().unwrap(), 1);
+            assert_eq!(log.epoch_entries().unwrap(), []);
+            assert_eq!(log.latest_epoch().unwrap(), None);
+            assert!(log.read(offset, 1 << 20, true).unwrap().is_empty());
+            assert!(matches!(
+                log.read(offset - 1, 1, true),
+                Err(Error::OffsetOutOfRange { .. })
+            ));
+            let names: Vec<String> = segment_files(&log_dir).into_keys().collect();
+            let base = format!("{offset:020}");
+            assert_eq!(
+                names,
+                [
+                    format!("{base}.index"),
+                    format!("{base}.log"),
+                    format!("{base}.timeindex"),
+                    "leader-epoch-checkpoint".to_owned()
+                ]
+            );
+            assert_eq!(
+                std::fs::read_to_string(log_dir.join("leader-epoch-checkpoint")).unwrap(),
+                "0\n0\n"
+            );
+            assert_eq!(
+                Checkpoint::read(&StdIo, &log_dir).unwrap(),
+                Some(Checkpoint {
+                    log_start_offset: offset,
+                    recovery_point: offset
+                })
+            );
+        }
+        assert_eq!(
+            held.bytes().unwrap().to_vec(),
+            held_bytes,
+            "slices stay valid"
+        );
+        assert!(matches!(
+            log.truncate_fully_and_start_at(-1),
+            Err(Error::NegativeOffset(-1))
+        ));
+        // The follower goes on from there, and a crash (no close) keeps it all.
+        log.append_replicated(&mut leader_batch(3, 2, 7), 0)
+            .unwrap();
+        drop((log, data));
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.log("leader", 0).unwrap().unwrap();
+        assert_eq!(
+            (
+                log.log_start_offset().unwrap(),
+                log.log_end_offset().unwrap()
+            ),
+            (3, 5)
+        );
+        assert_eq!(
+            log.epoch_entries().unwrap(),
+            [EpochEntry {
+                epoch: 7,
+                start_offset: 3
+            }]
+        );
+        assert_eq!(batch_at(&log, 4), leader_batch(3, 2, 7));
+    }
+
+    #[test]
+    fn a_failed_truncate_fully_poisons_and_recovers_to_a_prefix_or_the_new_log() {
+        // Each sync in turn fails: whatever step it stopped at, reopening finds the old log
+        // whole, a prefix of it, or the new empty log.
+        let mut prefix_ends = Vec::new();
+        let mut old_end = 0;
+        for syncs_before_failure in 0.. {
+            let dir = temp_dir();
+            let io = Arc::new(FaultyIo::default());
+            let data = open_faulty(dir.path(), small_config(), &io);
+            let log = leader_log(&data);
+            log.flush().unwrap();
+            let end = log.log_end_offset().unwrap();
+            old_end = end;
+            let mut old = Vec::new();
+            let mut offset = 0;
+            while offset < end {
+                let bytes = batch_at(&log, offset);
+                let next = BatchHeader::parse(&bytes).unwrap().last_offset() + 1;
+                old.push((offset, next, bytes));
+                offset = next;
+            }
+            io.fail_sync_after
+                .store(syncs_before_failure, Ordering::SeqCst);
+            io.fail_sync.store(true, Ordering::SeqCst);
+            let result = log.truncate_fully_and_start_at(end + 100);
+            io.fail_sync.store(false, Ordering::SeqCst);
+            assert_eq!(result.is_err(), log.is_poisoned());
+            drop((log, data));
+            let data = LogDir::open(dir.path(), small_config()).unwrap();
+            let log = data.log("leader", 0).unwrap().unwrap();
+            let (start, recovered_end) = (
+                log.log_start_offset().unwrap(),
+                log.log_end_offset().unwrap(),
+            );
+            if recovered_end == end + 100 {
+                assert_eq!(start, end + 100, "the new log");
+                assert_eq!(log.epoch_entries().unwrap(), []);
+                if result.is_ok() {
+                    assert!(syncs_before_failure > 8, "every step was reached");
+                    break;
+                }
+                continue;
+            }
+            assert!(
+                result.is_err(),
+                "{syncs_before_failure}: done, yet not the new log"
+            );
+            assert!(recovered_end <= end, "{syncs_before_failure}: a prefix");
+            prefix_ends.push(recovered_end);
+            for (base, next, bytes) in &old {
+                if *next <= recovered_end && *next > start {
+                    assert_eq!(&batch_at(&log, *base.max(&start)), bytes);
+                }
+            }
+        }
+        // Each kind of outcome was seen: the old log whole, shorter prefixes, the empty one.
+        assert_eq!(prefix_ends.first(), Some(&old_end));
+        assert!(prefix_ends.iter().any(|end| (1..old_end).contains(end)));
+        assert_eq!(prefix_ends.last(), Some(&0));
     }
 
     #[test]
