@@ -32,6 +32,19 @@ pub(crate) const CHECKPOINT_BYTES_MAX: u64 = 256;
 /// Largest leader-epoch checkpoint read back: one short line per leader epoch that wrote to the
 /// log (retention trims them), so 1 MiB holds tens of thousands of leader changes.
 pub(crate) const LEADER_EPOCH_CHECKPOINT_BYTES_MAX: u64 = 1 << 20;
+/// Most partitions a data directory's high-watermark checkpoint (`replication-offset-checkpoint`)
+/// holds: ten times `LOGS_MAX_DEFAULT`, so any broker within a sane `max.broker.partitions` fits
+/// (Kafka's guidance is a few thousand partitions per broker); the bound keeps a damaged file
+/// from making the reader hold millions of entries.
+pub(crate) const HIGH_WATERMARK_ENTRIES_MAX: usize = 200_000;
+/// Longest line of that checkpoint: a topic name, a space, an `i32` partition (10 digits), a
+/// space, an `i64` offset (19 digits), the newline.
+const HIGH_WATERMARK_LINE_BYTES_MAX: u64 =
+    skiff_protocol::topic_name::TOPIC_NAME_BYTES_MAX as u64 + 1 + 10 + 1 + 19 + 1;
+/// Largest high-watermark checkpoint read back: `HIGH_WATERMARK_ENTRIES_MAX` of the longest
+/// lines and the two header lines fit (56 MiB at most; a typical broker's file is tens of KiB,
+/// 30-odd bytes a partition). Anything larger is not one we wrote, and is refused unread.
+pub(crate) const HIGH_WATERMARK_CHECKPOINT_BYTES_MAX: u64 = 64 << 20;
 /// Bytes read per `pread` when a batch header is inspected on the read path.
 pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
 /// Default `DirConfig::logs_max`: what the default open-file limit of a typical server (20,000
@@ -62,3 +75,8 @@ const _: () = assert!((BATCH_BYTES_MAX_DEFAULT as u64) <= SEGMENT_BYTES_DEFAULT)
 const _: () = assert!(INDEX_BYTES_MIN as usize >= 4 * TIME_INDEX_ENTRY_BYTES);
 const _: () = assert!(INDEX_WARM_BYTES % OFFSET_INDEX_ENTRY_BYTES == 0);
 const _: () = assert!(HEADER_READ_BYTES as u64 <= SEGMENT_BYTES_MIN);
+const _: () = assert!(LOGS_MAX_DEFAULT <= HIGH_WATERMARK_ENTRIES_MAX);
+const _: () = assert!(
+    HIGH_WATERMARK_ENTRIES_MAX as u64 * HIGH_WATERMARK_LINE_BYTES_MAX + 2 + 7
+        <= HIGH_WATERMARK_CHECKPOINT_BYTES_MAX
+);

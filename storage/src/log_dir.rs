@@ -1,9 +1,10 @@
 //! [`LogDir`]: a data directory holding one directory per partition log (`<topic>-<partition>`),
 //! its lock file and its clean-shutdown marker. Owns which logs exist, their admission against
 //! the directory's and the process's limits, creation, deletion, recovery at open and the clean
-//! close (both on at most `DirConfig::recovery_threads` threads). Must never let two owners open
-//! the same directory, nor write the clean-shutdown marker while any log might hold unflushed or
-//! unrecovered data.
+//! close (both on at most `DirConfig::recovery_threads` threads), and the directory's
+//! high-watermark checkpoint (`replication-offset-checkpoint`, its text in `high_watermark`).
+//! Must never let two owners open the same directory, nor write the clean-shutdown marker while
+//! any log might hold unflushed or unrecovered data.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -14,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{DirConfig, LogConfig};
 use crate::error::{Error, Result};
 use crate::fs::{self, DurableFiles, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
+use crate::high_watermark::{self, HighWatermark, HIGH_WATERMARK_CHECKPOINT_FILE};
 use crate::io::{FileIo, OpenMode, StdIo};
 use crate::log::Log;
 use crate::log_files::LogFiles;
@@ -30,6 +32,9 @@ pub struct LogDir {
     dir_config: DirConfig,
     log_files: Arc<LogFiles>,
     logs: Mutex<BTreeMap<LogKey, Arc<Log>>>,
+    /// Held while the high-watermark checkpoint is written: two writers would share its
+    /// temporary file, and the rename could then publish a mix of both.
+    high_watermarks_writer: Mutex<()>,
     /// Whether the clean-shutdown marker was there at open.
     opened_clean: bool,
     /// Holds the `flock` for as long as the directory is open.
@@ -186,6 +191,7 @@ impl LogDir {
             dir_config,
             log_files,
             logs: Mutex::new(logs),
+            high_watermarks_writer: Mutex::new(()),
             opened_clean: clean,
             _lock: lock,
         })
@@ -350,6 +356,70 @@ impl LogDir {
             .remove_dir_all(&doomed)
             .map_err(|error| Error::io(&doomed, error))?;
         fs::sync_parent(self.io.as_ref(), &dir)
+    }
+
+    /// Writes the high-watermark checkpoint of the directory, `replication-offset-checkpoint` in
+    /// Kafka's format (version `0`, a count, then `topic partition offset` lines, in the order
+    /// given), atomically and durably through [`LogDir::files`] (temp file, fsync, rename, fsync
+    /// of the directory): after a crash the file holds the previous entries or these, never a
+    /// mix. The whole set each time, as Kafka's `ReplicaManager` checkpoints it (every
+    /// `replica.high.watermark.checkpoint.interval.ms`, 5 s, and at shutdown; the embedder
+    /// decides when, [`LogDir::close`] does not write it).
+    ///
+    /// Refused, writing nothing: an entry whose topic or partition cannot name a log, a
+    /// partition listed twice ([`Error::InvalidName`]), a negative offset
+    /// ([`Error::NegativeOffset`]), more entries than `limits::HIGH_WATERMARK_ENTRIES_MAX`
+    /// ([`Error::LimitReached`]).
+    pub fn write_high_watermarks(&self, entries: &[HighWatermark]) -> Result<()> {
+        let text = high_watermark::to_text(entries)?;
+        let _writer = self
+            .high_watermarks_writer
+            .lock()
+            .map_err(|_| Error::Poisoned)?;
+        fs::write_atomic(
+            self.io.as_ref(),
+            &self.path.join(HIGH_WATERMARK_CHECKPOINT_FILE),
+            text.as_bytes(),
+        )
+    }
+
+    /// The entries of the high-watermark checkpoint, in file order; none if there is no file
+    /// (a directory that never checkpointed one).
+    ///
+    /// A file that is not a checkpoint (not UTF-8, malformed, a number out of range or
+    /// negative, an invalid topic, a partition twice, a count that does not match, more than
+    /// `limits::HIGH_WATERMARK_CHECKPOINT_BYTES_MAX` bytes or
+    /// `limits::HIGH_WATERMARK_ENTRIES_MAX` entries) is [`Error::Corrupt`], as in Kafka (whose reader throws and
+    /// takes the directory offline), not "no high watermarks": the writer's atomic rename never
+    /// leaves a torn file, so such content means the disk returned bytes nobody wrote, which the
+    /// operator should hear of, and storage never discards what it cannot read in silence.
+    ///
+    /// What an embedder may do with the error instead of failing: start every partition's high
+    /// watermark at its log start offset, as for a missing file. That is safe, because a high
+    /// watermark only ever rises to what the ISR holds: a leader with a low one serves
+    /// consumers less (not wrong) data until its followers' next fetches raise it again, a
+    /// follower learns its high watermark from the leader's next fetch response, and since
+    /// KIP-101 no replica truncates to its high watermark (truncation follows leader epochs).
+    /// What must never happen is a high watermark above what was replicated, which only an
+    /// accepted damaged file could cause: hence the strict reader.
+    pub fn read_high_watermarks(&self) -> Result<Vec<HighWatermark>> {
+        let path = self.path.join(HIGH_WATERMARK_CHECKPOINT_FILE);
+        let bytes = match self
+            .io
+            .read_small(&path, limits::HIGH_WATERMARK_CHECKPOINT_BYTES_MAX)
+        {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(Error::corrupt(
+                    &path,
+                    0,
+                    "high-watermark checkpoint too large",
+                ))
+            }
+            Err(error) => return Err(Error::io(&path, error)),
+        };
+        high_watermark::parse(&bytes).map_err(|reason| Error::corrupt(&path, 0, reason))
     }
 
     /// Closes every log (trim indexes, checkpoint) and then writes the clean-shutdown marker, so
@@ -681,6 +751,77 @@ mod tests {
             data.log("t", 3).unwrap().unwrap().log_end_offset().unwrap(),
             3
         );
+    }
+
+    fn high_watermark(topic: &str, partition: i32, offset: i64) -> HighWatermark {
+        HighWatermark {
+            topic: topic.to_owned(),
+            partition,
+            offset,
+        }
+    }
+
+    #[test]
+    fn high_watermarks_are_checkpointed_in_kafkas_file_and_read_back() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        data.create("t", 0, None).unwrap();
+        assert_eq!(data.read_high_watermarks().unwrap(), [], "no file yet");
+        let entries = [high_watermark("t", 0, 42), high_watermark("other", 3, 7)];
+        data.write_high_watermarks(&entries).unwrap();
+        let path = dir.path().join(HIGH_WATERMARK_CHECKPOINT_FILE);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "0\n2\nt 0 42\nother 3 7\n"
+        );
+        assert_eq!(data.read_high_watermarks().unwrap(), entries);
+        // A refused set writes nothing.
+        let twice = [high_watermark("t", 0, 1), high_watermark("t", 0, 2)];
+        assert!(matches!(
+            data.write_high_watermarks(&twice),
+            Err(Error::InvalidName(_))
+        ));
+        assert_eq!(data.read_high_watermarks().unwrap(), entries);
+        // The file is not a log: reopening lists the one log, and the entries are still there.
+        drop(data);
+        let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(data.list().unwrap(), [("t".to_owned(), 0)]);
+        assert_eq!(data.read_high_watermarks().unwrap(), entries);
+        data.write_high_watermarks(&[]).unwrap();
+        assert_eq!(data.read_high_watermarks().unwrap(), []);
+        // Damage is corruption, not "no high watermarks" (see `read_high_watermarks`).
+        let oversized = usize::try_from(limits::HIGH_WATERMARK_CHECKPOINT_BYTES_MAX).unwrap() + 1;
+        for damage in [
+            &b"0\n1\nt 0 -5\n"[..],
+            b"0\n2\nt 0 5\n",
+            &vec![b'0'; oversized],
+        ] {
+            std::fs::write(&path, damage).unwrap();
+            let read = data.read_high_watermarks();
+            assert!(matches!(read, Err(Error::Corrupt { .. })), "{read:?}");
+        }
+    }
+
+    #[test]
+    fn concurrent_high_watermark_writers_leave_one_whole_set() {
+        let dir = temp_dir();
+        let data = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        std::thread::scope(|scope| {
+            for writer in 0..4i64 {
+                let data = &data;
+                scope.spawn(move || {
+                    for round in 0..20 {
+                        let entries: Vec<HighWatermark> = (0..50)
+                            .map(|partition| high_watermark("t", partition, writer * 100 + round))
+                            .collect();
+                        data.write_high_watermarks(&entries).unwrap();
+                    }
+                });
+            }
+        });
+        let read = data.read_high_watermarks().unwrap();
+        assert_eq!(read.len(), 50);
+        assert!(read.iter().all(|entry| entry.offset == read[0].offset));
     }
 
     #[test]
