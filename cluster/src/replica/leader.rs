@@ -118,6 +118,13 @@ impl Replica {
         Ok(self.epoch)
     }
 
+    /// The leader appended locally: the HW may move (at once when the ISR is the leader alone).
+    pub fn poll_high_watermark(&mut self, now: u64, log: &impl LocalLog) -> Vec<Action> {
+        let mut actions = Vec::new();
+        self.after_leader_change(now, log, &mut actions);
+        actions
+    }
+
     /// An admitted acks=all produce was appended up to `last_offset`: it completes when the HW
     /// passes it, or fails with 7 at `deadline_ms`.
     pub fn await_replication(
@@ -216,7 +223,7 @@ impl Replica {
             progress.last_fetch_ms = now;
             progress.last_fetch_leader_leo = leo;
         }
-        self.maybe_expand_isr(&mut actions, log);
+        self.maybe_expand_isr(&mut actions, fetch.replica);
         self.after_leader_change(now, log, &mut actions);
         (
             FetchAnswer::Records {
@@ -249,28 +256,25 @@ impl Replica {
         }
     }
 
-    fn maybe_expand_isr(&mut self, actions: &mut Vec<Action>, _log: &impl LocalLog) {
+    /// Proposes `fetching` into the ISR if its fetch just showed it caught up (Kafka's
+    /// `maybeExpandIsr`, called from the follower's own fetch only: a follower that stopped
+    /// fetching must never be added on the strength of an old fetch offset; a refused proposal is
+    /// retried at its next fetch).
+    fn maybe_expand_isr(&mut self, actions: &mut Vec<Action>, fetching: NodeId) {
         let hw = self.high_watermark;
         let Role::Leader(l) = &self.role else { return };
-        if l.in_flight.is_some() {
+        if l.in_flight.is_some() || l.isr.contains(&fetching) || !l.replicas.contains(&fetching) {
             return;
         }
-        let joining: Vec<NodeId> = l
-            .followers
-            .iter()
-            .filter(|(id, p)| {
-                !l.isr.contains(id)
-                    && l.replicas.contains(id)
-                    && p.leo
-                        .is_some_and(|leo| leo >= hw && leo >= l.epoch_start_offset)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        if joining.is_empty() {
+        let caught_up = l.followers.get(&fetching).is_some_and(|p| {
+            p.leo
+                .is_some_and(|leo| leo >= hw && leo >= l.epoch_start_offset)
+        });
+        if !caught_up {
             return;
         }
         let mut isr = l.isr.clone();
-        isr.extend(joining);
+        isr.push(fetching);
         let action = self.proposal(l, isr.clone());
         let revision = l.revision;
         if let Role::Leader(l) = &mut self.role {
@@ -310,7 +314,6 @@ impl Replica {
                 }
             }
         }
-        self.maybe_expand_isr(actions, log);
         if let Role::Leader(l) = &mut self.role {
             l.pending.retain(|p| {
                 if now >= p.deadline_ms {

@@ -250,6 +250,11 @@ impl Replica {
         }
     }
 
+    /// New settings (a topic's `min.insync.replicas` altered), from the next call on.
+    pub fn set_config(&mut self, config: ReplicaConfig) {
+        self.config = config;
+    }
+
     /// The role.
     pub fn role(&self) -> RoleView {
         match &self.role {
@@ -312,6 +317,9 @@ impl Replica {
             self.step_down(&mut actions);
             if state.leader == self.me {
                 self.become_leader(now, state, revision, log, &mut actions);
+                // With no follower in the ISR the HW is the LEO at once (Kafka's
+                // maybeIncrementLeaderHW on becoming leader).
+                self.after_leader_change(now, log, &mut actions);
             } else {
                 let leader = (state.leader != NO_LEADER).then_some(state.leader);
                 self.role = Role::Follower(follower::FollowerState::new(leader));
@@ -416,6 +424,60 @@ mod tests {
         );
         log.epochs.assign(5, 10);
         (replica, log)
+    }
+
+    #[test]
+    fn a_leader_alone_in_its_isr_moves_the_hw_with_its_own_appends() {
+        let mut log = Log {
+            leo: 4,
+            epochs: EpochCache::new(),
+        };
+        let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
+        let actions = replica.on_partition_state(0, &state(1, 2, &[1]), 3, &log);
+        assert_eq!(
+            actions,
+            vec![
+                Action::AssignEpoch { epoch: 2, start: 4 },
+                Action::HighWatermark(4)
+            ]
+        );
+        log.epochs.assign(2, 4);
+        log.leo = 9;
+        assert_eq!(
+            replica.poll_high_watermark(1, &log),
+            vec![Action::HighWatermark(9)]
+        );
+        // With a follower in the ISR it waits for the follower instead.
+        let actions = replica.on_partition_state(2, &state(1, 2, &[1, 2]), 4, &log);
+        assert!(actions.is_empty(), "{actions:?}");
+        log.leo = 12;
+        assert!(replica.poll_high_watermark(3, &log).is_empty());
+        assert_eq!(replica.high_watermark(), 9);
+    }
+
+    #[test]
+    fn a_follower_joins_the_isr_only_through_its_own_fetch() {
+        let (mut leader, log) = leader_at_5();
+        // 3 leaves the ISR after fetching to 10 once, then stops fetching.
+        leader.on_partition_state(1, &state(1, 5, &[1, 2]), 8, &log);
+        leader.on_follower_fetch(2, fetch(2, 10, Some(3), 5), &log);
+        leader.on_follower_fetch(2, fetch(3, 10, Some(3), 5), &log);
+        // (that fetch proposed 3 back; the store refused it: 3 died meanwhile.)
+        leader.on_isr_proposal_failed();
+        for now in [100, 200, 300] {
+            let actions = leader.poll(now, &log);
+            assert!(
+                !actions.iter().any(
+                    |a| matches!(a, Action::ProposeIsr { state, .. } if state.isr.contains(&3))
+                ),
+                "{actions:?}"
+            );
+        }
+        // Its next fetch proposes it again.
+        let (_, actions) = leader.on_follower_fetch(400, fetch(3, 10, Some(3), 5), &log);
+        assert!(actions
+            .iter()
+            .any(|a| matches!(a, Action::ProposeIsr { state, .. } if state.isr == vec![1, 2, 3])));
     }
 
     #[test]
