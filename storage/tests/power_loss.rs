@@ -7,6 +7,14 @@
 //! batches (appends stamp a leader epoch that rises now and then); and once an fsync has failed,
 //! no append reports success.
 //!
+//! A follower's operations run beside them, drawn from a stream of their own: some appends are
+//! a follower's ([`Log::append_replicated`], the batch at the log end with its epoch kept, and
+//! now and then first one at the wrong offset, which must be refused with nothing written);
+//! now and then the log is reset ([`Log::truncate_fully_and_start_at`]), after which recovery
+//! must find the old log, a prefix of it or the new empty log (never a checkpoint above the
+//! data: reopening fails then); and the directory's high-watermark checkpoint is written, which
+//! after a cut must read back as the last value acknowledged or the one being written.
+//!
 //! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N, `SKIFF_SEED=<seed>` replays one. A
 //! failing seed prints itself.
 
@@ -23,7 +31,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
 use skiff_storage::sim::{self, CutMode, SimIo};
-use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
+use skiff_storage::{Error, HighWatermark, Log, LogConfig, LogDir, PersistMode};
 use support::{batch_with, record_times};
 use temp::temp_dir;
 
@@ -58,11 +66,38 @@ struct Model {
     start_floor: i64,
     /// The greatest log start offset ever set (acknowledged or attempted).
     start_ceiling: i64,
+    /// Where the log ends while it holds no batch: 0, or where a reset started it.
+    base: i64,
+    /// The offset of a reset that failed part way (recovery may find the log empty there) and
+    /// the log start before it (or a prefix of the old log, which starts no later).
+    reset_pending: Option<(i64, i64)>,
+    /// The high watermark last acknowledged by `write_high_watermarks`.
+    high_watermark: Option<i64>,
+    /// One whose write failed: after a cut, it may be there instead.
+    high_watermark_pending: Option<i64>,
 }
 
 impl Model {
     fn end(&self) -> i64 {
-        self.batches.last().map_or(0, |batch| batch.next_offset)
+        self.batches
+            .last()
+            .map_or(self.base, |batch| batch.next_offset)
+    }
+
+    /// The first offset the model holds (the log's first segment starts at or after it).
+    fn first(&self) -> i64 {
+        self.batches
+            .first()
+            .map_or(self.base, |batch| batch.base_offset)
+    }
+
+    /// The log is empty at `offset` (a reset, or recovery left nothing).
+    fn reset(&mut self, offset: i64) {
+        self.batches.clear();
+        self.base = offset;
+        self.durable_end = offset;
+        self.start_floor = offset;
+        self.start_ceiling = self.start_ceiling.max(offset);
     }
 
     fn holding(&self, offset: i64) -> Option<&Written> {
@@ -79,6 +114,9 @@ impl Model {
 
     fn truncate(&mut self, end: i64) {
         self.batches.retain(|batch| batch.base_offset < end);
+        if self.batches.is_empty() {
+            self.base = self.base.min(end);
+        }
         assert_eq!(self.end(), end, "truncation ends at a batch boundary");
     }
 }
@@ -111,6 +149,19 @@ fn random_config(rng: &mut ChaCha8Rng) -> LogConfig {
 fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
     let start = log.log_start_offset().unwrap();
     let end = log.log_end_offset().unwrap();
+    if let Some((offset, old_start)) = model.reset_pending.take() {
+        // A reset stopped part way: the new empty log, or (checked below) a prefix of the old.
+        if (start, end) == (offset, offset) {
+            count(&RESETS_RECOVERED_NEW);
+            model.reset(offset);
+        } else {
+            assert!(
+                start <= old_start,
+                "a reset cut short left the log at [{start}, {end}), not a prefix of the old \
+                 one (which started at {old_start})"
+            );
+        }
+    }
     // A log that lost unsynced batches up to past its start is empty at its (lower) end.
     assert!(
         start >= model.start_floor.min(end),
@@ -205,10 +256,39 @@ fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
         .map(|entry| (entry.epoch, entry.start_offset))
         .collect();
     assert_eq!(got_epochs, want_epochs, "leader-epoch cache after recovery");
-    model.truncate(end);
+    if start == end {
+        // Empty, possibly at a log start inside a batch (a reset cut short): appends go on there.
+        model.reset(end);
+    } else {
+        model.truncate(end);
+    }
     model.durable_end = end;
     model.start_floor = start;
     model.start_ceiling = start;
+}
+
+/// The directory's high-watermark checkpoint holds what was acknowledged, or the value whose
+/// write failed; then the model takes what it holds.
+fn check_high_watermark(data: &LogDir, model: &mut Model) {
+    let read = data
+        .read_high_watermarks()
+        .unwrap_or_else(|error| panic!("high-watermark checkpoint unreadable: {error}"));
+    let got = match read.as_slice() {
+        [] => None,
+        [HighWatermark {
+            topic,
+            partition: 0,
+            offset,
+        }] if topic == "t" => Some(*offset),
+        other => panic!("high-watermark checkpoint holds {other:?}"),
+    };
+    let pending = model.high_watermark_pending.take();
+    assert!(
+        got == model.high_watermark || (got.is_some() && got == pending),
+        "high watermark {got:?}, but {:?} was acknowledged (and {pending:?} written)",
+        model.high_watermark
+    );
+    model.high_watermark = got;
 }
 
 /// After a failure, the log must refuse every append.
@@ -224,6 +304,20 @@ fn assert_refuses_appends(log: &Log, now_ms: i64) {
 
 /// Operations that failed under an injected fault (each then checked for poisoning).
 static FAILED_OPS: AtomicU64 = AtomicU64::new(0);
+/// Follower appends that succeeded.
+static REPLICATED_APPENDS: AtomicU64 = AtomicU64::new(0);
+/// Resets that succeeded, and those that failed part way.
+static RESETS: AtomicU64 = AtomicU64::new(0);
+static RESETS_FAILED: AtomicU64 = AtomicU64::new(0);
+/// Resets cut short after which recovery found the new empty log (the others: a prefix).
+static RESETS_RECOVERED_NEW: AtomicU64 = AtomicU64::new(0);
+/// High-watermark checkpoints written, and those whose write failed.
+static HIGH_WATERMARK_WRITES: AtomicU64 = AtomicU64::new(0);
+static HIGH_WATERMARK_FAILED: AtomicU64 = AtomicU64::new(0);
+
+fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Whether to print every step (`SKIFF_POWER_TRACE=1`), for debugging a failing seed.
 fn tracing() -> bool {
@@ -251,9 +345,14 @@ fn run_seed(seed: u64) -> u64 {
     // Its own stream, so the seeds above replay the operations they were found with.
     let mut epoch_rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_E90C);
     let mut leader_epoch = 0i32;
+    // The follower's operations draw from a third stream, so the seeds above replay their
+    // operations up to the first follower step (the first change of the log they make).
+    let mut follower_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xF011_0BE5);
+    let mut high_watermark_next = 0i64;
     for cycle in 0..rng.gen_range(2..=CYCLES_MAX) {
         let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim))
             .unwrap_or_else(|error| panic!("reopen (cycle {cycle}) failed: {error}"));
+        check_high_watermark(&data, &mut model);
         let log = match data.log("t", 0).unwrap() {
             Some(log) => {
                 check_recovered(&log, &mut model, &mut rng);
@@ -272,6 +371,8 @@ fn run_seed(seed: u64) -> u64 {
             _ => {}
         }
         let mut closed = false;
+        // Set when a high-watermark write failed: the log itself saw no failure.
+        let mut high_watermark_failed = false;
         for _ in 0..rng.gen_range(1..=OPS_MAX) {
             now_ms += rng.gen_range(0..60);
             let end = model.end();
@@ -288,7 +389,38 @@ fn run_seed(seed: u64) -> u64 {
                         leader_epoch += epoch_rng.gen_range(1..3);
                     }
                     v2::set_partition_leader_epoch(&mut bytes, leader_epoch).unwrap();
-                    match log.append_with_epoch(&mut bytes, leader_epoch, now_ms) {
+                    let appended = if follower_rng.gen_bool(0.3) {
+                        // A follower's copy of the leader's batch: at the log end, epoch kept.
+                        if follower_rng.gen_bool(0.2) {
+                            let wrong = if end > 0 && follower_rng.gen_bool(0.5) {
+                                end - 1
+                            } else {
+                                end + 1
+                            };
+                            let mut misplaced = with_base(bytes.clone(), wrong);
+                            let size_bytes = log.size_bytes().unwrap();
+                            let refused = log.append_replicated(&mut misplaced, now_ms);
+                            assert!(
+                                matches!(
+                                    refused,
+                                    Err(Error::UnexpectedAppendOffset { expected, found })
+                                        if expected == end && found == wrong
+                                ),
+                                "a batch at {wrong} appended at {end}: {refused:?}"
+                            );
+                            assert_eq!(log.log_end_offset().unwrap(), end);
+                            assert_eq!(log.size_bytes().unwrap(), size_bytes);
+                        }
+                        bytes = with_base(bytes, end);
+                        let appended = log.append_replicated(&mut bytes, now_ms);
+                        if appended.is_ok() {
+                            count(&REPLICATED_APPENDS);
+                        }
+                        appended
+                    } else {
+                        log.append_with_epoch(&mut bytes, leader_epoch, now_ms)
+                    };
+                    match appended {
                         Ok(info) => {
                             assert_eq!(info.base_offset, end);
                             let header = BatchHeader::parse(&bytes).unwrap();
@@ -359,6 +491,19 @@ fn run_seed(seed: u64) -> u64 {
                     break;
                 }
             };
+            let failed = failed
+                || follower_step(
+                    &mut follower_rng,
+                    &data,
+                    &log,
+                    &mut model,
+                    &mut high_watermark_next,
+                    &mut high_watermark_failed,
+                );
+            if high_watermark_failed {
+                // The directory's disk failed under the checkpoint: stop here, cut the power.
+                break;
+            }
             model.start_ceiling = model.start_ceiling.max(log.log_start_offset().unwrap());
             if failed {
                 FAILED_OPS.fetch_add(1, Ordering::Relaxed);
@@ -380,7 +525,11 @@ fn run_seed(seed: u64) -> u64 {
                 model.start_floor = model.start_floor.max(log.log_start_offset().unwrap());
             }
         }
-        if sim.failed_syncs() > 0 && !log.is_poisoned() && sim.has_failed() {
+        if sim.failed_syncs() > 0
+            && !log.is_poisoned()
+            && sim.has_failed()
+            && !high_watermark_failed
+        {
             assert_refuses_appends(&log, now_ms);
         }
         drop(log);
@@ -403,12 +552,81 @@ fn run_seed(seed: u64) -> u64 {
     }
     // The last cut's recovery.
     let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim)).unwrap();
+    check_high_watermark(&data, &mut model);
     if let Some(log) = data.log("t", 0).unwrap() {
         check_recovered(&log, &mut model, &mut rng);
     } else {
         assert_eq!(model.durable_end, 0, "the log vanished");
     }
     cuts
+}
+
+/// Now and then, after an operation, a follower's step: reset the log (Kafka's
+/// `truncateFullyAndStartAt`, to an offset past its end or inside it) or checkpoint a high
+/// watermark. Returns whether the log's operation failed (as the operations above do); a failed
+/// high-watermark write sets `high_watermark_failed` instead.
+fn follower_step(
+    rng: &mut ChaCha8Rng,
+    data: &LogDir,
+    log: &Log,
+    model: &mut Model,
+    high_watermark_next: &mut i64,
+    high_watermark_failed: &mut bool,
+) -> bool {
+    let end = model.end();
+    match rng.gen_range(0..100) {
+        0..=3 => {
+            let offset = if rng.gen_bool(0.7) {
+                end + rng.gen_range(0..300)
+            } else {
+                rng.gen_range(0..=end)
+            };
+            trace!("truncate_fully_and_start_at({offset}) at end {end}");
+            model.start_ceiling = model.start_ceiling.max(offset);
+            let old_start = log.log_start_offset().unwrap();
+            match log.truncate_fully_and_start_at(offset) {
+                Ok(()) => {
+                    assert_eq!(log.log_start_offset().unwrap(), offset);
+                    assert_eq!(log.log_end_offset().unwrap(), offset);
+                    assert_eq!(log.flushed_offset().unwrap(), offset);
+                    assert!(log.epoch_entries().unwrap().is_empty());
+                    count(&RESETS);
+                    model.reset(offset);
+                    false
+                }
+                Err(_) => {
+                    // Any prefix of the old log may be what recovery finds, or the new log.
+                    count(&RESETS_FAILED);
+                    model.reset_pending = Some((offset, old_start));
+                    model.durable_end = model.durable_end.min(model.first());
+                    true
+                }
+            }
+        }
+        4..=9 => {
+            *high_watermark_next += rng.gen_range(1..100);
+            let offset = *high_watermark_next;
+            let entry = HighWatermark {
+                topic: "t".to_owned(),
+                partition: 0,
+                offset,
+            };
+            match data.write_high_watermarks(&[entry]) {
+                Ok(()) => {
+                    count(&HIGH_WATERMARK_WRITES);
+                    model.high_watermark = Some(offset);
+                    model.high_watermark_pending = None;
+                }
+                Err(_) => {
+                    count(&HIGH_WATERMARK_FAILED);
+                    model.high_watermark_pending = Some(offset);
+                    *high_watermark_failed = true;
+                }
+            }
+            false
+        }
+        _ => false,
+    }
 }
 
 #[test]
@@ -425,10 +643,19 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
             }
         }
     }
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     eprintln!(
-        "power_loss: {} seeds, {cuts} power cuts, {} operations failed under injected faults",
+        "power_loss: {} seeds, {cuts} power cuts, {} operations failed under injected faults; \
+         {} follower appends, {} resets ({} failed part way, {} of those recovered as the new \
+         log), {} high-watermark checkpoints ({} failed)",
         seeds.len(),
-        FAILED_OPS.load(Ordering::Relaxed)
+        load(&FAILED_OPS),
+        load(&REPLICATED_APPENDS),
+        load(&RESETS),
+        load(&RESETS_FAILED),
+        load(&RESETS_RECOVERED_NEW),
+        load(&HIGH_WATERMARK_WRITES),
+        load(&HIGH_WATERMARK_FAILED),
     );
 }
 
