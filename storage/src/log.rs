@@ -1138,9 +1138,10 @@ impl Log {
     }
 
     /// Removes every batch holding an offset ≥ `offset` (a batch straddling it goes whole, as in
-    /// Kafka), for a replica that diverged. The new log end offset is returned. Checkpoints are
-    /// lowered first, so a crash mid-way never leaves a recovery point above the data. Slices
-    /// already handed out stay valid (see [`FetchSlice`]).
+    /// Kafka), for a replica that diverged. The new log end offset is returned. The recovery
+    /// point is lowered first, so a crash mid-way never leaves one above the data; a log start
+    /// the cut passes drops to the new end after the cut. Slices already handed out stay valid
+    /// (see [`FetchSlice`]).
     pub fn truncate_to(&self, offset: i64) -> Result<i64> {
         let _writer = self.writer()?;
         let mut state = self.write_state()?;
@@ -1163,13 +1164,13 @@ impl Log {
             Some((position, header)) => (position, header.base_offset),
             None => (cut_segment.size_bytes, cut_segment.next_offset),
         };
-        let lowered = Checkpoint {
-            log_start_offset: state.log_start_offset.min(new_end),
-            recovery_point: state.recovery_point.min(new_end),
-        };
         let result = (|| {
-            state.log_start_offset = lowered.log_start_offset;
-            state.recovery_point = lowered.recovery_point;
+            // Only the recovery point drops before the cut. Why not the log start as well (when
+            // the cut goes below it): a crash before the cut then left the whole log under a
+            // start below the one the leader-epoch cache was moved to (`truncate_from_start`),
+            // and recovery, which only trims the cache, kept an epoch-less start (found by
+            // tests/power_loss.rs, seed 2509). Recovery lowers a start past the log end itself.
+            state.recovery_point = state.recovery_point.min(new_end);
             state.write_checkpoint(io, &self.dir)?;
             let later: Vec<i64> = state
                 .segments
@@ -1186,8 +1187,13 @@ impl Log {
             segment.truncate_at(io, &self.dir, cut_position, &config)?;
             segment.unseal(io, &config)?;
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
-            // After the log: a crash in between leaves entries past the end, which recovery trims.
             let new_end = state.log_end_offset();
+            if new_end < state.log_start_offset {
+                // The log is now empty below its old start: it starts at its end.
+                state.log_start_offset = new_end;
+                state.write_checkpoint(io, &self.dir)?;
+            }
+            // After the log: a crash in between leaves entries past the end, which recovery trims.
             if state.epochs.truncate_from_end(new_end) {
                 state.epochs.write(io, &self.dir)?;
             }
@@ -2420,6 +2426,70 @@ mod tests {
         let log = data.log("t", 0).unwrap().unwrap();
         assert_eq!(log.log_end_offset().unwrap(), 5);
         assert_eq!(batch_at(&log, 4), expected(batch(0, 1, 5), 4));
+    }
+
+    #[test]
+    fn truncation_below_the_log_start_lowers_the_start_only_after_the_cut() {
+        // Found by tests/power_loss.rs (seed 2509): the start was lowered in the checkpoint
+        // written before the cut, so a crash in between brought back the whole log under a start
+        // the leader-epoch cache (moved to the old start) did not cover.
+        let dir = temp_dir();
+        let io = Arc::new(FaultyIo::default());
+        let data = open_faulty(dir.path(), small_config(), &io);
+        let log = data.create("t", 0, None).unwrap();
+        log.append_with_epoch(&mut batch(0, 2, 10), 3, 0).unwrap();
+        log.append_with_epoch(&mut batch(0, 4, 10), 5, 0).unwrap();
+        log.flush().unwrap();
+        log.delete_records_before(4).unwrap();
+        let epochs = log.epoch_entries().unwrap();
+        assert_eq!(
+            epochs,
+            [EpochEntry {
+                epoch: 5,
+                start_offset: 4
+            }]
+        );
+        // The cut goes to 2, below the start: the checkpoint (two syncs) is written, then the
+        // segment's sync fails.
+        io.fail_sync_after.store(2, Ordering::SeqCst);
+        io.fail_sync.store(true, Ordering::SeqCst);
+        assert!(log.truncate_to(5).is_err());
+        io.fail_sync.store(false, Ordering::SeqCst);
+        let checkpoint = Checkpoint::read(&StdIo, &dir.path().join("t-0"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            checkpoint,
+            Checkpoint {
+                log_start_offset: 4,
+                recovery_point: 2
+            },
+            "before the cut only the recovery point drops"
+        );
+        drop((log, data));
+        // The cut itself reached the file (only its sync failed): the log is empty at 2.
+        let data = LogDir::open(dir.path(), small_config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(
+            (
+                log.log_start_offset().unwrap(),
+                log.log_end_offset().unwrap()
+            ),
+            (2, 2)
+        );
+        assert_eq!(log.epoch_entries().unwrap(), []);
+        // Without a failure the start drops to the new end at once.
+        log.append_with_epoch(&mut batch(0, 4, 10), 6, 0).unwrap();
+        log.delete_records_before(4).unwrap();
+        assert_eq!(log.truncate_to(3).unwrap(), 2);
+        assert_eq!(log.log_start_offset().unwrap(), 2);
+        assert_eq!(
+            Checkpoint::read(&StdIo, &dir.path().join("t-0")).unwrap(),
+            Some(Checkpoint {
+                log_start_offset: 2,
+                recovery_point: 2
+            })
+        );
     }
 
     #[test]

@@ -39,8 +39,11 @@ use temp::temp_dir;
 const CI_SEEDS: u64 = 300;
 /// Seeds that found bugs, run on every `cargo test` whatever the seed count: 1 (a time lookup
 /// answered from a batch below the log start), 12 (`flushed: true` under `PersistMode::Buffer`),
-/// 390 (a log start lowered by recovery was not checkpointed, and came back after the next cut).
-const REGRESSION_SEEDS: [u64; 3] = [1, 12, 390];
+/// 390 (a log start lowered by recovery was not checkpointed, and came back after the next cut),
+/// 2509 (a truncation below the log start lowered the checkpointed start before the cut, and a
+/// cut in between left the whole log under that start with the leader-epoch cache still moved
+/// to the old one: the first batches had no epoch entry).
+const REGRESSION_SEEDS: [u64; 4] = [1, 12, 390, 2509];
 /// Power cycles (open, operations, cut) per seed.
 const CYCLES_MAX: u32 = 6;
 /// Operations per cycle, at most.
@@ -149,6 +152,12 @@ fn random_config(rng: &mut ChaCha8Rng) -> LogConfig {
 fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
     let start = log.log_start_offset().unwrap();
     let end = log.log_end_offset().unwrap();
+    if tracing() {
+        eprintln!(
+            "recovered [{start}, {end}), epochs {:?}",
+            log.epoch_entries().unwrap()
+        );
+    }
     if let Some((offset, old_start)) = model.reset_pending.take() {
         // A reset stopped part way: the new empty log, or (checked below) a prefix of the old.
         if (start, end) == (offset, offset) {
@@ -464,12 +473,14 @@ fn run_seed(seed: u64) -> u64 {
                 87..=90 => {
                     let start = log.log_start_offset().unwrap();
                     let offset = rng.gen_range(start..=end);
+                    trace!("delete_records_before({offset})");
                     log.delete_records_before(offset).is_err()
                 }
                 91..=96 => {
                     let start = log.log_start_offset().unwrap();
                     let offset = rng.gen_range(start..=end);
                     let new_end = model.truncation_end(offset);
+                    trace!("truncate_to({offset}) -> {new_end}, start {start}");
                     match log.truncate_to(offset) {
                         Ok(got) => {
                             assert_eq!(got, new_end, "truncate_to({offset})");
@@ -500,10 +511,6 @@ fn run_seed(seed: u64) -> u64 {
                     &mut high_watermark_next,
                     &mut high_watermark_failed,
                 );
-            if high_watermark_failed {
-                // The directory's disk failed under the checkpoint: stop here, cut the power.
-                break;
-            }
             model.start_ceiling = model.start_ceiling.max(log.log_start_offset().unwrap());
             if failed {
                 FAILED_OPS.fetch_add(1, Ordering::Relaxed);
@@ -523,6 +530,11 @@ fn run_seed(seed: u64) -> u64 {
             model.durable_end = model.durable_end.max(flushed);
             if !log.is_poisoned() {
                 model.start_floor = model.start_floor.max(log.log_start_offset().unwrap());
+            }
+            if high_watermark_failed {
+                // The directory's disk failed under the checkpoint (after the operation, which
+                // the model above took in): stop here, cut the power.
+                break;
             }
         }
         if sim.failed_syncs() > 0
