@@ -12,6 +12,12 @@
 //! epoch and start offset with every start inside the log; an input that is not a checkpoint (or
 //! none at all) gives exactly the cache the batches imply.
 //!
+//! `high_watermark_checkpoint`: the input is a data directory's `replication-offset-checkpoint`.
+//! Opening the directory must succeed (the file is not a log); reading it must give entries or
+//! `Error::Corrupt`, nothing else; accepted entries are valid (a topic that can name a log,
+//! partition and offset ≥ 0, no partition twice), and written back they read back equal, in a
+//! text no longer than the input (the writer's is the shortest form).
+//!
 //! `offset_index`: a fixed, valid log is written and closed cleanly; the input then replaces its
 //! `.index` and/or `.timeindex` files. Opening must succeed (an index is a cache) and every
 //! offset and timestamp lookup must equal a linear scan of the batches appended.
@@ -20,13 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use skiff_protocol::records::v2::{self, BatchHeader, BATCH_HEADER_BYTES};
-use skiff_storage::{LogConfig, LogDir};
+use skiff_storage::{Error, LogConfig, LogDir};
 
 #[path = "../../storage/tests/support/batch.rs"]
 mod batch_support;
 
 /// Targets of this module.
 pub const TARGETS: &[crate::Target] = &[
+    ("high_watermark_checkpoint", high_watermark_checkpoint),
     ("leader_epoch_checkpoint", leader_epoch_checkpoint),
     ("offset_index", offset_index),
     ("recovery_scan", recovery_scan),
@@ -205,6 +212,35 @@ pub fn leader_epoch_checkpoint(data: &[u8]) {
             log_end
         );
     }
+}
+
+/// A damaged high-watermark checkpoint is refused as corrupt, and what is accepted is valid and
+/// round-trips.
+pub fn high_watermark_checkpoint(data: &[u8]) {
+    const FILE: &str = "replication-offset-checkpoint";
+    let scratch = Scratch::new();
+    std::fs::write(scratch.0.join(FILE), data).expect("checkpoint");
+    let dir = LogDir::open(&scratch.0, LogConfig::default()).expect("the file is not a log");
+    assert!(dir.list().expect("list").is_empty());
+    let entries = match dir.read_high_watermarks() {
+        Ok(entries) => entries,
+        Err(Error::Corrupt { .. }) => return,
+        Err(other) => panic!("damage must be Corrupt, not {other:?}"),
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in &entries {
+        assert!(entry.partition >= 0 && entry.offset >= 0, "{entry:?}");
+        assert!(
+            skiff_protocol::topic_name::validate_topic_name(&entry.topic).is_ok(),
+            "{entry:?}"
+        );
+        assert!(seen.insert((&entry.topic, entry.partition)), "twice: {entry:?}");
+    }
+    dir.write_high_watermarks(&entries)
+        .expect("accepted entries are written back");
+    let written = std::fs::read(scratch.0.join(FILE)).expect("read back");
+    assert!(written.len() <= data.len(), "the writer's text is the shortest");
+    assert_eq!(dir.read_high_watermarks().expect("reads back"), entries);
 }
 
 /// Damaged index files never change what a lookup returns.

@@ -52,11 +52,26 @@
 //! answers OffsetsForLeaderEpoch); recovery trims it to the recovered log, or rebuilds it from the
 //! batch headers if it is missing or corrupt.
 //!
+//! A follower replica writes its log with three calls of its own. [`Log::append_replicated`]
+//! appends its leader's batches as they are, offsets and epochs kept (Kafka's
+//! `appendAsFollower`): they must continue the log ([`Error::UnexpectedAppendOffset`]) and carry
+//! no epoch below the latest ([`Error::EpochBelowLatest`]), so the follower's segments hold the
+//! leader's bytes. [`Log::truncate_to`] cuts a diverged tail. [`Log::truncate_fully_and_start_at`]
+//! deletes every segment and starts the log empty at the leader's start (Kafka's
+//! `truncateFullyAndStartAt`), in an order of writes after which a crash leaves the old log, a
+//! prefix of it, or the new empty log. The data directory holds the replicas' high watermarks in
+//! `replication-offset-checkpoint` (Kafka's format: version `0`, a count, `topic partition
+//! offset` lines), written whole and atomically by [`LogDir::write_high_watermarks`] when the
+//! embedder says; [`LogDir::read_high_watermarks`] reads it strictly (damage is
+//! [`Error::Corrupt`]; its doc says why starting from the log start instead is safe).
+//!
 //! # Limits
 //!
 //! - A segment is at most `u32::MAX` bytes (`segment_bytes`, default 1 GiB): index positions are
 //!   4 bytes, and so are offsets relative to a segment's base.
 //! - One batch is at most `batch_bytes_max` (default 1 MiB + 12, Kafka's `max.message.bytes`).
+//! - The high-watermark checkpoint holds at most 200,000 partitions (ten times the default
+//!   `logs_max`) and is read back only up to 64 MiB.
 //! - Topic names: ASCII letters, digits, `.`, `_`, `-`, at most 249 bytes.
 //! - Durability is what [`PersistMode`] and the flush policy in [`LogConfig`] say; a failed write
 //!   or fsync poisons the log ([`Error::Poisoned`]) until the directory is reopened.
@@ -75,6 +90,7 @@
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
 //! `index_file` (mapped entries), `recovery` (the batch scan),
 //! `leader_epoch` (the leader-epoch cache and its `leader-epoch-checkpoint` file),
+//! `high_watermark` (the text of the data directory's `replication-offset-checkpoint`),
 //! `fetch` ([`FetchSlice`]), `log_files` (the bounded open descriptors of segment files),
 //! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
 //! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
