@@ -1,6 +1,8 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
-//! point. Owns offset assignment (and leader-epoch stamping), rolling, the flush policy and
-//! poisoning, reads, time lookups, truncation, retention, when the leader-epoch cache
+//! point. Owns offset assignment (and leader-epoch stamping), or for a follower's append the
+//! check that its leader's offsets continue the log, rolling, the flush policy and
+//! poisoning, reads, time lookups, truncation (of a tail, or of everything to start afresh at
+//! a follower's new start), retention, when the leader-epoch cache
 //! (`leader_epoch`) changes and is checkpointed, and deferred recovery (a log listed at open but recovered later, answering
 //! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
