@@ -1749,6 +1749,46 @@ mod tests {
     }
 
     #[test]
+    fn replicated_appends_flush_and_poison_as_appends_do() {
+        let dir = temp_dir();
+        let io = Arc::new(FaultyIo::default());
+        let config = LogConfig {
+            flush_messages_interval: Some(2),
+            ..small_config()
+        };
+        let data = open_faulty(dir.path(), config, &io);
+        let log = data.create("t", 0, None).unwrap();
+        let info = log
+            .append_replicated(&mut leader_batch(0, 1, 1), 0)
+            .unwrap();
+        assert!(
+            !info.flushed,
+            "one record of the two flush.messages asks for"
+        );
+        let info = log
+            .append_replicated(&mut leader_batch(1, 1, 1), 0)
+            .unwrap();
+        assert!(info.flushed);
+        assert_eq!(log.flushed_offset().unwrap(), 2);
+        io.fail_sync.store(true, Ordering::SeqCst);
+        log.append_replicated(&mut leader_batch(2, 1, 1), 0)
+            .unwrap();
+        let failed = log.append_replicated(&mut leader_batch(3, 1, 1), 0);
+        assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
+        assert!(log.is_poisoned());
+        io.fail_sync.store(false, Ordering::SeqCst);
+        let end = log.log_end_offset().unwrap();
+        assert!(matches!(
+            log.append_replicated(&mut leader_batch(end, 1, 1), 0),
+            Err(Error::Poisoned)
+        ));
+        assert!(matches!(
+            log.truncate_fully_and_start_at(100),
+            Err(Error::Poisoned)
+        ));
+    }
+
+    #[test]
     fn truncate_fully_and_start_at_leaves_an_empty_log_at_the_offset() {
         let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
