@@ -234,12 +234,18 @@ pub fn high_watermark_checkpoint(data: &[u8]) {
             skiff_protocol::topic_name::validate_topic_name(&entry.topic).is_ok(),
             "{entry:?}"
         );
-        assert!(seen.insert((&entry.topic, entry.partition)), "twice: {entry:?}");
+        assert!(
+            seen.insert((&entry.topic, entry.partition)),
+            "twice: {entry:?}"
+        );
     }
     dir.write_high_watermarks(&entries)
         .expect("accepted entries are written back");
     let written = std::fs::read(scratch.0.join(FILE)).expect("read back");
-    assert!(written.len() <= data.len(), "the writer's text is the shortest");
+    assert!(
+        written.len() <= data.len(),
+        "the writer's text is the shortest"
+    );
     assert_eq!(dir.read_high_watermarks().expect("reads back"), entries);
 }
 

@@ -83,3 +83,37 @@ fn fetch_response_seeds_decode() {
     }
     assert!(decoded >= 3);
 }
+
+/// The hand-made high-watermark checkpoint seeds `valid`, `empty` and `leading_zeros` are
+/// accepted (so fuzzing starts inside the parser's accepting path, not only at its refusals),
+/// and the others are refused as corrupt.
+#[test]
+fn high_watermark_seeds_read_as_named() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/high_watermark_checkpoint");
+    let scratch = std::env::temp_dir().join(format!("skiff-hw-seeds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let dir =
+        skiff_storage::LogDir::open(&scratch, skiff_storage::LogConfig::default()).expect("open");
+    let mut accepted = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&corpus).expect("corpus") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        std::fs::copy(&path, scratch.join("replication-offset-checkpoint")).expect("copy");
+        match dir.read_high_watermarks() {
+            Ok(entries) => {
+                accepted.insert(name, entries.len());
+            }
+            Err(skiff_storage::Error::Corrupt { .. }) => {}
+            Err(other) => panic!("{name}: {other}"),
+        }
+    }
+    drop(dir);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let expected: std::collections::BTreeMap<String, usize> = [
+        ("empty".to_owned(), 0),
+        ("leading_zeros".to_owned(), 2),
+        ("valid".to_owned(), 3),
+    ]
+    .into();
+    assert_eq!(accepted, expected);
+}
