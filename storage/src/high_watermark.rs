@@ -240,7 +240,9 @@ mod tests {
         /// (the writer's text is the shortest form: no leading zeros, `\n` line ends) and reads
         /// back equal.
         #[test]
-        fn arbitrary_bytes_parse_or_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn arbitrary_bytes_parse_or_are_refused(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
             if let Ok(entries) = parse(&bytes) {
                 let text = to_text(&entries).unwrap();
                 prop_assert!(text.len() <= bytes.len());

@@ -389,10 +389,11 @@ impl LogDir {
     /// A file that is not a checkpoint (not UTF-8, malformed, a number out of range or
     /// negative, an invalid topic, a partition twice, a count that does not match, more than
     /// `limits::HIGH_WATERMARK_CHECKPOINT_BYTES_MAX` bytes or
-    /// `limits::HIGH_WATERMARK_ENTRIES_MAX` entries) is [`Error::Corrupt`], as in Kafka (whose reader throws and
-    /// takes the directory offline), not "no high watermarks": the writer's atomic rename never
-    /// leaves a torn file, so such content means the disk returned bytes nobody wrote, which the
-    /// operator should hear of, and storage never discards what it cannot read in silence.
+    /// `limits::HIGH_WATERMARK_ENTRIES_MAX` entries) is [`Error::Corrupt`], as in Kafka (whose
+    /// reader throws and takes the directory offline), not "no high watermarks": the writer's
+    /// atomic rename never leaves a torn file, so such content means the disk returned bytes
+    /// nobody wrote, which the operator should hear of, and storage never discards what it
+    /// cannot read in silence.
     ///
     /// What an embedder may do with the error instead of failing: start every partition's high
     /// watermark at its log start offset, as for a missing file. That is safe, because a high
