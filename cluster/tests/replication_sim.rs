@@ -326,6 +326,9 @@ impl Sim {
                         self.brokers[b].replica.on_isr_proposal_failed();
                     }
                 }
+                Action::ResetTo { offset } => {
+                    panic!("no log start moves in this simulation, yet a reset to {offset}")
+                }
                 Action::HighWatermark(_) => {}
                 Action::CompleteProduce { id, error } => self.complete(id, error),
             }

@@ -132,6 +132,31 @@ impl Replica {
                     actions.push(Action::HighWatermark(target));
                 }
             }
+            FetchResult::OutOfRange {
+                log_start_offset,
+                high_watermark,
+            } => {
+                if leo < *log_start_offset {
+                    // Everything we would fetch next is gone on the leader: start where it does.
+                    actions.push(Action::ResetTo {
+                        offset: *log_start_offset,
+                    });
+                    self.high_watermark = *log_start_offset;
+                    actions.push(Action::HighWatermark(*log_start_offset));
+                } else if *high_watermark >= 0 && leo > *high_watermark {
+                    // Ahead of the leader's log with no epoch to compare (batches without one):
+                    // keep only what the leader called replicated, as Kafka did before KIP-101.
+                    actions.push(Action::TruncateTo {
+                        offset: *high_watermark,
+                    });
+                    if self.high_watermark > *high_watermark {
+                        self.high_watermark = *high_watermark;
+                        actions.push(Action::HighWatermark(*high_watermark));
+                    }
+                } else {
+                    f.next_fetch_ms = now + backoff;
+                }
+            }
             // 74 (we are behind the store), 75 (the leader is), 6, 1 or no answer: retry later;
             // a new epoch arrives through the store.
             FetchResult::Error(_) | FetchResult::Lost => f.next_fetch_ms = now + backoff,

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 
-use super::{Acks, Action, Epoch, FetchAnswer, FollowerFetch, LocalLog, Offset, Replica, Role};
+use super::{
+    Acks, Action, Epoch, FetchAnswer, FollowerFetch, LeaderStatus, LocalLog, Offset, Replica, Role,
+};
 use crate::records::{PartitionState, Writer};
 
 #[derive(Debug, Clone, Copy)]
@@ -233,6 +235,30 @@ impl Replica {
             },
             actions,
         )
+    }
+
+    /// As leader, for metrics: how many replicas and ISR members the partition has, and how
+    /// far the furthest-behind follower is from `log_end_offset` (None: a follower not heard
+    /// from since this broker became leader). `None` when not leading.
+    pub fn leader_status(&self, log_end_offset: Offset) -> Option<LeaderStatus> {
+        let Role::Leader(l) = &self.role else {
+            return None;
+        };
+        let mut max_follower_lag = Some(0);
+        for (id, progress) in &l.followers {
+            if !l.replicas.contains(id) {
+                continue;
+            }
+            max_follower_lag = match (max_follower_lag, progress.leo) {
+                (Some(max), Some(leo)) => Some(max.max(log_end_offset.saturating_sub(leo))),
+                _ => None,
+            };
+        }
+        Some(LeaderStatus {
+            replicas: l.replicas.len(),
+            isr: l.isr.len(),
+            max_follower_lag,
+        })
     }
 
     /// The store refused the ISR proposal (a stale revision, or an ambiguous error): the driver

@@ -133,6 +133,14 @@ pub enum FetchResult {
         /// Its end offset.
         end_offset: Offset,
     },
+    /// OFFSET_OUT_OF_RANGE with the leader's log start and HW: the fetch offset is below the
+    /// leader's log start (retention or DeleteRecords passed it) or above its log end.
+    OutOfRange {
+        /// The leader's log start offset.
+        log_start_offset: Offset,
+        /// The leader's HW.
+        high_watermark: Offset,
+    },
     /// An error code from the leader.
     Error(ErrorCode),
     /// No answer (timeout, connection lost).
@@ -169,6 +177,12 @@ pub enum Action {
         /// The new LEO.
         offset: Offset,
     },
+    /// Empty the log and start it at `offset` (the leader's log start passed this log's end:
+    /// Kafka's `truncateFullyAndStartAt`).
+    ResetTo {
+        /// The new log start and end.
+        offset: Offset,
+    },
     /// Send a Fetch to the leader.
     SendFetch {
         /// The leader.
@@ -192,6 +206,17 @@ pub enum Action {
         /// Its error, if any.
         error: Option<ErrorCode>,
     },
+}
+
+/// A leader's figures, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderStatus {
+    /// Replicas of the partition.
+    pub replicas: usize,
+    /// Members of the ISR (the leader's local one).
+    pub isr: usize,
+    /// Offsets the furthest-behind follower lacks (None: one not heard from yet).
+    pub max_follower_lag: Option<Offset>,
 }
 
 /// The sub-state of a follower.
@@ -478,6 +503,42 @@ mod tests {
         assert!(actions
             .iter()
             .any(|a| matches!(a, Action::ProposeIsr { state, .. } if state.isr == vec![1, 2, 3])));
+    }
+
+    #[test]
+    fn a_follower_behind_the_leaders_log_start_resets_and_one_ahead_cuts_to_the_hw() {
+        let log = Log {
+            leo: 20,
+            epochs: EpochCache::new(),
+        };
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 5);
+        follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &log);
+        follower.poll(0, &log);
+        let gone = FetchResult::OutOfRange {
+            log_start_offset: 50,
+            high_watermark: 70,
+        };
+        assert_eq!(
+            follower.on_fetch_result(1, 1, 4, &gone, &log),
+            vec![Action::ResetTo { offset: 50 }, Action::HighWatermark(50)]
+        );
+        follower.poll(2, &log);
+        let behind = FetchResult::OutOfRange {
+            log_start_offset: 0,
+            high_watermark: 12,
+        };
+        assert_eq!(
+            follower.on_fetch_result(3, 1, 4, &behind, &log),
+            vec![Action::TruncateTo { offset: 12 }, Action::HighWatermark(12)]
+        );
+        // Within the leader's range: nothing to do but wait and fetch again.
+        follower.poll(4, &log);
+        let odd = FetchResult::OutOfRange {
+            log_start_offset: 0,
+            high_watermark: 30,
+        };
+        assert!(follower.on_fetch_result(5, 1, 4, &odd, &log).is_empty());
+        assert!(follower.poll(6, &log).is_empty(), "backing off");
     }
 
     #[test]
