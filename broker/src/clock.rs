@@ -30,3 +30,11 @@ pub(crate) fn timer_now() -> tokio::time::Instant {
 pub(crate) fn deadline_after(after: Duration) -> tokio::time::Instant {
     timer_now() + after
 }
+
+/// Monotonic milliseconds since the first reading in this process: the time the pure replica
+/// machines run on (lag limits, acks=all deadlines), which a wall-clock step must not move.
+pub(crate) fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

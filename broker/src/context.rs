@@ -33,6 +33,8 @@ pub(crate) struct Ctx {
     /// Turns true when the broker shuts down: connections finish their response and close,
     /// long-polling fetches answer at once, background tasks stop.
     pub(crate) shutdown: watch::Sender<bool>,
+    /// Where follower fetches hand their leaders' ISR proposals to the replica driver.
+    pub(crate) isr_proposals: crate::partition::replica::ProposalSender,
     /// The live ACLs; `None` without `skiff.acl.file` (no authorization at all).
     pub(crate) acl: Option<Arc<crate::security::acl::AclState>>,
 }

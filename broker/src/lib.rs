@@ -14,9 +14,9 @@
 //! - [`cluster`]: membership (session lease, registration), the watched image of the metadata
 //!   store, and the controller loop over `skiff-cluster`'s pure plan;
 //! - [`ops`]: metrics, the operator HTTP endpoint, maintenance (retention, flush);
+//! - [`replication`]: each partition's replica (the pure `skiff-cluster` replica machine behind a
+//!   lock), the driver feeding it the store's partition states, and the follower's fetcher;
 //! - `clock`: the only place that reads the clock; `context`: what handlers share.
-//!
-//! Replication adds `replication/` (the pure replica state machine and its fetcher) beside these.
 //!
 //! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
 //! `skiff-protocol` — or read the clock anywhere but `clock` (tokio's timers aside).
@@ -31,6 +31,7 @@ pub mod net;
 pub mod ops;
 pub mod partition;
 pub mod placement;
+pub mod replication;
 pub mod security;
 
 use std::sync::Arc;
@@ -228,6 +229,7 @@ impl Broker {
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement =
             placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
+        let (isr_proposals, queued_proposals) = partition::replica::proposal_channel();
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
@@ -238,8 +240,12 @@ impl Broker {
             cluster,
             groups,
             shutdown,
+            isr_proposals,
             acl,
         });
+        // Each partition's replica follows the image before the first client comes.
+        replication::driver::feed_at_start(&ctx).await;
+        tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
         migrate_single_node_offsets(&ctx, files).await?;
         tokio::spawn(group_driver.run(ctx.topics.clone(), ctx.cluster.clone()));

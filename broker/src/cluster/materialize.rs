@@ -3,8 +3,9 @@
 //! change that changes what this broker replicates, and publishes the revision it reached so a
 //! topic change can wait for its logs (`Cluster::wait_materialized`).
 //!
-//! Must never: decide what exists (the image does: `skiff_cluster::topics::local_topics`), or
-//! run blocking IO on an async worker (the reconcile runs on a blocking thread).
+//! Must never: decide what exists (the image does: `skiff_cluster::topics::local_topics`),
+//! publish a revision before the replicas were fed its partition states, or run blocking IO on
+//! an async worker (the reconcile and the feed run on a blocking thread).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ impl Cluster {
     }
 
     /// Reconciles once, on a blocking thread; publishes the revision reached.
-    pub async fn materialize(&self, topics: &Arc<Topics>) -> Result<(), TopicError> {
+    pub async fn materialize(self: &Arc<Self>, topics: &Arc<Topics>) -> Result<(), TopicError> {
         let Some((revision, desired)) = self.desired() else {
             return Err(TopicError::Storage("image unavailable".into()));
         };
@@ -39,13 +40,13 @@ impl Cluster {
     }
 
     async fn reconcile(
-        &self,
+        self: &Arc<Self>,
         topics: &Arc<Topics>,
         revision: i64,
         desired: Vec<LocalTopic>,
     ) -> Result<(), TopicError> {
-        let topics = topics.clone();
-        let report = tokio::task::spawn_blocking(move || topics.reconcile(&desired))
+        let reconciling = topics.clone();
+        let report = tokio::task::spawn_blocking(move || reconciling.reconcile(&desired))
             .await
             .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))?;
         if report != Default::default() {
@@ -58,8 +59,22 @@ impl Cluster {
                 "topics follow the metadata store"
             );
         }
-        self.materialized.send_replace(revision);
+        self.publish(topics, revision).await;
         Ok(())
+    }
+
+    /// Feeds the replicas the image's partition states, then publishes `revision` as followed:
+    /// a produce that waited for its topic's logs finds their replicas leading (or not) as the
+    /// image says.
+    async fn publish(self: &Arc<Self>, topics: &Arc<Topics>, revision: i64) {
+        let (feeding, cluster) = (topics.clone(), self.clone());
+        let fed = tokio::task::spawn_blocking(move || {
+            crate::replication::driver::feed_states(&feeding, &cluster)
+        })
+        .await;
+        // Becoming leader or follower proposes no ISR change (only fetches and timers do).
+        debug_assert!(fed.as_ref().map_or(true, |fed| fed.proposals.is_empty()));
+        self.materialized.send_replace(revision);
     }
 }
 
@@ -71,7 +86,7 @@ pub async fn run(cluster: ClusterHandle, topics: Arc<Topics>, mut shutdown: watc
         if let Some((revision, desired)) = cluster.desired() {
             if last.as_ref() == Some(&desired) {
                 // Nothing this broker replicates changed (a load report, an ISR, a leader).
-                cluster.materialized.send_replace(revision);
+                cluster.publish(&topics, revision).await;
             } else {
                 match cluster.reconcile(&topics, revision, desired.clone()).await {
                     Ok(()) => last = Some(desired),

@@ -20,6 +20,7 @@
 //! controller (every write is fenced), or block a request path on the store.
 
 pub mod identity;
+pub mod isr;
 pub mod materialize;
 pub mod roles;
 pub mod topic_changes;

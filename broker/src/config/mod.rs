@@ -332,10 +332,9 @@ pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
 /// The largest `queued.max.request.bytes` accepted: 1 TiB, far above any memory, and below the
 /// budget semaphore's own ceiling (`usize::MAX >> 3` permits).
 pub const QUEUED_REQUEST_BYTES_MAX_LIMIT: usize = 1 << 40;
-/// Why a replication factor other than 1 is refused, in config errors and INVALID_REPLICATION_FACTOR
-/// messages alike.
-pub const REPLICATION_NOT_YET: &str =
-    "only 1 is supported: every partition has one replica until replication lands (cluster part 2)";
+/// The largest `replica.fetch.response.max.bytes` accepted: a follower holds one response of
+/// this size per leader it fetches from.
+pub const REPLICA_FETCH_RESPONSE_BYTES_LIMIT: u32 = 1 << 30;
 /// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead.
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Kafka's `socket.request.max.bytes` default.
@@ -368,7 +367,7 @@ config_keys! {
     "num.partitions" => num_partitions: i32 = 1;
         "Partitions of an auto-created topic."
     "default.replication.factor" => default_replication_factor: i16 = 1;
-        "Replication factor of an auto-created topic, or of a created one that asks for -1. Must be 1 until replication lands (cluster part 2)."
+        "Replication factor of an auto-created topic, or of a created one that asks for -1. A topic needs that many running brokers to be created (INVALID_REPLICATION_FACTOR otherwise)."
     "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50;
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
@@ -376,7 +375,7 @@ config_keys! {
     "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024;
         "Bytes appended to one __consumer_offsets partition after which its coordinator appends a snapshot of the partition's committed offsets and drops the log before it (Skiff's stand-in for log compaction). Bounds what a new coordinator replays; at least 4096."
     "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1;
-        "Replicas of each __consumer_offsets partition. Must be 1 until replication lands (cluster part 2)."
+        "Replicas of each __consumer_offsets partition; the topic is created once that many brokers run."
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true;
         "Create a topic on first Metadata or Produce for it."
     "log.segment.bytes" => log_segment_bytes: u64 = 1024 * 1024 * 1024;
@@ -469,6 +468,22 @@ config_keys! {
         "This broker's rack (failure domain), shown in Metadata and used by replica placement."
     "broker.session.timeout.ms" => broker_session_timeout_ms: u64 = 10_000;
         "TTL of this broker's session lease: if the store hears no keep-alive for this long, the broker counts as dead and its registration and leaderships are taken away. The broker itself stops accepting writes a fifth of it earlier. Whole seconds, at least 1000."
+    "replica.high.watermark.checkpoint.interval.ms" => replica_high_watermark_checkpoint_interval_ms: u64 = 5000;
+        "How often every partition's high watermark is written to the data directory's replication-offset-checkpoint (and at clean shutdown): where a restarted replica's high watermark starts. At least 100."
+    "inter.broker.listener.name" => inter_broker_listener_name: Option<String> = None;
+        "The listener followers fetch from their leaders on (its name in listeners, on every broker). Empty: the first PLAINTEXT listener. The replica fetcher speaks PLAINTEXT only, so with a shared metadata store this listener must be PLAINTEXT."
+    "replica.lag.time.max.ms" => replica_lag_time_max_ms: u64 = skiff_cluster::replica::REPLICA_LAG_TIME_MAX_MS_DEFAULT;
+        "A follower that has not caught up with the leader's log end for this long leaves the ISR (Kafka's rule: it counts as caught up when a fetch reached the leader's log end, or the end the leader had at its previous fetch)."
+    "min.insync.replicas" => min_insync_replicas: i32 = 1;
+        "Replicas (the leader included) that must be in the ISR for an acks=all produce: fewer answers NOT_ENOUGH_REPLICAS (19) before the append, or NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) when the ISR shrank after it. At least 1."
+    "replica.fetch.wait.max.ms" => replica_fetch_wait_max_ms: u64 = 500;
+        "How long a follower's Fetch waits at its leader for new records."
+    "replica.fetch.max.bytes" => replica_fetch_max_bytes: u32 = 1024 * 1024;
+        "Bytes a follower asks for per partition in one Fetch (at least one batch comes whatever this says)."
+    "replica.fetch.response.max.bytes" => replica_fetch_response_max_bytes: u32 = 10 * 1024 * 1024;
+        "Bytes a follower asks for in one Fetch over all its partitions; a response frame larger than this plus its framing is refused (the bound of a fetcher's buffer)."
+    "replica.fetch.backoff.ms" => replica_fetch_backoff_ms: u64 = skiff_cluster::replica::REPLICA_FETCH_BACKOFF_MS_DEFAULT;
+        "Pause of a follower's partition after a failed Fetch (an error from the leader, or no answer) before it fetches again."
     "skiff.metadata.start.timeout.ms" => metadata_start_timeout_ms: u64 = 30_000;
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
@@ -546,6 +561,33 @@ impl Config {
                 "must be between 1 and 4294967295",
             ));
         }
+        if self.min_insync_replicas < 1 {
+            return Err(invalid("min.insync.replicas", "must be at least 1"));
+        }
+        if self.replica_fetch_wait_max_ms == 0 || self.replica_fetch_wait_max_ms > 60_000 {
+            return Err(invalid(
+                "replica.fetch.wait.max.ms",
+                "must be between 1 and 60000",
+            ));
+        }
+        if self.replica_fetch_max_bytes == 0
+            || self.replica_fetch_response_max_bytes < self.replica_fetch_max_bytes
+            || self.replica_fetch_response_max_bytes > REPLICA_FETCH_RESPONSE_BYTES_LIMIT
+        {
+            return Err(invalid(
+                "replica.fetch.response.max.bytes",
+                "must be at least replica.fetch.max.bytes (itself at least 1) and at most 1 GiB",
+            ));
+        }
+        if self.replica_high_watermark_checkpoint_interval_ms < 100 {
+            return Err(invalid(
+                "replica.high.watermark.checkpoint.interval.ms",
+                "must be at least 100",
+            ));
+        }
+        if self.replica_lag_time_max_ms < 100 {
+            return Err(invalid("replica.lag.time.max.ms", "must be at least 100"));
+        }
         if self.num_partitions < 1 {
             return Err(invalid("num.partitions", "must be at least 1"));
         }
@@ -559,8 +601,8 @@ impl Config {
                 self.offsets_topic_replication_factor,
             ),
         ] {
-            if factor != 1 {
-                return Err(invalid(key, REPLICATION_NOT_YET));
+            if factor < 1 {
+                return Err(invalid(key, "must be at least 1"));
             }
         }
         if !(1..=skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32)
@@ -680,7 +722,47 @@ impl Config {
             return Err(invalid("log.flush.interval.messages", "must be at least 1"));
         }
         self.validate_security()?;
+        self.validate_inter_broker()?;
         Ok(())
+    }
+
+    /// The listener name followers fetch on: `inter.broker.listener.name`, else the first
+    /// PLAINTEXT listener; `None` when there is none (a single node needs none).
+    pub fn inter_broker_listener(&self) -> Option<String> {
+        let listeners = self.listener_configs().ok()?;
+        match &self.inter_broker_listener_name {
+            Some(name) => Some(name.clone()),
+            None => listeners
+                .iter()
+                .find(|listener| listener.protocol == SecurityProtocol::Plaintext)
+                .map(|listener| listener.name.clone()),
+        }
+    }
+
+    /// With a shared metadata store, followers fetch over a PLAINTEXT listener that exists.
+    fn validate_inter_broker(&self) -> Result<(), ConfigError> {
+        if matches!(self.metadata_store, skiff_meta::StoreAddress::Local) {
+            return Ok(());
+        }
+        let listeners = self.listener_configs()?;
+        let key = "inter.broker.listener.name";
+        let Some(name) = self.inter_broker_listener() else {
+            return Err(invalid(
+                key,
+                "followers fetch over PLAINTEXT: a cluster needs a PLAINTEXT listener",
+            ));
+        };
+        match listeners.iter().find(|listener| listener.name == name) {
+            None => Err(invalid(key, format!("no listener is named {name}"))),
+            Some(listener) if listener.protocol != SecurityProtocol::Plaintext => Err(invalid(
+                key,
+                format!(
+                    "listener {name} is {}: the replica fetcher speaks PLAINTEXT only",
+                    listener.protocol
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Every entry of `listeners` with its security protocol (from

@@ -25,17 +25,13 @@ use skiff_placement::PlacementError;
 /// request has no timeout of its own for it.
 const AUTO_CREATE_WAIT: Duration = Duration::from_secs(10);
 
-/// Checks a replication factor: 1 until replication lands.
+/// Checks a replication factor: at least 1 (placement then needs that many running brokers).
 pub(crate) fn check_replication_factor(factor: i16) -> Result<usize, TopicError> {
-    match factor {
-        1 => Ok(1),
-        factor if factor < 1 => Err(TopicError::InvalidReplicationFactor {
+    match usize::try_from(factor) {
+        Ok(replicas) if replicas >= 1 => Ok(replicas),
+        _ => Err(TopicError::InvalidReplicationFactor {
             factor,
             why: "must be at least 1".to_owned(),
-        }),
-        factor => Err(TopicError::InvalidReplicationFactor {
-            factor,
-            why: crate::config::REPLICATION_NOT_YET.to_owned(),
         }),
     }
 }

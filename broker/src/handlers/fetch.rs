@@ -24,9 +24,11 @@ use std::time::Duration;
 
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
+use skiff_cluster::replica::{FetchAnswer, FollowerFetch};
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
-    encode_fetch_response, FetchPart, FetchPartitionShape, FetchResponseShape, FetchTopicShape,
+    encode_fetch_response, DivergingEpoch, FetchPart, FetchPartitionShape, FetchResponseShape,
+    FetchTopicShape,
 };
 use skiff_storage::FetchSlice;
 
@@ -49,12 +51,22 @@ const MAX_BYTES_FETCH_VERSION_MIN: i16 = 3;
 const STORAGE_ERROR_FETCH_VERSION_MAX: i16 = 5;
 /// First Fetch version that names topics by id.
 const TOPIC_ID_FETCH_VERSION_MIN: i16 = 13;
+/// First Fetch version a follower may use: `last_fetched_epoch` and `DivergingEpoch` (KIP-320,
+/// KIP-595); Skiff's own fetcher sends it, and an older replica fetch cannot be fenced.
+const REPLICA_FETCH_VERSION_MIN: i16 = 12;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// What one partition of the request found.
 enum PartitionRead {
     Failed {
         error_code: i16,
+    },
+    /// A follower's fetch offset outside the leader's log: OFFSET_OUT_OF_RANGE with the
+    /// leader's log start and HW filled in, so the follower can reset or cut its log without
+    /// another request.
+    FollowerOutOfRange {
+        log_start_offset: i64,
+        high_watermark: i64,
     },
     Read {
         partition: Arc<Partition>,
@@ -64,6 +76,8 @@ enum PartitionRead {
         high_watermark: i64,
         log_start_offset: i64,
         convert_to: Option<Magic>,
+        /// A follower's log diverges here (KIP-279): no records, the leader's epoch end.
+        diverging_epoch: Option<DivergingEpoch>,
     },
 }
 
@@ -115,7 +129,12 @@ pub(crate) async fn handle(
         let failed = reads
             .iter()
             .flat_map(|topic| topic.partitions.iter())
-            .any(|(_, read)| matches!(read, PartitionRead::Failed { .. }));
+            .any(|(_, read)| {
+                matches!(
+                    read,
+                    PartitionRead::Failed { .. } | PartitionRead::FollowerOutOfRange { .. }
+                )
+            });
         let stopping = *shutdown.borrow_and_update();
         if available_bytes >= min_bytes.max(1)
             || failed
@@ -243,11 +262,12 @@ fn read_partitions(
                         fetch_partition.partition,
                     ) {
                         Ok(partition) => read_partition(
+                            ctx,
                             version,
                             request.replica_id.0,
                             topic,
                             partition,
-                            fetch_partition.fetch_offset,
+                            fetch_partition,
                             partition_bytes_max,
                             taken_bytes == 0,
                         ),
@@ -276,15 +296,104 @@ fn read_partitions(
     (topics, taken_bytes)
 }
 
+/// What a read may return: consumers up to the high watermark, a follower what its leader's
+/// machine answered (records up to the log end, or where its log diverges).
+enum ReadBound {
+    Consumer { high_watermark: i64 },
+    Follower(FetchAnswer),
+}
+
+/// A follower's fetch as the leader's machine answers it; the ISR changes and acks=all
+/// completions it causes are carried out here.
+fn follower_answer(
+    ctx: &Ctx,
+    version: i16,
+    replica_id: i32,
+    topic: &Topic,
+    partition: &Arc<Partition>,
+    fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
+) -> Result<FetchAnswer, i16> {
+    if version < REPLICA_FETCH_VERSION_MIN {
+        return Err(error_code::UNSUPPORTED_VERSION);
+    }
+    let log_view = crate::partition::replica::LogView::of(&partition.log)
+        .map_err(|_| error_code::KAFKA_STORAGE_ERROR)?;
+    let fetch = FollowerFetch {
+        replica: replica_id,
+        fetch_offset: fetch_partition.fetch_offset,
+        last_fetched_epoch: (fetch_partition.last_fetched_epoch >= 0)
+            .then_some(fetch_partition.last_fetched_epoch),
+        current_leader_epoch: fetch_partition.current_leader_epoch,
+    };
+    let now = crate::clock::mono_ms();
+    let (answer, actions, rose) = {
+        let mut machine = partition.replica.machine();
+        let before = machine.high_watermark();
+        let (answer, actions) = machine.on_follower_fetch(now, fetch, &log_view);
+        (answer, actions, machine.high_watermark() > before)
+    };
+    let deferred = partition.replica.settle(actions);
+    crate::partition::replica::queue_proposals(
+        &ctx.isr_proposals,
+        &topic.name,
+        partition.index,
+        &partition.replica,
+        deferred,
+    );
+    if rose {
+        // Consumers parked on this partition may read further now.
+        partition.readable_end.advance();
+    }
+    Ok(answer)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn read_partition(
+    ctx: &Ctx,
     version: i16,
     replica_id: i32,
     topic: &Arc<Topic>,
     partition: &Arc<Partition>,
-    fetch_offset: i64,
+    fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
     bytes_max: usize,
     first_with_data: bool,
 ) -> PartitionRead {
+    let read = read_partition_at(
+        ctx,
+        version,
+        replica_id,
+        topic,
+        partition,
+        fetch_partition,
+        bytes_max,
+        first_with_data,
+    );
+    match read {
+        PartitionRead::Failed {
+            error_code: error_code::OFFSET_OUT_OF_RANGE,
+        } if replica_id >= 0 => match partition.log.log_start_offset() {
+            Ok(log_start_offset) => PartitionRead::FollowerOutOfRange {
+                log_start_offset,
+                high_watermark: partition.replica.high_watermark(),
+            },
+            Err(_) => read,
+        },
+        read => read,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_partition_at(
+    ctx: &Ctx,
+    version: i16,
+    replica_id: i32,
+    topic: &Arc<Topic>,
+    partition: &Arc<Partition>,
+    fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
+    bytes_max: usize,
+    first_with_data: bool,
+) -> PartitionRead {
+    let fetch_offset = fetch_partition.fetch_offset;
     if version < ZSTD_FETCH_VERSION_MIN && topic.config.compression_type == "zstd" {
         return PartitionRead::Failed {
             error_code: error_code::UNSUPPORTED_COMPRESSION_TYPE,
@@ -309,17 +418,61 @@ fn read_partition(
     } else {
         error_code::KAFKA_STORAGE_ERROR
     };
-    let (Ok(high_watermark), Ok(log_start_offset)) = (log.log_end_offset(), log.log_start_offset())
-    else {
+    let Ok(log_start_offset) = log.log_start_offset() else {
         return PartitionRead::Failed {
             error_code: storage_error_code,
         };
     };
-    let slice = if fetch_offset == high_watermark || bytes_max == 0 && !first_with_data {
-        None
+    let bound = if is_consumer {
+        ReadBound::Consumer {
+            high_watermark: partition.replica.high_watermark(),
+        }
+    } else {
+        match follower_answer(ctx, version, replica_id, topic, partition, fetch_partition) {
+            Ok(answer) => ReadBound::Follower(answer),
+            Err(error_code) => return PartitionRead::Failed { error_code },
+        }
+    };
+    // Consumers read below the HW; a follower up to the leader's log end as its answer says.
+    let (read_end, high_watermark, diverging_epoch) = match bound {
+        ReadBound::Consumer { high_watermark } => (high_watermark, high_watermark, None),
+        ReadBound::Follower(FetchAnswer::Records {
+            to, high_watermark, ..
+        }) => (to, high_watermark, None),
+        ReadBound::Follower(FetchAnswer::Diverging {
+            epoch,
+            end_offset,
+            high_watermark,
+        }) => (
+            fetch_offset,
+            high_watermark,
+            Some(DivergingEpoch { epoch, end_offset }),
+        ),
+        ReadBound::Follower(FetchAnswer::Error(error)) => {
+            return PartitionRead::Failed {
+                error_code: error.code(),
+            }
+        }
+    };
+    let slice = if fetch_offset >= read_end || bytes_max == 0 && !first_with_data {
+        // Past the HW but within the log (a consumer ahead of a new leader's HW) is no error:
+        // Kafka answers no records. Past the log end is OFFSET_OUT_OF_RANGE.
+        match log.log_end_offset() {
+            Ok(log_end) if fetch_offset > log_end || fetch_offset < log_start_offset => {
+                return PartitionRead::Failed {
+                    error_code: error_code::OFFSET_OUT_OF_RANGE,
+                }
+            }
+            Ok(_) => None,
+            Err(_) => {
+                return PartitionRead::Failed {
+                    error_code: storage_error_code,
+                }
+            }
+        }
     } else {
         let max_bytes = u64::try_from(bytes_max).unwrap_or(u64::MAX);
-        match log.read(fetch_offset, max_bytes, first_with_data) {
+        match log.read_below(fetch_offset, read_end, max_bytes, first_with_data) {
             Ok(slice) => (!slice.is_empty()).then_some(slice),
             Err(skiff_storage::Error::OffsetOutOfRange { .. }) => {
                 return PartitionRead::Failed {
@@ -342,6 +495,7 @@ fn read_partition(
         high_watermark,
         log_start_offset,
         convert_to: convert_to.filter(|_| version < STORED_FORMAT_FETCH_VERSION_MIN),
+        diverging_epoch,
     }
 }
 
@@ -370,6 +524,20 @@ fn build_response(
                     },
                     None,
                 ),
+                PartitionRead::FollowerOutOfRange {
+                    log_start_offset,
+                    high_watermark,
+                } => (
+                    FetchPartitionShape {
+                        partition_index,
+                        error_code: error_code::OFFSET_OUT_OF_RANGE,
+                        high_watermark,
+                        last_stable_offset: high_watermark,
+                        log_start_offset,
+                        ..FetchPartitionShape::default()
+                    },
+                    None,
+                ),
                 PartitionRead::Read {
                     partition,
                     topic,
@@ -378,6 +546,7 @@ fn build_response(
                     high_watermark,
                     log_start_offset,
                     convert_to,
+                    diverging_epoch,
                 } => {
                     let base = FetchPartitionShape {
                         partition_index,
@@ -386,6 +555,7 @@ fn build_response(
                         last_stable_offset: high_watermark,
                         log_start_offset,
                         aborted_transactions: (version >= 4).then(Vec::new),
+                        diverging_epoch,
                         ..FetchPartitionShape::default()
                     };
                     let (error_code, hole) = match (slice, convert_to) {

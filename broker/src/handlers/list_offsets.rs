@@ -26,6 +26,9 @@ pub(crate) async fn handle(
 ) -> ListOffsetsResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
+    // A consumer (replica id −1) sees offsets below the high watermark only, as its fetches do
+    // (Kafka's lastFetchableOffset); a replica id ≥ 0 (a debugging tool) sees the log end.
+    let consumer = request.replica_id.0 < 0;
     let topics = request
         .topics
         .into_iter()
@@ -82,6 +85,11 @@ pub(crate) async fn handle(
                             .with_timestamp(-1)
                             .with_offset(-1);
                     };
+                    let log_end = if consumer {
+                        partition.replica.high_watermark().clamp(log_start, log_end)
+                    } else {
+                        log_end
+                    };
                     let found: Option<(i64, i64)> = match request.timestamp {
                         LATEST_TIMESTAMP => Some((-1, log_end)),
                         EARLIEST_TIMESTAMP => Some((-1, log_start)),
@@ -89,12 +97,14 @@ pub(crate) async fn handle(
                             .max_timestamp()
                             .ok()
                             .flatten()
-                            .map(|found| (found.timestamp_ms, found.offset)),
+                            .map(|found| (found.timestamp_ms, found.offset))
+                            .filter(|(_, offset)| *offset < log_end),
                         timestamp if timestamp >= 0 => log
                             .offset_for_timestamp(timestamp)
                             .ok()
                             .flatten()
-                            .map(|found| (found.timestamp_ms, found.offset)),
+                            .map(|found| (found.timestamp_ms, found.offset))
+                            .filter(|(_, offset)| *offset < log_end),
                         _ => {
                             return response
                                 .with_error_code(error_code::UNSUPPORTED_VERSION)
@@ -121,7 +131,10 @@ pub(crate) async fn handle(
                         .with_offset(offset);
                     if version >= LEADER_EPOCH_VERSION_MIN {
                         let epoch = match request.timestamp {
-                            LATEST_TIMESTAMP => log.latest_epoch().ok().flatten(),
+                            LATEST_TIMESTAMP if log_end == log.log_end_offset().unwrap_or(-1) => {
+                                log.latest_epoch().ok().flatten()
+                            }
+                            LATEST_TIMESTAMP => log.epoch_for_offset(log_end).ok().flatten(),
                             _ => log.epoch_for_offset(offset).ok().flatten(),
                         };
                         response.with_leader_epoch(epoch.unwrap_or(skiff_storage::UNDEFINED_EPOCH))

@@ -18,6 +18,8 @@
 //!
 //! Must never: append a batch the sequence checks called a duplicate.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
@@ -28,9 +30,11 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::partition::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
+use crate::partition::replica::ReplicationWait;
 use crate::partition::topic_config::TimestampType;
 use crate::partition::topics::{Partition, Topic, TopicError};
 use crate::security::acl::{Access, Operation, ResourceType};
+use skiff_cluster::replica::Acks;
 
 /// First Produce version whose batches may be zstd-compressed (KIP-110).
 const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
@@ -47,7 +51,14 @@ struct Appended {
     base_offset: i64,
     log_append_time_ms: i64,
     log_start_offset: i64,
+    /// acks=all: the wait for the high watermark to pass the batch.
+    replication: Option<ReplicationWait>,
 }
+
+/// How long an acks=all produce may wait beyond its `timeout_ms` for the replica machine's own
+/// deadline (which answers REQUEST_TIMED_OUT at the next leader poll): a backstop, never the
+/// answer in a healthy broker.
+const REPLICATION_WAIT_GRACE: Duration = Duration::from_secs(5);
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -59,6 +70,7 @@ pub(crate) async fn handle(
     let acks = request.acks;
     let acks_valid = matches!(acks, -1..=1);
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    let mut waits: Vec<(usize, usize, ReplicationWait)> = Vec::new();
     let access = ctx.access(session, header.request_api_key);
     let refused_all = refused_producer(&access, &request);
     for topic_data in request.topic_data {
@@ -96,6 +108,7 @@ pub(crate) async fn handle(
                             version,
                             partition_data.index,
                             partition_data.records.unwrap_or_default(),
+                            (acks, request.timeout_ms),
                         )
                         .await
                     }
@@ -108,7 +121,10 @@ pub(crate) async fn handle(
             };
             let response = PartitionProduceResponse::default().with_index(partition_data.index);
             partition_responses.push(match outcome {
-                Ok(appended) => {
+                Ok(mut appended) => {
+                    if let Some(wait) = appended.replication.take() {
+                        waits.push((responses.len(), partition_responses.len(), wait));
+                    }
                     let mut response = response
                         .with_error_code(error_code::NONE)
                         .with_base_offset(appended.base_offset);
@@ -128,6 +144,26 @@ pub(crate) async fn handle(
                 .with_name(topic_data.name)
                 .with_partition_responses(partition_responses),
         );
+    }
+    // acks=all: every partition appended, now wait for their high watermarks together.
+    let wait_max = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
+        + REPLICATION_WAIT_GRACE;
+    for (topic_index, partition_index, wait) in waits {
+        let error = match tokio::time::timeout(wait_max, wait).await {
+            Ok(Ok(error)) => error.map(|code| code.code()),
+            // The replica went away (its topic deleted) without answering.
+            Ok(Err(_)) => Some(error_code::NOT_LEADER_OR_FOLLOWER),
+            Err(_) => Some(error_code::REQUEST_TIMED_OUT),
+        };
+        if let Some(code) = error {
+            if let Some(partition) = responses
+                .get_mut(topic_index)
+                .and_then(|topic| topic.partition_responses.get_mut(partition_index))
+            {
+                // Kafka keeps the base offset of a batch appended but not replicated in time.
+                partition.error_code = code;
+            }
+        }
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
 }
@@ -178,12 +214,23 @@ async fn append(
     version: i16,
     partition_index: i32,
     records: Bytes,
+    (acks, timeout_ms): (i16, i32),
 ) -> Result<Appended, i16> {
     if topic.is_internal() {
         return Err(error_code::INVALID_TOPIC_EXCEPTION);
     }
-    let (partition, leader_epoch) =
+    let (partition, image_epoch) =
         super::leadership::led_partition_at(ctx, topic, partition_index)?;
+    let acks = if acks == -1 { Acks::All } else { Acks::Leader };
+    // The replica machine has the last word: it may not lead yet (the image moved first), and
+    // acks=all needs min.insync.replicas in the ISR (19 before anything is appended).
+    let leader_epoch = partition
+        .replica
+        .admit_produce(acks)
+        .map_err(|error| error.code())?;
+    if leader_epoch != image_epoch {
+        return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+    }
     let now_ms = ctx.now_ms();
     let batches = prepare_batches(topic, version, records, now_ms)?;
     let records_count: u64 = v2::batch_positions(&batches)
@@ -195,16 +242,45 @@ async fn append(
         .log
         .append_may_block(batches.len() as u64, records_count, now_ms)
         .map_err(|error| storage_error_code(&error))?;
-    if may_block {
+    let (mut appended, last_offset) = if may_block {
         let partition = partition.clone();
         tokio::task::spawn_blocking(move || {
             append_checked(&partition, batches, leader_epoch, now_ms, log_append_time)
         })
         .await
-        .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))
+        .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))?
     } else {
-        append_checked(partition, batches, leader_epoch, now_ms, log_append_time)
+        append_checked(partition, batches, leader_epoch, now_ms, log_append_time)?
+    };
+    let now = crate::clock::mono_ms();
+    let hw_before = partition.replica.high_watermark();
+    let deferred = partition.replica.after_append(now, &partition.log);
+    if partition.replica.high_watermark() > hw_before {
+        partition.readable_end.advance();
     }
+    crate::partition::replica::queue_proposals(
+        &ctx.isr_proposals,
+        &topic.name,
+        partition.index,
+        &partition.replica,
+        deferred,
+    );
+    if acks == Acks::All {
+        let deadline = now.saturating_add(u64::try_from(timeout_ms).unwrap_or(0));
+        let (wait, deferred) =
+            partition
+                .replica
+                .await_replication(now, last_offset, deadline, &partition.log);
+        crate::partition::replica::queue_proposals(
+            &ctx.isr_proposals,
+            &topic.name,
+            partition.index,
+            &partition.replica,
+            deferred,
+        );
+        appended.replication = Some(wait);
+    }
+    Ok(appended)
 }
 
 /// The v2 batches to store for one partition's `records`: v0/v1 message sets up-converted, v2
@@ -245,7 +321,7 @@ fn append_checked(
     leader_epoch: i32,
     now_ms: i64,
     log_append_time: bool,
-) -> Result<Appended, i16> {
+) -> Result<(Appended, i64), i16> {
     let idempotent: Vec<ProducerBatch> = v2::batch_positions(&batches)
         .flatten()
         .map(|(_, header)| (ProducerBatch::from(&header), header))
@@ -276,11 +352,17 @@ fn append_checked(
             // mixed with new batches cannot be half appended.
             return Err(error_code::INVALID_RECORD);
         }
-        return Ok(Appended {
-            base_offset,
-            log_append_time_ms: -1,
-            log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
-        });
+        // A retry waits (acks=all) for the batch it repeats: its last offset is the original's.
+        let last_offset = base_offset + batches_offsets(&batches) - 1;
+        return Ok((
+            Appended {
+                base_offset,
+                log_append_time_ms: -1,
+                log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
+                replication: None,
+            },
+            last_offset,
+        ));
     }
     let info = partition
         .log
@@ -297,11 +379,23 @@ fn append_checked(
     }
     drop(producers);
     partition.readable_end.advance();
-    Ok(Appended {
-        base_offset: info.base_offset,
-        log_append_time_ms: if log_append_time { now_ms } else { -1 },
-        log_start_offset: info.log_start_offset,
-    })
+    Ok((
+        Appended {
+            base_offset: info.base_offset,
+            log_append_time_ms: if log_append_time { now_ms } else { -1 },
+            log_start_offset: info.log_start_offset,
+            replication: None,
+        },
+        info.last_offset,
+    ))
+}
+
+/// Offsets the batches of `batches` span.
+fn batches_offsets(batches: &[u8]) -> i64 {
+    v2::batch_positions(batches)
+        .flatten()
+        .map(|(_, header)| i64::from(header.last_offset_delta) + 1)
+        .sum()
 }
 
 /// Checks the v2 batches of a Produce v3+ request before anything is appended.

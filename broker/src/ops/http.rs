@@ -115,7 +115,9 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
             Route::Metrics => (
                 "200 OK",
                 PROMETHEUS_TEXT,
-                ctx.metrics.render_prometheus() + &ctx.cluster.render_prometheus(),
+                ctx.metrics.render_prometheus()
+                    + &ctx.cluster.render_prometheus()
+                    + &crate::replication::render_prometheus(&ctx.topics),
             ),
             Route::Bundles => {
                 ctx.placement

@@ -126,6 +126,11 @@ pub struct Metrics {
     response_bytes_out: AtomicU64,
     /// Requests (or parts of requests) refused by the ACLs, by API key.
     authorization_failures: [AtomicU64; API_KEY_SLOTS],
+    /// ISR changes this broker's leaders wrote to the store, and those the store refused.
+    isr_changes: AtomicU64,
+    isr_changes_refused: AtomicU64,
+    /// Fetch responses from a leader that did not decode.
+    replica_fetch_decode_errors: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -148,11 +153,37 @@ impl Default for Metrics {
             request_bytes_in: AtomicU64::new(0),
             response_bytes_out: AtomicU64::new(0),
             authorization_failures: std::array::from_fn(|_| AtomicU64::new(0)),
+            isr_changes: AtomicU64::new(0),
+            isr_changes_refused: AtomicU64::new(0),
+            replica_fetch_decode_errors: AtomicU64::new(0),
         }
     }
 }
 
 impl Metrics {
+    /// An ISR change proposed by a leader here: `written`, or refused / unanswered.
+    pub(crate) fn record_isr_change(&self, written: bool) {
+        if written {
+            self.isr_changes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.isr_changes_refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A leader's Fetch response did not decode.
+    pub(crate) fn record_replica_fetch_decode_error(&self) {
+        self.replica_fetch_decode_errors
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// ISR changes written by leaders here, and those refused or unanswered.
+    pub fn isr_changes(&self) -> (u64, u64) {
+        (
+            self.isr_changes.load(Ordering::Relaxed),
+            self.isr_changes_refused.load(Ordering::Relaxed),
+        )
+    }
+
     pub(crate) fn connection_opened(&self) {
         self.connections.fetch_add(1, Ordering::Relaxed);
     }
@@ -322,7 +353,28 @@ impl Metrics {
         self.render_traffic(&mut out);
         self.render_authorization(&mut out);
         self.render_down_conversion(&mut out);
+        self.render_replication(&mut out);
         out.text
+    }
+
+    /// The replication counters (the per-partition gauges come from `replication`).
+    fn render_replication(&self, out: &mut Exposition) {
+        let (written, refused) = self.isr_changes();
+        out.counter(
+            "skiff_isr_changes_total",
+            "ISR shrinks and expansions written to the metadata store by leaders on this broker.",
+            written,
+        );
+        out.counter(
+            "skiff_isr_changes_refused_total",
+            "ISR changes refused by the store (a stale revision, a lapsed session) or unanswered.",
+            refused,
+        );
+        out.counter(
+            "skiff_replica_fetch_decode_errors_total",
+            "Fetch responses from a leader that did not decode (the fetch is retried).",
+            self.replica_fetch_decode_errors.load(Ordering::Relaxed),
+        );
     }
 
     /// Connections, bytes in and out, and request latency by API.

@@ -1,8 +1,8 @@
 //! The signal that a partition's readable end advanced: what wakes the long-polling fetches
-//! waiting on that partition, and only those. Today an append advances it (the readable end is the
-//! log end); a high-watermark advance will call the same [`ReadableEnd::advance`] once followers
-//! exist. A topic deletion advances it too, so fetches parked on a vanished partition re-read at
-//! once and answer an error instead of holding the partition until `max_wait_ms`.
+//! waiting on that partition, and only those. An append advances it (a follower reads to the log
+//! end), and so does every rise of the high watermark (consumers read below it). A topic
+//! deletion advances it too, so fetches parked on a vanished partition re-read at once and
+//! answer an error instead of holding the partition until `max_wait_ms`.
 //!
 //! Waiters register before they read (register-then-check): a [`Waiter`] is enabled when it is
 //! made, so an advance that lands between a fetch's read and its wait still completes it. A waiter

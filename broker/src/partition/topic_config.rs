@@ -43,6 +43,8 @@ pub struct TopicConfig {
     pub flush_messages: u64,
     /// `flush.ms`.
     pub flush_ms: u64,
+    /// `min.insync.replicas`: the ISR an acks=all produce needs.
+    pub min_insync_replicas: u32,
 }
 
 /// Why a topic config was refused (CreateTopics and the alter-config APIs answer INVALID_CONFIG
@@ -67,6 +69,7 @@ pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "max.message.bytes",
     "message.downconversion.enable",
     "message.timestamp.type",
+    "min.insync.replicas",
     "retention.bytes",
     "retention.ms",
     "segment.bytes",
@@ -84,6 +87,7 @@ pub fn broker_synonym(key: &str) -> Option<&'static str> {
         "max.message.bytes" => "message.max.bytes",
         "message.downconversion.enable" => "log.message.downconversion.enable",
         "message.timestamp.type" => "log.message.timestamp.type",
+        "min.insync.replicas" => "min.insync.replicas",
         "retention.bytes" => "log.retention.bytes",
         "retention.ms" => "log.retention.ms",
         "segment.bytes" => "log.segment.bytes",
@@ -115,6 +119,7 @@ impl TopicConfig {
             compression_type: "producer".to_owned(),
             flush_messages: broker.log_flush_interval_messages,
             flush_ms: broker.log_flush_interval_ms,
+            min_insync_replicas: u32::try_from(broker.min_insync_replicas).unwrap_or(1),
         };
         for (key, value) in overrides {
             config.set(key, value)?;
@@ -191,6 +196,11 @@ impl TopicConfig {
             "flush.ms" => {
                 self.flush_ms = number(value).ok_or_else(|| error("must be a number of ms"))?
             }
+            "min.insync.replicas" => {
+                self.min_insync_replicas = number(value)
+                    .filter(|count| *count >= 1)
+                    .ok_or_else(|| error("must be at least 1"))?
+            }
             _ => return Err(error("unknown topic config key")),
         }
         Ok(())
@@ -205,6 +215,7 @@ impl TopicConfig {
             "flush.ms" => self.flush_ms.min(i64::MAX as u64).to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "message.downconversion.enable" => self.downconversion_enable.to_string(),
+            "min.insync.replicas" => self.min_insync_replicas.to_string(),
             "message.timestamp.type" => match self.timestamp_type {
                 TimestampType::CreateTime => "CreateTime".to_owned(),
                 TimestampType::LogAppendTime => "LogAppendTime".to_owned(),

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use rand::RngCore;
+use skiff_cluster::replica::ReplicaConfig;
 use skiff_cluster::topics::LocalTopic;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
@@ -20,6 +21,7 @@ use crate::partition::config_change::ConfigChangeError;
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::readable_end::ReadableEnd;
+use crate::partition::replica::PartitionReplica;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
@@ -44,8 +46,13 @@ pub struct Partition {
     /// The idempotent producers appending here. Its lock is held across check, append and record
     /// so a retried batch is never appended twice.
     pub producers: Mutex<PartitionProducers>,
-    /// Advanced after every append (and at deletion): wakes the fetches long-polling here.
+    /// Advanced after every append, every high-watermark rise and at deletion: wakes the
+    /// fetches long-polling here.
     pub readable_end: ReadableEnd,
+    /// This broker's replica of the partition: its role, the high watermark consumers read
+    /// below, acks=all produces waiting for it. Lock order: this replica's lock before
+    /// `producers` (the fetcher appends under both; Produce never holds both).
+    pub replica: Arc<PartitionReplica>,
 }
 
 /// Reads the whole batches stored from the batch holding `offset` on, at most about
@@ -78,7 +85,7 @@ pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_stor
 
 /// Rebuilds a partition's producer state from the batch headers of its last
 /// [`PRODUCER_REPLAY_OFFSETS_MAX`] offsets.
-fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
+pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
     let mut producers = PartitionProducers::default();
     let log_end = log.log_end_offset()?;
     let mut offset = log
@@ -242,6 +249,10 @@ pub struct Topics {
     known_at_start: Mutex<Option<Vec<TopicRecord>>>,
     /// Serializes reconciles, so the file and the map always name the same set.
     changes: Mutex<()>,
+    /// The high watermarks the data directory's checkpoint held at open, by partition: where a
+    /// partition's replica starts (a partition not there starts at its log start, which is
+    /// safe: a high watermark only ever understates what the ISR holds).
+    checkpointed_high_watermarks: BTreeMap<(String, i32), i64>,
 }
 
 /// The storage config of a topic's logs. Durability follows Kafka's `flush.messages` and
@@ -315,6 +326,18 @@ impl Topics {
         file: MaterializedTopicsFile,
     ) -> Result<(Self, Vec<TopicRecord>), TopicError> {
         let loaded = file.load().map_err(storage)?;
+        let checkpointed_high_watermarks = match log_dir.read_high_watermarks() {
+            Ok(entries) => entries
+                .into_iter()
+                .map(|entry| ((entry.topic, entry.partition), entry.offset))
+                .collect(),
+            Err(error) => {
+                // Starting every replica at its log start loses nothing (see the field's doc);
+                // the leaders raise their high watermarks as their followers fetch.
+                tracing::warn!(%error, "high-watermark checkpoint unreadable; replicas start at their log start");
+                BTreeMap::new()
+            }
+        };
         let to_migrate = if loaded.needs_migration {
             loaded.topics.clone()
         } else {
@@ -327,6 +350,7 @@ impl Topics {
             topics: RwLock::new(BTreeMap::new()),
             known_at_start: Mutex::new(Some(loaded.topics)),
             changes: Mutex::new(()),
+            checkpointed_high_watermarks,
         };
         Ok((topics, to_migrate))
     }
@@ -334,11 +358,14 @@ impl Topics {
     /// Opens partition `index` of `topic`: its log as recovered at open (with `storage_config`),
     /// or a new one if it has none, and its producer state.
     fn open_partition(
+        &self,
         log_dir: &LogDir,
         topic: &str,
         index: i32,
         storage_config: &LogConfig,
+        replica_config: ReplicaConfig,
     ) -> Result<Arc<Partition>, TopicError> {
+        let node_id = self.config.node_id;
         let log = match log_dir.log(topic, index).map_err(storage)? {
             Some(log) => {
                 log.set_config(storage_config.clone()).map_err(storage)?;
@@ -355,11 +382,32 @@ impl Topics {
             replay_producers(&log).map_err(storage)?
         };
         let producers = Mutex::new(producers);
+        // The checkpointed HW, within the log as recovered; the log start without one. (A log
+        // still recovering starts at 0: conservative, and raised as the leader learns its
+        // followers' ends, at once without followers.)
+        let checkpointed = self
+            .checkpointed_high_watermarks
+            .get(&(topic.to_owned(), index))
+            .copied();
+        let high_watermark = if log.is_recovering() {
+            0
+        } else {
+            let (start, end) = (
+                log.log_start_offset().map_err(storage)?,
+                log.log_end_offset().map_err(storage)?,
+            );
+            checkpointed.map_or(start, |hw| hw.clamp(start, end))
+        };
         Ok(Arc::new(Partition {
             index,
             log,
             producers,
             readable_end: ReadableEnd::default(),
+            replica: Arc::new(PartitionReplica::new(
+                node_id,
+                replica_config,
+                high_watermark,
+            )),
         }))
     }
 
@@ -516,15 +564,22 @@ impl Topics {
                             .log
                             .set_config(storage_config.clone())
                             .map_err(storage)?;
+                        partition
+                            .replica
+                            .set_config(crate::partition::replica::replica_config(
+                                &self.config,
+                                &config,
+                            ));
                     }
                     partitions.push(partition.clone());
                 }
                 None => {
-                    partitions.push(Self::open_partition(
+                    partitions.push(self.open_partition(
                         log_dir,
                         &want.name,
                         index,
                         &storage_config,
+                        crate::partition::replica::replica_config(&self.config, &config),
                     )?);
                     report.partitions_opened += 1;
                 }
@@ -668,7 +723,36 @@ impl Topics {
     }
 
     /// Flushes every log and writes the clean-shutdown marker.
+    /// Writes every partition's high watermark to the data directory's checkpoint (Kafka's
+    /// `replication-offset-checkpoint`, every `replica.high.watermark.checkpoint.interval.ms` and
+    /// at close). Returns how many it wrote.
+    pub fn checkpoint_high_watermarks(&self) -> Result<usize, TopicError> {
+        let mut entries = Vec::new();
+        for topic in self.all() {
+            for partition in &topic.partitions {
+                let offset = partition.replica.high_watermark();
+                if offset >= 0 && !partition.log.is_recovering() {
+                    entries.push(skiff_storage::HighWatermark {
+                        topic: topic.name.clone(),
+                        partition: partition.index,
+                        offset,
+                    });
+                }
+            }
+        }
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        let Some(log_dir) = log_dir.as_ref() else {
+            return Ok(0);
+        };
+        log_dir.write_high_watermarks(&entries).map_err(storage)?;
+        Ok(entries.len())
+    }
+
+    /// Checkpoints the high watermarks, then flushes and closes the log directory.
     pub fn close(&self) -> Result<(), TopicError> {
+        if let Err(error) = self.checkpoint_high_watermarks() {
+            tracing::warn!(%error, "high watermarks not checkpointed at close");
+        }
         let log_dir = self.log_dir.lock().map_err(storage)?.take();
         match log_dir {
             Some(log_dir) => log_dir.close().map_err(storage),
@@ -768,6 +852,90 @@ mod tests {
 
     const ID_A: &str = "0000000000000000000000000000000a";
     const ID_B: &str = "0000000000000000000000000000000b";
+
+    #[test]
+    fn replicas_start_at_the_checkpointed_high_watermark_within_their_log() {
+        use skiff_cluster::replica::Action;
+        use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+        use skiff_protocol::records::Compression;
+
+        let batch = || {
+            let mut builder = BatchBuilder::new(0, Compression::None);
+            for offset_delta in 0..5 {
+                let record = NewRecord {
+                    offset_delta,
+                    timestamp: 1_000,
+                    key: None,
+                    value: Some(b"v"),
+                    headers: &[],
+                };
+                builder.push(&record).expect("fits");
+            }
+            builder.build().expect("builds")
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = local("t", ID_A, vec![vec![1], vec![1]], 1);
+        {
+            let (topics, _) = open(dir.path());
+            topics
+                .reconcile(std::slice::from_ref(&t))
+                .expect("reconcile");
+            let topic = topics.get("t").expect("t");
+            for index in [0, 1] {
+                let partition = topic.partition(index).expect("here");
+                partition.log.append(&mut batch(), 1_000).expect("append");
+                assert_eq!(partition.replica.high_watermark(), 0);
+            }
+            // What the leader's machine published: 3 on partition 0, the log end on 1.
+            let deferred = topic
+                .partition(0)
+                .expect("0")
+                .replica
+                .settle(vec![Action::HighWatermark(3)]);
+            assert!(deferred.proposals.is_empty());
+            topic
+                .partition(1)
+                .expect("1")
+                .replica
+                .settle(vec![Action::HighWatermark(5)]);
+            assert_eq!(topics.checkpoint_high_watermarks().expect("written"), 2);
+            topics.close().expect("close");
+        }
+        let text = std::fs::read_to_string(dir.path().join("replication-offset-checkpoint"))
+            .expect("checkpoint");
+        assert!(text.contains("t 0 3") && text.contains("t 1 5"), "{text}");
+        // A checkpoint past the log (a log cut shorter by a crash) is clamped to its end.
+        std::fs::write(
+            dir.path().join("replication-offset-checkpoint"),
+            "0\n2\nt 0 3\nt 1 99\n",
+        )
+        .expect("rewrite");
+        let (topics, _) = open(dir.path());
+        topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("reconcile");
+        let topic = topics.get("t").expect("t");
+        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
+        assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
+        // An unreadable checkpoint starts every replica at its log start.
+        topics.close().expect("close");
+        std::fs::write(dir.path().join("replication-offset-checkpoint"), "garbage")
+            .expect("garble");
+        let (topics, _) = open(dir.path());
+        topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("reconcile");
+        assert_eq!(
+            topics
+                .get("t")
+                .expect("t")
+                .partition(0)
+                .expect("0")
+                .replica
+                .high_watermark(),
+            0
+        );
+    }
 
     #[test]
     fn reconcile_opens_only_local_partitions_and_follows_growth_and_configs() {

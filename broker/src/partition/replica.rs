@@ -1,0 +1,294 @@
+//! One partition's replica on this broker (cluster.md §4): the pure
+//! `skiff_cluster::replica::Replica` behind a lock, the high watermark readers see, and the
+//! acks=all produces waiting for it. The replication driver and fetcher (`crate::replication`)
+//! feed it; Produce, Fetch and ListOffsets ask it.
+//!
+//! Owns: the lock order (a partition's replica lock before its producer lock; Produce never
+//! holds both), the published high watermark, and the acks=all produces waiting for it.
+//!
+//! Must never: decide a role, an ISR or a high watermark itself (the pure machine does), hold
+//! its lock across an await, or let a consumer read past the published high watermark.
+
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use skiff_cluster::records::PartitionState;
+use skiff_cluster::replica::{
+    Acks, Action, EpochCache, LocalLog, Offset, Replica, ReplicaConfig, RoleView,
+};
+use skiff_placement::NodeId;
+use skiff_protocol::error_code::ErrorCode;
+use skiff_storage::Log;
+use tokio::sync::{mpsc, oneshot};
+
+/// The log as the pure machine reads it: its end offset, and its leader-epoch cache read from
+/// storage only when a decision needs it (follower fetches and truncation, not appends).
+pub struct LogView<'a> {
+    log: &'a Log,
+    log_end_offset: Offset,
+    epochs: OnceCell<EpochCache>,
+}
+
+impl<'a> LogView<'a> {
+    /// The log as it stands now.
+    pub fn of(log: &'a Log) -> Result<Self, skiff_storage::Error> {
+        Ok(Self {
+            log,
+            log_end_offset: log.log_end_offset()?,
+            epochs: OnceCell::new(),
+        })
+    }
+}
+
+impl LocalLog for LogView<'_> {
+    fn log_end_offset(&self) -> Offset {
+        self.log_end_offset
+    }
+
+    fn epochs(&self) -> &EpochCache {
+        self.epochs.get_or_init(|| {
+            // storage's cache is the durable copy; the pure one the rules read. A read fails only
+            // on a poisoned lock (a panic elsewhere): no epochs then makes the leader answer
+            // "diverging at the HW", which loses nothing acknowledged.
+            let mut cache = EpochCache::new();
+            for entry in self.log.epoch_entries().unwrap_or_default() {
+                cache.assign(entry.epoch, entry.start_offset);
+            }
+            cache
+        })
+    }
+}
+
+/// An acks=all produce waiting for the high watermark: resolves with its error (None: success).
+pub type ReplicationWait = oneshot::Receiver<Option<ErrorCode>>;
+
+/// What of an [`Action`] list is left for async code once the log actions are done: ISR
+/// proposals for the driver (which owns the store calls).
+#[derive(Debug, Default)]
+pub struct Deferred {
+    /// `(expected_revision, state)` compare-and-sets to submit.
+    pub proposals: Vec<(i64, PartitionState)>,
+}
+
+/// An ISR change a partition's machine proposed, for the replication driver to submit.
+pub struct Proposal {
+    /// The topic.
+    pub topic: String,
+    /// The partition index.
+    pub index: i32,
+    /// The replica, told when the store refused.
+    pub replica: Arc<PartitionReplica>,
+    /// The `mod_revision` the state was read at.
+    pub expected_revision: i64,
+    /// The state to write.
+    pub state: PartitionState,
+}
+
+impl Proposal {
+    /// The proposals of `deferred`, of partition `index` of `topic`.
+    pub fn all(
+        topic: &str,
+        index: i32,
+        replica: &Arc<PartitionReplica>,
+        deferred: Deferred,
+    ) -> Vec<Self> {
+        deferred
+            .proposals
+            .into_iter()
+            .map(|(expected_revision, state)| Self {
+                topic: topic.to_owned(),
+                index,
+                replica: replica.clone(),
+                expected_revision,
+                state,
+            })
+            .collect()
+    }
+}
+
+/// Where the request path (a follower's Fetch at its leader, a produce) hands ISR proposals to
+/// the replication driver. Unbounded in type, bounded in use: a machine keeps at most one ISR
+/// change in flight, so the queue never holds more than one entry per led partition.
+pub type ProposalSender = mpsc::UnboundedSender<Proposal>;
+
+/// The receiving end, for the driver.
+pub type ProposalReceiver = mpsc::UnboundedReceiver<Proposal>;
+
+/// A channel for the driver.
+pub fn proposal_channel() -> (ProposalSender, ProposalReceiver) {
+    mpsc::unbounded_channel()
+}
+
+/// Queues the ISR proposals of `partition` of `topic` for the driver.
+pub fn queue_proposals(
+    sender: &ProposalSender,
+    topic: &str,
+    index: i32,
+    replica: &Arc<PartitionReplica>,
+    deferred: Deferred,
+) {
+    for proposal in Proposal::all(topic, index, replica, deferred) {
+        if let Err(unsent) = sender.send(proposal) {
+            // The driver stopped (shutdown): the machine must not wait for an answer.
+            unsent.0.replica.machine().on_isr_proposal_failed();
+        }
+    }
+}
+
+/// One partition's replica on this broker.
+pub struct PartitionReplica {
+    machine: Mutex<Replica>,
+    /// The machine's HW, published for readers that must not take the lock (Fetch, ListOffsets).
+    high_watermark: AtomicI64,
+    /// `mod_revision` of the partition state last fed in (0: none yet).
+    fed_revision: AtomicI64,
+    waiting: Mutex<BTreeMap<u64, oneshot::Sender<Option<ErrorCode>>>>,
+    next_wait_id: AtomicU64,
+}
+
+/// Locks `mutex`, recovering the data of a poisoned one: every critical section here leaves the
+/// replica consistent between calls into the pure machine, which does not panic on input.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl PartitionReplica {
+    /// A replica of broker `me` that has seen no partition state; `high_watermark` is the
+    /// checkpointed one (or the log start without a checkpoint).
+    pub fn new(me: NodeId, config: ReplicaConfig, high_watermark: Offset) -> Self {
+        Self {
+            machine: Mutex::new(Replica::new(me, config, high_watermark)),
+            high_watermark: AtomicI64::new(high_watermark),
+            fed_revision: AtomicI64::new(0),
+            waiting: Mutex::new(BTreeMap::new()),
+            next_wait_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The high watermark consumers read below.
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    /// Applies changed settings (an altered `min.insync.replicas`) from the next decision on.
+    pub fn set_config(&self, config: ReplicaConfig) {
+        lock(&self.machine).set_config(config);
+    }
+
+    /// The role the machine is in.
+    pub fn role(&self) -> RoleView {
+        lock(&self.machine).role()
+    }
+
+    /// The machine, locked (for the driver and the fetcher, which apply log actions under it, as
+    /// the machine requires before its next call).
+    pub fn machine(&self) -> MutexGuard<'_, Replica> {
+        lock(&self.machine)
+    }
+
+    /// `mod_revision` of the partition state last fed in.
+    pub fn fed_revision(&self) -> i64 {
+        self.fed_revision.load(Ordering::Acquire)
+    }
+
+    /// Records that the state at `revision` was fed in.
+    pub fn set_fed_revision(&self, revision: i64) {
+        self.fed_revision.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    /// Whether a produce may be appended, and the leader epoch to stamp: 6 when not the leader
+    /// (yet, or any more), 19 for acks=all with too small an ISR.
+    pub fn admit_produce(&self, acks: Acks) -> Result<i32, ErrorCode> {
+        lock(&self.machine).admit_produce(acks)
+    }
+
+    /// After a local append as leader: the HW may move (at once with no followers).
+    pub fn after_append(&self, now: u64, log: &Log) -> Deferred {
+        let Ok(view) = LogView::of(log) else {
+            return Deferred::default();
+        };
+        let actions = lock(&self.machine).poll_high_watermark(now, &view);
+        self.settle(actions)
+    }
+
+    /// Parks an acks=all produce appended up to `last_offset` until the HW passes it, or until
+    /// `deadline_ms` (REQUEST_TIMED_OUT).
+    pub fn await_replication(
+        &self,
+        now: u64,
+        last_offset: Offset,
+        deadline_ms: u64,
+        log: &Log,
+    ) -> (ReplicationWait, Deferred) {
+        let (sender, receiver) = oneshot::channel();
+        let id = self.next_wait_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.waiting).insert(id, sender);
+        let actions = match LogView::of(log) {
+            Ok(view) => {
+                lock(&self.machine).await_replication(now, id, last_offset, deadline_ms, &view)
+            }
+            Err(_) => vec![Action::CompleteProduce {
+                id,
+                error: Some(ErrorCode::KAFKA_STORAGE_ERROR),
+            }],
+        };
+        (receiver, self.settle(actions))
+    }
+
+    /// Carries out the actions that need neither the log nor the store (HW publication, acks=all
+    /// answers) and returns the ISR proposals. Log actions must have been applied by the caller
+    /// under the machine lock; any left here are a driver bug, refused loudly in debug builds.
+    pub fn settle(&self, actions: Vec<Action>) -> Deferred {
+        let mut deferred = Deferred::default();
+        for action in actions {
+            match action {
+                Action::HighWatermark(offset) => {
+                    self.high_watermark.store(offset, Ordering::Release);
+                }
+                Action::CompleteProduce { id, error } => {
+                    if let Some(sender) = lock(&self.waiting).remove(&id) {
+                        // The produce may have gone (its connection closed): nothing to answer.
+                        let _ = sender.send(error);
+                    }
+                }
+                Action::ProposeIsr {
+                    expected_revision,
+                    state,
+                } => deferred.proposals.push((expected_revision, state)),
+                other => {
+                    debug_assert!(false, "log action {other:?} reached settle");
+                    tracing::error!(action = ?other, "replica log action not carried out");
+                }
+            }
+        }
+        deferred
+    }
+
+    /// Answers every parked acks=all produce with `error` (the partition is going away).
+    pub fn abandon_waiting(&self, error: ErrorCode) {
+        for (_, sender) in std::mem::take(&mut *lock(&self.waiting)) {
+            let _ = sender.send(Some(error));
+        }
+    }
+
+    /// Parked acks=all produces, for metrics and tests.
+    pub fn waiting_count(&self) -> usize {
+        lock(&self.waiting).len()
+    }
+}
+
+/// The replica settings of a partition of a topic with `topic`'s configuration.
+pub fn replica_config(
+    config: &crate::config::Config,
+    topic: &crate::partition::topic_config::TopicConfig,
+) -> ReplicaConfig {
+    ReplicaConfig {
+        replica_lag_time_max_ms: config.replica_lag_time_max_ms,
+        min_insync_replicas: usize::try_from(topic.min_insync_replicas).unwrap_or(1),
+        replica_fetch_backoff_ms: config.replica_fetch_backoff_ms,
+    }
+}

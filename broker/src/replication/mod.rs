@@ -1,0 +1,71 @@
+//! Replication glue (cluster.md §4): the [`driver`] feeds every local partition's replica
+//! (`crate::partition::replica`) the store's partition states and its timers and carries out
+//! what it decides (epoch assignment, ISR compare-and-set, acks=all completion); the leader side
+//! of a follower's Fetch is in `handlers/fetch.rs`; the follower side is the [`fetcher`].
+//!
+//! Must never: decide a role, an ISR or a high watermark itself (the pure replica machine does),
+//! or be imported by `partition` (which it drives).
+
+pub mod driver;
+pub mod fetcher;
+
+use skiff_cluster::replica::RoleView;
+
+use crate::ops::metrics::Exposition;
+use crate::partition::replica::LogView;
+use crate::partition::topics::Topics;
+
+/// The per-partition replication gauges, read from every local partition's machine at scrape
+/// time (Kafka's UnderReplicatedPartitions, OfflinePartitionsCount and follower lag).
+pub fn render_prometheus(topics: &Topics) -> String {
+    let (mut led, mut under_replicated, mut under_min_isr, mut offline) = (0i64, 0i64, 0i64, 0i64);
+    let mut max_lag = 0i64;
+    for topic in topics.all() {
+        for partition in &topic.partitions {
+            let machine = partition.replica.machine();
+            if machine.role() == RoleView::Offline {
+                offline += 1;
+                continue;
+            }
+            let Ok(view) = LogView::of(&partition.log) else {
+                continue;
+            };
+            let Some(status) =
+                machine.leader_status(skiff_cluster::replica::LocalLog::log_end_offset(&view))
+            else {
+                continue;
+            };
+            led += 1;
+            under_replicated += i64::from(status.isr < status.replicas);
+            under_min_isr += i64::from(status.isr < topic.config.min_insync_replicas as usize);
+            max_lag = max_lag.max(status.max_follower_lag.unwrap_or(0));
+        }
+    }
+    let mut out = Exposition::default();
+    out.gauge(
+        "skiff_partitions_led",
+        "Partitions this broker leads (by its replica machines).",
+        led,
+    );
+    out.gauge(
+        "skiff_partitions_under_replicated",
+        "Led partitions whose ISR is smaller than their replica set.",
+        under_replicated,
+    );
+    out.gauge(
+        "skiff_partitions_under_min_isr",
+        "Led partitions whose ISR is below min.insync.replicas (acks=all answers 19).",
+        under_min_isr,
+    );
+    out.gauge(
+        "skiff_partitions_offline",
+        "Local replicas offline after a log I/O error.",
+        offline,
+    );
+    out.gauge(
+        "skiff_replica_max_lag",
+        "Offsets the furthest-behind follower of any led partition lacks.",
+        max_lag,
+    );
+    out.into_text()
+}

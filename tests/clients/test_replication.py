@@ -1,0 +1,376 @@
+"""Replication across 3 brokers on the shared etcd (issue 16): an RF 3 topic written by an
+idempotent acks=all confluent-kafka producer and a legacy kafka-python producer (Produce v2) while
+the partition leader is SIGKILLed and restarted; afterwards every acknowledged record is read at
+its acknowledged offset through each broker by a modern and a legacy (down-converted) consumer,
+the idempotent ones exactly once, and every replica holds the same batches (offsets, CRCs, leader
+epochs). With 2 of 3 brokers down acks=all gets NOT_ENOUGH_REPLICAS (19) and nothing is lost.
+
+`SKIFF_REPLICATION_KILLS` sets the kill cycles (5 in CI; the soak in scripts/soak.sh runs 50+),
+`SKIFF_SEED` the seed of the kill timing; both are printed."""
+
+import glob
+import os
+import random
+import signal
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import SUMMARY_LINES
+from test_cluster import SESSION_MS, SkiffCluster, agreed_controller, metrics, wait_for
+from test_cluster_topics import produce_v3_error, produce_v3_frame
+
+TOPIC = "replicated"
+KILLS = int(os.environ.get("SKIFF_REPLICATION_KILLS", "5"))
+SEED = int(os.environ.get("SKIFF_SEED", str(random.randrange(1 << 32))))
+LAG_MS = 5000
+REPLICA_SETTINGS = (f"replica.lag.time.max.ms={LAG_MS}", "min.insync.replicas=2",
+                    "replica.fetch.wait.max.ms=200")
+NOT_ENOUGH_REPLICAS = 19
+
+
+def start_replicated(etcd, settings):
+    cluster = SkiffCluster(etcd, 3)
+    cluster.brokers = [cluster._broker(i, cluster.dirs[i], settings) for i in range(3)]
+    cluster.start()
+    return cluster
+
+
+@pytest.fixture
+def replicated3(etcd):
+    cluster = start_replicated(etcd, REPLICA_SETTINGS)
+    yield ready(cluster)
+    cluster.stop()
+
+
+# A follower's session (10 s) outlives its lag limit (2.5 s): only its leader can drop it.
+SLOW_LAG_MS = 2500
+SLOW_SETTINGS = ("broker.session.timeout.ms=10000", f"replica.lag.time.max.ms={SLOW_LAG_MS}",
+                 "min.insync.replicas=2", "replica.fetch.wait.max.ms=200")
+
+
+@pytest.fixture
+def long_sessions3(etcd):
+    cluster = start_replicated(etcd, SLOW_SETTINGS)
+    yield ready(cluster)
+    cluster.stop()
+
+
+def ready(cluster):
+    agreed_controller(cluster)
+    wait_for(lambda: len(AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+                         .list_topics(timeout=10).brokers) == 3, 10, "3 brokers in Metadata")
+    return cluster
+
+
+def describe(bootstrap, topic=TOPIC):
+    """{partition: (leader, replicas, isr)} as `bootstrap` describes `topic`."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs))
+            for p in metadata.topics[topic].partitions.values()}
+
+
+def bootstraps(cluster):
+    return ",".join(b.bootstrap for b in cluster.running())
+
+
+def create_rf3(cluster, partitions=1):
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+    admin.create_topics([NewTopic(TOPIC, partitions, 3)])[TOPIC].result(30)
+    wait_for(lambda: all(leader >= 0 and isr == [0, 1, 2]
+                         for leader, _, isr in describe(cluster.brokers[0].bootstrap).values()),
+             15, "every partition led with a full ISR")
+
+
+class Producers:
+    """An idempotent acks=all confluent-kafka producer and a kafka-python 0.10 producer (Produce
+    v2, acks=all) writing partition 0 until stopped; they record every acknowledgement."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.lock = threading.Lock()
+        self.idempotent = {}  # offset -> value
+        self.legacy = {}
+        self.success_times = []
+        self.errors = []
+        self.running = True
+        self.threads = [threading.Thread(target=self._modern, daemon=True),
+                        threading.Thread(target=self._legacy, daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def _modern(self):
+        producer = Producer({"bootstrap.servers": bootstraps(self.cluster), "enable.idempotence": True,
+                             "acks": "all", "linger.ms": 2, "message.timeout.ms": 120000,
+                             "retry.backoff.ms": 50, "topic.metadata.refresh.interval.ms": 1000})
+
+        def delivered(error, message):
+            with self.lock:
+                if error is None:
+                    assert message.offset() not in self.idempotent, message.offset()
+                    self.idempotent[message.offset()] = message.value()
+                    self.success_times.append(time.monotonic())
+                else:
+                    self.errors.append(("idempotent", str(error)))
+
+        sequence = 0
+        while self.running:
+            producer.produce(TOPIC, value=b"i-%08d" % sequence, partition=0, on_delivery=delivered)
+            sequence += 1
+            producer.poll(0.004)
+        assert producer.flush(120) == 0
+
+    def _legacy(self):
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        producer = KafkaProducer(bootstrap_servers=bootstraps(self.cluster), api_version=(0, 10, 1),
+                                 acks="all", retries=1000, retry_backoff_ms=100, linger_ms=2,
+                                 max_in_flight_requests_per_connection=1, request_timeout_ms=30000,
+                                 metadata_max_age_ms=1000)
+        sequence = 0
+        while self.running:
+            value = b"l-%08d" % sequence
+            sequence += 1
+            try:
+                offset = producer.send(TOPIC, value=value, partition=0).get(timeout=120).offset
+                with self.lock:
+                    self.legacy[offset] = value
+            except KafkaError as error:
+                with self.lock:
+                    self.errors.append(("legacy", repr(error)))
+            time.sleep(0.01)
+        producer.close(30)
+
+    def count(self):
+        with self.lock:
+            return len(self.idempotent) + len(self.legacy)
+
+    def stop(self):
+        self.running = False
+        for thread in self.threads:
+            thread.join(180)
+
+
+def leader_of(cluster, partition=0):
+    for broker in cluster.running():
+        try:
+            leader, _, _ = describe(broker.bootstrap)[partition]
+        except Exception:  # noqa: BLE001 - a broker still starting
+            continue
+        if leader >= 0:
+            return leader
+    return -1
+
+
+def read_all(bootstrap, end, legacy):
+    """Every record of partition 0 below `end` through `bootstrap`: {offset: value}."""
+    seen = {}
+    if legacy:
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(0, 10, 1),
+                                 enable_auto_commit=False, group_id=None)
+        tp = KTP(TOPIC, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        deadline = time.monotonic() + 60
+        while len(seen) < end and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    assert record.offset not in seen, ("read twice", record.offset)
+                    seen[record.offset] = record.value
+        consumer.close()
+        return seen
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    deadline = time.monotonic() + 60
+    while len(seen) < end and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None or message.error():
+            continue
+        assert message.offset() not in seen, ("read twice", message.offset())
+        seen[message.offset()] = message.value()
+    consumer.close()
+    return seen
+
+
+def batches_on_disk(data_dir, partition=0):
+    """(base offset, last offset delta, CRC, leader epoch) of every batch in the replica's segments."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(data_dir, f"{TOPIC}-{partition}", "*.log"))):
+        with open(path, "rb") as segment:
+            data = segment.read()
+        position = 0
+        while position + 61 <= len(data):
+            base, length = struct.unpack_from(">qi", data, position)
+            if length <= 0 or position + 12 + length > len(data):
+                break
+            epoch, = struct.unpack_from(">i", data, position + 12)
+            crc, = struct.unpack_from(">I", data, position + 17)
+            delta, = struct.unpack_from(">i", data, position + 23)
+            found.append((base, delta, crc, epoch))
+            position += 12 + length
+    return found
+
+
+def list_latest(bootstrap):
+    """ListOffsets latest of partition 0 as a consumer sees it (the high watermark)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        return high
+    finally:
+        consumer.close()
+
+
+def test_leader_kills_under_acks_all_lose_no_acknowledged_record(replicated3):
+    cluster = replicated3
+    print(f"SKIFF_SEED={SEED} SKIFF_REPLICATION_KILLS={KILLS}")
+    rng = random.Random(SEED)
+    create_rf3(cluster)
+    producers = Producers(cluster)
+    failovers = []
+    try:
+        wait_for(lambda: producers.count() > 50, 30, "first acknowledgements")
+        for cycle in range(KILLS):
+            leader = leader_of(cluster)
+            assert leader >= 0, "no leader before the kill"
+            victim = cluster.brokers[leader]
+            time.sleep(rng.uniform(0.2, 1.5))
+            with producers.lock:
+                acked_before = len(producers.success_times)
+            killed_at = time.monotonic()
+            port = victim.port
+            victim.stop(signal.SIGKILL)
+            wait_for(lambda: len(producers.success_times) > acked_before
+                     and producers.success_times[-1] > killed_at, SESSION_MS / 1000 + 20,
+                     f"an acks=all acknowledgement after killing broker {leader} (cycle {cycle})")
+            with producers.lock:
+                failovers.append(next(t for t in producers.success_times if t > killed_at) - killed_at)
+            victim.start(port=port)
+            # Back in the ISR before the next kill, so two replicas always hold every ack.
+            wait_for(lambda: describe(cluster.brokers[(leader + 1) % 3].bootstrap)[0][2] == [0, 1, 2],
+                     LAG_MS / 1000 + 20, f"broker {leader} back in the ISR (cycle {cycle})")
+    finally:
+        producers.stop()
+    failovers.sort()
+    p50 = failovers[len(failovers) // 2]
+    SUMMARY_LINES.append(
+        f"replication: {KILLS} leader kills (seed {SEED}), {len(producers.idempotent)} idempotent + "
+        f"{len(producers.legacy)} legacy acks=all acks, failover p50 {p50:.2f} s max {failovers[-1]:.2f} s")
+    assert failovers[-1] <= SESSION_MS / 1000 + 5, failovers
+    assert not [e for e in producers.errors if e[0] == "idempotent"], producers.errors[:5]
+    end = list_latest(cluster.brokers[0].bootstrap)
+    acked = {**producers.idempotent, **producers.legacy}
+    assert max(acked) < end
+    for broker in cluster.brokers:
+        for legacy in (False, True):
+            seen = read_all(broker.bootstrap, end, legacy)
+            missing = [offset for offset, value in acked.items() if seen.get(offset) != value]
+            assert not missing, (broker.port, legacy, missing[:10])
+            values = [v for v in seen.values() if v.startswith(b"i-")]
+            assert len(values) == len(set(values)), "an idempotent record was stored twice"
+    # Every replica holds the same batches up to the same log end once replication settled.
+    wait_for(lambda: len({tuple(batches_on_disk(d)) for d in cluster.dirs}) == 1, 20,
+             "identical batches on every replica")
+    epochs = {epoch for _, _, _, epoch in batches_on_disk(cluster.dirs[0])}
+    assert len(epochs) >= 2, epochs
+
+
+def test_acks_all_needs_min_insync_replicas_and_loses_nothing_when_they_return(replicated3):
+    cluster = replicated3
+    create_rf3(cluster)
+    producer = Producer({"bootstrap.servers": bootstraps(cluster), "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 20000})
+    acked = {}
+    errors = []
+
+    def delivered(error, message):
+        if error is None:
+            acked[message.offset()] = message.value()
+        else:
+            errors.append(error)
+
+    for index in range(20):
+        producer.produce(TOPIC, value=b"before-%d" % index, partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0 and len(acked) == 20
+    leader = leader_of(cluster)
+    stopped = [b for i, b in enumerate(cluster.brokers) if i != leader]
+    ports = [b.port for b in stopped]
+    for broker in stopped:
+        broker.stop(signal.SIGKILL)
+    alive = cluster.brokers[leader]
+    # The controller takes them out of the ISR once their sessions end; the leader keeps leading.
+    wait_for(lambda: describe(alive.bootstrap)[0][2] == [leader], SESSION_MS / 1000 + 10, "ISR of one")
+    figures = metrics(alive)
+    assert figures["skiff_partitions_under_replicated"] == 1, figures
+    assert figures["skiff_partitions_under_min_isr"] == 1, figures
+    codes = []
+    with socket.create_connection((alive.host, alive.port), timeout=10) as connection:
+        for correlation_id in range(3):
+            connection.sendall(produce_v3_frame(TOPIC, 0, correlation_id, acks=-1, value=b"refused"))
+            codes.append(produce_v3_error(connection, correlation_id))
+    assert codes == [NOT_ENOUGH_REPLICAS] * 3, codes
+    for broker, port in zip(stopped, ports):
+        broker.start(port=port)
+    wait_for(lambda: describe(alive.bootstrap)[0][2] == [0, 1, 2], LAG_MS / 1000 + 20, "full ISR again")
+    wait_for(lambda: metrics(alive)["skiff_partitions_under_replicated"] == 0, 10, "no under-replicated partition")
+    for index in range(20):
+        producer.produce(TOPIC, value=b"after-%d" % index, partition=0, on_delivery=delivered)
+    if producer.flush(30) != 0 or len(acked) != 40:
+        for broker in cluster.brokers:
+            print("=== broker", broker.port, "".join(broker.log_lines[-40:]))
+    assert len(acked) == 40, errors[:3]
+    end = list_latest(alive.bootstrap)
+    for broker in cluster.brokers:
+        seen = read_all(broker.bootstrap, end, legacy=False)
+        assert all(seen.get(offset) == value for offset, value in acked.items()), broker.port
+        assert b"refused" not in seen.values()
+
+
+def test_a_paused_follower_leaves_the_isr_and_rejoins_and_the_hw_never_goes_down(long_sessions3):
+    cluster = long_sessions3
+    create_rf3(cluster)
+    leader = leader_of(cluster)
+    follower = cluster.brokers[(leader + 1) % 3]
+    bootstrap = cluster.brokers[leader].bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 30000})
+    acked, errors, watermarks = [], [], []
+
+    def delivered(error, message):
+        (errors if error else acked).append(error or message.offset())
+
+    def produce(count, prefix):
+        for index in range(count):
+            producer.produce(TOPIC, value=b"%s-%d" % (prefix, index), partition=0, on_delivery=delivered)
+        assert producer.flush(30) == 0
+        watermarks.append(list_latest(bootstrap))
+
+    produce(10, b"before")
+    follower.process.send_signal(signal.SIGSTOP)
+    try:
+        # Past replica.lag.time.max.ms but within its session: only the leader can drop it.
+        started = time.monotonic()
+        produce(10, b"paused")  # acks=all waits for the paused follower until the ISR shrinks
+        wait_for(lambda: len(describe(bootstrap)[0][2]) == 2, SLOW_LAG_MS / 1000 + 5, "ISR shrunk")
+        shrunk_after = time.monotonic() - started
+        produce(10, b"shrunk")
+    finally:
+        follower.process.send_signal(signal.SIGCONT)
+    wait_for(lambda: describe(bootstrap)[0][2] == [0, 1, 2], 20, "the follower rejoined")
+    produce(10, b"rejoined")
+    SUMMARY_LINES.append(f"replication: a paused follower left the ISR {shrunk_after:.1f} s after the pause "
+                         f"(replica.lag.time.max.ms {SLOW_LAG_MS})")
+    assert not errors, errors[:3]
+    assert len(acked) == 40 and watermarks == sorted(watermarks), watermarks
+    assert watermarks[-1] == 40
+    wait_for(lambda: len({tuple(batches_on_disk(d)) for d in cluster.dirs}) == 1, 20,
+             "identical batches on every replica")
