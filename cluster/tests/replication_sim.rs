@@ -46,6 +46,9 @@ impl LocalLog for Log {
     fn log_end_offset(&self) -> Offset {
         self.recs.len() as Offset
     }
+    fn log_start_offset(&self) -> Offset {
+        0
+    }
     fn epochs(&self) -> &EpochCache {
         &self.epochs
     }

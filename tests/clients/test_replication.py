@@ -374,3 +374,39 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_and_the_hw_never_goes_down
     assert watermarks[-1] == 40
     wait_for(lambda: len({tuple(batches_on_disk(d)) for d in cluster.dirs}) == 1, 20,
              "identical batches on every replica")
+
+
+def test_a_follower_behind_the_leaders_log_start_resets_there_and_catches_up(replicated3):
+    """DeleteRecords on the leader while a follower is down moves the log start past the
+    follower's end: its next fetch is OFFSET_OUT_OF_RANGE with the leader's log start, and it
+    starts its log there (Kafka's truncateFullyAndStartAt) instead of retrying forever."""
+    from confluent_kafka import TopicPartition as TP
+
+    cluster = replicated3
+    create_rf3(cluster)
+    leader = leader_of(cluster)
+    bootstrap = cluster.brokers[leader].bootstrap
+    follower_index = (leader + 1) % 3
+    follower = cluster.brokers[follower_index]
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    for index in range(10):
+        producer.produce(TOPIC, value=b"old-%d" % index, partition=0)
+    assert producer.flush(30) == 0
+    port = follower.port
+    follower.stop(signal.SIGKILL)
+    wait_for(lambda: follower_index not in describe(bootstrap)[0][2], SESSION_MS / 1000 + 10, "follower out")
+    for index in range(30):
+        producer.produce(TOPIC, value=b"new-%d" % index, partition=0)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deleted = admin.delete_records([TP(TOPIC, 0, 25)])
+    assert next(iter(deleted.values())).result(20).low_watermark == 25
+    follower.start(port=port)
+    wait_for(lambda: describe(bootstrap)[0][2] == [0, 1, 2], LAG_MS / 1000 + 20, "the follower rejoined")
+    batches = batches_on_disk(cluster.dirs[follower_index])
+    # Its log starts with the leader's batch holding offset 25 (Kafka's rule when the leader's
+    # log start lies inside a batch); nothing of what it held before is left.
+    base, delta = batches[0][0], batches[0][1]
+    assert 10 <= base <= 25 <= base + delta, batches[:3]
+    leader_batches = [b for b in batches_on_disk(cluster.dirs[leader]) if b[0] >= batches[0][0]]
+    assert batches == leader_batches

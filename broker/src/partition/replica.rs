@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 /// storage only when a decision needs it (follower fetches and truncation, not appends).
 pub struct LogView<'a> {
     log: &'a Log,
+    log_start_offset: Offset,
     log_end_offset: Offset,
     epochs: OnceCell<EpochCache>,
 }
@@ -36,6 +37,7 @@ impl<'a> LogView<'a> {
     pub fn of(log: &'a Log) -> Result<Self, skiff_storage::Error> {
         Ok(Self {
             log,
+            log_start_offset: log.log_start_offset()?,
             log_end_offset: log.log_end_offset()?,
             epochs: OnceCell::new(),
         })
@@ -45,6 +47,10 @@ impl<'a> LogView<'a> {
 impl LocalLog for LogView<'_> {
     fn log_end_offset(&self) -> Offset {
         self.log_end_offset
+    }
+
+    fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
     }
 
     fn epochs(&self) -> &EpochCache {

@@ -353,11 +353,18 @@ fn apply_response(ctx: &Ctx, leader: NodeId, correlation_id: i32, frame: &[u8], 
             &sent.followed.topic.name,
             sent.followed.partition.index,
         );
-        let (result, records) = match found {
-            None => (FetchResult::Lost, &[][..]),
-            Some((fields, records)) => (fetch_result(fields, records), records),
+        let (result, records, leader_log_start) = match found {
+            None => (FetchResult::Lost, &[][..], -1),
+            Some((fields, records)) => (
+                fetch_result(fields, records),
+                records,
+                fields.log_start_offset,
+            ),
         };
         apply_one(ctx, leader, &sent, &result, records);
+        if matches!(result, FetchResult::Records { .. }) {
+            follow_log_start(&sent.followed, leader_log_start);
+        }
     }
 }
 
@@ -505,4 +512,20 @@ fn reset(partition: &Partition, offset: i64) -> Result<(), skiff_storage::Error>
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner()) = Default::default();
     Ok(())
+}
+
+/// Moves the follower's log start up to the leader's (DeleteRecords and retention on the leader,
+/// Kafka's `maybeIncrementLogStartOffset`), never past its own end: records the leader deleted
+/// must not come back if this replica leads next.
+fn follow_log_start(followed: &Followed, leader_log_start: i64) {
+    let log = &followed.partition.log;
+    let (Ok(start), Ok(end)) = (log.log_start_offset(), log.log_end_offset()) else {
+        return;
+    };
+    let target = leader_log_start.min(end);
+    if target > start {
+        if let Err(error) = log.delete_records_before(target) {
+            tracing::warn!(topic = %followed.topic.name, partition = followed.partition.index, %error, "log start not moved to the leader's");
+        }
+    }
 }

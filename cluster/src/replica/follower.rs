@@ -84,13 +84,22 @@ impl Replica {
             } => {
                 f.phase = FollowerPhase::Fetching;
                 let mut next = leo;
+                // Kafka's rule for an empty log whose fetch offset lies inside the leader's first
+                // batch (the leader's log start moved into it, by DeleteRecords): start the log
+                // at that batch's base and take it whole.
+                if let Some(first) = batches.first() {
+                    if leo == log.log_start_offset() && first.base < leo && first.last >= leo {
+                        actions.push(Action::ResetTo { offset: first.base });
+                        next = first.base;
+                    }
+                }
                 for batch in batches {
                     if batch.base != next || batch.last < batch.base || batch.epoch > epoch {
                         break;
                     }
                     next = batch.last + 1;
                 }
-                if next > leo {
+                if next > leo || matches!(actions.last(), Some(Action::ResetTo { .. })) {
                     actions.push(Action::AppendFetched { up_to: next });
                 }
                 let new_hw = (*high_watermark).min(next);

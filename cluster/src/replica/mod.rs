@@ -42,6 +42,8 @@ pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: u64 = 1_000;
 pub trait LocalLog {
     /// The log end offset.
     fn log_end_offset(&self) -> Offset;
+    /// The log start offset (equal to the end when the log is empty).
+    fn log_start_offset(&self) -> Offset;
     /// The leader-epoch cache.
     fn epochs(&self) -> &EpochCache;
 }
@@ -408,6 +410,9 @@ mod tests {
         fn log_end_offset(&self) -> Offset {
             self.leo
         }
+        fn log_start_offset(&self) -> Offset {
+            0
+        }
         fn epochs(&self) -> &EpochCache {
             &self.epochs
         }
@@ -539,6 +544,50 @@ mod tests {
         };
         assert!(follower.on_fetch_result(5, 1, 4, &odd, &log).is_empty());
         assert!(follower.poll(6, &log).is_empty(), "backing off");
+    }
+
+    #[test]
+    fn an_empty_follower_log_starts_at_the_batch_holding_its_fetch_offset() {
+        // Reset to 25, the leader's log start, which DeleteRecords put inside batch [20, 29].
+        struct Empty;
+        impl LocalLog for Empty {
+            fn log_end_offset(&self) -> Offset {
+                25
+            }
+            fn log_start_offset(&self) -> Offset {
+                25
+            }
+            fn epochs(&self) -> &EpochCache {
+                static NONE: std::sync::OnceLock<EpochCache> = std::sync::OnceLock::new();
+                NONE.get_or_init(EpochCache::new)
+            }
+        }
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 25);
+        follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &Empty);
+        follower.poll(0, &Empty);
+        let records = FetchResult::Records {
+            batches: vec![
+                FetchedBatch {
+                    base: 20,
+                    last: 29,
+                    epoch: 3,
+                },
+                FetchedBatch {
+                    base: 30,
+                    last: 31,
+                    epoch: 4,
+                },
+            ],
+            high_watermark: 32,
+        };
+        assert_eq!(
+            follower.on_fetch_result(1, 1, 4, &records, &Empty),
+            vec![
+                Action::ResetTo { offset: 20 },
+                Action::AppendFetched { up_to: 32 },
+                Action::HighWatermark(32)
+            ]
+        );
     }
 
     #[test]
