@@ -243,8 +243,7 @@ impl Broker {
             isr_proposals,
             acl,
         });
-        // Each partition's replica follows the image before the first client comes.
-        replication::driver::feed_at_start(&ctx).await;
+        // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
         migrate_single_node_offsets(&ctx, files).await?;

@@ -55,7 +55,8 @@ pub(crate) async fn handle(
                     // The checkpoint write fsyncs: a blocking thread's work.
                     let log = partition.log.clone();
                     let offset = asked.offset;
-                    tokio::task::spawn_blocking(move || delete_before(&log, offset))
+                    let high_watermark = partition.replica.high_watermark();
+                    tokio::task::spawn_blocking(move || delete_before(&log, offset, high_watermark))
                         .await
                         .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))
                 }
@@ -75,11 +76,13 @@ pub(crate) async fn handle(
 }
 
 /// Raises the log start of `log` to `offset` (−1: the high watermark); the new log start, or the
-/// error code to answer.
-fn delete_before(log: &skiff_storage::Log, offset: i64) -> Result<i64, i16> {
-    let high_watermark = log
+/// error code to answer. Past the high watermark is OFFSET_OUT_OF_RANGE, as in Kafka: records
+/// not yet on every ISR member cannot be deleted (a follower's log start follows the leader's).
+fn delete_before(log: &skiff_storage::Log, offset: i64, high_watermark: i64) -> Result<i64, i16> {
+    let log_end = log
         .log_end_offset()
         .map_err(|_| error_code::KAFKA_STORAGE_ERROR)?;
+    let high_watermark = high_watermark.min(log_end);
     let offset = if offset == HIGH_WATERMARK {
         high_watermark
     } else {

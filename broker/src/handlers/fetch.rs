@@ -261,15 +261,19 @@ fn read_partitions(
                         topic,
                         fetch_partition.partition,
                     ) {
-                        Ok(partition) => read_partition(
-                            ctx,
-                            version,
+                        Ok(partition) => for_follower(
+                            read_partition(
+                                ctx,
+                                version,
+                                request.replica_id.0,
+                                topic,
+                                partition,
+                                fetch_partition,
+                                partition_bytes_max,
+                                taken_bytes == 0,
+                            ),
                             request.replica_id.0,
-                            topic,
                             partition,
-                            fetch_partition,
-                            partition_bytes_max,
-                            taken_bytes == 0,
                         ),
                         Err(error_code) => PartitionRead::Failed { error_code },
                     };
@@ -333,13 +337,7 @@ fn follower_answer(
         (answer, actions, machine.high_watermark() > before)
     };
     let deferred = partition.replica.settle(actions);
-    crate::partition::replica::queue_proposals(
-        &ctx.isr_proposals,
-        &topic.name,
-        partition.index,
-        &partition.replica,
-        deferred,
-    );
+    partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
     if rose {
         // Consumers parked on this partition may read further now.
         partition.readable_end.advance();
@@ -347,27 +345,8 @@ fn follower_answer(
     Ok(answer)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn read_partition(
-    ctx: &Ctx,
-    version: i16,
-    replica_id: i32,
-    topic: &Arc<Topic>,
-    partition: &Arc<Partition>,
-    fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
-    bytes_max: usize,
-    first_with_data: bool,
-) -> PartitionRead {
-    let read = read_partition_at(
-        ctx,
-        version,
-        replica_id,
-        topic,
-        partition,
-        fetch_partition,
-        bytes_max,
-        first_with_data,
-    );
+/// A follower's OFFSET_OUT_OF_RANGE with the leader's log start and HW filled in.
+fn for_follower(read: PartitionRead, replica_id: i32, partition: &Partition) -> PartitionRead {
     match read {
         PartitionRead::Failed {
             error_code: error_code::OFFSET_OUT_OF_RANGE,
@@ -383,7 +362,7 @@ fn read_partition(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn read_partition_at(
+fn read_partition(
     ctx: &Ctx,
     version: i16,
     replica_id: i32,

@@ -258,26 +258,14 @@ async fn append(
     if partition.replica.high_watermark() > hw_before {
         partition.readable_end.advance();
     }
-    crate::partition::replica::queue_proposals(
-        &ctx.isr_proposals,
-        &topic.name,
-        partition.index,
-        &partition.replica,
-        deferred,
-    );
+    partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
     if acks == Acks::All {
         let deadline = now.saturating_add(u64::try_from(timeout_ms).unwrap_or(0));
         let (wait, deferred) =
             partition
                 .replica
                 .await_replication(now, last_offset, deadline, &partition.log);
-        crate::partition::replica::queue_proposals(
-            &ctx.isr_proposals,
-            &topic.name,
-            partition.index,
-            &partition.replica,
-            deferred,
-        );
+        partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
         appended.replication = Some(wait);
     }
     Ok(appended)

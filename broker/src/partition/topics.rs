@@ -55,6 +55,24 @@ pub struct Partition {
     pub replica: Arc<PartitionReplica>,
 }
 
+impl Partition {
+    /// Hands the ISR proposals its replica machine made to the replication driver.
+    pub fn queue_proposals(
+        &self,
+        sender: &crate::partition::replica::ProposalSender,
+        topic: &str,
+        deferred: crate::partition::replica::Deferred,
+    ) {
+        crate::partition::replica::queue_proposals(
+            sender,
+            topic,
+            self.index,
+            &self.replica,
+            deferred,
+        );
+    }
+}
+
 /// Reads the whole batches stored from the batch holding `offset` on, at most about
 /// [`LOG_SCAN_READ_BYTES`] (at least one batch). Returns the bytes and the offset after the last
 /// complete batch in them.

@@ -223,16 +223,6 @@ impl Fetchers {
     }
 }
 
-/// Feeds the image's states in once, before the broker serves, so its first clients find each
-/// partition led (or not) as the image says and the high watermark where the log is.
-pub(crate) async fn feed_at_start(ctx: &Arc<Ctx>) {
-    let feeding = ctx.clone();
-    let fed = tokio::task::spawn_blocking(move || feed_states(&feeding.topics, &feeding.cluster))
-        .await
-        .unwrap_or_default();
-    submit(ctx, fed.proposals).await;
-}
-
 /// Runs the driver until shutdown.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut queued: ProposalReceiver) {
     let mut shutdown = ctx.shutdown.subscribe();
