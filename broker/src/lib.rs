@@ -218,8 +218,18 @@ impl Broker {
             // client that reconnects at once finds every partition as it left it (as Kafka,
             // which listens only once its logs are loaded). Recovery after a crash is left to
             // the recovery threads once the broker listens.
-            let recovering = topics.clone();
-            tokio::task::spawn_blocking(move || recovering.recover_pending()).await??;
+            // The replicas are fed their states at once too (the materializer left recovering
+            // logs unfed): the first client finds each partition led, not NOT_LEADER_OR_FOLLOWER
+            // until the replication driver's next pass.
+            let (recovering, feeding) = (topics.clone(), cluster.clone());
+            tokio::task::spawn_blocking(move || {
+                let recovered = recovering.recover_pending()?;
+                let fed = replication::driver::feed_states(&recovering, &feeding);
+                // Becoming leader or follower proposes no ISR change (only fetches and timers).
+                debug_assert!(fed.proposals.is_empty());
+                Ok::<_, BrokerError>(recovered)
+            })
+            .await??;
         }
         tokio::spawn(cluster::materialize::run(
             cluster.clone(),

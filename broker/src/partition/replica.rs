@@ -180,6 +180,14 @@ impl PartitionReplica {
         self.high_watermark.load(Ordering::Acquire)
     }
 
+    /// The checkpointed HW of a log recovered after this replica was made (see
+    /// [`Replica::restore_high_watermark`]), published if it rose.
+    pub fn restore_high_watermark(&self, checkpointed: Offset) {
+        if let Some(offset) = lock(&self.machine).restore_high_watermark(checkpointed) {
+            self.high_watermark.store(offset, Ordering::Release);
+        }
+    }
+
     /// Applies changed settings (an altered `min.insync.replicas`) from the next decision on.
     pub fn set_config(&self, config: ReplicaConfig) {
         lock(&self.machine).set_config(config);

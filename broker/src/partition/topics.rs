@@ -400,21 +400,12 @@ impl Topics {
             replay_producers(&log).map_err(storage)?
         };
         let producers = Mutex::new(producers);
-        // The checkpointed HW, within the log as recovered; the log start without one. (A log
-        // still recovering starts at 0: conservative, and raised as the leader learns its
-        // followers' ends, at once without followers.)
-        let checkpointed = self
-            .checkpointed_high_watermarks
-            .get(&(topic.to_owned(), index))
-            .copied();
+        // A log still recovering starts at 0 (it answers nothing meanwhile) and gets its
+        // checkpointed HW in `recover_pending`.
         let high_watermark = if log.is_recovering() {
             0
         } else {
-            let (start, end) = (
-                log.log_start_offset().map_err(storage)?,
-                log.log_end_offset().map_err(storage)?,
-            );
-            checkpointed.map_or(start, |hw| hw.clamp(start, end))
+            self.starting_high_watermark(&log).map_err(storage)?
         };
         Ok(Arc::new(Partition {
             index,
@@ -427,6 +418,18 @@ impl Topics {
                 high_watermark,
             )),
         }))
+    }
+
+    /// The HW a replica of the recovered `log` starts at: the checkpointed one within the log,
+    /// the log start without one (Kafka's rule: the leader raises it as its followers' ends
+    /// come, at once without followers).
+    fn starting_high_watermark(&self, log: &Log) -> Result<i64, skiff_storage::Error> {
+        let (start, end) = (log.log_start_offset()?, log.log_end_offset()?);
+        let checkpointed = self
+            .checkpointed_high_watermarks
+            .get(&(log.topic().to_owned(), log.partition()))
+            .copied();
+        Ok(checkpointed.map_or(start, |hw| hw.clamp(start, end)))
     }
 
     /// The topic with this name.
@@ -697,6 +700,9 @@ impl Topics {
                     .map_err(|_| skiff_storage::Error::Poisoned)?;
                 recover()?;
                 *producers = replay_producers(log)?;
+                partition
+                    .replica
+                    .restore_high_watermark(self.starting_high_watermark(log)?);
                 Ok(())
             })
             .map_err(storage)?;
@@ -933,6 +939,18 @@ mod tests {
             .reconcile(std::slice::from_ref(&t))
             .expect("reconcile");
         let topic = topics.get("t").expect("t");
+        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
+        assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
+        topics.close().expect("close");
+        // The broker opens its logs deferred: a replica made before its log is recovered starts
+        // at 0 and gets the checkpointed HW when the log is (the restart read nothing below it).
+        let topics = open_deferred(dir.path(), Config::default());
+        topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("reconcile");
+        let topic = topics.get("t").expect("t");
+        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 0);
+        assert_eq!(topics.recover_pending().expect("recovered"), 2);
         assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
         assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
         // An unreadable checkpoint starts every replica at its log start.

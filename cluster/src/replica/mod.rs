@@ -277,6 +277,18 @@ impl Replica {
         }
     }
 
+    /// The checkpointed HW of a log recovered after this replica was made (a broker opens its
+    /// replicas before their logs are recovered, at HW 0). Only before the first partition state:
+    /// once a state is fed the HW moves by the protocol alone. Returns the HW to publish, if it
+    /// rose.
+    pub fn restore_high_watermark(&mut self, checkpointed: Offset) -> Option<Offset> {
+        if self.state.is_some() || checkpointed <= self.high_watermark {
+            return None;
+        }
+        self.high_watermark = checkpointed;
+        Some(checkpointed)
+    }
+
     /// New settings (a topic's `min.insync.replicas` altered), from the next call on.
     pub fn set_config(&mut self, config: ReplicaConfig) {
         self.config = config;
@@ -454,6 +466,25 @@ mod tests {
         );
         log.epochs.assign(5, 10);
         (replica, log)
+    }
+
+    #[test]
+    fn the_checkpointed_hw_is_restored_only_before_the_first_state() {
+        let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
+        assert_eq!(replica.restore_high_watermark(7), Some(7));
+        assert_eq!(replica.restore_high_watermark(5), None, "never lowered");
+        assert_eq!(replica.high_watermark(), 7);
+        let log = Log {
+            leo: 10,
+            epochs: EpochCache::new(),
+        };
+        replica.on_partition_state(0, &state(2, 1, &[1, 2]), 3, &log);
+        assert_eq!(
+            replica.restore_high_watermark(9),
+            None,
+            "fed: the protocol owns it"
+        );
+        assert_eq!(replica.high_watermark(), 7);
     }
 
     #[test]
