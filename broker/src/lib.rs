@@ -135,7 +135,8 @@ async fn migrate_single_node_offsets(
 impl Broker {
     /// Opens the data directory (recovering it if the last stop was not clean), loads the topics and
     /// binds the first listener.
-    pub async fn start(config: Config) -> Result<Self, BrokerError> {
+    pub async fn start(mut config: Config) -> Result<Self, BrokerError> {
+        config.apply_cluster_defaults();
         config.validate()?;
         let connection_limits = connection_limits(&config)?;
         let acl = acl::load_at_start(&config)?;
@@ -171,6 +172,7 @@ impl Broker {
                     &log_dir_path,
                     group_config,
                     open_config.offsets_compaction_bytes,
+                    open_config.offsets_commit_timeout_ms,
                 )?;
                 let files = log_dir.files();
                 let opened_clean = log_dir.opened_clean();
@@ -257,7 +259,11 @@ impl Broker {
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
         migrate_single_node_offsets(&ctx, files).await?;
-        tokio::spawn(group_driver.run(ctx.topics.clone(), ctx.cluster.clone()));
+        tokio::spawn(group_driver.run(
+            ctx.topics.clone(),
+            ctx.cluster.clone(),
+            ctx.isr_proposals.clone(),
+        ));
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)
                 .await

@@ -27,11 +27,12 @@ _names = itertools.count()
 class SkiffCluster:
     """N brokers of one cluster (own name in the shared etcd), each with its own data directory."""
 
-    def __init__(self, etcd, size):
+    def __init__(self, etcd, size, settings=()):
         self.etcd = etcd
         self.name = f"t{os.getpid()}-{next(_names)}"
         self.dirs = [tempfile.mkdtemp(prefix="skiff-cluster-") for _ in range(size)]
-        self.brokers = [self._broker(node_id, self.dirs[node_id]) for node_id in range(size)]
+        self.brokers = [self._broker(node_id, self.dirs[node_id], settings)
+                        for node_id in range(size)]
 
     def _broker(self, node_id, data_dir, extra=()):
         return Broker(data_dir, [

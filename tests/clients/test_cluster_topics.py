@@ -24,9 +24,16 @@ LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 
 
+# These scenarios are about where RF 1 partitions live and who serves them (issue 15), so they
+# pin the single-replica settings that a cluster otherwise defaults away from (RF 3, 2 in sync);
+# replicated topics and offsets are test_replication's.
+SINGLE_REPLICA = ("default.replication.factor=1", "offsets.topic.replication.factor=1",
+                  "min.insync.replicas=1")
+
+
 @pytest.fixture
 def cluster3(etcd):
-    cluster = SkiffCluster(etcd, 3).start()
+    cluster = SkiffCluster(etcd, 3, SINGLE_REPLICA).start()
     agreed_controller(cluster)
     wait_for(lambda: len(AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
                          .list_topics(timeout=10).brokers) == 3, 10, "3 brokers in Metadata")

@@ -410,3 +410,40 @@ def test_a_follower_behind_the_leaders_log_start_resets_there_and_catches_up(rep
     assert 10 <= base <= 25 <= base + delta, batches[:3]
     leader_batches = [b for b in batches_on_disk(cluster.dirs[leader]) if b[0] >= batches[0][0]]
     assert batches == leader_batches
+
+
+def test_offsets_committed_to_a_replicated_offsets_topic_survive_their_coordinators_kill(replicated3):
+    """A cluster's __consumer_offsets has 3 replicas by default and a commit is answered once its
+    records are on every in-sync replica, so killing the coordinator right after the answer loses
+    no committed offset: the partition's next leader serves them."""
+    cluster = replicated3
+    create_rf3(cluster, partitions=3)
+    group = "replicated-offsets"
+    committer = Consumer({"bootstrap.servers": bootstraps(cluster), "group.id": group,
+                          "enable.auto.commit": False})
+    wanted = [TopicPartition(TOPIC, p, 100 + p) for p in range(3)]
+    committed = committer.commit(offsets=wanted, asynchronous=False)
+    assert all(tp.error is None for tp in committed), committed
+    committer.close()
+    offsets_topic = describe(cluster.brokers[0].bootstrap, "__consumer_offsets")
+    assert all(len(replicas) == 3 for _, replicas, _ in offsets_topic.values()), offsets_topic
+    admin = AdminClient({"bootstrap.servers": bootstraps(cluster)})
+    coordinator = admin.describe_consumer_groups([group])[group].result(30).coordinator.id
+    cluster.brokers[coordinator].stop(signal.SIGKILL)
+    survivor = next(b for b in cluster.running())
+    reader = Consumer({"bootstrap.servers": survivor.bootstrap, "group.id": group,
+                       "enable.auto.commit": False})
+
+    def read_back():
+        try:
+            found = reader.committed([TopicPartition(TOPIC, p) for p in range(3)], timeout=5)
+        except Exception:  # noqa: BLE001 - the coordinator is moving (retriable)
+            return None
+        offsets = [tp.offset for tp in found]
+        return offsets if offsets == [100, 101, 102] else None
+
+    started = time.monotonic()
+    wait_for(read_back, SESSION_MS / 1000 + 20, "the committed offsets from the next coordinator")
+    reader.close()
+    SUMMARY_LINES.append(f"replication: committed offsets read back {time.monotonic() - started:.1f} s "
+                         f"after their coordinator (broker {coordinator}) was killed")

@@ -355,6 +355,12 @@ pub const FRAME_CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
 /// sends 10 MiB of distinct frames).
 pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 
+/// `default.replication.factor` and `offsets.topic.replication.factor` with a shared metadata
+/// store, unless set (Kafka's recommended production values; see `Config::apply_cluster_defaults`).
+pub const CLUSTER_REPLICATION_FACTOR_DEFAULT: i16 = 3;
+/// `min.insync.replicas` with a shared metadata store, unless set.
+pub const CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT: i32 = 2;
+
 config_keys! {
     "node.id" => node_id: i32 = 1;
         "This broker's id in Metadata answers and in the cluster. Required (no default) with a shared skiff.metadata.store (etcd://...)."
@@ -367,15 +373,17 @@ config_keys! {
     "num.partitions" => num_partitions: i32 = 1;
         "Partitions of an auto-created topic."
     "default.replication.factor" => default_replication_factor: i16 = 1;
-        "Replication factor of an auto-created topic, or of a created one that asks for -1. A topic needs that many running brokers to be created (INVALID_REPLICATION_FACTOR otherwise)."
+        "Replication factor of an auto-created topic, or of a created one that asks for -1. A topic needs that many running brokers to be created (INVALID_REPLICATION_FACTOR otherwise). 3 with a shared skiff.metadata.store (etcd://...) unless set."
     "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50;
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
         "segment.bytes of the __consumer_offsets partitions, set when the topic is created: the offsets log before a snapshot (skiff.offsets.compaction.bytes) is dropped a whole segment at a time."
     "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024;
         "Bytes appended to one __consumer_offsets partition after which its coordinator appends a snapshot of the partition's committed offsets and drops the log before it (Skiff's stand-in for log compaction). Bounds what a new coordinator replays; at least 4096."
+    "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: u64 = 5_000;
+        "How long an OffsetCommit (and a group or offset deletion) waits for its records to reach every in-sync replica of its __consumer_offsets partition; then it is answered COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's key and default)."
     "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1;
-        "Replicas of each __consumer_offsets partition; the topic is created once that many brokers run."
+        "Replicas of each __consumer_offsets partition; the topic is created once that many brokers run (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until then). 3 with a shared skiff.metadata.store unless set."
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true;
         "Create a topic on first Metadata or Produce for it."
     "log.segment.bytes" => log_segment_bytes: u64 = 1024 * 1024 * 1024;
@@ -475,7 +483,7 @@ config_keys! {
     "replica.lag.time.max.ms" => replica_lag_time_max_ms: u64 = skiff_cluster::replica::REPLICA_LAG_TIME_MAX_MS_DEFAULT;
         "A follower that has not caught up with the leader's log end for this long leaves the ISR (Kafka's rule: it counts as caught up when a fetch reached the leader's log end, or the end the leader had at its previous fetch)."
     "min.insync.replicas" => min_insync_replicas: i32 = 1;
-        "Replicas (the leader included) that must be in the ISR for an acks=all produce: fewer answers NOT_ENOUGH_REPLICAS (19) before the append, or NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) when the ISR shrank after it. At least 1."
+        "Replicas (the leader included) that must be in the ISR for an acks=all produce: fewer answers NOT_ENOUGH_REPLICAS (19) before the append, or NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) when the ISR shrank after it. Offset commits need it too. At least 1; 2 with a shared skiff.metadata.store unless set."
     "replica.fetch.wait.max.ms" => replica_fetch_wait_max_ms: u64 = 500;
         "How long a follower's Fetch waits at its leader for new records."
     "replica.fetch.max.bytes" => replica_fetch_max_bytes: u32 = 1024 * 1024;
@@ -551,6 +559,27 @@ impl Config {
             .and_then(|mut table| table.remove("value"))
             .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
         self.set(key.trim(), &value)
+    }
+
+    /// The defaults of a cluster (a shared `skiff.metadata.store`) for the keys not set:
+    /// `default.replication.factor` and `offsets.topic.replication.factor` 3 and
+    /// `min.insync.replicas` 2, so that a broker's loss loses no acknowledged record and acks=all
+    /// still has a follower to wait for. The embedded single node keeps 1, 1 and 1 (it has one
+    /// broker). Called by `Broker::start` before it validates.
+    pub fn apply_cluster_defaults(&mut self) {
+        if matches!(self.metadata_store, skiff_meta::StoreAddress::Local) {
+            return;
+        }
+        let unset = |key: &str| !self.explicitly_set.contains(key);
+        if unset("default.replication.factor") {
+            self.default_replication_factor = CLUSTER_REPLICATION_FACTOR_DEFAULT;
+        }
+        if unset("offsets.topic.replication.factor") {
+            self.offsets_topic_replication_factor = CLUSTER_REPLICATION_FACTOR_DEFAULT;
+        }
+        if unset("min.insync.replicas") {
+            self.min_insync_replicas = CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT;
+        }
     }
 
     /// Checks bounds and relations between keys.
@@ -844,6 +873,36 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut BTreeMap<String, toml::V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_defaults_to_three_replicas_and_two_in_sync_unless_set() {
+        let mut local = Config::default();
+        local.apply_cluster_defaults();
+        assert_eq!(
+            (
+                local.default_replication_factor,
+                local.offsets_topic_replication_factor,
+                local.min_insync_replicas
+            ),
+            (1, 1, 1)
+        );
+        let mut cluster = Config::default();
+        cluster
+            .apply_override("skiff.metadata.store=etcd://127.0.0.1:2379")
+            .expect("store");
+        cluster
+            .apply_override("offsets.topic.replication.factor=2")
+            .expect("set");
+        cluster.apply_cluster_defaults();
+        assert_eq!(
+            (
+                cluster.default_replication_factor,
+                cluster.offsets_topic_replication_factor,
+                cluster.min_insync_replicas
+            ),
+            (3, 2, 2)
+        );
+    }
 
     #[test]
     fn defaults_are_the_embedded_single_node() {

@@ -99,9 +99,31 @@ pub enum PersistError {
     /// The records were too large for the log (INVALID_COMMIT_OFFSET_SIZE).
     #[error("offset commit too large for the offsets log")]
     TooLarge,
+    /// This broker's replica of the group's partition does not lead it (any more), or its log
+    /// failed (NOT_COORDINATOR: the client finds the new coordinator).
+    #[error("not the leader of the group's offsets partition")]
+    NotLeader,
     /// Anything else, e.g. a poisoned log (UNKNOWN_SERVER_ERROR).
     #[error("offsets log write failed")]
     Failed,
+}
+
+impl PersistError {
+    /// The failure of an offsets-log append that went through its partition's replica, as
+    /// Kafka's coordinator maps the produce error of its own append: ISR too small or the HW
+    /// not reached in time is retriable where the coordinator is; a lost leadership or a log
+    /// error sends the client to find the coordinator again.
+    pub fn from_append_error(code: ErrorCode) -> Self {
+        match code {
+            ErrorCode::NOT_ENOUGH_REPLICAS
+            | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            | ErrorCode::REQUEST_TIMED_OUT
+            | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION => Self::Unavailable,
+            ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => Self::NotLeader,
+            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE => Self::TooLarge,
+            _ => Self::Failed,
+        }
+    }
 }
 
 impl PersistError {
@@ -110,6 +132,7 @@ impl PersistError {
         match self {
             Self::Unavailable => ErrorCode::COORDINATOR_NOT_AVAILABLE.code(),
             Self::TooLarge => ErrorCode::INVALID_COMMIT_OFFSET_SIZE.code(),
+            Self::NotLeader => ErrorCode::NOT_COORDINATOR.code(),
             Self::Failed => ErrorCode::UNKNOWN_SERVER_ERROR.code(),
         }
     }

@@ -14,18 +14,24 @@
 //! own partition once, at the first start of this layout.
 //!
 //! Durability: an OffsetCommit is answered only after its records are appended to its
-//! partition's log and that log is flushed. Each log is compacted by snapshot: once
-//! `skiff.offsets.compaction.bytes` were appended to it, the partition's committed offsets are
-//! appended again and the log before them is dropped (`Log::delete_records_before`), so a replay
-//! stays short and the disk bounded without a log cleaner. A producer-id block is claimed in the
+//! partition's log as its leader (stamped with the leader epoch, refused with NOT_COORDINATOR
+//! when the replica does not lead), that log is flushed, and the high watermark has passed them:
+//! every in-sync replica holds them (Kafka's acks=-1 for commits, with `min.insync.replicas` and
+//! `offsets.commit.timeout.ms`). The wait for the HW runs beside the task, so other groups are
+//! served meanwhile; the coordinator orders late answers by their persist sequence. Each log is
+//! compacted by snapshot: once `skiff.offsets.compaction.bytes` were appended to it (and nothing
+//! appended to it still waits for the HW), the partition's committed offsets are appended again
+//! and, once the HW has passed that snapshot, the log before it is dropped
+//! (`Log::delete_records_before`), so a replay stays short and the disk bounded without a log
+//! cleaner. A producer-id block is claimed in the
 //! metadata store (`crate::cluster::Cluster::claim_producer_id_block`, a compare-and-set that
 //! makes it unique across the cluster and durable) before any id of it is handed out; a
 //! single-node data directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`],
 //! is only read, as the floor below which no id is handed out again.
 //!
 //! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
-//! the flush returned, write a group's commits to another partition's log, or queue requests
-//! without a bound.
+//! the flush returned and the HW passed it, write a group's commits to another partition's log
+//! or to one it does not lead, or queue requests without a bound.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,7 +51,10 @@ use crate::group::{
     Coordinator, GroupConfig, Output, PersistError, RequestId, RequestMeta, Response,
 };
 use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
-use crate::partition::topics::{read_batches, Topics};
+use crate::partition::replica::{ProposalSender, ReplicationWait};
+use crate::partition::topics::{read_batches, Partition, Topics};
+use skiff_cluster::replica::Acks;
+use skiff_protocol::error_code::ErrorCode;
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
 pub const OFFSETS_TOPIC: &str = skiff_cluster::topics::OFFSETS_TOPIC;
@@ -146,6 +155,22 @@ impl GroupHandle {
     }
 }
 
+/// A persist appended to its partitions' logs whose answer waits for their HWs.
+struct Replicated {
+    request_id: RequestId,
+    kind: PersistKind,
+    /// The partitions written (their `replicating` counts drop when this arrives).
+    partitions: Vec<i32>,
+    result: Result<(), PersistError>,
+}
+
+/// Which coordinator call answers a persist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PersistKind {
+    Commits,
+    Deletes,
+}
+
 /// Everything the coordinator task needs, opened before the broker serves.
 pub(crate) struct GroupDriver {
     coordinator: Coordinator,
@@ -158,14 +183,25 @@ pub(crate) struct GroupDriver {
     compaction_bytes: u64,
     /// No producer id below this is handed out (the legacy checkpoint's reservation).
     producer_id_floor: i64,
+    /// `offsets.commit.timeout.ms`: how long a commit waits for the HW.
+    commit_timeout_ms: u64,
     requests: mpsc::Receiver<Envelope>,
     waiting: BTreeMap<RequestId, oneshot::Sender<GroupReply>>,
     next_request_id: RequestId,
+    /// Persists whose HW wait ended. Bounded like the requests: each is a parked request.
+    replicated: (mpsc::Sender<Replicated>, mpsc::Receiver<Replicated>),
 }
 
 /// One loaded partition's log and what decides its next compaction.
 struct LoadedLog {
-    log: Arc<Log>,
+    /// The `__consumer_offsets` partition (its log and its replica).
+    partition: Arc<Partition>,
+    /// Persists appended to it whose HW wait has not ended: no snapshot meanwhile (a snapshot
+    /// holds applied offsets only, and dropping the log before it would drop theirs).
+    replicating: usize,
+    /// After a snapshot: the log before `.0` is dropped once the HW passes `.1`, the snapshot's
+    /// last offset (until then a new leader might not have the snapshot).
+    drop_before: Option<(i64, i64)>,
     /// Bytes of batches appended (or replayed) since the last snapshot.
     bytes_since_snapshot: u64,
     /// The size of the last snapshot: compaction waits for twice as much, so a partition whose
@@ -309,7 +345,10 @@ pub(crate) fn migrate_single_node_offsets(
                 migrated.elsewhere += commits.len();
                 continue;
             };
-            append_durably(&target.log, &commits, now_ms()).map_err(|error| failed(&error))?;
+            // Stamped with the epoch it leads at (the single-node start leads all it has).
+            let epoch = target.replica.admit_produce(Acks::Leader).ok();
+            append_durably(&target.log, &commits, now_ms(), epoch)
+                .map_err(|error| failed(&error))?;
             migrated.copied += commits.len();
         }
     }
@@ -339,6 +378,7 @@ impl GroupDriver {
         data_dir: &Path,
         group_config: GroupConfig,
         compaction_bytes: u64,
+        commit_timeout_ms: u64,
     ) -> Result<(Self, GroupHandle), GroupDriverError> {
         let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
         let producer_id_floor = read_checkpoint(&log_dir.files(), &checkpoint_path)?;
@@ -351,9 +391,11 @@ impl GroupDriver {
                 load_retry_at_ms: BTreeMap::new(),
                 compaction_bytes,
                 producer_id_floor,
+                commit_timeout_ms,
                 requests,
                 waiting: BTreeMap::new(),
                 next_request_id: 0,
+                replicated: mpsc::channel(GROUP_REQUESTS_QUEUED_MAX),
             },
             GroupHandle { requests: sender },
         ))
@@ -362,10 +404,15 @@ impl GroupDriver {
     /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
     /// broker is gone). `topics` holds the offsets logs and answers OffsetCommit's question
     /// whether a partition exists.
-    pub(crate) async fn run(mut self, topics: Arc<Topics>, cluster: crate::cluster::ClusterHandle) {
+    pub(crate) async fn run(
+        mut self,
+        topics: Arc<Topics>,
+        cluster: crate::cluster::ClusterHandle,
+        proposals: ProposalSender,
+    ) {
         let mut image_changes = Some(cluster.materialized_changes());
         self.follow_leadership(&topics, &cluster).await;
-        self.drain(&cluster).await;
+        self.drain(&cluster, &proposals).await;
         loop {
             let now = now_ms();
             let deadline = self
@@ -388,6 +435,7 @@ impl GroupDriver {
                 }
             };
             tokio::select! {
+                Some(replicated) = self.replicated.1.recv() => self.answer_replicated(replicated),
                 envelope = self.requests.recv() => match envelope {
                     Some(envelope) => {
                         // A handler that just created __consumer_offsets waited for the image
@@ -418,7 +466,7 @@ impl GroupDriver {
                     }
                 }
             }
-            self.drain(&cluster).await;
+            self.drain(&cluster, &proposals).await;
         }
         tracing::debug!("group coordinator stopped");
     }
@@ -441,14 +489,14 @@ impl GroupDriver {
             {
                 continue;
             }
-            let Some(log) = topics
+            let Some(led) = topics
                 .get(OFFSETS_TOPIC)
-                .and_then(|topic| topic.partition(partition).map(|p| p.log.clone()))
+                .and_then(|topic| topic.partition(partition).cloned())
             else {
                 // Led but not materialized yet: the materializer's next pass wakes this task.
                 continue;
             };
-            let replaying = log.clone();
+            let replaying = led.log.clone();
             let replayed = tokio::task::spawn_blocking(move || {
                 // Opened with recovery deferred after a crash: the coordinator needs it now.
                 replaying
@@ -461,7 +509,7 @@ impl GroupDriver {
             match replayed {
                 Ok((entries, bytes)) => {
                     self.load_retry_at_ms.remove(&partition);
-                    self.install(partition, log, entries, bytes);
+                    self.install(partition, led, entries, bytes);
                 }
                 Err(error) => {
                     tracing::error!(partition, %error, "offsets partition cannot be loaded; retrying");
@@ -474,7 +522,13 @@ impl GroupDriver {
 
     /// Hands a replayed partition log to the coordinator and keeps it for the partition's
     /// commits (unless leadership went while it was read).
-    fn install(&mut self, partition: i32, log: Arc<Log>, entries: Vec<OffsetLogEntry>, bytes: u64) {
+    fn install(
+        &mut self,
+        partition: i32,
+        led: Arc<Partition>,
+        entries: Vec<OffsetLogEntry>,
+        bytes: u64,
+    ) {
         let loaded = self.coordinator.load_partition(partition, entries);
         if self.coordinator.is_partition_loaded(partition) {
             tracing::info!(
@@ -486,7 +540,9 @@ impl GroupDriver {
             self.logs.insert(
                 partition,
                 LoadedLog {
-                    log,
+                    partition: led,
+                    replicating: 0,
+                    drop_before: None,
                     bytes_since_snapshot: bytes,
                     snapshot_bytes: 0,
                 },
@@ -542,7 +598,7 @@ impl GroupDriver {
     /// Acts on every output of the coordinator and the allocator until both are quiet. Disk work
     /// (offsets-log appends and flushes) runs on a blocking thread; this task waits for it, so
     /// outputs are still acted on one at a time, in order.
-    async fn drain(&mut self, cluster: &crate::cluster::Cluster) {
+    async fn drain(&mut self, cluster: &crate::cluster::Cluster, proposals: &ProposalSender) {
         loop {
             let mut progressed = false;
             while let Some(output) = self.coordinator.poll_output() {
@@ -561,19 +617,13 @@ impl GroupDriver {
                             .into_iter()
                             .map(|(key, value)| OffsetLogEntry::Commit(key, value))
                             .collect();
-                        let result = self.persist(entries).await;
-                        if let Err(error) = &result {
-                            tracing::error!(%error, "offsets log append failed");
-                        }
-                        self.coordinator.offsets_persisted(request_id, result);
+                        self.persist(request_id, PersistKind::Commits, entries, proposals)
+                            .await;
                     }
                     Output::PersistOffsetDeletes { request_id, keys } => {
                         let entries = keys.into_iter().map(OffsetLogEntry::Delete).collect();
-                        let result = self.persist(entries).await;
-                        if let Err(error) = &result {
-                            tracing::error!(%error, "offsets log tombstone append failed");
-                        }
-                        self.coordinator.deletes_persisted(request_id, result);
+                        self.persist(request_id, PersistKind::Deletes, entries, proposals)
+                            .await;
                     }
                 }
             }
@@ -598,7 +648,7 @@ impl GroupDriver {
             if !progressed {
                 break;
             }
-            self.compact_due().await;
+            self.compact_due(proposals).await;
         }
     }
 
@@ -609,10 +659,100 @@ impl GroupDriver {
         }
     }
 
-    /// Appends commits or tombstones, each to the log of its group's partition, and flushes
-    /// those logs, on a blocking thread. COORDINATOR_NOT_AVAILABLE (retriable) when a partition
-    /// is not loaded here (its leadership just went).
-    async fn persist(&mut self, entries: Vec<OffsetLogEntry>) -> Result<(), PersistError> {
+    /// Appends commits or tombstones, each to the log of its group's partition as its leader,
+    /// and flushes those logs, on a blocking thread; the request is answered once the HW of each
+    /// has passed them: at once when nothing has to wait (no follower in the ISR), else by
+    /// [`GroupDriver::answer_replicated`] when a task beside this one saw the waits end.
+    async fn persist(
+        &mut self,
+        request_id: RequestId,
+        kind: PersistKind,
+        entries: Vec<OffsetLogEntry>,
+        proposals: &ProposalSender,
+    ) {
+        let appended = self.append_led(entries, proposals).await;
+        let waits = match appended {
+            Ok(waits) => waits,
+            Err(error) => {
+                tracing::warn!(%error, ?kind, "offsets log write refused or failed");
+                return self.answer(request_id, kind, Err(error));
+            }
+        };
+        let mut pending = Vec::new();
+        let mut result = Ok(());
+        for (partition, mut wait) in waits {
+            match wait.try_recv() {
+                Ok(outcome) => result = result.and(replication_outcome(outcome)),
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    result = Err(PersistError::Unavailable)
+                }
+                Err(oneshot::error::TryRecvError::Empty) => pending.push((partition, wait)),
+            }
+        }
+        if pending.is_empty() {
+            return self.answer(request_id, kind, result);
+        }
+        let partitions: Vec<i32> = pending.iter().map(|(partition, _)| *partition).collect();
+        for partition in &partitions {
+            if let Some(loaded) = self.logs.get_mut(partition) {
+                loaded.replicating += 1;
+            }
+        }
+        let sender = self.replicated.0.clone();
+        tokio::spawn(async move {
+            for (_, wait) in pending {
+                // A dropped sender: the partition went away (step-down answers first).
+                let outcome = wait
+                    .await
+                    .unwrap_or(Some(ErrorCode::NOT_LEADER_OR_FOLLOWER));
+                result = result.and(replication_outcome(outcome));
+            }
+            // The task gone (shutdown): nobody is left to answer.
+            let _ = sender
+                .send(Replicated {
+                    request_id,
+                    kind,
+                    partitions,
+                    result,
+                })
+                .await;
+        });
+    }
+
+    /// A persist whose HW waits ended.
+    fn answer_replicated(&mut self, replicated: Replicated) {
+        for partition in &replicated.partitions {
+            if let Some(loaded) = self.logs.get_mut(partition) {
+                loaded.replicating = loaded.replicating.saturating_sub(1);
+            }
+        }
+        if let Err(error) = &replicated.result {
+            tracing::warn!(%error, kind = ?replicated.kind, "offsets not replicated in time");
+        }
+        self.answer(replicated.request_id, replicated.kind, replicated.result);
+    }
+
+    fn answer(
+        &mut self,
+        request_id: RequestId,
+        kind: PersistKind,
+        result: Result<(), PersistError>,
+    ) {
+        match kind {
+            PersistKind::Commits => self.coordinator.offsets_persisted(request_id, result),
+            PersistKind::Deletes => self.coordinator.deletes_persisted(request_id, result),
+        }
+    }
+
+    /// Appends each group's entries to the log of its partition as leader (see
+    /// [`append_as_leader`]) on a blocking thread, and returns each partition's HW wait.
+    /// COORDINATOR_NOT_AVAILABLE (retriable) when a partition is not loaded here (its leadership
+    /// just went).
+    async fn append_led(
+        &mut self,
+        entries: Vec<OffsetLogEntry>,
+        proposals: &ProposalSender,
+    ) -> Result<Vec<(i32, ReplicationWait)>, PersistError> {
         let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
         for entry in entries {
             let group = match &entry {
@@ -624,92 +764,201 @@ impl GroupDriver {
                 .push(entry);
         }
         let mut writes = Vec::with_capacity(by_partition.len());
-        for (partition, entries) in by_partition {
-            let loaded = self.logs.get(&partition).ok_or(PersistError::Unavailable)?;
-            writes.push((partition, loaded.log.clone(), entries));
+        for (index, entries) in by_partition {
+            let loaded = self.logs.get(&index).ok_or(PersistError::Unavailable)?;
+            writes.push((index, loaded.partition.clone(), entries));
         }
+        let (proposals, timeout_ms) = (proposals.clone(), self.commit_timeout_ms);
         let written = tokio::task::spawn_blocking(move || {
-            let now = now_ms();
             writes
                 .into_iter()
-                .map(|(partition, log, entries)| {
-                    append_durably(&log, &entries, now).map(|bytes| (partition, bytes))
+                .map(|(index, partition, entries)| {
+                    append_as_leader(&partition, &entries, (now_ms(), timeout_ms), &proposals)
+                        .map(|(bytes, wait)| (index, bytes, wait))
                 })
-                .collect::<Result<Vec<(i32, u64)>, PersistError>>()
+                .collect::<Result<Vec<_>, PersistError>>()
         });
         let written = written.await.unwrap_or(Err(PersistError::Failed))?;
-        for (partition, bytes) in written {
-            if let Some(loaded) = self.logs.get_mut(&partition) {
+        let mut waits = Vec::with_capacity(written.len());
+        for (index, bytes, wait) in written {
+            if let Some(loaded) = self.logs.get_mut(&index) {
                 loaded.bytes_since_snapshot += bytes;
             }
+            waits.push((index, wait));
         }
-        Ok(())
+        Ok(waits)
     }
 
-    /// Compacts by snapshot every loaded log that grew past its threshold: appends the
-    /// partition's committed offsets (all durable and applied: persists are awaited in order)
-    /// and drops the log before them. A failure is logged and retried after the next append.
-    async fn compact_due(&mut self) {
+    /// Compacts by snapshot every loaded log that grew past its threshold and has nothing
+    /// waiting for its HW: appends the partition's committed offsets (all applied: no persist of
+    /// it is outstanding) as leader, and drops the log before them once the HW has passed them.
+    /// A failure is logged and retried after the next append.
+    async fn compact_due(&mut self, proposals: &ProposalSender) {
+        self.drop_before_replicated_snapshots().await;
         let compaction_bytes = self.compaction_bytes;
         let due: Vec<i32> = self
             .logs
             .iter()
             .filter(|(_, loaded)| {
-                loaded.bytes_since_snapshot >= compaction_bytes.max(2 * loaded.snapshot_bytes)
+                loaded.replicating == 0
+                    && loaded.drop_before.is_none()
+                    && loaded.bytes_since_snapshot
+                        >= compaction_bytes.max(2 * loaded.snapshot_bytes)
             })
             .map(|(partition, _)| *partition)
             .collect();
-        for partition in due {
-            let Some(loaded) = self.logs.get(&partition) else {
+        for index in due {
+            let Some(loaded) = self.logs.get(&index) else {
                 continue;
             };
-            let log = loaded.log.clone();
-            let snapshot = self.coordinator.partition_snapshot(partition);
-            let compacted = tokio::task::spawn_blocking(move || compact(&log, &snapshot, now_ms()))
-                .await
-                .unwrap_or_else(|join| Err(join.to_string()));
+            let partition = loaded.partition.clone();
+            let snapshot = self.coordinator.partition_snapshot(index);
+            let (proposals, timeout_ms) = (proposals.clone(), self.commit_timeout_ms);
+            let compacted = tokio::task::spawn_blocking(move || {
+                append_snapshot(&partition, &snapshot, (now_ms(), timeout_ms), &proposals)
+            })
+            .await
+            .unwrap_or(Err(PersistError::Failed));
             match compacted {
-                Ok(snapshot_bytes) => {
+                Ok((start, last, snapshot_bytes)) => {
                     tracing::info!(
-                        partition,
+                        partition = index,
                         snapshot_bytes,
                         "offsets log compacted by snapshot"
                     );
-                    if let Some(loaded) = self.logs.get_mut(&partition) {
+                    if let Some(loaded) = self.logs.get_mut(&index) {
                         loaded.bytes_since_snapshot = snapshot_bytes;
                         loaded.snapshot_bytes = snapshot_bytes;
+                        loaded.drop_before = Some((start, last));
                     }
                 }
-                Err(error) => tracing::error!(partition, %error, "offsets log compaction failed"),
+                Err(error) => {
+                    tracing::error!(partition = index, %error, "offsets log compaction failed")
+                }
             }
+        }
+        // Without followers the HW passed the snapshots at once.
+        self.drop_before_replicated_snapshots().await;
+    }
+
+    /// Drops each log before its snapshot once the HW has passed the snapshot, on a blocking
+    /// thread (`delete_records_before` deletes segment files).
+    async fn drop_before_replicated_snapshots(&mut self) {
+        let mut due = Vec::new();
+        for loaded in self.logs.values_mut() {
+            let Some((start, snapshot_last)) = loaded.drop_before else {
+                continue;
+            };
+            if loaded.partition.replica.high_watermark() > snapshot_last {
+                loaded.drop_before = None;
+                due.push((loaded.partition.log.clone(), start));
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        let dropped = tokio::task::spawn_blocking(move || {
+            for (log, start) in due {
+                if let Err(error) = log.delete_records_before(start) {
+                    tracing::error!(%error, "offsets log before its snapshot not dropped");
+                }
+            }
+        });
+        if let Err(error) = dropped.await {
+            tracing::error!(%error, "offsets log drop task failed");
         }
     }
 }
 
-/// Appends `snapshot` (a partition's committed offsets) durably, then drops the log before it.
-/// Returns the snapshot's bytes. Blocking.
-fn compact(log: &Log, snapshot: &[OffsetLogEntry], now_ms: i64) -> Result<u64, String> {
-    let start = log.log_end_offset().map_err(|error| error.to_string())?;
-    let bytes = append_durably(log, snapshot, now_ms).map_err(|error| error.to_string())?;
-    log.delete_records_before(start)
-        .map_err(|error| error.to_string())?;
-    Ok(bytes)
+/// What a commit's HW wait ended with: nothing (replicated), or the replica's error mapped as
+/// Kafka maps produce errors for the coordinator's own appends.
+fn replication_outcome(outcome: Option<ErrorCode>) -> Result<(), PersistError> {
+    match outcome {
+        None => Ok(()),
+        Some(code) => Err(PersistError::from_append_error(code)),
+    }
+}
+
+/// Appends a partition's committed offsets as its leader (see [`append_as_leader`]); returns
+/// the offset the snapshot starts at (the log before it may go once the HW passed the
+/// snapshot), its last offset and its bytes. Blocking.
+fn append_snapshot(
+    partition: &Partition,
+    snapshot: &[OffsetLogEntry],
+    now: (i64, u64),
+    proposals: &ProposalSender,
+) -> Result<(i64, i64, u64), PersistError> {
+    let start = partition
+        .log
+        .log_end_offset()
+        .map_err(|_| PersistError::Failed)?;
+    let (bytes, _wait) = append_as_leader(partition, snapshot, now, proposals)?;
+    let last = partition
+        .log
+        .log_end_offset()
+        .map_err(|_| PersistError::Failed)?
+        - 1;
+    Ok((start, last, bytes))
+}
+
+/// Appends `entries` to a `__consumer_offsets` partition as its leader: admitted by its replica
+/// as an acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE
+/// below `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once
+/// without followers) and its ISR proposals queued. Returns the bytes and the wait for the HW
+/// to pass them (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
+fn append_as_leader(
+    partition: &Partition,
+    entries: &[OffsetLogEntry],
+    (now_ms, timeout_ms): (i64, u64),
+    proposals: &ProposalSender,
+) -> Result<(u64, ReplicationWait), PersistError> {
+    let leader_epoch = partition
+        .replica
+        .admit_produce(Acks::All)
+        .map_err(PersistError::from_append_error)?;
+    let bytes = append_durably(&partition.log, entries, now_ms, Some(leader_epoch))?;
+    partition.readable_end.advance();
+    let now = crate::clock::mono_ms();
+    let deferred = partition.replica.after_append(now, &partition.log);
+    partition.queue_proposals(proposals, OFFSETS_TOPIC, deferred);
+    let last_offset = partition
+        .log
+        .log_end_offset()
+        .map_err(|_| PersistError::Failed)?
+        - 1;
+    let (wait, deferred) = partition.replica.await_replication(
+        now,
+        last_offset,
+        now.saturating_add(timeout_ms),
+        &partition.log,
+    );
+    partition.queue_proposals(proposals, OFFSETS_TOPIC, deferred);
+    Ok((bytes, wait))
 }
 
 /// Appends `entries` to an offsets log and syncs it (`Log::sync`: an fsync whatever the topic's
-/// flush settings). `Ok` (with the bytes appended) only once the flush returned, which is what lets the
-/// coordinator acknowledge the commit. The one write path of the offsets logs; blocking.
-fn append_durably(log: &Log, entries: &[OffsetLogEntry], now_ms: i64) -> Result<u64, PersistError> {
+/// flush settings), each batch stamped with `leader_epoch` (a leader's append; `None` only for
+/// the one-time single-node migration and storage tests). `Ok` (with the bytes appended) only
+/// once the flush returned. The one write path of the offsets logs; blocking.
+fn append_durably(
+    log: &Log,
+    entries: &[OffsetLogEntry],
+    now_ms: i64,
+    leader_epoch: Option<i32>,
+) -> Result<u64, PersistError> {
     let batches =
         offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
     let mut bytes = 0u64;
     for mut batch in batches {
         bytes += batch.len() as u64;
-        log.append(&mut batch, now_ms)
-            .map_err(|error| match error {
-                skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
-                _ => PersistError::Failed,
-            })?;
+        match leader_epoch {
+            Some(epoch) => log.append_with_epoch(&mut batch, epoch, now_ms),
+            None => log.append(&mut batch, now_ms),
+        }
+        .map_err(|error| match error {
+            skiff_storage::Error::BatchTooLarge { .. } => PersistError::TooLarge,
+            _ => PersistError::Failed,
+        })?;
     }
     log.sync().map_err(|_| PersistError::Failed)?;
     Ok(bytes)
@@ -762,7 +1011,7 @@ mod tests {
                     .expect("open");
             let log = log_dir.create(OFFSETS_TOPIC, 7, None).expect("create");
             for chunk in written.chunks(7) {
-                append_durably(&log, chunk, 1).expect("append");
+                append_durably(&log, chunk, 1, None).expect("append");
             }
             // No clean close: what was synced must come back after recovery.
         }
@@ -791,14 +1040,21 @@ mod tests {
         .expect("open");
         let log = log_dir.create(OFFSETS_TOPIC, 3, None).expect("create");
         for offset in 0..400 {
-            append_durably(&log, &[commit(offset % 4, offset.into())], 1).expect("append");
+            append_durably(&log, &[commit(offset % 4, offset.into())], 1, None).expect("append");
         }
         let before = log.size_bytes().expect("size");
         let snapshot: Vec<OffsetLogEntry> = (396..400)
             .map(|offset| commit(offset % 4, offset.into()))
             .collect();
-        let snapshot_bytes = compact(&log, &snapshot, 2).expect("compact");
+        let partition = crate::partition::topics::Partition::led_alone(3, log.clone());
+        let (proposals, _queued) = crate::partition::replica::proposal_channel();
+        let (start, last, snapshot_bytes) =
+            append_snapshot(&partition, &snapshot, (2, 1_000), &proposals).expect("snapshot");
         assert!(snapshot_bytes > 0);
+        assert_eq!((start, last), (400, 403));
+        // Led alone, the HW passed the snapshot at once: the log before it may go.
+        assert!(partition.replica.high_watermark() > last);
+        log.delete_records_before(start).expect("drop");
         let (replayed, _) = replay_offsets(&log).expect("replay");
         assert_eq!(replayed, snapshot, "the replay starts at the snapshot");
         let after = log.size_bytes().expect("size");

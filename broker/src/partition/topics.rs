@@ -56,6 +56,37 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// A partition over `log` whose replica on broker 1 leads it alone (ISR {1}, epoch 0), as the
+    /// single-node store makes it: for tests of code that appends as a leader.
+    #[cfg(test)]
+    pub(crate) fn led_alone(index: i32, log: Arc<Log>) -> Arc<Self> {
+        let high_watermark = log.log_end_offset().expect("recovered log");
+        let partition = Arc::new(Self {
+            index,
+            producers: Mutex::new(replay_producers(&log).expect("producers")),
+            log,
+            readable_end: ReadableEnd::default(),
+            replica: Arc::new(PartitionReplica::new(
+                1,
+                ReplicaConfig {
+                    min_insync_replicas: 1,
+                    ..ReplicaConfig::default()
+                },
+                high_watermark,
+            )),
+        });
+        let state = skiff_cluster::records::PartitionState {
+            leader: 1,
+            leader_epoch: 0,
+            isr: vec![1],
+            replicas: vec![1],
+            writer: skiff_cluster::records::Writer::Creator,
+        };
+        let deferred = crate::replication::driver::feed_one(&partition, &state, 1);
+        assert!(deferred.proposals.is_empty());
+        partition
+    }
+
     /// Hands the ISR proposals its replica machine made to the replication driver.
     pub fn queue_proposals(
         &self,

@@ -40,7 +40,7 @@ use skiff_cluster::topics::Coordinated;
 use skiff_storage::sim::{CutMode, SimIo};
 use skiff_storage::{LogConfig, LogDir, PersistMode};
 
-use super::{append_durably, replay_offsets, GroupDriver, OFFSETS_TOPIC};
+use super::{append_as_leader, replay_offsets, GroupDriver, OFFSETS_TOPIC};
 use crate::cluster::identity;
 use crate::group::{GroupConfig, Output, RequestMeta, Response};
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
@@ -60,6 +60,8 @@ type Key = (String, String, i32);
 
 /// Commits answered with an error under the injected faults, over all seeds.
 static FAILED_COMMITS: AtomicU64 = AtomicU64::new(0);
+/// Partition commits answered with success, across seeds (a run where none is would prove nothing).
+static ACKNOWLEDGED_COMMITS: AtomicU64 = AtomicU64::new(0);
 
 /// What the clients were told, and what they may find after a cut.
 #[derive(Default)]
@@ -97,7 +99,7 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
     };
     let log_dir = LogDir::open_simulated(data, config.clone(), sim.clone()).expect("log dir opens");
     let (mut driver, _handle) =
-        GroupDriver::open(&log_dir, data, group_config(), 1 << 20).expect("driver opens");
+        GroupDriver::open(&log_dir, data, group_config(), 1 << 20, 1_000).expect("driver opens");
     // As the materializer opens the topic's logs without a flush policy, and the task loads
     // every partition it leads.
     let partition_config = LogConfig {
@@ -118,7 +120,8 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
         log.set_config(partition_config.clone()).expect("config");
         log.recover_deferred().expect("recover");
         let (entries, bytes) = replay_offsets(&log).expect("offsets log replays");
-        driver.install(partition, log, entries, bytes);
+        let led = crate::partition::topics::Partition::led_alone(partition, log);
+        driver.install(partition, led, entries, bytes);
     }
     (log_dir, driver)
 }
@@ -173,8 +176,14 @@ fn commit(
                 let partition = driver
                     .coordinator
                     .offsets_partition(entries_group(&entries));
-                let log = &driver.logs[&partition].log;
-                let result = append_durably(log, &entries, now_ms).map(|_| ());
+                // The driver's write path: as the partition's leader, alone in its ISR.
+                let led = &driver.logs[&partition].partition;
+                let (proposals, _queued) = crate::partition::replica::proposal_channel();
+                let result = append_as_leader(led, &entries, (now_ms, 1_000), &proposals).map(
+                    |(_, mut wait)| {
+                        assert_eq!(wait.try_recv(), Ok(None), "the HW passed it at once");
+                    },
+                );
                 driver.coordinator.offsets_persisted(request_id, result);
             }
             Output::Reply {
@@ -323,6 +332,7 @@ fn run_seed(seed: u64) -> u64 {
                     assert!(!failed, "{key:?} acknowledged after a failed commit");
                     model.acknowledged.insert(key.clone(), offset);
                     model.unanswered.remove(&key);
+                    ACKNOWLEDGED_COMMITS.fetch_add(1, Ordering::Relaxed);
                 } else {
                     assert!(code.is_some(), "{key:?} has an answer");
                     failed = true;
@@ -368,5 +378,9 @@ fn acknowledged_commits_and_topic_metadata_survive_power_cuts() {
         seeds.len(),
         seeds.len() * CUTS_PER_SEED,
         FAILED_COMMITS.load(Ordering::Relaxed)
+    );
+    assert!(
+        ACKNOWLEDGED_COMMITS.load(Ordering::Relaxed) > FAILED_COMMITS.load(Ordering::Relaxed),
+        "most commits must be acknowledged for the check to mean anything"
     );
 }
