@@ -266,6 +266,12 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(replicated3):
         f"replication: {KILLS} leader kills (seed {SEED}), {len(producers.idempotent)} idempotent + "
         f"{len(producers.legacy)} legacy acks=all acks, failover p50 {p50:.2f} s max {failovers[-1]:.2f} s")
     assert failovers[-1] <= SESSION_MS / 1000 + 5, failovers
+    assert_every_ack_kept(cluster, producers)
+
+
+def assert_every_ack_kept(cluster, producers):
+    """Every acknowledged record is read at its offset through each broker by a modern and a
+    legacy consumer, idempotent ones once; the replicas hold identical batches, over 2+ epochs."""
     assert not [e for e in producers.errors if e[0] == "idempotent"], producers.errors[:5]
     end = list_latest(cluster.brokers[0].bootstrap)
     acked = {**producers.idempotent, **producers.legacy}
@@ -282,6 +288,41 @@ def test_leader_kills_under_acks_all_lose_no_acknowledged_record(replicated3):
              "identical batches on every replica")
     epochs = {epoch for _, _, _, epoch in batches_on_disk(cluster.dirs[0])}
     assert len(epochs) >= 2, epochs
+
+
+def test_a_rolling_restart_of_every_broker_under_acks_all_loses_nothing(replicated3):
+    """Each broker in turn is stopped (SIGTERM, as an operator's rolling restart does) and
+    started again, the next only once the ISR is full again; the producers never stop."""
+    cluster = replicated3
+    create_rf3(cluster)
+    producers = Producers(cluster)
+    started = time.monotonic()
+    try:
+        wait_for(lambda: producers.count() > 50, 30, "first acknowledgements")
+        for index, broker in enumerate(cluster.brokers):
+            port = broker.port
+            acked_before = producers.count()
+            broker.stop()
+            broker.start(port=port)
+            # Back in every ISR as each broker sees it, and the producers got past the restart.
+            wait_for(lambda: all(describe(b.bootstrap)[0][2] == [0, 1, 2] for b in cluster.brokers),
+                     LAG_MS / 1000 + 20, f"broker {index} back in the ISR")
+            legacy_before = len(producers.legacy)
+            try:
+                wait_for(lambda: producers.count() > acked_before + 100
+                         and len(producers.legacy) > legacy_before + 5, 30,
+                         f"acks=all acknowledgements of both producers after restarting broker {index}")
+            except AssertionError:
+                for b in cluster.brokers:
+                    print("=== broker", b.port, "".join(b.log_lines[-30:]))
+                print("legacy errors", producers.errors[-5:])
+                raise
+    finally:
+        producers.stop()
+    SUMMARY_LINES.append(
+        f"replication: rolling restart of 3 brokers in {time.monotonic() - started:.1f} s, "
+        f"{len(producers.idempotent)} idempotent + {len(producers.legacy)} legacy acks=all acks kept")
+    assert_every_ack_kept(cluster, producers)
 
 
 def test_acks_all_needs_min_insync_replicas_and_loses_nothing_when_they_return(replicated3):

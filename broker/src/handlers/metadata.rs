@@ -36,13 +36,18 @@ pub(crate) async fn handle(
 ) -> MetadataResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
-    // Read once per request: offline replicas are those not in it.
-    let live: std::collections::BTreeSet<i32> = ctx
-        .cluster
-        .live_brokers()
-        .iter()
-        .map(|broker| broker.node_id)
-        .collect();
+    // Read once per request: offline replicas are those not live, and a partition's leader is
+    // named only if the response lists it (a client looks the leader up among the brokers).
+    let listed = brokers(ctx, session, version);
+    let known = KnownBrokers {
+        live: ctx
+            .cluster
+            .live_brokers()
+            .iter()
+            .map(|broker| broker.node_id)
+            .collect(),
+        listed: listed.iter().map(|broker| broker.node_id.0).collect(),
+    };
     let requested: Option<Vec<String>> = match request.topics {
         None => None,
         Some(topics) if topics.is_empty() && version == 0 => None,
@@ -62,7 +67,7 @@ pub(crate) async fn handle(
             .iter()
             // Listing every topic silently leaves out those the principal may not describe.
             .filter(|topic| access.may(Operation::Describe, ResourceType::Topic, &topic.name))
-            .map(|topic| describe(ctx, version, topic, &live))
+            .map(|topic| describe(ctx, version, topic, &known))
             .collect(),
         Some(names) => {
             let mut out = Vec::with_capacity(names.len());
@@ -84,7 +89,7 @@ pub(crate) async fn handle(
                     }
                 };
                 out.push(match found {
-                    Ok(topic) => describe(ctx, version, &topic, &live),
+                    Ok(topic) => describe(ctx, version, &topic, &known),
                     Err(code) => MetadataResponseTopic::default()
                         .with_name(Some(TopicName(StrBytes::from_string(name))))
                         .with_error_code(code),
@@ -96,7 +101,7 @@ pub(crate) async fn handle(
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
     let mut response = MetadataResponse::default()
-        .with_brokers(brokers(ctx, session, version))
+        .with_brokers(listed)
         .with_topics(topics);
     if version >= 1 {
         // The controller; while none is known (an election in progress), this broker: every
@@ -159,11 +164,19 @@ fn with_rack(
     }
 }
 
+/// The brokers one Metadata answer is built on.
+struct KnownBrokers {
+    /// Registered (offline replicas are the others).
+    live: std::collections::BTreeSet<i32>,
+    /// In the answer's broker list: live with the session's listener, and this broker.
+    listed: std::collections::BTreeSet<i32>,
+}
+
 fn describe(
     ctx: &Ctx,
     version: i16,
     topic: &Topic,
-    live: &std::collections::BTreeSet<i32>,
+    known: &KnownBrokers,
 ) -> MetadataResponseTopic {
     let states: std::collections::BTreeMap<i32, PartitionState> = ctx
         .cluster
@@ -182,23 +195,30 @@ fn describe(
             let recovering = topic
                 .partition(index)
                 .is_some_and(|partition| partition.log.is_recovering());
-            let leader = match state {
+            let stated_leader = match state {
                 Some(state) if !recovering => state.leader,
                 _ => NO_LEADER,
+            };
+            // A leader the answer does not list (its session just ended and the controller has
+            // not elected yet, or it lacks this listener) is no leader to the client, as Kafka
+            // answers: kafka-python stalls on a leader id it cannot resolve.
+            let (leader, error) = if stated_leader == NO_LEADER {
+                (NO_LEADER, error_code::LEADER_NOT_AVAILABLE)
+            } else if known.listed.contains(&stated_leader) {
+                (stated_leader, error_code::NONE)
+            } else if known.live.contains(&stated_leader) {
+                (NO_LEADER, error_code::LISTENER_NOT_FOUND)
+            } else {
+                (NO_LEADER, error_code::LEADER_NOT_AVAILABLE)
             };
             let isr: Vec<BrokerId> = state
                 .map(|state| state.isr.iter().map(|id| BrokerId(*id)).collect())
                 .unwrap_or_default();
             let offline: Vec<BrokerId> = replicas
                 .iter()
-                .filter(|id| !live.contains(*id))
+                .filter(|id| !known.live.contains(*id) && !known.listed.contains(*id))
                 .map(|id| BrokerId(*id))
                 .collect();
-            let error = if leader == NO_LEADER {
-                error_code::LEADER_NOT_AVAILABLE
-            } else {
-                error_code::NONE
-            };
             let mut partition = MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_partition_index(index)
