@@ -615,6 +615,12 @@ impl Cluster {
                             self.counters
                                 .controller_writes_refused
                                 .fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(
+                                reason = ?write.reason,
+                                epoch,
+                                revision = response.revision,
+                                "controller write refused"
+                            );
                             if !self.still_controller(epoch).await {
                                 self.step_down(epoch, "a fenced write failed");
                                 break;
@@ -624,6 +630,7 @@ impl Cluster {
                                 reason = ?write.reason,
                                 partitions = write.partitions.len(),
                                 epoch,
+                                revision = response.revision,
                                 "controller write"
                             );
                         }
