@@ -29,8 +29,10 @@ STOP_TIMEOUT_S = 20
 class Broker:
     """A running `skiff serve` process."""
 
-    def __init__(self, data_dir, extra_settings=(), command_prefix=()):
+    def __init__(self, data_dir, extra_settings=(), command_prefix=(), listen_host="127.0.0.1"):
         self.data_dir = data_dir
+        # The address the listener binds (the network-partition tests give each broker its own).
+        self.listen_host = listen_host
         self.extra_settings = list(extra_settings)
         # Run before the broker binary, e.g. ["prlimit", "--nofile=512"] for a low file limit.
         self.command_prefix = list(command_prefix)
@@ -49,7 +51,7 @@ class Broker:
             BROKER_BIN,
             "serve",
             "--set", f"log.dirs={self.data_dir}",
-            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--set", f"listeners=PLAINTEXT://{self.listen_host}:{port}",
         ]
         for setting in self.extra_settings:
             args += ["--set", setting]

@@ -1,5 +1,6 @@
 """A 3-member etcd cluster on loopback for the cluster tests (cluster.md §8): Debian's etcd-server,
-free ports, its own temporary directory, stopped by pid. One cluster serves a whole pytest session;
+free ports, its own temporary directory, stopped by pid. (The network-partition tests start a
+1-member one on a bridge address instead.) One cluster serves a whole pytest session;
 each test uses its own `skiff.cluster.name`, so tests never see each other's keys."""
 
 import os
@@ -16,8 +17,10 @@ HEALTHY_TIMEOUT_S = 30
 
 
 class EtcdCluster:
-    def __init__(self, size=3):
+    def __init__(self, size=3, host="127.0.0.1"):
         self.dir = tempfile.mkdtemp(prefix="skiff-etcd-")
+        # The address every member listens on (the network-partition tests put etcd on a bridge).
+        self.host = host
         self.members = [
             {"name": f"e{n}", "client": free_port(), "peer": free_port(), "metrics": free_port(), "process": None}
             for n in range(1, size + 1)
@@ -25,19 +28,19 @@ class EtcdCluster:
 
     @property
     def endpoints(self):
-        return [f"127.0.0.1:{m['client']}" for m in self.members]
+        return [f"{self.host}:{m['client']}" for m in self.members]
 
     @property
     def address(self):
         return "etcd://" + ",".join(self.endpoints)
 
     def _initial_cluster(self):
-        return ",".join(f"{m['name']}=http://127.0.0.1:{m['peer']}" for m in self.members)
+        return ",".join(f"{m['name']}=http://{self.host}:{m['peer']}" for m in self.members)
 
     def start_member(self, index):
         member = self.members[index]
-        client = f"http://127.0.0.1:{member['client']}"
-        peer = f"http://127.0.0.1:{member['peer']}"
+        client = f"http://{self.host}:{member['client']}"
+        peer = f"http://{self.host}:{member['peer']}"
         log = open(os.path.join(self.dir, f"{member['name']}.log"), "a")
         member["process"] = subprocess.Popen(
             [
@@ -47,7 +50,7 @@ class EtcdCluster:
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", self._initial_cluster(),
                 "--initial-cluster-token", "skiff-cluster-test", "--initial-cluster-state", "new",
-                "--listen-metrics-urls", f"http://127.0.0.1:{member['metrics']}",
+                "--listen-metrics-urls", f"http://{self.host}:{member['metrics']}",
                 "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h",
             ],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -61,7 +64,7 @@ class EtcdCluster:
         return self
 
     def wait_healthy(self, index):
-        url = f"http://127.0.0.1:{self.members[index]['client']}/health"
+        url = f"http://{self.host}:{self.members[index]['client']}/health"
         deadline = time.monotonic() + HEALTHY_TIMEOUT_S
         last = None
         while time.monotonic() < deadline:

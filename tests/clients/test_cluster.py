@@ -34,15 +34,15 @@ class SkiffCluster:
         self.brokers = [self._broker(node_id, self.dirs[node_id], settings)
                         for node_id in range(size)]
 
-    def _broker(self, node_id, data_dir, extra=()):
+    def _broker(self, node_id, data_dir, extra=(), host="127.0.0.1", command_prefix=()):
         return Broker(data_dir, [
             f"node.id={node_id}",
             f"skiff.metadata.store={self.etcd.address}",
             f"skiff.cluster.name={self.name}",
             f"broker.session.timeout.ms={SESSION_MS}",
-            "skiff.metrics.listener=127.0.0.1:0",
+            f"skiff.metrics.listener={host}:0",
             *extra,
-        ])
+        ], command_prefix=command_prefix, listen_host=host)
 
     def start(self):
         for broker in self.brokers:

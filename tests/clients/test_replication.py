@@ -89,10 +89,11 @@ def create_rf3(cluster, partitions=1):
 
 class Producers:
     """An idempotent acks=all confluent-kafka producer and a kafka-python 0.10 producer (Produce
-    v2, acks=all) writing partition 0 until stopped; they record every acknowledgement."""
+    v2, acks=all) writing one partition until stopped; they record every acknowledgement."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster, partition=0):
         self.cluster = cluster
+        self.partition = partition
         self.lock = threading.Lock()
         self.idempotent = {}  # offset -> value
         self.legacy = {}
@@ -120,7 +121,7 @@ class Producers:
 
         sequence = 0
         while self.running:
-            producer.produce(TOPIC, value=b"i-%08d" % sequence, partition=0, on_delivery=delivered)
+            producer.produce(TOPIC, value=b"i-%08d" % sequence, partition=self.partition, on_delivery=delivered)
             sequence += 1
             producer.poll(0.004)
         assert producer.flush(120) == 0
@@ -138,7 +139,7 @@ class Producers:
             value = b"l-%08d" % sequence
             sequence += 1
             try:
-                offset = producer.send(TOPIC, value=value, partition=0).get(timeout=120).offset
+                offset = producer.send(TOPIC, value=value, partition=self.partition).get(timeout=120).offset
                 with self.lock:
                     self.legacy[offset] = value
             except KafkaError as error:
@@ -168,8 +169,8 @@ def leader_of(cluster, partition=0):
     return -1
 
 
-def read_all(bootstrap, end, legacy):
-    """Every record of partition 0 below `end` through `bootstrap`: {offset: value}."""
+def read_all(bootstrap, end, legacy, partition=0):
+    """Every record of `partition` below `end` through `bootstrap`: {offset: value}."""
     seen = {}
     if legacy:
         from kafka import KafkaConsumer
@@ -177,7 +178,7 @@ def read_all(bootstrap, end, legacy):
 
         consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(0, 10, 1),
                                  enable_auto_commit=False, group_id=None)
-        tp = KTP(TOPIC, 0)
+        tp = KTP(TOPIC, partition)
         consumer.assign([tp])
         consumer.seek(tp, 0)
         deadline = time.monotonic() + 60
@@ -189,7 +190,7 @@ def read_all(bootstrap, end, legacy):
         consumer.close()
         return seen
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    consumer.assign([TopicPartition(TOPIC, partition, 0)])
     deadline = time.monotonic() + 60
     while len(seen) < end and time.monotonic() < deadline:
         message = consumer.poll(0.5)
@@ -220,11 +221,11 @@ def batches_on_disk(data_dir, partition=0):
     return found
 
 
-def list_latest(bootstrap):
-    """ListOffsets latest of partition 0 as a consumer sees it (the high watermark)."""
+def list_latest(bootstrap, partition=0):
+    """ListOffsets latest of `partition` as a consumer sees it (the high watermark)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
         return high
     finally:
         consumer.close()
