@@ -333,8 +333,9 @@ impl Broker {
         self.ctx.metrics.clone()
     }
 
-    /// Serves until `shutdown` resolves, drains connections, then flushes every log and writes the
-    /// clean-shutdown marker.
+    /// Serves until `shutdown` resolves and, in a cluster with `controlled.shutdown.enable`, its
+    /// leaderships have moved away (`Cluster::controlled_shutdown`); then drains connections,
+    /// leaves the cluster, flushes every log and writes the clean-shutdown marker.
     pub async fn serve_until(
         self,
         shutdown: impl std::future::Future<Output = ()>,
@@ -357,6 +358,16 @@ impl Broker {
             }
         }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
+        // In a cluster the leaderships move away first, while the broker still serves (clients
+        // and followers follow them in moments); alone, this returns at once.
+        let (cluster, controlled) = (ctx.cluster.clone(), ctx.config.controlled_shutdown_enable);
+        let timeout = std::time::Duration::from_millis(ctx.config.controlled_shutdown_timeout_ms);
+        let shutdown = async move {
+            shutdown.await;
+            if controlled {
+                cluster.controlled_shutdown(timeout).await;
+            }
+        };
         server::serve(
             self.listeners,
             ctx.clone(),

@@ -7,16 +7,23 @@
 //! - elects a leader for every partition whose leader is not registered: the first replica in
 //!   assignment order that is in the ISR and running, at leader epoch + 1; with no such replica
 //!   the leader becomes −1 (epoch + 1) and the ISR is kept, so its members can return and lead;
-//! - removes unregistered brokers from the ISR of partitions whose leader is alive (never the
-//!   last member);
+//! - with `unclean.leader.election.enable` on the topic (or as the broker default the driver
+//!   passes in [`PlanLimits`]) and no ISR member running, elects the first running replica in
+//!   assignment order instead, with ISR = {it} (cluster.md §4 "Unclean election": acknowledged
+//!   records it lacks are lost, by design);
+//! - moves the leaderships of a broker in controlled shutdown (registered, `shutting_down`) to
+//!   the first running ISR member in assignment order, at epoch + 1; a partition with no such
+//!   member stays led by it until it exits (cluster.md §3 "Controlled shutdown");
+//! - removes unregistered and shutting-down brokers from ISRs (never the last member);
 //! - finishes topic creations whose author is gone (missing partition states, then `ready`), and
 //!   carries out topic deletions (`deleting`: its partitions and the topic key in one Txn).
 //!
 //! Every write is fenced: `create_revision(R/controller) == controller_epoch`, the `mod_revision`
 //! each partition state was read at, and the registration revision of every broker the decision
-//! rests on (0 for a broker it took as dead, its epoch for one it elects). A decision made on a
-//! stale image therefore fails instead of landing: a controller that saw a leader's registration
-//! vanish cannot elect a replacement once that leader has registered again.
+//! rests on (its `mod_revision`: 0 for a broker it took as dead, the registration as read for one
+//! it elects or took as shutting down). A decision made on a stale image therefore fails instead
+//! of landing: a controller that saw a leader's registration vanish cannot elect a replacement
+//! once that leader has registered again, nor elect a broker that has begun shutting down since.
 //!
 //! Must never: read the clock, talk to the store, or keep leadership decisions in memory.
 
@@ -41,6 +48,10 @@ const COMPARES_PER_TXN_MAX: usize = skiff_meta::limits::TXN_OPS_MAX;
 pub enum WriteReason {
     /// Leader elections (the old leader is not registered).
     ElectLeaders,
+    /// Leaderships moved off a broker in controlled shutdown.
+    MoveLeaders,
+    /// Unclean elections: no ISR member runs, the topic allows an out-of-ISR leader.
+    UncleanElection,
     /// Unregistered followers removed from ISRs.
     ShrinkIsr,
     /// Partition states of a creation whose author is gone.
@@ -62,18 +73,36 @@ pub struct ControllerWrite {
     pub partitions: Vec<(String, i32)>,
 }
 
+/// The topic config (and broker default) that lets the controller elect a replica outside the
+/// ISR when no ISR member runs (Kafka's key).
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+
 /// What [`plan`] may do per call.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanLimits {
     /// Partition states per Txn (at most [`PARTITIONS_PER_TXN_MAX`]).
     pub partitions_per_txn: usize,
+    /// Whether a topic without its own [`UNCLEAN_LEADER_ELECTION_ENABLE`] may be led uncleanly:
+    /// the controller broker's `unclean.leader.election.enable` (Kafka's default: false).
+    pub unclean_leader_election_default: bool,
 }
 
 impl Default for PlanLimits {
     fn default() -> Self {
         Self {
             partitions_per_txn: PARTITIONS_PER_TXN_MAX,
+            unclean_leader_election_default: false,
         }
+    }
+}
+
+/// Whether `record` allows an unclean election: its own [`UNCLEAN_LEADER_ELECTION_ENABLE`]
+/// (`true` or `false`, as the broker validates topic configs), else `default`. A value that is
+/// neither (the store is writable by anyone) reads as the safe `false`.
+pub fn unclean_leader_election_enabled(record: &TopicRecord, default: bool) -> bool {
+    match record.configs.get(UNCLEAN_LEADER_ELECTION_ENABLE) {
+        Some(value) => value.trim().parse().unwrap_or(false),
+        None => default,
     }
 }
 
@@ -87,64 +116,134 @@ pub fn fence(image: &ClusterImage, controller_epoch: i64) -> Compare {
     )
 }
 
-/// A compare that broker `id`'s registration is the one the image holds (or still absent).
+/// A compare that broker `id`'s registration is exactly the one the image holds (or still
+/// absent): same incarnation and same state (a registration changes only to `shutting_down`).
 fn registration_unchanged(image: &ClusterImage, id: NodeId) -> Compare {
-    Compare::create_revision(
+    Compare::mod_revision(
         image.layout().key(&Key::Broker(id)),
         CompareOp::Equal,
-        image.broker_epoch(id).unwrap_or(0),
+        image.brokers().get(&id).map_or(0, |v| v.mod_revision),
     )
 }
 
-/// The next state of a partition whose topic is served, or `None` when nothing is to change,
-/// with the brokers whose registrations the decision rests on.
-pub fn next_partition_state(
-    image: &ClusterImage,
-    state: &PartitionState,
-) -> Option<(PartitionState, WriteReason, Vec<NodeId>)> {
-    let live_isr: Vec<NodeId> = state
-        .isr
-        .iter()
-        .copied()
-        .filter(|id| image.is_live(*id))
-        .collect();
-    let dead_isr: Vec<NodeId> = state
-        .isr
-        .iter()
-        .copied()
-        .filter(|id| !image.is_live(*id))
-        .collect();
-    if state.leader != NO_LEADER && image.is_live(state.leader) {
-        if dead_isr.is_empty() || live_isr.is_empty() {
-            return None;
-        }
-        let next = PartitionState {
-            isr: live_isr,
-            writer: Writer::Controller,
-            ..state.clone()
-        };
-        return Some((next, WriteReason::ShrinkIsr, dead_isr));
-    }
-    let candidate = state
+/// The replica the controller elects cleanly: the first in assignment order that is in the ISR
+/// and running (so never a broker shutting down).
+fn clean_candidate(image: &ClusterImage, state: &PartitionState) -> Option<NodeId> {
+    state
         .replicas
         .iter()
         .copied()
-        .find(|id| state.isr.contains(id) && image.is_running(*id));
-    let mut depends_on = dead_isr;
+        .find(|id| state.isr.contains(id) && image.is_running(*id))
+}
+
+/// The partitions `broker` leads that the controller moves away once it shuts down: those with
+/// another running ISR member. A broker in controlled shutdown waits until this is empty (the
+/// others have nobody to go to and stay with it until it exits).
+pub fn movable_leaderships(image: &ClusterImage, broker: NodeId) -> Vec<(String, i32)> {
+    image
+        .all_partitions()
+        .filter(|(topic, _, state)| {
+            image.ready_topic(topic).is_some()
+                && state.value.leader == broker
+                && state
+                    .value
+                    .isr
+                    .iter()
+                    .any(|id| *id != broker && image.is_running(*id))
+        })
+        .map(|(topic, partition, _)| (topic.to_owned(), partition))
+        .collect()
+}
+
+/// The next state of a partition whose topic is served, or `None` when nothing is to change,
+/// with the brokers whose registrations the decision rests on. `unclean`: whether the topic
+/// allows an out-of-ISR leader ([`unclean_leader_election_enabled`]).
+pub fn next_partition_state(
+    image: &ClusterImage,
+    state: &PartitionState,
+    unclean: bool,
+) -> Option<(PartitionState, WriteReason, Vec<NodeId>)> {
+    let leader_live = state.leader != NO_LEADER && image.is_live(state.leader);
+    // ISR members that leave: unregistered ones, and ones shutting down (they take no
+    // leadership, and acks=all must not wait for them).
+    let leaving: Vec<NodeId> = state
+        .isr
+        .iter()
+        .copied()
+        .filter(|id| !image.is_running(*id))
+        .collect();
+    if leader_live && image.is_running(state.leader) {
+        let isr = without(&state.isr, &leaving);
+        if leaving.is_empty() || isr.is_empty() {
+            return None;
+        }
+        let next = PartitionState {
+            isr,
+            writer: Writer::Controller,
+            ..state.clone()
+        };
+        return Some((next, WriteReason::ShrinkIsr, leaving));
+    }
+    let mut depends_on = leaving.clone();
     if state.leader != NO_LEADER && !depends_on.contains(&state.leader) {
         depends_on.push(state.leader);
     }
-    match candidate {
+    if let Some(leader) = clean_candidate(image, state) {
+        depends_on.push(leader);
+        let next = PartitionState {
+            leader,
+            leader_epoch: state.leader_epoch + 1,
+            isr: without(&state.isr, &leaving),
+            replicas: state.replicas.clone(),
+            writer: Writer::Controller,
+        };
+        let reason = if leader_live {
+            WriteReason::MoveLeaders
+        } else {
+            WriteReason::ElectLeaders
+        };
+        return Some((next, reason, depends_on));
+    }
+    if leader_live {
+        // A leader shutting down with nobody to hand over to keeps leading until it exits;
+        // other members that leave still go.
+        let leaving: Vec<NodeId> = leaving
+            .into_iter()
+            .filter(|id| *id != state.leader)
+            .collect();
+        if leaving.is_empty() {
+            return None;
+        }
+        let next = PartitionState {
+            isr: without(&state.isr, &leaving),
+            writer: Writer::Controller,
+            ..state.clone()
+        };
+        return Some((next, WriteReason::ShrinkIsr, leaving));
+    }
+    let unclean_leader = state
+        .replicas
+        .iter()
+        .copied()
+        .find(|id| image.is_running(*id))
+        .filter(|_| unclean);
+    match unclean_leader {
         Some(leader) => {
+            // Rests on every ISR member being unregistered or shutting down, as read.
+            for id in &state.isr {
+                if !depends_on.contains(id) {
+                    depends_on.push(*id);
+                }
+            }
             depends_on.push(leader);
             let next = PartitionState {
                 leader,
                 leader_epoch: state.leader_epoch + 1,
-                isr: live_isr,
+                isr: vec![leader],
                 replicas: state.replicas.clone(),
                 writer: Writer::Controller,
             };
-            Some((next, WriteReason::ElectLeaders, depends_on))
+            Some((next, WriteReason::UncleanElection, depends_on))
         }
         None if state.leader != NO_LEADER => {
             let next = PartitionState {
@@ -157,6 +256,14 @@ pub fn next_partition_state(
         }
         None => None,
     }
+}
+
+/// `ids` without `removed`, in order.
+fn without(ids: &[NodeId], removed: &[NodeId]) -> Vec<NodeId> {
+    ids.iter()
+        .copied()
+        .filter(|id| !removed.contains(id))
+        .collect()
 }
 
 /// The first state of a new partition: led by the first running replica in assignment order,
@@ -294,9 +401,13 @@ pub fn plan(
                 let Some(partitions) = image.partitions(topic) else {
                     continue;
                 };
+                let unclean = unclean_leader_election_enabled(
+                    &record.value,
+                    limits.unclean_leader_election_default,
+                );
                 for (partition, state) in partitions {
                     if let Some((next, reason, depends_on)) =
-                        next_partition_state(image, &state.value)
+                        next_partition_state(image, &state.value, unclean)
                     {
                         let guard = partition_unchanged(image, topic, *partition, state);
                         by_reason
@@ -415,5 +526,243 @@ fn delete_topic(
                 TxnOp::delete(image.layout().key(&Key::Topic(topic.to_owned()))),
             ]),
         partitions: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Layout;
+    use crate::records::{BrokerRegistration, BrokerState, ControllerRecord};
+    use skiff_meta::{GetRequest, MetaCore};
+
+    /// A store with a controller, brokers, and one-partition topics, and the plans run on it.
+    struct World {
+        core: MetaCore,
+        layout: Layout,
+        epoch: i64,
+    }
+
+    fn put(core: &mut MetaCore, key: String, value: Vec<u8>) -> i64 {
+        let response = core
+            .txn(&Txn::new().and_then(vec![TxnOp::put(key, value)]))
+            .unwrap();
+        response.revision
+    }
+
+    impl World {
+        fn new(brokers: &[NodeId]) -> Self {
+            let layout = Layout::new("t").unwrap();
+            let mut core = MetaCore::new();
+            let record = ControllerRecord {
+                broker_id: brokers[0],
+                broker_epoch: 1,
+            };
+            let epoch = put(&mut core, layout.key(&Key::Controller), encode(&record));
+            let mut world = Self {
+                core,
+                layout,
+                epoch,
+            };
+            for id in brokers {
+                world.register(*id, BrokerState::Running);
+            }
+            world
+        }
+
+        fn register(&mut self, id: NodeId, state: BrokerState) {
+            let registration = BrokerRegistration {
+                node_id: id,
+                directory_id: format!("dir-{id}"),
+                incarnation: "i".into(),
+                rack: None,
+                listeners: Vec::new(),
+                state,
+            };
+            let key = self.layout.key(&Key::Broker(id));
+            put(&mut self.core, key, encode(&registration));
+        }
+
+        fn deregister(&mut self, id: NodeId) {
+            let key = self.layout.key(&Key::Broker(id));
+            self.core
+                .txn(&Txn::new().and_then(vec![TxnOp::delete(key)]))
+                .unwrap();
+        }
+
+        /// Topic `name` with one partition in `state`, and topic configs `configs`.
+        fn topic(&mut self, name: &str, state: PartitionState, configs: &[(&str, &str)]) {
+            let record = TopicRecord {
+                topic_id: "0".repeat(32),
+                state: TopicState::Ready,
+                replicas: vec![state.replicas.clone()],
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                author: 0,
+                author_epoch: 0,
+            };
+            let key = self.layout.key(&Key::Topic(name.into()));
+            put(&mut self.core, key, encode(&record));
+            let key = self.layout.key(&Key::Partition(name.into(), 0));
+            put(&mut self.core, key, encode(&state));
+        }
+
+        fn image(&self) -> ClusterImage {
+            let mut image = ClusterImage::new(self.layout.clone());
+            image.reload(
+                &self
+                    .core
+                    .get(&GetRequest::prefix(self.layout.root()))
+                    .unwrap(),
+            );
+            image
+        }
+
+        fn plan(&self, unclean_default: bool) -> Vec<ControllerWrite> {
+            let limits = PlanLimits {
+                unclean_leader_election_default: unclean_default,
+                ..PlanLimits::default()
+            };
+            plan(&self.image(), self.epoch, limits)
+        }
+
+        /// Plans and submits until the plan is empty; returns the reasons of the writes that
+        /// landed.
+        fn settle(&mut self, unclean_default: bool) -> Vec<WriteReason> {
+            let mut reasons = Vec::new();
+            for _ in 0..10 {
+                let writes = self.plan(unclean_default);
+                if writes.is_empty() {
+                    return reasons;
+                }
+                for write in writes {
+                    let response = self.core.txn(&write.txn).unwrap();
+                    assert!(response.succeeded, "{:?} refused", write.reason);
+                    reasons.push(write.reason);
+                }
+            }
+            panic!("the plan never settled: {reasons:?}");
+        }
+
+        fn state(&self, name: &str) -> PartitionState {
+            self.image().partition(name, 0).unwrap().value.clone()
+        }
+    }
+
+    fn state(leader: NodeId, epoch: i32, isr: &[NodeId], replicas: &[NodeId]) -> PartitionState {
+        PartitionState {
+            leader,
+            leader_epoch: epoch,
+            isr: isr.to_vec(),
+            replicas: replicas.to_vec(),
+            writer: Writer::Controller,
+        }
+    }
+
+    #[test]
+    fn a_broker_shutting_down_hands_its_leaderships_to_running_isr_members_and_leaves_isrs() {
+        let mut world = World::new(&[1, 2, 3]);
+        world.topic("led", state(1, 4, &[1, 2, 3], &[1, 3, 2]), &[]);
+        world.topic("followed", state(2, 7, &[2, 1, 3], &[2, 1, 3]), &[]);
+        world.topic("alone", state(1, 2, &[1], &[1]), &[]);
+        world.topic("other", state(3, 1, &[3, 2], &[3, 2, 1]), &[]);
+        assert!(
+            world.settle(false).is_empty(),
+            "nothing to do while all run"
+        );
+        assert_eq!(
+            movable_leaderships(&world.image(), 1),
+            vec![("led".to_owned(), 0)]
+        );
+        world.register(1, BrokerState::ShuttingDown);
+        let mut reasons = world.settle(false);
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            vec![WriteReason::MoveLeaders, WriteReason::ShrinkIsr]
+        );
+        // The first running ISR member in assignment order, at the next epoch.
+        assert_eq!(world.state("led"), state(3, 5, &[2, 3], &[1, 3, 2]));
+        assert_eq!(world.state("followed"), state(2, 7, &[2, 3], &[2, 1, 3]));
+        // Nobody to hand over to: it keeps leading until it exits, and the ISR is never empty.
+        assert_eq!(world.state("alone"), state(1, 2, &[1], &[1]));
+        assert_eq!(world.state("other"), state(3, 1, &[3, 2], &[3, 2, 1]));
+        assert!(movable_leaderships(&world.image(), 1).is_empty());
+    }
+
+    #[test]
+    fn a_move_planned_before_its_target_began_shutting_down_is_refused() {
+        let mut world = World::new(&[1, 2, 3]);
+        world.topic("led", state(1, 0, &[1, 2], &[1, 2, 3]), &[]);
+        world.register(1, BrokerState::ShuttingDown);
+        let writes = world.plan(false);
+        assert_eq!(writes.len(), 1);
+        world.register(2, BrokerState::ShuttingDown);
+        assert!(!world.core.txn(&writes[0].txn).unwrap().succeeded);
+        // Replanned on the new image: no running ISR member is left, the leader stays.
+        assert_eq!(world.settle(false), vec![WriteReason::ShrinkIsr]);
+        assert_eq!(world.state("led"), state(1, 0, &[1], &[1, 2, 3]));
+    }
+
+    #[test]
+    fn without_unclean_election_a_partition_whose_isr_is_gone_waits_leaderless() {
+        let mut world = World::new(&[1, 2]);
+        world.topic("t", state(1, 3, &[1], &[1, 2]), &[]);
+        world.topic(
+            "off",
+            state(1, 3, &[1], &[1, 2]),
+            &[(UNCLEAN_LEADER_ELECTION_ENABLE, "false")],
+        );
+        world.deregister(1);
+        // The broker default is on, but the topic's own "false" wins over it.
+        assert_eq!(world.settle(false), vec![WriteReason::ElectLeaders]);
+        assert_eq!(world.state("t"), state(NO_LEADER, 4, &[1], &[1, 2]));
+        assert_eq!(world.settle(true).len(), 1, "the default applies to t only");
+        assert_eq!(world.state("off"), state(NO_LEADER, 4, &[1], &[1, 2]));
+        assert_eq!(world.state("t"), state(2, 5, &[2], &[1, 2]));
+    }
+
+    #[test]
+    fn with_unclean_election_the_first_running_replica_leads_alone() {
+        let mut world = World::new(&[1, 2, 3]);
+        world.topic(
+            "t",
+            state(1, 3, &[1, 3], &[1, 3, 2]),
+            &[(UNCLEAN_LEADER_ELECTION_ENABLE, "true")],
+        );
+        world.deregister(1);
+        world.register(3, BrokerState::ShuttingDown);
+        // ISR member 3 is registered but shutting down: not eligible, so 2 is elected uncleanly.
+        assert_eq!(world.settle(false), vec![WriteReason::UncleanElection]);
+        assert_eq!(world.state("t"), state(2, 4, &[2], &[1, 3, 2]));
+    }
+
+    #[test]
+    fn with_unclean_election_allowed_a_running_isr_member_is_still_preferred() {
+        let mut world = World::new(&[1, 2, 3]);
+        world.topic(
+            "t",
+            state(1, 0, &[1, 2], &[1, 3, 2]),
+            &[(UNCLEAN_LEADER_ELECTION_ENABLE, "true")],
+        );
+        world.deregister(1);
+        assert_eq!(world.settle(false), vec![WriteReason::ElectLeaders]);
+        assert_eq!(world.state("t"), state(2, 1, &[2], &[1, 3, 2]));
+    }
+
+    #[test]
+    fn an_unclean_election_planned_before_an_isr_member_returned_is_refused() {
+        let mut world = World::new(&[1, 2]);
+        world.topic("t", state(NO_LEADER, 3, &[1], &[1, 2]), &[]);
+        world.deregister(1);
+        let writes = world.plan(true);
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].reason, WriteReason::UncleanElection);
+        world.register(1, BrokerState::Running);
+        assert!(!world.core.txn(&writes[0].txn).unwrap().succeeded);
+        assert_eq!(world.settle(true), vec![WriteReason::ElectLeaders]);
+        assert_eq!(world.state("t"), state(1, 4, &[1], &[1, 2]));
     }
 }

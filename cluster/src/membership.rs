@@ -1,6 +1,6 @@
 //! The Txns a broker writes itself, and how it reads their answers (cluster.md §2a, §3):
-//! registering under its lease, campaigning for controller, writing the cluster id once, and
-//! taking producer-id blocks. Topic changes are [`crate::topics`].
+//! registering under its lease, entering controlled shutdown, campaigning for controller,
+//! writing the cluster id once, and taking producer-id blocks. Topic changes are [`crate::topics`].
 //!
 //! Must never: submit anything (the broker's driver does) or read the clock.
 
@@ -93,6 +93,28 @@ pub fn register(layout: &Layout, registration: &BrokerRegistration, lease: Lease
             lease,
         )])
         .or_else(vec![TxnOp::get(key)])
+}
+
+/// Begins this broker's controlled shutdown (cluster.md §3): its registration, as `registration`
+/// says (`shutting_down`), replaces the one it holds, if that is still the one of its session
+/// (`broker_epoch`, on `lease`). The controller then moves its leaderships away.
+pub fn begin_controlled_shutdown(
+    layout: &Layout,
+    registration: &BrokerRegistration,
+    lease: LeaseId,
+    broker_epoch: i64,
+) -> Txn {
+    let key = layout.key(&Key::Broker(registration.node_id));
+    Txn::new()
+        .when(vec![
+            Compare::create_revision(key.clone(), CompareOp::Equal, broker_epoch),
+            Compare::lease(key.clone(), CompareOp::Equal, lease),
+        ])
+        .and_then(vec![TxnOp::put_with_lease(
+            key,
+            encode(registration),
+            lease,
+        )])
 }
 
 /// What a [`register`] Txn came to.
@@ -238,4 +260,51 @@ pub fn producer_id_block_of(
         })
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::BrokerState;
+    use skiff_meta::{GetRequest, MetaCore};
+
+    #[test]
+    fn controlled_shutdown_rewrites_only_the_registration_of_its_own_session() {
+        let layout = Layout::new("t").unwrap();
+        let mut core = MetaCore::new();
+        let mut ours = BrokerRegistration {
+            node_id: 1,
+            directory_id: "d".into(),
+            incarnation: "i".into(),
+            rack: None,
+            listeners: Vec::new(),
+            state: BrokerState::Running,
+        };
+        let lease = core.lease_grant(10, 0).unwrap().id;
+        let response = core.txn(&register(&layout, &ours, lease)).unwrap();
+        let Registration::Registered { broker_epoch } =
+            registration_outcome(&ours, &response).unwrap()
+        else {
+            panic!("not registered");
+        };
+        ours.state = BrokerState::ShuttingDown;
+        let stale = begin_controlled_shutdown(&layout, &ours, lease, broker_epoch - 1);
+        assert!(!core.txn(&stale).unwrap().succeeded);
+        let other_lease = core.lease_grant(10, 0).unwrap().id;
+        let foreign = begin_controlled_shutdown(&layout, &ours, other_lease, broker_epoch);
+        assert!(!core.txn(&foreign).unwrap().succeeded);
+        let txn = begin_controlled_shutdown(&layout, &ours, lease, broker_epoch);
+        assert!(core.txn(&txn).unwrap().succeeded);
+        let kv = core
+            .get(&GetRequest::key(layout.key(&Key::Broker(1))))
+            .unwrap()
+            .kvs
+            .remove(0);
+        let stored: BrokerRegistration = decode(&"b", &kv.value).unwrap();
+        assert_eq!(stored.state, BrokerState::ShuttingDown);
+        // Still on the session's lease, with the same broker epoch.
+        assert_eq!((kv.lease, kv.create_revision), (lease, broker_epoch));
+        core.lease_revoke(lease).unwrap();
+        assert!(!core.txn(&txn).unwrap().succeeded, "gone with its lease");
+    }
 }

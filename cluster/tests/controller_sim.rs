@@ -503,6 +503,7 @@ impl Sim {
         if broker.planned.is_empty() && broker.image.revision() >= broker.replan_after_revision {
             let limits = PlanLimits {
                 partitions_per_txn: self.rng.gen_range(1..=controller::PARTITIONS_PER_TXN_MAX),
+                ..PlanLimits::default()
             };
             broker.planned = controller::plan(&broker.image, epoch, limits);
         }
@@ -538,7 +539,9 @@ impl Sim {
             }
             if response.succeeded {
                 match write.reason {
-                    WriteReason::ElectLeaders => {
+                    WriteReason::ElectLeaders
+                    | WriteReason::MoveLeaders
+                    | WriteReason::UncleanElection => {
                         self.coverage.elections += write.partitions.len() as u64
                     }
                     WriteReason::FinishCreation => {

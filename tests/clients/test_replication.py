@@ -4,16 +4,21 @@ the partition leader is SIGKILLed and restarted; afterwards every acknowledged r
 its acknowledged offset through each broker by a modern and a legacy (down-converted) consumer,
 the idempotent ones exactly once, and every replica holds the same batches (offsets, CRCs, leader
 epochs). With 2 of 3 brokers down acks=all gets NOT_ENOUGH_REPLICAS (19) and nothing is lost.
+A SIGTERMed leader hands its leadership over before it exits (controlled shutdown), so producers
+fail over in moments rather than a session timeout.
 
 `SKIFF_REPLICATION_KILLS` sets the kill cycles (5 in CI; the soak in scripts/soak.sh runs 50+),
 `SKIFF_SEED` the seed of the kill timing; both are printed."""
 
+import base64
 import glob
+import json
 import os
 import random
 import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 
@@ -489,3 +494,80 @@ def test_offsets_committed_to_a_replicated_offsets_topic_survive_their_coordinat
     reader.close()
     SUMMARY_LINES.append(f"replication: committed offsets read back {time.monotonic() - started:.1f} s "
                          f"after their coordinator (broker {coordinator}) was killed")
+
+
+def store_history(cluster):
+    """Every event under the cluster's root in etcd's history, in revision order, as
+    (revision, "PUT" | "DELETE", key below the root, decoded JSON value or None). `etcdctl watch`
+    from revision 1 prints the history and then waits: `timeout` ends it."""
+    root = f"/skiff/{cluster.name}/v1/"
+    result = subprocess.run(
+        ["timeout", "3", "etcdctl", "--endpoints=" + ",".join(cluster.etcd.endpoints),
+         "watch", "--prefix", "--rev=1", root, "-w", "json"],
+        env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True)
+    events = []
+    for line in result.stdout.splitlines():
+        for event in json.loads(line).get("Events") or []:
+            kv = event["kv"]
+            key = base64.b64decode(kv["key"]).decode()[len(root):]
+            value = json.loads(base64.b64decode(kv["value"])) if "value" in kv else None
+            events.append((kv["mod_revision"], "DELETE" if event.get("type") == 1 else "PUT", key, value))
+    return events
+
+
+def test_a_sigtermed_leader_hands_over_before_it_exits_and_loses_no_acknowledged_record(replicated3):
+    cluster = replicated3
+    create_rf3(cluster)
+    producers = Producers(cluster)
+    try:
+        wait_for(lambda: producers.count() > 50, 30, "first acknowledgements")
+        leader = leader_of(cluster)
+        victim = cluster.brokers[leader]
+        terminated_at = time.monotonic()
+        victim.process.send_signal(signal.SIGTERM)
+        code = victim.process.wait(30)
+        exited_at = time.monotonic()
+        victim.process = None
+        assert code == 0, "".join(victim.log_lines[-30:])
+        wait_for(lambda: leader_of(cluster) not in (-1, leader), 10, "another leader")
+        wait_for(lambda: producers.success_times[-1] > exited_at + 1, 20, "acknowledgements after the exit")
+    finally:
+        producers.stop()
+    with producers.lock:
+        times = sorted(producers.success_times)
+    gaps = [later - earlier for earlier, later in zip(times, times[1:]) if later > terminated_at]
+    gap = max(gaps)
+    SUMMARY_LINES.append(
+        f"replication: SIGTERM of the leader: exit after {exited_at - terminated_at:.2f} s, longest "
+        f"acks=all gap {gap:.3f} s (session {SESSION_MS} ms)")
+    print(f"controlled shutdown: exit after {exited_at - terminated_at:.2f} s, failover gap {gap:.3f} s")
+    assert gap < SESSION_MS / 1000 / 2, gap
+    # In the store's history: the registration turned shutting_down, then the partition was given
+    # to another broker, and only then the registration went (the lease revoked at exit).
+    history = store_history(cluster)
+    broker_key, partition_key = f"brokers/{leader}", f"partitions/{TOPIC}/0"
+    marked = next((r for r, kind, key, value in history
+                   if key == broker_key and kind == "PUT" and value["state"] == "shutting_down"), None)
+    assert marked is not None, "the registration never said shutting_down"
+    moved = next((r for r, kind, key, value in history
+                  if key == partition_key and r > marked and value["leader"] not in (leader, -1)), None)
+    gone = next((r for r, kind, key, _ in history
+                 if key == broker_key and kind == "DELETE" and r > marked), None)
+    assert moved is not None and gone is not None, history[-20:]
+    assert marked < moved < gone, (marked, moved, gone)
+    moved_state = next(v for r, _, key, v in history if key == partition_key and r == moved)
+    assert leader not in moved_state["isr"] and len(moved_state["isr"]) == 2, moved_state
+    wait_for(lambda: any("clean shutdown" in line for line in victim.log_lines), 5, "the last log line")
+    log = "".join(victim.log_lines)
+    assert log.index("controlled shutdown: leads nothing movable") < log.index("clean shutdown"), log[-3000:]
+    assert not [e for e in producers.errors if e[0] == "idempotent"], producers.errors[:5]
+    survivors = [b for b in cluster.brokers if b is not victim]
+    end = list_latest(survivors[0].bootstrap)
+    acked = {**producers.idempotent, **producers.legacy}
+    assert max(acked) < end
+    for broker in survivors:
+        seen = read_all(broker.bootstrap, end, legacy=False)
+        missing = [offset for offset, value in acked.items() if seen.get(offset) != value]
+        assert not missing, (broker.port, missing[:10])
+        values = [v for v in seen.values() if v.startswith(b"i-")]
+        assert len(values) == len(set(values)), "an idempotent record was stored twice"

@@ -24,6 +24,10 @@ pub enum IsrOutcome {
     /// A compare failed: the state moved (another ISR change, an election) or this broker's
     /// registration is not the one its session holds.
     Refused,
+    /// Not sent: a member it adds is not running in the image (unregistered, or in controlled
+    /// shutdown, which the controller just took out of the ISR). Kafka's leader refuses to add
+    /// such a replica too (KIP-841); the follower keeps fetching and is proposed again each time.
+    Ineligible,
     /// The store did not answer: maybe written. The replica proposes again after the watch
     /// delivered whatever happened; a stale retry fails its compare, so nothing is written twice.
     Unknown,
@@ -53,25 +57,32 @@ impl Cluster {
                 session.broker_epoch,
             ),
         ];
-        // A member joining the ISR must be registered, under the registration this broker saw
-        // it fetch under (Kafka's controller refuses fenced brokers in AlterPartition): a
-        // follower that died since its last fetch is not added back.
+        // A member joining the ISR must be registered and running, under the registration this
+        // broker saw (Kafka's controller refuses fenced brokers in AlterPartition): a follower
+        // that died since its last fetch is not added back, nor one shutting down (the
+        // controller takes those out; adding them back would have acks=all wait on them).
         let current = self.partition_state(topic, partition);
         for joining in state
             .isr
             .iter()
             .filter(|id| current.as_ref().is_none_or(|(s, _)| !s.isr.contains(id)))
         {
-            let Some(epoch) = self
-                .with_image(|image| image.broker_epoch(*joining))
+            let Some(registration_revision) = self
+                .with_image(|image| {
+                    image
+                        .brokers()
+                        .get(joining)
+                        .filter(|_| image.is_running(*joining))
+                        .map(|registration| registration.mod_revision)
+                })
                 .flatten()
             else {
-                return IsrOutcome::Refused;
+                return IsrOutcome::Ineligible;
             };
-            compares.push(Compare::create_revision(
+            compares.push(Compare::mod_revision(
                 self.layout.key(&Key::Broker(*joining)),
                 CompareOp::Equal,
-                epoch,
+                registration_revision,
             ));
         }
         let txn = Txn::new()

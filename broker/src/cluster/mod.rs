@@ -16,6 +16,10 @@
 //!   `skiff_cluster::controller::plan` whenever the image has caught up with its last writes, and
 //!   steps down as soon as its fence fails.
 //!
+//! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
+//! `shutting_down` and waits (the broker still serving) until the image shows the controller has
+//! moved its leaderships away; [`Cluster::leave`] then revokes the lease.
+//!
 //! Must never: decide leadership itself (the pure plan does), trust a past answer about being
 //! controller (every write is fenced), or block a request path on the store.
 
@@ -26,11 +30,11 @@ pub mod roles;
 pub mod topic_changes;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use skiff_cluster::controller::{self, PlanLimits};
+use skiff_cluster::controller::{self, PlanLimits, WriteReason};
 use skiff_cluster::membership::{self, Campaign, Registration};
 use skiff_cluster::records::{BrokerRegistration, BrokerState, ClusterRecord, Endpoint};
 use skiff_cluster::{ClusterImage, Key, Layout, SessionFence};
@@ -118,6 +122,7 @@ struct ClusterCounters {
     controller_writes: AtomicU64,
     controller_writes_refused: AtomicU64,
     watch_resumes: AtomicU64,
+    unclean_leader_elections: AtomicU64,
 }
 
 /// What the session task knows of the current registration.
@@ -134,7 +139,13 @@ pub struct Cluster {
     layout: Layout,
     store: MetaStore,
     cluster_id: String,
+    /// The registration as at start (`running`); [`Self::shutting_down`] overrides its state.
     registration: BrokerRegistration,
+    /// Set once a controlled shutdown began: a registration written from then on (after a lost
+    /// session) says `shutting_down` too.
+    shutting_down: AtomicBool,
+    /// `unclean.leader.election.enable`, the default of topics without their own.
+    unclean_leader_election_default: bool,
     ttl_secs: i64,
     image: RwLock<ClusterImage>,
     /// The image's revision, for tasks waiting on it to move.
@@ -242,6 +253,8 @@ impl Cluster {
             store,
             cluster_id: cluster.cluster_id,
             registration,
+            shutting_down: AtomicBool::new(false),
+            unclean_leader_election_default: config.unclean_leader_election_enable,
             ttl_secs,
             image_revision,
             materialized,
@@ -383,7 +396,8 @@ impl Cluster {
             if let Ok(mut fence) = self.fence.lock() {
                 fence.on_lease_granted(sent_ms, lease.ttl_secs);
             }
-            let txn = membership::register(&self.layout, &self.registration, lease.id);
+            let registration = self.registration_now();
+            let txn = membership::register(&self.layout, &registration, lease.id);
             let response = match self.store.txn(txn).await {
                 Ok(response) => response,
                 Err(error) => {
@@ -393,7 +407,7 @@ impl Cluster {
                     continue;
                 }
             };
-            match membership::registration_outcome(&self.registration, &response)? {
+            match membership::registration_outcome(&registration, &response)? {
                 Registration::Registered { broker_epoch } => {
                     if let Ok(mut fence) = self.fence.lock() {
                         fence.on_registered(broker_epoch);
@@ -422,6 +436,15 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// The registration this broker writes now: `shutting_down` once a controlled shutdown began.
+    fn registration_now(&self) -> BrokerRegistration {
+        let mut registration = self.registration.clone();
+        if self.shutting_down.load(Ordering::Relaxed) {
+            registration.state = BrokerState::ShuttingDown;
+        }
+        registration
     }
 
     fn fatal(&self, source: skiff_meta::Error) -> ClusterError {
@@ -600,8 +623,12 @@ impl Cluster {
             if revision < replan_after_revision {
                 continue;
             }
+            let limits = PlanLimits {
+                unclean_leader_election_default: self.unclean_leader_election_default,
+                ..PlanLimits::default()
+            };
             let writes = match self.image.read() {
-                Ok(image) => controller::plan(&image, epoch, PlanLimits::default()),
+                Ok(image) => controller::plan(&image, epoch, limits),
                 Err(_) => return,
             };
             for write in writes {
@@ -625,6 +652,17 @@ impl Cluster {
                                 self.step_down(epoch, "a fenced write failed");
                                 break;
                             }
+                        } else if write.reason == WriteReason::UncleanElection {
+                            self.counters.unclean_leader_elections.fetch_add(
+                                u64::try_from(write.partitions.len()).unwrap_or(u64::MAX),
+                                Ordering::Relaxed,
+                            );
+                            tracing::warn!(
+                                partitions = ?write.partitions,
+                                epoch,
+                                "unclean leader election: no ISR member runs, a replica outside \
+                                 the ISR now leads (acknowledged records it lacks are lost)"
+                            );
                         } else {
                             tracing::info!(
                                 reason = ?write.reason,
@@ -760,6 +798,81 @@ impl Cluster {
         }
     }
 
+    /// Controlled shutdown (cluster.md §3): marks this broker's registration `shutting_down`
+    /// (a Txn guarded on its own session), then waits until its image shows it leads no partition
+    /// another running ISR member could lead (the controller moves them, at epoch + 1) or
+    /// `timeout` passes. The broker keeps serving meanwhile. Returns at once when no other broker
+    /// runs (a cluster of one: nothing can move). Never fails: a shutdown goes on regardless.
+    pub async fn controlled_shutdown(&self, timeout: Duration) {
+        let started = crate::clock::instant();
+        let alone = self
+            .with_image(|image| {
+                !image
+                    .brokers()
+                    .keys()
+                    .any(|id| *id != self.node_id && image.is_running(*id))
+            })
+            .unwrap_or(true);
+        if alone {
+            return;
+        }
+        let outcome = tokio::time::timeout(timeout, self.hand_over_leaderships()).await;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match outcome {
+            Ok(Ok(())) => tracing::info!(elapsed_ms, "controlled shutdown: leads nothing movable"),
+            Ok(Err(why)) => tracing::warn!(elapsed_ms, "controlled shutdown skipped: {why}"),
+            Err(_) => {
+                let left = self
+                    .with_image(|image| controller::movable_leaderships(image, self.node_id))
+                    .unwrap_or_default();
+                tracing::warn!(
+                    elapsed_ms,
+                    partitions = ?left,
+                    "controlled shutdown timed out (skiff.controlled.shutdown.timeout.ms) with \
+                     leaderships left; they fail over when the session ends"
+                );
+            }
+        }
+    }
+
+    async fn hand_over_leaderships(&self) -> Result<(), String> {
+        let Some(session) = self.session.lock().ok().and_then(|s| *s) else {
+            return Err("no session".into());
+        };
+        self.shutting_down.store(true, Ordering::Relaxed);
+        let txn = membership::begin_controlled_shutdown(
+            &self.layout,
+            &self.registration_now(),
+            session.lease,
+            session.broker_epoch,
+        );
+        let written_at = loop {
+            match self.store.txn(txn.clone()).await {
+                Ok(response) if response.succeeded => break response.revision,
+                Ok(_) => return Err("the registration is no longer this session's".into()),
+                Err(error) => {
+                    self.store_error("controlled shutdown", &error);
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+            }
+        };
+        let mut revisions = self.image_revision.subscribe();
+        loop {
+            let done = self
+                .with_image(|image| {
+                    image.revision() >= written_at
+                        && controller::movable_leaderships(image, self.node_id).is_empty()
+                })
+                .unwrap_or(true);
+            if done {
+                return Ok(());
+            }
+            if revisions.changed().await.is_err() {
+                return Err("the image is no longer followed".into());
+            }
+        }
+    }
+
     /// Ends the session at a clean shutdown: the registration (and the controller key, if held)
     /// go at once instead of after the session timeout.
     pub async fn leave(&self) {
@@ -814,6 +927,12 @@ impl Cluster {
                 "skiff_cluster_watch_resumes_total",
                 "Times the metadata watch broke and was resumed.",
                 &self.counters.watch_resumes,
+            ),
+            (
+                "skiff_unclean_leader_elections_total",
+                "Partitions this broker, as controller, gave a leader from outside their ISR \
+                 (unclean.leader.election.enable): acknowledged records may be lost.",
+                &self.counters.unclean_leader_elections,
             ),
         ];
         let mut out = crate::ops::metrics::Exposition::default();

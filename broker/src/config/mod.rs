@@ -492,6 +492,12 @@ config_keys! {
         "Bytes a follower asks for in one Fetch over all its partitions; a response frame larger than this plus its framing is refused (the bound of a fetcher's buffer)."
     "replica.fetch.backoff.ms" => replica_fetch_backoff_ms: u64 = skiff_cluster::replica::REPLICA_FETCH_BACKOFF_MS_DEFAULT;
         "Pause of a follower's partition after a failed Fetch (an error from the leader, or no answer) before it fetches again."
+    "controlled.shutdown.enable" => controlled_shutdown_enable: bool = true;
+        "At a graceful shutdown (SIGTERM) in a cluster, first mark this broker shutting_down in the metadata store so the controller moves each of its leaderships to another running ISR member and drops it from ISRs, and wait (still serving) until it leads nothing another broker could lead, or skiff.controlled.shutdown.timeout.ms (Kafka's key). Clients then fail over within moments instead of a session timeout. Alone in the cluster (the local store) there is nothing to move and it costs nothing."
+    "skiff.controlled.shutdown.timeout.ms" => controlled_shutdown_timeout_ms: u64 = 30_000;
+        "How long a controlled shutdown waits for its leaderships to move before the broker drains and exits anyway (the rest then fail over after the session ends, as after a crash)."
+    "unclean.leader.election.enable" => unclean_leader_election_enable: bool = false;
+        "Default of the topic config unclean.leader.election.enable (Kafka's key and default), as the controller applies it: when no ISR member of a partition runs, elect the first running replica outside the ISR, losing the acknowledged records it lacks, instead of leaving the partition leaderless until an ISR member returns."
     "skiff.metadata.start.timeout.ms" => metadata_start_timeout_ms: u64 = 30_000;
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;

@@ -45,6 +45,10 @@ pub struct TopicConfig {
     pub flush_ms: u64,
     /// `min.insync.replicas`: the ISR an acks=all produce needs.
     pub min_insync_replicas: u32,
+    /// `unclean.leader.election.enable`: read by the controller from the topic record
+    /// (`skiff_cluster::controller::unclean_leader_election_enabled`); here it is validated and
+    /// described.
+    pub unclean_leader_election_enable: bool,
 }
 
 /// Why a topic config was refused (CreateTopics and the alter-config APIs answer INVALID_CONFIG
@@ -74,6 +78,7 @@ pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "retention.ms",
     "segment.bytes",
     "segment.ms",
+    "unclean.leader.election.enable",
 ];
 
 /// The broker key whose value a topic key defaults to (Kafka's synonym, as DescribeConfigs
@@ -92,6 +97,7 @@ pub fn broker_synonym(key: &str) -> Option<&'static str> {
         "retention.ms" => "log.retention.ms",
         "segment.bytes" => "log.segment.bytes",
         "segment.ms" => "log.roll.ms",
+        "unclean.leader.election.enable" => "unclean.leader.election.enable",
         _ => return None,
     })
 }
@@ -120,6 +126,7 @@ impl TopicConfig {
             flush_messages: broker.log_flush_interval_messages,
             flush_ms: broker.log_flush_interval_ms,
             min_insync_replicas: u32::try_from(broker.min_insync_replicas).unwrap_or(1),
+            unclean_leader_election_enable: broker.unclean_leader_election_enable,
         };
         for (key, value) in overrides {
             config.set(key, value)?;
@@ -201,6 +208,10 @@ impl TopicConfig {
                     .filter(|count| *count >= 1)
                     .ok_or_else(|| error("must be at least 1"))?
             }
+            skiff_cluster::controller::UNCLEAN_LEADER_ELECTION_ENABLE => {
+                self.unclean_leader_election_enable =
+                    number(value).ok_or_else(|| error("must be true or false"))?
+            }
             _ => return Err(error("unknown topic config key")),
         }
         Ok(())
@@ -224,6 +235,7 @@ impl TopicConfig {
             "retention.ms" => self.retention_ms.to_string(),
             "segment.bytes" => self.segment_bytes.to_string(),
             "segment.ms" => self.segment_ms.to_string(),
+            "unclean.leader.election.enable" => self.unclean_leader_election_enable.to_string(),
             _ => return None,
         })
     }

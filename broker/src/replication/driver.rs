@@ -172,6 +172,18 @@ async fn submit(ctx: &Ctx, proposals: Vec<Proposal>) {
                 &proposal.state,
             )
             .await;
+        if outcome == IsrOutcome::Ineligible {
+            // Repeats at every fetch of a follower shutting down: not worth a line (nor a
+            // refused-change count) each; nothing reached the store.
+            tracing::debug!(
+                topic = %proposal.topic,
+                partition = proposal.index,
+                isr = ?proposal.state.isr,
+                "ISR expansion not proposed: the joining replica is not running"
+            );
+            proposal.replica.machine().on_isr_proposal_failed();
+            continue;
+        }
         tracing::info!(
             topic = %proposal.topic,
             partition = proposal.index,
