@@ -37,6 +37,7 @@ LAG_MS = 5000
 REPLICA_SETTINGS = (f"replica.lag.time.max.ms={LAG_MS}", "min.insync.replicas=2",
                     "replica.fetch.wait.max.ms=200")
 NOT_ENOUGH_REPLICAS = 19
+LEADER_NOT_AVAILABLE = 5
 
 
 def start_replicated(etcd, settings):
@@ -571,3 +572,87 @@ def test_a_sigtermed_leader_hands_over_before_it_exits_and_loses_no_acknowledged
         assert not missing, (broker.port, missing[:10])
         values = [v for v in seen.values() if v.startswith(b"i-")]
         assert len(values) == len(set(values)), "an idempotent record was stored twice"
+
+
+def partition_view(bootstrap, topic):
+    """(leader, isr, error code) of partition 0 of `topic` as `bootstrap`'s Metadata answers."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    partition = metadata.topics[topic].partitions[0]
+    return partition.leader, sorted(partition.isrs), partition.error.code() if partition.error else 0
+
+
+def produce_values(bootstrap, topic, values):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 20000})
+    acked = {}
+
+    def delivered(error, message):
+        assert error is None, error
+        acked[message.offset()] = message.value()
+
+    for value in values:
+        producer.produce(topic, value=value, partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    return acked
+
+
+def read_topic(bootstrap, topic, count):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = {}
+    deadline = time.monotonic() + 30
+    while len(seen) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            seen[message.offset()] = message.value()
+    consumer.close()
+    return seen
+
+
+def test_unclean_election_gives_a_replica_outside_the_isr_the_lead_only_where_the_topic_allows(etcd):
+    """RF 2 on a cluster of 2: broker X stops (it leaves the ISRs), Y takes more records and stops.
+    When X returns it is the only replica running, outside the ISR: the topic with
+    unclean.leader.election.enable is led by it (losing what only Y had), the other stays
+    LEADER_NOT_AVAILABLE until Y, its ISR, returns with every record."""
+    cluster = SkiffCluster(etcd, 2)
+    cluster.brokers = [cluster._broker(i, cluster.dirs[i], REPLICA_SETTINGS) for i in range(2)]
+    cluster.start()
+    try:
+        check_unclean_election(cluster)
+    finally:
+        cluster.stop()
+
+
+def check_unclean_election(cluster):
+    agreed_controller(cluster)
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+    clean, unclean = "clean", "unclean"
+    overrides = {"min.insync.replicas": "1"}
+    futures = admin.create_topics([
+        NewTopic(clean, 1, 2, config=overrides),
+        NewTopic(unclean, 1, 2, config={**overrides, "unclean.leader.election.enable": "true"})])
+    for future in futures.values():
+        future.result(30)
+    x, y = cluster.brokers
+    ports = {0: x.port, 1: y.port}
+    for topic in (clean, unclean):
+        wait_for(lambda: partition_view(y.bootstrap, topic)[1] == [0, 1], 15, f"{topic} ISR 0,1")
+    before = {t: produce_values(y.bootstrap, t, [b"before-%d" % i for i in range(5)]) for t in (clean, unclean)}
+    x.stop()
+    for topic in (clean, unclean):
+        wait_for(lambda: partition_view(y.bootstrap, topic)[:2] == (1, [1]), 10, f"{topic} led by 1 alone")
+    only_on_y = {t: produce_values(y.bootstrap, t, [b"only-on-1-%d" % i for i in range(3)]) for t in (clean, unclean)}
+    y.stop()
+    x.start(port=ports[0])
+    wait_for(lambda: partition_view(x.bootstrap, unclean)[:2] == (0, [0]), 15, "unclean led by 0 alone")
+    # The clean topic keeps its ISR and no leader: 0 runs but was not in sync.
+    assert partition_view(x.bootstrap, clean) == (-1, [1], LEADER_NOT_AVAILABLE), partition_view(x.bootstrap, clean)
+    after = produce_values(x.bootstrap, unclean, [b"after-%d" % i for i in range(2)])
+    assert sorted(after) == [5, 6], after  # 0 lacked the records only 1 had: they are lost
+    assert read_topic(x.bootstrap, unclean, 7) == {**before[unclean], **after}
+    assert metrics(x)["skiff_unclean_leader_elections_total"] == 1
+    assert any("unclean leader election" in line for line in x.log_lines)
+    assert partition_view(x.bootstrap, clean)[0] == -1, "still leaderless after the unclean election"
+    y.start(port=ports[1])
+    wait_for(lambda: partition_view(x.bootstrap, clean)[0] == 1, 15, "clean led by 1 again")
+    assert read_topic(x.bootstrap, clean, 8) == {**before[clean], **only_on_y[clean]}
