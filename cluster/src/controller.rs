@@ -15,6 +15,11 @@
 //!   the first running ISR member in assignment order, at epoch + 1; a partition with no such
 //!   member stays led by it until it exits (cluster.md §3 "Controlled shutdown");
 //! - removes unregistered and shutting-down brokers from ISRs (never the last member);
+//! - in [`rebalance`], which the driver runs every `leader.imbalance.check.interval.seconds`
+//!   (Kafka's automatic preferred-leader election): gives each broker whose share of
+//!   partitions led elsewhere passes `leader.imbalance.per.broker.percentage` back the
+//!   leaderships of those partitions for which it is the preferred replica (the first in
+//!   assignment order), where it runs and is in the ISR;
 //! - finishes topic creations whose author is gone (missing partition states, then `ready`), and
 //!   carries out topic deletions (`deleting`: its partitions and the topic key in one Txn).
 //!
@@ -52,6 +57,8 @@ pub enum WriteReason {
     MoveLeaders,
     /// Unclean elections: no ISR member runs, the topic allows an out-of-ISR leader.
     UncleanElection,
+    /// Leaderships given back to their preferred replicas ([`rebalance`]).
+    PreferredElection,
     /// Unregistered followers removed from ISRs.
     ShrinkIsr,
     /// Partition states of a creation whose author is gone.
@@ -386,6 +393,77 @@ impl<'a> Packer<'a> {
     }
 }
 
+/// The state that gives partition `state` to its preferred replica (the first in assignment
+/// order), at epoch + 1 with the ISR unchanged, when that replica runs, is in the ISR and does
+/// not lead it yet, and the current leader is live (a leaderless partition is [`plan`]'s).
+pub fn preferred_election(image: &ClusterImage, state: &PartitionState) -> Option<PartitionState> {
+    let preferred = *state.replicas.first()?;
+    let eligible = preferred != state.leader
+        && state.leader != NO_LEADER
+        && image.is_live(state.leader)
+        && state.isr.contains(&preferred)
+        && image.is_running(preferred);
+    eligible.then(|| PartitionState {
+        leader: preferred,
+        leader_epoch: state.leader_epoch + 1,
+        writer: Writer::Controller,
+        ..state.clone()
+    })
+}
+
+/// Of one preferred broker: how many partitions it is the preferred replica of, and which of
+/// them another broker leads.
+type Preference<'a> = (u64, Vec<(&'a str, i32)>);
+
+/// Kafka's automatic leader rebalance: for every broker whose imbalance (partitions it is the
+/// preferred replica of, led by another broker, over all it is the preferred replica of) is
+/// above `imbalance_percentage` %, the [`preferred_election`]s of those partitions, fenced on
+/// `controller_epoch`. Empty when every broker is within the bound.
+pub fn rebalance(
+    image: &ClusterImage,
+    controller_epoch: i64,
+    limits: PlanLimits,
+    imbalance_percentage: u32,
+) -> Vec<ControllerWrite> {
+    let mut by_preferred: BTreeMap<NodeId, Preference<'_>> = BTreeMap::new();
+    for (topic, partition, state) in image.all_partitions() {
+        if image.ready_topic(topic).is_none() {
+            continue;
+        }
+        let Some(preferred) = state.value.replicas.first() else {
+            continue;
+        };
+        let entry = by_preferred.entry(*preferred).or_default();
+        entry.0 += 1;
+        if state.value.leader != *preferred {
+            entry.1.push((topic, partition));
+        }
+    }
+    let mut packer = Packer::new(
+        image,
+        controller_epoch,
+        limits,
+        WriteReason::PreferredElection,
+    );
+    for (preferred, (total, elsewhere)) in by_preferred {
+        // elsewhere / total > percentage / 100, in integers.
+        let imbalanced = elsewhere.len() as u64 * 100 > total * u64::from(imbalance_percentage);
+        if !imbalanced {
+            continue;
+        }
+        for (topic, partition) in elsewhere {
+            let Some(state) = image.partition(topic, partition) else {
+                continue;
+            };
+            if let Some(next) = preferred_election(image, &state.value) {
+                let guard = partition_unchanged(image, topic, partition, state);
+                packer.push(topic, partition, guard, &next, &[preferred]);
+            }
+        }
+    }
+    packer.finish()
+}
+
 /// Every write the image calls for, fenced on `controller_epoch`. Empty when the store is where
 /// it should be.
 pub fn plan(
@@ -659,6 +737,32 @@ mod tests {
             replicas: replicas.to_vec(),
             writer: Writer::Controller,
         }
+    }
+
+    #[test]
+    fn a_rebalance_gives_leaderships_back_to_preferred_replicas_past_the_imbalance_bound() {
+        let mut world = World::new(&[1, 2, 3]);
+        // Broker 1 is preferred for 4 partitions and leads 3 of them: 25 % led elsewhere.
+        world.topic("a", state(2, 3, &[1, 2], &[1, 2]), &[]);
+        world.topic("b", state(1, 0, &[1, 2], &[1, 2]), &[]);
+        world.topic("c", state(1, 0, &[1, 3], &[1, 3]), &[]);
+        world.topic("d", state(1, 0, &[1, 3], &[1, 3]), &[]);
+        // Broker 3 is preferred for one it is not in the ISR of: not eligible.
+        world.topic("e", state(2, 1, &[2], &[3, 2]), &[]);
+        assert!(rebalance(&world.image(), world.epoch, PlanLimits::default(), 25).is_empty());
+        let writes = rebalance(&world.image(), world.epoch, PlanLimits::default(), 24);
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].reason, WriteReason::PreferredElection);
+        assert_eq!(writes[0].partitions, vec![("a".to_owned(), 0)]);
+        // Planned while 1 ran; 1 began shutting down since: refused.
+        world.register(1, BrokerState::ShuttingDown);
+        assert!(!world.core.txn(&writes[0].txn).unwrap().succeeded);
+        world.register(1, BrokerState::Running);
+        let writes = rebalance(&world.image(), world.epoch, PlanLimits::default(), 24);
+        assert!(world.core.txn(&writes[0].txn).unwrap().succeeded);
+        assert_eq!(world.state("a"), state(1, 4, &[1, 2], &[1, 2]));
+        assert_eq!(world.state("e"), state(2, 1, &[2], &[3, 2]));
+        assert!(rebalance(&world.image(), world.epoch, PlanLimits::default(), 0).is_empty());
     }
 
     #[test]

@@ -541,7 +541,8 @@ impl Sim {
                 match write.reason {
                     WriteReason::ElectLeaders
                     | WriteReason::MoveLeaders
-                    | WriteReason::UncleanElection => {
+                    | WriteReason::UncleanElection
+                    | WriteReason::PreferredElection => {
                         self.coverage.elections += write.partitions.len() as u64
                     }
                     WriteReason::FinishCreation => {

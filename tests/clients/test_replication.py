@@ -54,6 +54,14 @@ def replicated3(etcd):
     cluster.stop()
 
 
+@pytest.fixture
+def rebalancing3(etcd):
+    """As replicated3, with the controller's leader-imbalance check every second."""
+    cluster = start_replicated(etcd, REPLICA_SETTINGS + ("leader.imbalance.check.interval.seconds=1",))
+    yield ready(cluster)
+    cluster.stop()
+
+
 # A follower's session (10 s) outlives its lag limit (2.5 s): only its leader can drop it.
 SLOW_LAG_MS = 2500
 SLOW_SETTINGS = ("broker.session.timeout.ms=10000", f"replica.lag.time.max.ms={SLOW_LAG_MS}",
@@ -516,8 +524,10 @@ def store_history(cluster):
     return events
 
 
-def test_a_sigtermed_leader_hands_over_before_it_exits_and_loses_no_acknowledged_record(replicated3):
-    cluster = replicated3
+def test_a_sigtermed_leader_hands_over_before_it_exits_and_loses_no_acknowledged_record(rebalancing3):
+    """...and once it is back in the ISR, the controller's imbalance check gives it back the
+    leadership it is the preferred replica of (it led from the creation on)."""
+    cluster = rebalancing3
     create_rf3(cluster)
     producers = Producers(cluster)
     try:
@@ -572,6 +582,10 @@ def test_a_sigtermed_leader_hands_over_before_it_exits_and_loses_no_acknowledged
         assert not missing, (broker.port, missing[:10])
         values = [v for v in seen.values() if v.startswith(b"i-")]
         assert len(values) == len(set(values)), "an idempotent record was stored twice"
+    assert leader_of(cluster) != leader
+    victim.start(port=victim.port)
+    wait_for(lambda: leader_of(cluster) == leader, LAG_MS / 1000 + 10, "the preferred replica leading again")
+    assert any("PreferredElection" in line for b in cluster.running() for line in b.log_lines)
 
 
 def partition_view(bootstrap, topic):
@@ -625,6 +639,8 @@ def test_unclean_election_gives_a_replica_outside_the_isr_the_lead_only_where_th
 
 def check_unclean_election(cluster):
     agreed_controller(cluster)
+    wait_for(lambda: all(metrics(b)["skiff_cluster_brokers"] == 2 for b in cluster.brokers), 10,
+             "2 brokers in every image")
     admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
     clean, unclean = "clean", "unclean"
     overrides = {"min.insync.replicas": "1"}

@@ -14,7 +14,8 @@
 //!   stream, and re-GETs after a compaction;
 //! - **control**: campaigns when the image has no controller; as controller, submits
 //!   `skiff_cluster::controller::plan` whenever the image has caught up with its last writes, and
-//!   steps down as soon as its fence fails.
+//!   steps down as soon as its fence fails; every `leader.imbalance.check.interval.seconds`,
+//!   once the plan is empty, it submits `skiff_cluster::controller::rebalance` too.
 //!
 //! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
 //! `shutting_down` and waits (the broker still serving) until the image shows the controller has
@@ -146,6 +147,9 @@ pub struct Cluster {
     shutting_down: AtomicBool,
     /// `unclean.leader.election.enable`, the default of topics without their own.
     unclean_leader_election_default: bool,
+    /// With `auto.leader.rebalance.enable`: how often the controller checks the imbalance, and
+    /// `leader.imbalance.per.broker.percentage`.
+    rebalance: Option<(Duration, u32)>,
     ttl_secs: i64,
     image: RwLock<ClusterImage>,
     /// The image's revision, for tasks waiting on it to move.
@@ -255,6 +259,12 @@ impl Cluster {
             registration,
             shutting_down: AtomicBool::new(false),
             unclean_leader_election_default: config.unclean_leader_election_enable,
+            rebalance: config.auto_leader_rebalance_enable.then(|| {
+                (
+                    Duration::from_secs(config.leader_imbalance_check_interval_seconds),
+                    config.leader_imbalance_per_broker_percentage,
+                )
+            }),
             ttl_secs,
             image_revision,
             materialized,
@@ -585,6 +595,7 @@ impl Cluster {
     async fn control(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut revisions = self.image_revision.subscribe();
         let mut replan_after_revision = 0i64;
+        let mut last_rebalance = crate::clock::instant();
         loop {
             tokio::select! {
                 _ = revisions.changed() => {}
@@ -627,10 +638,20 @@ impl Cluster {
                 unclean_leader_election_default: self.unclean_leader_election_default,
                 ..PlanLimits::default()
             };
-            let writes = match self.image.read() {
+            let mut writes = match self.image.read() {
                 Ok(image) => controller::plan(&image, epoch, limits),
                 Err(_) => return,
             };
+            if let Some((interval, percentage)) = self.rebalance {
+                // Only on a settled store: elections and shrinks come first.
+                if writes.is_empty() && last_rebalance.elapsed() >= interval {
+                    last_rebalance = crate::clock::instant();
+                    writes = match self.image.read() {
+                        Ok(image) => controller::rebalance(&image, epoch, limits, percentage),
+                        Err(_) => return,
+                    };
+                }
+            }
             for write in writes {
                 self.counters
                     .controller_writes

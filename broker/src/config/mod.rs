@@ -498,6 +498,12 @@ config_keys! {
         "How long a controlled shutdown waits for its leaderships to move before the broker drains and exits anyway (the rest then fail over after the session ends, as after a crash)."
     "unclean.leader.election.enable" => unclean_leader_election_enable: bool = false;
         "Default of the topic config unclean.leader.election.enable (Kafka's key and default), as the controller applies it: when no ISR member of a partition runs, elect the first running replica outside the ISR, losing the acknowledged records it lacks, instead of leaving the partition leaderless until an ISR member returns."
+    "auto.leader.rebalance.enable" => auto_leader_rebalance_enable: bool = true;
+        "As controller, every leader.imbalance.check.interval.seconds, give partitions back to their preferred replica (the first of their replicas) where it runs and is in the ISR, for each broker whose share of such partitions led elsewhere is above leader.imbalance.per.broker.percentage (Kafka's keys and defaults). Leaderships that moved at a failover or a controlled shutdown thus return once the broker is back in sync."
+    "leader.imbalance.check.interval.seconds" => leader_imbalance_check_interval_seconds: u64 = 300;
+        "How often the controller checks the leader imbalance (auto.leader.rebalance.enable). At least 1."
+    "leader.imbalance.per.broker.percentage" => leader_imbalance_per_broker_percentage: u32 = 10;
+        "Share of the partitions a broker is the preferred replica of that may be led elsewhere before the controller rebalances them, in percent (0 to 100)."
     "skiff.metadata.start.timeout.ms" => metadata_start_timeout_ms: u64 = 30_000;
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
@@ -695,6 +701,18 @@ impl Config {
         }
         if let Err(error) = skiff_cluster::Layout::new(&self.cluster_name) {
             return Err(invalid("skiff.cluster.name", error.to_string()));
+        }
+        if self.leader_imbalance_check_interval_seconds < 1 {
+            return Err(invalid(
+                "leader.imbalance.check.interval.seconds",
+                "must be at least 1",
+            ));
+        }
+        if self.leader_imbalance_per_broker_percentage > 100 {
+            return Err(invalid(
+                "leader.imbalance.per.broker.percentage",
+                "must be between 0 and 100",
+            ));
         }
         if self.broker_session_timeout_ms < 1000
             || self.broker_session_timeout_ms % 1000 != 0
