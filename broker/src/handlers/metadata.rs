@@ -172,12 +172,7 @@ struct KnownBrokers {
     listed: std::collections::BTreeSet<i32>,
 }
 
-fn describe(
-    ctx: &Ctx,
-    version: i16,
-    topic: &Topic,
-    known: &KnownBrokers,
-) -> MetadataResponseTopic {
+fn describe(ctx: &Ctx, version: i16, topic: &Topic, known: &KnownBrokers) -> MetadataResponseTopic {
     let states: std::collections::BTreeMap<i32, PartitionState> = ctx
         .cluster
         .partition_states(&topic.name)

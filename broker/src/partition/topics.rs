@@ -785,8 +785,17 @@ impl Topics {
         let mut entries = Vec::new();
         for topic in self.all() {
             for partition in &topic.partitions {
-                let offset = partition.replica.high_watermark();
-                if offset >= 0 && !partition.log.is_recovering() {
+                // A log still recovering keeps the HW it was opened with: dropping its entry
+                // would start it at its log start after the next crash.
+                let offset = if partition.log.is_recovering() {
+                    self.checkpointed_high_watermarks
+                        .get(&(topic.name.clone(), partition.index))
+                        .copied()
+                        .unwrap_or(-1)
+                } else {
+                    partition.replica.high_watermark()
+                };
+                if offset >= 0 {
                     entries.push(skiff_storage::HighWatermark {
                         topic: topic.name.clone(),
                         partition: partition.index,
@@ -981,6 +990,11 @@ mod tests {
             .expect("reconcile");
         let topic = topics.get("t").expect("t");
         assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 0);
+        // A checkpoint written meanwhile keeps what the recovering logs were opened with.
+        assert_eq!(topics.checkpoint_high_watermarks().expect("written"), 2);
+        let text = std::fs::read_to_string(dir.path().join("replication-offset-checkpoint"))
+            .expect("checkpoint");
+        assert!(text.contains("t 0 3") && text.contains("t 1 5"), "{text}");
         assert_eq!(topics.recover_pending().expect("recovered"), 2);
         assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
         assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
