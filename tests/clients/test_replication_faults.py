@@ -199,7 +199,7 @@ def test_e9_kip279_a_follower_truncates_below_an_epoch_the_new_leader_never_saw(
     epoch; B must truncate to its own end for that epoch, not the leader's.
 
     A leads epoch e with replicas [A, B, C]. B pauses, A writes a tail T_A (acks=1) that C
-    copies. C pauses, A stops cleanly (its lease goes at once), B resumes and leads epoch e+1 and
+    copies. C pauses, A stops cleanly (its controlled shutdown hands the lead to B), B resumes and leads epoch e+1 and
     writes a tail T_B (acks=1) at the offsets of T_A. B is killed, C resumes and leads epoch e+2
     (it never saw e+1). B returns: it must drop T_B and take T_A. Sessions are 10 s here, so the
     paused C stays registered and in the ISR through B's term."""
@@ -209,10 +209,11 @@ def test_e9_kip279_a_follower_truncates_below_an_epoch_the_new_leader_never_saw(
         create_rf3(cluster, partitions=6)
         controller = controller_seen_by(cluster.brokers[0])[0]
         metadata = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap}).list_topics(TOPIC, timeout=10)
-        # Assignment order decides elections: B must come before C, and C (paused while B is
-        # elected) must not be the controller.
+        # Assignment order decides elections: B must come before C, and neither B nor C (each
+        # paused while the other's election is needed) may be the controller: A's controlled
+        # shutdown waits for the controller to move its leadership.
         usable = sorted((p.id, list(p.replicas)) for p in metadata.topics[TOPIC].partitions.values()
-                        if p.leader == p.replicas[0] and p.replicas[2] != controller)
+                        if p.leader == p.replicas[0] and controller not in p.replicas[1:])
         assert usable, metadata.topics[TOPIC].partitions
         partition, (a, b, c) = rng.choice(usable)
         A, B, C = (cluster.brokers[i] for i in (a, b, c))
