@@ -82,8 +82,20 @@ impl Partition {
             replicas: vec![1],
             writer: skiff_cluster::records::Writer::Creator,
         };
-        let deferred = crate::replication::driver::feed_one(&partition, &state, 1);
-        assert!(deferred.proposals.is_empty());
+        // What the replication driver's feed does, without depending on it.
+        let mut machine = partition.replica.machine();
+        let view = crate::partition::replica::LogView::of(&partition.log).expect("view");
+        let mut rest = Vec::new();
+        for action in machine.on_partition_state(0, &state, 1, &view) {
+            match action {
+                skiff_cluster::replica::Action::AssignEpoch { epoch, .. } => {
+                    partition.log.assign_epoch(epoch).expect("epoch");
+                }
+                other => rest.push(other),
+            }
+        }
+        drop(machine);
+        assert!(partition.replica.settle(rest).proposals.is_empty());
         partition
     }
 

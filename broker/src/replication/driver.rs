@@ -89,7 +89,7 @@ pub(crate) fn feed_states(topics: &Topics, cluster: &Cluster) -> Fed {
 }
 
 /// One partition's state fed in, its log actions carried out under the machine's lock.
-pub(crate) fn feed_one(
+fn feed_one(
     partition: &Partition,
     state: &skiff_cluster::records::PartitionState,
     revision: i64,
