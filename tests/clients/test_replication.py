@@ -23,7 +23,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import SUMMARY_LINES
@@ -37,6 +37,8 @@ LAG_MS = 5000
 REPLICA_SETTINGS = (f"replica.lag.time.max.ms={LAG_MS}", "min.insync.replicas=2",
                     "replica.fetch.wait.max.ms=200")
 NOT_ENOUGH_REPLICAS = 19
+RETRIABLE_COORDINATOR_ERRORS = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE)
 LEADER_NOT_AVAILABLE = 5
 
 
@@ -478,7 +480,17 @@ def test_offsets_committed_to_a_replicated_offsets_topic_survive_their_coordinat
     committer = Consumer({"bootstrap.servers": bootstraps(cluster), "group.id": group,
                           "enable.auto.commit": False})
     wanted = [TopicPartition(TOPIC, p, 100 + p) for p in range(3)]
-    committed = committer.commit(offsets=wanted, asynchronous=False)
+
+    def commit():
+        # The first commit may meet the coordinator still moving in (__consumer_offsets was just
+        # created): librdkafka hands the retriable coordinator errors to the application.
+        try:
+            return committer.commit(offsets=wanted, asynchronous=False)
+        except KafkaException as error:
+            assert error.args[0].code() in RETRIABLE_COORDINATOR_ERRORS, error
+            return None
+
+    committed = wait_for(commit, 20, "an acknowledged commit")
     assert all(tp.error is None for tp in committed), committed
     committer.close()
     offsets_topic = describe(cluster.brokers[0].bootstrap, "__consumer_offsets")
