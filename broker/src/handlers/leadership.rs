@@ -14,7 +14,6 @@ use crate::cluster::roles::Role;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::partition::topics::{Partition, Topic};
-use skiff_cluster::replica::RoleView;
 
 /// Partition `index` of `topic` if this broker leads it, or the error Kafka answers:
 /// UNKNOWN_TOPIC_OR_PARTITION for an index the topic lacks, NOT_LEADER_OR_FOLLOWER (retriable:
@@ -38,12 +37,13 @@ pub(crate) fn led_partition_at<'t>(
         return Err(error_code::UNKNOWN_TOPIC_OR_PARTITION);
     }
     match ctx.cluster.role(&topic.name, index) {
-        // The replica must lead too: after a restart it serves nothing until it was fed its
-        // state (its HW is provisional until then), as a Kafka broker before it applied the
-        // partition's leadership.
+        // The replica must have been fed its state too: after a restart its HW is provisional
+        // until then, and a Kafka broker serves nothing before it applied the leadership. (An
+        // atomic read, not the machine's lock: every fetched and produced partition comes here;
+        // Produce's own admission then checks the role.)
         Role::Leader { leader_epoch } => topic
             .partition(index)
-            .filter(|partition| partition.replica.role() == RoleView::Leader)
+            .filter(|partition| partition.replica.fed_revision() > 0)
             .map(|partition| (partition, leader_epoch))
             .ok_or(error_code::NOT_LEADER_OR_FOLLOWER),
         Role::NotLeader | Role::Unknown => Err(error_code::NOT_LEADER_OR_FOLLOWER),

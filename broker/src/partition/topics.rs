@@ -56,6 +56,49 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// Feeds the replica a partition state from the store (at `revision`) and carries out its log
+    /// actions under the machine's lock: the one place a state reaches a replica (the replication
+    /// driver's feed, which the materializer runs too). A log that cannot record the new epoch
+    /// takes the replica offline.
+    pub(crate) fn apply_state(
+        &self,
+        state: &skiff_cluster::records::PartitionState,
+        revision: i64,
+    ) -> crate::partition::replica::Deferred {
+        use skiff_cluster::replica::{Action, RoleView};
+        let now = crate::clock::mono_ms();
+        let mut machine = self.replica.machine();
+        let Ok(view) = crate::partition::replica::LogView::of(&self.log) else {
+            let actions = machine.on_log_error();
+            drop(machine);
+            return self.replica.settle(actions);
+        };
+        let actions = machine.on_partition_state(now, state, revision, &view);
+        let mut rest = Vec::with_capacity(actions.len());
+        for action in actions {
+            match action {
+                Action::AssignEpoch { epoch, .. } => {
+                    if let Err(error) = self.log.assign_epoch(epoch) {
+                        tracing::error!(partition = self.index, %error, "leader epoch not recorded; the replica goes offline");
+                        rest.extend(machine.on_log_error());
+                    }
+                }
+                other => rest.push(other),
+            }
+        }
+        let became_other = !matches!(machine.role(), RoleView::Leader);
+        drop(machine);
+        let deferred = self.replica.settle(rest);
+        if became_other {
+            // Produces parked while it led are answered by the machine on step-down; this
+            // catches any that raced in between.
+            self.replica
+                .abandon_waiting(skiff_protocol::error_code::ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        }
+        self.readable_end.advance();
+        deferred
+    }
+
     /// A partition over `log` whose replica on broker 1 leads it alone (ISR {1}, epoch 0), as the
     /// single-node store makes it: for tests of code that appends as a leader.
     #[cfg(test)]
@@ -82,20 +125,7 @@ impl Partition {
             replicas: vec![1],
             writer: skiff_cluster::records::Writer::Creator,
         };
-        // What the replication driver's feed does, without depending on it.
-        let mut machine = partition.replica.machine();
-        let view = crate::partition::replica::LogView::of(&partition.log).expect("view");
-        let mut rest = Vec::new();
-        for action in machine.on_partition_state(0, &state, 1, &view) {
-            match action {
-                skiff_cluster::replica::Action::AssignEpoch { epoch, .. } => {
-                    partition.log.assign_epoch(epoch).expect("epoch");
-                }
-                other => rest.push(other),
-            }
-        }
-        drop(machine);
-        assert!(partition.replica.settle(rest).proposals.is_empty());
+        assert!(partition.apply_state(&state, 1).proposals.is_empty());
         partition
     }
 

@@ -14,17 +14,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skiff_cluster::replica::{Action, RoleView};
+use skiff_cluster::replica::RoleView;
 use skiff_placement::NodeId;
-use skiff_protocol::error_code::ErrorCode;
 use tokio::sync::watch;
 
 use super::fetcher::{self, Followed};
 use crate::cluster::isr::IsrOutcome;
 use crate::cluster::Cluster;
 use crate::context::Ctx;
-use crate::partition::replica::{Deferred, LogView, Proposal, ProposalReceiver};
-use crate::partition::topics::{Partition, Topic, Topics};
+use crate::partition::replica::{LogView, Proposal, ProposalReceiver};
+use crate::partition::topics::{Topic, Topics};
 
 /// How often leaders' timers are polled: the granularity of ISR shrinks and of acks=all
 /// timeouts (REQUEST_TIMED_OUT comes at most this late).
@@ -67,7 +66,7 @@ pub(crate) fn feed_states(topics: &Topics, cluster: &Cluster) -> Fed {
             }
             if let Some((state, revision)) = state {
                 if revision > partition.replica.fed_revision() {
-                    let deferred = feed_one(&partition, &state, revision);
+                    let deferred = partition.apply_state(&state, revision);
                     partition.replica.set_fed_revision(revision);
                     proposals.extend(Proposal::all(
                         &topic.name,
@@ -86,46 +85,6 @@ pub(crate) fn feed_states(topics: &Topics, cluster: &Cluster) -> Fed {
         }
     }
     fed
-}
-
-/// One partition's state fed in, its log actions carried out under the machine's lock.
-fn feed_one(
-    partition: &Partition,
-    state: &skiff_cluster::records::PartitionState,
-    revision: i64,
-) -> Deferred {
-    let now = crate::clock::mono_ms();
-    let mut machine = partition.replica.machine();
-    let Ok(view) = LogView::of(&partition.log) else {
-        let actions = machine.on_log_error();
-        drop(machine);
-        return partition.replica.settle(actions);
-    };
-    let actions = machine.on_partition_state(now, state, revision, &view);
-    let mut rest = Vec::with_capacity(actions.len());
-    for action in actions {
-        match action {
-            Action::AssignEpoch { epoch, .. } => {
-                if let Err(error) = partition.log.assign_epoch(epoch) {
-                    tracing::error!(partition = partition.index, %error, "leader epoch not recorded; the replica goes offline");
-                    rest.extend(machine.on_log_error());
-                }
-            }
-            other => rest.push(other),
-        }
-    }
-    let became_other = !matches!(machine.role(), RoleView::Leader);
-    drop(machine);
-    let deferred = partition.replica.settle(rest);
-    if became_other {
-        // Produces parked while it led are answered by the machine on step-down; this catches
-        // any that raced in between.
-        partition
-            .replica
-            .abandon_waiting(ErrorCode::NOT_LEADER_OR_FOLLOWER);
-    }
-    partition.readable_end.advance();
-    deferred
 }
 
 /// Polls every partition this broker leads; returns their ISR proposals.
