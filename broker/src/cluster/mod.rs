@@ -472,8 +472,15 @@ impl Cluster {
         if let Ok(mut session) = self.session.lock() {
             *session = None;
         }
+        // A controller whose session ended is no longer one (its key died with the lease); said
+        // here as well as by the controller loop, whichever notices first.
         if let Ok(mut epoch) = self.controller_epoch.lock() {
-            *epoch = None;
+            if let Some(lost) = epoch.take() {
+                tracing::warn!(
+                    controller_epoch = lost,
+                    "stepped down as controller: its session was lost"
+                );
+            }
         }
     }
 
