@@ -21,7 +21,10 @@ cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p skiff-meta --all-targets --features etcd -- -D warnings
-cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+# The fuzz crate shares the workspace's target directory here (not under cargo fuzz, whose
+# sanitizer builds keep fuzz/target): the crates both use are built once, not twice.
+target_dir="${CARGO_TARGET_DIR:-$(pwd)/target}"
+cargo clippy --manifest-path fuzz/Cargo.toml --target-dir "$target_dir" --all-targets -- -D warnings
 
 step "sans-IO checks"
 if grep -rnE 'std::(net|fs)|Instant::now|SystemTime::now' protocol/src; then
@@ -71,19 +74,19 @@ cargo test --workspace --doc
 cargo test -p skiff-meta --features etcd
 
 step "fuzz corpus replay"
-cargo test --manifest-path fuzz/Cargo.toml
+cargo test --manifest-path fuzz/Cargo.toml --target-dir "$target_dir"
 
-step "benchmarks compile"
-cargo bench --workspace --no-run
+step "release build: the broker (with etcd), skiff-bench and every benchmark"
+# One optimized build for all three (a separate `cargo bench --no-run` would build every crate a
+# second time with other features). The release broker has etcd support compiled in: the cluster
+# tests (tests/clients/test_cluster*.py, test_replication*.py) run it against a real etcd. The
+# README's first command builds without it (no protoc needed).
+cargo build --release --workspace --bins --benches --features skiff-broker/etcd
 
 step "skiff-bench smoke against a release broker"
-# The release broker has etcd support compiled in: the cluster tests (tests/clients/test_cluster.py)
-# run it against a real etcd. The README's first command builds without it (no protoc needed).
-cargo build --release -p skiff-broker -p skiff-bench --features skiff-broker/etcd
-"${CARGO_TARGET_DIR:-target}"/release/skiff-bench smoke --skiff-bin "${CARGO_TARGET_DIR:-target}"/release/skiff
+"$target_dir"/release/skiff-bench smoke --skiff-bin "$target_dir"/release/skiff
 
 step "real clients against a release broker"
-cargo build --release -p skiff-broker --features etcd
-SKIFF_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release/skiff"
+SKIFF_BIN="$target_dir/release/skiff"
 export SKIFF_BIN
 python3 -m pytest tests/clients -q -rxX --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning

@@ -8,15 +8,17 @@
 //! A failing seed prints itself: `SKIFF_SEED=<seed> cargo test -p skiff-cluster --test
 //! replication_sim` replays it; `SKIFF_REPLICATION_SEEDS=<n>` runs more seeds (the soak).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_cluster::records::{PartitionState, Writer, NO_LEADER};
 use skiff_cluster::replica::{
-    Acks, Action, EpochCache, FetchAnswer, FetchResult, FetchedBatch, FollowerFetch, LocalLog,
-    Offset, Replica, ReplicaConfig, RoleView,
+    Acks, Action, Epoch, FetchAnswer, FetchResult, FetchedBatch, FollowerFetch, LocalLog, Offset,
+    Replica, ReplicaConfig, RoleView,
 };
+// The logs' epoch caches follow storage's rules, the ones the broker's logs follow.
+use skiff_storage::{EpochCache, EpochEndOffset};
 
 const SEEDS_DEFAULT: u64 = 16;
 const STEPS: usize = 3_000;
@@ -49,8 +51,15 @@ impl LocalLog for Log {
     fn log_start_offset(&self) -> Offset {
         0
     }
-    fn epochs(&self) -> &EpochCache {
-        &self.epochs
+    fn latest_epoch(&self) -> Option<Epoch> {
+        self.epochs.latest_epoch()
+    }
+    fn latest_epoch_start(&self) -> Option<Offset> {
+        self.epochs.entries().last().map(|entry| entry.start_offset)
+    }
+    fn end_offset_for(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        let answer = self.epochs.end_offset_for(epoch, self.log_end_offset());
+        (answer != EpochEndOffset::UNDEFINED).then_some((answer.epoch, answer.end_offset))
     }
 }
 
@@ -62,7 +71,7 @@ impl Log {
     }
     fn truncate(&mut self, to: Offset) {
         self.recs.truncate(to as usize);
-        self.epochs.truncate_to(to);
+        self.epochs.truncate_from_end(to);
     }
 }
 
@@ -295,8 +304,12 @@ impl Sim {
     fn apply(&mut self, b: usize, actions: Vec<Action>, fetched: &[Rec]) {
         for action in actions {
             match action {
+                // As `Log::assign_epoch`: only an epoch above the latest.
                 Action::AssignEpoch { epoch, start } => {
-                    self.brokers[b].log.epochs.assign(epoch, start)
+                    let epochs = &mut self.brokers[b].log.epochs;
+                    if epochs.latest_epoch().is_none_or(|latest| latest < epoch) {
+                        epochs.assign(epoch, start);
+                    }
                 }
                 Action::AppendFetched { up_to } => {
                     for rec in fetched.iter().filter(|r| r.offset < up_to) {
@@ -776,7 +789,7 @@ impl Sim {
                 log.epochs
                     .entries()
                     .iter()
-                    .copied()
+                    .map(|entry| (entry.epoch, entry.start_offset))
                     .filter(|(_, start)| *start < leo)
                     .collect()
             };
@@ -803,7 +816,6 @@ impl Sim {
                 self.fail(format!("I1: acked {rec:?} lost after quiescence"));
             }
         }
-        let _: BTreeSet<i32> = self.writers.keys().copied().collect();
     }
 }
 

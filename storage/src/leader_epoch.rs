@@ -52,26 +52,29 @@ impl EpochEndOffset {
     };
 }
 
-/// The entries, strictly increasing in both epoch and start offset.
+/// The entries, strictly increasing in both epoch and start offset. Public as the one home of
+/// the epoch rules: the replica state machine (skiff-cluster) reads a log's cache through the
+/// broker, and its simulation uses this type as its logs' cache, so no second copy of the rules
+/// exists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct EpochCache {
+pub struct EpochCache {
     entries: Vec<EpochEntry>,
 }
 
 impl EpochCache {
     /// The entries, oldest first.
-    pub(crate) fn entries(&self) -> &[EpochEntry] {
+    pub fn entries(&self) -> &[EpochEntry] {
         &self.entries
     }
 
     /// The latest epoch, if any.
-    pub(crate) fn latest_epoch(&self) -> Option<i32> {
+    pub fn latest_epoch(&self) -> Option<i32> {
         self.entries.last().map(|entry| entry.epoch)
     }
 
     /// The epoch that wrote `offset` (Kafka's `epochForOffset`): the latest entry starting at or
     /// before it; `None` for a negative offset or one before every entry.
-    pub(crate) fn epoch_for(&self, offset: i64) -> Option<i32> {
+    pub fn epoch_for(&self, offset: i64) -> Option<i32> {
         if offset < 0 {
             return None;
         }
@@ -89,7 +92,7 @@ impl EpochCache {
     /// epoch, from before epochs were stamped); otherwise entries that would break the ordering
     /// (an epoch ≥ `epoch` or a start ≥ `start_offset`) are dropped first. Returns whether the
     /// cache changed (the checkpoint must then be written).
-    pub(crate) fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
         if epoch < 0 || start_offset < 0 {
             return false;
         }
@@ -112,7 +115,7 @@ impl EpochCache {
     /// the greatest epoch ≤ it and the start of the first epoch above it; for an epoch below every
     /// entry, that epoch and the first entry's start; for [`UNDEFINED_EPOCH`] or an epoch above
     /// every entry, [`EpochEndOffset::UNDEFINED`].
-    pub(crate) fn end_offset_for(&self, requested: i32, log_end: i64) -> EpochEndOffset {
+    pub fn end_offset_for(&self, requested: i32, log_end: i64) -> EpochEndOffset {
         if requested == UNDEFINED_EPOCH {
             return EpochEndOffset::UNDEFINED;
         }
@@ -138,7 +141,7 @@ impl EpochCache {
 
     /// Drops the entries starting at or after `end_offset` (the log was cut there). Returns
     /// whether the cache changed.
-    pub(crate) fn truncate_from_end(&mut self, end_offset: i64) -> bool {
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
         let before = self.entries.len();
         self.entries.retain(|entry| entry.start_offset < end_offset);
         before != self.entries.len()
@@ -147,7 +150,7 @@ impl EpochCache {
     /// The log now starts at `start_offset` (retention, DeleteRecords): entries wholly before it
     /// go, and the one covering it now starts there, as Kafka's `truncateFromStart`. Returns
     /// whether the cache changed.
-    pub(crate) fn truncate_from_start(&mut self, start_offset: i64) -> bool {
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
         let covering = self
             .entries
             .iter()

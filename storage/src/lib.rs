@@ -142,7 +142,9 @@ pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, AppendFile, DurableFiles};
 pub use high_watermark::HighWatermark;
-pub use leader_epoch::{EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use leader_epoch::{
+    EpochCache, EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
 

@@ -1102,6 +1102,12 @@ impl Log {
         Ok(self.read_state()?.epochs.entries().to_vec())
     }
 
+    /// A copy of the leader-epoch cache, for a caller that applies its rules to a snapshot of
+    /// the log (the replica state machine's view of it).
+    pub fn epoch_cache(&self) -> Result<EpochCache> {
+        Ok(self.read_state()?.epochs.clone())
+    }
+
     /// Where `epoch` ended, as Kafka's `endOffsetFor` answers OffsetsForLeaderEpoch: for the
     /// latest epoch the log end offset; for an older one the greatest known epoch ≤ it and the
     /// start offset of the first epoch above it; for an epoch below every known one, that epoch

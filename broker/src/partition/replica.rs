@@ -16,15 +16,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use skiff_cluster::records::PartitionState;
 use skiff_cluster::replica::{
-    Acks, Action, EpochCache, LocalLog, Offset, Replica, ReplicaConfig, RoleView,
+    Acks, Action, Epoch, LocalLog, Offset, Replica, ReplicaConfig, RoleView,
 };
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
-use skiff_storage::Log;
+use skiff_storage::{EpochCache, EpochEndOffset, Log};
 use tokio::sync::{mpsc, oneshot};
 
-/// The log as the pure machine reads it: its end offset, and its leader-epoch cache read from
-/// storage only when a decision needs it (follower fetches and truncation, not appends).
+/// The log as the pure machine reads it: its offsets when the view was taken, and its
+/// leader-epoch cache copied from storage only when a decision needs it (follower fetches and
+/// truncation, not appends). Epoch questions are answered by storage's rules
+/// ([`skiff_storage::EpochCache`]) against the view's own log end, so one decision sees one log.
 pub struct LogView<'a> {
     log: &'a Log,
     log_start_offset: Offset,
@@ -42,6 +44,13 @@ impl<'a> LogView<'a> {
             epochs: OnceCell::new(),
         })
     }
+
+    fn epochs(&self) -> &EpochCache {
+        // A read fails only on a poisoned lock (a panic elsewhere): no epochs then makes the
+        // leader answer "diverging at the HW", which loses nothing acknowledged.
+        self.epochs
+            .get_or_init(|| self.log.epoch_cache().unwrap_or_default())
+    }
 }
 
 impl LocalLog for LogView<'_> {
@@ -53,17 +62,20 @@ impl LocalLog for LogView<'_> {
         self.log_start_offset
     }
 
-    fn epochs(&self) -> &EpochCache {
-        self.epochs.get_or_init(|| {
-            // storage's cache is the durable copy; the pure one the rules read. A read fails only
-            // on a poisoned lock (a panic elsewhere): no epochs then makes the leader answer
-            // "diverging at the HW", which loses nothing acknowledged.
-            let mut cache = EpochCache::new();
-            for entry in self.log.epoch_entries().unwrap_or_default() {
-                cache.assign(entry.epoch, entry.start_offset);
-            }
-            cache
-        })
+    fn latest_epoch(&self) -> Option<Epoch> {
+        self.epochs().latest_epoch()
+    }
+
+    fn latest_epoch_start(&self) -> Option<Offset> {
+        self.epochs()
+            .entries()
+            .last()
+            .map(|entry| entry.start_offset)
+    }
+
+    fn end_offset_for(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        let answer = self.epochs().end_offset_for(epoch, self.log_end_offset);
+        (answer != EpochEndOffset::UNDEFINED).then_some((answer.epoch, answer.end_offset))
     }
 }
 

@@ -49,7 +49,7 @@ impl Replica {
             fetch: FollowerFetch {
                 replica: me,
                 fetch_offset: log.log_end_offset(),
-                last_fetched_epoch: log.epochs().latest_epoch(),
+                last_fetched_epoch: log.latest_epoch(),
                 current_leader_epoch: epoch,
             },
         });
@@ -116,7 +116,7 @@ impl Replica {
                 let target = if *leader_epoch < 0 || *end_offset < 0 {
                     hw.min(leo)
                 } else {
-                    match log.epochs().end_offset_for(*leader_epoch, leo) {
+                    match log.end_offset_for(*leader_epoch) {
                         // KIP-279: the same epoch here: it ends at the smaller end.
                         Some((ours, our_end)) if ours == *leader_epoch => {
                             (*end_offset).min(our_end).min(leo)
@@ -129,10 +129,8 @@ impl Replica {
                 // Truncate also when only the cache reaches `target`: an epoch we led without
                 // writing leaves an entry at our LEO, and fetching with it would diverge forever.
                 let cache_reaches = log
-                    .epochs()
-                    .entries()
-                    .last()
-                    .is_some_and(|(_, start)| *start >= target);
+                    .latest_epoch_start()
+                    .is_some_and(|start| start >= target);
                 if target < leo || cache_reaches {
                     actions.push(Action::TruncateTo { offset: target });
                 }

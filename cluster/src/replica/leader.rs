@@ -186,7 +186,7 @@ impl Replica {
             return (FetchAnswer::Error(ErrorCode::UNKNOWN_LEADER_EPOCH), actions);
         }
         if let Some(last_epoch) = fetch.last_fetched_epoch {
-            match log.epochs().end_offset_for(last_epoch, leo) {
+            match log.end_offset_for(last_epoch) {
                 Some((e, end)) if e == last_epoch && end >= fetch.fetch_offset => {}
                 Some((e, end)) => {
                     return (

@@ -14,18 +14,17 @@
 //! HW = min(leader HW, own LEO).
 //!
 //! Owns: the role, the epoch, the HW, follower bookkeeping, pending acks=all produces, the one
-//! ISR change in flight. The log (and its [`EpochCache`]) belongs to storage: it is read through
-//! [`LocalLog`] and changed only by the broker carrying out [`Action`]s; the driver must apply
-//! an action before the next call.
+//! ISR change in flight. The log and its leader-epoch cache belong to storage, which also owns
+//! the epoch rules (Kafka's `endOffsetFor`): the machine reads their answers through
+//! [`LocalLog`], and the log is changed only by the broker carrying out [`Action`]s; the driver
+//! must apply an action before the next call.
 //!
 //! Must never: read a clock, touch files or sockets, write the store itself, or trust an epoch
 //! it did not get from the store.
 
-mod epochs;
 mod follower;
 mod leader;
 
-pub use epochs::{Epoch, EpochCache, Offset};
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 
@@ -38,14 +37,27 @@ pub const MIN_INSYNC_REPLICAS_DEFAULT: usize = 2;
 /// How long a follower waits before fetching again after an error or a lost fetch.
 pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: u64 = 1_000;
 
-/// What the broker's log tells the state machine.
+/// A leader epoch (Kafka's `partitionLeaderEpoch`).
+pub type Epoch = i32;
+/// An offset in the partition's log.
+pub type Offset = i64;
+
+/// What the broker's log tells the state machine: offsets, and the answers of its leader-epoch
+/// cache (whose rules are storage's, `skiff_storage::EpochCache`).
 pub trait LocalLog {
     /// The log end offset.
     fn log_end_offset(&self) -> Offset;
     /// The log start offset (equal to the end when the log is empty).
     fn log_start_offset(&self) -> Offset;
-    /// The leader-epoch cache.
-    fn epochs(&self) -> &EpochCache;
+    /// The latest epoch in the cache, `None` if no batch carried one.
+    fn latest_epoch(&self) -> Option<Epoch>;
+    /// Where the latest epoch in the cache starts.
+    fn latest_epoch_start(&self) -> Option<Offset>;
+    /// Kafka's `endOffsetFor` over the cache with [`LocalLog::log_end_offset`] as the latest
+    /// epoch's end: the greatest epoch ≤ `epoch` and the start of the first epoch above it
+    /// (`(epoch, first start)` below every entry); `None` (Kafka's UNDEFINED) for an epoch above
+    /// every entry, or an empty cache.
+    fn end_offset_for(&self, epoch: Epoch) -> Option<(Epoch, Offset)>;
 }
 
 /// Settings of one partition.
@@ -412,6 +424,8 @@ impl Replica {
 mod tests {
     use super::*;
     use crate::records::Writer;
+    // The epoch rules are storage's; the tests' logs use them as the broker's do.
+    use skiff_storage::{EpochCache, EpochEndOffset};
 
     struct Log {
         leo: Offset,
@@ -425,8 +439,15 @@ mod tests {
         fn log_start_offset(&self) -> Offset {
             0
         }
-        fn epochs(&self) -> &EpochCache {
-            &self.epochs
+        fn latest_epoch(&self) -> Option<Epoch> {
+            self.epochs.latest_epoch()
+        }
+        fn latest_epoch_start(&self) -> Option<Offset> {
+            self.epochs.entries().last().map(|entry| entry.start_offset)
+        }
+        fn end_offset_for(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+            let answer = self.epochs.end_offset_for(epoch, self.leo);
+            (answer != EpochEndOffset::UNDEFINED).then_some((answer.epoch, answer.end_offset))
         }
     }
 
@@ -452,7 +473,7 @@ mod tests {
     fn leader_at_5() -> (Replica, Log) {
         let mut log = Log {
             leo: 10,
-            epochs: EpochCache::new(),
+            epochs: EpochCache::default(),
         };
         log.epochs.assign(3, 0);
         let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
@@ -476,7 +497,7 @@ mod tests {
         assert_eq!(replica.high_watermark(), 7);
         let log = Log {
             leo: 10,
-            epochs: EpochCache::new(),
+            epochs: EpochCache::default(),
         };
         replica.on_partition_state(0, &state(2, 1, &[1, 2]), 3, &log);
         assert_eq!(
@@ -491,7 +512,7 @@ mod tests {
     fn a_leader_alone_in_its_isr_moves_the_hw_with_its_own_appends() {
         let mut log = Log {
             leo: 4,
-            epochs: EpochCache::new(),
+            epochs: EpochCache::default(),
         };
         let mut replica = Replica::new(1, ReplicaConfig::default(), 0);
         let actions = replica.on_partition_state(0, &state(1, 2, &[1]), 3, &log);
@@ -545,7 +566,7 @@ mod tests {
     fn a_follower_behind_the_leaders_log_start_resets_and_one_ahead_cuts_to_the_hw() {
         let log = Log {
             leo: 20,
-            epochs: EpochCache::new(),
+            epochs: EpochCache::default(),
         };
         let mut follower = Replica::new(2, ReplicaConfig::default(), 5);
         follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &log);
@@ -588,9 +609,14 @@ mod tests {
             fn log_start_offset(&self) -> Offset {
                 25
             }
-            fn epochs(&self) -> &EpochCache {
-                static NONE: std::sync::OnceLock<EpochCache> = std::sync::OnceLock::new();
-                NONE.get_or_init(EpochCache::new)
+            fn latest_epoch(&self) -> Option<Epoch> {
+                None
+            }
+            fn latest_epoch_start(&self) -> Option<Offset> {
+                None
+            }
+            fn end_offset_for(&self, _epoch: Epoch) -> Option<(Epoch, Offset)> {
+                None
             }
         }
         let mut follower = Replica::new(2, ReplicaConfig::default(), 25);
@@ -697,7 +723,7 @@ mod tests {
     fn a_follower_truncates_by_kip_279_and_caps_its_hw() {
         let mut log = Log {
             leo: 20,
-            epochs: EpochCache::new(),
+            epochs: EpochCache::default(),
         };
         log.epochs.assign(1, 0);
         log.epochs.assign(2, 12);
@@ -716,7 +742,7 @@ mod tests {
         let actions = follower.on_fetch_result(1, 1, 4, &diverging, &log);
         assert_eq!(actions, vec![Action::TruncateTo { offset: 12 }]);
         log.leo = 12;
-        log.epochs.truncate_to(12);
+        log.epochs.truncate_from_end(12);
         follower.poll(2, &log);
         let records = FetchResult::Records {
             batches: vec![FetchedBatch {
