@@ -5,7 +5,8 @@ Kafka's own `kafka-leader-election` tool (LeaderElectionCommand, through a broke
 controller) gives the partition back to its preferred replica. A second run finds nothing to do
 (ELECTION_NOT_NEEDED), an unclean election of a led partition too, and producers writing acks=all
 throughout lose nothing. With the preferred replica down the election is refused
-(PREFERRED_LEADER_NOT_AVAILABLE) and the leader stays. librdkafka's admin client checks the
+(PREFERRED_LEADER_NOT_AVAILABLE) and the leader stays; without an etcd quorum it is
+REQUEST_TIMED_OUT after the request's timeout, and goes through once the quorum is back. librdkafka's admin client checks the
 exact error codes. Kafka's clients send ElectLeaders to the controller; a raw request shows that
 any other broker elects as well."""
 
@@ -26,6 +27,7 @@ ELECT = "org.apache.kafka.tools.LeaderElectionCommand"
 ELECTION_NOT_NEEDED = 84
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 UNKNOWN_TOPIC_OR_PARTITION = 3
+REQUEST_TIMED_OUT = 7
 # The check would run every second if the rebalance were on.
 SETTINGS = REPLICA_SETTINGS + ("auto.leader.rebalance.enable=false", "leader.imbalance.check.interval.seconds=1")
 
@@ -195,3 +197,46 @@ def test_an_election_to_a_preferred_replica_that_is_down_is_refused(electing3, j
     assert any("ElectLeaders: elected" in line for line in other.log_lines)
     assert raw_elect(other.bootstrap, 0) == (0, [(0, ELECTION_NOT_NEEDED)])
     assert raw_elect(other.bootstrap, 0, partition=3) == (0, [(3, UNKNOWN_TOPIC_OR_PARTITION)])
+
+
+def move_leadership_away(cluster):
+    """Restarts the preferred replica (SIGTERM: its controlled shutdown moves the leadership) and
+    waits until it is back in the ISR; returns the preferred replica's id."""
+    preferred = assignment(cluster.brokers[0].bootstrap)[0]
+    victim = cluster.brokers[preferred]
+    port = victim.port
+    assert victim.stop() == 0
+    victim.start(port=port)
+    wait_for(isr_everywhere(cluster, [0, 1, 2]), LAG_MS / 1000 + 20, "the preferred replica back in the ISR")
+    assert leader_of(cluster) not in (-1, preferred)
+    return preferred
+
+
+def test_an_election_the_store_cannot_take_in_time_is_request_timed_out(etcd, electing3):
+    cluster = electing3
+    create_rf3(cluster)
+    preferred = move_leadership_away(cluster)
+    via = not_the_controller(cluster)
+    etcd.kill(1)
+    etcd.kill(2)
+    try:
+        started = time.monotonic()
+        answer = raw_elect(via.bootstrap, 0, timeout_ms=2000)
+        waited_s = time.monotonic() - started
+        assert answer == (0, [(0, REQUEST_TIMED_OUT)]), answer
+        assert 1.9 <= waited_s < 10, waited_s
+    finally:
+        etcd.start_member(1)
+        etcd.start_member(2)
+        etcd.wait_healthy(1)
+        etcd.wait_healthy(2)
+    # With the quorum back the same request goes through (or finds the write that timed out
+    # landed after all).
+    def elected():
+        try:
+            error, [(_, code)] = raw_elect(via.bootstrap, 0, timeout_ms=5000)
+        except OSError:  # the broker's connection while its session recovers
+            return False
+        return error == 0 and code in (0, ELECTION_NOT_NEEDED)
+    wait_for(elected, 30, "the election after the outage")
+    wait_for(lambda: leader_of(cluster) == preferred, 10, "the preferred replica leading")
