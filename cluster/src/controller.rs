@@ -304,8 +304,9 @@ pub fn initial_partition_state(
     }
 }
 
-/// Packs partition writes into Txns under the compare and op limits.
-struct Packer<'a> {
+/// Packs partition writes into Txns under the compare and op limits, each Txn carrying the
+/// fence first.
+pub(crate) struct Packer<'a> {
     image: &'a ClusterImage,
     fence: Compare,
     limits: PlanLimits,
@@ -324,9 +325,19 @@ impl<'a> Packer<'a> {
         limits: PlanLimits,
         reason: WriteReason,
     ) -> Self {
+        Self::fenced(image, fence(image, controller_epoch), limits, reason)
+    }
+
+    /// A packer whose Txns carry `fence` (a controller's, or a requesting broker's session).
+    pub(crate) fn fenced(
+        image: &'a ClusterImage,
+        fence: Compare,
+        limits: PlanLimits,
+        reason: WriteReason,
+    ) -> Self {
         Self {
             image,
-            fence: fence(image, controller_epoch),
+            fence,
             limits,
             reason,
             out: Vec::new(),
@@ -338,7 +349,7 @@ impl<'a> Packer<'a> {
     }
 
     /// Adds one partition write: `compare` guards the partition key itself.
-    fn push(
+    pub(crate) fn push(
         &mut self,
         topic: &str,
         partition: i32,
@@ -387,7 +398,7 @@ impl<'a> Packer<'a> {
         self.brokers.clear();
     }
 
-    fn finish(mut self) -> Vec<ControllerWrite> {
+    pub(crate) fn finish(mut self) -> Vec<ControllerWrite> {
         self.flush();
         self.out
     }
@@ -538,7 +549,7 @@ pub fn plan(
     writes
 }
 
-fn partition_unchanged(
+pub(crate) fn partition_unchanged(
     image: &ClusterImage,
     topic: &str,
     partition: i32,
@@ -610,134 +621,8 @@ fn delete_topic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::Layout;
-    use crate::records::{BrokerRegistration, BrokerState, ControllerRecord};
-    use skiff_meta::{GetRequest, MetaCore};
-
-    /// A store with a controller, brokers, and one-partition topics, and the plans run on it.
-    struct World {
-        core: MetaCore,
-        layout: Layout,
-        epoch: i64,
-    }
-
-    fn put(core: &mut MetaCore, key: String, value: Vec<u8>) -> i64 {
-        let response = core
-            .txn(&Txn::new().and_then(vec![TxnOp::put(key, value)]))
-            .unwrap();
-        response.revision
-    }
-
-    impl World {
-        fn new(brokers: &[NodeId]) -> Self {
-            let layout = Layout::new("t").unwrap();
-            let mut core = MetaCore::new();
-            let record = ControllerRecord {
-                broker_id: brokers[0],
-                broker_epoch: 1,
-            };
-            let epoch = put(&mut core, layout.key(&Key::Controller), encode(&record));
-            let mut world = Self {
-                core,
-                layout,
-                epoch,
-            };
-            for id in brokers {
-                world.register(*id, BrokerState::Running);
-            }
-            world
-        }
-
-        fn register(&mut self, id: NodeId, state: BrokerState) {
-            let registration = BrokerRegistration {
-                node_id: id,
-                directory_id: format!("dir-{id}"),
-                incarnation: "i".into(),
-                rack: None,
-                listeners: Vec::new(),
-                state,
-            };
-            let key = self.layout.key(&Key::Broker(id));
-            put(&mut self.core, key, encode(&registration));
-        }
-
-        fn deregister(&mut self, id: NodeId) {
-            let key = self.layout.key(&Key::Broker(id));
-            self.core
-                .txn(&Txn::new().and_then(vec![TxnOp::delete(key)]))
-                .unwrap();
-        }
-
-        /// Topic `name` with one partition in `state`, and topic configs `configs`.
-        fn topic(&mut self, name: &str, state: PartitionState, configs: &[(&str, &str)]) {
-            let record = TopicRecord {
-                topic_id: "0".repeat(32),
-                state: TopicState::Ready,
-                replicas: vec![state.replicas.clone()],
-                configs: configs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                author: 0,
-                author_epoch: 0,
-            };
-            let key = self.layout.key(&Key::Topic(name.into()));
-            put(&mut self.core, key, encode(&record));
-            let key = self.layout.key(&Key::Partition(name.into(), 0));
-            put(&mut self.core, key, encode(&state));
-        }
-
-        fn image(&self) -> ClusterImage {
-            let mut image = ClusterImage::new(self.layout.clone());
-            image.reload(
-                &self
-                    .core
-                    .get(&GetRequest::prefix(self.layout.root()))
-                    .unwrap(),
-            );
-            image
-        }
-
-        fn plan(&self, unclean_default: bool) -> Vec<ControllerWrite> {
-            let limits = PlanLimits {
-                unclean_leader_election_default: unclean_default,
-                ..PlanLimits::default()
-            };
-            plan(&self.image(), self.epoch, limits)
-        }
-
-        /// Plans and submits until the plan is empty; returns the reasons of the writes that
-        /// landed.
-        fn settle(&mut self, unclean_default: bool) -> Vec<WriteReason> {
-            let mut reasons = Vec::new();
-            for _ in 0..10 {
-                let writes = self.plan(unclean_default);
-                if writes.is_empty() {
-                    return reasons;
-                }
-                for write in writes {
-                    let response = self.core.txn(&write.txn).unwrap();
-                    assert!(response.succeeded, "{:?} refused", write.reason);
-                    reasons.push(write.reason);
-                }
-            }
-            panic!("the plan never settled: {reasons:?}");
-        }
-
-        fn state(&self, name: &str) -> PartitionState {
-            self.image().partition(name, 0).unwrap().value.clone()
-        }
-    }
-
-    fn state(leader: NodeId, epoch: i32, isr: &[NodeId], replicas: &[NodeId]) -> PartitionState {
-        PartitionState {
-            leader,
-            leader_epoch: epoch,
-            isr: isr.to_vec(),
-            replicas: replicas.to_vec(),
-            writer: Writer::Controller,
-        }
-    }
+    use crate::records::BrokerState;
+    use crate::test_world::{state, World};
 
     #[test]
     fn a_rebalance_gives_leaderships_back_to_preferred_replicas_past_the_imbalance_bound() {

@@ -5,6 +5,7 @@
 //! - [`records`]: the JSON value of each key, and its bounded decoder;
 //! - [`image`]: the cluster image a broker keeps from one GET and a watch;
 //! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
+//! - [`election`]: the ElectLeaders API's decisions and their fenced Txns;
 //! - [`load`]: when a broker writes its load report, and the Txn;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
@@ -21,6 +22,7 @@
 //! greps it); skiff-meta's in-process core is its only store.
 
 pub mod controller;
+pub mod election;
 pub mod image;
 pub mod layout;
 pub mod load;
@@ -28,6 +30,8 @@ pub mod membership;
 pub mod records;
 pub mod replica;
 pub mod session;
+#[cfg(test)]
+mod test_world;
 pub mod topics;
 
 pub use image::{ClusterImage, Versioned};

@@ -34,7 +34,7 @@ fn every_target_has_a_fuzz_target_file() {
 }
 
 /// The hand-made seeds of the config and partition admin APIs (CreatePartitions, AlterConfigs,
-/// IncrementalAlterConfigs, every version) and of OffsetsForLeaderEpoch (v0–v4) are valid requests, so fuzzing starts from inside each
+/// IncrementalAlterConfigs, every version), of OffsetsForLeaderEpoch (v0–v4) and of ElectLeaders (v0–v2) are valid requests, so fuzzing starts from inside each
 /// decoder rather than at its first error.
 #[test]
 fn admin_api_seeds_decode() {
@@ -47,7 +47,7 @@ fn admin_api_seeds_decode() {
             i16::from_be_bytes([key[0], key[1]]),
             i16::from_be_bytes([key[2], key[3]]),
         );
-        if ![23, 33, 37, 44].contains(&api_key) {
+        if ![23, 33, 37, 43, 44].contains(&api_key) {
             continue;
         }
         let frame = bytes::Bytes::from(data);
@@ -60,6 +60,7 @@ fn admin_api_seeds_decode() {
         .chain((0..3).map(|version| (33, version)))
         .chain((0..2).map(|version| (44, version)))
         .chain((0..5).map(|version| (23, version)))
+        .chain((0..3).map(|version| (43, version)))
         .collect();
     assert_eq!(seen, expected);
 }

@@ -64,6 +64,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DeleteGroups, 0, 2, 2),
     row(ApiKey::ListPartitionReassignments, 0, 0, 0),
     row(ApiKey::OffsetDelete, 0, 0, -1),
+    // Cluster admin APIs: every version Kafka 3.9 accepts.
+    row(ApiKey::ElectLeaders, 0, 2, 2),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

@@ -112,6 +112,7 @@ fn default_request(api_key: ApiKey) -> Request {
             Request::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
         }
         ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::default()),
+        ApiKey::ElectLeaders => Request::ElectLeaders(ElectLeadersRequest::default()),
         other => panic!("no default for {other:?}"),
     }
 }

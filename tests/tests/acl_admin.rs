@@ -1,7 +1,8 @@
 //! ACL checks of the admin APIs for records, groups and log dirs, as Kafka makes them:
 //! DeleteRecords needs Delete on the topic, DeleteGroups Delete on the group, OffsetDelete Delete
 //! on the group and Read on each topic, DescribeLogDirs and ListPartitionReassignments Describe on
-//! the cluster. The principal (`User:ANONYMOUS` on PLAINTEXT) has none of these on the cluster.
+//! the cluster, ElectLeaders Alter on the cluster. The principal (`User:ANONYMOUS` on PLAINTEXT)
+//! has none of these on the cluster.
 
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
@@ -116,6 +117,31 @@ async fn admin_apis_check_kafkas_acls() -> anyhow::Result<()> {
         response.error_code,
         error_code::CLUSTER_AUTHORIZATION_FAILED
     );
+
+    // ElectLeaders without Alter on the cluster: refused at the top level (from v1) and on
+    // every partition named, whatever the partition.
+    for version in [0, 2] {
+        let request = ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+            kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                .with_topic(topic_name("a-1"))
+                .with_partitions(vec![0, 9]),
+        ]));
+        let response: ElectLeadersResponse = client
+            .request(ApiKey::ElectLeaders, version, &request)
+            .await?;
+        let expected = if version >= 1 {
+            error_code::CLUSTER_AUTHORIZATION_FAILED
+        } else {
+            0
+        };
+        assert_eq!(response.error_code, expected, "ElectLeaders v{version}");
+        let codes: Vec<i16> = response.replica_election_results[0]
+            .partition_result
+            .iter()
+            .map(|partition| partition.error_code)
+            .collect();
+        assert_eq!(codes, [error_code::CLUSTER_AUTHORIZATION_FAILED; 2]);
+    }
 
     // g1 gets a standalone commit on a-1 (Read on g1 and a-1).
     let commit = OffsetCommitRequest::default()

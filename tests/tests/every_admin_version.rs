@@ -277,3 +277,114 @@ async fn every_advertised_admin_api_version_answers() -> anyhow::Result<()> {
     broker.stop().await;
     Ok(())
 }
+
+async fn elect_leaders(
+    client: &mut Connection,
+    version: i16,
+    election_type: i8,
+    topics: Option<&[(&str, &[i32])]>,
+) -> anyhow::Result<ElectLeadersResponse> {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let request = ElectLeadersRequest::default()
+        .with_election_type(election_type)
+        .with_timeout_ms(5_000)
+        .with_topic_partitions(topics.map(|topics| {
+            topics
+                .iter()
+                .map(|(name, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic(topic_name(name))
+                        .with_partitions(partitions.to_vec())
+                })
+                .collect()
+        }));
+    client
+        .request(ApiKey::ElectLeaders, version, &request)
+        .await
+}
+
+/// Every `(topic, partition, error code)` of a response, in order.
+fn election_codes(response: &ElectLeadersResponse) -> Vec<(String, i32, i16)> {
+    response
+        .replica_election_results
+        .iter()
+        .flat_map(|topic| {
+            topic.partition_result.iter().map(|partition| {
+                (
+                    topic.topic.0.to_string(),
+                    partition.partition_id,
+                    partition.error_code,
+                )
+            })
+        })
+        .collect()
+}
+
+/// ElectLeaders on one node (the cluster-mode behaviour is tests/clients/test_elect_leaders.py):
+/// every partition has one replica, its preferred leader, so a preferred election is never
+/// needed, nor an unclean one; unknown partitions are named as such; with null topic partitions
+/// the topics are listed without the partitions that needed nothing; an unknown election type is
+/// INVALID_REQUEST (from v1, the first version that carries one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_elect_leaders_version_answers_on_one_node() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let log_dirs = format!("log.dirs={}", data.path().display());
+    let broker = TestBroker::start(&[&log_dirs]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    create_topic(&mut client, "elected", &[]).await?;
+    let not_needed = error_code::ELECTION_NOT_NEEDED;
+    let mut exercised = 0;
+    for version in advertised(&versions, ApiKey::ElectLeaders) {
+        exercised += 1;
+        let named: &[(&str, &[i32])] = &[("elected", &[0, 7]), ("absent", &[0])];
+        let response = elect_leaders(&mut client, version, 0, Some(named)).await?;
+        assert_eq!(response.error_code, 0, "v{version}");
+        assert_eq!(
+            election_codes(&response),
+            vec![
+                ("elected".to_owned(), 0, not_needed),
+                (
+                    "elected".to_owned(),
+                    7,
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION
+                ),
+                (
+                    "absent".to_owned(),
+                    0,
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION
+                ),
+            ],
+            "preferred, v{version}"
+        );
+        let response = elect_leaders(&mut client, version, 0, None).await?;
+        assert!(election_codes(&response).is_empty(), "all, v{version}");
+        assert!(
+            response
+                .replica_election_results
+                .iter()
+                .any(|topic| topic.topic.0.as_str() == "elected"),
+            "every topic is listed, v{version}"
+        );
+        if version >= 1 {
+            let named: &[(&str, &[i32])] = &[("elected", &[0])];
+            let response = elect_leaders(&mut client, version, 1, Some(named)).await?;
+            assert_eq!(
+                election_codes(&response),
+                vec![("elected".to_owned(), 0, not_needed)],
+                "unclean, v{version}"
+            );
+            let response = elect_leaders(&mut client, version, 5, Some(named)).await?;
+            assert_eq!(response.error_code, error_code::INVALID_REQUEST);
+            assert_eq!(
+                election_codes(&response),
+                vec![("elected".to_owned(), 0, error_code::INVALID_REQUEST)],
+                "unknown type, v{version}"
+            );
+        }
+    }
+    assert_eq!(exercised, 3, "ElectLeaders v0-v2 are advertised");
+    Ok(())
+}

@@ -682,6 +682,8 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::ListPartitionReassignments,
     ApiKey::OffsetDelete,
+    // Cluster admin APIs (tests/every_admin_version.rs).
+    ApiKey::ElectLeaders,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -17,6 +17,9 @@
 //!   steps down as soon as its fence fails; every `leader.imbalance.check.interval.seconds`,
 //!   once the plan is empty, it submits `skiff_cluster::controller::rebalance` too.
 //!
+//! ElectLeaders requests are planned and written by the broker that receives them
+//! ([`elections`]), fenced like the controller's own elections.
+//!
 //! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
 //! `shutting_down` and waits (the broker still serving) until the image shows the controller has
 //! moved its leaderships away; [`Cluster::leave`] then revokes the lease.
@@ -24,6 +27,7 @@
 //! Must never: decide leadership itself (the pure plan does), trust a past answer about being
 //! controller (every write is fenced), or block a request path on the store.
 
+pub mod elections;
 pub mod identity;
 pub mod isr;
 pub mod materialize;

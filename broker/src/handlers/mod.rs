@@ -20,6 +20,7 @@ mod delete_topics;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -86,6 +87,8 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::ListPartitionReassignments,
     ApiKey::OffsetDelete,
+    // Cluster admin APIs.
+    ApiKey::ElectLeaders,
 ];
 
 /// What to do after a frame.
@@ -346,6 +349,11 @@ async fn dispatch(
         Request::OffsetDelete(request) => encode(
             &header,
             &offset_delete::handle(ctx, session, &header, request).await,
+        ),
+        // Cluster admin APIs.
+        Request::ElectLeaders(request) => encode(
+            &header,
+            &elect_leaders::handle(ctx, session, &header, request).await,
         ),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.

@@ -21,6 +21,7 @@ mod delete_topics;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -52,7 +53,7 @@ use kafka_protocol::messages::{
     RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest, ElectLeadersRequest,
     ListPartitionReassignmentsRequest, OffsetDeleteRequest, OffsetForLeaderEpochRequest,
 };
 use kafka_protocol::protocol::Encodable;
@@ -202,6 +203,8 @@ requests! {
     DeleteGroups(DeleteGroupsRequest) = delete_groups::decode;
     ListPartitionReassignments(ListPartitionReassignmentsRequest) = list_partition_reassignments::decode;
     OffsetDelete(OffsetDeleteRequest) = offset_delete::decode;
+    // Cluster admin APIs.
+    ElectLeaders(ElectLeadersRequest) = elect_leaders::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

@@ -323,6 +323,7 @@ per_api_tests! {
     delete_groups: DeleteGroups;
     list_partition_reassignments: ListPartitionReassignments;
     offset_delete: OffsetDelete;
+    elect_leaders: ElectLeaders;
 }
 
 #[test]
@@ -616,6 +617,7 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::DescribeLogDirs(m) => &mut m.unknown_tagged_fields,
         Request::DeleteGroups(m) => &mut m.unknown_tagged_fields,
         Request::ListPartitionReassignments(m) => &mut m.unknown_tagged_fields,
+        Request::ElectLeaders(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })
@@ -782,4 +784,47 @@ fn admin_request_bytes_follow_kafkas_schemas() {
         panic!()
     };
     assert_eq!(request.groups_names[0].0.as_str(), "g");
+}
+
+#[test]
+fn elect_leaders_bytes_follow_kafkas_schema() {
+    // v0 (ElectLeadersRequest.json): no election type; topic_partitions [name "t", [0, 2]],
+    // timeout 1000. The election type reads as PREFERRED (0).
+    let body = Bytes::from_static(&[
+        0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0x03, 0xe8,
+    ]);
+    let Ok(Request::ElectLeaders(request)) = decode_body(ApiKey::ElectLeaders, 0, &body) else {
+        panic!("ElectLeaders v0 decodes");
+    };
+    assert_eq!(request.election_type, 0);
+    let topics = request.topic_partitions.unwrap();
+    assert_eq!(topics[0].topic.0.as_str(), "t");
+    assert_eq!(topics[0].partitions, vec![0, 2]);
+    assert_eq!(request.timeout_ms, 1000);
+    // v1: election type 1 (UNCLEAN) first, then null topic_partitions (every partition).
+    let body = Bytes::from_static(&[1, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x75, 0x30]);
+    assert_eq!(
+        decode_body(ApiKey::ElectLeaders, 1, &body),
+        Ok(Request::ElectLeaders(
+            ElectLeadersRequest::default()
+                .with_election_type(1)
+                .with_topic_partitions(None)
+                .with_timeout_ms(30_000)
+        ))
+    );
+    // v2 (flexible): type 0, compact [name "t", [3]] with no tags, timeout 5, no tags; and null.
+    let body = Bytes::from_static(&[0, 2, 2, b't', 2, 0, 0, 0, 3, 0, 0, 0, 0, 5, 0]);
+    let Ok(Request::ElectLeaders(request)) = decode_body(ApiKey::ElectLeaders, 2, &body) else {
+        panic!("ElectLeaders v2 decodes");
+    };
+    assert_eq!(request.topic_partitions.unwrap()[0].partitions, vec![3]);
+    assert_eq!(request.timeout_ms, 5);
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 5, 0]);
+    let Ok(Request::ElectLeaders(request)) = decode_body(ApiKey::ElectLeaders, 2, &body) else {
+        panic!("ElectLeaders v2 with null topics decodes");
+    };
+    assert_eq!(request.topic_partitions, None);
+    // A partition count above the per-topic bound is refused before anything is allocated.
+    let body = Bytes::from_static(&[0, 0, 0, 1, 0, 1, b't', 0x7f, 0xff, 0xff, 0xff]);
+    assert!(decode_body(ApiKey::ElectLeaders, 0, &body).is_err());
 }
