@@ -478,7 +478,9 @@ fn append_fetched(
     }
     // The leader's offsets and epochs are kept; storage refuses a batch that does not continue
     // the log or whose epoch is below the latest (a divergence the machine missed).
-    partition.log.append_replicated(&mut batches, ctx.now_ms())?;
+    partition
+        .log
+        .append_replicated(&mut batches, ctx.now_ms())?;
     let mut producers = partition
         .producers
         .lock()
