@@ -294,6 +294,14 @@ impl ClusterImage {
         self.partitions.get(topic)?.get(&partition)
     }
 
+    /// Partitions without a live leader (none elected, or the leader's registration gone):
+    /// Kafka's OfflinePartitionsCount as the controller sees it in this image.
+    pub fn offline_partitions(&self) -> usize {
+        self.all_partitions()
+            .filter(|(_, _, state)| !self.is_live(state.value.leader))
+            .count()
+    }
+
     /// Every partition state, by topic and partition (topics in any state).
     pub fn all_partitions(
         &self,
@@ -374,6 +382,44 @@ mod tests {
         assert!(watched.partition("a", 1).is_none());
         assert!(watched.undecodable().contains_key(&Key::Broker(4)));
         assert!(!watched.is_live(4));
+    }
+
+    #[test]
+    fn a_partition_is_offline_without_a_leader_or_when_its_leader_is_not_registered() {
+        let layout = Layout::new("t").unwrap();
+        let mut core = MetaCore::new();
+        let key = |k: Key| layout.key(&k);
+        core.txn(&Txn::new().and_then(vec![
+            TxnOp::put(key(Key::Partition("a".into(), 0)), encode(&state(1, 0))),
+            TxnOp::put(key(Key::Partition("a".into(), 1)), encode(&state(2, 0))),
+            TxnOp::put(
+                key(Key::Partition("a".into(), 2)),
+                encode(&state(crate::records::NO_LEADER, 0)),
+            ),
+        ]))
+        .unwrap();
+        let mut image = ClusterImage::new(layout.clone());
+        image.reload(&core.get(&GetRequest::prefix(layout.root())).unwrap());
+        assert_eq!(image.offline_partitions(), 3, "no broker is registered");
+        let registration = crate::records::BrokerRegistration {
+            node_id: 1,
+            directory_id: "dir-1".into(),
+            incarnation: "i".into(),
+            rack: None,
+            listeners: Vec::new(),
+            state: crate::records::BrokerState::Running,
+        };
+        core.txn(
+            &Txn::new().and_then(vec![TxnOp::put(key(Key::Broker(1)), encode(&registration))]),
+        )
+        .unwrap();
+        image.reload(&core.get(&GetRequest::prefix(layout.root())).unwrap());
+        assert!(image.is_live(1));
+        assert_eq!(
+            image.offline_partitions(),
+            2,
+            "a/1 (leader 2 gone) and a/2 (no leader)"
+        );
     }
 
     #[test]

@@ -421,9 +421,15 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_and_the_hw_never_goes_down
         wait_for(lambda: len(describe(bootstrap)[0][2]) == 2, SLOW_LAG_MS / 1000 + 5, "ISR shrunk")
         shrunk_after = time.monotonic() - started
         produce(10, b"shrunk")
+        # The paused follower's last fetch asked for offset 10 at most: it lacks at least the 20
+        # records since, as the leader's per-partition lag says.
+        figures = metrics(cluster.brokers[leader])
+        assert figures[lag_key(TOPIC, 0)] >= 20, figures
+        assert figures["skiff_partitions_under_replicated"] == 1, figures
     finally:
         follower.process.send_signal(signal.SIGCONT)
     wait_for(lambda: describe(bootstrap)[0][2] == [0, 1, 2], 20, "the follower rejoined")
+    wait_for(lambda: metrics(cluster.brokers[leader])[lag_key(TOPIC, 0)] == 0, 10, "no follower lag")
     produce(10, b"rejoined")
     SUMMARY_LINES.append(f"replication: a paused follower left the ISR {shrunk_after:.1f} s after the pause "
                          f"(replica.lag.time.max.ms {SLOW_LAG_MS})")
@@ -649,6 +655,10 @@ def test_unclean_election_gives_a_replica_outside_the_isr_the_lead_only_where_th
         cluster.stop()
 
 
+def lag_key(topic, partition):
+    return f'skiff_partition_follower_lag{{topic="{topic}",partition="{partition}"}}'
+
+
 def check_unclean_election(cluster):
     agreed_controller(cluster)
     wait_for(lambda: all(metrics(b)["skiff_cluster_brokers"] == 2 for b in cluster.brokers), 10,
@@ -681,6 +691,10 @@ def check_unclean_election(cluster):
     assert metrics(x)["skiff_unclean_leader_elections_total"] == 1
     assert any("unclean leader election" in line for line in x.log_lines)
     assert partition_view(x.bootstrap, clean)[0] == -1, "still leaderless after the unclean election"
+    # x, the only broker, is the controller: it counts the leaderless partition as offline.
+    assert metrics(x)["skiff_cluster_partitions_offline"] == 1, metrics(x)
     y.start(port=ports[1])
     wait_for(lambda: partition_view(x.bootstrap, clean)[0] == 1, 15, "clean led by 1 again")
+    wait_for(lambda: sum(metrics(b)["skiff_cluster_partitions_offline"] for b in cluster.brokers) == 0, 10,
+             "no offline partition")
     assert read_topic(x.bootstrap, clean, 8) == {**before[clean], **only_on_y[clean]}

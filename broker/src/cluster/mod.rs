@@ -918,7 +918,7 @@ impl Cluster {
 
     /// The cluster figures in Prometheus text format.
     pub fn render_prometheus(&self) -> String {
-        let (brokers, revision, partitions) = self
+        let (brokers, revision, partitions, offline) = self
             .image
             .read()
             .map(|image| {
@@ -926,9 +926,13 @@ impl Cluster {
                     image.brokers().len(),
                     image.revision(),
                     image.all_partitions().count(),
+                    image.offline_partitions(),
                 )
             })
             .unwrap_or_default();
+        // Kafka reports OfflinePartitionsCount on the active controller only, so that a sum over
+        // the brokers counts each partition once.
+        let offline = if self.is_controller() { offline } else { 0 };
         let counters = [
             (
                 "skiff_cluster_store_errors_total",
@@ -981,6 +985,12 @@ impl Cluster {
                 "skiff_cluster_partitions",
                 "Partition states in this broker's image.",
                 partitions as i64,
+            ),
+            (
+                "skiff_cluster_partitions_offline",
+                "Partitions without a live leader (Kafka's OfflinePartitionsCount): reported by \
+                 the controller, 0 on the other brokers.",
+                offline as i64,
             ),
             (
                 "skiff_cluster_image_revision",

@@ -552,9 +552,31 @@ impl Exposition {
         label: &str,
         values: impl IntoIterator<Item = (String, i64)>,
     ) {
+        self.gauges_by_labels(
+            name,
+            help,
+            &[label],
+            values.into_iter().map(|(v, value)| ([v], value)),
+        );
+    }
+
+    /// One gauge family with a sample per combination of `labels` values (one value per label,
+    /// in order).
+    pub(crate) fn gauges_by_labels<const N: usize>(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[&str; N],
+        values: impl IntoIterator<Item = ([String; N], i64)>,
+    ) {
         self.header(name, help, "gauge");
-        for (label_value, value) in values {
-            let _ = writeln!(self.text, "{name}{{{label}=\"{label_value}\"}} {value}");
+        for (label_values, value) in values {
+            let _ = write!(self.text, "{name}{{");
+            for (i, (label, label_value)) in labels.iter().zip(&label_values).enumerate() {
+                let separator = if i == 0 { "" } else { "," };
+                let _ = write!(self.text, "{separator}{label}=\"{label_value}\"");
+            }
+            let _ = writeln!(self.text, "}} {value}");
         }
     }
 }

@@ -16,10 +16,13 @@ use crate::partition::replica::LogView;
 use crate::partition::topics::Topics;
 
 /// The per-partition replication gauges, read from every local partition's machine at scrape
-/// time (Kafka's UnderReplicatedPartitions, OfflinePartitionsCount and follower lag).
+/// time (Kafka's UnderReplicatedPartitions, UnderMinIsrPartitionCount, offline log directories'
+/// replicas and per-partition follower lag; the cluster-wide OfflinePartitionsCount is the
+/// controller's, in `cluster`).
 pub fn render_prometheus(topics: &Topics) -> String {
     let (mut led, mut under_replicated, mut under_min_isr, mut offline) = (0i64, 0i64, 0i64, 0i64);
     let mut max_lag = 0i64;
+    let mut lag_by_partition = Vec::new();
     for topic in topics.all() {
         for partition in &topic.partitions {
             let machine = partition.replica.machine();
@@ -39,6 +42,11 @@ pub fn render_prometheus(topics: &Topics) -> String {
             under_replicated += i64::from(status.isr < status.replicas);
             under_min_isr += i64::from(status.isr < topic.config.min_insync_replicas as usize);
             max_lag = max_lag.max(status.max_follower_lag.unwrap_or(0));
+            if status.replicas > 1 {
+                if let Some(lag) = status.max_follower_lag {
+                    lag_by_partition.push(([topic.name.clone(), partition.index.to_string()], lag));
+                }
+            }
         }
     }
     let mut out = Exposition::default();
@@ -58,7 +66,7 @@ pub fn render_prometheus(topics: &Topics) -> String {
         under_min_isr,
     );
     out.gauge(
-        "skiff_partitions_offline",
+        "skiff_replicas_offline",
         "Local replicas offline after a log I/O error.",
         offline,
     );
@@ -66,6 +74,13 @@ pub fn render_prometheus(topics: &Topics) -> String {
         "skiff_replica_max_lag",
         "Offsets the furthest-behind follower of any led partition lacks.",
         max_lag,
+    );
+    out.gauges_by_labels(
+        "skiff_partition_follower_lag",
+        "Per led partition with followers: offsets its furthest-behind follower lacks (from the \
+         followers' last fetch offsets; absent until every follower has fetched).",
+        &["topic", "partition"],
+        lag_by_partition,
     );
     out.into_text()
 }
