@@ -3,8 +3,10 @@
 1. produce throughput with acks=all to an RF 3 topic on 3 brokers (3 etcd members, loopback)
    against acks=1 to an RF 1 topic on a single broker, both with Apache Kafka's own
    ProducerPerformance (1 kB records, 12 partitions), reported as a ratio;
-2. the follower lag while the acks=all load runs: every broker's `skiff_replica_max_lag` (offsets
-   the furthest-behind follower of any partition it leads lacks) scraped every 100 ms, p50/p99/max;
+2. the follower lag while the acks=all load runs: every led partition's
+   `skiff_partition_follower_lag` (offsets its furthest-behind follower lacks) scraped from every
+   broker every 100 ms, p50/p99/max over all partitions and samples, and in time at the run's
+   per-partition rate;
 3. consumer fetch throughput from the leaders (ConsumerPerformance) while a second acks=all load
    keeps the followers replicating.
 
@@ -32,6 +34,7 @@ from etcd_cluster import EtcdCluster  # noqa: E402
 from test_cluster import SkiffCluster, agreed_controller, metrics  # noqa: E402
 
 CLASSPATH = (ROOT / "tests" / "clients" / "java" / "target" / "classpath.txt").read_text().strip()
+PARTITIONS = 12
 RATE = re.compile(r"([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 
 
@@ -45,7 +48,7 @@ def java(*args):
 
 def create(bootstrap, topic, replicas):
     java("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap, "--create",
-         "--topic", topic, "--partitions", 12, "--replication-factor", replicas)
+         "--topic", topic, "--partitions", PARTITIONS, "--replication-factor", replicas)
 
 
 def produce(bootstrap, topic, records, acks):
@@ -98,7 +101,9 @@ def main():
         def sample():
             while not stop.is_set():
                 try:
-                    lags.append(max(metrics(b)["skiff_replica_max_lag"] for b in cluster.brokers))
+                    for broker in cluster.brokers:
+                        lags.extend(value for name, value in metrics(broker).items()
+                                    if name.startswith("skiff_partition_follower_lag{"))
                 except Exception:  # noqa: BLE001 - a scrape racing a start
                     pass
                 time.sleep(0.1)
@@ -122,7 +127,7 @@ def main():
 
 One run, this machine ({os.cpu_count()} cores), load average {load_before[0]:.1f} before and
 {load_after[0]:.1f} after. `python3 bench/replication.py --records {args.records}`; Apache Kafka's
-ProducerPerformance / ConsumerPerformance (kafka-tools of tests/clients), 1 kB records, 12
+ProducerPerformance / ConsumerPerformance (kafka-tools of tests/clients), 1 kB records, {PARTITIONS}
 partitions, linger.ms 5, batch.size 64 KiB.
 
 | run | records/s | MB/s |
@@ -132,9 +137,12 @@ partitions, linger.ms 5, batch.size 64 KiB.
 
 acks=all on RF 3 ÷ acks=1 on one broker: **{ratio:.0%}** (target ≥ 40 %).
 
-Follower lag during the acks=all run (the largest `skiff_replica_max_lag` over the 3 brokers,
-{len(lags)} samples every 100 ms, in offsets): p50 {percentile(lags, 0.5):.0f}, p99
-{percentile(lags, 0.99):.0f}, max {max(lags, default=0):.0f}.
+Follower lag during the acks=all run (every led partition's `skiff_partition_follower_lag`, the
+offsets its furthest-behind follower lacks, scraped from the 3 brokers every 100 ms: {len(lags)}
+values): p50 {percentile(lags, 0.5):.0f}, p99 {percentile(lags, 0.99):.0f}, max
+{max(lags, default=0):.0f} records; at the run's rate per partition ({rf3_rate / PARTITIONS:,.0f}
+records/s) the p99 is {percentile(lags, 0.99) / (rf3_rate / PARTITIONS) * 1000:.1f} ms of
+production.
 
 Consumer fetch from the leaders while a second acks=all load replicates: {consume_mb:.1f} MB/s,
 {consume_msgs:,.0f} records/s.
