@@ -165,9 +165,28 @@ def etcd():
 SUMMARY_LINES = []
 
 
+# Seconds spent per test file (setup, call and teardown), for the per-file totals at the end: the
+# cluster issues bound what their tests add to CI.
+FILE_SECONDS = {}
+
+
+def pytest_runtest_logreport(report):
+    test_file = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[test_file] = FILE_SECONDS.get(test_file, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter):
     for line in SUMMARY_LINES:
         terminalreporter.write_line(line)
+    if FILE_SECONDS:
+        terminalreporter.write_line("seconds per test file: " + ", ".join(
+            f"{name.rsplit('/', 1)[-1]} {seconds:.0f}"
+            for name, seconds in sorted(FILE_SECONDS.items(), key=lambda item: -item[1])))
+        cluster = sum(seconds for name, seconds in FILE_SECONDS.items()
+                      if any(part in name for part in ("cluster", "replication", "elect_leaders",
+                                                       "leader_epochs")))
+        terminalreporter.write_line(f"cluster tests together: {cluster:.0f} s of "
+                                    f"{sum(FILE_SECONDS.values()):.0f} s")
 
 
 # --- Apache Kafka's Java client and tools ---------------------------------------------------------
