@@ -53,6 +53,9 @@ def start_replicated(etcd, settings):
 def replicated3(etcd):
     cluster = start_replicated(etcd, REPLICA_SETTINGS)
     yield ready(cluster)
+    if os.environ.get("SKIFF_TEST_DUMP_LOGS"):
+        for index, broker in enumerate(cluster.brokers):
+            print(f"=== broker {index}\n" + "".join(broker.log_lines))
     cluster.stop()
 
 

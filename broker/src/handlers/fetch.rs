@@ -334,6 +334,7 @@ fn follower_answer(
         let mut machine = partition.replica.machine();
         let before = machine.high_watermark();
         let (answer, actions) = machine.on_follower_fetch(now, fetch, &log_view);
+        tracing::debug!(topic = %topic.name, partition = partition.index, ?fetch, ?answer, ?actions, isr = ?machine.isr(), "follower fetch answered");
         (answer, actions, machine.high_watermark() > before)
     };
     let deferred = partition.replica.settle(actions);

@@ -422,6 +422,22 @@ fn fetch_result(
     }
 }
 
+/// A fetch result in one short line (the batches counted, not listed).
+fn summary(result: &FetchResult) -> String {
+    match result {
+        FetchResult::Records {
+            batches,
+            high_watermark,
+        } => format!(
+            "{} batches {:?}..{:?} hw {high_watermark}",
+            batches.len(),
+            batches.first().map(|b| b.base),
+            batches.last().map(|b| b.last)
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Feeds one partition's result to its machine and carries out the appends and truncations it
 /// decides, under its lock.
 fn apply_one(ctx: &Ctx, leader: NodeId, sent: &Sent, result: &FetchResult, records: &[u8]) {
@@ -436,6 +452,15 @@ fn apply_one(ctx: &Ctx, leader: NodeId, sent: &Sent, result: &FetchResult, recor
     };
     let actions =
         machine.on_fetch_result(now, leader, sent.fetch.current_leader_epoch, result, &view);
+    tracing::debug!(
+        topic = %sent.followed.topic.name,
+        partition = partition.index,
+        leader,
+        fetch = ?sent.fetch,
+        result = %summary(result),
+        ?actions,
+        "replica fetch answered"
+    );
     let mut rest = Vec::with_capacity(actions.len());
     for action in actions {
         let outcome = match action {
