@@ -31,6 +31,7 @@ from conftest import SUMMARY_LINES
 from test_cluster import SESSION_MS, init_producer_id, wait_for
 from test_replication import (REPLICA_SETTINGS, TOPIC, batches_on_disk, create_rf3, describe, leader_of,
                               list_latest, ready, start_replicated)
+from test_replication_faults import dump_logs
 
 # Paused followers keep their sessions (12 s) and their ISR places (lag 30 s) for the few seconds
 # a test holds them: the HW stays where it was while the leader's log grows.
@@ -55,6 +56,7 @@ def held3(etcd):
     cluster = start_replicated(etcd, HOLD_SETTINGS)
     yield ready(cluster)
     resume_all(cluster)
+    dump_logs(cluster)
     cluster.stop()
 
 
@@ -63,6 +65,7 @@ def shrinking3(etcd):
     cluster = start_replicated(etcd, SHRINK_SETTINGS)
     yield ready(cluster)
     resume_all(cluster)
+    dump_logs(cluster)
     cluster.stop()
 
 
@@ -71,6 +74,7 @@ def failover3(etcd):
     """A 3 s session: a killed leader is replaced within seconds."""
     cluster = start_replicated(etcd, REPLICA_SETTINGS)
     yield ready(cluster)
+    dump_logs(cluster)
     cluster.stop()
 
 
@@ -260,6 +264,13 @@ def raw_produce(broker, records, acks=-1, timeout_ms=10_000):
     return error, base_offset
 
 
+def produce_when_led(broker, records, timeout_s=15):
+    """A raw acks=all Produce, repeated while `broker` answers NOT_LEADER_OR_FOLLOWER (Metadata
+    may name it leader before its replica took the leadership over): the first other answer."""
+    return wait_for(lambda: (lambda answer: answer if answer[0] != NOT_LEADER_OR_FOLLOWER else None)(
+        raw_produce(broker, records)), timeout_s, "an answer from the leader")
+
+
 def batch(values, producer_id=-1, epoch=-1, sequence=-1):
     from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -436,11 +447,6 @@ def test_a_fetch_parked_at_the_hw_answers_when_the_hw_moves_not_at_max_wait(held
 
 # --- 3. a new leader deduplicates idempotent retries -------------------------------------------
 
-def produce_when_led(broker, records, timeout_s=15):
-    """Retries NOT_LEADER_OR_FOLLOWER while `broker` takes the leadership over: the first other
-    answer."""
-    return wait_for(lambda: (lambda answer: answer if answer[0] != NOT_LEADER_OR_FOLLOWER else None)(
-        raw_produce(broker, records)), timeout_s, "an answer from the new leader")
 
 
 def test_a_new_leader_answers_idempotent_retries_with_the_original_offsets(failover3):
@@ -451,7 +457,7 @@ def test_a_new_leader_answers_idempotent_retries_with_the_original_offsets(failo
     producer_id = init_producer_id(lead.bootstrap)
     first = batch([b"a-0", b"a-1", b"a-2"], producer_id, 0, 0)
     second = batch([b"b-0", b"b-1"], producer_id, 0, 3)
-    assert raw_produce(lead, first) == (0, 0)
+    assert produce_when_led(lead, first) == (0, 0)
     assert raw_produce(lead, second) == (0, 3)
     assert raw_produce(lead, second) == (0, 3), "the leader itself deduplicates"
     # acks=all with a full ISR: both followers hold both batches.
@@ -492,7 +498,7 @@ def test_acks_all_times_out_at_timeout_ms_and_says_not_enough_replicas_after_app
     leader = leader_of(cluster)
     lead = cluster.brokers[leader]
     follower_index = (leader + 1) % 3
-    assert raw_produce(lead, batch([b"in-sync"])) == (0, 0)
+    assert produce_when_led(lead, batch([b"in-sync"])) == (0, 0)
     with paused([cluster.brokers[follower_index]]) as paused_at:
         started = time.monotonic()
         assert raw_produce(lead, batch([b"timed-out"]), timeout_ms=1000) == (REQUEST_TIMED_OUT, 1)
