@@ -3,7 +3,7 @@ shared etcd, with raw requests (one answer, no client-side retries or caching) a
 
 - consumers read below the high watermark (HW): with both followers paused (SIGSTOP) the leader
   takes acks=1 records its HW cannot pass; ListOffsets latest answers the HW (a replica id sees
-  the log end), modern Fetch (v4, confluent-kafka) and legacy down-converted Fetch (v0, v2,
+  the log end) and a lookup by time finds no record above it, modern Fetch (v4, confluent-kafka) and legacy down-converted Fetch (v0, v2,
   kafka-python as a 0.10.1 and a 0.9 client, kcat with the 0.9 protocol) stop there and report
   it, until the followers resume;
 - a consumer Fetch parked at the HW with a long max_wait answers as soon as the HW passes a new
@@ -153,9 +153,9 @@ def topic_partition(partition=0):
     return struct.pack(">ih", 1, len(name)) + name + struct.pack(">ii", 1, partition)
 
 
-def list_offsets(broker, replica_id=-1, version=1):
-    """ListOffsets latest of partition 0: v1's offset, or v0's list of offsets."""
-    body = struct.pack(">i", replica_id) + topic_partition() + struct.pack(">q", -1)
+def list_offsets(broker, replica_id=-1, version=1, timestamp=-1):
+    """ListOffsets of partition 0 (latest by default): v1's offset, or v0's list of offsets."""
+    body = struct.pack(">i", replica_id) + topic_partition() + struct.pack(">q", timestamp)
     if version == 0:
         body += struct.pack(">i", 10)
     reader = exchange(broker, 2, version, body)
@@ -357,6 +357,9 @@ def test_consumers_read_below_the_high_watermark_modern_and_down_converted(held3
     hw = 10
     wait_for(lambda: list_offsets(lead) == hw, 10, "the HW at the acknowledged end")
     expected = [(offset, b"acked-%d" % offset) for offset in range(hw)]
+    # A time after every acknowledged record's and at most the first record above the HW's.
+    after_acked_ms = int(time.time() * 1000) + 1
+    wait_for(lambda: time.time() * 1000 >= after_acked_ms, 1, "the next millisecond")
     with paused(followers) as paused_at:
         above = produce_acked(lead.bootstrap, [b"above-%d" % i for i in range(5)], "1")
         assert above == list(range(hw, hw + 5))
@@ -367,6 +370,8 @@ def test_consumers_read_below_the_high_watermark_modern_and_down_converted(held3
         assert list_offsets(lead) == hw
         assert list_offsets(lead, version=0) == [hw, 0]
         assert list_latest(lead.bootstrap) == hw
+        # By time: the first record at or after the time is above the HW, so none is found.
+        assert list_offsets(lead, timestamp=after_acked_ms) == -1
         # Raw fetches: the records below the HW and the HW, modern and down-converted. From the
         # last offset below the HW as well: a down-converted set is cut at the size of the
         # stored slice (KIP-283), which from there leaves room for the records above the HW.
@@ -390,6 +395,7 @@ def test_consumers_read_below_the_high_watermark_modern_and_down_converted(held3
     # The premise held: the followers kept their sessions (and so their ISR places) throughout.
     assert held_for < HOLD_SESSION_S - 2, held_for
     wait_for(lambda: list_offsets(lead) == log_end, 15, "the HW at the log end after the followers resumed")
+    assert list_offsets(lead, timestamp=after_acked_ms) == hw
     everything = expected + [(offset, b"above-%d" % (offset - hw)) for offset in range(hw, log_end)]
     assert raw_fetch(lead, 4, 0) == (0, log_end, everything)
     for version in (0, 1, 2, 3, 4):
