@@ -496,7 +496,8 @@ def test_acks_all_times_out_at_timeout_ms_and_says_not_enough_replicas_after_app
     admitted (the ISR is still 3) and appended. Its timeout_ms (1 s, well below the follower's
     lag) passes first: REQUEST_TIMED_OUT. A second one with a long timeout waits until the
     follower leaves the ISR: the HW then passes it with 2 in-sync replicas of the 3 required,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND. Both keep their offsets; both records stay in the log."""
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, and a consumer fetch parked at the HW answers then. Both
+    produces keep their offsets; both records stay in the log."""
     cluster = shrinking3
     admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "3"})])[TOPIC].result(30)
@@ -506,6 +507,8 @@ def test_acks_all_times_out_at_timeout_ms_and_says_not_enough_replicas_after_app
     follower_index = (leader + 1) % 3
     assert produce_when_led(lead, batch([b"in-sync"])) == (0, 0)
     with paused([cluster.brokers[follower_index]]) as paused_at:
+        # A consumer parked at the HW meanwhile: only the ISR shrink moves the HW.
+        parked = ParkedFetch(lead, 4, 1, 20_000)
         started = time.monotonic()
         assert raw_produce(lead, batch([b"timed-out"]), timeout_ms=1000) == (REQUEST_TIMED_OUT, 1)
         timed_out_after = time.monotonic() - started
@@ -514,8 +517,12 @@ def test_acks_all_times_out_at_timeout_ms_and_says_not_enough_replicas_after_app
         assert 0.9 <= timed_out_after < 2.5, timed_out_after
         assert describe(lead.bootstrap)[0][2] == [0, 1, 2]
         answer = raw_produce(lead, batch([b"after-append"]), timeout_ms=30_000)
-        shrunk_after = time.monotonic() - paused_at
+        answered_at = time.monotonic()
+        shrunk_after = answered_at - paused_at
         assert answer == (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 2), answer
+        # The HW's jump at the shrink answered the parked fetch too, long before its max_wait.
+        assert parked.result(25) == (0, 3, [(1, b"timed-out"), (2, b"after-append")])
+        assert abs(parked.answered_at - answered_at) < 1.0, parked.answered_at - answered_at
         # The follower's last fetch before the pause counts as caught up (up to a parked
         # replica fetch, 200 ms, earlier); the leader checks every lag/2.
         assert SHRINK_LAG_MS / 1000 - 0.5 <= shrunk_after < SHRINK_LAG_MS / 1000 + 5, shrunk_after
