@@ -301,7 +301,7 @@ def produce_acked(bootstrap, values, acks):
 
 def confluent_read_to_end(bootstrap):
     """confluent-kafka (modern Fetch) from offset 0 until its end-of-partition event, which the
-    client raises at the HW the fetch answers report: [(offset, value)]."""
+    client raises at the HW the fetch answers report: [(offset, value)] and that HW."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "enable.partition.eof": True})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
@@ -314,7 +314,9 @@ def confluent_read_to_end(bootstrap):
                 continue
             if message.error():
                 if message.error().code() == KafkaError._PARTITION_EOF:
-                    return seen
+                    # The watermarks as the last fetch answer said them (no ListOffsets).
+                    _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), cached=True)
+                    return seen, high
                 continue
             seen.append((message.offset(), message.value()))
         raise AssertionError(f"no end of partition within 20 s (read {len(seen)})")
@@ -384,7 +386,7 @@ def test_consumers_read_below_the_high_watermark_modern_and_down_converted(held3
         assert raw_fetch(lead, 0, hw + 2) == (0, hw, [])
         assert raw_fetch(lead, 4, log_end + 1)[0] == OFFSET_OUT_OF_RANGE
         # Real clients: each reads exactly the records below the HW.
-        assert confluent_read_to_end(lead.bootstrap) == expected
+        assert confluent_read_to_end(lead.bootstrap) == (expected, hw)
         for api_version in ((0, 10, 1), (0, 9)):
             seen, reported = kafka_python_read(lead.bootstrap, api_version, hw)
             assert (seen, reported) == (expected, hw), api_version
@@ -400,7 +402,7 @@ def test_consumers_read_below_the_high_watermark_modern_and_down_converted(held3
     assert raw_fetch(lead, 4, 0) == (0, log_end, everything)
     for version in (0, 1, 2, 3, 4):
         assert raw_fetch(lead, version, hw - 1) == (0, log_end, everything[hw - 1:]), version
-    assert confluent_read_to_end(lead.bootstrap) == everything
+    assert confluent_read_to_end(lead.bootstrap) == (everything, log_end)
     seen, reported = kafka_python_read(lead.bootstrap, (0, 9), log_end)
     assert (seen, reported) == (everything, log_end)
     seen, _ = kcat_consume(lead.bootstrap, TOPIC, 100, legacy=True)
