@@ -2,18 +2,21 @@
 shared etcd, with raw requests (one answer, no client-side retries or caching) and real clients:
 
 - consumers read below the high watermark (HW): with both followers paused (SIGSTOP) the leader
-  takes acks=1 records its HW cannot pass; ListOffsets latest answers the HW (a replica id sees
-  the log end) and a lookup by time finds no record above it, modern Fetch (v4, confluent-kafka) and legacy down-converted Fetch (v0, v2,
-  kafka-python as a 0.10.1 and a 0.9 client, kcat with the 0.9 protocol) stop there and report
-  it, until the followers resume;
+  takes acks=1 records its HW cannot pass; ListOffsets latest (v0, v1, librdkafka's) answers the
+  HW (a replica id sees the log end) and a lookup by time finds no record above it; modern Fetch
+  (v4, confluent-kafka) and legacy down-converted Fetch (v0-v3, kafka-python as a 0.10.1 and a
+  0.9 client, kcat with the 0.9 protocol) stop there and report it, until the followers resume;
 - a consumer Fetch parked at the HW with a long max_wait answers as soon as the HW passes a new
-  record (not at the append, not at max_wait);
+  record (not at the append, not at max_wait), whether followers replicated it or an ISR
+  shrink moved the HW;
 - a new leader deduplicates an idempotent producer's retries of batches it replicated as a
   follower (the original offsets, nothing appended twice) and answers a sequence gap with
   OUT_OF_ORDER_SEQUENCE_NUMBER;
 - acks=all appended but not replicated in time answers REQUEST_TIMED_OUT at the request's
   timeout_ms, and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below
-  min.insync.replicas before the HW passes it; the records stay in the log, as in Kafka."""
+  min.insync.replicas before the HW passes it; the records stay in the log, as in Kafka.
+
+`SKIFF_TEST_DUMP_LOGS=1` prints the brokers' logs after each test."""
 
 import contextlib
 import signal
