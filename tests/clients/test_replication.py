@@ -21,6 +21,7 @@ import struct
 import subprocess
 import threading
 import time
+import traceback
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -108,7 +109,13 @@ def create_rf3(cluster, partitions=1):
 
 class Producers:
     """An idempotent acks=all confluent-kafka producer and a kafka-python 0.10 producer (Produce
-    v2, acks=all) writing one partition until stopped; they record every acknowledgement."""
+    v2, acks=all) writing one partition until stopped; they record every acknowledgement.
+
+    Delivery errors go to `errors` (a record not acknowledged is no failure: the tests check that
+    the acknowledged ones are kept). What breaks the run goes to `failures`, and `stop()` fails
+    the test with it: an exception that ended a producer's thread, an offset acknowledged twice
+    (two acknowledged records at one offset: one of them is lost), a fatal confluent-kafka error
+    or a non-retriable error of the broker's to the legacy producer."""
 
     def __init__(self, cluster, partition=0):
         self.cluster = cluster
@@ -118,11 +125,27 @@ class Producers:
         self.legacy = {}
         self.success_times = []
         self.errors = []
+        self.failures = []
         self.running = True
-        self.threads = [threading.Thread(target=self._modern, daemon=True),
-                        threading.Thread(target=self._legacy, daemon=True)]
+        self.threads = [threading.Thread(target=self._run, args=(self._modern,), daemon=True),
+                        threading.Thread(target=self._run, args=(self._legacy,), daemon=True)]
         for thread in self.threads:
             thread.start()
+
+    def _run(self, producer):
+        try:
+            producer()
+        except BaseException:  # noqa: BLE001 - stop() fails the test with it
+            with self.lock:
+                self.failures.append((producer.__name__, traceback.format_exc()))
+
+    def _acknowledged(self, acks, offset, value):
+        """Records an acknowledgement (under the lock)."""
+        if offset in self.idempotent or offset in self.legacy:
+            self.failures.append(("offset acknowledged twice", offset, value,
+                                  self.idempotent.get(offset, self.legacy.get(offset))))
+        acks[offset] = value
+        self.success_times.append(time.monotonic())
 
     def _modern(self):
         producer = Producer({"bootstrap.servers": bootstraps(self.cluster), "enable.idempotence": True,
@@ -132,18 +155,19 @@ class Producers:
         def delivered(error, message):
             with self.lock:
                 if error is None:
-                    assert message.offset() not in self.idempotent, message.offset()
-                    self.idempotent[message.offset()] = message.value()
-                    self.success_times.append(time.monotonic())
+                    self._acknowledged(self.idempotent, message.offset(), message.value())
                 else:
                     self.errors.append(("idempotent", str(error)))
+                    if error.fatal():
+                        self.failures.append(("idempotent", str(error)))
 
         sequence = 0
         while self.running:
             producer.produce(TOPIC, value=b"i-%08d" % sequence, partition=self.partition, on_delivery=delivered)
             sequence += 1
             producer.poll(0.004)
-        assert producer.flush(120) == 0
+        left = producer.flush(120)
+        assert left == 0, f"{left} records neither acknowledged nor failed after 120 s"
 
     def _legacy(self):
         from kafka import KafkaProducer
@@ -160,10 +184,12 @@ class Producers:
             try:
                 offset = producer.send(TOPIC, value=value, partition=self.partition).get(timeout=120).offset
                 with self.lock:
-                    self.legacy[offset] = value
+                    self._acknowledged(self.legacy, offset, value)
             except KafkaError as error:
                 with self.lock:
                     self.errors.append(("legacy", repr(error)))
+                    if not error.retriable:
+                        self.failures.append(("legacy", repr(error)))
             time.sleep(0.01)
         producer.close(30)
 
@@ -172,9 +198,14 @@ class Producers:
             return len(self.idempotent) + len(self.legacy)
 
     def stop(self):
+        """Stops both producers; fails if either broke (see the class doc) or never finished."""
         self.running = False
         for thread in self.threads:
             thread.join(180)
+        stuck = [thread.name for thread in self.threads if thread.is_alive()]
+        with self.lock:
+            failures = list(self.failures)
+        assert not stuck and not failures, (stuck, failures)
 
 
 def leader_of(cluster, partition=0):
