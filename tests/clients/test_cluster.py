@@ -60,6 +60,16 @@ class SkiffCluster:
         return [b for b in self.brokers if b.alive()]
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def dump_logs(cluster):
+    """Prints every broker's log (colours stripped) when SKIFF_TEST_DUMP_LOGS is set."""
+    if os.environ.get("SKIFF_TEST_DUMP_LOGS"):
+        for index, broker in enumerate(cluster.brokers):
+            print(f"=== broker {index}\n" + ANSI.sub("", "".join(broker.log_lines)))
+
+
 def metrics(broker):
     # The last start's endpoint: a restarted broker appends to the same log lines.
     address = [METRICS.search(line).group(1) for line in broker.log_lines if METRICS.search(line)][-1]

@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import SUMMARY_LINES
-from test_cluster import SESSION_MS, SkiffCluster, agreed_controller, metrics, wait_for
+from test_cluster import SESSION_MS, SkiffCluster, agreed_controller, dump_logs, metrics, wait_for
 from test_cluster_topics import produce_v3_error, produce_v3_frame
 
 TOPIC = "replicated"
@@ -54,9 +54,7 @@ def start_replicated(etcd, settings):
 def replicated3(etcd):
     cluster = start_replicated(etcd, REPLICA_SETTINGS)
     yield ready(cluster)
-    if os.environ.get("SKIFF_TEST_DUMP_LOGS"):
-        for index, broker in enumerate(cluster.brokers):
-            print(f"=== broker {index}\n" + "".join(broker.log_lines))
+    dump_logs(cluster)
     cluster.stop()
 
 

@@ -34,14 +34,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import SUMMARY_LINES
-from test_cluster import SESSION_MS, SkiffCluster, controller_seen_by, metrics, wait_for
+from test_cluster import ANSI, SESSION_MS, SkiffCluster, controller_seen_by, dump_logs, metrics, wait_for
 from test_cluster_topics import produce_v3_error, produce_v3_frame
 from test_replication import (LAG_MS, NOT_ENOUGH_REPLICAS, REPLICA_SETTINGS, TOPIC, Producers,
                               batches_on_disk, bootstraps, create_rf3, describe, leader_of, list_latest,
                               read_all, ready)
 
 SEED = int(os.environ.get("SKIFF_SEED", str(random.randrange(1 << 32))))
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FAILOVER_S = SESSION_MS / 1000 + 10
 
 
@@ -61,12 +60,6 @@ def cluster3(etcd):
     yield cluster
     dump_logs(cluster)
     cluster.stop()
-
-
-def dump_logs(cluster):
-    if os.environ.get("SKIFF_TEST_DUMP_LOGS"):
-        for index, broker in enumerate(cluster.brokers):
-            print(f"=== broker {index}\n" + ANSI.sub("", "".join(broker.log_lines)))
 
 
 def produce(bootstrap, values, acks, partition=0):

@@ -31,10 +31,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients import kcat_consume
 from conftest import SUMMARY_LINES
-from test_cluster import SESSION_MS, init_producer_id, wait_for
+from test_cluster import SESSION_MS, dump_logs, init_producer_id, wait_for
 from test_replication import (REPLICA_SETTINGS, TOPIC, batches_on_disk, create_rf3, describe, leader_of,
                               list_latest, ready, start_replicated)
-from test_replication_faults import dump_logs
 
 # Paused followers keep their sessions (12 s) and their ISR places (lag 30 s) for the few seconds
 # a test holds them: the HW stays where it was while the leader's log grows.
