@@ -270,11 +270,22 @@ def batches_on_disk(data_dir, partition=0):
 
 
 def list_latest(bootstrap, partition=0):
-    """ListOffsets latest of `partition` as a consumer sees it (the high watermark)."""
+    """ListOffsets latest of `partition` as a consumer sees it (the high watermark). Retries, as
+    a client does, the answer of a new leader whose HW has not reached its epoch's start yet
+    (KIP-207), which librdkafka hands to the application."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    deadline = time.monotonic() + 15
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
-        return high
+        while True:
+            try:
+                _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
+                return high
+            except KafkaException as error:
+                code = error.args[0].code()
+                if code not in (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE) \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         consumer.close()
 

@@ -46,6 +46,8 @@ SHRINK_SETTINGS = ("broker.session.timeout.ms=12000", f"replica.lag.time.max.ms=
                    "min.insync.replicas=2", "replica.fetch.wait.max.ms=200")
 
 OFFSET_OUT_OF_RANGE = 1
+LEADER_NOT_AVAILABLE = 5
+OFFSET_NOT_AVAILABLE = 78
 REQUEST_TIMED_OUT = 7
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
@@ -457,6 +459,85 @@ def test_a_fetch_parked_at_the_hw_answers_when_the_hw_moves_not_at_max_wait(held
 
 # --- 3. a new leader deduplicates idempotent retries -------------------------------------------
 
+
+
+def list_offsets_answer(broker, version, partition):
+    """(error, offset) of a consumer's ListOffsets latest of `partition`, v1 or v5 (v2+: isolation
+    level; v4+: current leader epoch −1, the answer's leader epoch)."""
+    name = TOPIC.encode()
+    body = struct.pack(">i", -1)
+    if version >= 2:
+        body += struct.pack(">b", 0)
+    body += struct.pack(">ih", 1, len(name)) + name + struct.pack(">ii", 1, partition)
+    if version >= 4:
+        body += struct.pack(">i", -1)
+    body += struct.pack(">q", -1)
+    reader = exchange(broker, 2, version, body)
+    if version >= 2:
+        reader.take(">i")  # throttle
+    assert reader.take(">i") == 1 and reader.string() == name
+    assert reader.take(">i") == 1
+    _partition, error, _timestamp, offset = reader.take(">ihqq")
+    return error, offset
+
+
+def test_a_new_leader_answers_latest_with_offset_not_available_until_its_hw_reaches_its_epoch(held3):
+    """KIP-207: records the old leader took with acks=1 reach its successor but not the paused
+    third replica, so the successor's epoch starts above its HW; until the third replica fetches,
+    a consumer's ListOffsets latest gets OFFSET_NOT_AVAILABLE (v5+) or LEADER_NOT_AVAILABLE (v1-v4)
+    instead of an offset below what the old leader could have answered."""
+    cluster = held3
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)
+    views = wait_for(lambda: (lambda v: v if all(l >= 0 and isr == [0, 1, 2] for l, _, isr in v.values())
+                              else None)(describe(cluster.brokers[0].bootstrap)), 15, "3 partitions led")
+    controller = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap}) \
+        .list_topics(timeout=10).controller_id
+    replicas = {p: AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap}).list_topics(
+        TOPIC, timeout=10).topics[TOPIC].partitions[p].replicas for p in views}
+    # The controller must not be the paused one: a partition whose third replica is another.
+    partition = next((p for p, r in replicas.items() if views[p][0] == r[0] and r[2] != controller), None)
+    assert partition is not None, (replicas, views, controller)
+    leader_id, successor_id, paused_id = replicas[partition]
+    lead, successor, third = (cluster.brokers[i] for i in (leader_id, successor_id, paused_id))
+    producer = Producer({"bootstrap.servers": lead.bootstrap, "acks": "all", "linger.ms": 0})
+    for index in range(10):
+        producer.produce(TOPIC, value=b"acked-%d" % index, partition=partition)
+    assert producer.flush(20) == 0
+    with paused([third]):
+        acks1 = Producer({"bootstrap.servers": lead.bootstrap, "acks": "1", "linger.ms": 0})
+        for index in range(5):
+            acks1.produce(TOPIC, value=b"above-%d" % index, partition=partition)
+        assert acks1.flush(20) == 0
+        wait_for(lambda: log_end_on_disk(cluster.dirs[successor_id], partition) == 15, 10,
+                 "the successor holds the 5 records above the HW")
+        # Controlled shutdown: the controller hands the lead to the first running ISR member.
+        lead.stop()
+        wait_for(lambda: describe(successor.bootstrap)[partition][0] == successor_id, 15, "the successor leads")
+        assert list_offsets_answer(successor, 5, partition) == (OFFSET_NOT_AVAILABLE, -1)
+        assert list_offsets_answer(successor, 1, partition) == (LEADER_NOT_AVAILABLE, -1)
+        assert list_offsets_replica(successor, successor_id, partition) == 15
+    # The third replica fetches from the successor: the HW reaches the epoch's start.
+    wait_for(lambda: list_offsets_answer(successor, 5, partition) == (0, 15), 15, "latest answered again")
+    assert list_offsets_answer(successor, 1, partition) == (0, 15)
+
+
+def log_end_on_disk(data_dir, partition):
+    batches = batches_on_disk(data_dir, partition)
+    return batches[-1][0] + batches[-1][1] + 1 if batches else 0
+
+
+def list_offsets_replica(broker, replica_id, partition):
+    """A replica's ListOffsets v1 latest of `partition`: the log end."""
+    name = TOPIC.encode()
+    body = struct.pack(">i", replica_id) + struct.pack(">ih", 1, len(name)) + name + \
+        struct.pack(">iiq", 1, partition, -1)
+    reader = exchange(broker, 2, 1, body)
+    assert reader.take(">i") == 1 and reader.string() == name
+    assert reader.take(">i") == 1
+    _partition, error, _timestamp, offset = reader.take(">ihqq")
+    assert error == 0, error
+    return offset
 
 
 def test_a_new_leader_answers_idempotent_retries_with_the_original_offsets(failover3):

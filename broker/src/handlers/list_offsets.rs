@@ -1,6 +1,8 @@
 //! ListOffsets: v0's `old_style_offsets` list and v1+'s single (timestamp, offset), for the
 //! special timestamps latest (−1), earliest (−2) and max timestamp (−3), and by time index. Each
-//! topic needs Describe (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
+//! topic needs Describe (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise). Consumers see
+//! offsets below the high watermark only, and none while a new leader's HW lags its epoch start
+//! (KIP-207: OFFSET_NOT_AVAILABLE from v5, LEADER_NOT_AVAILABLE in v1–v4).
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -17,6 +19,8 @@ const EARLIEST_TIMESTAMP: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 /// First ListOffsets version with leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 4;
+/// First ListOffsets version that may answer OFFSET_NOT_AVAILABLE (KIP-207).
+const OFFSET_NOT_AVAILABLE_VERSION_MIN: i16 = 5;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -90,6 +94,31 @@ pub(crate) async fn handle(
                     } else {
                         log_end
                     };
+                    // KIP-207: a new leader whose HW has not reached its epoch's start offset
+                    // answers a consumer's latest (or a time lookup at or past the HW) with a
+                    // retriable error rather than an offset below what the old leader answered.
+                    // Kafka skips v0 and says LEADER_NOT_AVAILABLE below v5, which added 78.
+                    let hw_lags = consumer
+                        && version >= 1
+                        && partition
+                            .replica
+                            .machine()
+                            .high_watermark_lags_epoch_start();
+                    let not_available = || {
+                        let code = if version >= OFFSET_NOT_AVAILABLE_VERSION_MIN {
+                            error_code::OFFSET_NOT_AVAILABLE
+                        } else {
+                            error_code::LEADER_NOT_AVAILABLE
+                        };
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(request.partition_index)
+                            .with_error_code(code)
+                            .with_timestamp(-1)
+                            .with_offset(-1)
+                    };
+                    if hw_lags && request.timestamp == LATEST_TIMESTAMP {
+                        return not_available();
+                    }
                     let found: Option<(i64, i64)> = match request.timestamp {
                         LATEST_TIMESTAMP => Some((-1, log_end)),
                         EARLIEST_TIMESTAMP => Some((-1, log_start)),
@@ -99,12 +128,17 @@ pub(crate) async fn handle(
                             .flatten()
                             .map(|found| (found.timestamp_ms, found.offset))
                             .filter(|(_, offset)| *offset < log_end),
-                        timestamp if timestamp >= 0 => log
-                            .offset_for_timestamp(timestamp)
-                            .ok()
-                            .flatten()
-                            .map(|found| (found.timestamp_ms, found.offset))
-                            .filter(|(_, offset)| *offset < log_end),
+                        timestamp if timestamp >= 0 => {
+                            let found = log
+                                .offset_for_timestamp(timestamp)
+                                .ok()
+                                .flatten()
+                                .map(|found| (found.timestamp_ms, found.offset));
+                            if hw_lags && found.is_some_and(|(_, offset)| offset >= log_end) {
+                                return not_available();
+                            }
+                            found.filter(|(_, offset)| *offset < log_end)
+                        }
                         _ => {
                             return response
                                 .with_error_code(error_code::UNSUPPORTED_VERSION)

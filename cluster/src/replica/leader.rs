@@ -237,6 +237,18 @@ impl Replica {
         )
     }
 
+    /// As leader, whether the HW still lags the offset this leader's epoch started at (Kafka's
+    /// KIP-207): just after an election the HW is the old one until the followers fetch past
+    /// the epoch start, so "latest" would move backwards for a consumer that asked the old
+    /// leader. ListOffsets answers OFFSET_NOT_AVAILABLE (retriable) meanwhile. `false` when not
+    /// leading.
+    pub fn high_watermark_lags_epoch_start(&self) -> bool {
+        match &self.role {
+            Role::Leader(l) => l.epoch_start_offset > self.high_watermark,
+            _ => false,
+        }
+    }
+
     /// As leader, for metrics: how many replicas and ISR members the partition has, and how
     /// far the furthest-behind follower is from `log_end_offset` (None: a follower not heard
     /// from since this broker became leader). `None` when not leading.

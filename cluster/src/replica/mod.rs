@@ -563,6 +563,26 @@ mod tests {
     }
 
     #[test]
+    fn a_new_leaders_hw_lags_its_epoch_start_until_the_isr_fetches_past_it() {
+        // Leader at epoch 5 from offset 10 with a checkpointed HW of 0: followers 2 and 3 in the ISR.
+        let (mut leader, log) = leader_at_5();
+        assert!(leader.high_watermark() < 10);
+        assert!(leader.high_watermark_lags_epoch_start());
+        leader.on_follower_fetch(1, fetch(2, 10, Some(3), 5), &log);
+        assert!(
+            leader.high_watermark_lags_epoch_start(),
+            "3 has not fetched yet"
+        );
+        leader.on_follower_fetch(2, fetch(3, 10, Some(3), 5), &log);
+        assert_eq!(leader.high_watermark(), 10);
+        assert!(!leader.high_watermark_lags_epoch_start());
+        // A follower does not answer consumers' ListOffsets: never lagging.
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 0);
+        follower.on_partition_state(0, &state(1, 5, &[1, 2]), 7, &log);
+        assert!(!follower.high_watermark_lags_epoch_start());
+    }
+
+    #[test]
     fn a_follower_behind_the_leaders_log_start_resets_and_one_ahead_cuts_to_the_hw() {
         let log = Log {
             leo: 20,
