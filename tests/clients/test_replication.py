@@ -122,6 +122,7 @@ class Producers:
         self.idempotent = {}  # offset -> value
         self.legacy = {}
         self.success_times = []
+        self.last_ack = {}  # "idempotent" / "legacy" -> time of its last acknowledgement
         self.errors = []
         self.failures = []
         self.running = True
@@ -137,13 +138,16 @@ class Producers:
             with self.lock:
                 self.failures.append((producer.__name__, traceback.format_exc()))
 
-    def _acknowledged(self, acks, offset, value):
-        """Records an acknowledgement (under the lock)."""
+    def _acknowledged(self, kind, offset, value):
+        """Records an acknowledgement of the `kind` ("idempotent" or "legacy") producer (under
+        the lock)."""
         if offset in self.idempotent or offset in self.legacy:
             self.failures.append(("offset acknowledged twice", offset, value,
                                   self.idempotent.get(offset, self.legacy.get(offset))))
-        acks[offset] = value
-        self.success_times.append(time.monotonic())
+        getattr(self, kind)[offset] = value
+        now = time.monotonic()
+        self.success_times.append(now)
+        self.last_ack[kind] = now
 
     def _modern(self):
         producer = Producer({"bootstrap.servers": bootstraps(self.cluster), "enable.idempotence": True,
@@ -153,7 +157,7 @@ class Producers:
         def delivered(error, message):
             with self.lock:
                 if error is None:
-                    self._acknowledged(self.idempotent, message.offset(), message.value())
+                    self._acknowledged("idempotent", message.offset(), message.value())
                 else:
                     self.errors.append(("idempotent", str(error)))
                     if error.fatal():
@@ -182,7 +186,7 @@ class Producers:
             try:
                 offset = producer.send(TOPIC, value=value, partition=self.partition).get(timeout=120).offset
                 with self.lock:
-                    self._acknowledged(self.legacy, offset, value)
+                    self._acknowledged("legacy", offset, value)
             except KafkaError as error:
                 with self.lock:
                     self.errors.append(("legacy", repr(error)))
@@ -190,6 +194,11 @@ class Producers:
                         self.failures.append(("legacy", repr(error)))
             time.sleep(0.01)
         producer.close(30)
+
+    def both_acknowledged_since(self, since):
+        """Whether each producer had an acknowledgement after `since` (time.monotonic())."""
+        with self.lock:
+            return all(self.last_ack.get(kind, 0) > since for kind in ("idempotent", "legacy"))
 
     def count(self):
         with self.lock:

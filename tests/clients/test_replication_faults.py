@@ -369,6 +369,7 @@ def test_e8_a_paused_controller_is_fenced_and_returns_as_a_plain_broker(cluster3
             paused_for = time.monotonic() - paused_at
         finally:
             paused.process.send_signal(signal.SIGCONT)
+        resumed_at = time.monotonic()
         # Back as a plain broker: a new session, not the controller, in every ISR again.
         wait_for(lambda: metrics(paused)["skiff_cluster_sessions_lost_total"] >= 1, 10, "the pause noticed")
         wait_for(lambda: all(metrics(b)["skiff_cluster_brokers"] == 3 for b in cluster.brokers), 15,
@@ -379,8 +380,8 @@ def test_e8_a_paused_controller_is_fenced_and_returns_as_a_plain_broker(cluster3
         assert metrics(paused)["skiff_cluster_session_alive"] == 1
         wait_for(lambda: all(isr == [0, 1, 2] for _, _, isr in describe(paused.bootstrap).values()),
                  LAG_MS / 1000 + 20, "every ISR whole again")
-        wait_for(lambda: producers.count() > 0 and producers.success_times[-1] > time.monotonic() - 2, 20,
-                 "acknowledgements after the pause")
+        wait_for(lambda: producers.both_acknowledged_since(resumed_at), 20,
+                 "acknowledgements of both producers after the pause")
     finally:
         producers.stop()
 
