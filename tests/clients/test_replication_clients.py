@@ -11,7 +11,8 @@ bootstrap list), reads every acknowledged record exactly once and in order from 
 - consumers that read the first batch from the old leader carry on across the kill (confluent-kafka
   and kafka-python modern, 0.10.1 and 0.9);
 - fresh ones read it all, the legacy ones through down-converted Fetch v0 (kafka-node), v1
-  (kafka-python 0.9, legacy kcat), v2 (kafka-python 0.10.0, the 0.10.0 Java client) and v3;
+  (kafka-python 0.9, legacy kcat, the 0.9 Java client), v2 (kafka-python 0.10.0, the 0.10.0 Java
+  client) and v3 (kafka-python 0.10.1);
 - kafka-console-consumer and a confluent-kafka group consumer commit after the failover, and the
   committed offsets are read back through another broker (kafka-consumer-groups, committed()).
 
@@ -229,10 +230,10 @@ def check_java_producers(matrix, runs, first):
     assert re.search(rf"^{FIRST if first else SECOND} records sent", out, re.M), out
 
 
-def java_legacy(legacy_classes, *args):
-    code, stdout, stderr = run_java(legacy_classes(LEGACY_JAVA), legacy_classpath(LEGACY_JAVA),
+def java_legacy(legacy_classes, *args, version=LEGACY_JAVA):
+    code, stdout, stderr = run_java(legacy_classes(version), legacy_classpath(version),
                                     "skiff.legacy.PartitionClient", *args)
-    assert code == 0, f"kafka-clients {LEGACY_JAVA} {args[0]} failed ({code}):\n{stdout}\n{stderr[-6000:]}"
+    assert code == 0, f"kafka-clients {version} {args[0]} failed ({code}):\n{stdout}\n{stderr[-6000:]}"
     return stdout
 
 
@@ -469,15 +470,16 @@ def test_kafka_node_reads_everything_with_fetch_v0(matrix):
     assert_read_exactly(matrix, "kafka-node", seen)
 
 
-def test_an_old_java_consumer_reads_everything_with_fetch_v2(matrix, legacy_classes):
+@pytest.mark.parametrize("version", ["0.9.0.1", LEGACY_JAVA], ids=["0.9-fetch-v1", "0.10-fetch-v2"])
+def test_an_old_java_consumer_reads_everything_from_the_new_leaders(matrix, legacy_classes, version):
     out = java_legacy(legacy_classes, "consume", matrix.all_bootstraps, TOPIC,
-                      ",".join(map(str, sorted(matrix.partition.values()))), matrix.total())
+                      ",".join(map(str, sorted(matrix.partition.values()))), matrix.total(), version=version)
     seen = []
     for line in out.splitlines():
         if line.startswith("REC\t"):
             _, partition, offset, key, value = line.split("\t", 4)
             seen.append((int(partition), int(offset), None if key == "null" else key.encode(), value.encode()))
-    assert_read_exactly(matrix, f"kafka-clients {LEGACY_JAVA}", seen)
+    assert_read_exactly(matrix, f"kafka-clients {version}", seen)
 
 
 def test_console_consumer_reads_everything_and_its_commits_are_read_through_another_broker(matrix):
