@@ -85,8 +85,8 @@ public final class PartitionClient {
     static void consume(String bootstrap, String topic, String[] partitions, int count) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
-        // Assigned partitions need no group, but 0.10.0's consumer refuses to run without an id.
-        props.put("group.id", "skiff-legacy-reader");
+        // No group.id: partitions are assigned. 0.9/0.10.0 consumers still look up the coordinator
+        // of the empty group on every poll (FindCoordinator v0 with an empty key).
         props.put("enable.auto.commit", "false");
         props.put("request.timeout.ms", "15000");
         props.put("session.timeout.ms", "10000");
