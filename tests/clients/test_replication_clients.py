@@ -13,8 +13,9 @@ bootstrap list), reads every acknowledged record exactly once and in order from 
 - fresh ones read it all, the legacy ones through down-converted Fetch v0 (kafka-node), v1
   (kafka-python 0.9, legacy kcat, the 0.9 Java client), v2 (kafka-python 0.10.0, the 0.10.0 Java
   client) and v3 (kafka-python 0.10.1);
-- kafka-console-consumer and a confluent-kafka group consumer commit after the failover, and the
-  committed offsets are read back through another broker (kafka-consumer-groups, committed()).
+- kafka-console-consumer, a confluent-kafka group consumer and kafka-node's ConsumerGroup (group
+  APIs v0, Fetch v2) commit after the failover, and the committed offsets are read back through
+  another broker (kafka-consumer-groups, committed()).
 
 One cluster, one kill, for the whole module."""
 
@@ -530,6 +531,23 @@ def test_a_group_commits_after_the_failover_and_another_broker_reads_the_commit(
     for broker in (one, other):
         reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": CONFLUENT_GROUP,
                            "enable.auto.commit": False})
+        try:
+            found = reader.committed(wanted, timeout=10)
+        finally:
+            reader.close()
+        assert [tp.offset for tp in found] == [FIRST + SECOND] * len(wanted), (broker.port, found)
+
+
+def test_a_kafka_node_group_commits_after_the_failover_and_another_broker_reads_the_commit(matrix):
+    """kafka-node's ConsumerGroup (group APIs v0, Fetch v2: magic 1, down-converted)."""
+    group = "matrix-node"
+    answer = node("group-consume", bootstrap=matrix.all_bootstraps, topic=TOPIC, group=group,
+                  count=matrix.total(), commit=True, timeoutMs=DEADLINE_S * 1000)
+    seen = [(p, o, None if k is None else k.encode(), v.encode()) for p, o, k, v in answer["messages"]]
+    assert_read_exactly(matrix, "kafka-node group", seen)
+    wanted = [TopicPartition(TOPIC, p) for p in sorted(matrix.partition.values())]
+    for broker in matrix.survivors():
+        reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
         try:
             found = reader.committed(wanted, timeout=10)
         finally:
