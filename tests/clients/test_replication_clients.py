@@ -459,10 +459,12 @@ def test_kcat_reads_everything_from_the_new_leaders(matrix, legacy):
 
 
 def test_kafka_node_reads_everything_with_fetch_v0(matrix):
-    """kafka-node's plain Consumer, one per leader: with partitions on several leaders it races
-    itself (a leader's answer starts the next round of fetches while its long-polling connection
-    to another leader is still being set up, so that leader gets the same fetch twice and the
-    records come twice; seen on a healthy cluster too, never with one leader)."""
+    """kafka-node's plain Consumer, one per leader. With partitions on several leaders it races
+    itself: its flag "a fetch is in flight on this long-polling connection" is cleared by any
+    answer on it (`handleReceivedData`, lib/baseClient.js), the ApiVersions of the connection's
+    set-up included, so when one leader's answer starts the next round of fetches while another
+    leader's connection is still being set up, that leader gets the same fetch twice and its
+    records come twice (seen on a healthy cluster too; never with a single leader)."""
     expected = matrix.expected()
     leaders = {}
     for partition, (leader, _, _) in describe(matrix.survivors()[0].bootstrap, TOPIC).items():
