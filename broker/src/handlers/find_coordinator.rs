@@ -31,25 +31,28 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// A coordinator's address, or the error (with a message) the key gets.
 type Located = Result<(i32, String, i32), (i16, String)>;
 
+/// The error a key of `key_type` gets before its coordinator is looked up, if any. A group's key
+/// may be empty: Kafka locates the coordinator of the empty group id like any other (only the
+/// membership APIs refuse it), and old Java consumers (0.10.0) that assign partitions without a
+/// `group.id` look it up on every poll.
+fn refused(key_type: i8) -> Option<(i16, String)> {
+    match key_type {
+        KEY_TYPE_GROUP => None,
+        KEY_TYPE_TRANSACTION => Some((
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            "transactions are not served".to_owned(),
+        )),
+        other => Some((
+            error_code::INVALID_REQUEST,
+            format!("unknown key type {other}"),
+        )),
+    }
+}
+
 /// Where the coordinator of `key` is.
 async fn locate(ctx: &Ctx, session: &Session, key_type: i8, key: &str) -> Located {
-    match key_type {
-        KEY_TYPE_GROUP if key.is_empty() => {
-            return Err((error_code::INVALID_GROUP_ID, "empty group id".to_owned()))
-        }
-        KEY_TYPE_GROUP => {}
-        KEY_TYPE_TRANSACTION => {
-            return Err((
-                error_code::COORDINATOR_NOT_AVAILABLE,
-                "transactions are not served".to_owned(),
-            ))
-        }
-        other => {
-            return Err((
-                error_code::INVALID_REQUEST,
-                format!("unknown key type {other}"),
-            ))
-        }
+    if let Some(error) = refused(key_type) {
+        return Err(error);
     }
     let mut found = ctx.cluster.coordinator_of(key);
     if found == GroupCoordinator::NoOffsetsTopic {
@@ -145,5 +148,24 @@ pub(crate) async fn handle(
                 response
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transactions_and_unknown_key_types_are_refused() {
+        // The empty group id included: the key is not looked at.
+        assert_eq!(refused(KEY_TYPE_GROUP), None);
+        assert_eq!(
+            refused(KEY_TYPE_TRANSACTION).map(|(code, _)| code),
+            Some(error_code::COORDINATOR_NOT_AVAILABLE)
+        );
+        assert_eq!(
+            refused(7).map(|(code, _)| code),
+            Some(error_code::INVALID_REQUEST)
+        );
     }
 }

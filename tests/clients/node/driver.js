@@ -8,8 +8,9 @@ const args = JSON.parse(rawArgs);
 const TIMEOUT_MS = args.timeoutMs || 30000;
 
 function finish(result, code = 0) {
-  process.stdout.write(JSON.stringify(result) + '\n');
-  process.exit(code);
+  // Exit once the line is written: stdout to a pipe is asynchronous, and exiting at once cuts an
+  // answer longer than the pipe's buffer (64 KiB).
+  process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(code));
 }
 
 setTimeout(() => finish({ error: 'timeout', command }, 1), TIMEOUT_MS).unref();
@@ -22,7 +23,13 @@ function client() {
 }
 
 function produce() {
-  const producer = new kafka.Producer(client(), { requireAcks: 1, partitionerType: 0 });
+  // requireAcks -1 is acks=all (the cluster tests), 1 by default; ackTimeoutMs is the request's
+  // timeout for those acknowledgements (kafka-node's default, 100 ms, is shorter than replication).
+  const producer = new kafka.Producer(client(), {
+    requireAcks: args.requireAcks || 1,
+    ackTimeoutMs: args.ackTimeoutMs || 100,
+    partitionerType: 0,
+  });
   producer.on('error', (error) => finish({ error: String(error) }, 1));
   producer.on('ready', () => {
     const messages = args.messages.map(([key, value]) => new kafka.KeyedMessage(key, value));
@@ -36,11 +43,15 @@ function produce() {
   });
 }
 
+// With `partitions` (a list) instead of `partition`, reads them all and prints each message as
+// [partition, offset, key, value].
 function consume() {
   const seen = [];
+  const many = Array.isArray(args.partitions);
+  const partitions = many ? args.partitions : [args.partition || 0];
   const consumer = new kafka.Consumer(
     client(),
-    [{ topic: args.topic, partition: args.partition || 0, offset: args.offset || 0 }],
+    partitions.map((partition) => ({ topic: args.topic, partition, offset: args.offset || 0 })),
     {
       autoCommit: false,
       fromOffset: true,
@@ -50,7 +61,8 @@ function consume() {
     },
   );
   consumer.on('message', (message) => {
-    seen.push([message.offset, message.key, message.value]);
+    seen.push(many ? [message.partition, message.offset, message.key, message.value]
+      : [message.offset, message.key, message.value]);
     if (seen.length >= args.count) {
       consumer.close(true, () => finish({ messages: seen }));
     }

@@ -2,6 +2,8 @@ package skiff;
 
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
+import java.io.FileInputStream;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
@@ -16,7 +18,8 @@ import org.apache.kafka.common.utils.internals.Exit;
 /**
  * Runs Apache Kafka's command-line tools by main class, one after another in this one JVM (a JVM
  * with the tools' classpath takes seconds to start; the tools themselves take a fraction of that).
- * Reads one command per line from stdin, tab-separated: main class, then its arguments. Kafka's
+ * Reads one command per line from stdin, tab-separated: main class, then its arguments; a first
+ * field {@code <path} before the main class makes that file the tool's System.in. Kafka's
  * tools end through {@link Exit}, which is pointed here at an exception that carries the status.
  *
  * <p>For each command prints {@code @@TOOL <index> exit=<status> ms=<run time>}, then {@code @@OUT} and the
@@ -53,6 +56,7 @@ public final class ToolRunner {
         Exit.setHaltProcedure((status, message) -> exit(status));
         PrintStream realOut = System.out;
         PrintStream realErr = System.err;
+        InputStream realIn = System.in;
         BufferedReader commands = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         int index = 0;
         for (String line = commands.readLine(); line != null; line = commands.readLine()) {
@@ -60,12 +64,20 @@ public final class ToolRunner {
                 continue;
             }
             String[] fields = line.split("\t");
+            InputStream input = null;
+            if (fields[0].startsWith("<")) {
+                input = new FileInputStream(fields[0].substring(1));
+                fields = Arrays.copyOfRange(fields, 1, fields.length);
+            }
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             ByteArrayOutputStream err = new ByteArrayOutputStream();
             int status;
             long started = System.nanoTime();
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            if (input != null) {
+                System.setIn(input);
+            }
             try {
                 status = run(fields[0], Arrays.copyOfRange(fields, 1, fields.length));
             } catch (Throwable error) {
@@ -76,6 +88,10 @@ public final class ToolRunner {
                 System.err.flush();
                 System.setOut(realOut);
                 System.setErr(realErr);
+                if (input != null) {
+                    System.setIn(realIn);
+                    input.close();
+                }
             }
             long tookMs = (System.nanoTime() - started) / 1_000_000;
             realOut.println("@@TOOL " + index++ + " exit=" + status + " ms=" + tookMs);
