@@ -50,20 +50,27 @@ def start_replicated(etcd, settings):
     return cluster
 
 
-@pytest.fixture
-def replicated3(etcd):
-    cluster = start_replicated(etcd, REPLICA_SETTINGS)
+def replicated_cluster(etcd, settings):
+    """A fixture's body: 3 brokers with `settings`, ready; afterwards every broker is resumed (a
+    stopped one would not see the SIGTERM), its log printed with SKIFF_TEST_DUMP_LOGS, and the
+    cluster stopped."""
+    cluster = start_replicated(etcd, settings)
     yield ready(cluster)
+    for broker in cluster.running():
+        broker.process.send_signal(signal.SIGCONT)
     dump_logs(cluster)
     cluster.stop()
 
 
 @pytest.fixture
+def replicated3(etcd):
+    yield from replicated_cluster(etcd, REPLICA_SETTINGS)
+
+
+@pytest.fixture
 def rebalancing3(etcd):
     """As replicated3, with the controller's leader-imbalance check every second."""
-    cluster = start_replicated(etcd, REPLICA_SETTINGS + ("leader.imbalance.check.interval.seconds=1",))
-    yield ready(cluster)
-    cluster.stop()
+    yield from replicated_cluster(etcd, REPLICA_SETTINGS + ("leader.imbalance.check.interval.seconds=1",))
 
 
 # A follower's session (10 s) outlives its lag limit (2.5 s): only its leader can drop it.
@@ -74,9 +81,7 @@ SLOW_SETTINGS = ("broker.session.timeout.ms=10000", f"replica.lag.time.max.ms={S
 
 @pytest.fixture
 def long_sessions3(etcd):
-    cluster = start_replicated(etcd, SLOW_SETTINGS)
-    yield ready(cluster)
-    cluster.stop()
+    yield from replicated_cluster(etcd, SLOW_SETTINGS)
 
 
 def ready(cluster):

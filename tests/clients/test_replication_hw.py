@@ -31,9 +31,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from clients import kcat_consume
 from conftest import SUMMARY_LINES
-from test_cluster import SESSION_MS, dump_logs, init_producer_id, wait_for
-from test_replication import (REPLICA_SETTINGS, TOPIC, batches_on_disk, create_rf3, describe, leader_of,
-                              list_latest, ready, start_replicated)
+from test_cluster import SESSION_MS, init_producer_id, wait_for
+# replicated3 is a fixture: imported so that tests here can name it.
+from test_replication import (TOPIC, batches_on_disk, create_rf3, describe, leader_of, list_latest,  # noqa: F401
+                              replicated3, replicated_cluster)
 
 # Paused followers keep their sessions (12 s) and their ISR places (lag 30 s) for the few seconds
 # a test holds them: the HW stays where it was while the leader's log grows.
@@ -57,35 +58,12 @@ CLIENT_ID = b"skiff-hw-test"
 
 @pytest.fixture
 def held3(etcd):
-    cluster = start_replicated(etcd, HOLD_SETTINGS)
-    yield ready(cluster)
-    resume_all(cluster)
-    dump_logs(cluster)
-    cluster.stop()
+    yield from replicated_cluster(etcd, HOLD_SETTINGS)
 
 
 @pytest.fixture
 def shrinking3(etcd):
-    cluster = start_replicated(etcd, SHRINK_SETTINGS)
-    yield ready(cluster)
-    resume_all(cluster)
-    dump_logs(cluster)
-    cluster.stop()
-
-
-@pytest.fixture
-def failover3(etcd):
-    """A 3 s session: a killed leader is replaced within seconds."""
-    cluster = start_replicated(etcd, REPLICA_SETTINGS)
-    yield ready(cluster)
-    dump_logs(cluster)
-    cluster.stop()
-
-
-def resume_all(cluster):
-    # A stopped broker would not see the SIGTERM of cluster.stop().
-    for broker in cluster.running():
-        broker.process.send_signal(signal.SIGCONT)
+    yield from replicated_cluster(etcd, SHRINK_SETTINGS)
 
 
 @contextlib.contextmanager
@@ -540,8 +518,9 @@ def list_offsets_replica(broker, replica_id, partition):
     return offset
 
 
-def test_a_new_leader_answers_idempotent_retries_with_the_original_offsets(failover3):
-    cluster = failover3
+def test_a_new_leader_answers_idempotent_retries_with_the_original_offsets(replicated3):
+    """A 3 s session: a killed leader is replaced within seconds."""
+    cluster = replicated3
     create_rf3(cluster)
     leader = leader_of(cluster)
     lead = cluster.brokers[leader]
