@@ -138,11 +138,10 @@ partitions, linger.ms 5, batch.size 64 KiB.
 acks=all on RF 3 ÷ acks=1 on one broker: **{ratio:.0%}** (target ≥ 40 %).
 
 Follower lag during the acks=all run (every led partition's `skiff_partition_follower_lag`, the
-offsets its furthest-behind follower lacks, scraped from the 3 brokers every 100 ms: {len(lags)}
-values): p50 {percentile(lags, 0.5):.0f}, p99 {percentile(lags, 0.99):.0f}, max
-{max(lags, default=0):.0f} records; at the run's rate per partition ({rf3_rate / PARTITIONS:,.0f}
-records/s) the p99 is {percentile(lags, 0.99) / (rf3_rate / PARTITIONS) * 1000:.1f} ms of
-production.
+offsets its furthest-behind follower lacks, scraped from the 3 brokers every 100 ms, {len(lags)}
+values):
+p50 {percentile(lags, 0.5):.0f}, p99 {percentile(lags, 0.99):.0f}, max {max(lags, default=0):.0f} records; at the run's rate per partition
+({rf3_rate / PARTITIONS:,.0f} records/s) the p99 is {percentile(lags, 0.99) / (rf3_rate / PARTITIONS) * 1000:.1f} ms of production.
 
 Consumer fetch from the leaders while a second acks=all load replicates: {consume_mb:.1f} MB/s,
 {consume_msgs:,.0f} records/s.
