@@ -192,12 +192,22 @@ impl PartitionReplica {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// The checkpointed HW of a log recovered after this replica was made (see
-    /// [`Replica::restore_high_watermark`]), published if it rose.
-    pub fn restore_high_watermark(&self, checkpointed: Offset) {
-        if let Some(offset) = lock(&self.machine).restore_high_watermark(checkpointed) {
+    /// Recovers the partition's log with this replica's machine locked: `recover` recovers the
+    /// log and what is rebuilt from it, and returns the checkpointed HW, which is restored
+    /// (see [`Replica::restore_high_watermark`]) and published if it rose before anyone can
+    /// feed the machine a state or apply a fetch to it.
+    ///
+    /// The machine's lock is taken first, as the fetcher takes it (machine, then the log and the
+    /// producers): recovery once took the producers' lock first and the machine's last, and a
+    /// follower's first fetch, applied as soon as the log itself was recovered, deadlocked with
+    /// it (the fetcher holding the machine and waiting for the producers).
+    pub fn recover_with<E>(&self, recover: impl FnOnce() -> Result<Offset, E>) -> Result<(), E> {
+        let mut machine = lock(&self.machine);
+        let checkpointed = recover()?;
+        if let Some(offset) = machine.restore_high_watermark(checkpointed) {
             self.high_watermark.store(offset, Ordering::Release);
         }
+        Ok(())
     }
 
     /// Applies changed settings (an altered `min.insync.replicas`) from the next decision on.

@@ -767,16 +767,16 @@ impl Topics {
                 else {
                     return recover();
                 };
-                let mut producers = partition
-                    .producers
-                    .lock()
-                    .map_err(|_| skiff_storage::Error::Poisoned)?;
-                recover()?;
-                *producers = replay_producers(log)?;
-                partition
-                    .replica
-                    .restore_high_watermark(self.starting_high_watermark(log)?);
-                Ok(())
+                partition.replica.recover_with(|| {
+                    let mut producers = partition
+                        .producers
+                        .lock()
+                        .map_err(|_| skiff_storage::Error::Poisoned)?;
+                    recover()?;
+                    *producers = replay_producers(log)?;
+                    drop(producers);
+                    self.starting_high_watermark(log)
+                })
             })
             .map_err(storage)?;
         Ok(count.into_inner())
