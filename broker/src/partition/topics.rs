@@ -1172,6 +1172,60 @@ mod tests {
         topics.close().expect("close");
     }
 
+    #[test]
+    fn a_recovering_replicas_machine_is_locked_until_its_high_watermark_is_restored() {
+        use skiff_cluster::replica::Action;
+        use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+        use skiff_protocol::records::Compression;
+
+        // Many small batches: replaying the producers takes a while after the log itself is
+        // recovered, the window in which a fetcher once locked the machine (and deadlocked).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = local("t", ID_A, vec![vec![1]], 1);
+        {
+            let (topics, _) = open(dir.path());
+            topics
+                .reconcile(std::slice::from_ref(&t))
+                .expect("reconcile");
+            let topic = topics.get("t").expect("t");
+            let partition = topic.partition(0).expect("0");
+            for _ in 0..2_000 {
+                let mut builder = BatchBuilder::new(0, Compression::None);
+                let record = NewRecord {
+                    offset_delta: 0,
+                    timestamp: 1_000,
+                    key: None,
+                    value: Some(b"v"),
+                    headers: &[],
+                };
+                builder.push(&record).expect("fits");
+                let mut batch = builder.build().expect("builds");
+                partition.log.append(&mut batch, 1_000).expect("append");
+            }
+            partition.replica.settle(vec![Action::HighWatermark(1_500)]);
+            topics.checkpoint_high_watermarks().expect("written");
+            topics.close().expect("close");
+        }
+        let topics = Arc::new(open_deferred(dir.path(), Config::default()));
+        topics
+            .reconcile(std::slice::from_ref(&t))
+            .expect("reconcile");
+        let topic = topics.get("t").expect("t");
+        let partition = topic.partition(0).expect("0");
+        let recovering = topics.clone();
+        let recovery = std::thread::spawn(move || recovering.recover_pending());
+        // As a fetcher or the driver would: the machine, once the log answers, then the
+        // producers. The machine must already have the checkpointed HW.
+        while partition.log.is_recovering() {
+            std::hint::spin_loop();
+        }
+        let machine = partition.replica.machine();
+        assert_eq!(machine.high_watermark(), 1_500);
+        drop(partition.producers.lock().expect("producers"));
+        drop(machine);
+        assert_eq!(recovery.join().expect("joined").expect("recovered"), 1);
+    }
+
     fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
         let log_dir =
             LogDir::open_deferred(dir, LogConfig::default(), config.dir_config()).expect("log dir");
