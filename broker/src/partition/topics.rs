@@ -1175,8 +1175,6 @@ mod tests {
     #[test]
     fn a_recovering_replicas_machine_is_locked_until_its_high_watermark_is_restored() {
         use skiff_cluster::replica::Action;
-        use skiff_protocol::records::record::{BatchBuilder, NewRecord};
-        use skiff_protocol::records::Compression;
 
         // Many small batches: replaying the producers takes a while after the log itself is
         // recovered, the window in which a fetcher once locked the machine (and deadlocked).
@@ -1190,17 +1188,10 @@ mod tests {
             let topic = topics.get("t").expect("t");
             let partition = topic.partition(0).expect("0");
             for _ in 0..2_000 {
-                let mut builder = BatchBuilder::new(0, Compression::None);
-                let record = NewRecord {
-                    offset_delta: 0,
-                    timestamp: 1_000,
-                    key: None,
-                    value: Some(b"v"),
-                    headers: &[],
-                };
-                builder.push(&record).expect("fits");
-                let mut batch = builder.build().expect("builds");
-                partition.log.append(&mut batch, 1_000).expect("append");
+                partition
+                    .log
+                    .append(&mut one_record_batch(), 1_000)
+                    .expect("append");
             }
             partition.replica.settle(vec![Action::HighWatermark(1_500)]);
             topics.checkpoint_high_watermarks().expect("written");
@@ -1224,6 +1215,21 @@ mod tests {
         drop(partition.producers.lock().expect("producers"));
         drop(machine);
         assert_eq!(recovery.join().expect("joined").expect("recovered"), 1);
+    }
+
+    /// A v2 batch of one record (value "v", timestamp 1000).
+    fn one_record_batch() -> Vec<u8> {
+        use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+        let mut builder = BatchBuilder::new(0, skiff_protocol::records::Compression::None);
+        let record = NewRecord {
+            offset_delta: 0,
+            timestamp: 1_000,
+            key: None,
+            value: Some(b"v"),
+            headers: &[],
+        };
+        builder.push(&record).expect("fits");
+        builder.build().expect("builds")
     }
 
     fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
@@ -1279,22 +1285,9 @@ mod tests {
             let (topics, _) = open(dir.path());
             topics.reconcile(std::slice::from_ref(&t)).expect("create");
             let topic = topics.get("t").expect("t");
-            let mut builder = skiff_protocol::records::record::BatchBuilder::new(
-                0,
-                skiff_protocol::records::Compression::None,
-            );
-            let record = skiff_protocol::records::record::NewRecord {
-                offset_delta: 0,
-                timestamp: 1_000,
-                key: None,
-                value: Some(b"v"),
-                headers: &[],
-            };
-            builder.push(&record).expect("fits");
-            let mut batch = builder.build().expect("builds");
             topic.partitions[2]
                 .log
-                .append(&mut batch, 1_000)
+                .append(&mut one_record_batch(), 1_000)
                 .expect("append");
             // Dropped without close: a crash, so the next open must recover.
         }
