@@ -100,6 +100,7 @@ pub(crate) async fn handle(
                     // Kafka skips v0 and says LEADER_NOT_AVAILABLE below v5, which added 78.
                     let hw_lags = consumer
                         && version >= 1
+                        && (request.timestamp == LATEST_TIMESTAMP || request.timestamp >= 0)
                         && partition
                             .replica
                             .machine()
