@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 
 use skiff_meta::{EventKind, GetResponse, KeyValue, LeaseId, WatchBatch};
-use skiff_placement::NodeId;
+use skiff_placement::{BundleId, NodeId};
 
 use crate::layout::{Key, Layout};
 use crate::records::{
-    decode, BrokerRegistration, BrokerState, ClusterRecord, ControllerRecord, LoadRecord,
-    PartitionState, ProducerIdBlockRecord, RecordError, TopicRecord, TopicState,
+    decode, BrokerRegistration, BrokerState, BundleRecord, ClusterRecord, ControllerRecord,
+    LoadRecord, PartitionState, ProducerIdBlockRecord, ReassignRecord, RecordError, TopicRecord,
+    TopicState,
 };
 
 /// A record with the store's revisions of its key.
@@ -56,6 +57,8 @@ pub struct ClusterImage {
     partitions: BTreeMap<String, BTreeMap<i32, Versioned<PartitionState>>>,
     loads: BTreeMap<NodeId, Versioned<LoadRecord>>,
     producer_id_block: Option<Versioned<ProducerIdBlockRecord>>,
+    bundles: BTreeMap<BundleId, Versioned<BundleRecord>>,
+    reassignments: BTreeMap<(String, i32), Versioned<ReassignRecord>>,
     undecodable: BTreeMap<Key, RecordError>,
 }
 
@@ -72,6 +75,8 @@ impl ClusterImage {
             partitions: BTreeMap::new(),
             loads: BTreeMap::new(),
             producer_id_block: None,
+            bundles: BTreeMap::new(),
+            reassignments: BTreeMap::new(),
             undecodable: BTreeMap::new(),
         }
     }
@@ -150,6 +155,13 @@ impl ClusterImage {
             Key::ProducerIdBlock => {
                 decode(&key, &kv.value).map(|v| self.producer_id_block = Some(Versioned::of(kv, v)))
             }
+            Key::Bundle(bundle) => decode(&key, &kv.value).map(|v| {
+                self.bundles.insert(bundle.clone(), Versioned::of(kv, v));
+            }),
+            Key::Reassign(topic, partition) => decode(&key, &kv.value).map(|v| {
+                self.reassignments
+                    .insert((topic.clone(), *partition), Versioned::of(kv, v));
+            }),
         };
         if let Err(error) = result {
             // An undecodable value means the key is unusable: it is dropped from the image (as
@@ -183,6 +195,12 @@ impl ClusterImage {
                 self.loads.remove(id);
             }
             Key::ProducerIdBlock => self.producer_id_block = None,
+            Key::Bundle(bundle) => {
+                self.bundles.remove(bundle);
+            }
+            Key::Reassign(topic, partition) => {
+                self.reassignments.remove(&(topic.clone(), *partition));
+            }
         }
     }
 
@@ -197,6 +215,11 @@ impl ClusterImage {
             }
             Key::Load(id) => self.loads.get(id).map(|v| v.mod_revision),
             Key::ProducerIdBlock => self.producer_id_block.as_ref().map(|v| v.mod_revision),
+            Key::Bundle(bundle) => self.bundles.get(bundle).map(|v| v.mod_revision),
+            Key::Reassign(topic, partition) => self
+                .reassignments
+                .get(&(topic.clone(), *partition))
+                .map(|v| v.mod_revision),
         }
     }
 
@@ -224,6 +247,12 @@ impl ClusterImage {
         }
         if let Some(v) = &self.producer_id_block {
             keys.insert(Key::ProducerIdBlock, v.mod_revision);
+        }
+        for (bundle, v) in &self.bundles {
+            keys.insert(Key::Bundle(bundle.clone()), v.mod_revision);
+        }
+        for ((topic, partition), v) in &self.reassignments {
+            keys.insert(Key::Reassign(topic.clone(), *partition), v.mod_revision);
         }
         keys
     }
@@ -321,6 +350,21 @@ impl ClusterImage {
     /// `R/ids/producer_id_block`, if any block was ever taken.
     pub fn producer_id_block(&self) -> Option<&Versioned<ProducerIdBlockRecord>> {
         self.producer_id_block.as_ref()
+    }
+
+    /// Every bundle record (cluster-wide owners and moves), by bundle.
+    pub fn bundles(&self) -> &BTreeMap<BundleId, Versioned<BundleRecord>> {
+        &self.bundles
+    }
+
+    /// Every reassignment in progress, by topic and partition.
+    pub fn reassignments(&self) -> &BTreeMap<(String, i32), Versioned<ReassignRecord>> {
+        &self.reassignments
+    }
+
+    /// The reassignment of one partition, if one is in progress.
+    pub fn reassignment(&self, topic: &str, partition: i32) -> Option<&Versioned<ReassignRecord>> {
+        self.reassignments.get(&(topic.to_owned(), partition))
     }
 
     /// Keys whose values did not decode, with why: left out of the image, reported by the owner.

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use skiff_placement::bundle::{BundleId, HashRange, HASH_SPACE};
+
 /// The root every key of one Skiff cluster lives under, with its key builders.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -41,6 +43,10 @@ pub enum Key {
     Load(i32),
     /// `R/ids/producer_id_block`: the next producer-id block.
     ProducerIdBlock,
+    /// `R/bundles/<namespace>/<0xLO_0xHI>`: a bundle's owner and move state (controller only).
+    Bundle(BundleId),
+    /// `R/reassign/<topic>/<partition>`: a partition reassignment in progress.
+    Reassign(String, i32),
 }
 
 impl Layout {
@@ -85,7 +91,16 @@ impl Layout {
             Key::Partition(topic, partition) => format!("{root}partitions/{topic}/{partition}"),
             Key::Load(id) => format!("{root}load/{id}"),
             Key::ProducerIdBlock => format!("{root}ids/producer_id_block"),
+            Key::Bundle(bundle) => {
+                format!("{root}bundles/{}/{}", bundle.namespace, bundle.range.name())
+            }
+            Key::Reassign(topic, partition) => format!("{root}reassign/{topic}/{partition}"),
         }
+    }
+
+    /// The prefix of every bundle key.
+    pub fn bundles_prefix(&self) -> String {
+        format!("{}bundles/", self.root)
     }
 
     /// The prefix of every partition key of `topic`.
@@ -115,15 +130,50 @@ impl Layout {
                 Some(Key::Topic(topic.to_owned()))
             }
             ("partitions", rest) => {
-                let (topic, partition) = rest.rsplit_once('/')?;
-                if topic.is_empty() || topic.contains('/') {
+                let (topic, partition) = topic_and_partition(rest)?;
+                Some(Key::Partition(topic, id(partition)?))
+            }
+            ("reassign", rest) => {
+                let (topic, partition) = topic_and_partition(rest)?;
+                Some(Key::Reassign(topic, id(partition)?))
+            }
+            ("bundles", rest) => {
+                let (namespace, range) = rest.rsplit_once('/')?;
+                if namespace.is_empty() || namespace.contains('/') {
                     return None;
                 }
-                Some(Key::Partition(topic.to_owned(), id(partition)?))
+                Some(Key::Bundle(BundleId {
+                    namespace: namespace.to_owned(),
+                    range: parse_range(range)?,
+                }))
             }
             _ => None,
         }
     }
+}
+
+/// `<topic>/<partition text>` of a partition-scoped key.
+fn topic_and_partition(rest: &str) -> Option<(String, &str)> {
+    let (topic, partition) = rest.rsplit_once('/')?;
+    if topic.is_empty() || topic.contains('/') {
+        return None;
+    }
+    Some((topic.to_owned(), partition))
+}
+
+/// A bundle range from its Pulsar name, `0x40000000_0x80000000`; the last bundle's closed end
+/// `0xffffffff` stands for the end of the hash space ([`HashRange::name`] writes it so).
+pub fn parse_range(name: &str) -> Option<HashRange> {
+    let (lo, hi) = name.split_once('_')?;
+    let hex = |text: &str| {
+        let digits = text.strip_prefix("0x")?;
+        (digits.len() == 8)
+            .then(|| u64::from_str_radix(digits, 16).ok())
+            .flatten()
+    };
+    let (lo, hi) = (hex(lo)?, hex(hi)?);
+    let hi = if hi == HASH_SPACE - 1 { HASH_SPACE } else { hi };
+    (lo < hi).then_some(HashRange { lo, hi })
 }
 
 impl fmt::Display for Key {
@@ -136,6 +186,8 @@ impl fmt::Display for Key {
             Key::Partition(topic, partition) => write!(f, "partitions/{topic}/{partition}"),
             Key::Load(id) => write!(f, "load/{id}"),
             Key::ProducerIdBlock => write!(f, "ids/producer_id_block"),
+            Key::Bundle(bundle) => write!(f, "bundles/{bundle}"),
+            Key::Reassign(topic, partition) => write!(f, "reassign/{topic}/{partition}"),
         }
     }
 }
@@ -172,6 +224,10 @@ mod tests {
             "/skiff/a/v1/partitions//1",
             "/skiff/a/v1/topics/",
             "/skiff/a/v1/unknown",
+            "/skiff/a/v1/bundles/t/0x00000000",
+            "/skiff/a/v1/bundles/t/0x80000000_0x40000000",
+            "/skiff/a/v1/bundles//0x00000000_0xffffffff",
+            "/skiff/a/v1/reassign/t/x",
         ] {
             assert_eq!(layout.parse(key.as_bytes()), None, "{key}");
         }
@@ -196,6 +252,20 @@ mod tests {
             (0..i32::MAX).prop_map(Key::Load),
             topic.prop_map(Key::Topic),
             (topic, 0..i32::MAX).prop_map(|(t, p)| Key::Partition(t, p)),
+            (topic, 0..i32::MAX).prop_map(|(t, p)| Key::Reassign(t, p)),
+            (topic, 0..HASH_SPACE - 1, 1..HASH_SPACE).prop_filter_map(
+                "lo < hi",
+                |(namespace, lo, hi)| {
+                    // A range ending at the last hash is written as the end of the space.
+                    let hi = if hi == HASH_SPACE - 1 { HASH_SPACE } else { hi };
+                    (lo < hi).then(|| {
+                        Key::Bundle(BundleId {
+                            namespace,
+                            range: HashRange { lo, hi },
+                        })
+                    })
+                }
+            ),
         ]
     }
 

@@ -67,6 +67,7 @@ mod tests {
             report: LoadReport::with_util(util),
             write_capacity_bytes_per_second: 0,
             sample_ms,
+            traffic: Default::default(),
         }
     }
 

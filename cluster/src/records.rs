@@ -174,7 +174,8 @@ pub struct PartitionState {
     pub writer: Writer,
 }
 
-/// `R/load/<id>`, on the broker's lease: what placement weighs (BP-65).
+/// `R/load/<id>`, on the broker's lease: what placement weighs (BP-65) and what the shedder
+/// weighs (the broker's traffic, per partition).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadRecord {
     /// The figures.
@@ -183,6 +184,128 @@ pub struct LoadRecord {
     pub write_capacity_bytes_per_second: u64,
     /// When it was sampled, in Unix milliseconds.
     pub sample_ms: u64,
+    /// Bytes and records per second through this broker, over the last sampling interval
+    /// (absent in reports of brokers from before the shedder: read as no traffic).
+    #[serde(default)]
+    pub traffic: TrafficRecord,
+}
+
+/// Most partitions one load report lists (the busiest by bytes in): bounds the report's size
+/// (about 150 bytes of JSON each, so ≤ 300 KB, far below the store's value limit) whatever the
+/// partition count. The broker totals always cover every partition.
+pub const LOAD_REPORT_PARTITIONS_MAX: usize = 2_000;
+
+/// One broker's traffic: totals, and per partition for the busiest partitions.
+///
+/// Load, as the shedder and every report define it, is bytes in from clients plus replication
+/// bytes in ([`TrafficRecord::load_bytes_per_second`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrafficRecord {
+    /// Record bytes appended from Produce requests (this broker leading).
+    pub bytes_in_per_second: f64,
+    /// Record bytes appended from its own follower fetches (this broker following).
+    pub replication_bytes_in_per_second: f64,
+    /// Record bytes sent in Fetch responses, to consumers and followers.
+    pub bytes_out_per_second: f64,
+    /// Records appended from Produce requests.
+    pub messages_in_per_second: f64,
+    /// The busiest partitions (at most [`LOAD_REPORT_PARTITIONS_MAX`]), idle ones left out.
+    pub partitions: Vec<PartitionTraffic>,
+}
+
+impl TrafficRecord {
+    /// Load: bytes in from clients plus replication bytes in.
+    pub fn load_bytes_per_second(&self) -> f64 {
+        self.bytes_in_per_second + self.replication_bytes_in_per_second
+    }
+}
+
+/// One partition's traffic on one broker.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartitionTraffic {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Record bytes appended from Produce requests.
+    pub bytes_in_per_second: f64,
+    /// Record bytes appended from follower fetches.
+    pub replication_bytes_in_per_second: f64,
+    /// Record bytes sent in Fetch responses.
+    pub bytes_out_per_second: f64,
+    /// Records appended from Produce requests.
+    pub messages_in_per_second: f64,
+}
+
+/// Where a bundle is in a move (cluster.md §5.3–5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BundleState {
+    /// The owner leads the bundle's partitions (or is the one they are to be led by).
+    Owned,
+    /// The controller is moving the bundle's leaderships from the owner to the target; a new
+    /// controller resumes the move from this record.
+    Assigning,
+}
+
+/// One completed bundle move, kept for the cooldown and ping-pong accounting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BundleMoveRecord {
+    /// The owner the bundle left.
+    pub from: NodeId,
+    /// The owner it went to.
+    pub to: NodeId,
+    /// When the move was decided, in Unix milliseconds.
+    pub started_ms: u64,
+    /// When every partition was led by `to`, in Unix milliseconds.
+    pub finished_ms: u64,
+}
+
+/// Moves a bundle record keeps (the newest last): enough for a ping-pong check over any
+/// cooldown, bounded so the record stays small however often the bundle moves.
+pub const BUNDLE_MOVE_HISTORY_MAX: usize = 8;
+
+/// `R/bundles/<namespace>/<0xLO_0xHI>`: written by the controller only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BundleRecord {
+    /// The broker meant to lead the bundle's partitions (the preferred leader of new ones).
+    pub owner: NodeId,
+    /// Owned, or being moved to `target`.
+    pub state: BundleState,
+    /// The new owner while `Assigning`.
+    pub target: Option<NodeId>,
+    /// When the current state began, in Unix milliseconds.
+    pub since_ms: u64,
+    /// Why the current state was entered (the shedder's reason, "created", "split", …).
+    pub reason: String,
+    /// The last moves, oldest first, at most [`BUNDLE_MOVE_HISTORY_MAX`].
+    #[serde(default)]
+    pub moves: Vec<BundleMoveRecord>,
+}
+
+/// Why a partition is being reassigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReassignReason {
+    /// An operator's AlterPartitionReassignments.
+    Admin,
+    /// A bundle move whose target was not a replica.
+    BundleMove,
+}
+
+/// `R/reassign/<t>/<p>`: a reassignment in progress (Kafka's KIP-455 semantics: the target
+/// replicas are added, caught up and made the ISR, then the others are removed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignRecord {
+    /// The replicas the partition is to end with, preferred leader first.
+    pub target: Vec<NodeId>,
+    /// The replicas when the reassignment began (ListPartitionReassignments' removing set, and
+    /// what a cancellation returns to).
+    pub original: Vec<NodeId>,
+    /// Who asked.
+    pub reason: ReassignReason,
+    /// When it was written, in Unix milliseconds.
+    pub started_ms: u64,
 }
 
 /// `R/ids/producer_id_block`: the first producer id of the next free block.

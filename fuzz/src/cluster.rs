@@ -9,8 +9,8 @@
 
 use skiff_cluster::controller::{plan, PlanLimits};
 use skiff_cluster::records::{
-    decode, encode, BrokerRegistration, ClusterRecord, ControllerRecord, LoadRecord,
-    PartitionState, ProducerIdBlockRecord, TopicRecord,
+    decode, encode, BrokerRegistration, BundleRecord, ClusterRecord, ControllerRecord, LoadRecord,
+    PartitionState, ProducerIdBlockRecord, ReassignRecord, TopicRecord,
 };
 use skiff_cluster::{ClusterImage, Key, Layout};
 use skiff_meta::{Event, EventKind, KeyValue, WatchBatch};
@@ -32,13 +32,21 @@ pub fn cluster_records(data: &[u8]) {
     let Some((&selector, value)) = data.split_first() else {
         return;
     };
-    let key = match selector % 7 {
+    let key = match selector % 9 {
         0 => Key::Cluster,
         1 => Key::Broker(i32::from(selector)),
         2 => Key::Controller,
         3 => Key::Topic("t".into()),
         4 => Key::Partition("t".into(), i32::from(selector >> 3)),
         5 => Key::Load(1),
+        6 => Key::Bundle(skiff_placement::BundleId {
+            namespace: "t".into(),
+            range: skiff_placement::HashRange {
+                lo: 0,
+                hi: skiff_placement::bundle::HASH_SPACE,
+            },
+        }),
+        7 => Key::Reassign("t".into(), i32::from(selector >> 3)),
         _ => Key::ProducerIdBlock,
     };
     match &key {
@@ -49,6 +57,8 @@ pub fn cluster_records(data: &[u8]) {
         Key::Partition(..) => round_trips::<PartitionState>(&key, value),
         Key::Load(_) => round_trips::<LoadRecord>(&key, value),
         Key::ProducerIdBlock => round_trips::<ProducerIdBlockRecord>(&key, value),
+        Key::Bundle(_) => round_trips::<BundleRecord>(&key, value),
+        Key::Reassign(..) => round_trips::<ReassignRecord>(&key, value),
     }
     let layout = Layout::new("fuzz").expect("a valid name");
     let mut image = ClusterImage::new(layout.clone());
@@ -81,6 +91,8 @@ pub fn cluster_records(data: &[u8]) {
         Key::Partition(topic, partition) => image.partition(topic, *partition).is_some(),
         Key::Load(id) => image.loads().contains_key(id),
         Key::ProducerIdBlock => image.producer_id_block().is_some(),
+        Key::Bundle(bundle) => image.bundles().contains_key(bundle),
+        Key::Reassign(topic, partition) => image.reassignment(topic, *partition).is_some(),
     };
     assert!(
         held != undecodable,
