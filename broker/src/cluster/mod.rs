@@ -817,6 +817,7 @@ impl Cluster {
             report,
             write_capacity_bytes_per_second: 0,
             sample_ms: now_ms,
+            traffic: Default::default(),
         };
         let txn =
             skiff_cluster::load::put_report(&self.layout, self.node_id, &record, session.lease);
