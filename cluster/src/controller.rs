@@ -67,6 +67,22 @@ pub enum WriteReason {
     MarkReady,
     /// A topic in `deleting` is removed with its partitions.
     DeleteTopic,
+    /// Bundle records of a new namespace ([`crate::bundles`]).
+    CreateBundles,
+    /// Bundle records of a namespace with no topic left.
+    DeleteBundles,
+    /// A bundle move persisted before it runs (owned → assigning).
+    BeginBundleMove,
+    /// A moving bundle's partitions led by its target (in their ISR).
+    MoveBundleLeaders,
+    /// A moving bundle's partitions reassigned to include its target.
+    ReassignForBundle,
+    /// A moved bundle is owned by its target.
+    FinishBundleMove,
+    /// A move whose target stopped running: the bundle stays with its owner.
+    AbortBundleMove,
+    /// A bundle replaced by its children (metadata only).
+    SplitBundle,
 }
 
 /// One fenced Txn of a plan.
@@ -125,7 +141,7 @@ pub fn fence(image: &ClusterImage, controller_epoch: i64) -> Compare {
 
 /// A compare that broker `id`'s registration is exactly the one the image holds (or still
 /// absent): same incarnation and same state (a registration changes only to `shutting_down`).
-fn registration_unchanged(image: &ClusterImage, id: NodeId) -> Compare {
+pub(crate) fn registration_unchanged(image: &ClusterImage, id: NodeId) -> Compare {
     Compare::mod_revision(
         image.layout().key(&Key::Broker(id)),
         CompareOp::Equal,
@@ -564,7 +580,11 @@ pub(crate) fn partition_unchanged(
     )
 }
 
-fn topic_unchanged(image: &ClusterImage, topic: &str, record: &Versioned<TopicRecord>) -> Compare {
+pub(crate) fn topic_unchanged(
+    image: &ClusterImage,
+    topic: &str,
+    record: &Versioned<TopicRecord>,
+) -> Compare {
     Compare::mod_revision(
         image.layout().key(&Key::Topic(topic.to_owned())),
         CompareOp::Equal,

@@ -5,6 +5,7 @@
 //! - [`records`]: the JSON value of each key, and its bounded decoder;
 //! - [`image`]: the cluster image a broker keeps from one GET and a watch;
 //! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
+//! - [`bundles`]: bundle records, the shedder's load snapshot, and bundle moves and splits;
 //! - [`election`]: the ElectLeaders API's decisions and their fenced Txns;
 //! - [`load`]: when a broker writes its load report, and the Txn;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
@@ -21,6 +22,7 @@
 //! Must never: read a clock, touch files or sockets, or depend on tokio in its own source (CI
 //! greps it); skiff-meta's in-process core is its only store.
 
+pub mod bundles;
 pub mod controller;
 pub mod election;
 pub mod image;

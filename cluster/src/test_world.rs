@@ -85,6 +85,59 @@ impl World {
         put(&mut self.core, key, encode(&state));
     }
 
+    /// Topic `name` with one partition per state of `states`.
+    pub(crate) fn topic_partitions(&mut self, name: &str, states: &[PartitionState]) {
+        let record = TopicRecord {
+            topic_id: "0".repeat(32),
+            state: TopicState::Ready,
+            replicas: states.iter().map(|s| s.replicas.clone()).collect(),
+            configs: Default::default(),
+            author: 0,
+            author_epoch: 0,
+        };
+        let key = self.layout.key(&Key::Topic(name.into()));
+        put(&mut self.core, key, encode(&record));
+        for (partition, state) in (0..).zip(states) {
+            let key = self.layout.key(&Key::Partition(name.into(), partition));
+            put(&mut self.core, key, encode(state));
+        }
+    }
+
+    /// Puts `value` under `key` (no guard): a broker's or an operator's write.
+    pub(crate) fn put_key<T: serde::Serialize>(&mut self, key: &Key, value: &T) {
+        let key = self.layout.key(key);
+        put(&mut self.core, key, encode(value));
+    }
+
+    /// Deletes `key`.
+    pub(crate) fn delete_key(&mut self, key: &Key) {
+        let key = self.layout.key(key);
+        self.core
+            .txn(&Txn::new().and_then(vec![TxnOp::delete(key)]))
+            .unwrap();
+    }
+
+    /// A new controller term (the key re-created by `broker`): returns the new epoch.
+    pub(crate) fn new_controller(&mut self, broker: NodeId) -> i64 {
+        self.delete_key(&Key::Controller);
+        let record = ControllerRecord {
+            broker_id: broker,
+            broker_epoch: 1,
+        };
+        let key = self.layout.key(&Key::Controller);
+        self.epoch = put(&mut self.core, key, encode(&record));
+        self.epoch
+    }
+
+    /// Submits `writes`; returns the reasons of those that landed.
+    pub(crate) fn submit(&mut self, writes: Vec<ControllerWrite>) -> Vec<WriteReason> {
+        writes
+            .into_iter()
+            .filter(|write| self.core.txn(&write.txn).unwrap().succeeded)
+            .map(|write| write.reason)
+            .collect()
+    }
+
     pub(crate) fn image(&self) -> ClusterImage {
         let mut image = ClusterImage::new(self.layout.clone());
         image.reload(

@@ -550,6 +550,16 @@ impl Sim {
                     }
                     WriteReason::DeleteTopic => self.coverage.deletions += 1,
                     WriteReason::ShrinkIsr | WriteReason::MarkReady => {}
+                    // The simulated controller plans no bundle work (skiff_cluster::bundles has
+                    // its own tests).
+                    WriteReason::CreateBundles
+                    | WriteReason::DeleteBundles
+                    | WriteReason::BeginBundleMove
+                    | WriteReason::MoveBundleLeaders
+                    | WriteReason::ReassignForBundle
+                    | WriteReason::FinishBundleMove
+                    | WriteReason::AbortBundleMove
+                    | WriteReason::SplitBundle => {}
                 }
             }
         }
