@@ -27,6 +27,11 @@ enum Command {
     },
     /// List every config key with its default and meaning.
     ConfigKeys,
+    /// Cluster placement, read from a broker's metrics listener (skiff.metrics.listener).
+    Placement {
+        #[command(subcommand)]
+        command: PlacementCommand,
+    },
     /// Print the credentials-file lines of a SASL user (salted SCRAM-SHA-256 and SCRAM-SHA-512
     /// keys; PLAIN is checked against the SHA-512 one). The password is read from standard input
     /// (one line), so it never appears in the process list or shell history.
@@ -53,6 +58,17 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum PlacementCommand {
+    /// Print every bundle (owner, state, load, last move) and, from the controller, the brokers'
+    /// scores and the last shedding plan, as tables.
+    Status {
+        /// The broker's metrics listener (its skiff.metrics.listener), host:port.
+        #[arg(long)]
+        metrics: std::net::SocketAddr,
+    },
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
@@ -60,6 +76,15 @@ fn main() -> anyhow::Result<()> {
             for (key, default, doc) in skiff_broker::config::keys() {
                 println!("{key} (default {default})\n    {doc}");
             }
+            Ok(())
+        }
+        Command::Placement {
+            command: PlacementCommand::Status { metrics },
+        } => {
+            print!(
+                "{}",
+                skiff_broker::ops::placement_status::fetch_and_render(metrics)?
+            );
             Ok(())
         }
         Command::SaslCredential { user, iterations } => {

@@ -565,25 +565,13 @@ pub fn load_snapshot(image: &ClusterImage, capacity_bytes_per_second: f64) -> Lo
         .iter()
         .zip(&loads)
         .map(|((node, report), load)| {
-            let by_partition: BTreeMap<(&str, i32), &crate::records::PartitionTraffic> = report
-                .traffic
-                .partitions
-                .iter()
-                .map(|p| ((p.topic.as_str(), p.partition), p))
-                .collect();
+            let by_partition = partitions_by_name(report);
             let bundles = image
                 .bundles()
                 .iter()
                 .filter(|(_, b)| b.value.owner == *node && b.value.state == BundleState::Owned)
                 .map(|(id, _)| {
-                    let mut load = skiff_placement::bundle::BundleLoad::default();
-                    for (topic, partition) in bundle_partitions(image, id) {
-                        if let Some(p) = by_partition.get(&(topic.as_str(), partition)) {
-                            load.msg_rate_per_second += p.messages_in_per_second;
-                            load.throughput_bytes_per_second +=
-                                p.bytes_in_per_second + p.replication_bytes_in_per_second;
-                        }
-                    }
+                    let load = traffic_of(image, id, &by_partition);
                     BundleStats {
                         id: id.clone(),
                         short_term: load,
@@ -600,6 +588,50 @@ pub fn load_snapshot(image: &ClusterImage, capacity_bytes_per_second: f64) -> Lo
         })
         .collect();
     LoadSnapshot { brokers }
+}
+
+type PartitionsByName<'r> = BTreeMap<(&'r str, i32), &'r crate::records::PartitionTraffic>;
+
+fn partitions_by_name(report: &crate::records::LoadRecord) -> PartitionsByName<'_> {
+    report
+        .traffic
+        .partitions
+        .iter()
+        .map(|p| ((p.topic.as_str(), p.partition), p))
+        .collect()
+}
+
+/// A bundle's traffic in one broker's report: records in, and load (bytes in from clients plus
+/// replication bytes in) over its partitions.
+fn traffic_of(
+    image: &ClusterImage,
+    bundle: &BundleId,
+    by_partition: &PartitionsByName<'_>,
+) -> skiff_placement::bundle::BundleLoad {
+    let mut load = skiff_placement::bundle::BundleLoad::default();
+    for (topic, partition) in bundle_partitions(image, bundle) {
+        if let Some(p) = by_partition.get(&(topic.as_str(), partition)) {
+            load.msg_rate_per_second += p.messages_in_per_second;
+            load.throughput_bytes_per_second +=
+                p.bytes_in_per_second + p.replication_bytes_in_per_second;
+        }
+    }
+    load
+}
+
+/// A bundle's traffic as its owner last reported it (none without a report).
+pub fn owner_traffic(
+    image: &ClusterImage,
+    bundle: &BundleId,
+) -> skiff_placement::bundle::BundleLoad {
+    let Some(record) = image.bundles().get(bundle) else {
+        return Default::default();
+    };
+    image
+        .loads()
+        .get(&record.value.owner)
+        .map(|report| traffic_of(image, bundle, &partitions_by_name(&report.value)))
+        .unwrap_or_default()
 }
 
 /// Why a planned move was not started.

@@ -32,6 +32,7 @@ pub mod identity;
 pub mod isr;
 pub mod materialize;
 pub mod roles;
+pub mod shedding;
 pub mod topic_changes;
 
 use std::collections::BTreeMap;
@@ -39,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use skiff_cluster::controller::{self, PlanLimits, WriteReason};
+use skiff_cluster::controller::{self, ControllerWrite, PlanLimits, WriteReason};
 use skiff_cluster::membership::{self, Campaign, Registration};
 use skiff_cluster::records::{BrokerRegistration, BrokerState, ClusterRecord, Endpoint};
 use skiff_cluster::{ClusterImage, Key, Layout, SessionFence};
@@ -163,6 +164,9 @@ pub struct Cluster {
     fence: Mutex<SessionFence>,
     session: Mutex<Option<Session>>,
     controller_epoch: Mutex<Option<i64>>,
+    /// The controller's shedding cycle (settings, shedder state, the last plan).
+    shedding: Mutex<shedding::Shedding>,
+    shedding_counters: shedding::SheddingCounters,
     /// The load report last written to `R/load/<id>`, and the lease it went on.
     last_load: Mutex<Option<(skiff_cluster::records::LoadRecord, LeaseId)>>,
     counters: ClusterCounters,
@@ -276,6 +280,8 @@ impl Cluster {
             session: Mutex::new(None),
             controller_epoch: Mutex::new(None),
             last_load: Mutex::new(None),
+            shedding: Mutex::new(shedding::Shedding::new(config)),
+            shedding_counters: shedding::SheddingCounters::default(),
             counters: ClusterCounters::default(),
             started: crate::clock::instant(),
         });
@@ -607,6 +613,7 @@ impl Cluster {
         let mut revisions = self.image_revision.subscribe();
         let mut replan_after_revision = 0i64;
         let mut last_rebalance = crate::clock::instant();
+        let mut last_shed = crate::clock::instant();
         loop {
             tokio::select! {
                 _ = revisions.changed() => {}
@@ -663,6 +670,17 @@ impl Cluster {
                     };
                 }
             }
+            if writes.is_empty() {
+                // Bundle records and moves in progress, on a settled store.
+                let now_ms = u64::try_from(crate::clock::now_ms()).unwrap_or(0);
+                writes = match self.image.read() {
+                    Ok(image) => skiff_cluster::bundles::plan(&image, epoch, now_ms),
+                    Err(_) => return,
+                };
+            }
+            if writes.is_empty() {
+                writes = self.shed_if_due(epoch, &mut last_shed);
+            }
             for write in writes {
                 self.counters
                     .controller_writes
@@ -712,6 +730,43 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// One shedding cycle when shedding is on and its interval has passed since the last: the
+    /// writes that start its moves and splits.
+    fn shed_if_due(&self, epoch: i64, last_shed: &mut std::time::Instant) -> Vec<ControllerWrite> {
+        let Ok(mut shedding) = self.shedding.lock() else {
+            return Vec::new();
+        };
+        let interval = Duration::from_millis(shedding.interval_ms);
+        if !shedding.enabled || last_shed.elapsed() < interval {
+            return Vec::new();
+        }
+        *last_shed = crate::clock::instant();
+        let now_ms = u64::try_from(crate::clock::now_ms()).unwrap_or(0);
+        match self.image.read() {
+            Ok(image) => shedding.cycle(&image, epoch, now_ms, &self.shedding_counters),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The cluster-wide bundle map of this broker's image, with the last shedding cycle when it
+    /// is the controller.
+    pub(crate) fn bundles_view(&self) -> Option<shedding::BundlesView> {
+        let bundles = self.with_image(shedding::bundle_views)?;
+        Some(shedding::BundlesView {
+            bundles,
+            cycle: self.last_shedding_cycle(),
+            controller: self.controller_id(),
+        })
+    }
+
+    /// The last shedding cycle this broker ran as controller (empty elsewhere).
+    pub(crate) fn last_shedding_cycle(&self) -> Option<shedding::LastCycle> {
+        if !self.is_controller() {
+            return None;
+        }
+        self.shedding.lock().ok().map(|s| s.last.clone())
     }
 
     async fn campaign(&self, session: Session) {
@@ -972,8 +1027,43 @@ impl Cluster {
                 &self.counters.unclean_leader_elections,
             ),
         ];
+        let shed = &self.shedding_counters;
+        let placement_counters = [
+            (
+                "skiff_placement_shed_cycles_total",
+                "Shedding cycles this broker ran as controller.",
+                &shed.cycles,
+            ),
+            (
+                "skiff_placement_planned_moves_total",
+                "Bundle moves the shedder planned (dry runs included).",
+                &shed.planned,
+            ),
+            (
+                "skiff_placement_moves_total",
+                "Bundle moves started (persisted as assigning) by this broker as controller.",
+                &shed.started,
+            ),
+            (
+                "skiff_placement_moves_refused_total",
+                "Planned bundle moves not started: cooldown, a would-be ping-pong, the cycle's \
+                 maximum, or a bundle no longer its source's.",
+                &shed.refused,
+            ),
+            (
+                "skiff_placement_ping_pong_total",
+                "Bundle moves started that sent a bundle straight back where its last move took \
+                 it from (returns within the cooldown are refused instead).",
+                &shed.ping_pong,
+            ),
+            (
+                "skiff_placement_splits_total",
+                "Bundle splits (metadata only) written by this broker as controller.",
+                &shed.splits,
+            ),
+        ];
         let mut out = crate::ops::metrics::Exposition::default();
-        for (name, help, value) in counters {
+        for (name, help, value) in counters.into_iter().chain(placement_counters) {
             out.counter(name, help, value.load(Ordering::Relaxed));
         }
         let gauges = [
@@ -1049,6 +1139,43 @@ impl Cluster {
             "Partition replicas each broker holds, in this broker's image.",
             "broker",
             by_broker(replicated),
+        );
+        if let Some(cycle) = self.last_shedding_cycle() {
+            let by = |value: fn(&shedding::ScoredBroker) -> f64| {
+                cycle
+                    .brokers
+                    .iter()
+                    .map(|b| (b.broker.to_string(), value(b).round() as i64))
+                    .collect::<Vec<_>>()
+            };
+            out.labelled_gauges(
+                "skiff_placement_broker_load_bytes_per_second",
+                "Each broker's load (bytes in from clients plus replication bytes in, per \
+                 second) as the controller saw it at its last shedding cycle.",
+                "broker",
+                by(|b| b.load_bytes_per_second),
+            );
+            out.labelled_gauges(
+                "skiff_placement_broker_score_percent",
+                "Each broker's shedder score at the controller's last shedding cycle.",
+                "broker",
+                by(|b| b.score_pct),
+            );
+        }
+        let bundles = self
+            .with_image(|image| {
+                let mut by_owner: BTreeMap<i32, i64> = BTreeMap::new();
+                for record in image.bundles().values() {
+                    *by_owner.entry(record.value.owner).or_default() += 1;
+                }
+                by_owner
+            })
+            .unwrap_or_default();
+        out.labelled_gauges(
+            "skiff_placement_bundles_owned",
+            "Bundles each broker owns, in this broker's image.",
+            "broker",
+            by_broker(bundles),
         );
         out.into_text()
     }

@@ -504,6 +504,20 @@ config_keys! {
         "How often the controller checks the leader imbalance (auto.leader.rebalance.enable). At least 1."
     "leader.imbalance.per.broker.percentage" => leader_imbalance_per_broker_percentage: u32 = 10;
         "Share of the partitions a broker is the preferred replica of that may be led elsewhere before the controller rebalances them, in percent (0 to 100)."
+    "skiff.placement.shed.enable" => placement_shed_enable: bool = true;
+        "As controller, run the bundle shedder every skiff.placement.shed.interval.ms and move bundles (their partitions' leaderships) from the most to the least loaded brokers (cluster.md §5). false turns shedding off; bundle records are still kept and moves already begun still finish."
+    "skiff.placement.shed.interval.ms" => placement_shed_interval_ms: u64 = 60_000;
+        "How often the controller runs the shedder (one shedding cycle). At least 1000."
+    "skiff.placement.shedder" => placement_shedder: String = "skiff".to_owned();
+        "Which shedder decides the moves: skiff (Skiff's settled pair shedder, the default), avg (Pulsar's AvgShedder), threshold (ThresholdShedder), uniform (UniformLoadShedder), transfer (TransferShedder) or overload (OverloadShedder)."
+    "skiff.placement.bundle.cooldown.ms" => placement_bundle_cooldown_ms: u64 = 1_800_000;
+        "A bundle that moved is not moved again for this long, no bundle returns within it to a broker it left, and no move within it reverses a recent move between the same two brokers (Pulsar's 30 min grace period)."
+    "skiff.placement.shed.moves.max" => placement_shed_moves_max: usize = 4;
+        "Most bundle moves one shedding cycle starts. At least 1."
+    "skiff.placement.shed.dry.run" => placement_shed_dry_run: bool = false;
+        "Run the shedder and log and show its plan (GET /placement/bundles, skiff placement status, skiff_placement_planned_moves_total) without moving anything."
+    "skiff.placement.broker.capacity.bytes.per.second" => placement_broker_capacity_bytes_per_second: u64 = 0;
+        "The load (bytes in from clients plus replication bytes in, per second) at which a broker scores 100 % for the shedder. 0 (default): relative, twice the cluster's mean load, so the mean broker scores 50 % and the shedder balances brokers against each other."
     "skiff.metadata.start.timeout.ms" => metadata_start_timeout_ms: u64 = 30_000;
         "How long a starting broker retries an unreachable metadata store before it exits with an error naming the endpoints."
     "allow.everyone.if.no.acl.found" => allow_everyone_if_no_acl_found: bool = false;
@@ -701,6 +715,21 @@ impl Config {
         }
         if let Err(error) = skiff_cluster::Layout::new(&self.cluster_name) {
             return Err(invalid("skiff.cluster.name", error.to_string()));
+        }
+        if self.placement_shed_interval_ms < 1000 {
+            return Err(invalid(
+                "skiff.placement.shed.interval.ms",
+                "must be at least 1000",
+            ));
+        }
+        if self.placement_shed_moves_max < 1 {
+            return Err(invalid(
+                "skiff.placement.shed.moves.max",
+                "must be at least 1",
+            ));
+        }
+        if let Err(why) = crate::cluster::shedding::shedder_config(&self.placement_shedder) {
+            return Err(invalid("skiff.placement.shedder", why));
         }
         if self.leader_imbalance_check_interval_seconds < 1 {
             return Err(invalid(

@@ -1,9 +1,11 @@
 //! What operators see and what runs in the background for them: Prometheus metrics
 //! ([`metrics`]), the HTTP endpoint that serves them ([`http`]), and periodic maintenance such as
-//! retention and flushing ([`maintenance`]).
+//! retention and flushing ([`maintenance`]); `skiff placement status` reads the endpoint
+//! ([`placement_status`]).
 //!
 //! Must never: sit on a request's path beyond counting it.
 
 pub(crate) mod http;
 pub(crate) mod maintenance;
 pub mod metrics;
+pub mod placement_status;
