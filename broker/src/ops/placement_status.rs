@@ -65,8 +65,8 @@ pub fn render(view: &Value) -> anyhow::Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "{:<48} {:>5} {:<10} {:>6} {:>12} {:>9} {}",
-        "BUNDLE", "OWNER", "STATE", "TARGET", "LOAD", "LED/PARTS", "LAST MOVE"
+        "{:<48} {:>5} {:<10} {:>6} {:>12} {:>9} LAST MOVE",
+        "BUNDLE", "OWNER", "STATE", "TARGET", "LOAD", "LED/PARTS"
     )?;
     for b in bundles {
         let last = match &b["last_move"] {
