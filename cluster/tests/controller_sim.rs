@@ -9,11 +9,17 @@
 //! - **one leader per epoch**: per partition (by topic id), leader epochs only grow, and one
 //!   epoch always names the same leader;
 //! - **one writer**: at no instant do two brokers both believe they lead a partition *and* pass
-//!   their session fence (`SessionFence::may_lead`), which is what lets them append;
+//!   their session fence (`SessionFence::may_lead`), which is what lets them append — except a
+//!   leader deposed alive by a bundle move, at its old epoch, until its image shows the new one
+//!   (Kafka's window after any leadership move of a live leader: its followers already fetch
+//!   from the new leader, so it can acknowledge no acks=all write, and what it appends above the
+//!   high watermark is truncated when it follows); two would-be writers at one epoch never;
 //! - **controller fence**: no Txn from a controller whose epoch is no longer the controller key's
 //!   is ever applied (checked against the store's own key at the time of the write);
-//! - after the faults stop: one controller, every creation and deletion finished, and every
-//!   partition of every ready topic led by a live broker.
+//! - after the faults stop: one controller, every creation and deletion finished, every
+//!   partition of every ready topic led by a live broker, and every bundle move (the controller
+//!   starts random ones to ISR members, as a shedder would) finished or aborted: none is left
+//!   half done, whatever controller changes and pauses fell in between.
 //!
 //! A failing seed prints itself: `SKIFF_SEED=<seed> cargo test -p skiff-cluster --test
 //! controller_sim` replays it; `SKIFF_CLUSTER_SEEDS=<n>` runs more seeds (the soak).
@@ -23,15 +29,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use skiff_cluster::bundles::{self, BundleSettings};
 use skiff_cluster::controller::{self, initial_partition_state, PlanLimits, WriteReason};
 use skiff_cluster::membership::{self, Campaign, Registration};
 use skiff_cluster::records::{
-    BrokerRegistration, BrokerState, Endpoint, TopicRecord, TopicState, Writer, NO_LEADER,
+    BrokerRegistration, BrokerState, BundleState, Endpoint, TopicRecord, TopicState, Writer,
+    NO_LEADER,
 };
 use skiff_cluster::topics::{self, CreationProgress, TopicChange};
 use skiff_cluster::{ClusterImage, Key, Layout, SessionFence};
 use skiff_meta::{EventKind, GetRequest, KeyRange, LeaseId, MetaCore, WatchId};
-use skiff_placement::NodeId;
+use skiff_placement::shed::{BundleMove, MoveReason};
+use skiff_placement::{BundleId, NodeId};
 
 const SESSION_TTL_SECS: i64 = 3;
 const SESSION_TTL_MS: u64 = SESSION_TTL_SECS as u64 * 1000;
@@ -77,6 +86,9 @@ struct Coverage {
     stale_controller_writes_refused: u64,
     controller_changes: u64,
     stale_own_registrations_replaced: u64,
+    bundle_moves_started: u64,
+    bundle_moves_finished: u64,
+    bundle_leaders_moved: u64,
 }
 
 struct Sim {
@@ -90,6 +102,8 @@ struct Sim {
     /// Per (topic id, partition): epoch → leader, every epoch ever written.
     epochs: BTreeMap<(String, i32), BTreeMap<i32, NodeId>>,
     topic_ids: BTreeMap<String, String>,
+    /// (topic id, partition, epoch) whose leader a bundle move replaced while it ran.
+    deposed: BTreeSet<(String, i32, i32)>,
     next_topic: u32,
     coverage: Coverage,
 }
@@ -150,15 +164,22 @@ impl Broker {
         self.planned.clear();
     }
 
-    /// Whether this broker would accept a write for the partition right now.
-    fn would_append(&self, topic: &str, partition: i32, now_ms: u64) -> Option<String> {
+    /// Whether this broker would accept a write for the partition right now: the topic id and
+    /// the leader epoch it would write at.
+    fn would_append(&self, topic: &str, partition: i32, now_ms: u64) -> Option<(String, i32)> {
         if matches!(self.phase, Phase::Dead { .. }) {
             return None;
         }
         let topic_record = self.image.ready_topic(topic)?;
         let state = self.image.partition(topic, partition)?;
-        (state.value.leader == self.id && self.fence.may_lead(now_ms, self.image.revision()))
-            .then(|| topic_record.value.topic_id.clone())
+        (state.value.leader == self.id && self.fence.may_lead(now_ms, self.image.revision())).then(
+            || {
+                (
+                    topic_record.value.topic_id.clone(),
+                    state.value.leader_epoch,
+                )
+            },
+        )
     }
 }
 
@@ -180,6 +201,7 @@ impl Sim {
             checker,
             epochs: BTreeMap::new(),
             topic_ids: BTreeMap::new(),
+            deposed: BTreeSet::new(),
             next_topic: 0,
             coverage: Coverage::default(),
         }
@@ -506,6 +528,13 @@ impl Sim {
                 ..PlanLimits::default()
             };
             broker.planned = controller::plan(&broker.image, epoch, limits);
+            if broker.planned.is_empty() {
+                broker.planned = bundles::plan(&broker.image, epoch, self.now_ms);
+            }
+            if broker.planned.is_empty() && faults && self.rng.gen_bool(0.05) {
+                broker.planned =
+                    random_bundle_move(&broker.image, epoch, self.now_ms, &mut self.rng);
+            }
         }
         // Now and then the controller stops between planning and writing (a GC pause): the plan
         // may go stale, and must then be refused.
@@ -549,15 +578,18 @@ impl Sim {
                         self.coverage.creations_finished_by_controller += 1
                     }
                     WriteReason::DeleteTopic => self.coverage.deletions += 1,
-                    WriteReason::ShrinkIsr | WriteReason::MarkReady => {}
-                    // The simulated controller plans no bundle work (skiff_cluster::bundles has
-                    // its own tests).
-                    WriteReason::CreateBundles
+                    WriteReason::BeginBundleMove => self.coverage.bundle_moves_started += 1,
+                    WriteReason::FinishBundleMove => self.coverage.bundle_moves_finished += 1,
+                    WriteReason::MoveBundleLeaders => {
+                        self.coverage.elections += write.partitions.len() as u64;
+                        self.coverage.bundle_leaders_moved += write.partitions.len() as u64;
+                        self.record_deposed(&write.partitions);
+                    }
+                    WriteReason::ShrinkIsr
+                    | WriteReason::MarkReady
+                    | WriteReason::CreateBundles
                     | WriteReason::DeleteBundles
-                    | WriteReason::BeginBundleMove
-                    | WriteReason::MoveBundleLeaders
                     | WriteReason::ReassignForBundle
-                    | WriteReason::FinishBundleMove
                     | WriteReason::AbortBundleMove
                     | WriteReason::SplitBundle => {}
                 }
@@ -584,6 +616,29 @@ impl Sim {
             CreationProgress::Done
             | CreationProgress::AlreadyExists
             | CreationProgress::Interrupted => broker.creation = None,
+        }
+    }
+
+    /// The epochs just ended by a bundle move's leadership change of `partitions`.
+    fn record_deposed(&mut self, partitions: &[(String, i32)]) {
+        for (topic, partition) in partitions {
+            let key = self.layout.key(&Key::Partition(topic.clone(), *partition));
+            let Some(kv) = self
+                .core
+                .get(&GetRequest::key(key))
+                .unwrap()
+                .kvs
+                .first()
+                .cloned()
+            else {
+                continue;
+            };
+            let state: skiff_cluster::records::PartitionState =
+                serde_json::from_slice(&kv.value).unwrap();
+            if let Some(topic_id) = self.topic_ids.get(topic).cloned() {
+                self.deposed
+                    .insert((topic_id, *partition, state.leader_epoch - 1));
+            }
         }
     }
 
@@ -656,7 +711,7 @@ impl Sim {
             }
         }
         for (topic, partition) in partitions {
-            let writers: Vec<(NodeId, String)> = self
+            let writers: Vec<(NodeId, (String, i32))> = self
                 .brokers
                 .iter()
                 .filter_map(|b| {
@@ -664,14 +719,28 @@ impl Sim {
                         .map(|id| (b.id, id))
                 })
                 .collect();
-            let mut by_topic_id: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
-            for (broker, topic_id) in &writers {
-                by_topic_id.entry(topic_id).or_default().push(*broker);
+            let mut by_topic_id: BTreeMap<&str, Vec<(NodeId, i32)>> = BTreeMap::new();
+            for (broker, (topic_id, epoch)) in &writers {
+                by_topic_id
+                    .entry(topic_id)
+                    .or_default()
+                    .push((*broker, *epoch));
             }
             for (topic_id, brokers) in by_topic_id {
-                if brokers.len() > 1 {
+                let mut epochs: Vec<i32> = brokers.iter().map(|(_, e)| *e).collect();
+                epochs.sort_unstable();
+                epochs.dedup();
+                let undeposed = brokers
+                    .iter()
+                    .filter(|(_, epoch)| {
+                        !self
+                            .deposed
+                            .contains(&(topic_id.to_owned(), partition, *epoch))
+                    })
+                    .count();
+                if brokers.len() > 1 && (epochs.len() < brokers.len() || undeposed > 1) {
                     self.fail(&format!(
-                        "{topic}/{partition} (id {topic_id}): brokers {brokers:?} would all accept writes"
+                        "{topic}/{partition} (id {topic_id}): brokers and epochs {brokers:?} would all accept writes"
                     ));
                 }
             }
@@ -716,6 +785,14 @@ impl Sim {
                 ));
             }
         }
+        for (bundle, record) in image.bundles() {
+            if record.value.state != BundleState::Owned {
+                self.fail(&format!(
+                    "bundle {bundle} is still moving after settling: {:?}",
+                    record.value
+                ));
+            }
+        }
         for (topic, partition, state) in image.all_partitions() {
             if !image.is_live(state.value.leader) {
                 self.fail(&format!(
@@ -725,6 +802,59 @@ impl Sim {
             }
         }
     }
+}
+
+/// A move a shedder might plan: a random owned bundle with partitions to a random other broker
+/// that is in the ISR of all of them (the simulation has no replication, so a target outside an
+/// ISR would never catch up), started as the controller starts shedding moves.
+fn random_bundle_move(
+    image: &ClusterImage,
+    epoch: i64,
+    now_ms: u64,
+    rng: &mut ChaCha8Rng,
+) -> Vec<controller::ControllerWrite> {
+    let owned: Vec<(&BundleId, NodeId)> = image
+        .bundles()
+        .iter()
+        .filter(|(_, r)| r.value.state == BundleState::Owned)
+        .map(|(id, r)| (id, r.value.owner))
+        .collect();
+    let Some(&(bundle, owner)) = owned.choose(rng) else {
+        return Vec::new();
+    };
+    let partitions = bundles::bundle_partitions(image, bundle);
+    let targets: Vec<NodeId> = image
+        .brokers()
+        .keys()
+        .copied()
+        .filter(|id| *id != owner)
+        .filter(|id| {
+            !partitions.is_empty()
+                && partitions.iter().all(|(t, p)| {
+                    image
+                        .partition(t, *p)
+                        .is_some_and(|s| s.value.isr.contains(id))
+                })
+        })
+        .collect();
+    let Some(&to) = targets.choose(rng) else {
+        return Vec::new();
+    };
+    let planned = BundleMove {
+        bundle: bundle.clone(),
+        from: owner,
+        to,
+        reason: MoveReason::Unowned,
+    };
+    let settings = BundleSettings {
+        cooldown_ms: 0,
+        moves_per_cycle_max: 1,
+        capacity_bytes_per_second: 0.0,
+    };
+    bundles::begin_moves(image, epoch, &[planned], now_ms, &settings, |_| {
+        "simulated".to_owned()
+    })
+    .0
 }
 
 fn seeds() -> Vec<u64> {
@@ -752,6 +882,9 @@ fn the_controller_keeps_one_leader_per_epoch_and_one_writer_per_partition() {
         total.stale_controller_writes_refused += c.stale_controller_writes_refused;
         total.controller_changes += c.controller_changes;
         total.stale_own_registrations_replaced += c.stale_own_registrations_replaced;
+        total.bundle_moves_started += c.bundle_moves_started;
+        total.bundle_moves_finished += c.bundle_moves_finished;
+        total.bundle_leaders_moved += c.bundle_leaders_moved;
     }
     eprintln!("{total:?}");
     if std::env::var("SKIFF_SEED").is_err() {
@@ -763,6 +896,7 @@ fn the_controller_keeps_one_leader_per_epoch_and_one_writer_per_partition() {
         assert!(total.stale_controller_writes_refused > 0, "{total:?}");
         assert!(total.controller_changes > 0, "{total:?}");
         assert!(total.stale_own_registrations_replaced > 0, "{total:?}");
+        assert!(total.bundle_moves_finished > 0, "{total:?}");
     }
 }
 
