@@ -258,12 +258,10 @@ mod tests {
                 |(namespace, lo, hi)| {
                     // A range ending at the last hash is written as the end of the space.
                     let hi = if hi == HASH_SPACE - 1 { HASH_SPACE } else { hi };
-                    (lo < hi).then(|| {
-                        Key::Bundle(BundleId {
-                            namespace,
-                            range: HashRange { lo, hi },
-                        })
-                    })
+                    (lo < hi).then_some(Key::Bundle(BundleId {
+                        namespace,
+                        range: HashRange { lo, hi },
+                    }))
                 }
             ),
         ]
