@@ -853,7 +853,7 @@ mod tests {
     /// replicas {1, 2}, and its bundle records created.
     fn world() -> World {
         let mut world = World::new(&[1, 2, 3, 4]);
-        world.topic_partitions("t", &vec![state(1, 0, &[1, 2], &[1, 2]); 8]);
+        world.topic_with("t", vec![state(1, 0, &[1, 2], &[1, 2]); 8]);
         let writes = plan(&world.image(), world.epoch, 1_000);
         assert_eq!(world.submit(writes), vec![WriteReason::CreateBundles]);
         world
@@ -993,7 +993,7 @@ mod tests {
         let old_epoch = world.epoch;
         let stale = plan(&world.image(), old_epoch, 10_500);
         // The controller changes before its step lands: the old term's writes are refused …
-        world.new_controller(2);
+        world.new_controller();
         assert!(world.submit(stale).is_empty());
         // … and the new controller resumes from the records alone.
         assert_eq!(

@@ -21,7 +21,10 @@
 //!   leaderships of those partitions for which it is the preferred replica (the first in
 //!   assignment order), where it runs and is in the ISR;
 //! - finishes topic creations whose author is gone (missing partition states, then `ready`), and
-//!   carries out topic deletions (`deleting`: its partitions and the topic key in one Txn).
+//!   carries out topic deletions (`deleting`: its partitions and the topic key in one Txn);
+//! - takes every partition reassignment one step further ([`crate::reassign::plan`]: add the
+//!   target replicas, move the leadership into the target once they are in the ISR, finish),
+//!   after the elections and shrinks above, which go first on a partition both would write.
 //!
 //! Every write is fenced: `create_revision(R/controller) == controller_epoch`, the `mod_revision`
 //! each partition state was read at, and the registration revision of every broker the decision
@@ -32,7 +35,7 @@
 //!
 //! Must never: read the clock, talk to the store, or keep leadership decisions in memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use skiff_meta::{Compare, CompareOp, KeyRange, Txn, TxnOp};
 use skiff_placement::NodeId;
@@ -83,6 +86,12 @@ pub enum WriteReason {
     AbortBundleMove,
     /// A bundle replaced by its children (metadata only).
     SplitBundle,
+    /// Steps of partition reassignments ([`crate::reassign`]): replicas added, leaderships moved
+    /// to the target, reassignments finished, stale records deleted.
+    Reassign,
+    /// Reassignment records an AlterPartitionReassignments request writes (not the
+    /// controller's: the requesting broker's, fenced on its session).
+    AlterReassignments,
 }
 
 /// One fenced Txn of a plan.
@@ -418,6 +427,14 @@ impl<'a> Packer<'a> {
         self.flush();
         self.out
     }
+
+    /// Every partition pushed so far.
+    fn planned(&self) -> impl Iterator<Item = &(String, i32)> {
+        self.out
+            .iter()
+            .flat_map(|write| &write.partitions)
+            .chain(&self.partitions)
+    }
 }
 
 /// The state that gives partition `state` to its preferred replica (the first in assignment
@@ -559,9 +576,22 @@ pub fn plan(
             }
         }
     }
+    // Partitions written above are left to the next plan by the reassignments: two writes of
+    // one partition state in one plan would refuse each other.
+    let busy: BTreeSet<(String, i32)> = by_reason
+        .values()
+        .flat_map(Packer::planned)
+        .cloned()
+        .collect();
     for packer in by_reason.into_values() {
         writes.extend(packer.finish());
     }
+    writes.extend(crate::reassign::plan(
+        image,
+        controller_epoch,
+        limits,
+        &busy,
+    ));
     writes
 }
 

@@ -7,6 +7,8 @@
 //! - [`controller`]: the controller's fenced reconcile plan, a function of the image;
 //! - [`bundles`]: bundle records, the shedder's load snapshot, and bundle moves and splits;
 //! - [`election`]: the ElectLeaders API's decisions and their fenced Txns;
+//! - [`reassign`]: partition reassignments (KIP-455): the controller's steps, the
+//!   AlterPartitionReassignments writes and what ListPartitionReassignments lists;
 //! - [`load`]: when a broker writes its load report, and the Txn;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
@@ -29,6 +31,7 @@ pub mod image;
 pub mod layout;
 pub mod load;
 pub mod membership;
+pub mod reassign;
 pub mod records;
 pub mod replica;
 pub mod session;

@@ -1,4 +1,4 @@
-//! Test fixture shared by the controller's and the elections' unit tests: a store with a
+//! Test fixture shared by the controller's, the elections' and the reassignments' unit tests: a store with a
 //! controller, brokers and one-partition topics, and the plans run on it.
 
 use skiff_meta::{Txn, TxnOp};
@@ -85,22 +85,40 @@ impl World {
         put(&mut self.core, key, encode(&state));
     }
 
-    /// Topic `name` with one partition per state of `states`.
-    pub(crate) fn topic_partitions(&mut self, name: &str, states: &[PartitionState]) {
+    /// Topic `name` with one partition per state in `states` (replicas from each state).
+    pub(crate) fn topic_with(&mut self, name: &str, states: Vec<PartitionState>) {
         let record = TopicRecord {
             topic_id: "0".repeat(32),
             state: TopicState::Ready,
-            replicas: states.iter().map(|s| s.replicas.clone()).collect(),
+            replicas: states.iter().map(|state| state.replicas.clone()).collect(),
             configs: Default::default(),
             author: 0,
             author_epoch: 0,
         };
         let key = self.layout.key(&Key::Topic(name.into()));
         put(&mut self.core, key, encode(&record));
-        for (partition, state) in (0..).zip(states) {
-            let key = self.layout.key(&Key::Partition(name.into(), partition));
-            put(&mut self.core, key, encode(state));
+        for (partition, state) in (0..).zip(&states) {
+            self.put_state(name, partition, state);
         }
+    }
+
+    /// Writes partition `partition` of `name` as a leader's ISR change would.
+    pub(crate) fn put_state(&mut self, name: &str, partition: i32, state: &PartitionState) {
+        let key = self.layout.key(&Key::Partition(name.into(), partition));
+        put(&mut self.core, key, encode(state));
+    }
+
+    /// Another controller term: the controller key is replaced, and the world's epoch with it (a
+    /// plan of the old term is refused).
+    pub(crate) fn new_controller(&mut self) {
+        let key = self.layout.key(&Key::Controller);
+        let value = self.core.get(&GetRequest::key(key.clone())).unwrap().kvs[0]
+            .value
+            .clone();
+        self.core
+            .txn(&Txn::new().and_then(vec![TxnOp::delete(key.clone())]))
+            .unwrap();
+        self.epoch = put(&mut self.core, key, value);
     }
 
     /// Puts `value` under `key` (no guard): a broker's or an operator's write.
@@ -115,18 +133,6 @@ impl World {
         self.core
             .txn(&Txn::new().and_then(vec![TxnOp::delete(key)]))
             .unwrap();
-    }
-
-    /// A new controller term (the key re-created by `broker`): returns the new epoch.
-    pub(crate) fn new_controller(&mut self, broker: NodeId) -> i64 {
-        self.delete_key(&Key::Controller);
-        let record = ControllerRecord {
-            broker_id: broker,
-            broker_epoch: 1,
-        };
-        let key = self.layout.key(&Key::Controller);
-        self.epoch = put(&mut self.core, key, encode(&record));
-        self.epoch
     }
 
     /// Submits `writes`; returns the reasons of those that landed.
@@ -176,7 +182,15 @@ impl World {
     }
 
     pub(crate) fn state(&self, name: &str) -> PartitionState {
-        self.image().partition(name, 0).unwrap().value.clone()
+        self.state_of(name, 0)
+    }
+
+    pub(crate) fn state_of(&self, name: &str, partition: i32) -> PartitionState {
+        self.image()
+            .partition(name, partition)
+            .unwrap()
+            .value
+            .clone()
     }
 }
 

@@ -66,6 +66,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::OffsetDelete, 0, 0, -1),
     // Cluster admin APIs: every version Kafka 3.9 accepts.
     row(ApiKey::ElectLeaders, 0, 2, 2),
+    // v1 (Kafka 4.1, KIP-860's allow_replication_factor_change) is not decoded: clients that do
+    // not refuse replication factor changes send v0.
+    row(ApiKey::AlterPartitionReassignments, 0, 0, 0),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

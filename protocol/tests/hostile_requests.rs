@@ -113,6 +113,9 @@ fn default_request(api_key: ApiKey) -> Request {
         }
         ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::default()),
         ApiKey::ElectLeaders => Request::ElectLeaders(ElectLeadersRequest::default()),
+        ApiKey::AlterPartitionReassignments => {
+            Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }

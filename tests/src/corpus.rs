@@ -230,6 +230,7 @@ pub fn decode_response(api_key: i16, version: i16, frame: &[u8]) -> anyhow::Resu
         DeleteGroups => DeleteGroupsResponse,
         IncrementalAlterConfigs => IncrementalAlterConfigsResponse,
         ListPartitionReassignments => ListPartitionReassignmentsResponse,
+        AlterPartitionReassignments => AlterPartitionReassignmentsResponse,
         OffsetDelete => OffsetDeleteResponse,
     };
     anyhow::ensure!(

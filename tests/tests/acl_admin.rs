@@ -1,7 +1,7 @@
 //! ACL checks of the admin APIs for records, groups and log dirs, as Kafka makes them:
 //! DeleteRecords needs Delete on the topic, DeleteGroups Delete on the group, OffsetDelete Delete
 //! on the group and Read on each topic, DescribeLogDirs and ListPartitionReassignments Describe on
-//! the cluster, ElectLeaders Alter on the cluster. The principal (`User:ANONYMOUS` on PLAINTEXT)
+//! the cluster, ElectLeaders and AlterPartitionReassignments Alter on the cluster. The principal (`User:ANONYMOUS` on PLAINTEXT)
 //! has none of these on the cluster.
 
 use kafka_protocol::messages::delete_records_request::{
@@ -137,6 +137,35 @@ async fn admin_apis_check_kafkas_acls() -> anyhow::Result<()> {
         assert_eq!(response.error_code, expected, "ElectLeaders v{version}");
         let codes: Vec<i16> = response.replica_election_results[0]
             .partition_result
+            .iter()
+            .map(|partition| partition.error_code)
+            .collect();
+        assert_eq!(codes, [error_code::CLUSTER_AUTHORIZATION_FAILED; 2]);
+    }
+
+    // AlterPartitionReassignments without Alter on the cluster: refused at the top level and on
+    // every partition named.
+    {
+        use kafka_protocol::messages::alter_partition_reassignments_request::{
+            ReassignablePartition, ReassignableTopic,
+        };
+        let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(topic_name("a-1"))
+                .with_partitions(vec![
+                    ReassignablePartition::default().with_replicas(Some(vec![BrokerId(1)])),
+                    ReassignablePartition::default().with_partition_index(9),
+                ]),
+        ]);
+        let response: AlterPartitionReassignmentsResponse = client
+            .request(ApiKey::AlterPartitionReassignments, 0, &request)
+            .await?;
+        assert_eq!(
+            response.error_code,
+            error_code::CLUSTER_AUTHORIZATION_FAILED
+        );
+        let codes: Vec<i16> = response.responses[0]
+            .partitions
             .iter()
             .map(|partition| partition.error_code)
             .collect();

@@ -2,7 +2,9 @@
 //! OffsetDelete, ListPartitionReassignments) answer at every advertised version with what Kafka
 //! answers: the low watermark after DeleteRecords and the earliest offset ListOffsets and Fetch
 //! then see (also after a restart), the one log dir with its partition sizes, deleted groups and
-//! offsets gone from OffsetFetch and ListGroups, and no reassignment on one node.
+//! offsets gone from OffsetFetch and ListGroups, and no reassignment on one node;
+//! AlterPartitionReassignments on one node (a cluster of one broker) takes a reassignment to that
+//! broker and refuses any other target.
 
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
@@ -386,5 +388,122 @@ async fn every_elect_leaders_version_answers_on_one_node() -> anyhow::Result<()>
         }
     }
     assert_eq!(exercised, 3, "ElectLeaders v0-v2 are advertised");
+    Ok(())
+}
+
+/// `(topic, partition, replicas)` entries as one AlterPartitionReassignments v0 request; the
+/// `(topic, partition, error code)` of each answer, in order.
+async fn alter_reassignments(
+    client: &mut Connection,
+    entries: &[(&str, i32, Option<&[i32]>)],
+) -> anyhow::Result<(i16, Vec<(String, i32, i16)>)> {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let topics = entries
+        .iter()
+        .map(|(topic, partition, replicas)| {
+            ReassignableTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![ReassignablePartition::default()
+                    .with_partition_index(*partition)
+                    .with_replicas(
+                        replicas.map(|ids| ids.iter().copied().map(BrokerId).collect()),
+                    )])
+        })
+        .collect();
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(topics);
+    let response: AlterPartitionReassignmentsResponse = client
+        .request(ApiKey::AlterPartitionReassignments, 0, &request)
+        .await?;
+    let codes = response
+        .responses
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(|partition| {
+                (
+                    topic.name.0.to_string(),
+                    partition.partition_index,
+                    partition.error_code,
+                )
+            })
+        })
+        .collect();
+    Ok((response.error_code, codes))
+}
+
+/// AlterPartitionReassignments on one node (the cluster behaviour is
+/// tests/clients/test_reassignment.py): the embedded store is a cluster of this one broker, so a
+/// reassignment to it is taken (and done at once: nothing is listed), one naming another broker
+/// is INVALID_REPLICA_ASSIGNMENT, as are an empty list and a duplicate; unknown partitions are
+/// named as such, and a cancellation finds nothing in progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_partition_reassignments_answers_on_one_node() -> anyhow::Result<()> {
+    let data = tempfile::tempdir()?;
+    let log_dirs = format!("log.dirs={}", data.path().display());
+    let broker = TestBroker::start(&[&log_dirs, "node.id=4"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    assert_eq!(
+        advertised(&versions, ApiKey::AlterPartitionReassignments),
+        0..=0
+    );
+    create_topic(&mut client, "moved", &[]).await?;
+    let (top, codes) = alter_reassignments(
+        &mut client,
+        &[
+            ("moved", 0, Some(&[4])),
+            ("moved", 7, Some(&[4])),
+            ("absent", 0, Some(&[4])),
+        ],
+    )
+    .await?;
+    assert_eq!(top, 0);
+    assert_eq!(
+        codes,
+        vec![
+            ("moved".to_owned(), 0, 0),
+            (
+                "moved".to_owned(),
+                7,
+                error_code::UNKNOWN_TOPIC_OR_PARTITION
+            ),
+            (
+                "absent".to_owned(),
+                0,
+                error_code::UNKNOWN_TOPIC_OR_PARTITION
+            ),
+        ]
+    );
+    for replicas in [&[4, 5][..], &[][..], &[4, 4][..]] {
+        let (_, codes) = alter_reassignments(&mut client, &[("moved", 0, Some(replicas))]).await?;
+        assert_eq!(
+            codes,
+            vec![(
+                "moved".to_owned(),
+                0,
+                error_code::INVALID_REPLICA_ASSIGNMENT
+            )],
+            "{replicas:?}"
+        );
+    }
+    let (_, codes) = alter_reassignments(&mut client, &[("moved", 0, None)]).await?;
+    assert_eq!(
+        codes,
+        vec![(
+            "moved".to_owned(),
+            0,
+            error_code::NO_REASSIGNMENT_IN_PROGRESS
+        )]
+    );
+    let request = ListPartitionReassignmentsRequest::default().with_topics(None);
+    let response: ListPartitionReassignmentsResponse = client
+        .request(ApiKey::ListPartitionReassignments, 0, &request)
+        .await?;
+    assert!(response.topics.is_empty());
     Ok(())
 }

@@ -684,6 +684,7 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     // Cluster admin APIs (tests/every_admin_version.rs).
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -17,8 +17,9 @@
 //!   steps down as soon as its fence fails; every `leader.imbalance.check.interval.seconds`,
 //!   once the plan is empty, it submits `skiff_cluster::controller::rebalance` too.
 //!
-//! ElectLeaders requests are planned and written by the broker that receives them
-//! ([`elections`]), fenced like the controller's own elections.
+//! ElectLeaders and AlterPartitionReassignments requests are planned and written by the broker
+//! that receives them ([`requests`]: [`elections`], [`reassignments`]), fenced on its session;
+//! the controller carries out the reassignments.
 //!
 //! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
 //! `shutting_down` and waits (the broker still serving) until the image shows the controller has
@@ -31,6 +32,8 @@ pub mod elections;
 pub mod identity;
 pub mod isr;
 pub mod materialize;
+pub mod reassignments;
+pub mod requests;
 pub mod roles;
 pub mod shedding;
 pub mod topic_changes;

@@ -492,6 +492,8 @@ config_keys! {
         "Bytes a follower asks for in one Fetch over all its partitions; a response frame larger than this plus its framing is refused (the bound of a fetcher's buffer)."
     "replica.fetch.backoff.ms" => replica_fetch_backoff_ms: u64 = skiff_cluster::replica::REPLICA_FETCH_BACKOFF_MS_DEFAULT;
         "Pause of a follower's partition after a failed Fetch (an error from the leader, or no answer) before it fetches again."
+    "skiff.reassignment.throttle.bytes.per.second" => reassignment_throttle_bytes_per_second: u64 = crate::replication::throttle::REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT;
+        "Bytes per second this broker's followers may fetch, summed over the partitions they are catching up for a partition reassignment (a replica in the reassignment's target, not yet in the ISR), so that a reassignment leaves bandwidth to clients and to the other followers (Kafka's follower.replication.throttled.rate, here applied to every reassignment without listing replicas). A second's worth may come at once. 0: unthrottled."
     "controlled.shutdown.enable" => controlled_shutdown_enable: bool = true;
         "At a graceful shutdown (SIGTERM) in a cluster, first mark this broker shutting_down in the metadata store so the controller moves each of its leaderships to another running ISR member and drops it from ISRs, and wait (still serving) until it leads nothing another broker could lead, or skiff.controlled.shutdown.timeout.ms (Kafka's key). Clients then fail over within moments instead of a session timeout. Alone in the cluster (the local store) there is nothing to move and it costs nothing."
     "skiff.controlled.shutdown.timeout.ms" => controlled_shutdown_timeout_ms: u64 = 30_000;

@@ -21,7 +21,8 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_cluster::election::{ElectionType, NoElection};
 
 use super::error_code;
-use crate::cluster::elections::{election_wait, ElectionAnswer};
+use crate::cluster::elections::ElectionAnswer;
+use crate::cluster::requests::{request_wait, Answer};
 use crate::context::Ctx;
 use crate::net::session::Session;
 use crate::security::acl::Operation;
@@ -52,7 +53,7 @@ pub(crate) async fn handle(
             format!("Unknown election type {}", request.election_type),
         );
     };
-    let wait = election_wait(request.timeout_ms);
+    let wait = request_wait(request.timeout_ms);
     match &request.topic_partitions {
         Some(topics) => {
             let asked: Vec<(String, i32)> = topics
@@ -98,7 +99,7 @@ pub(crate) async fn handle(
                             .with_topic(TopicName(StrBytes::from_string(name.clone()))),
                     );
                 }
-                if answer == ElectionAnswer::Refused(NoElection::NotNeeded) {
+                if answer == Answer::Refused(NoElection::NotNeeded) {
                     continue;
                 }
                 if let Some(last) = results.last_mut() {
@@ -114,24 +115,24 @@ pub(crate) async fn handle(
 /// The answer of one partition, with Kafka's messages.
 fn partition_result(topic: &str, partition: i32, answer: ElectionAnswer) -> PartitionResult {
     let (code, message) = match answer {
-        ElectionAnswer::Elected => (error_code::NONE, None),
-        ElectionAnswer::Refused(NoElection::UnknownPartition) => (
+        Answer::Written => (error_code::NONE, None),
+        Answer::Refused(NoElection::UnknownPartition) => (
             error_code::UNKNOWN_TOPIC_OR_PARTITION,
             Some(format!("No such topic partition as {topic}-{partition}")),
         ),
-        ElectionAnswer::Refused(NoElection::NotNeeded) => (
+        Answer::Refused(NoElection::NotNeeded) => (
             error_code::ELECTION_NOT_NEEDED,
             Some("Leader election not needed for topic partition.".to_owned()),
         ),
-        ElectionAnswer::Refused(NoElection::PreferredNotAvailable) => (
+        Answer::Refused(NoElection::PreferredNotAvailable) => (
             error_code::PREFERRED_LEADER_NOT_AVAILABLE,
             Some("The preferred leader was not available.".to_owned()),
         ),
-        ElectionAnswer::Refused(NoElection::EligibleNotAvailable) => (
+        Answer::Refused(NoElection::EligibleNotAvailable) => (
             error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE,
             Some("Eligible topic partition leaders are not available.".to_owned()),
         ),
-        ElectionAnswer::TimedOut => (
+        Answer::TimedOut => (
             error_code::REQUEST_TIMED_OUT,
             Some("The election did not complete within the request's timeout.".to_owned()),
         ),

@@ -9,6 +9,7 @@ mod api_versions;
 
 // Config and partition admin APIs, and what their handlers share.
 mod alter_configs;
+mod alter_partition_reassignments;
 mod config_resources;
 mod create_partitions;
 mod incremental_alter_configs;
@@ -89,6 +90,7 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::OffsetDelete,
     // Cluster admin APIs.
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
 ];
 
 /// What to do after a frame.
@@ -354,6 +356,10 @@ async fn dispatch(
         Request::ElectLeaders(request) => encode(
             &header,
             &elect_leaders::handle(ctx, session, &header, request).await,
+        ),
+        Request::AlterPartitionReassignments(request) => encode(
+            &header,
+            &alter_partition_reassignments::handle(ctx, session, &header, request).await,
         ),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.

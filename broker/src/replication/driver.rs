@@ -4,7 +4,8 @@
 //! leaders' timers (ISR shrink, acks=all deadlines), submits the ISR compare-and-sets the
 //! machines propose, checkpoints the high watermarks every
 //! `replica.high.watermark.checkpoint.interval.ms`, and keeps one [`fetcher`](super::fetcher)
-//! per leader this broker follows partitions of.
+//! per leader this broker follows partitions of, all sharing one reassignment
+//! [`throttle`](super::throttle).
 //!
 //! Must never: poll a follower's machine (its fetcher does: a fetch decided here would never be
 //! sent), run log IO on an async worker (epoch assignment runs on a blocking thread), or submit
@@ -19,6 +20,7 @@ use skiff_placement::NodeId;
 use tokio::sync::watch;
 
 use super::fetcher::{self, Followed};
+use super::throttle::TokenBucket;
 use crate::cluster::isr::IsrOutcome;
 use crate::cluster::Cluster;
 use crate::context::Ctx;
@@ -158,9 +160,10 @@ async fn submit(ctx: &Ctx, proposals: Vec<Proposal>) {
     }
 }
 
-/// The fetchers, one per leader.
+/// The fetchers, one per leader, and the reassignment throttle they share.
 struct Fetchers {
     by_leader: BTreeMap<NodeId, watch::Sender<Vec<Followed>>>,
+    throttle: fetcher::Throttle,
 }
 
 impl Fetchers {
@@ -185,6 +188,7 @@ impl Fetchers {
                         ctx.clone(),
                         leader,
                         receiver,
+                        self.throttle.clone(),
                         ctx.shutdown.subscribe(),
                     ));
                     self.by_leader.insert(leader, sender);
@@ -200,6 +204,10 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut queued: ProposalReceiver) {
     let mut materialized = ctx.cluster.materialized_changes();
     let mut fetchers = Fetchers {
         by_leader: BTreeMap::new(),
+        throttle: Arc::new(std::sync::Mutex::new(TokenBucket::new(
+            ctx.config.reassignment_throttle_bytes_per_second,
+            crate::clock::mono_ms(),
+        ))),
     };
     let mut poll = tokio::time::interval(LEADER_POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -8,13 +8,17 @@
 //!
 //! Bounds: one request in flight per leader; a response frame at most
 //! `replica.fetch.response.max.bytes` plus [`RESPONSE_FRAMING_BYTES_MAX`]; one answer awaited
-//! at most `replica.fetch.wait.max.ms` plus [`RESPONSE_GRACE`].
+//! at most `replica.fetch.wait.max.ms` plus [`RESPONSE_GRACE`]. Partitions this broker catches up
+//! for a reassignment share the broker's [`TokenBucket`]
+//! (`skiff.reassignment.throttle.bytes.per.second`): a request asks them for at most what the
+//! bucket allows, leaves them out while it is empty, and the bytes they bring are charged to it.
 //!
 //! Must never: append a batch the machine did not accept, keep a partition's fetch "in flight"
 //! after its answer was lost (the machine is told `Lost`), or decode peer bytes with
 //! kafka-protocol.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -30,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::throttle::{Allowance, TokenBucket};
 use crate::context::Ctx;
 use crate::partition::replica::LogView;
 use crate::partition::topics::{replay_producers, Partition, Topic};
@@ -70,13 +75,21 @@ pub fn same_partitions(a: &[Followed], b: &[Followed]) -> bool {
 struct Sent {
     followed: Followed,
     fetch: FollowerFetch,
+    /// The bytes asked of it (`replica.fetch.max.bytes`, or less when throttled).
+    max_bytes: i32,
+    /// Whether it is caught up for a reassignment: its bytes are charged to the throttle.
+    throttled: bool,
 }
+
+/// The throttle of reassignment catch-up, shared by this broker's fetchers.
+pub(crate) type Throttle = Arc<Mutex<TokenBucket>>;
 
 /// Runs the fetcher for `leader` until its assignment's sender is dropped or the broker stops.
 pub(crate) async fn run(
     ctx: Arc<Ctx>,
     leader: NodeId,
     mut assigned: watch::Receiver<Vec<Followed>>,
+    throttle: Throttle,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connection: Option<TcpStream> = None;
@@ -89,7 +102,7 @@ pub(crate) async fn run(
             return;
         }
         let followed = assigned.borrow_and_update().clone();
-        let sent = wanted(leader, &followed);
+        let sent = wanted(&ctx, leader, &followed, &throttle);
         if sent.is_empty() {
             tokio::select! {
                 _ = tokio::time::sleep(IDLE_PAUSE) => {}
@@ -110,8 +123,14 @@ pub(crate) async fn run(
                     apply_response(&applying, leader, correlation_id, &frame, sent)
                 })
                 .await;
-                if done.is_err() {
-                    tracing::error!(leader, "applying a fetch response failed");
+                match done {
+                    Ok(0) => {}
+                    Ok(throttled_bytes) => {
+                        if let Ok(mut bucket) = throttle.lock() {
+                            bucket.take(throttled_bytes, crate::clock::mono_ms());
+                        }
+                    }
+                    Err(_) => tracing::error!(leader, "applying a fetch response failed"),
                 }
             }
             Err(error) => {
@@ -130,12 +149,37 @@ pub(crate) async fn run(
     }
 }
 
-/// The partitions whose machines want to fetch from `leader` now, with what to ask.
-fn wanted(leader: NodeId, followed: &[Followed]) -> Vec<Sent> {
+/// The partitions whose machines want to fetch from `leader` now, with what to ask: those caught
+/// up for a reassignment only within the throttle's allowance, which they share in order.
+fn wanted(ctx: &Ctx, leader: NodeId, followed: &[Followed], throttle: &Throttle) -> Vec<Sent> {
     let now = crate::clock::mono_ms();
+    let max_bytes = i32::try_from(ctx.config.replica_fetch_max_bytes).unwrap_or(i32::MAX);
+    let mut allowance = throttle
+        .lock()
+        .map_or(Allowance::Unlimited, |mut bucket| bucket.allowance(now));
+    let catching_up: BTreeSet<(String, i32)> = if allowance == Allowance::Unlimited {
+        BTreeSet::new()
+    } else {
+        ctx.cluster.reassignment_catch_up()
+    };
     let mut sent = Vec::new();
     for followed in followed {
         let partition = &followed.partition;
+        let throttled = catching_up.contains(&(followed.topic.name.clone(), partition.index));
+        let max_bytes = match (throttled, allowance) {
+            (false, _) | (true, Allowance::Unlimited) => max_bytes,
+            (true, Allowance::Empty) => continue, // not even asked: nothing is in flight
+            (true, Allowance::Bytes(bytes)) => {
+                let asked = i32::try_from(bytes).unwrap_or(i32::MAX).min(max_bytes);
+                let left = bytes.saturating_sub(u64::try_from(asked).unwrap_or(0));
+                allowance = if left == 0 {
+                    Allowance::Empty
+                } else {
+                    Allowance::Bytes(left)
+                };
+                asked
+            }
+        };
         let actions = {
             let mut machine = partition.replica.machine();
             let Ok(view) = LogView::of(&partition.log) else {
@@ -148,6 +192,8 @@ fn wanted(leader: NodeId, followed: &[Followed]) -> Vec<Sent> {
                 Action::SendFetch { leader: to, fetch } if to == leader => sent.push(Sent {
                     followed: followed.clone(),
                     fetch,
+                    max_bytes,
+                    throttled,
                 }),
                 // The partition moved to another leader since the driver assigned it here: its
                 // fetch is not sent, and the machine must not wait for it.
@@ -190,9 +236,7 @@ fn request(ctx: &Ctx, sent: &[Sent]) -> FetchRequest {
             .with_fetch_offset(sent.fetch.fetch_offset)
             .with_last_fetched_epoch(sent.fetch.last_fetched_epoch.unwrap_or(-1))
             .with_log_start_offset(log_start_offset)
-            .with_partition_max_bytes(
-                i32::try_from(ctx.config.replica_fetch_max_bytes).unwrap_or(i32::MAX),
-            );
+            .with_partition_max_bytes(sent.max_bytes);
         match topics
             .iter_mut()
             .find(|topic| topic.topic.0.as_str() == name)
@@ -322,7 +366,14 @@ fn request_frame(
 }
 
 /// Decodes a response and hands each sent partition its result. Blocking (appends, truncation).
-fn apply_response(ctx: &Ctx, leader: NodeId, correlation_id: i32, frame: &[u8], sent: Vec<Sent>) {
+/// Returns the record bytes the throttled partitions brought.
+fn apply_response(
+    ctx: &Ctx,
+    leader: NodeId,
+    correlation_id: i32,
+    frame: &[u8],
+    sent: Vec<Sent>,
+) -> u64 {
     let now = crate::clock::mono_ms();
     let view = match decode_fetch_response(frame, REPLICA_FETCH_VERSION) {
         Ok(view) if view.correlation_id == correlation_id && view.error_code == 0 => view,
@@ -336,7 +387,7 @@ fn apply_response(ctx: &Ctx, leader: NodeId, correlation_id: i32, frame: &[u8], 
             for sent in &sent {
                 lost(&sent.followed.partition, leader, &sent.fetch, now);
             }
-            return;
+            return 0;
         }
         Err(error) => {
             ctx.metrics.record_replica_fetch_decode_error();
@@ -344,9 +395,10 @@ fn apply_response(ctx: &Ctx, leader: NodeId, correlation_id: i32, frame: &[u8], 
             for sent in &sent {
                 lost(&sent.followed.partition, leader, &sent.fetch, now);
             }
-            return;
+            return 0;
         }
     };
+    let mut throttled_bytes = 0u64;
     for sent in sent {
         let found = find(
             &view,
@@ -365,7 +417,11 @@ fn apply_response(ctx: &Ctx, leader: NodeId, correlation_id: i32, frame: &[u8], 
         if matches!(result, FetchResult::Records { .. }) {
             follow_log_start(&sent.followed, leader_log_start);
         }
+        if sent.throttled {
+            throttled_bytes += u64::try_from(records.len()).unwrap_or(u64::MAX);
+        }
     }
+    throttled_bytes
 }
 
 /// The response's partition `index` of `topic`.

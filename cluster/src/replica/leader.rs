@@ -23,6 +23,18 @@ pub(super) struct FollowerProgress {
     last_fetch_leader_leo: Offset,
 }
 
+impl FollowerProgress {
+    /// A follower not heard from, and not caught up, since this broker leads.
+    fn unknown() -> Self {
+        Self {
+            leo: None,
+            last_caught_up_ms: 0,
+            last_fetch_ms: 0,
+            last_fetch_leader_leo: -1,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PendingProduce {
     pub(super) id: u64,
@@ -43,9 +55,20 @@ pub(super) struct LeaderState {
 }
 
 impl LeaderState {
-    pub(super) fn apply_state(&mut self, state: &PartitionState, revision: i64) {
+    pub(super) fn apply_state(&mut self, me: NodeId, state: &PartitionState, revision: i64) {
         self.isr = state.isr.clone();
         self.replicas = state.replicas.clone();
+        // A reassignment changes the replicas at the same epoch: an added replica is tracked
+        // from its first fetch (unknown and never caught up until then, so it joins the ISR only
+        // through the expansion rule); a removed one is forgotten.
+        self.followers.retain(|id, _| state.replicas.contains(id));
+        for id in &state.replicas {
+            if *id != me {
+                self.followers
+                    .entry(*id)
+                    .or_insert(FollowerProgress::unknown());
+            }
+        }
         self.revision = revision;
         if self.in_flight.as_ref().is_some_and(|(_, r)| revision > *r) {
             self.in_flight = None;
@@ -85,16 +108,11 @@ impl Replica {
             .iter()
             .filter(|id| **id != self.me)
             .map(|id| {
-                let caught_up = if state.isr.contains(id) { now } else { 0 };
-                (
-                    *id,
-                    FollowerProgress {
-                        leo: None,
-                        last_caught_up_ms: caught_up,
-                        last_fetch_ms: 0,
-                        last_fetch_leader_leo: -1,
-                    },
-                )
+                let mut progress = FollowerProgress::unknown();
+                if state.isr.contains(id) {
+                    progress.last_caught_up_ms = now;
+                }
+                (*id, progress)
             })
             .collect();
         self.role = Role::Leader(LeaderState {

@@ -379,7 +379,7 @@ impl Replica {
         }
         // Same epoch: the ISR (or replicas) changed, by our CAS or the controller's.
         if let Role::Leader(l) = &mut self.role {
-            l.apply_state(state, revision);
+            l.apply_state(self.me, state, revision);
             self.after_leader_change(now, log, &mut actions);
         }
         actions
@@ -560,6 +560,42 @@ mod tests {
         assert!(actions
             .iter()
             .any(|a| matches!(a, Action::ProposeIsr { state, .. } if state.isr == vec![1, 2, 3])));
+    }
+
+    #[test]
+    fn a_replica_added_at_the_same_epoch_joins_the_isr_and_a_removed_one_is_refused() {
+        let (mut leader, log) = leader_at_5();
+        leader.on_follower_fetch(1, fetch(2, 10, Some(3), 5), &log);
+        leader.on_follower_fetch(1, fetch(3, 10, Some(3), 5), &log);
+        // A reassignment adds 4 and, later, removes 3, at the same leader epoch.
+        let added = PartitionState {
+            replicas: vec![1, 2, 3, 4],
+            ..state(1, 5, &[1, 2, 3])
+        };
+        leader.on_partition_state(2, &added, 8, &log);
+        let (answer, actions) = leader.on_follower_fetch(3, fetch(4, 4, None, 5), &log);
+        assert!(matches!(answer, FetchAnswer::Records { from: 4, .. }));
+        assert!(actions.is_empty(), "behind the HW: not in the ISR yet");
+        let (_, actions) = leader.on_follower_fetch(4, fetch(4, 10, Some(3), 5), &log);
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::ProposeIsr { state, .. }
+                if state.isr == vec![1, 2, 3, 4] && state.replicas == vec![1, 2, 3, 4])),
+            "{actions:?}"
+        );
+        let finished = PartitionState {
+            replicas: vec![1, 2, 4],
+            ..state(1, 5, &[1, 2, 4])
+        };
+        leader.on_partition_state(5, &finished, 9, &log);
+        let (answer, _) = leader.on_follower_fetch(6, fetch(3, 10, Some(3), 5), &log);
+        assert_eq!(
+            answer,
+            FetchAnswer::Error(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+        );
+        let status = leader.leader_status(10).unwrap();
+        assert_eq!((status.replicas, status.isr), (3, 3));
     }
 
     #[test]

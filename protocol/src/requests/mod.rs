@@ -12,6 +12,7 @@
 pub mod source;
 
 mod alter_configs;
+mod alter_partition_reassignments;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
@@ -43,7 +44,8 @@ mod sync_group;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, CreatePartitionsRequest, IncrementalAlterConfigsRequest,
+    AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreatePartitionsRequest,
+    IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
@@ -205,6 +207,7 @@ requests! {
     OffsetDelete(OffsetDeleteRequest) = offset_delete::decode;
     // Cluster admin APIs.
     ElectLeaders(ElectLeadersRequest) = elect_leaders::decode;
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest) = alter_partition_reassignments::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

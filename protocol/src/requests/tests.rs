@@ -324,6 +324,7 @@ per_api_tests! {
     list_partition_reassignments: ListPartitionReassignments;
     offset_delete: OffsetDelete;
     elect_leaders: ElectLeaders;
+    alter_partition_reassignments: AlterPartitionReassignments;
 }
 
 #[test]
@@ -618,6 +619,7 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::DeleteGroups(m) => &mut m.unknown_tagged_fields,
         Request::ListPartitionReassignments(m) => &mut m.unknown_tagged_fields,
         Request::ElectLeaders(m) => &mut m.unknown_tagged_fields,
+        Request::AlterPartitionReassignments(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })
@@ -784,6 +786,39 @@ fn admin_request_bytes_follow_kafkas_schemas() {
         panic!()
     };
     assert_eq!(request.groups_names[0].0.as_str(), "g");
+}
+
+#[test]
+fn alter_partition_reassignments_bytes_follow_kafkas_schema() {
+    // v0 (AlterPartitionReassignmentsRequest.json, flexible): timeout 30000; topics [name "t",
+    // partitions [0 → replicas [3, 2]], [1 → null replicas: a cancellation]], no tags anywhere.
+    let body = Bytes::from_static(&[
+        0, 0, 0x75, 0x30, // timeout_ms
+        2, 2, b't', // one topic, "t"
+        3,    // two partitions
+        0, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, // 0: [3, 2]
+        0, 0, 0, 1, 0, 0, // 1: null
+        0, 0,
+    ]);
+    let Ok(Request::AlterPartitionReassignments(request)) =
+        decode_body(ApiKey::AlterPartitionReassignments, 0, &body)
+    else {
+        panic!("AlterPartitionReassignments v0 decodes");
+    };
+    assert_eq!(request.timeout_ms, 30_000);
+    let topic = &request.topics[0];
+    assert_eq!(topic.name.0.as_str(), "t");
+    let replicas: Vec<Option<Vec<i32>>> = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            p.replicas
+                .as_ref()
+                .map(|r| r.iter().map(|id| id.0).collect())
+        })
+        .collect();
+    assert_eq!(replicas, vec![Some(vec![3, 2]), None]);
+    assert_eq!(topic.partitions[1].partition_index, 1);
 }
 
 #[test]
