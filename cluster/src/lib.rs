@@ -10,6 +10,7 @@
 //! - [`load`]: when a broker writes its load report, and the Txn;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
+//! - [`preferred_leaders`]: each new partition's preferred leader, its bundle's owner;
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
 //!   intent), what it materializes of the image, and the group coordinator's partition;
 //! - [`replica`]: the replica state machine of one partition (leader, follower, ISR, HW);
@@ -29,6 +30,7 @@ pub mod image;
 pub mod layout;
 pub mod load;
 pub mod membership;
+pub mod preferred_leaders;
 pub mod records;
 pub mod replica;
 pub mod session;

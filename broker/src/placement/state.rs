@@ -1,8 +1,9 @@
 //! The broker's placement state: the cluster view (the running brokers of the cluster image, with
 //! their racks and load reports, set before each assignment), the replica policy, the bundle map
 //! and a seeded RNG, behind one lock. Topic creation asks it for replica assignments and bundle
-//! membership through the pure BP-65 code; CreatePartitions asks it for added partitions the same
-//! way.
+//! membership through the pure BP-65 code, with each partition's preferred leader (its bundle's
+//! owner, `skiff_cluster::preferred_leaders`) given; CreatePartitions asks it for added
+//! partitions the same way.
 //! Operators read the bundles as JSON (`/placement/bundles` on the metrics listener).
 //!
 //! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
@@ -19,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use skiff_placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
 use skiff_placement::{
     assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
-    ReplicaPolicy,
+    PreferredLeader, ReplicaPolicy,
 };
 
 use super::sampler::LoadSampler;
@@ -73,14 +74,14 @@ impl PlacementState {
         })
     }
 
-    /// Replicas for `added` new partitions of a topic that has `existing` (CreatePartitions without
-    /// an assignment; 0 for a new topic); with `record_bundles`, the bundles of the new partitions
-    /// are recorded with their owners.
+    /// Replicas for new partitions of a topic that has `existing` (CreatePartitions without an
+    /// assignment; 0 for a new topic), one per entry of `leaders` (each one's preferred leader);
+    /// with `record_bundles`, the bundles of the new partitions are recorded with their owners.
     pub(crate) fn assign_added(
         &self,
         topic: &str,
         existing: usize,
-        added: usize,
+        leaders: &[PreferredLeader],
         replication_factor: usize,
         record_bundles: bool,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
@@ -92,7 +93,7 @@ impl PlacementState {
             rng,
             ..
         } = &mut *inner;
-        let replicas = assign_replicas(topic, added, replication_factor, view, policy, rng)?;
+        let replicas = assign_replicas(topic, leaders, replication_factor, view, policy, rng)?;
         if record_bundles {
             self.record_bundles(bundles, topic, existing, &replicas)?;
         }
