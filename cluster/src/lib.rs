@@ -8,6 +8,7 @@
 //! - [`bundles`]: bundle records, the shedder's load snapshot, and bundle moves and splits;
 //! - [`election`]: the ElectLeaders API's decisions and their fenced Txns;
 //! - [`load`]: when a broker writes its load report, and the Txn;
+//! - [`traffic`]: the traffic rates of a load report, from two readings of a broker's counters;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
 //! - [`preferred_leaders`]: each new partition's preferred leader, its bundle's owner;
@@ -37,6 +38,7 @@ pub mod session;
 #[cfg(test)]
 mod test_world;
 pub mod topics;
+pub mod traffic;
 
 pub use image::{ClusterImage, Versioned};
 pub use layout::{Key, Layout};

@@ -1,8 +1,8 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
 //! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
-//! that interval's appends; samples this node's load and publishes it to `R/load/<id>` for
-//! placement. Runs blocking file work on the blocking pool so no request waits behind it.
+//! that interval's appends; samples this node's load and traffic every 5 s and publishes them to
+//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
@@ -14,11 +14,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::context::Ctx;
+use crate::partition::traffic;
 
 /// The shortest tick, so a tiny `flush.ms` cannot turn this task into a busy loop.
 const TICK_MS_MIN: u64 = 100;
-/// How often this node's load (CPU, disk IO, write rate, free disk) is sampled for placement.
-const LOAD_SAMPLE_INTERVAL_MS: u64 = 10_000;
+/// How often this node's load (CPU, disk IO, write rate, free disk, traffic) is sampled for
+/// placement and the shedder: as often as a load report may be written, so a change in traffic
+/// reaches the controller within one or two report intervals.
+const LOAD_SAMPLE_INTERVAL_MS: u64 = skiff_cluster::load::LOAD_REPORT_INTERVAL_MS_MIN;
 
 /// Runs until `stop` turns true.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
@@ -69,9 +72,21 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             let ctx = work_ctx;
             let sampled = if sample_due {
                 let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
+                let reading = traffic::read_all(&ctx.topics, &ctx.metrics.traffic);
+                // Placement's write rate: the record bytes this broker appended to its logs.
+                let written = reading
+                    .totals
+                    .bytes_in
+                    .saturating_add(reading.totals.replication_bytes_in);
+                let traffic = ctx
+                    .placement
+                    .sample_traffic(crate::clock::mono_ms(), reading);
+                if let Some(traffic) = &traffic {
+                    ctx.metrics.set_traffic_rates(traffic);
+                }
                 ctx.placement
-                    .sample_load(now_ms, Some(ctx.metrics.bytes_in_total()))
-                    .map(|report| (report, now_ms))
+                    .sample_load(now_ms, Some(written))
+                    .map(|report| (report, traffic.unwrap_or_default(), now_ms))
             } else {
                 None
             };
@@ -79,7 +94,9 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             sampled
         });
         match work.await {
-            Ok(Some((report, now_ms))) => ctx.cluster.publish_load(report, now_ms).await,
+            Ok(Some((report, traffic, now_ms))) => {
+                ctx.cluster.publish_load(report, traffic, now_ms).await
+            }
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "log maintenance task failed"),
         }
