@@ -84,9 +84,19 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                 if let Some(traffic) = &traffic {
                     ctx.metrics.set_traffic_rates(traffic);
                 }
-                ctx.placement
-                    .sample_load(now_ms, Some(written))
-                    .map(|report| (report, traffic.unwrap_or_default(), now_ms))
+                let report = ctx.placement.sample_load(now_ms, Some(written));
+                // Traffic needs two readings, the smoothed figures a full window (one reading
+                // more than LOAD_WINDOW_SAMPLES): the traffic goes out as soon as it is known,
+                // with the figures unknown (-1) until then, which placement reads exactly as it
+                // reads no report at all.
+                match (report, traffic) {
+                    (None, None) => None,
+                    (report, traffic) => Some((
+                        report.unwrap_or_else(skiff_placement::LoadReport::unknown),
+                        traffic.unwrap_or_default(),
+                        now_ms,
+                    )),
+                }
             } else {
                 None
             };
