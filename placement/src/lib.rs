@@ -351,6 +351,17 @@ mod tests {
 
     use super::*;
 
+    /// How many distinct racks `replicas` span in `view`.
+    fn racks_spanned(view: &ClusterView, replicas: &[NodeId]) -> usize {
+        let mut racks: Vec<_> = replicas
+            .iter()
+            .map(|id| view.nodes[*id as usize].rack.clone())
+            .collect();
+        racks.sort();
+        racks.dedup();
+        racks.len()
+    }
+
     fn unled(count: usize) -> Vec<PreferredLeader> {
         vec![PreferredLeader::Any; count]
     }
@@ -428,13 +439,7 @@ mod tests {
         let got =
             assign_replicas("t", &unled(50), 3, &v, &ReplicaPolicy::default(), &mut rng).unwrap();
         for replicas in got {
-            let mut racks: Vec<_> = replicas
-                .iter()
-                .map(|id| v.nodes[*id as usize].rack.clone())
-                .collect();
-            racks.sort();
-            racks.dedup();
-            assert_eq!(racks.len(), 3);
+            assert_eq!(racks_spanned(&v, &replicas), 3);
         }
     }
 
@@ -472,13 +477,7 @@ mod tests {
             assign_replicas("t", &leaders, 3, &v, &ReplicaPolicy::default(), &mut rng).unwrap();
         for (leader, replicas) in leaders.iter().zip(&got) {
             assert_eq!(PreferredLeader::Owner(replicas[0]), *leader);
-            let mut racks: Vec<_> = replicas
-                .iter()
-                .map(|id| v.nodes[*id as usize].rack.clone())
-                .collect();
-            racks.sort();
-            racks.dedup();
-            assert_eq!(racks.len(), 3, "{replicas:?}");
+            assert_eq!(racks_spanned(&v, replicas), 3, "{replicas:?}");
         }
         // Node 4 only ever holds the partitions it owns: the weights leave it out elsewhere.
         let elsewhere = got.iter().filter(|r| r[1..].contains(&4)).count();
@@ -609,13 +608,7 @@ mod tests {
                         // Every rack holds a node (node i is in rack i mod racks): with as many
                         // racks as replicas, each replica is in its own, given leader or not.
                         if rack_count >= rf && node_count >= rack_count {
-                            let mut racks: Vec<_> = replicas
-                                .iter()
-                                .map(|id| v.nodes[*id as usize].rack.clone())
-                                .collect();
-                            racks.sort();
-                            racks.dedup();
-                            prop_assert_eq!(racks.len(), rf);
+                            prop_assert_eq!(racks_spanned(&v, &replicas), rf);
                         }
                     }
                 }
