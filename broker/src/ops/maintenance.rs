@@ -2,7 +2,8 @@
 //! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
 //! that interval's appends; samples this node's load and traffic every 5 s and publishes them to
-//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no request waits behind it.
+//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no
+//! request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
