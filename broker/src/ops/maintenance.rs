@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use skiff_cluster::traffic::TrafficReading;
+
 use crate::context::Ctx;
-use crate::partition::traffic;
 
 /// The shortest tick, so a tiny `flush.ms` cannot turn this task into a busy loop.
 const TICK_MS_MIN: u64 = 100;
@@ -73,7 +74,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             let ctx = work_ctx;
             let sampled = if sample_due {
                 let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
-                let reading = traffic::read_all(&ctx.topics, &ctx.metrics.traffic);
+                let reading = read_traffic(&ctx);
                 // Placement's write rate: the record bytes this broker appended to its logs.
                 let written = reading
                     .totals
@@ -112,6 +113,23 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             Err(error) => tracing::error!(%error, "log maintenance task failed"),
         }
     }
+}
+
+/// One reading of the broker's traffic counters and of every local partition's.
+fn read_traffic(ctx: &Ctx) -> TrafficReading {
+    let mut reading = TrafficReading {
+        totals: ctx.metrics.traffic_totals(),
+        ..TrafficReading::default()
+    };
+    for topic in ctx.topics.all() {
+        for partition in &topic.partitions {
+            reading.partitions.insert(
+                (topic.name.clone(), partition.index),
+                partition.traffic.read(),
+            );
+        }
+    }
+    reading
 }
 
 fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {

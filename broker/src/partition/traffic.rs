@@ -13,9 +13,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use skiff_cluster::traffic::{TrafficCounts, TrafficReading};
-
-use crate::partition::topics::Topics;
+use skiff_cluster::traffic::TrafficCounts;
 
 /// Traffic counters, of one partition or of the broker; they only grow.
 #[derive(Debug, Default)]
@@ -53,21 +51,4 @@ impl TrafficCounters {
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
         }
     }
-}
-
-/// One reading of the broker's counters (`totals`) and of every local partition's.
-pub fn read_all(topics: &Topics, totals: &TrafficCounters) -> TrafficReading {
-    let mut reading = TrafficReading {
-        totals: totals.read(),
-        ..TrafficReading::default()
-    };
-    for topic in topics.all() {
-        for partition in &topic.partitions {
-            reading.partitions.insert(
-                (topic.name.clone(), partition.index),
-                partition.traffic.read(),
-            );
-        }
-    }
-    reading
 }
