@@ -105,13 +105,26 @@ pub fn bundle_partitions(image: &ClusterImage, bundle: &BundleId) -> Vec<(String
 }
 
 /// The bundle of the image that holds `topic`'s `partition`, if its namespace has records.
+/// One ordered lookup (ids sort by namespace, then range), not a pass over every bundle: topic
+/// creation asks this for each new partition.
 pub fn bundle_of(image: &ClusterImage, topic: &str, partition: i32) -> Option<BundleId> {
     let namespace = BUNDLE_NAMESPACE_RULE.namespace_of(topic);
     let hash = partition_hash(topic, u32::try_from(partition).ok()?);
+    // The last id at or before (namespace, [hash, ∞)): the namespace's range starting at or
+    // before the hash, if any.
+    let probe = BundleId {
+        namespace: namespace.to_owned(),
+        range: HashRange {
+            lo: u64::from(hash),
+            hi: u64::MAX,
+        },
+    };
     image
         .bundles()
-        .keys()
-        .find(|id| id.namespace == namespace && id.range.contains(hash))
+        .range(..=probe)
+        .next_back()
+        .map(|(id, _)| id)
+        .filter(|id| id.namespace == namespace && id.range.contains(hash))
         .cloned()
 }
 

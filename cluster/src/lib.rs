@@ -10,8 +10,10 @@
 //! - [`reassign`]: partition reassignments (KIP-455): the controller's steps, the
 //!   AlterPartitionReassignments writes and what ListPartitionReassignments lists;
 //! - [`load`]: when a broker writes its load report, and the Txn;
+//! - [`traffic`]: the traffic rates of a load report, from two readings of a broker's counters;
 //! - [`membership`]: the Txns a broker writes itself for its membership (registration,
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
+//! - [`preferred_leaders`]: each new partition's preferred leader, its bundle's owner;
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
 //!   intent), what it materializes of the image, and the group coordinator's partition;
 //! - [`replica`]: the replica state machine of one partition (leader, follower, ISR, HW);
@@ -31,6 +33,7 @@ pub mod image;
 pub mod layout;
 pub mod load;
 pub mod membership;
+pub mod preferred_leaders;
 pub mod reassign;
 pub mod records;
 pub mod replica;
@@ -38,6 +41,7 @@ pub mod session;
 #[cfg(test)]
 mod test_world;
 pub mod topics;
+pub mod traffic;
 
 pub use image::{ClusterImage, Versioned};
 pub use layout::{Key, Layout};

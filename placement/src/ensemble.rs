@@ -128,6 +128,30 @@ pub fn build_indexed<R: Rng + ?Sized>(
     racks: &RackPolicy,
     rng: &mut R,
 ) -> Result<Ensemble, PlacementError> {
+    build_led(
+        index,
+        weights,
+        None,
+        ensemble_size,
+        write_quorum,
+        racks,
+        rng,
+    )
+}
+
+/// [`build_indexed`] with position 0 given: node index `first` (a bundle's owner, the partition's
+/// preferred leader) takes it whatever its weight, and the other positions are drawn as usual
+/// around it. Position 0 has no rack constraint of its own (any rack may start an ensemble), so
+/// a forced first node never makes an ensemble that the rules could have satisfied fail them.
+pub fn build_led<R: Rng + ?Sized>(
+    index: &RackIndex,
+    weights: &NodeWeights,
+    first: Option<usize>,
+    ensemble_size: usize,
+    write_quorum: usize,
+    racks: &RackPolicy,
+    rng: &mut R,
+) -> Result<Ensemble, PlacementError> {
     if ensemble_size == 0 || write_quorum == 0 || write_quorum > ensemble_size {
         return Err(PlacementError::BadQuorum {
             ensemble_size,
@@ -135,6 +159,12 @@ pub fn build_indexed<R: Rng + ?Sized>(
         });
     }
     let n = index.node_count();
+    if let Some(first) = first.filter(|&first| first >= n) {
+        return Err(PlacementError::NodeIndexOutOfView {
+            index: first,
+            node_count: n,
+        });
+    }
     let not_enough = PlacementError::NotEnoughNodes {
         topic: String::new(),
         replication_factor: ensemble_size,
@@ -153,7 +183,7 @@ pub fn build_indexed<R: Rng + ?Sized>(
                 racks_min,
             });
         }
-        return build_one_rack(n, weights, ensemble_size, racks_min, not_enough, rng);
+        return build_one_rack(n, weights, first, ensemble_size, racks_min, not_enough, rng);
     }
 
     let mut slots: Vec<Option<usize>> = vec![None; ensemble_size];
@@ -169,8 +199,11 @@ pub fn build_indexed<R: Rng + ?Sized>(
             .map(|rack| coverage_ok(&slots, position, rack, write_quorum, racks_min, rack_of))
             .collect();
         let covers = |candidate: usize| rack_covers[rack_of[candidate] as usize];
-        let mut pick = None;
+        let mut pick = first.filter(|_| position == 0);
         for tier in 0..4 {
+            if pick.is_some() {
+                break;
+            }
             let eligible = |i: usize| {
                 !used.contains(&i)
                     && match tier {
@@ -181,9 +214,6 @@ pub fn build_indexed<R: Rng + ?Sized>(
                     }
             };
             pick = weights.pick_where(n, eligible, &mut scratch, rng);
-            if pick.is_some() {
-                break;
-            }
         }
         let Some(pick) = pick else {
             return Err(PlacementError::RackConstraint {
@@ -203,19 +233,21 @@ pub fn build_indexed<R: Rng + ?Sized>(
     Ok(Ensemble { members, adherence })
 }
 
-/// One rack (of `n` nodes): the rack constraint is moot; E nodes drawn by weight alone, failing
-/// adherence if the policy wanted more than one rack.
+/// One rack (of `n` nodes): the rack constraint is moot; E nodes (after `first`, if given) drawn
+/// by weight alone, failing adherence if the policy wanted more than one rack.
 fn build_one_rack<R: Rng + ?Sized>(
     n: usize,
     weights: &NodeWeights,
+    first: Option<usize>,
     ensemble_size: usize,
     racks_min: usize,
     not_enough: PlacementError,
     rng: &mut R,
 ) -> Result<Ensemble, PlacementError> {
     let mut members: Vec<usize> = Vec::with_capacity(ensemble_size);
+    members.extend(first);
     let mut scratch: Vec<usize> = Vec::new();
-    for _ in 0..ensemble_size {
+    while members.len() < ensemble_size {
         let pick = weights
             .pick_where(n, |i| !members.contains(&i), &mut scratch, rng)
             .ok_or(not_enough.clone())?;

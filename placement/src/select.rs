@@ -254,6 +254,14 @@ impl NodeWeights {
         self.pick(scratch, rng)
     }
 
+    /// Whether node index `i` is one a weighted draw can land on (a positive weight: BP-65 leaves
+    /// out busy and unknown nodes); every node under the load-ordered policies, which order
+    /// rather than exclude. A caller spreading picks over distinct nodes stops at these, so
+    /// spreading never reaches a node the weights left out.
+    pub fn drawable(&self, i: usize) -> bool {
+        self.mode != Mode::Weighted || self.weight(i) > 0.0
+    }
+
     /// True if load-weighted selection found too few lightly loaded nodes and drew uniformly.
     pub fn fell_back(&self) -> bool {
         self.fell_back

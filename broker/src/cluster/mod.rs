@@ -856,27 +856,33 @@ impl Cluster {
         })
     }
 
-    /// Writes this broker's load report to `R/load/<id>` on its session lease when
+    /// Writes this broker's load report (placement's figures and its traffic over the last
+    /// sampling interval) to `R/load/<id>` on its session lease when
     /// `skiff_cluster::load::report_due` says so (or when the lease changed since the last one:
     /// the old key died with the old lease).
-    pub async fn publish_load(&self, report: skiff_placement::LoadReport, now_ms: u64) {
+    pub async fn publish_load(
+        &self,
+        report: skiff_placement::LoadReport,
+        traffic: skiff_cluster::records::TrafficRecord,
+        now_ms: u64,
+    ) {
         let Some(session) = self.session.lock().ok().and_then(|s| *s) else {
             return;
+        };
+        let record = skiff_cluster::records::LoadRecord {
+            report,
+            write_capacity_bytes_per_second: 0,
+            sample_ms: now_ms,
+            traffic,
         };
         let last = self.last_load.lock().ok().and_then(|last| last.clone());
         let last_record = last
             .as_ref()
             .filter(|(_, lease)| *lease == session.lease)
             .map(|(record, _)| record);
-        if !skiff_cluster::load::report_due(last_record, &report, now_ms) {
+        if !skiff_cluster::load::report_due(last_record, &record) {
             return;
         }
-        let record = skiff_cluster::records::LoadRecord {
-            report,
-            write_capacity_bytes_per_second: 0,
-            sample_ms: now_ms,
-            traffic: Default::default(),
-        };
         let txn =
             skiff_cluster::load::put_report(&self.layout, self.node_id, &record, session.lease);
         match self.store.txn(txn).await {

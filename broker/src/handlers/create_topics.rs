@@ -4,7 +4,7 @@
 //! which answers once this broker's image and logs show it. Creating needs Create on the cluster
 //! or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,8 @@ use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
 use crate::security::acl::model::CLUSTER_NAME;
 use crate::security::acl::{Access, Operation, ResourceType};
-use skiff_placement::PlacementError;
+use skiff_cluster::preferred_leaders::preferred_leaders;
+use skiff_placement::{PlacementError, PreferredLeader};
 
 /// How long an auto-creation (from Metadata or Produce) waits for the topic; the client's
 /// request has no timeout of its own for it.
@@ -38,7 +39,9 @@ pub(crate) fn check_replication_factor(factor: i16) -> Result<usize, TopicError>
 
 /// Replicas for `added` new partitions of `topic` (after `existing` ones) with
 /// `replication_factor` replicas each, from placement over the running brokers (which also
-/// records each partition's bundle).
+/// records each partition's bundle). Each partition's preferred leader is its bundle's owner
+/// (`skiff_cluster::preferred_leaders`): the running owner of the image's bundle record, else one
+/// drawn per bundle by placement.
 pub(crate) fn assign_replicas(
     ctx: &Ctx,
     topic: &str,
@@ -51,16 +54,18 @@ pub(crate) fn assign_replicas(
         return Err(TopicError::InvalidPartitions(added));
     }
     let replicas = check_replication_factor(replication_factor)?;
+    let added_count = usize::try_from(added).unwrap_or(0);
     let nodes = ctx.cluster.placement_nodes(ctx.placement.local_load());
+    let running: BTreeSet<i32> = nodes.iter().map(|node| node.id).collect();
+    let first = i32::try_from(existing).unwrap_or(i32::MAX);
+    let leaders = ctx
+        .cluster
+        .with_image(|image| preferred_leaders(image, topic, first, added_count, &running))
+        // An unreadable image also left `nodes` empty: placement answers NotEnoughNodes.
+        .unwrap_or_else(|| vec![PreferredLeader::Any; added_count]);
     ctx.placement.set_nodes(nodes);
     ctx.placement
-        .assign_added(
-            topic,
-            existing,
-            usize::try_from(added).unwrap_or(0),
-            replicas,
-            record_bundles,
-        )
+        .assign_added(topic, existing, &leaders, replicas, record_bundles)
         .map_err(|error| match error {
             PlacementError::TooManyPartitions { .. } => TopicError::InvalidPartitions(added),
             PlacementError::NotEnoughNodes { node_count, .. } => {

@@ -12,6 +12,9 @@
 //!   complete message bigger than it asked for, which every client tested parses.
 //! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
 //!
+//! The record bytes a response carries count as each partition's (and the broker's) bytes out
+//! once the response is laid out (`crate::partition::traffic`).
+//!
 //! Authorization: a consumer needs Read on each topic, a follower (replica id ≥ 0) ClusterAction
 //! on the cluster; a refused partition is an errored partition like any other (error code, empty
 //! record set).
@@ -479,6 +482,9 @@ fn read_partition(
     }
 }
 
+/// One partition's records in a response, with the partition whose traffic they count as.
+type Hole = (ResponsePart, Arc<Partition>);
+
 fn build_response(
     ctx: &Ctx,
     version: i16,
@@ -486,7 +492,7 @@ fn build_response(
     reads: Vec<ReadTopic>,
 ) -> Vec<ResponsePart> {
     let mut shape = FetchResponseShape::default();
-    let mut holes: Vec<Vec<Option<ResponsePart>>> = Vec::with_capacity(reads.len());
+    let mut holes: Vec<Vec<Option<Hole>>> = Vec::with_capacity(reads.len());
     for read_topic in reads {
         let mut topic_shape = FetchTopicShape {
             name: read_topic.name,
@@ -574,7 +580,7 @@ fn build_response(
                             records_bytes,
                             ..base
                         },
-                        hole,
+                        hole.map(|hole| (hole, partition)),
                     )
                 }
             };
@@ -599,10 +605,18 @@ fn build_response(
                 topic_index,
                 partition_index,
                 ..
-            } => holes
-                .get_mut(topic_index)
-                .and_then(|topic| topic.get_mut(partition_index))
-                .and_then(Option::take),
+            } => {
+                let (records, partition) = holes
+                    .get_mut(topic_index)
+                    .and_then(|topic| topic.get_mut(partition_index))
+                    .and_then(Option::take)?;
+                // Counted once the response is laid out: what goes on the wire (stored bytes,
+                // or a legacy fetch's declared converted size).
+                let sent = u64::try_from(records.wire_len()).unwrap_or(u64::MAX);
+                partition.traffic.count_sent(sent);
+                ctx.metrics.traffic.count_sent(sent);
+                Some(records)
+            }
         })
         .collect()
 }

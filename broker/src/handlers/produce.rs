@@ -53,6 +53,8 @@ struct Appended {
     log_start_offset: i64,
     /// acks=all: the wait for the high watermark to pass the batch.
     replication: Option<ReplicationWait>,
+    /// False for a retried batch answered with its first append's offsets: nothing was stored.
+    stored: bool,
 }
 
 /// How long an acks=all produce may wait beyond its `timeout_ms` for the replica machine's own
@@ -237,6 +239,7 @@ async fn append(
         .flatten()
         .map(|(_, header)| u64::try_from(header.records_count).unwrap_or(0))
         .sum();
+    let stored_bytes = batches.len() as u64;
     let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
     let may_block = partition
         .log
@@ -252,6 +255,14 @@ async fn append(
     } else {
         append_checked(partition, batches, leader_epoch, now_ms, log_append_time)?
     };
+    if appended.stored {
+        partition
+            .traffic
+            .count_produced(stored_bytes, records_count);
+        ctx.metrics
+            .traffic
+            .count_produced(stored_bytes, records_count);
+    }
     let now = crate::clock::mono_ms();
     let hw_before = partition.replica.high_watermark();
     let deferred = partition.replica.after_append(now, &partition.log);
@@ -348,6 +359,7 @@ fn append_checked(
                 log_append_time_ms: -1,
                 log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
                 replication: None,
+                stored: false,
             },
             last_offset,
         ));
@@ -373,6 +385,7 @@ fn append_checked(
             log_append_time_ms: if log_append_time { now_ms } else { -1 },
             log_start_offset: info.log_start_offset,
             replication: None,
+            stored: true,
         },
         info.last_offset,
     ))

@@ -1,8 +1,9 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
 //! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
-//! that interval's appends; samples this node's load and publishes it to `R/load/<id>` for
-//! placement. Runs blocking file work on the blocking pool so no request waits behind it.
+//! that interval's appends; samples this node's load and traffic every 5 s and publishes them to
+//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no
+//! request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
@@ -13,12 +14,16 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use skiff_cluster::traffic::TrafficReading;
+
 use crate::context::Ctx;
 
 /// The shortest tick, so a tiny `flush.ms` cannot turn this task into a busy loop.
 const TICK_MS_MIN: u64 = 100;
-/// How often this node's load (CPU, disk IO, write rate, free disk) is sampled for placement.
-const LOAD_SAMPLE_INTERVAL_MS: u64 = 10_000;
+/// How often this node's load (CPU, disk IO, write rate, free disk, traffic) is sampled for
+/// placement and the shedder: as often as a load report may be written, so a change in traffic
+/// reaches the controller within one or two report intervals.
+const LOAD_SAMPLE_INTERVAL_MS: u64 = skiff_cluster::load::LOAD_REPORT_INTERVAL_MS_MIN;
 
 /// Runs until `stop` turns true.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
@@ -69,9 +74,31 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             let ctx = work_ctx;
             let sampled = if sample_due {
                 let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
-                ctx.placement
-                    .sample_load(now_ms, Some(ctx.metrics.bytes_in_total()))
-                    .map(|report| (report, now_ms))
+                let reading = read_traffic(&ctx);
+                // Placement's write rate: the record bytes this broker appended to its logs.
+                let written = reading
+                    .totals
+                    .bytes_in
+                    .saturating_add(reading.totals.replication_bytes_in);
+                let traffic = ctx
+                    .placement
+                    .sample_traffic(crate::clock::mono_ms(), reading);
+                if let Some(traffic) = &traffic {
+                    ctx.metrics.set_traffic_rates(traffic);
+                }
+                let report = ctx.placement.sample_load(now_ms, Some(written));
+                // Traffic needs two readings, the smoothed figures a full window (one reading
+                // more than LOAD_WINDOW_SAMPLES): the traffic goes out as soon as it is known,
+                // with the figures unknown (-1) until then, which placement reads exactly as it
+                // reads no report at all.
+                match (report, traffic) {
+                    (None, None) => None,
+                    (report, traffic) => Some((
+                        report.unwrap_or_else(skiff_placement::LoadReport::unknown),
+                        traffic.unwrap_or_default(),
+                        now_ms,
+                    )),
+                }
             } else {
                 None
             };
@@ -79,11 +106,30 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             sampled
         });
         match work.await {
-            Ok(Some((report, now_ms))) => ctx.cluster.publish_load(report, now_ms).await,
+            Ok(Some((report, traffic, now_ms))) => {
+                ctx.cluster.publish_load(report, traffic, now_ms).await
+            }
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "log maintenance task failed"),
         }
     }
+}
+
+/// One reading of the broker's traffic counters and of every local partition's.
+fn read_traffic(ctx: &Ctx) -> TrafficReading {
+    let mut reading = TrafficReading {
+        totals: ctx.metrics.traffic_totals(),
+        ..TrafficReading::default()
+    };
+    for topic in ctx.topics.all() {
+        for partition in &topic.partitions {
+            reading.partitions.insert(
+                (topic.name.clone(), partition.index),
+                partition.traffic.read(),
+            );
+        }
+    }
+    reading
 }
 
 fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {

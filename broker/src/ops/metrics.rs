@@ -12,6 +12,11 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use skiff_cluster::records::TrafficRecord;
+use skiff_cluster::traffic::TrafficCounts;
+
+use crate::partition::traffic::TrafficCounters;
+
 /// One past the highest Kafka API key counted per API (keys at or above it share the last slot;
 /// the broker serves none of them).
 pub const API_KEY_SLOTS: usize = 76;
@@ -131,6 +136,11 @@ pub struct Metrics {
     isr_changes_refused: AtomicU64,
     /// Fetch responses from a leader that did not decode.
     replica_fetch_decode_errors: AtomicU64,
+    /// Record bytes and records through this broker (every partition, deleted ones included).
+    pub(crate) traffic: TrafficCounters,
+    /// The traffic rates of the last load sample, as `f64` bits: bytes in, replication bytes in,
+    /// bytes out, records in per second.
+    traffic_rates: [AtomicU64; 4],
 }
 
 impl Default for Metrics {
@@ -156,6 +166,8 @@ impl Default for Metrics {
             isr_changes: AtomicU64::new(0),
             isr_changes_refused: AtomicU64::new(0),
             replica_fetch_decode_errors: AtomicU64::new(0),
+            traffic: TrafficCounters::default(),
+            traffic_rates: std::array::from_fn(|_| AtomicU64::new(0f64.to_bits())),
         }
     }
 }
@@ -328,9 +340,31 @@ impl Metrics {
             .map_or(0, |count| count.load(Ordering::Relaxed))
     }
 
-    /// Request bytes received since start (placement's write-rate figure is derived from it).
-    pub fn bytes_in_total(&self) -> u64 {
-        self.request_bytes_in.load(Ordering::Relaxed)
+    /// Record bytes and records through this broker since start: appended from Produce and by
+    /// follower fetches, sent in Fetch responses.
+    pub fn traffic_totals(&self) -> TrafficCounts {
+        self.traffic.read()
+    }
+
+    /// Keeps the traffic rates this broker last measured (its load sample), for the gauges.
+    pub(crate) fn set_traffic_rates(&self, traffic: &TrafficRecord) {
+        let rates = [
+            traffic.bytes_in_per_second,
+            traffic.replication_bytes_in_per_second,
+            traffic.bytes_out_per_second,
+            traffic.messages_in_per_second,
+        ];
+        for (slot, rate) in self.traffic_rates.iter().zip(rates) {
+            slot.store(rate.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The traffic rates last measured, rounded: bytes in, replication bytes in, bytes out and
+    /// records in per second.
+    fn traffic_rates(&self) -> [i64; 4] {
+        self.traffic_rates
+            .each_ref()
+            .map(|slot| f64::from_bits(slot.load(Ordering::Relaxed)).round() as i64)
     }
 
     /// Response bytes since start, as each response was planned: its fields, stored records and
@@ -377,7 +411,7 @@ impl Metrics {
         );
     }
 
-    /// Connections, bytes in and out, and request latency by API.
+    /// Connections, request and record bytes in and out, and request latency by API.
     fn render_traffic(&self, out: &mut Exposition) {
         out.gauge(
             "skiff_connections",
@@ -409,6 +443,42 @@ impl Metrics {
             "Response bytes planned: fields, stored batches and converted record sets (at their declared size).",
             self.response_bytes_out.load(Ordering::Relaxed),
         );
+        let totals = self.traffic_totals();
+        let [bytes_in, replication_bytes_in, bytes_out, messages_in] = self.traffic_rates();
+        for (name, help, total, rate) in [
+            (
+                "skiff_broker_bytes_in",
+                "Record bytes appended from Produce requests, as leader",
+                totals.bytes_in,
+                bytes_in,
+            ),
+            (
+                "skiff_broker_replication_bytes_in",
+                "Record bytes appended from this broker's follower fetches",
+                totals.replication_bytes_in,
+                replication_bytes_in,
+            ),
+            (
+                "skiff_broker_bytes_out",
+                "Record bytes sent in Fetch responses, to consumers and followers (legacy \
+                 fetches at their down-converted size)",
+                totals.bytes_out,
+                bytes_out,
+            ),
+            (
+                "skiff_broker_messages_in",
+                "Records appended from Produce requests, as leader",
+                totals.messages_in,
+                messages_in,
+            ),
+        ] {
+            out.counter(&format!("{name}_total"), &format!("{help}."), total);
+            out.gauge(
+                &format!("{name}_per_second"),
+                &format!("{help}, per second over this broker's last load sample."),
+                rate,
+            );
+        }
         out.header(
             "skiff_request_latency_ms",
             "Time from a decoded request to its planned response.",
@@ -605,5 +675,35 @@ mod tests {
         assert!(text.contains("skiff_down_conversion_time_us_count 2"));
         assert!(text.contains("skiff_request_bytes_total 200"));
         assert!(text.contains("skiff_down_converted_records_by_topic_total{topic=\"orders\"} 15"));
+    }
+
+    #[test]
+    fn record_traffic_renders_as_totals_and_the_last_samples_rates() {
+        let metrics = Metrics::default();
+        metrics.traffic.count_produced(3_000, 30);
+        metrics.traffic.count_replicated(700);
+        metrics.traffic.count_sent(5_000);
+        metrics.set_traffic_rates(&TrafficRecord {
+            bytes_in_per_second: 1_234.4,
+            replication_bytes_in_per_second: 99.6,
+            bytes_out_per_second: 0.0,
+            messages_in_per_second: 12.0,
+            partitions: Vec::new(),
+        });
+        let text = metrics.render_prometheus();
+        for line in [
+            "skiff_broker_bytes_in_total 3000",
+            "skiff_broker_messages_in_total 30",
+            "skiff_broker_replication_bytes_in_total 700",
+            "skiff_broker_bytes_out_total 5000",
+            "skiff_broker_bytes_in_per_second 1234",
+            "skiff_broker_replication_bytes_in_per_second 100",
+            "skiff_broker_bytes_out_per_second 0",
+            "skiff_broker_messages_in_per_second 12",
+            "# TYPE skiff_broker_bytes_in_total counter",
+            "# TYPE skiff_broker_bytes_in_per_second gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing");
+        }
     }
 }

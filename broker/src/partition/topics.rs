@@ -23,6 +23,7 @@ use crate::partition::producer_state::PartitionProducers;
 use crate::partition::readable_end::ReadableEnd;
 use crate::partition::replica::PartitionReplica;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
+use crate::partition::traffic::TrafficCounters;
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
 /// partition array, so a request can name every partition of any topic.
@@ -53,6 +54,8 @@ pub struct Partition {
     /// below, acks=all produces waiting for it. Lock order: this replica's lock before
     /// `producers` (the fetcher appends under both; Produce never holds both).
     pub replica: Arc<PartitionReplica>,
+    /// Bytes and records in and out since this partition was opened here, for the load report.
+    pub traffic: TrafficCounters,
 }
 
 impl Partition {
@@ -109,6 +112,7 @@ impl Partition {
             producers: Mutex::new(replay_producers(&log).expect("producers")),
             log,
             readable_end: ReadableEnd::default(),
+            traffic: TrafficCounters::default(),
             replica: Arc::new(PartitionReplica::new(
                 1,
                 ReplicaConfig {
@@ -485,6 +489,7 @@ impl Topics {
             log,
             producers,
             readable_end: ReadableEnd::default(),
+            traffic: TrafficCounters::default(),
             replica: Arc::new(PartitionReplica::new(
                 node_id,
                 replica_config,

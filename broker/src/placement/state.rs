@@ -1,8 +1,11 @@
 //! The broker's placement state: the cluster view (the running brokers of the cluster image, with
 //! their racks and load reports, set before each assignment), the replica policy, the bundle map
 //! and a seeded RNG, behind one lock. Topic creation asks it for replica assignments and bundle
-//! membership through the pure BP-65 code; CreatePartitions asks it for added partitions the same
-//! way.
+//! membership through the pure BP-65 code, with each partition's preferred leader (its bundle's
+//! owner, `skiff_cluster::preferred_leaders`) given; CreatePartitions asks it for added
+//! partitions the same way.
+//! It also keeps the last reading of the traffic counters, which each load sample's traffic
+//! rates are measured from.
 //! Operators read the bundles as JSON (`/placement/bundles` on the metrics listener).
 //!
 //! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
@@ -19,14 +22,20 @@ use rand_chacha::ChaCha8Rng;
 use skiff_placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
 use skiff_placement::{
     assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
-    ReplicaPolicy,
+    PreferredLeader, ReplicaPolicy,
 };
+
+use skiff_cluster::records::TrafficRecord;
+use skiff_cluster::traffic::{traffic_rates, TrafficReading};
 
 use super::sampler::LoadSampler;
 use crate::partition::topics::Topic;
 
 /// Load samples smoothed into one report (BP-65's sliding window).
 pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;
+
+/// A reading of the traffic counters and when it was taken (monotonic milliseconds).
+type TimedReading = (u64, TrafficReading);
 
 struct Inner {
     view: ClusterView,
@@ -42,6 +51,8 @@ pub(crate) struct PlacementState {
     node_id: NodeId,
     inner: Mutex<Inner>,
     sampler: Mutex<LoadSampler>,
+    /// The last traffic reading, which the next one's rates are measured from.
+    traffic: Mutex<Option<TimedReading>>,
 }
 
 impl PlacementState {
@@ -70,17 +81,18 @@ impl PlacementState {
                 rng: ChaCha8Rng::seed_from_u64(seed),
             }),
             sampler: Mutex::new(LoadSampler::new(data_dir, LOAD_WINDOW_SAMPLES)),
+            traffic: Mutex::new(None),
         })
     }
 
-    /// Replicas for `added` new partitions of a topic that has `existing` (CreatePartitions without
-    /// an assignment; 0 for a new topic); with `record_bundles`, the bundles of the new partitions
-    /// are recorded with their owners.
+    /// Replicas for new partitions of a topic that has `existing` (CreatePartitions without an
+    /// assignment; 0 for a new topic), one per entry of `leaders` (each one's preferred leader);
+    /// with `record_bundles`, the bundles of the new partitions are recorded with their owners.
     pub(crate) fn assign_added(
         &self,
         topic: &str,
         existing: usize,
-        added: usize,
+        leaders: &[PreferredLeader],
         replication_factor: usize,
         record_bundles: bool,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
@@ -92,7 +104,7 @@ impl PlacementState {
             rng,
             ..
         } = &mut *inner;
-        let replicas = assign_replicas(topic, added, replication_factor, view, policy, rng)?;
+        let replicas = assign_replicas(topic, leaders, replication_factor, view, policy, rng)?;
         if record_bundles {
             self.record_bundles(bundles, topic, existing, &replicas)?;
         }
@@ -167,6 +179,21 @@ impl PlacementState {
     /// The bundles, their ranges, owners and load.
     pub(crate) fn snapshot(&self) -> Option<BundleSnapshot> {
         self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
+    }
+
+    /// This node's traffic since the last reading, from `reading` taken at `mono_ms` (`None` for
+    /// the first: a rate needs two readings).
+    pub(crate) fn sample_traffic(
+        &self,
+        mono_ms: u64,
+        reading: TrafficReading,
+    ) -> Option<TrafficRecord> {
+        let mut last = self.traffic.lock().ok()?;
+        let traffic = last.as_ref().map(|(at_ms, previous)| {
+            traffic_rates(previous, &reading, mono_ms.saturating_sub(*at_ms))
+        });
+        *last = Some((mono_ms, reading));
+        traffic
     }
 
     /// Takes one load sample of this node (reads /proc and statvfs: call it off the async workers)

@@ -562,6 +562,9 @@ fn append_fetched(
     partition
         .log
         .append_replicated(&mut batches, ctx.now_ms())?;
+    let appended = batches.len() as u64;
+    partition.traffic.count_replicated(appended);
+    ctx.metrics.traffic.count_replicated(appended);
     let mut producers = partition
         .producers
         .lock()
