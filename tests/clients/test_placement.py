@@ -33,3 +33,25 @@ def test_created_topics_appear_as_bundles_owned_by_this_node(broker_factory):
     broker.restart()
     _, body = scrape(broker, "/placement/bundles")
     assert len([b for b in json.loads(body)["bundles"] if b["namespace"] == "orders"]) == 4
+
+
+def test_create_topics_takes_a_manual_replica_assignment_and_checks_it(broker_factory):
+    """CreateTopics with replica assignments (Kafka's rules): partitions 0..n each once, brokers
+    registered, none twice, one replica count; the count and factor fields must then be -1."""
+    from kafka.errors import InvalidReplicationAssignmentError, InvalidRequestError
+
+    broker = broker_factory()
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("assigned", num_partitions=-1, replication_factor=-1,
+                                  replica_assignments={0: [1], 1: [1], 2: [1]})])
+    described = admin.describe_topics(["assigned"])[0]
+    assert sorted(p["partition_index"] for p in described["partitions"]) == [0, 1, 2]
+    assert all(p["replica_nodes"] == [1] and p["leader_id"] == 1 for p in described["partitions"])
+    for assignments in ({0: [99]}, {0: [1, 1]}, {1: [1]}, {0: []}):
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([NewTopic("misfit", num_partitions=-1, replication_factor=-1,
+                                          replica_assignments=assignments)])
+    with pytest.raises(InvalidRequestError):
+        admin.create_topics([NewTopic("both", num_partitions=1, replication_factor=-1,
+                                      replica_assignments={0: [1]})])
+    admin.close()

@@ -26,24 +26,6 @@ use skiff_placement::NodeId;
 
 use crate::config::Config;
 
-/// The shedder named by `skiff.placement.shedder`, with the bundle cooldown as its pair
-/// cooldown where it has one.
-pub(crate) fn shedder_config(name: &str) -> Result<ShedderConfig, String> {
-    Ok(match name {
-        "skiff" => ShedderConfig::skiff(),
-        "avg" => ShedderConfig::avg_shedder(),
-        "threshold" => ShedderConfig::threshold(),
-        "uniform" => ShedderConfig::uniform(),
-        "transfer" => ShedderConfig::transfer(),
-        "overload" => ShedderConfig::overload(),
-        other => {
-            return Err(format!(
-                "{other:?} is not a shedder: skiff, avg, threshold, uniform, transfer or overload"
-            ))
-        }
-    })
-}
-
 /// One broker's load as the controller scored it at the last cycle.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ScoredBroker {
@@ -126,7 +108,7 @@ impl Shedding {
 
     fn balancer(name: &str, cooldown_ms: u64) -> Balancer {
         // Validated with the config; the default shedder if not.
-        let mut shedder = shedder_config(name).unwrap_or_else(|_| ShedderConfig::skiff());
+        let mut shedder = ShedderConfig::named(name).unwrap_or_else(|_| ShedderConfig::skiff());
         if let ShedderConfig::Pair(pair) = &mut shedder {
             if pair.pair_cooldown_ms > 0 {
                 pair.pair_cooldown_ms = cooldown_ms;

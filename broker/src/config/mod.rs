@@ -730,7 +730,7 @@ impl Config {
                 "must be at least 1",
             ));
         }
-        if let Err(why) = crate::cluster::shedding::shedder_config(&self.placement_shedder) {
+        if let Err(why) = skiff_placement::shed::ShedderConfig::named(&self.placement_shedder) {
             return Err(invalid("skiff.placement.shedder", why));
         }
         if self.leader_imbalance_check_interval_seconds < 1 {

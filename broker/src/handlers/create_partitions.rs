@@ -39,34 +39,14 @@ fn checked_assignment(
             assignments.len()
         )));
     }
-    let mut replicas = Vec::with_capacity(added);
-    for assignment in assignments {
-        let brokers: Vec<i32> = assignment.broker_ids.iter().map(|id| id.0).collect();
-        if brokers.is_empty() {
-            return Err(invalid(
-                "An assignment must name at least one broker.".to_owned(),
-            ));
-        }
-        if let Some(unknown) = brokers.iter().find(|id| !ctx.cluster.is_live(**id)) {
-            return Err(invalid(format!(
-                "The manual partition assignment includes broker {unknown}, but no such broker is registered."
-            )));
-        }
-        let mut distinct = BTreeSet::new();
-        if let Some(twice) = brokers.iter().find(|id| !distinct.insert(**id)) {
-            return Err(invalid(format!(
-                "The manual partition assignment includes the broker {twice} more than once."
-            )));
-        }
-        if brokers.len() != replication_factor {
-            return Err(invalid(format!(
-                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
-                brokers.len()
-            )));
-        }
-        replicas.push(brokers);
-    }
-    Ok(replicas)
+    super::create_topics::checked_broker_lists(
+        ctx,
+        assignments
+            .iter()
+            .map(|a| a.broker_ids.iter().map(|id| id.0).collect()),
+        Some(replication_factor),
+    )
+    .map_err(invalid)
 }
 
 async fn grow(

@@ -96,12 +96,108 @@ pub(crate) async fn check_room_here(ctx: &Ctx, replicas: &[Vec<i32>]) -> Result<
         .unwrap_or_else(|join| Err(TopicError::Storage(join.to_string())))
 }
 
+/// Broker lists a client assigned to partitions (CreateTopics, CreatePartitions), checked as
+/// Kafka checks them: each names at least one broker, only registered ones, none twice, and all
+/// have the same number of replicas (`replication_factor` when the topic has one already).
+/// The message of the first misfit, for INVALID_REPLICA_ASSIGNMENT.
+pub(crate) fn checked_broker_lists(
+    ctx: &Ctx,
+    lists: impl Iterator<Item = Vec<i32>>,
+    replication_factor: Option<usize>,
+) -> Result<Vec<Vec<i32>>, String> {
+    let mut replicas: Vec<Vec<i32>> = Vec::new();
+    for brokers in lists {
+        if brokers.is_empty() {
+            return Err("An assignment must name at least one broker.".to_owned());
+        }
+        if let Some(unknown) = brokers.iter().find(|id| !ctx.cluster.is_live(**id)) {
+            return Err(format!(
+                "The manual partition assignment includes broker {unknown}, but no such broker is registered."
+            ));
+        }
+        let mut distinct = std::collections::BTreeSet::new();
+        if let Some(twice) = brokers.iter().find(|id| !distinct.insert(**id)) {
+            return Err(format!(
+                "The manual partition assignment includes the broker {twice} more than once."
+            ));
+        }
+        let expected = replication_factor.or_else(|| replicas.first().map(Vec::len));
+        if let Some(expected) = expected.filter(|n| *n != brokers.len()) {
+            return Err(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {expected} replica(s).",
+                brokers.len()
+            ));
+        }
+        replicas.push(brokers);
+    }
+    Ok(replicas)
+}
+
+/// Where a new topic's replicas come from.
+enum Replicas {
+    /// Placement chooses them.
+    Placed {
+        partition_count: i32,
+        replication_factor: i16,
+    },
+    /// The client assigned them (checked), partition by partition.
+    Assigned(Vec<Vec<i32>>),
+}
+
+/// The replicas of a CreateTopics topic: its assignment when it has one (then its partition
+/// count and replication factor must be -1, and its partitions 0..n each once, as Kafka
+/// requires), else placement's choice for the count and factor.
+fn requested_replicas(
+    ctx: &Ctx,
+    topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    partition_count: i32,
+    replication_factor: i16,
+) -> Result<Replicas, (i16, String)> {
+    if topic.assignments.is_empty() {
+        return Ok(Replicas::Placed {
+            partition_count,
+            replication_factor,
+        });
+    }
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return Err((
+            error_code::INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".to_owned(),
+        ));
+    }
+    let count = topic.assignments.len();
+    if count > usize::try_from(crate::partition::topics::PARTITIONS_PER_TOPIC_MAX).unwrap_or(0) {
+        let error = TopicError::InvalidPartitions(i32::try_from(count).unwrap_or(i32::MAX));
+        return Err((error.code(), error.to_string()));
+    }
+    let mut by_index: Vec<Option<Vec<i32>>> = vec![None; count];
+    for assignment in &topic.assignments {
+        let slot = usize::try_from(assignment.partition_index)
+            .ok()
+            .and_then(|index| by_index.get_mut(index))
+            .filter(|slot| slot.is_none());
+        let Some(slot) = slot else {
+            return Err((
+                error_code::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Partitions must be numbered 0 to {} each once; got partition {}.",
+                    count - 1,
+                    assignment.partition_index
+                ),
+            ));
+        };
+        *slot = Some(assignment.broker_ids.iter().map(|id| id.0).collect());
+    }
+    checked_broker_lists(ctx, by_index.into_iter().flatten(), None)
+        .map(Replicas::Assigned)
+        .map_err(|message| (error_code::INVALID_REPLICA_ASSIGNMENT, message))
+}
+
 /// Creates `name` (validated first); returns its id (zeros for a validate-only creation).
 async fn create(
     ctx: &Ctx,
     name: &str,
-    partition_count: i32,
-    replication_factor: i16,
+    requested: Replicas,
     configs: BTreeMap<String, String>,
     validate_only: bool,
     wait: Duration,
@@ -115,14 +211,27 @@ async fn create(
         return Err(TopicError::AlreadyExists);
     }
     ctx.topics.resolve_config(&configs)?;
-    let replicas = assign_replicas(
-        ctx,
-        name,
-        0,
-        partition_count,
-        replication_factor,
-        !validate_only,
-    )?;
+    let replicas = match requested {
+        Replicas::Placed {
+            partition_count,
+            replication_factor,
+        } => assign_replicas(
+            ctx,
+            name,
+            0,
+            partition_count,
+            replication_factor,
+            !validate_only,
+        )?,
+        Replicas::Assigned(replicas) => {
+            if !validate_only {
+                if let Err(error) = ctx.placement.record_assignment(name, 0, &replicas) {
+                    tracing::warn!(topic = name, %error, "recording the bundles of assigned partitions");
+                }
+            }
+            replicas
+        }
+    };
     check_room_here(ctx, &replicas).await?;
     if validate_only {
         return Ok([0; 16]);
@@ -142,8 +251,10 @@ pub(crate) async fn auto_create(ctx: &Ctx, name: &str) -> Result<Arc<Topic>, Top
     let created = create(
         ctx,
         name,
-        ctx.config.num_partitions,
-        ctx.config.default_replication_factor,
+        Replicas::Placed {
+            partition_count: ctx.config.num_partitions,
+            replication_factor: ctx.config.default_replication_factor,
+        },
         BTreeMap::new(),
         false,
         AUTO_CREATE_WAIT,
@@ -171,8 +282,10 @@ pub(crate) async fn ensure_offsets_topic(ctx: &Ctx) -> Result<(), TopicError> {
     let created = create(
         ctx,
         skiff_cluster::topics::OFFSETS_TOPIC,
-        ctx.config.offsets_topic_num_partitions,
-        ctx.config.offsets_topic_replication_factor,
+        Replicas::Placed {
+            partition_count: ctx.config.offsets_topic_num_partitions,
+            replication_factor: ctx.config.offsets_topic_replication_factor,
+        },
         // Kafka's offsets topic has its own segment size; retention never applies to it
         // (`ops::maintenance`): the coordinator compacts it by snapshot (`group::driver`).
         BTreeMap::from([(
@@ -221,12 +334,12 @@ pub(crate) async fn handle(
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
-        let partition_count = if topic.num_partitions == -1 {
+        let mut partition_count = if topic.num_partitions == -1 {
             ctx.config.num_partitions
         } else {
             topic.num_partitions
         };
-        let replication_factor = if topic.replication_factor == -1 {
+        let mut replication_factor = if topic.replication_factor == -1 {
             ctx.config.default_replication_factor
         } else {
             topic.replication_factor
@@ -236,16 +349,17 @@ pub(crate) async fn handle(
                 error_code::TOPIC_AUTHORIZATION_FAILED,
                 "not authorized to create the topic".to_owned(),
             ))
-        } else if !topic.assignments.is_empty() {
-            Err((
-                error_code::INVALID_REQUEST,
-                "manual replica assignment is not supported yet: placement chooses the replicas"
-                    .to_owned(),
-            ))
         } else if skiff_cluster::topics::is_internal(&name) {
             let error = TopicError::Internal(name.clone());
             Err((error.code(), error.to_string()))
         } else {
+            let requested = requested_replicas(ctx, &topic, partition_count, replication_factor);
+            if let Ok(Replicas::Assigned(assigned)) = &requested {
+                // What the answer reports is what the assignment made.
+                partition_count = i32::try_from(assigned.len()).unwrap_or(i32::MAX);
+                replication_factor =
+                    i16::try_from(assigned.first().map_or(0, Vec::len)).unwrap_or(i16::MAX);
+            }
             let configs = topic
                 .configs
                 .into_iter()
@@ -259,17 +373,19 @@ pub(crate) async fn handle(
                     )
                 })
                 .collect();
-            create(
-                ctx,
-                &name,
-                partition_count,
-                replication_factor,
-                configs,
-                request.validate_only,
-                change_wait(request.timeout_ms),
-            )
-            .await
-            .map_err(|error| (error.code(), error.to_string()))
+            match requested {
+                Ok(requested) => create(
+                    ctx,
+                    &name,
+                    requested,
+                    configs,
+                    request.validate_only,
+                    change_wait(request.timeout_ms),
+                )
+                .await
+                .map_err(|error| (error.code(), error.to_string())),
+                Err(refusal) => Err(refusal),
+            }
         };
         let version = header.request_api_version;
         let mut result = CreatableTopicResult::default().with_name(topic.name);

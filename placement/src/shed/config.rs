@@ -108,6 +108,22 @@ pub enum ShedderConfig {
 }
 
 impl ShedderConfig {
+    /// The shedder an operator names (Skiff's `skiff.placement.shedder`): `skiff`, `avg`,
+    /// `threshold`, `uniform`, `transfer` or `overload`, each with its defaults.
+    pub fn named(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "skiff" => Self::skiff(),
+            "avg" => Self::avg_shedder(),
+            "threshold" => Self::threshold(),
+            "uniform" => Self::uniform(),
+            "transfer" => Self::transfer(),
+            "overload" => Self::overload(),
+            other => return Err(format!(
+                "{other:?} is not a shedder: skiff, avg, threshold, uniform, transfer or overload"
+            )),
+        })
+    }
+
     /// OverloadShedder with Pulsar's defaults.
     pub fn overload() -> Self {
         Self::Overload(OverloadConfig {
