@@ -630,6 +630,18 @@ mod tests {
         world.put_state(TOPIC, partition, &next);
     }
 
+    /// AlterPartitionReassignments' writes on `image`, fenced as the controller's (the fence is
+    /// not what these tests look at).
+    fn alter(image: &ClusterImage, epoch: i64, requested: &[AlterRequest]) -> AlterPlan {
+        plan_alter(
+            image,
+            requested,
+            fence(image, epoch),
+            9,
+            PlanLimits::default(),
+        )
+    }
+
     fn step_of(world: &World, partition: i32) -> Step {
         let image = world.image();
         let record = image.reassignment(TOPIC, partition).unwrap().value.clone();
@@ -709,13 +721,7 @@ mod tests {
         assert_eq!(world.state(TOPIC).replicas, vec![3, 1, 2]);
         // Cancelled while 3 catches up: the target becomes the original.
         let image = world.image();
-        let plan = plan_alter(
-            &image,
-            &[((TOPIC.to_owned(), 0), None)],
-            fence(&image, world.epoch),
-            9,
-            PlanLimits::default(),
-        );
+        let plan = alter(&image, world.epoch, &[((TOPIC.to_owned(), 0), None)]);
         assert!(plan.refused.is_empty());
         assert!(world.core.txn(&plan.writes[0].txn).unwrap().succeeded);
         assert!(
@@ -728,13 +734,7 @@ mod tests {
         assert!(world.image().reassignments().is_empty());
         // Nothing left to cancel.
         let image = world.image();
-        let plan = plan_alter(
-            &image,
-            &[((TOPIC.to_owned(), 0), None)],
-            fence(&image, world.epoch),
-            9,
-            PlanLimits::default(),
-        );
+        let plan = alter(&image, world.epoch, &[((TOPIC.to_owned(), 0), None)]);
         assert_eq!(
             plan.refused.get(&(TOPIC.to_owned(), 0)),
             Some(&AlterRefusal::NoReassignmentInProgress)
@@ -810,17 +810,15 @@ mod tests {
                 replicas.map(<[NodeId]>::to_vec),
             )
         };
-        let plan = plan_alter(
+        let plan = alter(
             &image,
+            world.epoch,
             &[
                 request(0, Some(&[3, 2])),
                 request(0, Some(&[1])), // listed twice: the first counts
                 request(1, Some(&[3])),
                 (("absent".to_owned(), 0), Some(vec![1])),
             ],
-            fence(&image, world.epoch),
-            11,
-            PlanLimits::default(),
         );
         assert_eq!(plan.writes.len(), 1);
         assert_eq!(plan.writes[0].partitions, vec![(TOPIC.to_owned(), 0)]);
@@ -835,33 +833,15 @@ mod tests {
             (&[4][..], "broker 4, but no such broker is registered"),
             (&[-1][..], "broker -1, but no such broker is registered"),
         ] {
-            let plan = plan_alter(
-                &image,
-                &[request(0, Some(replicas))],
-                fence(&image, world.epoch),
-                11,
-                PlanLimits::default(),
-            );
+            let plan = alter(&image, world.epoch, &[request(0, Some(replicas))]);
             match plan.refused.get(&(TOPIC.to_owned(), 0)) {
                 Some(AlterRefusal::InvalidReplicas(why)) => assert!(why.contains(message), "{why}"),
                 other => panic!("{replicas:?}: {other:?}"),
             }
         }
         // A new record is guarded on absence: a concurrent request that wrote first wins.
-        let first = plan_alter(
-            &image,
-            &[request(0, Some(&[3, 2]))],
-            fence(&image, world.epoch),
-            11,
-            PlanLimits::default(),
-        );
-        let second = plan_alter(
-            &image,
-            &[request(0, Some(&[2, 3]))],
-            fence(&image, world.epoch),
-            12,
-            PlanLimits::default(),
-        );
+        let first = alter(&image, world.epoch, &[request(0, Some(&[3, 2]))]);
+        let second = alter(&image, world.epoch, &[request(0, Some(&[2, 3]))]);
         assert!(world.core.txn(&first.writes[0].txn).unwrap().succeeded);
         assert!(!world.core.txn(&second.writes[0].txn).unwrap().succeeded);
         let listed_now = listed(&world.image(), None);
@@ -877,13 +857,7 @@ mod tests {
         );
         // A replacement keeps the original replicas and is guarded on the record as read.
         let image = world.image();
-        let plan = plan_alter(
-            &image,
-            &[request(0, Some(&[3]))],
-            fence(&image, world.epoch),
-            13,
-            PlanLimits::default(),
-        );
+        let plan = alter(&image, world.epoch, &[request(0, Some(&[3]))]);
         assert!(world.core.txn(&plan.writes[0].txn).unwrap().succeeded);
         let now = world.image().reassignment(TOPIC, 0).unwrap().value.clone();
         assert_eq!(now.target, vec![3]);

@@ -1,12 +1,13 @@
 //! The config resources that DescribeConfigs, AlterConfigs and IncrementalAlterConfigs name, and
 //! what those three share: Kafka's resource type and config source codes, the rule that a broker
 //! resource names this broker (or is empty: the cluster-wide default), and the answer for a
-//! broker config change, which Skiff cannot make at runtime.
+//! broker config change, which Skiff cannot make at runtime (deleting one of Kafka's
+//! reassignment throttles, which Skiff never sets, changes nothing and succeeds).
 //!
 //! Must never: change a config itself (topics change through `Topics`), or hold a handler's logic.
 
 use crate::context::Ctx;
-use crate::partition::config_change::ConfigChangeError;
+use crate::partition::config_change::{ConfigChangeError, ConfigOp};
 
 /// Kafka's `ConfigResource.Type` codes.
 pub(crate) const RESOURCE_TYPE_TOPIC: i8 = 2;
@@ -17,6 +18,30 @@ pub(crate) const RESOURCE_TYPE_BROKER_LOGGER: i8 = 8;
 pub(crate) const SOURCE_DYNAMIC_TOPIC_CONFIG: i8 = 1;
 pub(crate) const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
 pub(crate) const SOURCE_DEFAULT_CONFIG: i8 = 5;
+
+/// Kafka's dynamic broker throttles of partition reassignment, which `kafka-reassign-partitions
+/// --verify` deletes from every broker of a finished reassignment. Skiff never sets them (its
+/// reassignment throttle is the static `skiff.reassignment.throttle.bytes.per.second`), so a
+/// DELETE of one deletes an unset dynamic config, which Kafka answers with success;
+/// [`without_unset_deletes`] drops those.
+pub(crate) const KAFKA_REASSIGNMENT_THROTTLE_KEYS: &[&str] = &[
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
+/// The keys of broker config `changes` (IncrementalAlterConfigs' key, operation id) that change
+/// something: DELETEs of [`KAFKA_REASSIGNMENT_THROTTLE_KEYS`], never set here, change nothing.
+pub(crate) fn without_unset_deletes<'a>(
+    changes: impl Iterator<Item = (&'a str, i8)> + 'a,
+) -> impl Iterator<Item = &'a str> + 'a {
+    changes
+        .filter(|(key, op)| {
+            ConfigOp::from_id(*op) != Some(ConfigOp::Delete)
+                || !KAFKA_REASSIGNMENT_THROTTLE_KEYS.contains(key)
+        })
+        .map(|(key, _)| key)
+}
 
 /// Checks that a broker resource names this broker: empty (the cluster default) or this node's
 /// id, with Kafka's messages (INVALID_REQUEST).
@@ -60,4 +85,24 @@ pub(crate) fn change_broker_configs<'a>(
          set them in the config file (or with --set) and restart the broker",
         keys.join(", ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_deletes_of_kafkas_reassignment_throttles_are_dropped() {
+        let changes = [
+            ("leader.replication.throttled.rate", 1),
+            ("follower.replication.throttled.rate", 0), // a SET stays: it would change something
+            ("replica.alter.log.dirs.io.max.bytes.per.second", 1),
+            ("log.retention.ms", 1), // a DELETE of another key stays
+        ];
+        let kept: Vec<&str> = without_unset_deletes(changes.into_iter()).collect();
+        assert_eq!(
+            kept,
+            ["follower.replication.throttled.rate", "log.retention.ms"]
+        );
+    }
 }

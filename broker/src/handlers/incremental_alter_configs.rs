@@ -1,7 +1,9 @@
 //! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
 //! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, written to the metadata store
 //! (`alter_configs::alter_topic`); validate_only checks without changing. Broker resources are answered
-//! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime).
+//! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime),
+//! except that deleting Kafka's reassignment throttles (never set here) succeeds, as deleting an
+//! unset dynamic config does in Kafka (`kafka-reassign-partitions --verify` deletes them).
 //! A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker or broker logger
 //! AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
@@ -13,7 +15,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::alter_configs::{alter_topic, duplicate_resources, Refusal};
 use super::config_resources::{
-    change_broker_configs, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
+    change_broker_configs, without_unset_deletes, RESOURCE_TYPE_BROKER,
+    RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
 };
 use super::error_code;
 use crate::context::Ctx;
@@ -73,7 +76,8 @@ pub(crate) async fn handle(
                 }
                 RESOURCE_TYPE_BROKER => config_change::check_incremental(&changes)
                     .and_then(|()| {
-                        change_broker_configs(ctx, &name, changes.iter().map(|(key, _, _)| key.as_str()))
+                        let keys = changes.iter().map(|(key, op, _)| (key.as_str(), *op));
+                        change_broker_configs(ctx, &name, without_unset_deletes(keys))
                     })
                     .map_err(Refusal::from),
                 RESOURCE_TYPE_BROKER_LOGGER => Err(Refusal::invalid_request(
