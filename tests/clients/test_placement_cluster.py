@@ -107,7 +107,7 @@ def test_a_shedding_cycle_moves_load_off_the_busy_broker_and_nothing_is_lost(she
     cluster = shedding3
     bootstrap = cluster.brokers[1].bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=-1, replica_assignment=[[0]] * PARTITIONS)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replica_assignment=[[0]] * PARTITIONS)])[TOPIC].result(30)
     wait_for(lambda: all(leader == 0 for leader, _ in leaders(bootstrap).values()), 15, "broker 0 leads all")
     wait_for(lambda: len([b for b in bundles_of(cluster.brokers[0])[1]["bundles"]
                           if b["namespace"] == TOPIC and b["state"] != "local"]) == 4,
