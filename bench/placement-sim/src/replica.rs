@@ -18,7 +18,7 @@ use skiff_placement::{
     ClusterView, LoadReport, LoadWeightedConfig, Node, RackPolicy, SelectionPolicy,
 };
 
-use super::stats::{self, LogHistogram};
+use super::stats;
 
 /// Everything that shapes one Sim A run.
 #[derive(Debug, Clone)]
@@ -144,7 +144,8 @@ pub struct Window {
     pub util_max_pct: f64,
     /// Nodes whose minute-mean demand exceeded capacity.
     pub nodes_over: usize,
-    /// Write-rate-weighted p99 latency proxy, ms.
+    /// Write-rate-weighted p99 latency proxy, ms: exact, with no ceiling (a backlog of any size
+    /// shows as its true delay).
     pub p99_ms: f64,
     /// Placements received by the most-chosen node ÷ the expected share.
     pub herding: f64,
@@ -467,7 +468,10 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     let oversize_candidates: Vec<usize> = (0..ledgers)
         .filter(|&l| per_member(w.rate_mbps[l], BURST_MULTIPLIER) > capacity_min)
         .collect();
-    let mut histogram = LogHistogram::new(1.0, 120_000.0, 400);
+    // The p99 is exact: a write's latency is one node's delay, so each latency sample adds one
+    // (delay, weight) pair per node, and the window's p99 is the weighted quantile of those.
+    let mut node_weight = vec![0.0f64; n];
+    let mut window_delays: Vec<(f64, f64)> = Vec::new();
     let mut windows = Vec::new();
     let mut static_std = 0.0;
     let mut static_pred = 0.0;
@@ -579,9 +583,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 -1.0
             };
             published_wbps[row][i] = lambda;
-            let service_s = ENTRY_MB / mu;
-            delay_ms[i] =
-                1000.0 * (service_s * 100f64.ln() / (1.0 - rho.min(0.99)) + backlog_mb[i] / mu);
+            delay_ms[i] = node_delay_ms(mu, rho, backlog_mb[i]);
             if measuring {
                 minute_lambda[i] += lambda;
                 minute_rho[i] += rho;
@@ -607,17 +609,20 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             continue;
         }
         if t as u64 % LATENCY_SAMPLE_S == 0 {
-            // A write's latency is one of its nodes' delays, so its bucket is that node's bucket:
-            // one logarithm per node instead of one per write.
-            let bucket: Vec<usize> = delay_ms.iter().map(|d| histogram.bucket(*d)).collect();
             for ledger in 0..ledgers {
                 let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
                 sampled_weight += weight * e as f64;
                 let ensemble = &members[ledger * e..(ledger + 1) * e];
                 for start in 0..e {
                     let node = quorum_order_statistic(ensemble, start, qw, qa, &delay_ms);
-                    histogram.add_to_bucket(bucket[node], weight);
+                    node_weight[node] += weight;
                 }
+            }
+            for (i, weight) in node_weight.iter_mut().enumerate() {
+                if *weight > 0.0 {
+                    window_delays.push((delay_ms[i], *weight));
+                }
+                *weight = 0.0;
             }
             for &ledger in &oversize_candidates {
                 let own = per_member(w.rate_mbps[ledger], multiplier[ledger]);
@@ -659,10 +664,10 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 top10_mbps: stats::mean(&sorted[..10.min(n)]),
                 util_max_pct: stats::max(&minute_rho) / 60.0 * 100.0,
                 nodes_over: minute_rho.iter().filter(|r| **r / 60.0 > 1.0).count(),
-                p99_ms: histogram.quantile(0.99),
+                p99_ms: stats::weighted_quantile(&mut window_delays, 0.99),
                 herding,
             });
-            histogram.clear();
+            window_delays.clear();
             for sums in [
                 &mut minute_lambda,
                 &mut minute_rho,
@@ -688,6 +693,18 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
         static_std_mbps: static_std,
         static_std_predicted_mbps: static_pred,
     }
+}
+
+/// Highest utilisation the M/M/1 part of the delay is evaluated at: above it the queue is not
+/// stable, and the fluid backlog term takes over.
+const MM1_RHO_MAX: f64 = 0.99;
+
+/// A node's write delay, ms: the M/M/1 p99 sojourn S·ln(100)/(1 − min(ρ, 0.99)) with S = 1 MB/μ,
+/// plus the time the fluid backlog takes to drain at capacity (backlog/μ). Nothing caps it: a
+/// backlog of any size is its true delay, which is what the p99 reports.
+pub fn node_delay_ms(capacity_mbps: f64, rho: f64, backlog_mb: f64) -> f64 {
+    let service_s = ENTRY_MB / capacity_mbps;
+    1000.0 * (service_s * 100f64.ln() / (1.0 - rho.min(MM1_RHO_MAX)) + backlog_mb / capacity_mbps)
 }
 
 /// The node whose delay is the `qa`-th smallest among the `qw` consecutive members of `ensemble`
@@ -751,6 +768,21 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn node_delay_is_mm1_plus_backlog_and_unclamped() {
+        let ln100 = 100f64.ln();
+        // Idle node of 200 MB/s: 5 ms service, p99 sojourn 5·ln(100) ms.
+        assert!((node_delay_ms(200.0, 0.0, 0.0) - 5.0 * ln100).abs() < 1e-9);
+        // Half loaded: twice that.
+        assert!((node_delay_ms(200.0, 0.5, 0.0) - 10.0 * ln100).abs() < 1e-9);
+        // Overloaded: the M/M/1 part stops at ρ = 0.99 and the backlog adds its drain time,
+        // 2 400 MB at 200 MB/s = 12 s (a node at 110 % for 2 min, as the spec's example).
+        let d = node_delay_ms(200.0, 1.1, 2400.0);
+        assert!((d - (500.0 * ln100 + 12_000.0)).abs() < 1e-6, "{d}");
+        // No ceiling: 1 000 s of backlog reads as 1 000 s, not 120 s.
+        assert!(node_delay_ms(200.0, 1.1, 200_000.0) > 1_000_000.0);
+    }
 
     proptest! {
         #[test]
