@@ -603,7 +603,10 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             }
         }
         if t as u64 == config.warmup_s {
-            static_std = stats::std_dev(&base);
+            // `base` carries the extra of the ledgers bursting right now; the balls-in-bins
+            // prediction is for the placed rates alone, so compare like with like.
+            let placed: Vec<f64> = base.iter().zip(&burst_extra).map(|(b, x)| b - x).collect();
+            static_std = stats::std_dev(&placed);
             let mean_sq: f64 = w
                 .rate_mbps
                 .iter()
