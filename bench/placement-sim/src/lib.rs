@@ -14,7 +14,7 @@ pub mod stats;
 use std::fmt::Write as _;
 
 use bundles::{BundleConfig, BundleResult, Scenario};
-use replica::{ReplicaConfig, RunResult};
+use replica::{LedgerCap, ReplicaConfig, RunResult};
 use skiff_placement::SelectionPolicy;
 
 /// What to run.
@@ -286,12 +286,12 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
         ..config.clone()
     };
     let capped_config = ReplicaConfig {
-        ledger_burst_share_max: 0.5,
+        ledger_cap: LedgerCap::MeanNodeShare(0.5),
         ..config.clone()
     };
     let hetero_capped_config = ReplicaConfig {
         half_capacity_fraction: 0.1,
-        ledger_burst_share_max: 0.5,
+        ledger_cap: LedgerCap::MeanNodeShare(0.5),
         ..config.clone()
     };
     let variant_policies = [0usize, 2, 6];

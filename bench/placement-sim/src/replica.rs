@@ -45,9 +45,8 @@ pub struct ReplicaConfig {
     pub mean_util: f64,
     /// If set, 30 % of ledgers roll over within 10 s at this second (after a broker restart).
     pub herding_at_s: Option<u64>,
-    /// If above 0, a ledger's per-member rate is capped so that a bursting ledger needs at most
-    /// this share of an average node (as if so hot a topic had been given more partitions).
-    pub ledger_burst_share_max: f64,
+    /// How hot one ledger may be (as if so hot a topic had been given more partitions).
+    pub ledger_cap: LedgerCap,
     /// A bound, not a placer: every placement sees the true current load of every node (no
     /// staleness, no noise, no concurrency). With greedy least-loaded it shows how far any
     /// placer could cut dispersion in this model.
@@ -81,7 +80,7 @@ impl ReplicaConfig {
             half_capacity_fraction: 0.0,
             mean_util: 0.55,
             herding_at_s: None,
-            ledger_burst_share_max: 0.0,
+            ledger_cap: LedgerCap::None,
             oracle_view: false,
             own_accounting: false,
             capacity_equal: false,
@@ -105,6 +104,20 @@ impl ReplicaConfig {
     }
 }
 
+/// A cap on one ledger's per-member write rate while it bursts, as a share of a node's capacity.
+/// Capped rates are cut to the cap and the others scaled up to keep the mean utilisation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LedgerCap {
+    /// Uncapped lognormal rates (the model of §3.1).
+    None,
+    /// A bursting ledger needs at most this share of an average node (the earlier capped
+    /// variant: half an average node can still fill a half-capacity one).
+    MeanNodeShare(f64),
+    /// A bursting ledger needs at most this share of the smallest node (§3.3b's recalibrated
+    /// regime: no single ledger, even bursting, takes more than this share of any node).
+    SmallestNodeShare(f64),
+}
+
 /// Ledger rollover bounds (Pulsar's managedLedgerMin/MaxLedgerRolloverTimeMinutes).
 const ROLLOVER_MIN_S: u64 = 10 * 60;
 const ROLLOVER_MAX_S: u64 = 240 * 60;
@@ -124,6 +137,9 @@ const NOISE_PHI: f64 = 0.95;
 /// Journal capacity is uniform in this range, MB/s; the `capacity_equal` diagnostic uses the mean.
 const CAPACITY_MIN_MBPS: f64 = 150.0;
 const CAPACITY_MAX_MBPS: f64 = 200.0;
+/// A write this slow or slower is in the tail BP-65 removed (its p99 went from 10–20 s to under
+/// 1 s), ms.
+pub const TAIL_MS: f64 = 1_000.0;
 /// Seed offset of the placers' refresh phases (a stream of their own, see `run`).
 const PHASE_STREAM: u64 = 0x005E_ED0F_9A5E;
 /// Latency is sampled every this many seconds.
@@ -151,6 +167,14 @@ pub struct Window {
     pub p99_ms: f64,
     /// Placements received by the most-chosen node ÷ the expected share.
     pub herding: f64,
+    /// Ensembles placed in the window (the chance level of `herding` depends on it).
+    pub decisions: u32,
+    /// Share of the write rate whose latency was at least [`TAIL_MS`].
+    pub tail_share: f64,
+    /// Share of the write rate on ledgers bursting at the sample ...
+    pub bursting_share: f64,
+    /// ... and the same share among the writes of at least [`TAIL_MS`] (0 if there were none).
+    pub tail_bursting_share: f64,
     /// Std of per-node utilisation (throughput ÷ capacity, minute mean), percentage points.
     pub util_std_pct: f64,
     /// Std of per-node replica write throughput without the background noise, MB/s.
@@ -183,6 +207,12 @@ pub struct RunResult {
     pub static_std_mbps: f64,
     /// Balls-in-bins prediction of that std for uniform placement, MB/s.
     pub static_std_predicted_mbps: f64,
+    /// The hottest ledger's write rate while bursting, as a share of the cluster's mean write
+    /// rate (bursts included): more than 1 % means its own writes alone can set the p99.
+    pub hottest_burst_weight_share: f64,
+    /// The hottest ledger's per-member rate while bursting, as a share of the smallest node's
+    /// capacity (what one ledger alone adds to a node).
+    pub hottest_burst_node_share: f64,
 }
 
 impl RunResult {
@@ -268,14 +298,18 @@ fn workload(config: &ReplicaConfig) -> Workload {
     let capacity_total: f64 = capacity_mbps.iter().sum();
     let scale = config.mean_util * capacity_total / demand;
     let mut rate_mbps: Vec<f64> = raw.iter().map(|r| r * scale).collect();
-    if config.ledger_burst_share_max > 0.0 {
+    let bursting_cap_mbps = match config.ledger_cap {
+        LedgerCap::None => None,
+        LedgerCap::MeanNodeShare(share) => Some(share * capacity_total / config.node_count as f64),
+        LedgerCap::SmallestNodeShare(share) => {
+            Some(share * capacity_mbps.iter().copied().fold(f64::INFINITY, f64::min))
+        }
+    };
+    if let Some(bursting_max_mbps) = bursting_cap_mbps.filter(|c| *c > 0.0 && c.is_finite()) {
         // Cap, then rescale the rest to keep the mean utilisation; a few rounds converge.
-        let (_, write_quorum, _) = config.quorum;
-        let (ensemble_size, _, _) = config.quorum;
+        let (ensemble_size, write_quorum, _) = config.quorum;
         let per_member = write_quorum as f64 / ensemble_size as f64;
-        let cap = config.ledger_burst_share_max * capacity_total
-            / config.node_count as f64
-            / (BURST_MULTIPLIER * per_member);
+        let cap = bursting_max_mbps / (BURST_MULTIPLIER * per_member);
         let target: f64 = rate_mbps.iter().sum();
         for _ in 0..8 {
             rate_mbps.iter_mut().for_each(|r| *r = r.min(cap));
@@ -347,6 +381,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
 
     let mut placements = vec![0u32; n];
     let mut placements_total = 0u32;
+    let mut window_decisions = 0u32;
     let mut fallbacks = 0u64;
     let mut decisions = 0u64;
 
@@ -472,7 +507,12 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     // Write weight sampled for the p99, and the part of it on ledgers too big for one of their
     // own nodes; only ledgers that exceed the smallest node while bursting can ever be.
     let (mut sampled_weight, mut oversize_weight) = (0.0f64, 0.0f64);
+    // Write weight at or above TAIL_MS, the part of it on bursting ledgers, and the bursting
+    // ledgers' weight overall: whether the tail is made of bursts no placer saw coming.
+    let (mut tail_weight, mut tail_bursting_weight, mut bursting_weight) = (0.0f64, 0.0, 0.0);
     let capacity_min = w.capacity_mbps.iter().copied().fold(f64::MAX, f64::min);
+    let hottest_mbps = w.rate_mbps.iter().copied().fold(0.0, f64::max);
+    let burst_factor = 1.0 + config.burst_share * (BURST_MULTIPLIER - 1.0);
     let oversize_candidates: Vec<usize> = (0..ledgers)
         .filter(|&l| per_member(w.rate_mbps[l], BURST_MULTIPLIER) > capacity_min)
         .collect();
@@ -556,6 +596,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             }
             if measuring {
                 placements_total += e as u32;
+                window_decisions += 1;
                 decisions += 1;
                 fallbacks += u64::from(fell_back);
             }
@@ -624,9 +665,19 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
                 sampled_weight += weight * e as f64;
                 let ensemble = &members[ledger * e..(ledger + 1) * e];
+                let bursting = multiplier[ledger] > 1.0;
+                if bursting {
+                    bursting_weight += weight * e as f64;
+                }
                 for start in 0..e {
                     let node = quorum_order_statistic(ensemble, start, qw, qa, &delay_ms);
                     node_weight[node] += weight;
+                    if delay_ms[node] >= TAIL_MS {
+                        tail_weight += weight;
+                        if bursting {
+                            tail_bursting_weight += weight;
+                        }
+                    }
                 }
             }
             for (i, weight) in node_weight.iter_mut().enumerate() {
@@ -677,6 +728,14 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 nodes_over: minute_rho.iter().filter(|r| **r / 60.0 > 1.0).count(),
                 p99_ms: stats::weighted_quantile(&mut window_delays, 0.99),
                 herding,
+                decisions: window_decisions,
+                tail_share: tail_weight / sampled_weight.max(1e-9),
+                bursting_share: bursting_weight / sampled_weight.max(1e-9),
+                tail_bursting_share: if tail_weight > 0.0 {
+                    tail_bursting_weight / tail_weight
+                } else {
+                    0.0
+                },
             });
             window_delays.clear();
             for sums in [
@@ -691,6 +750,8 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             (sampled_weight, oversize_weight) = (0.0, 0.0);
             placements.iter_mut().for_each(|x| *x = 0);
             placements_total = 0;
+            window_decisions = 0;
+            (tail_weight, tail_bursting_weight, bursting_weight) = (0.0, 0.0, 0.0);
         }
     }
     RunResult {
@@ -702,6 +763,9 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             0.0
         },
         static_std_mbps: static_std,
+        hottest_burst_weight_share: BURST_MULTIPLIER * hottest_mbps
+            / (w.rate_mbps.iter().sum::<f64>() * burst_factor).max(1e-9),
+        hottest_burst_node_share: per_member(hottest_mbps, BURST_MULTIPLIER) / capacity_min,
         static_std_predicted_mbps: static_pred,
     }
 }
@@ -779,6 +843,67 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn the_smallest_node_cap_holds_and_keeps_the_load() {
+        for quorum in [(2, 2, 2), (3, 3, 2), (5, 3, 2)] {
+            let uncapped = ReplicaConfig {
+                quorum,
+                mean_util: 0.4,
+                ..ReplicaConfig::bp65(1)
+            };
+            let capped = ReplicaConfig {
+                ledger_cap: LedgerCap::SmallestNodeShare(0.5),
+                ..uncapped.clone()
+            };
+            let (free, held) = (workload(&uncapped), workload(&capped));
+            let (e, qw, _) = quorum;
+            let bursting_member = |r: f64| r * BURST_MULTIPLIER * qw as f64 / e as f64;
+            let smallest = held.capacity_mbps.iter().copied().fold(f64::MAX, f64::min);
+            let hottest = held.rate_mbps.iter().copied().fold(0.0, f64::max);
+            assert!(
+                bursting_member(hottest) <= 0.5 * smallest * (1.0 + 1e-9),
+                "{quorum:?}: {} > half of {smallest}",
+                bursting_member(hottest)
+            );
+            // The uncapped workload does break the cap, so the test says something.
+            let wild = free.rate_mbps.iter().copied().fold(0.0, f64::max);
+            assert!(bursting_member(wild) > 0.5 * smallest, "{quorum:?}");
+            // The mean utilisation is kept: the capped rates' sum is the uncapped one.
+            let (a, b): (f64, f64) = (free.rate_mbps.iter().sum(), held.rate_mbps.iter().sum());
+            assert!((a - b).abs() < 1e-6 * a, "{quorum:?}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn the_tail_share_agrees_with_the_p99() {
+        // Two views of the same samples: more than 1 % of the writes at or above TAIL_MS exactly
+        // when the p99 is at or above it.
+        let config = ReplicaConfig {
+            mean_util: 0.35,
+            ..ReplicaConfig::small(5)
+        };
+        let r = run(&config, "random", &SelectionPolicy::Uniform);
+        let (mut slow, mut fast) = (0, 0);
+        for w in &r.windows {
+            assert!(
+                (0.0..=1.0 + 1e-9).contains(&w.tail_share),
+                "{}",
+                w.tail_share
+            );
+            assert!((0.0..=1.0 + 1e-9).contains(&w.tail_bursting_share));
+            assert_eq!(w.p99_ms >= TAIL_MS, w.tail_share > 0.01, "{w:?}");
+            if w.p99_ms >= TAIL_MS {
+                slow += 1;
+            } else {
+                fast += 1;
+            }
+        }
+        assert!(
+            slow > 0 && fast > 0,
+            "both kinds of window: {slow} slow, {fast} fast"
+        );
+    }
 
     #[test]
     fn the_workload_does_not_depend_on_the_view_refresh() {
