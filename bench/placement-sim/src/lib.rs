@@ -1,6 +1,7 @@
 //! The placement simulator behind `skiff-placement-sim`: Sim A (replica placement, BP-65) and
 //! Sim B (bundles and shedding), both driving Skiff's real `skiff-placement` crate with virtual time
-//! and seeded RNGs, and the markdown report and SVG plots they produce.
+//! and seeded RNGs, the targets of the placement spec's §3.3b measured on them ([`targets`]), and
+//! the markdown report and SVG plots they produce; the report ends with the targets table.
 //!
 //! Owns the scenario models, the metrics and the report text. Its package depends on
 //! `skiff-placement` only among Skiff's crates (no broker, no tokio). It must never read the clock or
@@ -10,6 +11,7 @@ pub mod bundles;
 pub mod plot;
 pub mod replica;
 pub mod stats;
+pub mod targets;
 
 use std::fmt::Write as _;
 
@@ -28,6 +30,9 @@ pub struct Options {
     pub replica: bool,
     /// Run Sim B (bundles and shedding).
     pub bundles: bool,
+    /// Run the targets of §3.3b (Sim A recalibrated, Sim B on five seeds) and end with their
+    /// table.
+    pub targets: bool,
 }
 
 /// The report and the plots (file name, SVG text).
@@ -71,11 +76,18 @@ pub fn run(options: &Options) -> Output {
         options.seed,
         if options.quick { " --quick" } else { "" }
     );
+    // Skiff's d for the targets: the one Sim A's sweep chose, or the sweep's first without it.
+    let mut skiff_d = SKIFF_CHOICES_SWEEP[0];
     if options.replica {
-        sim_a(&replica_config, &mut md, &mut plots);
+        skiff_d = sim_a(&replica_config, &mut md, &mut plots);
     }
     if options.bundles {
         sim_b(&bundle_config, &mut md, &mut plots);
+    }
+    if options.targets {
+        let shapes = targets::run_regime(&replica_config, skiff_d, &targets::CALIBRATION_UTILS);
+        let seeds = targets::run_seeds(&bundle_config);
+        targets::section(&mut md, &replica_config, &shapes, &seeds, skiff_d);
     }
     Output {
         markdown: md,
@@ -182,7 +194,8 @@ fn median_std(r: &RunResult) -> f64 {
     r.median(|w| w.std_mbps)
 }
 
-fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, String)>) {
+/// Runs Sim A and writes its sections; returns the d of Skiff's power of d choices it chose.
+fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, String)>) -> usize {
     let policies = replica::policies();
     let _ = writeln!(md, "## Sim A: replica placement (BP-65 reproduction)\n");
     let _ = writeln!(
@@ -709,6 +722,7 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
         }
     );
     *md = md.replacen("__SKIFF_VERDICT__", &verdict, 1);
+    skiff_d
 }
 
 /// The variance budget: random's std split into parts, which of them a placer can remove, and
@@ -1122,78 +1136,6 @@ fn sim_b(config: &BundleConfig, md: &mut String, plots: &mut Vec<(String, String
         );
     }
     let _ = writeln!(md);
-    other_seeds(config, md);
-}
-
-/// Further seeds of Sim B run for the two pair shedders, so that a verdict does not rest on
-/// one seed's workload.
-const SIM_B_OTHER_SEEDS: u64 = 2;
-
-/// Sim B's scenarios again with the next [`SIM_B_OTHER_SEEDS`] seeds, AvgShedder and Skiff only.
-fn other_seeds(config: &BundleConfig, md: &mut String) {
-    let strategies = bundles::strategies();
-    let pair = [strategies.len() - 2, strategies.len() - 1];
-    let jobs: Vec<(u64, Scenario, usize)> = (1..=SIM_B_OTHER_SEEDS)
-        .flat_map(|k| {
-            Scenario::ALL
-                .iter()
-                .flat_map(move |&scenario| pair.map(|i| (k, scenario, i)))
-        })
-        .collect();
-    let results = par_map(&jobs, |&(k, scenario, i)| {
-        let c = BundleConfig {
-            seed: config.seed + k,
-            ..config.clone()
-        };
-        let s = &strategies[i];
-        bundles::run(&c, scenario, s.label, &s.balancer, &s.split)
-    });
-    let _ = writeln!(
-        md,
-        "### The pair shedders with other seeds\n\n\
-         The same scenarios with seeds {}–{} (other workloads and noise), AvgShedder against \
-         Skiff's settled pair shedder: moves (cycles to converge, ping-pong). \"Met\" as in the \
-         target table above.\n\n\
-         | Seed | Scenario | AvgShedder | Skiff | Skiff met the target |\n|---|---|---|---|---|",
-        config.seed + 1,
-        config.seed + SIM_B_OTHER_SEEDS,
-    );
-    for (job, runs) in jobs.chunks(2).zip(results.chunks(2)) {
-        let (k, scenario, _) = job[0];
-        let (avg, skiff) = (&runs[0], &runs[1]);
-        let cell = |r: &BundleResult| {
-            format!(
-                "{} ({}, {})",
-                r.moves,
-                r.converge_cycles
-                    .map_or("never".to_owned(), |c| format!("{c} cycles")),
-                r.ping_pong
-            )
-        };
-        let met = skiff.converge_cycles.is_some()
-            && skiff.ping_pong == 0
-            && (skiff.moves < avg.moves || (skiff.moves == 0 && avg.moves == 0));
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} |",
-            config.seed + k,
-            scenario.name(),
-            cell(avg),
-            cell(skiff),
-            yes(met),
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\nSkiff's moves under load jitter (seed 3 of the `--seed 1` report: 3) start from a report \
-         made during a spike: a broker re-reports only when something moved by more than 10 % (or \
-         after 15 min), so a spike's report can stand after the spike is over, and the 8 low hits \
-         count cycles over that one report; the load then moves back once the pair cooldown \
-         allows. Requiring a report made during the run of hits cuts those 3 moves to 1, but \
-         delays every moderate-gap move by up to a report interval (steady skew, seed 1: 9 cycles \
-         to converge become 19; rolling restart, seeds 2 and 3: 18 and 17 become 24 and 25), so \
-         it is not the default.\n"
-    );
 }
 
 /// Runs `f` over `items` on every available core and returns the results in item order. Each run
@@ -1262,12 +1204,20 @@ mod tests {
             quick: true,
             replica: true,
             bundles: true,
+            targets: true,
         };
         let a = run(&options);
         let b = run(&options);
         assert_eq!(a, b);
         assert!(a.markdown.contains("## Sim A"));
         assert!(a.markdown.contains("## Sim B"));
+        assert!(a.markdown.contains("## Targets"));
+        // The binary ends with the targets table.
+        let last = a.markdown.trim_end().lines().last().expect("a report");
+        assert!(
+            last.ends_with("| met |") || last.ends_with("| missed |"),
+            "{last}"
+        );
         assert!(!a.plots.is_empty());
         let c = run(&Options { seed: 8, ..options });
         assert_ne!(a.markdown, c.markdown, "the seed must matter");

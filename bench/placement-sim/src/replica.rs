@@ -130,7 +130,7 @@ pub const BURST_MULTIPLIER: f64 = 5.0;
 const BURST_MIN_S: u64 = 60;
 const BURST_MAX_S: u64 = 180;
 /// Diurnal swing ±30 %, compressed to one period over the measured span.
-const DIURNAL_AMPLITUDE: f64 = 0.3;
+pub const DIURNAL_AMPLITUDE: f64 = 0.3;
 /// Background noise: AR(1) with σ = 5 % of capacity and per-second correlation 0.95.
 const NOISE_SIGMA_FRACTION: f64 = 0.05;
 const NOISE_PHI: f64 = 0.95;
