@@ -214,7 +214,7 @@ fn sim_a(config: &ReplicaConfig, md: &mut String, plots: &mut Vec<(String, Strin
          - Nodes are fluid queues: backlog grows when demand exceeds capacity. Latency proxy per \
          node = S·ln(100)/(1 − min(ρ, 0.99)) + backlog/μ with S = 1 MB/μ; a write's latency is the \
          Qa-th smallest of its Qw nodes'; the cluster p99 is weighted by write rate, per 1-min \
-         window (sampled every 10 s). The first {:.1} h are warm-up (the initial placement is \
+         window (sampled every 10 s), exact and without a ceiling. The first {:.1} h are warm-up (the initial placement is \
          load-blind for every policy) and are not measured.\n\
          - Weight on BP-65's 0–100 scale = 100 × write bytes/s ÷ capacity (our reading; BP-65 does \
          not publish the mapping). Disk weight runs with equal free space, so it is uniform by \

@@ -928,7 +928,7 @@ fn a1_analysis(md: &mut String, shapes: &[ShapeRuns]) {
                 shape_label(s.quorum),
                 times(cut(&s.oracle)),
                 if with_burst >= 100.0 {
-                    ": over it, so a hot ledger's burst builds backlog wherever it lands"
+                    ": over it, so a hot ledger's burst builds backlog on any node near the mean"
                 } else {
                     ""
                 },
