@@ -18,7 +18,7 @@ use skiff_placement::{
     ClusterView, LoadReport, LoadWeightedConfig, Node, RackPolicy, SelectionPolicy,
 };
 
-use super::stats::{self, LogHistogram};
+use super::stats;
 
 /// Everything that shapes one Sim A run.
 #[derive(Debug, Clone)]
@@ -45,9 +45,8 @@ pub struct ReplicaConfig {
     pub mean_util: f64,
     /// If set, 30 % of ledgers roll over within 10 s at this second (after a broker restart).
     pub herding_at_s: Option<u64>,
-    /// If above 0, a ledger's per-member rate is capped so that a bursting ledger needs at most
-    /// this share of an average node (as if so hot a topic had been given more partitions).
-    pub ledger_burst_share_max: f64,
+    /// How hot one ledger may be (as if so hot a topic had been given more partitions).
+    pub ledger_cap: LedgerCap,
     /// A bound, not a placer: every placement sees the true current load of every node (no
     /// staleness, no noise, no concurrency). With greedy least-loaded it shows how far any
     /// placer could cut dispersion in this model.
@@ -81,7 +80,7 @@ impl ReplicaConfig {
             half_capacity_fraction: 0.0,
             mean_util: 0.55,
             herding_at_s: None,
-            ledger_burst_share_max: 0.0,
+            ledger_cap: LedgerCap::None,
             oracle_view: false,
             own_accounting: false,
             capacity_equal: false,
@@ -105,6 +104,20 @@ impl ReplicaConfig {
     }
 }
 
+/// A cap on one ledger's per-member write rate while it bursts, as a share of a node's capacity.
+/// Capped rates are cut to the cap and the others scaled up to keep the mean utilisation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LedgerCap {
+    /// Uncapped lognormal rates (the model of §3.1).
+    None,
+    /// A bursting ledger needs at most this share of an average node (the earlier capped
+    /// variant: half an average node can still fill a half-capacity one).
+    MeanNodeShare(f64),
+    /// A bursting ledger needs at most this share of the smallest node (§3.3b's recalibrated
+    /// regime: no single ledger, even bursting, takes more than this share of any node).
+    SmallestNodeShare(f64),
+}
+
 /// Ledger rollover bounds (Pulsar's managedLedgerMin/MaxLedgerRolloverTimeMinutes).
 const ROLLOVER_MIN_S: u64 = 10 * 60;
 const ROLLOVER_MAX_S: u64 = 240 * 60;
@@ -117,13 +130,18 @@ pub const BURST_MULTIPLIER: f64 = 5.0;
 const BURST_MIN_S: u64 = 60;
 const BURST_MAX_S: u64 = 180;
 /// Diurnal swing ±30 %, compressed to one period over the measured span.
-const DIURNAL_AMPLITUDE: f64 = 0.3;
+pub const DIURNAL_AMPLITUDE: f64 = 0.3;
 /// Background noise: AR(1) with σ = 5 % of capacity and per-second correlation 0.95.
 const NOISE_SIGMA_FRACTION: f64 = 0.05;
 const NOISE_PHI: f64 = 0.95;
 /// Journal capacity is uniform in this range, MB/s; the `capacity_equal` diagnostic uses the mean.
 const CAPACITY_MIN_MBPS: f64 = 150.0;
 const CAPACITY_MAX_MBPS: f64 = 200.0;
+/// A write this slow or slower is in the tail BP-65 removed (its p99 went from 10–20 s to under
+/// 1 s), ms.
+pub const TAIL_MS: f64 = 1_000.0;
+/// Seed offset of the placers' refresh phases (a stream of their own, see `run`).
+const PHASE_STREAM: u64 = 0x005E_ED0F_9A5E;
 /// Latency is sampled every this many seconds.
 const LATENCY_SAMPLE_S: u64 = 10;
 /// Entry size for the service time: S = 1 MB / μ.
@@ -144,10 +162,19 @@ pub struct Window {
     pub util_max_pct: f64,
     /// Nodes whose minute-mean demand exceeded capacity.
     pub nodes_over: usize,
-    /// Write-rate-weighted p99 latency proxy, ms.
+    /// Write-rate-weighted p99 latency proxy, ms: exact, with no ceiling (a backlog of any size
+    /// shows as its true delay).
     pub p99_ms: f64,
     /// Placements received by the most-chosen node ÷ the expected share.
     pub herding: f64,
+    /// Ensembles placed in the window (the chance level of `herding` depends on it).
+    pub decisions: u32,
+    /// Share of the write rate whose latency was at least [`TAIL_MS`].
+    pub tail_share: f64,
+    /// Share of the write rate on ledgers bursting at the sample ...
+    pub bursting_share: f64,
+    /// ... and the same share among the writes of at least [`TAIL_MS`] (0 if there were none).
+    pub tail_bursting_share: f64,
     /// Std of per-node utilisation (throughput ÷ capacity, minute mean), percentage points.
     pub util_std_pct: f64,
     /// Std of per-node replica write throughput without the background noise, MB/s.
@@ -180,6 +207,12 @@ pub struct RunResult {
     pub static_std_mbps: f64,
     /// Balls-in-bins prediction of that std for uniform placement, MB/s.
     pub static_std_predicted_mbps: f64,
+    /// The hottest ledger's write rate while bursting, as a share of the cluster's mean write
+    /// rate (bursts included): more than 1 % means its own writes alone can set the p99.
+    pub hottest_burst_weight_share: f64,
+    /// The hottest ledger's per-member rate while bursting, as a share of the smallest node's
+    /// capacity (what one ledger alone adds to a node).
+    pub hottest_burst_node_share: f64,
 }
 
 impl RunResult {
@@ -265,14 +298,18 @@ fn workload(config: &ReplicaConfig) -> Workload {
     let capacity_total: f64 = capacity_mbps.iter().sum();
     let scale = config.mean_util * capacity_total / demand;
     let mut rate_mbps: Vec<f64> = raw.iter().map(|r| r * scale).collect();
-    if config.ledger_burst_share_max > 0.0 {
+    let bursting_cap_mbps = match config.ledger_cap {
+        LedgerCap::None => None,
+        LedgerCap::MeanNodeShare(share) => Some(share * capacity_total / config.node_count as f64),
+        LedgerCap::SmallestNodeShare(share) => {
+            Some(share * capacity_mbps.iter().copied().fold(f64::INFINITY, f64::min))
+        }
+    };
+    if let Some(bursting_max_mbps) = bursting_cap_mbps.filter(|c| *c > 0.0 && c.is_finite()) {
         // Cap, then rescale the rest to keep the mean utilisation; a few rounds converge.
-        let (_, write_quorum, _) = config.quorum;
-        let (ensemble_size, _, _) = config.quorum;
+        let (ensemble_size, write_quorum, _) = config.quorum;
         let per_member = write_quorum as f64 / ensemble_size as f64;
-        let cap = config.ledger_burst_share_max * capacity_total
-            / config.node_count as f64
-            / (BURST_MULTIPLIER * per_member);
+        let cap = bursting_max_mbps / (BURST_MULTIPLIER * per_member);
         let target: f64 = rate_mbps.iter().sum();
         for _ in 0..8 {
             rate_mbps.iter_mut().for_each(|r| *r = r.min(cap));
@@ -323,8 +360,14 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     let history_len = refresh + 2;
     let mut published_util = vec![vec![0.0f64; n]; history_len];
     let mut published_wbps = vec![vec![0.0f64; n]; history_len];
+    // Refresh phases come from their own stream: drawn from the workload stream, the number of
+    // draws `gen_range(0..refresh)` consumes depends on `refresh` (rejection sampling), so every
+    // refresh period got a different schedule, bursts and noise, and the staleness sweep did
+    // not compare like with like (uniform random, which ignores the view, came out different
+    // at 30 s and 300 s).
+    let mut phase_rng = ChaCha8Rng::seed_from_u64(config.seed ^ PHASE_STREAM);
     let phase: Vec<usize> = (0..config.placer_count)
-        .map(|_| wrng.gen_range(0..refresh))
+        .map(|_| phase_rng.gen_range(0..refresh))
         .collect();
 
     let ledgers = config.ledger_count;
@@ -338,6 +381,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
 
     let mut placements = vec![0u32; n];
     let mut placements_total = 0u32;
+    let mut window_decisions = 0u32;
     let mut fallbacks = 0u64;
     let mut decisions = 0u64;
 
@@ -463,11 +507,19 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
     // Write weight sampled for the p99, and the part of it on ledgers too big for one of their
     // own nodes; only ledgers that exceed the smallest node while bursting can ever be.
     let (mut sampled_weight, mut oversize_weight) = (0.0f64, 0.0f64);
+    // Write weight at or above TAIL_MS, the part of it on bursting ledgers, and the bursting
+    // ledgers' weight overall: whether the tail is made of bursts no placer saw coming.
+    let (mut tail_weight, mut tail_bursting_weight, mut bursting_weight) = (0.0f64, 0.0, 0.0);
     let capacity_min = w.capacity_mbps.iter().copied().fold(f64::MAX, f64::min);
+    let hottest_mbps = w.rate_mbps.iter().copied().fold(0.0, f64::max);
+    let burst_factor = 1.0 + config.burst_share * (BURST_MULTIPLIER - 1.0);
     let oversize_candidates: Vec<usize> = (0..ledgers)
         .filter(|&l| per_member(w.rate_mbps[l], BURST_MULTIPLIER) > capacity_min)
         .collect();
-    let mut histogram = LogHistogram::new(1.0, 120_000.0, 400);
+    // The p99 is exact: a write's latency is one node's delay, so each latency sample adds one
+    // (delay, weight) pair per node, and the window's p99 is the weighted quantile of those.
+    let mut node_weight = vec![0.0f64; n];
+    let mut window_delays: Vec<(f64, f64)> = Vec::new();
     let mut windows = Vec::new();
     let mut static_std = 0.0;
     let mut static_pred = 0.0;
@@ -544,6 +596,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             }
             if measuring {
                 placements_total += e as u32;
+                window_decisions += 1;
                 decisions += 1;
                 fallbacks += u64::from(fell_back);
             }
@@ -579,9 +632,7 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 -1.0
             };
             published_wbps[row][i] = lambda;
-            let service_s = ENTRY_MB / mu;
-            delay_ms[i] =
-                1000.0 * (service_s * 100f64.ln() / (1.0 - rho.min(0.99)) + backlog_mb[i] / mu);
+            delay_ms[i] = node_delay_ms(mu, rho, backlog_mb[i]);
             if measuring {
                 minute_lambda[i] += lambda;
                 minute_rho[i] += rho;
@@ -593,7 +644,10 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             }
         }
         if t as u64 == config.warmup_s {
-            static_std = stats::std_dev(&base);
+            // `base` carries the extra of the ledgers bursting right now; the balls-in-bins
+            // prediction is for the placed rates alone, so compare like with like.
+            let placed: Vec<f64> = base.iter().zip(&burst_extra).map(|(b, x)| b - x).collect();
+            static_std = stats::std_dev(&placed);
             let mean_sq: f64 = w
                 .rate_mbps
                 .iter()
@@ -607,17 +661,30 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             continue;
         }
         if t as u64 % LATENCY_SAMPLE_S == 0 {
-            // A write's latency is one of its nodes' delays, so its bucket is that node's bucket:
-            // one logarithm per node instead of one per write.
-            let bucket: Vec<usize> = delay_ms.iter().map(|d| histogram.bucket(*d)).collect();
             for ledger in 0..ledgers {
                 let weight = w.rate_mbps[ledger] * multiplier[ledger] / e as f64;
                 sampled_weight += weight * e as f64;
                 let ensemble = &members[ledger * e..(ledger + 1) * e];
+                let bursting = multiplier[ledger] > 1.0;
+                if bursting {
+                    bursting_weight += weight * e as f64;
+                }
                 for start in 0..e {
                     let node = quorum_order_statistic(ensemble, start, qw, qa, &delay_ms);
-                    histogram.add_to_bucket(bucket[node], weight);
+                    node_weight[node] += weight;
+                    if delay_ms[node] >= TAIL_MS {
+                        tail_weight += weight;
+                        if bursting {
+                            tail_bursting_weight += weight;
+                        }
+                    }
                 }
+            }
+            for (i, weight) in node_weight.iter_mut().enumerate() {
+                if *weight > 0.0 {
+                    window_delays.push((delay_ms[i], *weight));
+                }
+                *weight = 0.0;
             }
             for &ledger in &oversize_candidates {
                 let own = per_member(w.rate_mbps[ledger], multiplier[ledger]);
@@ -659,10 +726,18 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
                 top10_mbps: stats::mean(&sorted[..10.min(n)]),
                 util_max_pct: stats::max(&minute_rho) / 60.0 * 100.0,
                 nodes_over: minute_rho.iter().filter(|r| **r / 60.0 > 1.0).count(),
-                p99_ms: histogram.quantile(0.99),
+                p99_ms: stats::weighted_quantile(&mut window_delays, 0.99),
                 herding,
+                decisions: window_decisions,
+                tail_share: tail_weight / sampled_weight.max(1e-9),
+                bursting_share: bursting_weight / sampled_weight.max(1e-9),
+                tail_bursting_share: if tail_weight > 0.0 {
+                    tail_bursting_weight / tail_weight
+                } else {
+                    0.0
+                },
             });
-            histogram.clear();
+            window_delays.clear();
             for sums in [
                 &mut minute_lambda,
                 &mut minute_rho,
@@ -675,6 +750,8 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             (sampled_weight, oversize_weight) = (0.0, 0.0);
             placements.iter_mut().for_each(|x| *x = 0);
             placements_total = 0;
+            window_decisions = 0;
+            (tail_weight, tail_bursting_weight, bursting_weight) = (0.0, 0.0, 0.0);
         }
     }
     RunResult {
@@ -686,8 +763,23 @@ pub fn run(config: &ReplicaConfig, label: &str, policy: &SelectionPolicy) -> Run
             0.0
         },
         static_std_mbps: static_std,
+        hottest_burst_weight_share: BURST_MULTIPLIER * hottest_mbps
+            / (w.rate_mbps.iter().sum::<f64>() * burst_factor).max(1e-9),
+        hottest_burst_node_share: per_member(hottest_mbps, BURST_MULTIPLIER) / capacity_min,
         static_std_predicted_mbps: static_pred,
     }
+}
+
+/// Highest utilisation the M/M/1 part of the delay is evaluated at: above it the queue is not
+/// stable, and the fluid backlog term takes over.
+const MM1_RHO_MAX: f64 = 0.99;
+
+/// A node's write delay, ms: the M/M/1 p99 sojourn S·ln(100)/(1 − min(ρ, 0.99)) with S = 1 MB/μ,
+/// plus the time the fluid backlog takes to drain at capacity (backlog/μ). Nothing caps it: a
+/// backlog of any size is its true delay, which is what the p99 reports.
+pub fn node_delay_ms(capacity_mbps: f64, rho: f64, backlog_mb: f64) -> f64 {
+    let service_s = ENTRY_MB / capacity_mbps;
+    1000.0 * (service_s * 100f64.ln() / (1.0 - rho.min(MM1_RHO_MAX)) + backlog_mb / capacity_mbps)
 }
 
 /// The node whose delay is the `qa`-th smallest among the `qw` consecutive members of `ensemble`
@@ -751,6 +843,105 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn the_smallest_node_cap_holds_and_keeps_the_load() {
+        for quorum in [(2, 2, 2), (3, 3, 2), (5, 3, 2)] {
+            let uncapped = ReplicaConfig {
+                quorum,
+                mean_util: 0.4,
+                ..ReplicaConfig::bp65(1)
+            };
+            let capped = ReplicaConfig {
+                ledger_cap: LedgerCap::SmallestNodeShare(0.5),
+                ..uncapped.clone()
+            };
+            let (free, held) = (workload(&uncapped), workload(&capped));
+            let (e, qw, _) = quorum;
+            let bursting_member = |r: f64| r * BURST_MULTIPLIER * qw as f64 / e as f64;
+            let smallest = held.capacity_mbps.iter().copied().fold(f64::MAX, f64::min);
+            let hottest = held.rate_mbps.iter().copied().fold(0.0, f64::max);
+            assert!(
+                bursting_member(hottest) <= 0.5 * smallest * (1.0 + 1e-9),
+                "{quorum:?}: {} > half of {smallest}",
+                bursting_member(hottest)
+            );
+            // The uncapped workload does break the cap, so the test says something.
+            let wild = free.rate_mbps.iter().copied().fold(0.0, f64::max);
+            assert!(bursting_member(wild) > 0.5 * smallest, "{quorum:?}");
+            // The mean utilisation is kept: the capped rates' sum is the uncapped one.
+            let (a, b): (f64, f64) = (free.rate_mbps.iter().sum(), held.rate_mbps.iter().sum());
+            assert!((a - b).abs() < 1e-6 * a, "{quorum:?}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn the_tail_share_agrees_with_the_p99() {
+        // Two views of the same samples: more than 1 % of the writes at or above TAIL_MS exactly
+        // when the p99 is at or above it.
+        let config = ReplicaConfig {
+            mean_util: 0.35,
+            ..ReplicaConfig::small(5)
+        };
+        let r = run(&config, "random", &SelectionPolicy::Uniform);
+        let (mut slow, mut fast) = (0, 0);
+        for w in &r.windows {
+            assert!(
+                (0.0..=1.0 + 1e-9).contains(&w.tail_share),
+                "{}",
+                w.tail_share
+            );
+            assert!((0.0..=1.0 + 1e-9).contains(&w.tail_bursting_share));
+            assert_eq!(w.p99_ms >= TAIL_MS, w.tail_share > 0.01, "{w:?}");
+            if w.p99_ms >= TAIL_MS {
+                slow += 1;
+            } else {
+                fast += 1;
+            }
+        }
+        assert!(
+            slow > 0 && fast > 0,
+            "both kinds of window: {slow} slow, {fast} fast"
+        );
+    }
+
+    #[test]
+    fn the_workload_does_not_depend_on_the_view_refresh() {
+        // Uniform random ignores the view, so with common random numbers it must give the same
+        // run whatever the refresh period.
+        let config = ReplicaConfig::small(3);
+        let at = |refresh_s| {
+            let r = run(
+                &ReplicaConfig {
+                    refresh_s,
+                    ..config.clone()
+                },
+                "random",
+                &SelectionPolicy::Uniform,
+            );
+            r.windows
+                .iter()
+                .map(|w| (w.std_mbps, w.p99_ms))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(at(30), at(300));
+        assert_eq!(at(30), at(7));
+    }
+
+    #[test]
+    fn node_delay_is_mm1_plus_backlog_and_unclamped() {
+        let ln100 = 100f64.ln();
+        // Idle node of 200 MB/s: 5 ms service, p99 sojourn 5·ln(100) ms.
+        assert!((node_delay_ms(200.0, 0.0, 0.0) - 5.0 * ln100).abs() < 1e-9);
+        // Half loaded: twice that.
+        assert!((node_delay_ms(200.0, 0.5, 0.0) - 10.0 * ln100).abs() < 1e-9);
+        // Overloaded: the M/M/1 part stops at ρ = 0.99 and the backlog adds its drain time,
+        // 2 400 MB at 200 MB/s = 12 s (a node at 110 % for 2 min, as the spec's example).
+        let d = node_delay_ms(200.0, 1.1, 2400.0);
+        assert!((d - (500.0 * ln100 + 12_000.0)).abs() < 1e-6, "{d}");
+        // No ceiling: 1 000 s of backlog reads as 1 000 s, not 120 s.
+        assert!(node_delay_ms(200.0, 1.1, 200_000.0) > 1_000_000.0);
+    }
 
     proptest! {
         #[test]

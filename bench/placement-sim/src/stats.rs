@@ -1,5 +1,5 @@
 //! Small statistics helpers for the placement simulator: moments, order statistics, a normal
-//! sampler and a log-spaced weighted histogram for latency percentiles.
+//! sampler and an exact weighted quantile for latency percentiles.
 
 use rand::Rng;
 
@@ -64,64 +64,33 @@ pub fn poisson<R: Rng + ?Sized>(rng: &mut R, mean: f64) -> u32 {
     count
 }
 
-/// Weighted histogram over log-spaced buckets from `lo` to `hi` (values outside are clamped).
-#[derive(Debug, Clone)]
-pub struct LogHistogram {
-    lo_ln: f64,
-    step_ln: f64,
-    weights: Vec<f64>,
-}
-
-impl LogHistogram {
-    /// `buckets` log-spaced buckets over [lo, hi].
-    pub fn new(lo: f64, hi: f64, buckets: usize) -> Self {
-        Self {
-            lo_ln: lo.ln(),
-            step_ln: (hi.ln() - lo.ln()) / buckets as f64,
-            weights: vec![0.0; buckets],
+/// The weighted `q`-quantile of `samples` (value, weight), exactly: the smallest value whose
+/// cumulative weight (its own included, values in ascending order) reaches `q` of the total.
+/// No buckets and no range, so a backlog delay of any size is reported as it is (the earlier
+/// log histogram clamped everything above 120 s into its top bucket). Sorts `samples` in place;
+/// 0 for no samples or no positive weight; weights that are not positive and finite are ignored.
+pub fn weighted_quantile(samples: &mut [(f64, f64)], q: f64) -> f64 {
+    let usable = |w: f64| w.is_finite() && w > 0.0;
+    let total: f64 = samples.iter().map(|s| s.1).filter(|w| usable(*w)).sum();
+    if total <= 0.0 {
+        return 0.0;
+    }
+    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let goal = q.clamp(0.0, 1.0) * total;
+    let mut acc = 0.0;
+    let mut last = 0.0;
+    for &(value, weight) in samples.iter() {
+        if !usable(weight) {
+            continue;
+        }
+        acc += weight;
+        last = value;
+        if acc >= goal {
+            return value;
         }
     }
-
-    /// Adds `value` with `weight`.
-    #[cfg(test)]
-    pub fn add(&mut self, value: f64, weight: f64) {
-        let bucket = self.bucket(value);
-        self.add_to_bucket(bucket, weight);
-    }
-
-    /// The bucket `value` falls in (precompute it when one value is added many times).
-    pub fn bucket(&self, value: f64) -> usize {
-        let i = ((value.max(1e-12).ln() - self.lo_ln) / self.step_ln).floor();
-        (i.max(0.0) as usize).min(self.weights.len() - 1)
-    }
-
-    /// Adds `weight` to bucket `bucket` (from [`LogHistogram::bucket`]).
-    pub fn add_to_bucket(&mut self, bucket: usize, weight: f64) {
-        if let Some(w) = self.weights.get_mut(bucket) {
-            *w += weight;
-        }
-    }
-
-    /// The value below which `q` of the weight lies (bucket upper edge).
-    pub fn quantile(&self, q: f64) -> f64 {
-        let total: f64 = self.weights.iter().sum();
-        if total <= 0.0 {
-            return 0.0;
-        }
-        let mut acc = 0.0;
-        for (i, w) in self.weights.iter().enumerate() {
-            acc += w;
-            if acc >= q * total {
-                return (self.lo_ln + (i + 1) as f64 * self.step_ln).exp();
-            }
-        }
-        (self.lo_ln + self.weights.len() as f64 * self.step_ln).exp()
-    }
-
-    /// Empties the histogram.
-    pub fn clear(&mut self) {
-        self.weights.iter_mut().for_each(|w| *w = 0.0);
-    }
+    // Rounding left the running sum a hair under the goal: the largest weighted value.
+    last
 }
 
 #[cfg(test)]
@@ -140,14 +109,22 @@ mod tests {
     }
 
     #[test]
-    fn histogram_quantile() {
-        let mut h = LogHistogram::new(1.0, 1000.0, 300);
-        h.add(10.0, 98.0);
-        h.add(500.0, 2.0);
-        let p50 = h.quantile(0.5);
-        assert!((10.0..10.3).contains(&p50), "{p50}");
-        let p99 = h.quantile(0.99);
-        assert!((500.0..515.0).contains(&p99), "{p99}");
+    fn weighted_quantile_is_exact_and_unclamped() {
+        // 98 % of the weight at 10 ms, 2 % at 500 s: the p99 is the 500 s delay itself, far
+        // above the old histogram's 120 s top.
+        let mut s = vec![(500_000.0, 2.0), (10.0, 98.0)];
+        assert_eq!(weighted_quantile(&mut s, 0.99), 500_000.0);
+        assert_eq!(weighted_quantile(&mut s, 0.98), 10.0);
+        assert_eq!(weighted_quantile(&mut s, 0.5), 10.0);
+        // Weight decides, not the count of samples.
+        let mut s = vec![(1.0, 1.0), (2.0, 1.0), (3.0, 1.0), (4.0, 97.0)];
+        assert_eq!(weighted_quantile(&mut s, 0.03), 3.0);
+        assert_eq!(weighted_quantile(&mut s, 0.031), 4.0);
+        // Zero, negative and non-finite weights do not count; nothing usable gives 0.
+        let mut s = vec![(7.0, 0.0), (8.0, -1.0), (9.0, f64::NAN), (3.0, 1.0)];
+        assert_eq!(weighted_quantile(&mut s, 0.99), 3.0);
+        assert_eq!(weighted_quantile(&mut [], 0.99), 0.0);
+        assert_eq!(weighted_quantile(&mut [(5.0, 0.0)], 0.5), 0.0);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `skiff-placement-sim`: runs the placement simulator (Sim A: replica placement, Sim B: bundles
 //! and shedding) and writes `placement.md` and `placement-*.svg` into the output directory.
 //!
-//! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles] [--out DIR]`
-//! (default seed 1, output `bench/reports`; the committed report runs both parts). Seeded and deterministic: the same seed writes the same bytes.
+//! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles|targets] [--out DIR]`
+//! (default seed 1, output `bench/reports`; the committed report runs every part and ends with
+//! the table of §3.3b's targets). Seeded and deterministic: the same seed writes the same bytes.
 
 use std::path::PathBuf;
 
@@ -15,6 +16,7 @@ fn main() -> anyhow::Result<()> {
         quick: false,
         replica: true,
         bundles: true,
+        targets: true,
     };
     let mut out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports"));
     let mut args = std::env::args().skip(1);
@@ -25,15 +27,19 @@ fn main() -> anyhow::Result<()> {
                 options.seed = value.parse().context("--seed must be an integer")?;
             }
             "--quick" => options.quick = true,
-            "--only" => match args.next().as_deref() {
-                Some("replica") => options.bundles = false,
-                Some("bundles") => options.replica = false,
-                _ => bail!("--only takes replica or bundles"),
-            },
+            "--only" => {
+                let only = args.next();
+                options.replica = only.as_deref() == Some("replica");
+                options.bundles = only.as_deref() == Some("bundles");
+                options.targets = only.as_deref() == Some("targets");
+                if !(options.replica || options.bundles || options.targets) {
+                    bail!("--only takes replica, bundles or targets");
+                }
+            }
             "--out" => out = PathBuf::from(args.next().context("--out needs a directory")?),
             "-h" | "--help" => {
                 println!(
-                    "skiff-placement-sim [--seed N] [--quick] [--only replica|bundles] [--out DIR]"
+                    "skiff-placement-sim [--seed N] [--quick] [--only replica|bundles|targets] [--out DIR]"
                 );
                 return Ok(());
             }
