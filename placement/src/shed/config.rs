@@ -118,9 +118,11 @@ impl ShedderConfig {
             "uniform" => Self::uniform(),
             "transfer" => Self::transfer(),
             "overload" => Self::overload(),
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "{other:?} is not a shedder: skiff, avg, threshold, uniform, transfer or overload"
-            )),
+            ))
+            }
         })
     }
 
