@@ -347,28 +347,17 @@ fn move_step(
     record: &Versioned<BundleRecord>,
 ) -> Vec<ControllerWrite> {
     let owner = record.value.owner;
-    let Some(target) = record.value.target else {
-        return vec![finish(
-            image,
-            epoch,
-            now_ms,
-            bundle,
-            record,
-            owner,
-            "no target",
-        )];
+    let target = match record.value.target {
+        Some(target) if image.is_running(target) => target,
+        stopped => {
+            let why = if stopped.is_some() {
+                "aborted: the target is not running"
+            } else {
+                "aborted: no target"
+            };
+            return vec![finish(image, epoch, now_ms, bundle, record, owner, why)];
+        }
     };
-    if !image.is_running(target) {
-        return vec![finish(
-            image,
-            epoch,
-            now_ms,
-            bundle,
-            record,
-            owner,
-            "aborted: the target is not running",
-        )];
-    }
     let partitions = bundle_partitions(image, bundle);
     let mut lead: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     let mut reassign: Vec<(String, i32, Vec<NodeId>)> = Vec::new();
