@@ -35,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT / "tests" / "clients"))
 
 import conftest  # noqa: E402
 from etcd_cluster import EtcdCluster  # noqa: E402
-from test_cluster import METRICS, SESSION_MS, SkiffCluster, agreed_controller, wait_for  # noqa: E402
+from test_cluster import ANSI, METRICS, SESSION_MS, SkiffCluster, agreed_controller, wait_for  # noqa: E402
 
 BROKERS = 5
 # The two brokers that start with 70 % of the bytes in; the other three share the rest equally.
@@ -820,6 +821,7 @@ def main():
     parser.add_argument("--moves-max", type=int, help="skiff.placement.shed.moves.max (default: the broker's)")
     parser.add_argument("--shedder", help="skiff.placement.shedder (default: the broker's)")
     parser.add_argument("--broker-bin", default=conftest.BROKER_BIN)
+    parser.add_argument("--logs-dir", help="where the brokers' logs go (default: a new temporary directory)")
     parser.add_argument("--no-load-ok", action="store_true",
                         help="go on (and write the report) when no broker reports traffic: checks the "
                              "script itself on a broker without the traffic counters")
@@ -900,6 +902,11 @@ def main():
         try:
             wait_for(load_reported, LOAD_TIMEOUT_S, "load reports with half the offered bytes in")
             load_seen_ms = int(time.time() * 1000)
+            # What a broker really writes (the partitions cut to two), for the record.
+            example = next((v for k, v in records.snapshot().items() if k.startswith("load/")), {})
+            traffic = dict(example.get("traffic") or {})
+            traffic["partitions"] = (traffic.get("partitions") or [])[:2]
+            print(f"a load report: {json.dumps(dict(example, traffic=traffic))}", file=sys.stderr)
         except AssertionError:
             reported = {b: v[1] for b, v in (sampler.samples[-1]["loads"] if sampler.samples else {}).items()}
             message = (f"NO LOAD REPORTED: within {LOAD_TIMEOUT_S} s of the producers starting "
@@ -955,16 +962,20 @@ def main():
                 writer.stop()
         if sampler is not None:
             sampler.stop()
-        logs = {}
         if cluster is not None:
-            logs = {i: list(b.log_lines) for i, b in enumerate(cluster.brokers)}
             cluster.stop()
+            # Every broker's log (each start appended), for whatever the report cannot say.
+            logs_dir = pathlib.Path(args.logs_dir or tempfile.mkdtemp(prefix="placement-live-logs-"))
+            logs_dir.mkdir(parents=True, exist_ok=True)
+            for index, broker in enumerate(cluster.brokers):
+                (logs_dir / f"broker-{index}.log").write_text(ANSI.sub("", "".join(broker.log_lines)))
+            print(f"broker logs in {logs_dir}", file=sys.stderr)
         etcd.stop()
     if "final" not in outcome:
         return outcome.get("exit", 1)
     load_after = os.getloadavg()
     report, svg, failed = write_report(args, command, names, rates, offered, owners, settings, sampler, writers,
-                                       client_log, outcome, (load_before, load_after), logs)
+                                       client_log, outcome, (load_before, load_after))
     out = pathlib.Path(args.out)
     svg_path = out.with_suffix(".svg")
     out.write_text(report)
@@ -975,7 +986,7 @@ def main():
 
 
 def write_report(args, command, names, rates, offered, owners, settings, sampler, writers, client_log, outcome,
-                 load_averages, logs):
+                 load_averages):
     """The markdown report and its chart; returns (markdown, svg, any target missed)."""
     started_ms = outcome["started_wall_ms"]
     load_seen_ms = outcome["load_seen_ms"]
@@ -1119,6 +1130,12 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     lines += [f"| {name} | {value} | {bar} | {verdict(ok)} |" for name, value, bar, ok in targets]
     start_loads = {b: v[0] for b, v in first["loads"].items()} if first else {}
 
+    final_leaders = leaders_of(outcome["final"])
+    led = collections.Counter(final_leaders.get(item) for item in offered)
+    led_load = collections.Counter()
+    for item, load in offered.items():
+        led_load[final_leaders.get(item)] += load
+
     def per_broker(loads):
         return (", ".join(f"{b}: {loads.get(b, 0) / 1024:,.0f}" for b in range(BROKERS)) + " KiB/s "
                 f"(max/mean {ratio_of(loads.get(b, 0) for b in range(BROKERS)) or 0:.2f})")
@@ -1139,6 +1156,9 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
         f"- Ping-pong: a bundle returning to a broker it left within the cooldown ({COOLDOWN_MS / 1000:.0f} s), "
         "or a move B → A after a move A → B; counted over every move seen"
         + (": " + ", ".join(f"{m['bundle']} {m['from']} → {m['to']}" for m in pongs) if pongs else "") + ".",
+        "- At the end (final partition leaders, with the offered bytes in they lead): "
+        + ", ".join(f"{b}: {led[b]} partitions, {led_load[b] / 1024:,.0f} KiB/s" for b in range(BROKERS))
+        + f" (max/mean {ratio_of(led_load[b] for b in range(BROKERS)) or 0:.2f}).",
         "",
         "## Moves",
         "",
