@@ -259,7 +259,8 @@ def verdict(ok):
 
 
 def svg_lines(title, note, series, x_max, y_label, vlines=(), markers=(), hline=None):
-    """A line chart: series = [(label, [(x, y)], colour)]; vlines = [(x, label)] drawn dashed;
+    """A line chart: series = [(label, [(x, y)], colour[, dashed])] (dashed ones thin, out of the
+    legend); vlines = [(x, label)] drawn dashed;
     markers = [(x, y, colour, tooltip)] drawn as triangles; hline = (y, label) drawn dotted."""
     width, height = 980, 460
     left, right, top, bottom = 80, 20, 50, 80
@@ -304,15 +305,17 @@ def svg_lines(title, note, series, x_max, y_label, vlines=(), markers=(), hline=
                    f'stroke="#000" stroke-dasharray="1 3"/>')
         out.append(f'<text x="{left + plot_w - 4}" y="{py(hline[0]) - 4:.1f}" text-anchor="end" '
                    f'font-size="10">{html.escape(hline[1])}</text>')
-    for label, points, colour in series:
+    for label, points, colour, *dashed in series:
         if points:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+            style = ' stroke-width="1.2" stroke-dasharray="5 3" opacity="0.8"' if dashed and dashed[0] else ' stroke-width="2"'
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}"{style}/>')
     for x, y, colour, tip in markers:
         cx, cy = px(x), py(y)
         out.append(f'<path d="M{cx:.1f},{cy - 7:.1f} L{cx - 5:.1f},{cy + 2:.1f} L{cx + 5:.1f},{cy + 2:.1f} Z" '
                    f'fill="{colour}" stroke="#000" stroke-width="0.5"><title>{html.escape(tip)}</title></path>')
-    for s, (label, _, colour) in enumerate(series):
+    legend = [(label, colour) for label, _, colour, *dashed in series if not (dashed and dashed[0])]
+    for s, (label, colour) in enumerate(legend):
         x = left + s * 150
         y = height - 14
         out.append(f'<rect x="{x}" y="{y - 10}" width="12" height="12" fill="{colour}"/>')
@@ -1050,7 +1053,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     unfinished = sum(w.unfinished for w in writers)
 
     targets = [
-        ("max/mean bytes in per broker at the end of cycle 5", f"{end_ratio:.2f}" if end_ratio else "n/a",
+        ("max/mean bytes in per broker at the end of cycle 5", f"{end_ratio:.3f}" if end_ratio else "n/a",
          f"≤ {BALANCE_TARGET}", end_ratio is not None and end_ratio <= BALANCE_TARGET),
         ("bundle moves (whole run) ÷ minimal moves from the starting loads (counts only with the balance reached)",
          f"{len(started_moves)} ÷ {minimal}" + (f" = {len(started_moves) / minimal:.2f}" if minimal else "")
@@ -1071,6 +1074,9 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     for b in range(BROKERS):
         points = [(s["t"], s["loads"][b][0] / 1024) for s in sampler.samples if b in s["loads"]]
         series.append((f"broker {b}" + (" (heavy)" if b in HEAVY_BROKERS else ""), points, COLORS[b % len(COLORS)]))
+    for b in range(BROKERS):
+        points = [(s["t"], client_loads(sampler.samples, s).get(b, 0) / 1024) for s in sampler.samples[1:]]
+        series.append((f"broker {b}, clients", points, COLORS[b % len(COLORS)], True))
     vlines = [(t_of(at), f"c{i + 1}") for i, at in enumerate(cycles)]
     markers = []
     for m in moves:
@@ -1083,7 +1089,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     x_max = max([s["t"] for s in sampler.samples] + [1])
     svg = svg_lines("Bytes in per broker (load reports), shedding cycles and bundle moves",
                     f"{BROKERS} brokers, {TOPICS}×{PARTITIONS} partitions RF 1, {args.total_kib_s:,.0f} KiB/s offered; "
-                    f"dashed: cycles c1…; ▲ a move finished (colour of its target)", series, x_max, "KiB/s",
+                    f"solid: reports; thin dashed: acknowledged by leader; c1…: cycles; ▲ a move finished (its target's colour)", series, x_max, "KiB/s",
                     vlines, markers, (BALANCE_TARGET * mean_kib, f"{BALANCE_TARGET} × offered mean"))
 
     svg_name = pathlib.Path(args.out).with_suffix(".svg").name
@@ -1115,9 +1121,9 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
         "cycle). A broker's load is its report's `traffic.bytes_in_per_second + "
         "traffic.replication_bytes_in_per_second`, as the shedder weighs it.",
         f"- Cycles are counted from the first one that ran after the reports showed the load "
-        f"({t_of(load_seen_ms):.1f} s after the producers started); the run stopped the producers at "
-        f"{outcome['stopped_s']:.0f} s, after {len(cycles)} such cycles "
-        f"({len(all_cycles)} in all), then read every partition back from its final leader.",
+        f"({t_of(load_seen_ms):.1f} s after the producers started); the producers stopped at "
+        f"{outcome['stopped_s']:.0f} s, when cycle {len(cycles)} had run ({len(all_cycles)} cycles in all), and "
+        "every partition was then read back from its final leader.",
         "",
         "| topic | records/s | partition → leader at the start (bundle load KiB/s) |",
         "|---|---|---|",
@@ -1130,6 +1136,9 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     lines += [f"| {name} | {value} | {bar} | {verdict(ok)} |" for name, value, bar, ok in targets]
     start_loads = {b: v[0] for b, v in first["loads"].items()} if first else {}
 
+    # A moved partition's catch-up counts as replication bytes in on its target until the next
+    # report: the peak, to read the chart's spikes by.
+    peak = max(((v[0] - v[1], b, s["t"]) for s in sampler.samples for b, v in s["loads"].items()), default=None)
     final_leaders = leaders_of(outcome["final"])
     led = collections.Counter(final_leaders.get(item) for item in offered)
     led_load = collections.Counter()
@@ -1156,6 +1165,9 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
         f"- Ping-pong: a bundle returning to a broker it left within the cooldown ({COOLDOWN_MS / 1000:.0f} s), "
         "or a move B → A after a move A → B; counted over every move seen"
         + (": " + ", ".join(f"{m['bundle']} {m['from']} → {m['to']}" for m in pongs) if pongs else "") + ".",
+        (f"- Replication bytes in (the catch-up of moved partitions, counted in the load until the next "
+         f"report): peak {peak[0] / 1024:,.0f} KiB/s on broker {peak[1]} at {peak[2]:.0f} s." if peak and peak[0] > 0
+         else "- Replication bytes in: none reported."),
         "- At the end (final partition leaders, with the offered bytes in they lead): "
         + ", ".join(f"{b}: {led[b]} partitions, {led_load[b] / 1024:,.0f} KiB/s" for b in range(BROKERS))
         + f" (max/mean {ratio_of(led_load[b] for b in range(BROKERS)) or 0:.2f}).",
