@@ -18,6 +18,9 @@ another build: `--broker-bin` or SKIFF_BIN), etcd and etcdctl on PATH, and confl
     python3 bench/placement_live.py [--out bench/reports/placement-live.md] [--shed-interval-ms 10000]
                                     [--cycles 8] [--duration-s S] [--total-kib-s 2048]
     python3 bench/placement_live.py --self-test     (the pure parts: minimal moves, layout, ping-pong)
+    python3 bench/placement_live.py --render bench/reports/placement-live-data.json   (the report again)
+Besides the report and its SVG it writes the run's data (`<report>-data.json`: every sample, cycle,
+move and client count) and keeps the brokers' logs (--logs-dir, else a temporary directory).
 Exits 2, with a message naming the cause, if no broker ever reports traffic (the shedder would
 see nothing to move, so there is nothing to measure).
 """
@@ -258,17 +261,20 @@ def verdict(ok):
     return "**met**" if ok else "**missed**"
 
 
-def svg_lines(title, note, series, x_max, y_label, vlines=(), markers=(), hline=None):
+def svg_lines(title, note, series, x_max, y_label, vlines=(), markers=(), hline=None, y_cap=None):
     """A line chart: series = [(label, [(x, y)], colour[, dashed])] (dashed ones thin, out of the
     legend); vlines = [(x, label)] drawn dashed;
-    markers = [(x, y, colour, tooltip)] drawn as triangles; hline = (y, label) drawn dotted."""
+    markers = [(x, y, colour, tooltip)] drawn as triangles; hline = (y, label) drawn dotted; with
+    y_cap the axis stops there and each excursion above it is drawn at the top, labelled with its
+    peak."""
     width, height = 980, 460
     left, right, top, bottom = 80, 20, 50, 80
     plot_w, plot_h = width - left - right, height - top - bottom
-    ys = [y for _, points, _ in series for _, y in points] + ([hline[0]] if hline else [])
-    top_value = max(ys + [1.0]) * 1.1
-    step = 10 ** max(0, len(str(int(top_value))) - 1)
-    top_value = (int(top_value / step) + 1) * step
+    ys = [y for _, points, *_ in series for _, y in points] + ([hline[0]] if hline else [])
+    wanted = min(max(ys + [1.0]), y_cap or float("inf")) * 1.05
+    decade = 10 ** max(0, len(str(int(wanted))) - 1)
+    top_value = next(m * decade for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * decade >= wanted)
+    clipped = []  # (x, peak, colour) of each excursion above the axis
     x_max = max(x_max, 1.0)
 
     def px(x):
@@ -306,12 +312,22 @@ def svg_lines(title, note, series, x_max, y_label, vlines=(), markers=(), hline=
         out.append(f'<text x="{left + plot_w - 4}" y="{py(hline[0]) - 4:.1f}" text-anchor="end" '
                    f'font-size="10">{html.escape(hline[1])}</text>')
     for label, points, colour, *dashed in series:
+        excursion = None
+        for x, y in points + [(None, 0)]:
+            if y > top_value:
+                excursion = (excursion or (x, y))[0], max(y, (excursion or (x, y))[1])
+            elif excursion:
+                clipped.append((*excursion, colour))
+                excursion = None
+        points = [(x, min(y, top_value)) for x, y in points]
         if points:
             path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
             style = ' stroke-width="1.2" stroke-dasharray="5 3" opacity="0.8"' if dashed and dashed[0] else ' stroke-width="2"'
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}"{style}/>')
+    for x, peak, colour in clipped:
+        out.append(f'<text x="{px(x) + 3:.1f}" y="{top + 24}" fill="{colour}" font-size="10">↑ {peak:,.0f}</text>')
     for x, y, colour, tip in markers:
-        cx, cy = px(x), py(y)
+        cx, cy = px(x), py(min(y, top_value))
         out.append(f'<path d="M{cx:.1f},{cy - 7:.1f} L{cx - 5:.1f},{cy + 2:.1f} L{cx + 5:.1f},{cy + 2:.1f} Z" '
                    f'fill="{colour}" stroke="#000" stroke-width="0.5"><title>{html.escape(tip)}</title></path>')
     legend = [(label, colour) for label, _, colour, *dashed in series if not (dashed and dashed[0])]
@@ -761,8 +777,9 @@ def ready(cluster, count):
              f"{count} broker(s) in Metadata")
 
 
-# What a broker that takes no replica assignment in CreateTopics answers (INVALID_REQUEST).
-ASSIGNMENT_REFUSED = "manual replica assignment is not supported"
+# CreateTopics' error code when a broker refuses the request as such (here: a broker that takes no
+# replica assignment, "manual replica assignment is not supported yet").
+INVALID_REQUEST = 42
 
 
 def create_topics(cluster, records, owners, names):
@@ -771,22 +788,24 @@ def create_topics(cluster, records, owners, names):
     same layout from placement itself: each broker's topics are created while it is the only
     broker registered, so placement (which picks among the running brokers) has no other choice;
     then every broker starts again."""
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError as ClientError
     config = {"min.insync.replicas": "1"}
-    admin = admin_client(bootstrap_of(cluster))
-    # confluent-kafka 2.16 reads the default num_partitions (-1) as "the broker's default", which
-    # it refuses beside a replica assignment: give the count.
-    topics = [NewTopic(t, PARTITIONS, replica_assignment=[[owners[(t, p)]] for p in range(PARTITIONS)],
-                       config=config) for t in names]
+    # kafka-python, as Kafka's rules want it: partition count and replication factor -1 beside the
+    # assignment (confluent-kafka 2.16 refuses a -1 count with an assignment before sending).
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_of(cluster), request_timeout_ms=60_000)
     try:
-        for future in admin.create_topics(topics, operation_timeout=30).values():
-            future.result(60)
+        admin.create_topics({t: {"num_partitions": -1, "replication_factor": -1, "configs": config,
+                                 "assignments": {p: [owners[(t, p)]] for p in range(PARTITIONS)}} for t in names},
+                            timeout_ms=30_000)
         return "CreateTopics with explicit replica assignments"
-    except KafkaException as error:
-        if ASSIGNMENT_REFUSED not in str(error):
+    except ClientError as error:
+        if getattr(error, "errno", None) != INVALID_REQUEST:
             raise
-        refusal = error.args[0].str()
+        refusal = str(error)
+    finally:
+        admin.close()
     print(f"CreateTopics refused the replica assignments ({refusal}): creating each broker's topics "
           "while it runs alone", file=sys.stderr)
     for broker in cluster.running():
@@ -829,10 +848,14 @@ def main():
                         help="go on (and write the report) when no broker reports traffic: checks the "
                              "script itself on a broker without the traffic counters")
     parser.add_argument("--self-test", action="store_true", help="check the pure parts and exit")
+    parser.add_argument("--render", metavar="DATA_JSON",
+                        help="write the report (to --out) again from a run's data, without running anything")
     args = parser.parse_args()
     if args.self_test:
         self_test()
         return 0
+    if args.render:
+        return render(json.loads(pathlib.Path(args.render).read_text()), pathlib.Path(args.out))
     missing = [tool for tool in ("etcd", "etcdctl") if shutil.which(tool) is None]
     if missing or not os.path.exists(args.broker_bin):
         sys.exit(f"needs {', '.join(missing) or ''} on PATH and the release broker at {args.broker_bin} "
@@ -976,21 +999,98 @@ def main():
         etcd.stop()
     if "final" not in outcome:
         return outcome.get("exit", 1)
-    load_after = os.getloadavg()
-    report, svg, failed = write_report(args, command, names, rates, offered, owners, settings, sampler, writers,
-                                       client_log, outcome, (load_before, load_after))
+    data = run_data(args, command, names, rates, offered, owners, settings, sampler, writers, client_log, outcome,
+                    (load_before, os.getloadavg()))
     out = pathlib.Path(args.out)
+    data_path = out.with_name(out.stem + "-data.json")
+    data_path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+    print(f"wrote {data_path}", file=sys.stderr)
+    return render(data, out)
+
+
+def render(data, out):
+    """Writes the report and its chart from a run's data; 1 if a target was missed."""
+    report, svg, failed = write_report(*hydrate(data))
     svg_path = out.with_suffix(".svg")
-    out.write_text(report)
+    out.write_text(report.replace("](SVG)", f"]({svg_path.name})"))
     svg_path.write_text(svg)
-    print(report)
+    print(out.read_text())
     print(f"wrote {out} and {svg_path}", file=sys.stderr)
     return 1 if failed else 0
 
 
+# A run's data as JSON (`<report>-data.json`, rendered again by --render): (topic, partition)
+# keys are written "topic/partition".
+
+def _key(item):
+    return f"{item[0]}/{item[1]}"
+
+
+def _item(key):
+    topic, partition = key.rsplit("/", 1)
+    return topic, int(partition)
+
+
+def run_data(args, command, names, rates, offered, owners, settings, sampler, writers, client_log, outcome,
+             load_averages):
+    """Everything the report is made of, JSON-safe (the acknowledged records themselves stay out:
+    the read-back already judged them)."""
+    def sample(s):
+        return {"t": round(s["t"], 3), "wall_ms": s["wall_ms"], "controller": s["controller"],
+                "loads": {str(b): [round(v[0], 1), round(v[1], 1), v[2], {_key(i): round(l, 1) for i, l in v[3].items()}]
+                          for b, v in s["loads"].items()},
+                "leaders": {_key(i): b for i, b in s["leaders"].items()},
+                "acked": {_key(i): n for i, n in s["acked"].items()}}
+    return {
+        "command": command,
+        "args": {"shed_interval_ms": args.shed_interval_ms, "total_kib_s": args.total_kib_s,
+                 "broker_bin": args.broker_bin, "cycles": args.cycles},
+        "names": names, "rates": rates, "settings": settings, "load_averages": [list(l) for l in load_averages],
+        "offered": {_key(i): v for i, v in offered.items()}, "owners": {_key(i): b for i, b in owners.items()},
+        "samples": [sample(s) for s in sampler.samples],
+        "cycles": [sampler.cycles[at] for at in sorted(sampler.cycles)],
+        "moves": sorted(sampler.moves.values(), key=lambda m: (m["started_ms"], m["bundle"])),
+        "transitions": [[t, name, list(was), list(now)] for t, name, was, now in sampler.transitions],
+        "sample_errors": dict(sampler.errors), "sample_last_error": sampler.last_error,
+        "writers": [{"topic": w.topic, "sent": w.sent, "unfinished": w.unfinished, "queue_full": w.queue_full,
+                     "failed": dict(w.failed), "client_errors": dict(w.client_errors)} for w in writers],
+        "client_log": {"retried": dict(client_log.retried), "warnings": dict(client_log.warnings)},
+        "outcome": {"final_leaders": {_key(i): b for i, b in leaders_of(outcome["final"]).items()},
+                    "lost": [list(x) for x in outcome["lost"]],
+                    **{k: outcome[k] for k in ("duplicates", "read", "acked_total", "stopped_s", "load_seen_ms",
+                                               "started_wall_ms", "how_laid_out")}},
+    }
+
+
+def hydrate(data):
+    """write_report's arguments from a run's data."""
+    from types import SimpleNamespace as Namespace
+    args = Namespace(**data["args"])
+    samples = [{"t": s["t"], "wall_ms": s["wall_ms"], "controller": s["controller"],
+                "loads": {int(b): (v[0], v[1], v[2], {_item(k): l for k, l in v[3].items()}) for b, v in s["loads"].items()},
+                "leaders": {_item(k): b for k, b in s["leaders"].items()},
+                "acked": {_item(k): n for k, n in s["acked"].items()}} for s in data["samples"]]
+    sampler = Namespace(samples=samples, cycles={c["at_ms"]: c for c in data["cycles"]},
+                        moves={i: m for i, m in enumerate(data["moves"])},
+                        transitions=[(t, name, tuple(was), tuple(now)) for t, name, was, now in data["transitions"]],
+                        errors=data["sample_errors"], last_error=data["sample_last_error"])
+    writers = [Namespace(topic=w["topic"], sent=w["sent"], unfinished=w["unfinished"], queue_full=w["queue_full"],
+                         failed=collections.Counter(w["failed"]), client_errors=collections.Counter(w["client_errors"]))
+               for w in data["writers"]]
+    client_log = Namespace(retried=collections.Counter(data["client_log"]["retried"]),
+                           warnings=collections.Counter(data["client_log"]["warnings"]))
+    outcome = dict(data["outcome"], final_leaders={_item(k): b for k, b in data["outcome"]["final_leaders"].items()},
+                   lost=[tuple(x) for x in data["outcome"]["lost"]])
+    offered = {_item(k): v for k, v in data["offered"].items()}
+    owners = {_item(k): b for k, b in data["owners"].items()}
+    return (args, data["command"], data["names"], data["rates"], offered, owners, data["settings"], sampler, writers,
+            client_log, outcome, data["load_averages"])
+
+
 def write_report(args, command, names, rates, offered, owners, settings, sampler, writers, client_log, outcome,
                  load_averages):
-    """The markdown report and its chart; returns (markdown, svg, any target missed)."""
+    """The markdown report (its chart linked as "SVG", named by render) and the chart; returns
+    (markdown, svg, any target missed)."""
     started_ms = outcome["started_wall_ms"]
     load_seen_ms = outcome["load_seen_ms"]
     interval_ms = args.shed_interval_ms
@@ -1090,9 +1190,11 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     svg = svg_lines("Bytes in per broker (load reports), shedding cycles and bundle moves",
                     f"{BROKERS} brokers, {TOPICS}×{PARTITIONS} partitions RF 1, {args.total_kib_s:,.0f} KiB/s offered; "
                     f"solid: reports; thin dashed: acknowledged by leader; c1…: cycles; ▲ a move finished (its target's colour)", series, x_max, "KiB/s",
-                    vlines, markers, (BALANCE_TARGET * mean_kib, f"{BALANCE_TARGET} × offered mean"))
+                    vlines, markers, (BALANCE_TARGET * mean_kib, f"{BALANCE_TARGET} × offered mean"),
+                    # The catch-up spikes would flatten everything else: the axis stops a little
+                    # above the clients' busiest broker, and the spikes are labelled.
+                    y_cap=1.3 * max([y for _, points, *_ in series[BROKERS:] for _, y in points] + [mean_kib]))
 
-    svg_name = pathlib.Path(args.out).with_suffix(".svg").name
     heavy = sum(l for i, l in offered.items() if owners[i] in HEAVY_BROKERS) / sum(offered.values())
     lines = [
         "# Placement live: bundle shedding on a 5-broker cluster (issue 17)",
@@ -1131,7 +1233,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     for topic in names:
         cells = ", ".join(f"{p} → {owners[(topic, p)]} ({offered[(topic, p)] / 1024:.0f})" for p in range(PARTITIONS))
         lines.append(f"| `{topic}` | {rates[topic]:.0f} | {cells} |")
-    lines += ["", f"![bytes in per broker]({svg_name})", "", "## Targets (placement.md §3.3b, live cluster)", "",
+    lines += ["", "![bytes in per broker](SVG)", "", "## Targets (placement.md §3.3b, live cluster)", "",
               "| target | measured | bar | |", "|---|---|---|---|"]
     lines += [f"| {name} | {value} | {bar} | {verdict(ok)} |" for name, value, bar, ok in targets]
     start_loads = {b: v[0] for b, v in first["loads"].items()} if first else {}
@@ -1139,15 +1241,29 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     # A moved partition's catch-up counts as replication bytes in on its target until the next
     # report: the peak, to read the chart's spikes by.
     peak = max(((v[0] - v[1], b, s["t"]) for s in sampler.samples for b, v in s["loads"].items()), default=None)
-    final_leaders = leaders_of(outcome["final"])
+    final_leaders = outcome["final_leaders"]
     led = collections.Counter(final_leaders.get(item) for item in offered)
     led_load = collections.Counter()
     for item, load in offered.items():
         led_load[final_leaders.get(item)] += load
 
+    # The balance verdict reads the reports (the load as the shedder weighs it); say so when the
+    # clients' view or the offered rates at the final leaders fall on the other side of the bar.
+    edge_note = ""
+    if at_end:
+        views = {"reports": end_ratio, "clients": ratio_of(client_loads(sampler.samples, at_end).get(b, 0)
+                                                            for b in range(BROKERS)),
+                 "offered rates at its leaders": ratio_of(
+                     sum(load for item, load in offered.items() if at_end["leaders"].get(item) == b)
+                     for b in range(BROKERS))}
+        sides = {name: value <= BALANCE_TARGET for name, value in views.items() if value is not None}
+        if len(set(sides.values())) > 1:
+            edge_note = (" **On the edge:** " + ", ".join(f"{name} {views[name]:.3f}" for name in sides)
+                         + f" fall on both sides of {BALANCE_TARGET}; the verdict reads the reports.")
+
     def per_broker(loads):
         return (", ".join(f"{b}: {loads.get(b, 0) / 1024:,.0f}" for b in range(BROKERS)) + " KiB/s "
-                f"(max/mean {ratio_of(loads.get(b, 0) for b in range(BROKERS)) or 0:.2f})")
+                f"(max/mean {ratio_of(loads.get(b, 0) for b in range(BROKERS)) or 0:.3f})")
     lines += [
         "",
         f"- Bytes in per broker at cycle 1 (reports): " + (per_broker(start_loads) if first else "n/a")
@@ -1156,7 +1272,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
         f"- At the end of cycle {TARGET_CYCLE} (the last sample before cycle {TARGET_CYCLE + 1}"
         + (f", {t_of(at_end['wall_ms']):.0f} s; reports): " + per_broker(end_loads)
            + "; as the clients saw it: " + per_broker(client_loads(sampler.samples, at_end)) if at_end else "): n/a")
-        + ".",
+        + "." + edge_note,
         f"- Minimal moves: exact search over the {len(measured)} bundles' loads as their owners reported them "
         f"when cycle 1 ran: **{minimal if minimal is not None else 'n/a'}**"
         + (f" (e.g. {', '.join(f'{measured[i]} {a} → {b}' for i, a, b in minimal_plan)})" if minimal_plan else "")
@@ -1170,7 +1286,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
          else "- Replication bytes in: none reported."),
         "- At the end (final partition leaders, with the offered bytes in they lead): "
         + ", ".join(f"{b}: {led[b]} partitions, {led_load[b] / 1024:,.0f} KiB/s" for b in range(BROKERS))
-        + f" (max/mean {ratio_of(led_load[b] for b in range(BROKERS)) or 0:.2f}).",
+        + f" (max/mean {ratio_of(led_load[b] for b in range(BROKERS)) or 0:.3f}).",
         "",
         "## Moves",
         "",
