@@ -11,6 +11,12 @@ pub const GRACE_PERIOD_MS_DEFAULT: u64 = 30 * 60 * 1000;
 /// stops at a 15-point gap leaves measurement noise to decide whether the range is under 15.
 pub const SKIFF_LOW_THRESHOLD_PCT: f64 = 10.0;
 
+/// How far a broker's usage may drift before it sends a new report, at most (score points):
+/// Pulsar's `loadBalancerReportUpdateThresholdPercentage` (10) as a share of a full broker, and
+/// Skiff's 10 % change rule on each reported figure (at most 10 points of a 100-point score).
+/// Skiff's pair shedder treats a report older than a run of hits as this uncertain.
+pub const SKIFF_REPORT_DRIFT_PCT: f64 = 10.0;
+
 /// Plain-usage overload line used by OverloadShedder and LeastLongTermMessageRate (85 %).
 pub const OVERLOADED_PCT_DEFAULT: f64 = 85.0;
 
@@ -90,6 +96,13 @@ pub struct PairConfig {
     /// Skiff: never move load from B to A within this long after a move from A to B (0: off).
     /// Such a move undoes recent work: it is the ping-pong the spec counts.
     pub pair_cooldown_ms: u64,
+    /// Skiff: how far a broker's usage may have drifted since its report without it reporting
+    /// again (its report threshold, score points; 0: off). A moderate gap (low hits only) whose
+    /// high broker has not reported since its run of hits began fires only if it exceeds the
+    /// deadband by this much: the hits were all counted on one report, which may show a spike
+    /// that is over.
+    #[serde(default)]
+    pub report_drift_pct: f64,
 }
 
 /// Which shedder runs.
@@ -178,6 +191,7 @@ impl ShedderConfig {
             score_amount: false,
             settle: false,
             pair_cooldown_ms: 0,
+            report_drift_pct: 0.0,
         })
     }
 
@@ -192,6 +206,7 @@ impl ShedderConfig {
             score_amount: true,
             settle: true,
             pair_cooldown_ms: GRACE_PERIOD_MS_DEFAULT,
+            report_drift_pct: SKIFF_REPORT_DRIFT_PCT,
             ..avg
         })
     }

@@ -12,7 +12,7 @@
 //! # Skiff's shedder ([`ShedderConfig::skiff`])
 //!
 //! AvgShedder's pairing (i-th lowest score with i-th highest) and multi-hit trigger (8 hits for a
-//! moderate gap, 2 for a gap ≥ 40), changed in eight ways, each aimed at a failure mode the spec
+//! moderate gap, 2 for a gap ≥ 40), changed in nine ways, each aimed at a failure mode the spec
 //! lists:
 //!
 //! 1. **Settle before acting.** A broker that took part in a move is left alone until it has sent
@@ -48,6 +48,16 @@
 //!    broker's traffic, so a hot bundle's children (24–32 points in the simulator) can end up
 //!    together on one broker 11–14 points above the mean, where no whole child can level any
 //!    pair: without this the cluster never converges.
+//! 9. **A moderate gap needs a second report.** A broker reports again only when its usage or
+//!    traffic has moved by its report threshold (Pulsar's 10 %, Skiff's `report_due`), so a report
+//!    made during a traffic spike can stand for many cycles after the spike is over, and every low
+//!    hit of the run is then counted on that one stale sample: AvgShedder's "8 minutes of
+//!    imbalance" becomes "one sample, 8 minutes ago". A pair that fires on low hits alone
+//!    therefore waits until its high broker has reported again since its run of hits began,
+//!    unless the gap exceeds the deadband by more than a report can be off
+//!    ([`PairConfig::report_drift_pct`], 10 points). A real moderate gap waits at most one report
+//!    interval (15 min); a phantom one costs two moves, there and back once the load is missed.
+//!    High gaps (≥ 40) are not held: no stale report is that far off.
 //!
 //! A plan from it never moves load from a less loaded to a more loaded broker (property-tested).
 //!
@@ -78,7 +88,7 @@ use super::NodeId;
 pub use config::{
     BalancerConfig, OverloadConfig, PairConfig, PlacerConfig, ShedderConfig, ThresholdConfig,
     TransferConfig, UniformConfig, GRACE_PERIOD_MS_DEFAULT, OVERLOADED_PCT_DEFAULT,
-    SKIFF_LOW_THRESHOLD_PCT,
+    SKIFF_LOW_THRESHOLD_PCT, SKIFF_REPORT_DRIFT_PCT,
 };
 pub use model::{BrokerLoad, BundleMove, BundleStats, LoadSnapshot, MoveReason, Plan};
 use pair::PairHits;

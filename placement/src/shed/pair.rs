@@ -22,13 +22,28 @@ const SPLIT_PIECE_FRACTION_MIN: f64 = 0.125;
 pub(super) struct PairHits {
     low: u32,
     high: u32,
+    /// When the report the broker's current run of low hits began on was made.
+    run_report_ms: u64,
 }
 
 impl PairHits {
     /// Whether these counts fire a pair (AvgShedder: `hit_count_high` high hits or
     /// `hit_count_low` low hits).
     fn fire(self, c: &PairConfig) -> bool {
-        self.high >= c.hit_count_high || self.low >= c.hit_count_low
+        self.fire_high(c) || self.low >= c.hit_count_low
+    }
+
+    /// Whether the high hits alone fire.
+    fn fire_high(self, c: &PairConfig) -> bool {
+        self.high >= c.hit_count_high
+    }
+
+    /// One more hit on a report made at `report_ms`.
+    fn count_low(&mut self, report_ms: u64) {
+        if self.low == 0 {
+            self.run_report_ms = report_ms;
+        }
+        self.low += 1;
     }
 }
 
@@ -71,10 +86,11 @@ impl Balancer {
         let mut busy: Vec<NodeId> = Vec::new();
         for (i, j) in candidates {
             let (low, high) = (order[i], order[j]);
-            let fire = [low.node, high.node]
-                .iter()
-                .any(|n| self.hits.get(n).copied().unwrap_or_default().fire(c));
+            let hits =
+                [low.node, high.node].map(|n| self.hits.get(&n).copied().unwrap_or_default());
+            let fire = hits.iter().any(|h| h.fire(c));
             if !fire
+                || !hits.iter().any(|h| h.fire_high(c)) && !self.gap_confirmed(high, low, c)
                 || self.reverses_recent_move(high.node, low.node, now, c)
                 || busy.contains(&low.node)
                 || busy.contains(&high.node)
@@ -125,8 +141,8 @@ impl Balancer {
                 hl = PairHits::default();
                 hh = PairHits::default();
             } else {
-                hl.low += 1;
-                hh.low += 1;
+                hl.count_low(low.report_ms);
+                hh.count_low(high.report_ms);
                 if d >= c.high_threshold_pct {
                     hl.high += 1;
                     hh.high += 1;
@@ -142,6 +158,22 @@ impl Balancer {
             j -= 1;
         }
         candidates
+    }
+
+    /// Whether a moderate gap (one that fires on low hits only) can be trusted: the high broker
+    /// has reported since its run of hits began, or the gap exceeds the deadband by more than a
+    /// report may be off ([`PairConfig::report_drift_pct`]). A broker reports again only when
+    /// its usage has moved by its report threshold, so a report made during a spike can stand
+    /// long after the spike, and every hit of the run is then counted on that one stale sample:
+    /// waiting for a second report costs a moderate gap at most one report interval, and moving
+    /// on a spike costs two moves (there, and back once the load is missed).
+    fn gap_confirmed(&self, high: &BrokerLoad, low: &BrokerLoad, c: &PairConfig) -> bool {
+        if c.report_drift_pct <= 0.0 {
+            return true;
+        }
+        let run = self.hits.get(&high.node).copied().unwrap_or_default();
+        high.report_ms > run.run_report_ms
+            || high.usage_pct - low.usage_pct >= c.low_threshold_pct + c.report_drift_pct
     }
 
     /// Whether a move from `high` to `low` now would undo a move from `low` to `high` within the

@@ -144,6 +144,59 @@ fn skiff_waits_for_a_report_after_moving() {
 }
 
 #[test]
+fn skiff_holds_a_moderate_gap_until_the_high_broker_reports_again() {
+    // Gap 12: above the 10-point deadband, but under deadband + report drift (20). Every low
+    // hit is counted on the high broker's one report (a spike's, perhaps): nothing moves, however
+    // many hits pile up.
+    let low = broker(1, &[4.0; 12], 0);
+    let stale = snapshot(vec![broker(0, &[4.0; 15], 0), low.clone()]);
+    let mut b = Balancer::new(BalancerConfig::skiff());
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for t in 1..=12 {
+        assert!(
+            b.plan(&stale, t * 60_000, &mut rng).moves.is_empty(),
+            "cycle {t}"
+        );
+    }
+    // A second report still shows the gap: it fires at once (the hits kept counting).
+    let fresh = snapshot(vec![broker(0, &[4.0; 15], 13 * 60_000), low]);
+    let plan = b.plan(&fresh, 13 * 60_000, &mut rng);
+    assert_eq!(plan.moves.len(), 1);
+    assert_eq!((plan.moves[0].from, plan.moves[0].to), (0, 1));
+}
+
+#[test]
+fn skiff_acts_on_a_stale_report_whose_gap_exceeds_the_report_drift() {
+    // Gap 24 ≥ 10 + 10: even a report 10 points off shows a gap over the deadband. AvgShedder's
+    // 8 low hits fire it, with no second report.
+    let s = snapshot(vec![broker(0, &[4.0; 18], 0), broker(1, &[4.0; 12], 0)]);
+    let mut b = Balancer::new(BalancerConfig::skiff());
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for t in 1..8 {
+        assert!(
+            b.plan(&s, t * 60_000, &mut rng).moves.is_empty(),
+            "cycle {t}"
+        );
+    }
+    assert!(!b.plan(&s, 8 * 60_000, &mut rng).moves.is_empty());
+}
+
+#[test]
+fn avg_shedder_ignores_report_age() {
+    // Pulsar's AvgShedder counts hits on whatever report it holds: gap 16 fires on the 8th.
+    let s = snapshot(vec![broker(0, &[4.0; 16], 0), broker(1, &[4.0; 12], 0)]);
+    let mut b = balancer(ShedderConfig::avg_shedder(), PlacerConfig::Random);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for t in 1..8 {
+        assert!(
+            b.plan(&s, t * 60_000, &mut rng).moves.is_empty(),
+            "cycle {t}"
+        );
+    }
+    assert!(!b.plan(&s, 8 * 60_000, &mut rng).moves.is_empty());
+}
+
+#[test]
 fn skiff_splits_a_bundle_too_big_to_move_whole() {
     // The end state of the hot-bundle scenario (seeds 2 and 3): the hot bundle's owner keeps
     // three children of 24–29 points; the others sit near 65. Gap 14 ≥ the 10-point deadband,
@@ -158,6 +211,9 @@ fn skiff_splits_a_bundle_too_big_to_move_whole() {
         let plan = b.plan(&s, t, &mut rng);
         assert!(plan.moves.is_empty() && plan.splits.is_empty(), "t {t}");
     }
+    // The 8th hit comes with a second report of the high broker (a moderate gap needs one).
+    let mut s = s;
+    s.brokers[4].report_ms = 7;
     let plan = b.plan(&s, 7, &mut rng);
     assert!(plan.moves.is_empty());
     // The smallest child: its pieces reach a size that fits with the fewest splits.
@@ -175,16 +231,17 @@ fn skiff_asks_no_split_when_a_piece_would_not_help() {
     // Pairs (0, 3) and (1, 2). Broker 2's bundles are too big to move whole to broker 1
     // (gap 14), but broker 1 already sits above the cluster mean (63.5) plus a quarter
     // deadband: no piece of anything may go to it, so a split would only multiply bundles.
-    let s = snapshot(vec![
-        broker(0, &[], 0),
-        broker(1, &[5.0; 14], 0),
-        broker(2, &[42.0, 42.0], 0),
-        broker(3, &[50.0, 50.0], 0),
-    ]);
+    // Broker 2 reports every cycle, so its moderate gap is confirmed.
     let mut b = Balancer::new(BalancerConfig::skiff());
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let mut moved = 0;
     for t in 0..20 {
+        let s = snapshot(vec![
+            broker(0, &[], 0),
+            broker(1, &[5.0; 14], 0),
+            broker(2, &[42.0, 42.0], t),
+            broker(3, &[50.0, 50.0], 0),
+        ]);
         let plan = b.plan(&s, t, &mut rng);
         assert!(plan.splits.is_empty(), "t {t}: {plan:?}");
         assert!(plan.moves.iter().all(|m| m.from == 3 && m.to == 0));
