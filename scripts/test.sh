@@ -86,6 +86,9 @@ cargo build --release --workspace --bins --benches --features skiff-broker/etcd
 step "skiff-bench smoke against a release broker"
 "$target_dir"/release/skiff-bench smoke --skiff-bin "$target_dir"/release/skiff
 
+step "live placement benchmark's own checks (minimal moves, layout, ping-pong rules)"
+python3 bench/placement_live.py --self-test
+
 step "real clients against a release broker"
 SKIFF_BIN="$target_dir/release/skiff"
 export SKIFF_BIN
