@@ -4,8 +4,9 @@
 //! The counters only grow, except that a partition's start at zero when it is opened again (its
 //! topic deleted and created anew, or the broker becoming one of its replicas again): a counter
 //! below its previous reading, or one not read before, counts whole as the interval's traffic.
-//! The totals are the broker's own counters, not a sum over partitions, so they cover every
-//! partition, the ones the report leaves out and the ones deleted since the last reading too.
+//! The broker's totals are the sum of every partition's gains (the ones the report leaves out
+//! too), so the produce and fetch paths count each partition alone and share no counter; what a
+//! partition deleted between two readings did since the first of them is not counted.
 //!
 //! Must never: read the clock (`elapsed_ms` is an argument) or the counters themselves.
 
@@ -26,13 +27,17 @@ pub struct TrafficCounts {
     pub bytes_out: u64,
 }
 
-/// One reading of a broker's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrafficReading {
-    /// The broker's totals.
-    pub totals: TrafficCounts,
-    /// Each local partition's, by topic and partition.
-    pub partitions: BTreeMap<(String, i32), TrafficCounts>,
+/// One reading of a broker's counters: each local partition's, by topic and partition.
+pub type TrafficReading = BTreeMap<(String, i32), TrafficCounts>;
+
+/// The traffic between two readings: its rates, and the counts it gained over all partitions
+/// (which the broker adds to its running totals).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrafficInterval {
+    /// The rates, for the load report.
+    pub record: TrafficRecord,
+    /// What every partition gained, summed.
+    pub gained: TrafficCounts,
 }
 
 /// What a counter gained from `before` to `after` (a counter that went back restarted at zero).
@@ -40,53 +45,64 @@ fn gained(before: u64, after: u64) -> u64 {
     after.checked_sub(before).unwrap_or(after)
 }
 
-/// Per-second rates of the counts gained between two readings `elapsed_ms` apart.
-fn rates(before: &TrafficCounts, after: &TrafficCounts, elapsed_ms: u64) -> [f64; 4] {
-    let per_second =
-        |before: u64, after: u64| gained(before, after) as f64 * 1000.0 / elapsed_ms as f64;
+/// The counts gained from `before` to `after`.
+fn gains(before: &TrafficCounts, after: &TrafficCounts) -> TrafficCounts {
+    TrafficCounts {
+        bytes_in: gained(before.bytes_in, after.bytes_in),
+        messages_in: gained(before.messages_in, after.messages_in),
+        replication_bytes_in: gained(before.replication_bytes_in, after.replication_bytes_in),
+        bytes_out: gained(before.bytes_out, after.bytes_out),
+    }
+}
+
+/// Per-second rates of `counts` gained over `elapsed_ms` (> 0).
+fn rates(counts: &TrafficCounts, elapsed_ms: u64) -> [f64; 4] {
+    let per_second = |count: u64| count as f64 * 1000.0 / elapsed_ms as f64;
     [
-        per_second(before.bytes_in, after.bytes_in),
-        per_second(before.messages_in, after.messages_in),
-        per_second(before.replication_bytes_in, after.replication_bytes_in),
-        per_second(before.bytes_out, after.bytes_out),
+        per_second(counts.bytes_in),
+        per_second(counts.messages_in),
+        per_second(counts.replication_bytes_in),
+        per_second(counts.bytes_out),
     ]
 }
 
-/// The traffic between `previous` and `current`, read `elapsed_ms` apart: the totals' rates, and
-/// the partitions with any traffic, busiest first by load (bytes in plus replication bytes in,
-/// then bytes out, then name), at most [`LOAD_REPORT_PARTITIONS_MAX`]. No time elapsed means no
-/// rate can be told: an empty record.
+/// The traffic between `previous` and `current`, read `elapsed_ms` apart: the counts every
+/// partition gained, and as rates the totals and the partitions with any traffic, busiest first
+/// by load (bytes in plus replication bytes in, then bytes out, then name), at most
+/// [`LOAD_REPORT_PARTITIONS_MAX`]. No time elapsed means no rate can be told: an empty record
+/// (the gains still count).
 pub fn traffic_rates(
     previous: &TrafficReading,
     current: &TrafficReading,
     elapsed_ms: u64,
-) -> TrafficRecord {
-    if elapsed_ms == 0 {
-        return TrafficRecord::default();
+) -> TrafficInterval {
+    let mut total = TrafficCounts::default();
+    let mut partitions: Vec<PartitionTraffic> = Vec::new();
+    for (key, after) in current {
+        let gain = gains(&previous.get(key).copied().unwrap_or_default(), after);
+        total.bytes_in += gain.bytes_in;
+        total.messages_in += gain.messages_in;
+        total.replication_bytes_in += gain.replication_bytes_in;
+        total.bytes_out += gain.bytes_out;
+        if gain == TrafficCounts::default() || elapsed_ms == 0 {
+            continue;
+        }
+        let [bytes_in, messages_in, replication_bytes_in, bytes_out] = rates(&gain, elapsed_ms);
+        partitions.push(PartitionTraffic {
+            topic: key.0.clone(),
+            partition: key.1,
+            bytes_in_per_second: bytes_in,
+            replication_bytes_in_per_second: replication_bytes_in,
+            bytes_out_per_second: bytes_out,
+            messages_in_per_second: messages_in,
+        });
     }
-    let [bytes_in, messages_in, replication_bytes_in, bytes_out] =
-        rates(&previous.totals, &current.totals, elapsed_ms);
-    let mut partitions: Vec<PartitionTraffic> = current
-        .partitions
-        .iter()
-        .filter_map(|(key, after)| {
-            let before = previous.partitions.get(key).copied().unwrap_or_default();
-            let [bytes_in, messages_in, replication_bytes_in, bytes_out] =
-                rates(&before, after, elapsed_ms);
-            let idle = bytes_in == 0.0
-                && messages_in == 0.0
-                && replication_bytes_in == 0.0
-                && bytes_out == 0.0;
-            (!idle).then(|| PartitionTraffic {
-                topic: key.0.clone(),
-                partition: key.1,
-                bytes_in_per_second: bytes_in,
-                replication_bytes_in_per_second: replication_bytes_in,
-                bytes_out_per_second: bytes_out,
-                messages_in_per_second: messages_in,
-            })
-        })
-        .collect();
+    if elapsed_ms == 0 {
+        return TrafficInterval {
+            record: TrafficRecord::default(),
+            gained: total,
+        };
+    }
     let load = |p: &PartitionTraffic| p.bytes_in_per_second + p.replication_bytes_in_per_second;
     partitions.sort_by(|a, b| {
         load(b)
@@ -95,12 +111,16 @@ pub fn traffic_rates(
             .then_with(|| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)))
     });
     partitions.truncate(LOAD_REPORT_PARTITIONS_MAX);
-    TrafficRecord {
-        bytes_in_per_second: bytes_in,
-        replication_bytes_in_per_second: replication_bytes_in,
-        bytes_out_per_second: bytes_out,
-        messages_in_per_second: messages_in,
-        partitions,
+    let [bytes_in, messages_in, replication_bytes_in, bytes_out] = rates(&total, elapsed_ms);
+    TrafficInterval {
+        record: TrafficRecord {
+            bytes_in_per_second: bytes_in,
+            replication_bytes_in_per_second: replication_bytes_in,
+            bytes_out_per_second: bytes_out,
+            messages_in_per_second: messages_in,
+            partitions,
+        },
+        gained: total,
     }
 }
 
@@ -117,38 +137,32 @@ mod tests {
         }
     }
 
-    fn reading(totals: TrafficCounts, partitions: &[(&str, i32, TrafficCounts)]) -> TrafficReading {
-        TrafficReading {
-            totals,
-            partitions: partitions
-                .iter()
-                .map(|(topic, partition, counts)| ((topic.to_string(), *partition), *counts))
-                .collect(),
-        }
+    fn reading(partitions: &[(&str, i32, TrafficCounts)]) -> TrafficReading {
+        partitions
+            .iter()
+            .map(|(topic, partition, counts)| ((topic.to_string(), *partition), *counts))
+            .collect()
     }
 
     #[test]
     fn deltas_over_the_interval_become_per_second_rates_busiest_first() {
-        let previous = reading(
-            counts(1_000, 10, 500, 0),
-            &[
-                ("a", 0, counts(1_000, 10, 0, 0)),
-                ("b", 0, counts(0, 0, 500, 0)),
-                ("c", 0, counts(0, 0, 0, 0)),
-            ],
-        );
+        let previous = reading(&[
+            ("a", 0, counts(1_000, 10, 0, 0)),
+            ("b", 0, counts(0, 0, 500, 0)),
+            ("c", 0, counts(0, 0, 0, 0)),
+        ]);
         // Over 2 s: a/0 took 4,000 bytes in 40 records and sent 1,000; b/0 replicated 10,000;
         // c/0 did nothing; d/0 (new since) took 2,000.
-        let current = reading(
-            counts(7_000, 70, 10_500, 1_000),
-            &[
-                ("a", 0, counts(5_000, 50, 0, 1_000)),
-                ("b", 0, counts(0, 0, 10_500, 0)),
-                ("c", 0, counts(0, 0, 0, 0)),
-                ("d", 0, counts(2_000, 20, 0, 0)),
-            ],
-        );
-        let record = traffic_rates(&previous, &current, 2_000);
+        let current = reading(&[
+            ("a", 0, counts(5_000, 50, 0, 1_000)),
+            ("b", 0, counts(0, 0, 10_500, 0)),
+            ("c", 0, counts(0, 0, 0, 0)),
+            ("d", 0, counts(2_000, 20, 0, 0)),
+        ]);
+        let interval = traffic_rates(&previous, &current, 2_000);
+        // The totals are the partitions' gains, summed.
+        assert_eq!(interval.gained, counts(6_000, 60, 10_000, 1_000));
+        let record = interval.record;
         assert_eq!(record.bytes_in_per_second, 3_000.0);
         assert_eq!(record.messages_in_per_second, 30.0);
         assert_eq!(record.replication_bytes_in_per_second, 5_000.0);
@@ -171,9 +185,9 @@ mod tests {
     #[test]
     fn a_counter_that_went_back_restarted_and_counts_whole() {
         // The topic was deleted and created again: its new counters started at zero.
-        let previous = reading(counts(0, 0, 0, 0), &[("t", 0, counts(9_000, 9, 0, 0))]);
-        let current = reading(counts(0, 0, 0, 0), &[("t", 0, counts(1_000, 1, 0, 0))]);
-        let record = traffic_rates(&previous, &current, 1_000);
+        let previous = reading(&[("t", 0, counts(9_000, 9, 0, 0))]);
+        let current = reading(&[("t", 0, counts(1_000, 1, 0, 0))]);
+        let record = traffic_rates(&previous, &current, 1_000).record;
         assert_eq!(record.partitions[0].bytes_in_per_second, 1_000.0);
         assert_eq!(record.partitions[0].messages_in_per_second, 1.0);
     }
@@ -183,20 +197,20 @@ mod tests {
         let partitions: Vec<(String, i32, TrafficCounts)> = (0..LOAD_REPORT_PARTITIONS_MAX + 10)
             .map(|p| ("t".to_owned(), p as i32, counts(p as u64 + 1, 1, 0, 0)))
             .collect();
-        let current = TrafficReading {
-            totals: counts(1, 1, 1, 1),
-            partitions: partitions
-                .into_iter()
-                .map(|(topic, partition, counts)| ((topic, partition), counts))
-                .collect(),
-        };
-        let record = traffic_rates(&TrafficReading::default(), &current, 1_000);
+        let current: TrafficReading = partitions
+            .into_iter()
+            .map(|(topic, partition, counts)| ((topic, partition), counts))
+            .collect();
+        let record = traffic_rates(&TrafficReading::default(), &current, 1_000).record;
         assert_eq!(record.partitions.len(), LOAD_REPORT_PARTITIONS_MAX);
         // The ten least busy (partitions 0..10) are the ones left out.
         assert_eq!(record.partitions.last().map(|p| p.partition), Some(10));
+        let unknown = traffic_rates(&TrafficReading::default(), &current, 0);
+        assert_eq!(unknown.record, TrafficRecord::default());
         assert_eq!(
-            traffic_rates(&TrafficReading::default(), &current, 0),
-            TrafficRecord::default()
+            unknown.gained.messages_in,
+            current.len() as u64,
+            "gains still count"
         );
     }
 }

@@ -12,8 +12,8 @@
 //!   complete message bigger than it asked for, which every client tested parses.
 //! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
 //!
-//! The record bytes a response carries count as each partition's (and the broker's) bytes out
-//! once the response is laid out (`crate::partition::traffic`).
+//! The record bytes a response carries count as each partition's bytes out once the response is
+//! laid out (`crate::partition::traffic`).
 //!
 //! Authorization: a consumer needs Read on each topic, a follower (replica id ≥ 0) ClusterAction
 //! on the cluster; a refused partition is an errored partition like any other (error code, empty
@@ -614,7 +614,6 @@ fn build_response(
                 // or a legacy fetch's declared converted size).
                 let sent = u64::try_from(records.wire_len()).unwrap_or(u64::MAX);
                 partition.traffic.count_sent(sent);
-                ctx.metrics.traffic.count_sent(sent);
                 Some(records)
             }
         })

@@ -259,9 +259,6 @@ async fn append(
         partition
             .traffic
             .count_produced(stored_bytes, records_count);
-        ctx.metrics
-            .traffic
-            .count_produced(stored_bytes, records_count);
     }
     let now = crate::clock::mono_ms();
     let hw_before = partition.replica.high_watermark();

@@ -74,18 +74,20 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             let ctx = work_ctx;
             let sampled = if sample_due {
                 let now_ms = u64::try_from(ctx.now_ms()).unwrap_or(0);
-                let reading = read_traffic(&ctx);
-                // Placement's write rate: the record bytes this broker appended to its logs.
-                let written = reading
-                    .totals
-                    .bytes_in
-                    .saturating_add(reading.totals.replication_bytes_in);
-                let traffic = ctx
+                let sampled = ctx
                     .placement
-                    .sample_traffic(crate::clock::mono_ms(), reading);
-                if let Some(traffic) = &traffic {
-                    ctx.metrics.set_traffic_rates(traffic);
+                    .sample_traffic(crate::clock::mono_ms(), read_traffic(&ctx));
+                let mut traffic = None;
+                if let Some((interval, known)) = sampled {
+                    ctx.metrics.traffic.add(&interval.gained);
+                    if known {
+                        ctx.metrics.set_traffic_rates(&interval.record);
+                        traffic = Some(interval.record);
+                    }
                 }
+                // Placement's write rate: the record bytes this broker appended to its logs.
+                let totals = ctx.metrics.traffic_totals();
+                let written = totals.bytes_in.saturating_add(totals.replication_bytes_in);
                 let report = ctx.placement.sample_load(now_ms, Some(written));
                 // Traffic needs two readings, the smoothed figures a full window (one reading
                 // more than LOAD_WINDOW_SAMPLES): the traffic goes out as soon as it is known,
@@ -115,15 +117,12 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// One reading of the broker's traffic counters and of every local partition's.
+/// One reading of every local partition's traffic counters.
 fn read_traffic(ctx: &Ctx) -> TrafficReading {
-    let mut reading = TrafficReading {
-        totals: ctx.metrics.traffic_totals(),
-        ..TrafficReading::default()
-    };
+    let mut reading = TrafficReading::new();
     for topic in ctx.topics.all() {
         for partition in &topic.partitions {
-            reading.partitions.insert(
+            reading.insert(
                 (topic.name.clone(), partition.index),
                 partition.traffic.read(),
             );

@@ -136,7 +136,8 @@ pub struct Metrics {
     isr_changes_refused: AtomicU64,
     /// Fetch responses from a leader that did not decode.
     replica_fetch_decode_errors: AtomicU64,
-    /// Record bytes and records through this broker (every partition, deleted ones included).
+    /// Record bytes and records through this broker: the partitions' gains, added up at each
+    /// load sample (so the request paths share no counter).
     pub(crate) traffic: TrafficCounters,
     /// The traffic rates of the last load sample, as `f64` bits: bytes in, replication bytes in,
     /// bytes out, records in per second.
@@ -340,8 +341,8 @@ impl Metrics {
             .map_or(0, |count| count.load(Ordering::Relaxed))
     }
 
-    /// Record bytes and records through this broker since start: appended from Produce and by
-    /// follower fetches, sent in Fetch responses.
+    /// Record bytes and records through this broker since start, as of its last load sample:
+    /// appended from Produce and by follower fetches, sent in Fetch responses.
     pub fn traffic_totals(&self) -> TrafficCounts {
         self.traffic.read()
     }
@@ -680,9 +681,12 @@ mod tests {
     #[test]
     fn record_traffic_renders_as_totals_and_the_last_samples_rates() {
         let metrics = Metrics::default();
-        metrics.traffic.count_produced(3_000, 30);
-        metrics.traffic.count_replicated(700);
-        metrics.traffic.count_sent(5_000);
+        metrics.traffic.add(&TrafficCounts {
+            bytes_in: 3_000,
+            messages_in: 30,
+            replication_bytes_in: 700,
+            bytes_out: 5_000,
+        });
         metrics.set_traffic_rates(&TrafficRecord {
             bytes_in_per_second: 1_234.4,
             replication_bytes_in_per_second: 99.6,

@@ -1,12 +1,13 @@
-//! Byte and record counters of the traffic through a partition, and through the whole broker:
-//! record bytes and records appended from Produce, record bytes appended by this broker's
-//! follower fetches, record bytes sent in Fetch responses. The maintenance task reads them every
-//! load sample and turns two readings into the rates of the load report
-//! (`skiff_cluster::traffic`).
+//! Byte and record counters of the traffic through a partition: record bytes and records
+//! appended from Produce, record bytes appended by this broker's follower fetches, record bytes
+//! sent in Fetch responses. The maintenance task reads them every load sample and turns two
+//! readings into the rates of the load report (`skiff_cluster::traffic`); the broker's running
+//! totals (the same type, in `Metrics`) are the partitions' gains it adds up there.
 //!
-//! Counting is a relaxed `fetch_add` on the partition's own counters and on the broker's, on
-//! paths that already hold the partition: no lock and no lookup. Relaxed is enough: a reading
-//! needs each counter's own value, never an order between counters or with the appended data.
+//! Counting is a relaxed `fetch_add` on the partition's own counters, on paths that already hold
+//! the partition: no lock, no lookup, and no counter shared by all requests (the broker's totals
+//! are added up off the hot path). Relaxed is enough: a reading needs each counter's own value,
+//! never an order between counters or with the appended data.
 //!
 //! Must never: count a batch that was not appended (a retried duplicate, a refused append) or
 //! bytes a response does not carry.
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use skiff_cluster::traffic::TrafficCounts;
 
-/// Traffic counters, of one partition or of the broker; they only grow.
+/// Traffic counters, of one partition or the broker's totals; they only grow.
 #[derive(Debug, Default)]
 pub struct TrafficCounters {
     bytes_in: AtomicU64,
@@ -40,6 +41,17 @@ impl TrafficCounters {
     /// Record bytes a Fetch response carries, to a consumer or a follower.
     pub fn count_sent(&self, bytes: u64) {
         self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Adds counts gained elsewhere (the broker's totals, at each load sample).
+    pub fn add(&self, counts: &TrafficCounts) {
+        self.bytes_in.fetch_add(counts.bytes_in, Ordering::Relaxed);
+        self.messages_in
+            .fetch_add(counts.messages_in, Ordering::Relaxed);
+        self.replication_bytes_in
+            .fetch_add(counts.replication_bytes_in, Ordering::Relaxed);
+        self.bytes_out
+            .fetch_add(counts.bytes_out, Ordering::Relaxed);
     }
 
     /// The counters now.

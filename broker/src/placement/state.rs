@@ -25,8 +25,7 @@ use skiff_placement::{
     PreferredLeader, ReplicaPolicy,
 };
 
-use skiff_cluster::records::TrafficRecord;
-use skiff_cluster::traffic::{traffic_rates, TrafficReading};
+use skiff_cluster::traffic::{traffic_rates, TrafficInterval, TrafficReading};
 
 use super::sampler::LoadSampler;
 use crate::partition::topics::Topic;
@@ -181,19 +180,27 @@ impl PlacementState {
         self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
     }
 
-    /// This node's traffic since the last reading, from `reading` taken at `mono_ms` (`None` for
-    /// the first: a rate needs two readings).
+    /// This node's traffic since the last reading, from `reading` taken at `mono_ms`, and
+    /// whether its rates are known (`false` for the first reading: a rate needs two; its gains,
+    /// everything counted since the partitions opened, still count).
     pub(crate) fn sample_traffic(
         &self,
         mono_ms: u64,
         reading: TrafficReading,
-    ) -> Option<TrafficRecord> {
+    ) -> Option<(TrafficInterval, bool)> {
         let mut last = self.traffic.lock().ok()?;
-        let traffic = last.as_ref().map(|(at_ms, previous)| {
-            traffic_rates(previous, &reading, mono_ms.saturating_sub(*at_ms))
-        });
+        let (interval, known) = match last.as_ref() {
+            Some((at_ms, previous)) => (
+                traffic_rates(previous, &reading, mono_ms.saturating_sub(*at_ms)),
+                true,
+            ),
+            None => (
+                traffic_rates(&TrafficReading::default(), &reading, 0),
+                false,
+            ),
+        };
         *last = Some((mono_ms, reading));
-        traffic
+        Some((interval, known))
     }
 
     /// Takes one load sample of this node (reads /proc and statvfs: call it off the async workers)

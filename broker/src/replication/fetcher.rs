@@ -564,7 +564,6 @@ fn append_fetched(
         .append_replicated(&mut batches, ctx.now_ms())?;
     let appended = batches.len() as u64;
     partition.traffic.count_replicated(appended);
-    ctx.metrics.traffic.count_replicated(appended);
     let mut producers = partition
         .producers
         .lock()
