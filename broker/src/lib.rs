@@ -239,8 +239,7 @@ impl Broker {
             shutdown.subscribe(),
         ));
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
-        let placement =
-            placement::state::PlacementState::new(config.node_id, &config.log_dirs, &topics.all())?;
+        let placement = placement::state::PlacementState::new(config.node_id, &config.log_dirs);
         let (isr_proposals, queued_proposals) = partition::replica::proposal_channel();
         let ctx = Arc::new(Ctx {
             config: config.clone(),

@@ -128,10 +128,16 @@ pub fn bundle_of(image: &ClusterImage, topic: &str, partition: i32) -> Option<Bu
         .cloned()
 }
 
+/// An empty bundle map of the default layout: [`NAMESPACE_BUNDLES_DEFAULT`] equal ranges
+/// (Pulsar's division) per namespace, the layout every new namespace's records start from.
+pub(crate) fn default_layout() -> BundleMap {
+    BundleMap::new(BUNDLE_NAMESPACE_RULE, NAMESPACE_BUNDLES_DEFAULT)
+        .expect("the default bundle count is valid")
+}
+
 /// The default ranges of a new namespace (Pulsar's equal division).
 fn default_ranges(namespace: &str) -> Vec<HashRange> {
-    let mut map = BundleMap::new(BUNDLE_NAMESPACE_RULE, NAMESPACE_BUNDLES_DEFAULT)
-        .expect("the default bundle count is valid");
+    let mut map = default_layout();
     map.ensure_namespace(namespace);
     map.bundles().map(|(id, _, _)| id.range).collect()
 }
@@ -678,6 +684,18 @@ pub fn is_ping_pong(
     returns || reverses
 }
 
+/// Whether a move `from` → `to` sends `bundle` straight back where its last move took it from:
+/// the B → A after A → B of the reports' ping-pong definition, at any distance in time. The
+/// shedding metrics count these among started moves; [`is_ping_pong`] is the stricter check
+/// (within the cooldown, any bundle's reversal) that refuses a move before it starts.
+pub fn undoes_last_move(image: &ClusterImage, bundle: &BundleId, from: NodeId, to: NodeId) -> bool {
+    image
+        .bundles()
+        .get(bundle)
+        .and_then(|record| record.value.moves.last())
+        .is_some_and(|last| last.from == to && last.to == from)
+}
+
 /// The fenced writes that start `moves` (owned → assigning with the target), in order, and the
 /// moves refused with why. At most `settings.moves_per_cycle_max` start.
 pub fn begin_moves(
@@ -1071,6 +1089,11 @@ mod tests {
         );
         // After the cooldown it may.
         assert!(!is_ping_pong(&world.image(), other, 2, 1, 80_000, 60_000));
+        // The metrics still count the moved bundle's own way back as undoing its last move, at
+        // any distance in time; another bundle's 2 → 1, or a move elsewhere, is not.
+        assert!(undoes_last_move(&world.image(), &bundle, 2, 1));
+        assert!(!undoes_last_move(&world.image(), &bundle, 2, 3));
+        assert!(!undoes_last_move(&world.image(), other, 2, 1));
         // Not the owner, the same broker, or more than the cycle maximum.
         let rest: Vec<BundleMove> = bundles
             .iter()

@@ -6,8 +6,8 @@
 //! Per new partition: if a bundle record of the image covers it and its owner is running, that
 //! owner; otherwise a new owner, which placement draws by weight once per bundle and shares
 //! among the bundle's new partitions. A new namespace has no records yet, so its bundles are
-//! those of the default layout ([`NAMESPACE_BUNDLES_DEFAULT`] equal ranges), the layout the
-//! controller then writes its records in, each owned by its partitions' preferred leader
+//! those of the default layout ([`crate::bundles::default_layout`]), the layout the controller
+//! then writes its records in, each owned by its partitions' preferred leader
 //! ([`crate::bundles`]).
 //!
 //! Must never: read the clock or a store (the image is an argument), or choose a node itself
@@ -15,10 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use skiff_placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
 use skiff_placement::{BundleId, BundleMap, NodeId, PreferredLeader};
 
-use crate::bundles::{bundle_of, BUNDLE_NAMESPACE_RULE};
+use crate::bundles::{bundle_of, default_layout};
 use crate::image::ClusterImage;
 
 /// The preferred leader of partitions `first..first + count` of `topic`, by the rule of the
@@ -59,10 +58,7 @@ pub fn preferred_leaders(
 
 /// The bundle of the default layout that `partition` of `topic` hashes into.
 fn default_bundle(layout: &mut Option<BundleMap>, topic: &str, partition: i32) -> BundleId {
-    let layout = layout.get_or_insert_with(|| {
-        BundleMap::new(BUNDLE_NAMESPACE_RULE, NAMESPACE_BUNDLES_DEFAULT)
-            .expect("the default bundle count is valid")
-    });
+    let layout = layout.get_or_insert_with(default_layout);
     // Partition indices are never negative (the caller counts up from an existing count).
     layout.locate(topic, u32::try_from(partition).unwrap_or(0))
 }
@@ -134,7 +130,7 @@ mod tests {
         put_bundle(&mut world, "fresh2", LOW, 1);
         put_bundle(&mut world, "fresh2", HIGH, 1);
         let leaders = preferred_leaders(&world.image(), "fresh", 0, 12, &BTreeSet::from([1]));
-        let mut layout = BundleMap::new(BUNDLE_NAMESPACE_RULE, NAMESPACE_BUNDLES_DEFAULT).unwrap();
+        let mut layout = default_layout();
         let mut keys: BTreeMap<usize, BundleId> = BTreeMap::new();
         for (partition, leader) in (0u32..).zip(&leaders) {
             let PreferredLeader::NewOwner(key) = leader else {

@@ -1,7 +1,8 @@
-"""Placement wiring: topic creation asks placement for replicas and bundles, and the operator
-endpoint shows the bundles (ranges, owners, load) as JSON."""
+"""Placement wiring: topic creation asks placement for replicas, the controller writes each new
+topic's bundle records, and the operator endpoint shows the bundles (ranges, owners, load) as JSON."""
 
 import json
+import time
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -18,17 +19,23 @@ def test_created_topics_appear_as_bundles_owned_by_this_node(broker_factory):
         admin.create_topics([NewTopic("too-many-replicas", num_partitions=1, replication_factor=3)])
     admin.close()
 
-    head, body = scrape(broker, "/placement/bundles")
-    assert head.startswith("HTTP/1.1 200"), head
-    bundles = json.loads(body)["bundles"]
-    orders = [bundle for bundle in bundles if bundle["namespace"] == "orders"]
+    # The controller writes the topic's bundle records after the topic itself: wait for them.
+    deadline = time.monotonic() + 10
+    while True:
+        head, body = scrape(broker, "/placement/bundles")
+        assert head.startswith("HTTP/1.1 200"), head
+        bundles = json.loads(body)["bundles"]
+        orders = [bundle for bundle in bundles if bundle["namespace"] == "orders"]
+        if orders or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     # Pulsar's default layout: 4 bundles covering the whole hash range, all owned by this node.
     assert len(orders) == 4
     assert orders[0]["hash_lo"] == 0 and orders[-1]["hash_hi"] >= 0xFFFFFFFF
     assert all(bundle["owner"] == 1 for bundle in orders)
     assert not [bundle for bundle in bundles if bundle["namespace"] == "too-many-replicas"]
 
-    # The bundles are rebuilt from the topics after a restart.
+    # The bundle records are kept in the metadata store across a restart.
     broker.log_lines.clear()  # the restarted broker prints its new metrics address
     broker.restart()
     _, body = scrape(broker, "/placement/bundles")

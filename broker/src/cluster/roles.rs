@@ -89,17 +89,6 @@ impl Cluster {
         .unwrap_or_default()
     }
 
-    /// Every partition's leader, as `(topic, partition, leader)`.
-    pub fn partition_leaders(&self) -> Vec<(String, i32, i32)> {
-        self.with_image(|image| {
-            image
-                .all_partitions()
-                .map(|(topic, partition, state)| (topic.to_owned(), partition, state.value.leader))
-                .collect()
-        })
-        .unwrap_or_default()
-    }
-
     /// Whether broker `id` is registered (alive) in the image.
     pub fn is_live(&self, id: i32) -> bool {
         self.with_image(|image| image.is_live(id)).unwrap_or(false)

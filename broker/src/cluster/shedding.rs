@@ -193,7 +193,9 @@ impl Shedding {
                 .iter()
                 .find(|(m, _)| m == planned)
                 .map_or_else(|| "started".to_owned(), |(_, why)| refusal(why).to_owned());
-            if outcome == "started" && reverses_its_last_move(image, planned) {
+            if outcome == "started"
+                && bundles::undoes_last_move(image, &planned.bundle, planned.from, planned.to)
+            {
                 counters.ping_pong.fetch_add(1, Ordering::Relaxed);
             }
             last.moves.push(PlannedMove {
@@ -229,20 +231,6 @@ impl Shedding {
     }
 }
 
-/// Whether a move sends a bundle straight back where its last move took it from (the B → A
-/// after A → B of the reports' ping-pong definition, at any distance in time; returns within
-/// the cooldown are refused before they start).
-fn reverses_its_last_move(
-    image: &ClusterImage,
-    planned: &skiff_placement::shed::BundleMove,
-) -> bool {
-    image
-        .bundles()
-        .get(&planned.bundle)
-        .and_then(|record| record.value.moves.last())
-        .is_some_and(|last| last.from == planned.to && last.to == planned.from)
-}
-
 fn refusal(why: &MoveRefused) -> &'static str {
     match why {
         MoveRefused::CycleFull => "refused: the cycle's maximum of moves was reached",
@@ -262,8 +250,7 @@ pub(crate) struct BundleView {
     pub(crate) hash_lo: u64,
     pub(crate) hash_hi: u64,
     pub(crate) owner: Option<NodeId>,
-    /// "owned" or "assigning"; "local" for a bundle only this broker's placement knows (its
-    /// record is not written yet).
+    /// "owned" or "assigning".
     pub(crate) state: String,
     pub(crate) target: Option<NodeId>,
     pub(crate) since_ms: u64,

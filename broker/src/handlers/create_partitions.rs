@@ -90,7 +90,7 @@ async fn grow(
     } else {
         let factor = i16::try_from(replication_factor).unwrap_or(i16::MAX);
         let added = i32::try_from(added).unwrap_or(i32::MAX);
-        super::create_topics::assign_replicas(ctx, name, existing, added, factor, !validate_only)
+        super::create_topics::assign_replicas(ctx, name, existing, added, factor)
             .map_err(|error| (error_code::INVALID_REPLICA_ASSIGNMENT, error.to_string()))?
     };
     super::create_topics::check_room_here(ctx, &new_replicas)
@@ -115,14 +115,6 @@ async fn grow(
         })
         .await
         .map_err(refused)?;
-    if chosen {
-        if let Err(error) = ctx
-            .placement
-            .record_assignment(name, existing, &replicas[existing..])
-        {
-            tracing::warn!(topic = name, %error, "recording the bundles of added partitions");
-        }
-    }
     tracing::info!(topic = name, partitions = topic.count, "added partitions");
     Ok(())
 }

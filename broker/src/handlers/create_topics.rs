@@ -38,17 +38,15 @@ pub(crate) fn check_replication_factor(factor: i16) -> Result<usize, TopicError>
 }
 
 /// Replicas for `added` new partitions of `topic` (after `existing` ones) with
-/// `replication_factor` replicas each, from placement over the running brokers (which also
-/// records each partition's bundle). Each partition's preferred leader is its bundle's owner
-/// (`skiff_cluster::preferred_leaders`): the running owner of the image's bundle record, else one
-/// drawn per bundle by placement.
+/// `replication_factor` replicas each, from placement over the running brokers. Each partition's
+/// preferred leader is its bundle's owner (`skiff_cluster::preferred_leaders`): the running owner
+/// of the image's bundle record, else one drawn per bundle by placement.
 pub(crate) fn assign_replicas(
     ctx: &Ctx,
     topic: &str,
     existing: usize,
     added: i32,
     replication_factor: i16,
-    record_bundles: bool,
 ) -> Result<Vec<Vec<i32>>, TopicError> {
     if !(1..=crate::partition::topics::PARTITIONS_PER_TOPIC_MAX).contains(&added) {
         return Err(TopicError::InvalidPartitions(added));
@@ -65,7 +63,7 @@ pub(crate) fn assign_replicas(
         .unwrap_or_else(|| vec![PreferredLeader::Any; added_count]);
     ctx.placement.set_nodes(nodes);
     ctx.placement
-        .assign_added(topic, existing, &leaders, replicas, record_bundles)
+        .assign_added(topic, &leaders, replicas)
         .map_err(|error| match error {
             PlacementError::TooManyPartitions { .. } => TopicError::InvalidPartitions(added),
             PlacementError::NotEnoughNodes { node_count, .. } => {
@@ -215,22 +213,8 @@ async fn create(
         Replicas::Placed {
             partition_count,
             replication_factor,
-        } => assign_replicas(
-            ctx,
-            name,
-            0,
-            partition_count,
-            replication_factor,
-            !validate_only,
-        )?,
-        Replicas::Assigned(replicas) => {
-            if !validate_only {
-                if let Err(error) = ctx.placement.record_assignment(name, 0, &replicas) {
-                    tracing::warn!(topic = name, %error, "recording the bundles of assigned partitions");
-                }
-            }
-            replicas
-        }
+        } => assign_replicas(ctx, name, 0, partition_count, replication_factor)?,
+        Replicas::Assigned(replicas) => replicas,
     };
     check_room_here(ctx, &replicas).await?;
     if validate_only {

@@ -84,38 +84,10 @@ fn route(head: &[u8]) -> Route {
     }
 }
 
-/// The cluster-wide bundle map (the controller's records, with owners' traffic and the last
-/// shedding cycle on the controller), plus the bundles this broker's placement created whose
-/// records the controller has not written yet.
+/// The cluster-wide bundle map: the controller's records with owners' traffic, and the last
+/// shedding cycle on the controller.
 fn bundles_json(ctx: &Ctx) -> Option<String> {
-    let mut view = ctx.cluster.bundles_view()?;
-    ctx.placement
-        .follow_leaders(ctx.cluster.partition_leaders());
-    let recorded: std::collections::BTreeSet<String> =
-        view.bundles.iter().map(|b| b.namespace.clone()).collect();
-    for entry in ctx.placement.snapshot()?.bundles {
-        if recorded.contains(&entry.namespace) {
-            continue;
-        }
-        view.bundles.push(crate::cluster::shedding::BundleView {
-            name: entry.name,
-            namespace: entry.namespace,
-            hash_lo: entry.hash_lo,
-            hash_hi: entry.hash_hi,
-            owner: entry.owner,
-            state: "local".to_owned(),
-            target: None,
-            since_ms: 0,
-            reason: "created here; its record is not written yet".to_owned(),
-            load: entry.load,
-            partitions: 0,
-            partitions_led_by_owner: 0,
-            last_move: None,
-        });
-    }
-    view.bundles
-        .sort_by(|a, b| (&a.namespace, a.hash_lo).cmp(&(&b.namespace, b.hash_lo)));
-    serde_json::to_string(&view).ok()
+    serde_json::to_string(&ctx.cluster.bundles_view()?).ok()
 }
 
 async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {

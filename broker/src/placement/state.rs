@@ -1,15 +1,13 @@
 //! The broker's placement state: the cluster view (the running brokers of the cluster image, with
-//! their racks and load reports, set before each assignment), the replica policy, the bundle map
-//! and a seeded RNG, behind one lock. Topic creation asks it for replica assignments and bundle
-//! membership through the pure BP-65 code, with each partition's preferred leader (its bundle's
-//! owner, `skiff_cluster::preferred_leaders`) given; CreatePartitions asks it for added
-//! partitions the same way.
-//! It also keeps the last reading of the traffic counters, which each load sample's traffic
-//! rates are measured from.
-//! Operators read the bundles as JSON (`/placement/bundles` on the metrics listener).
+//! their racks and load reports, set before each assignment), the replica policy and a seeded
+//! RNG, behind one lock. Topic creation asks it for replica assignments through the pure BP-65
+//! code, with each partition's preferred leader (its bundle's owner,
+//! `skiff_cluster::preferred_leaders`) given; CreatePartitions asks it for added partitions the
+//! same way. It also keeps the last reading of the traffic counters, which each load sample's
+//! traffic rates are measured from.
 //!
-//! The bundle map is rebuilt at start from the topics (each partition's bundle is a pure function
-//! of its name, and on one node every bundle is owned by this node), so it needs no file of its own.
+//! The bundle map is not here: it is the controller's bundle records in the cluster image
+//! (`skiff_cluster::bundles`), on one node as in a cluster.
 //!
 //! Must never: decide anything itself — every decision is `skiff-placement`'s — or block on IO while
 //! holding its lock.
@@ -19,16 +17,13 @@ use std::sync::Mutex;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use skiff_placement::bundle::NAMESPACE_BUNDLES_DEFAULT;
 use skiff_placement::{
-    assign_replicas, BundleMap, BundleSnapshot, ClusterView, NamespaceRule, NodeId, PlacementError,
-    PreferredLeader, ReplicaPolicy,
+    assign_replicas, ClusterView, NodeId, PlacementError, PreferredLeader, ReplicaPolicy,
 };
 
 use skiff_cluster::traffic::{traffic_rates, TrafficInterval, TrafficReading};
 
 use super::sampler::LoadSampler;
-use crate::partition::topics::Topic;
 
 /// Load samples smoothed into one report (BP-65's sliding window).
 pub(crate) const LOAD_WINDOW_SAMPLES: usize = 3;
@@ -41,7 +36,6 @@ struct Inner {
     /// This node's load as its sampler last smoothed it.
     own_load: skiff_placement::LoadReport,
     policy: ReplicaPolicy,
-    bundles: BundleMap,
     rng: ChaCha8Rng,
 }
 
@@ -55,92 +49,42 @@ pub(crate) struct PlacementState {
 }
 
 impl PlacementState {
-    /// State for this node, with the bundles of the `topics` that exist.
-    pub(crate) fn new(
-        node_id: NodeId,
-        data_dir: &std::path::Path,
-        topics: &[std::sync::Arc<Topic>],
-    ) -> Result<Self, PlacementError> {
-        let mut bundles = BundleMap::new(NamespaceRule::Topic, NAMESPACE_BUNDLES_DEFAULT)?;
-        for topic in topics {
-            for (partition, replicas) in (0u32..).zip(&topic.record.replicas) {
-                let bundle = bundles.locate(&topic.name, partition);
-                bundles.set_owner(&bundle, replicas.first().copied().unwrap_or(node_id))?;
-            }
-        }
+    /// State for this node.
+    pub(crate) fn new(node_id: NodeId, data_dir: &std::path::Path) -> Self {
         // The seed only has to differ between brokers so independent placers do not draw alike.
         let seed = u64::from(node_id.unsigned_abs()) ^ 0x5eed_5eed_5eed_5eed;
-        Ok(Self {
+        Self {
             node_id,
             inner: Mutex::new(Inner {
                 view: ClusterView::single(node_id),
                 own_load: skiff_placement::LoadReport::unknown(),
                 policy: ReplicaPolicy::default(),
-                bundles,
                 rng: ChaCha8Rng::seed_from_u64(seed),
             }),
             sampler: Mutex::new(LoadSampler::new(data_dir, LOAD_WINDOW_SAMPLES)),
             traffic: Mutex::new(None),
-        })
+        }
     }
 
     /// Replicas for new partitions of a topic that has `existing` (CreatePartitions without an
-    /// assignment; 0 for a new topic), one per entry of `leaders` (each one's preferred leader);
-    /// with `record_bundles`, the bundles of the new partitions are recorded with their owners.
+    /// assignment; 0 for a new topic), one per entry of `leaders` (each one's preferred leader).
     pub(crate) fn assign_added(
         &self,
         topic: &str,
-        existing: usize,
         leaders: &[PreferredLeader],
         replication_factor: usize,
-        record_bundles: bool,
     ) -> Result<Vec<Vec<NodeId>>, PlacementError> {
         let mut inner = self.lock()?;
         let Inner {
-            view,
-            policy,
-            bundles,
-            rng,
-            ..
+            view, policy, rng, ..
         } = &mut *inner;
-        let replicas = assign_replicas(topic, leaders, replication_factor, view, policy, rng)?;
-        if record_bundles {
-            self.record_bundles(bundles, topic, existing, &replicas)?;
-        }
-        Ok(replicas)
-    }
-
-    /// Records the bundles of partitions `first..` of `topic` whose replicas a client chose
-    /// (CreatePartitions with an assignment), each owned by its preferred leader.
-    pub(crate) fn record_assignment(
-        &self,
-        topic: &str,
-        first: usize,
-        replicas: &[Vec<NodeId>],
-    ) -> Result<(), PlacementError> {
-        let mut inner = self.lock()?;
-        self.record_bundles(&mut inner.bundles, topic, first, replicas)
+        assign_replicas(topic, leaders, replication_factor, view, policy, rng)
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>, PlacementError> {
         self.inner
             .lock()
             .map_err(|_| PlacementError::UnknownBundle("placement state poisoned".to_owned()))
-    }
-
-    fn record_bundles(
-        &self,
-        bundles: &mut BundleMap,
-        topic: &str,
-        first: usize,
-        replicas: &[Vec<NodeId>],
-    ) -> Result<(), PlacementError> {
-        let first = u32::try_from(first).unwrap_or(u32::MAX);
-        for (partition, nodes) in (first..).zip(replicas) {
-            let bundle = bundles.locate(topic, partition);
-            bundles.set_owner(&bundle, nodes.first().copied().unwrap_or(self.node_id))?;
-        }
-        Ok(())
     }
 
     /// This node's own load as its sampler last smoothed it, with its write capacity (for the
@@ -155,29 +99,6 @@ impl PlacementState {
         if let Ok(mut inner) = self.inner.lock() {
             inner.view.nodes = nodes;
         }
-    }
-
-    /// Makes each bundle's owner the broker leading its partitions, as the cluster image has them
-    /// (`(topic, partition, leader)`; partitions without a leader keep their owner), so the
-    /// bundle view is the cluster's, not only what this broker created.
-    pub(crate) fn follow_leaders(&self, leaders: impl IntoIterator<Item = (String, i32, NodeId)>) {
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
-        for (topic, partition, leader) in leaders {
-            let (Ok(partition), true) = (u32::try_from(partition), leader >= 0) else {
-                continue;
-            };
-            let bundle = inner.bundles.locate(&topic, partition);
-            if let Err(error) = inner.bundles.set_owner(&bundle, leader) {
-                tracing::warn!(%topic, partition, %error, "bundle owner from the image");
-            }
-        }
-    }
-
-    /// The bundles, their ranges, owners and load.
-    pub(crate) fn snapshot(&self) -> Option<BundleSnapshot> {
-        self.inner.lock().ok().map(|inner| inner.bundles.snapshot())
     }
 
     /// This node's traffic since the last reading, from `reading` taken at `mono_ms`, and
