@@ -6,6 +6,10 @@
 #
 #   scripts/fuzz.sh SECONDS [TARGET...]      (needs `cargo install cargo-fuzz` and a nightly)
 #
+# SKIFF_FUZZ_RUNS=N also stops each target after N executions (whichever comes first), e.g.
+# `SKIFF_FUZZ_RUNS=10000000 scripts/fuzz.sh 7200` for the 10 M executions or 2 hours per target.
+# SKIFF_FUZZ_NO_BUILD=1 skips the build step and runs the binaries already built.
+#
 # Exits non-zero if any target crashed; the crashing input is in fuzz/artifacts/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +24,13 @@ fi
 
 logs="$(mktemp -d)"
 # Debug assertions on: the crates assert their invariants in debug builds.
-cargo +nightly fuzz build --fuzz-dir fuzz --debug-assertions >/dev/null
+if [ -z "${SKIFF_FUZZ_NO_BUILD:-}" ]; then
+  cargo +nightly fuzz build --fuzz-dir fuzz --debug-assertions >/dev/null
+fi
+runs=()
+if [ -n "${SKIFF_FUZZ_RUNS:-}" ]; then
+  runs=(-runs="$SKIFF_FUZZ_RUNS")
+fi
 bin_dir="$PWD/fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 printf '%-20s %12s %8s %8s %8s %s\n' target executions exec/s cov ft crashes
 failed=0
@@ -34,7 +44,7 @@ for target in "${targets[@]}"; do
   # The binaries built above, run directly: `cargo fuzz run` would rebuild first if a source
   # changed meanwhile, and the targets of one run would then test different code. One process,
   # no -jobs: with -jobs libFuzzer moves its output (and the figures) to fuzz-N.log.
-  "$bin_dir/$target" "$scratch" "$corpus" -max_total_time="$seconds" -print_final_stats=1 \
+  "$bin_dir/$target" "$scratch" "$corpus" -max_total_time="$seconds" "${runs[@]}" -print_final_stats=1 \
     -artifact_prefix="$PWD/fuzz/artifacts/$target/" >"$log" 2>&1 || status=$?
   executions=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   rate=$(grep -oE '^stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
