@@ -415,6 +415,11 @@ fn move_step(
             ops.push(TxnOp::put(
                 key,
                 encode(&ReassignRecord {
+                    topic_id: image
+                        .topics()
+                        .get(topic)
+                        .map(|record| record.value.topic_id.clone())
+                        .unwrap_or_default(),
                     target: replicas.clone(),
                     original: state.value.replicas.clone(),
                     reason: ReassignReason::BundleMove,

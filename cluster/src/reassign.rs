@@ -133,6 +133,10 @@ pub fn next_step(
     let Some(topic_record) = image.topics().get(topic) else {
         return Step::Drop;
     };
+    if !record.is_for(&topic_record.value.topic_id) {
+        // Written for an earlier topic of this name, deleted before the record was.
+        return Step::Drop;
+    }
     match topic_record.value.state {
         TopicState::Creating => return Step::Wait(Waiting::TopicCreating),
         TopicState::Deleting => return Step::Drop,
@@ -434,17 +438,23 @@ fn requested_record(
     replicas: Option<&[NodeId]>,
     now_ms: u64,
 ) -> Result<ReassignRecord, AlterRefusal> {
-    let current = image
+    let topic_record = image
         .ready_topic(topic)
         .filter(|_| image.partition(topic, partition).is_some())
-        .and_then(|record| replicas_of(&record.value, partition))
         .ok_or(AlterRefusal::UnknownPartition)?;
-    let existing = image.reassignment(topic, partition).map(|r| &r.value);
+    let current =
+        replicas_of(&topic_record.value, partition).ok_or(AlterRefusal::UnknownPartition)?;
+    let topic_id = topic_record.value.topic_id.clone();
+    let existing = image
+        .reassignment(topic, partition)
+        .map(|r| &r.value)
+        .filter(|existing| existing.is_for(&topic_id));
     let Some(replicas) = replicas else {
         return match existing {
             // A record whose target is its original is a cancellation already (or a
             // reassignment that changes nothing): nothing is in progress to cancel.
             Some(existing) if existing.target != existing.original => Ok(ReassignRecord {
+                topic_id,
                 target: existing.original.clone(),
                 original: existing.original.clone(),
                 reason: ReassignReason::Admin,
@@ -457,6 +467,7 @@ fn requested_record(
         return Err(AlterRefusal::InvalidReplicas(why));
     }
     Ok(ReassignRecord {
+        topic_id,
         target: replicas.to_vec(),
         // A replacement keeps the original replicas (Kafka reverts a replaced reassignment's
         // additions): what a cancellation returns to, and what the new target adds.
@@ -560,7 +571,11 @@ pub fn listed(image: &ClusterImage, filter: Option<&[(String, Vec<i32>)]>) -> Ve
             wanted(topic, *partition) && record.value.target != record.value.original
         })
         .filter_map(|((topic, partition), record)| {
-            let replicas = replicas_of(&image.ready_topic(topic)?.value, *partition)?;
+            let topic_record = &image.ready_topic(topic)?.value;
+            if !record.value.is_for(&topic_record.topic_id) {
+                return None;
+            }
+            let replicas = replicas_of(topic_record, *partition)?;
             let without = |ids: &[NodeId], of: &[NodeId]| -> Vec<NodeId> {
                 ids.iter().copied().filter(|id| !of.contains(id)).collect()
             };
@@ -603,6 +618,7 @@ mod tests {
 
     fn record(target: &[NodeId], original: &[NodeId]) -> ReassignRecord {
         ReassignRecord {
+            topic_id: String::new(),
             target: target.to_vec(),
             original: original.to_vec(),
             reason: ReassignReason::Admin,
@@ -758,6 +774,44 @@ mod tests {
         );
         assert!(world.image().reassignments().is_empty());
         assert_eq!(world.state(TOPIC), state(1, 0, &[1], &[1]));
+    }
+
+    #[test]
+    fn a_record_of_an_earlier_topic_of_the_same_name_is_deleted_not_carried_out() {
+        let mut world = World::new(&[1, 2]);
+        world.topic(TOPIC, state(1, 0, &[1], &[1]), &[]);
+        let topic_id = world
+            .image()
+            .ready_topic(TOPIC)
+            .unwrap()
+            .value
+            .topic_id
+            .clone();
+        let key = world.layout.key(&Key::Reassign(TOPIC.to_owned(), 0));
+        let earlier = ReassignRecord {
+            topic_id: "00000000000000000000000000000001".to_owned(),
+            ..record(&[2], &[1])
+        };
+        assert!(!earlier.is_for(&topic_id) && record(&[2], &[1]).is_for(&topic_id));
+        world
+            .core
+            .txn(&Txn::new().and_then(vec![TxnOp::put(key, encode(&earlier))]))
+            .unwrap();
+        assert!(listed(&world.image(), None).is_empty());
+        assert_eq!(step_of(&world, 0), Step::Drop);
+        // An operator's request meanwhile starts afresh from the topic's own replicas.
+        let plan = alter(
+            &world.image(),
+            world.epoch,
+            &[((TOPIC.to_owned(), 0), Some(vec![2]))],
+        );
+        assert!(plan.refused.is_empty());
+        assert_eq!(
+            world.submit(plan.writes),
+            vec![WriteReason::AlterReassignments]
+        );
+        let written = world.image().reassignment(TOPIC, 0).unwrap().value.clone();
+        assert_eq!((written.topic_id, written.original), (topic_id, vec![1]));
     }
 
     #[test]

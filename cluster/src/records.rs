@@ -297,6 +297,11 @@ pub enum ReassignReason {
 /// replicas are added, caught up and made the ISR, then the others are removed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReassignRecord {
+    /// The id of the topic it was written for (its [`TopicRecord::topic_id`]): a topic deleted
+    /// and created again under the same name before the controller removed the record must not
+    /// inherit it. Empty in records written before the field existed (they match any id).
+    #[serde(default)]
+    pub topic_id: String,
     /// The replicas the partition is to end with, preferred leader first.
     pub target: Vec<NodeId>,
     /// The replicas when the reassignment began (ListPartitionReassignments' removing set, and
@@ -306,6 +311,14 @@ pub struct ReassignRecord {
     pub reason: ReassignReason,
     /// When it was written, in Unix milliseconds.
     pub started_ms: u64,
+}
+
+impl ReassignRecord {
+    /// Whether the record was written for the topic whose id is `topic_id` (a record without an
+    /// id predates the field and is taken as its topic's).
+    pub fn is_for(&self, topic_id: &str) -> bool {
+        self.topic_id.is_empty() || self.topic_id == topic_id
+    }
 }
 
 /// `R/ids/producer_id_block`: the first producer id of the next free block.
