@@ -113,6 +113,17 @@ impl LogDir {
         Self::open_with_io(path.as_ref(), default_config, DirConfig::default(), io)
     }
 
+    /// [`LogDir::open_simulated`] with the directory's own bounds (feature `power-sim`).
+    #[cfg(feature = "power-sim")]
+    pub fn open_simulated_with(
+        path: impl AsRef<Path>,
+        default_config: LogConfig,
+        dir_config: DirConfig,
+        io: Arc<crate::io::sim::SimIo>,
+    ) -> Result<Self> {
+        Self::open_with_io(path.as_ref(), default_config, dir_config, io)
+    }
+
     pub(crate) fn open_with_io(
         path: &Path,
         default_config: LogConfig,
@@ -470,22 +481,21 @@ impl LogDir {
     /// request paths: it waits for fsyncs. No log lock is held across an fsync (each log's
     /// flush syncs without its locks, as [`Log::flush`] does), so appends and reads go on.
     ///
-    /// Few dirty logs (at most `limits::FSYNC_PER_LOG_DIRTY_LOGS_MAX`) are synced one
+    /// Few dirty logs (at most `DirConfig::sync_each_dirty_logs_max`, default 512) are synced one
     /// `fdatasync` each, on `DirConfig::recovery_threads` threads; more, with one `syncfs` of
-    /// the file system (see the limit for why). A log under `PersistMode::Buffer` is left
-    /// alone by the per-log path (its flushes sync nothing) but counts as synced by a `syncfs`,
-    /// which really did sync it. Errors: the first; every log that did sync still has its
-    /// recovery point advanced and written.
+    /// the file system (see the limit for why), whatever the log's `PersistMode` (under
+    /// `Buffer`, the default of a broker without a flush policy, this is the only sync its data
+    /// gets while the broker runs, as in Kafka). Errors: the first; every log that did sync
+    /// still has its recovery point advanced and written.
     pub fn checkpoint_recovery_points(&self) -> Result<()> {
         let logs: Vec<Arc<Log>> = self.logs()?.values().cloned().collect();
-        let synced = self.sync_unflushed(&logs, false);
+        let synced = self.sync_unflushed(&logs);
         let written = self.checkpoints.write();
         synced.and(written)
     }
 
-    /// Syncs the logs with unsynced data (see [`LogDir::checkpoint_recovery_points`]); with
-    /// `always`, logs under `PersistMode::Buffer` too (a close makes everything durable).
-    fn sync_unflushed(&self, logs: &[Arc<Log>], always: bool) -> Result<()> {
+    /// Syncs the logs with unsynced data (see [`LogDir::checkpoint_recovery_points`]).
+    fn sync_unflushed(&self, logs: &[Arc<Log>]) -> Result<()> {
         let mut first_error = None;
         let mut dirty = Vec::new();
         for log in logs {
@@ -497,15 +507,9 @@ impl LogDir {
                 }
             }
         }
-        if dirty.len() <= limits::FSYNC_PER_LOG_DIRTY_LOGS_MAX {
+        if dirty.len() <= self.dir_config.sync_each_dirty_logs_max {
             let threads = self.dir_config.recovery_threads;
-            for synced in on_threads(threads, &dirty, |(log, _)| {
-                if always {
-                    log.sync()
-                } else {
-                    log.flush()
-                }
-            }) {
+            for synced in on_threads(threads, &dirty, |(log, _)| log.sync()) {
                 if let Err(error) = synced {
                     first_error.get_or_insert(error);
                 }
@@ -552,7 +556,7 @@ impl LogDir {
         for closed in on_threads(threads, &logs, |log| log.close_for_shutdown()) {
             closed?;
         }
-        self.sync_unflushed(&logs, true)?;
+        self.sync_unflushed(&logs)?;
         self.checkpoints.write()?;
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
     }
