@@ -30,29 +30,47 @@ pub(crate) struct IndexFile {
     dirty: bool,
 }
 
-/// How many of the `capacity` entries of `bytes` come before its zero tail: all of them if the
-/// last is not zero (a trimmed index: one entry read), else found by binary search (a few pages
-/// of a sparse, mostly unwritten file), taking the written entries to be a prefix.
+/// How many of the `capacity` entries of `bytes` come before its zero tail (all of them in a
+/// trimmed index), taking the written entries to be a prefix.
+///
+/// Why a galloping search from the start rather than a binary search over the whole file: the
+/// file is sparse (10 MiB preallocated, a few KiB written), and every probe into its unwritten
+/// part faults a page of zeros into the page cache. A binary search over 10 MiB probes about a
+/// dozen such pages per index (with readahead, far more: a clean open of 2,000 logs took 13 s
+/// instead of 0.06 s); galloping probes entries 1, 2, 4, … (the first 512 offset entries share
+/// one page) and then halves the last gap, so it touches about two pages past the entries, and
+/// only the pages of entries it would read anyway before that.
 fn entries_before_zero_tail(bytes: &[u8], entry_bytes: usize, capacity: usize) -> usize {
     let is_zero = |index: usize| {
         bytes
             .get(index * entry_bytes..(index + 1) * entry_bytes)
             .is_none_or(|entry| entry.iter().all(|byte| *byte == 0))
     };
-    if capacity == 0 || !is_zero(capacity - 1) {
-        return capacity;
+    if capacity == 0 || is_zero(0) {
+        return 0;
     }
-    // Invariant: entries before `low` are not zero (or `low` is 0), the entry at `high` is.
-    let (mut low, mut high) = (0, capacity - 1);
-    while low < high {
+    // Invariant: the entry at `low` is not zero, the one at `high` is (or `high` is past the
+    // end). Not probing the last entry first keeps a trimmed index's search in its written pages
+    // and an untrimmed one's away from the end of its hole.
+    let (mut low, mut high) = (0, capacity);
+    let mut step = 1;
+    while low + step < high {
+        if is_zero(low + step) {
+            high = low + step;
+            break;
+        }
+        low += step;
+        step *= 2;
+    }
+    while low + 1 < high {
         let middle = low + (high - low) / 2;
         if is_zero(middle) {
             high = middle;
         } else {
-            low = middle + 1;
+            low = middle;
         }
     }
-    low
+    high
 }
 
 impl IndexFile {
@@ -100,6 +118,12 @@ impl IndexFile {
         }
         let capacity_entries = usize::try_from(len_bytes).unwrap_or(0) / entry_bytes;
         let map = Self::map(&file, path, capacity_entries * entry_bytes)?;
+        if let Some(map) = &map {
+            // Reads through this mapping are lookups (and the search below): no readahead,
+            // which would fault whole runs of the unwritten, sparse tail into the page cache.
+            // Only advice, so a refusal changes nothing but speed.
+            let _ = map.advise(memmap2::Advice::Random);
+        }
         let entries_count = map.as_ref().map_or(0, |map| {
             entries_before_zero_tail(map, entry_bytes, capacity_entries)
         });

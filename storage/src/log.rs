@@ -9,9 +9,10 @@
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
 //! order: writer, then state, then the directory's offset checkpoint (`offset_checkpoint`, where
 //! the log publishes its start and recovery point: in memory on a flush, written at once only
-//! when a start moves or a truncation lowers the recovery point). Must never read a clock (every time is an argument), fsync while
-//! holding either lock (except in the recovery of a deferred log, which serves nothing until it
-//! is done), or report an offset as flushed before its fsync returned.
+//! when a start moves or a truncation lowers the recovery point). Must never read a clock (every
+//! time is an argument), fsync while holding either lock (except in the recovery of a deferred
+//! log, which serves nothing until it is done), or report an offset as flushed before its fsync
+//! returned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -641,7 +642,6 @@ impl Log {
         Ok(())
     }
 
-    /// Marks the log poisoned and passes the error on.
     /// Writes the directory's offset checkpoint with this log's current offsets, durably, before
     /// returning: for a change the next steps rely on (see `OffsetCheckpoints::set_and_write`).
     fn write_checkpoint(&self, state: &LogState) -> Result<()> {
@@ -649,6 +649,7 @@ impl Log {
             .set_and_write(&self.key, state.checkpoint())
     }
 
+    /// Marks the log poisoned and passes the error on.
     fn poison(&self, error: Error) -> Error {
         self.poisoned.store(true, Ordering::SeqCst);
         error

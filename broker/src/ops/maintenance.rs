@@ -3,9 +3,9 @@
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
 //! that interval's appends; every `log.flush.offset.checkpoint.interval.ms` syncs the logs with
 //! unsynced data and writes the directory's offset checkpoint (Kafka's recovery-point
-//! checkpoint), so a clean shutdown has only what came since to sync; samples this node's load and traffic every 5 s and publishes them to
-//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no
-//! request waits behind it.
+//! checkpoint), so a clean shutdown has only what came since to sync; samples this node's load
+//! and traffic every 5 s and publishes them to `R/load/<id>` for placement and the shedder. Runs
+//! blocking file work on the blocking pool so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
