@@ -12,7 +12,13 @@
   (the issue's 10,000 partitions and 10,000 connections within a 20,000-file limit).
 
 The clean shutdown is measured twice: idle (after the kernel wrote recent writes back) and right
-after a message to every partition (the close then writes those pages of 10,000 files).
+after a message to every partition (the close then writes those pages of 10,000 files). With
+--checkpoint-idle-s S, twice more: after a message to every partition and S seconds of idling
+(pass S past the broker's `log.flush.offset.checkpoint.interval.ms`, set short with --set, so a
+periodic checkpoint has synced them), and the same with --foreign-dirty-mib MiB written (not
+synced) by another writer to the data directory's file system just before the SIGTERM. Each
+shutdown row names the machine-wide dirty page cache (/proc/meminfo Dirty) and 1-minute load at
+the SIGTERM.
 
 Usage: scripts/partition-scale.py --skiff target/release/skiff --partitions 10000
        [--idle-connections 10000] [--out FILE]
@@ -163,6 +169,19 @@ def dirty_mib():
     return float("nan")
 
 
+def at_stop():
+    """Machine-wide dirty page cache and 1-minute load, for a shutdown row."""
+    return f"dirty {dirty_mib():.0f} MiB machine-wide, load {os.getloadavg()[0]:.2f}"
+
+
+def write_unsynced(path, mib):
+    """`mib` MiB of another writer's data, left in the page cache (no fsync)."""
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as out:
+        for _ in range(mib):
+            out.write(block)
+
+
 def produce_everywhere(bootstrap, topics, per_topic, extra):
     """One 100-byte message to every partition."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
@@ -216,6 +235,8 @@ def main():
     parser.add_argument("--metadata-runs", type=int, default=5)
     parser.add_argument("--set", action="append", default=[], dest="settings")
     parser.add_argument("--idle-connections", type=int, default=0)
+    parser.add_argument("--checkpoint-idle-s", type=float, default=0)
+    parser.add_argument("--foreign-dirty-mib", type=int, default=0)
     parser.add_argument("--out")
     args = parser.parse_args()
     if args.idle_connections:
@@ -303,15 +324,30 @@ def main():
         # Idle: the kernel has written the last writes back (vm.dirty_expire_centisecs, 30 s by
         # default), as on a broker that has been quiet for a while.
         time.sleep(IDLE_WRITEBACK_S)
-        rows.append((f"clean shutdown, idle {IDLE_WRITEBACK_S} s (SIGTERM to exit; dirty "
-                     f"{dirty_mib():.0f} MiB machine-wide)", f"{broker.stop(signal.SIGTERM):.2f} s"))
+        rows.append((f"clean shutdown, idle {IDLE_WRITEBACK_S} s (SIGTERM to exit; {at_stop()})",
+                     f"{broker.stop(signal.SIGTERM):.2f} s"))
         rows.append(("clean restart: listening", f"{broker.start():.2f} s"))
         rows.append(("RSS after clean restart", f"{broker.rss_mib():.0f} MiB"))
         # Busy: a message to every partition just before, so the close writes 10,000 files'
         # fresh pages (and their new checkpoints) to disk.
         produce_everywhere(broker.bootstrap, topics, args.per_topic, {})
-        rows.append((f"clean shutdown right after a message to every partition (dirty "
-                     f"{dirty_mib():.0f} MiB machine-wide)", f"{broker.stop(signal.SIGTERM):.2f} s"))
+        rows.append((f"clean shutdown right after a message to every partition ({at_stop()})",
+                     f"{broker.stop(signal.SIGTERM):.2f} s"))
+        if args.checkpoint_idle_s:
+            for foreign_mib in sorted({0, args.foreign_dirty_mib}):
+                broker.start()
+                produce_everywhere(broker.bootstrap, topics, args.per_topic, {})
+                time.sleep(args.checkpoint_idle_s)
+                foreign = os.path.join(os.path.dirname(data_dir), f"{os.path.basename(data_dir)}-foreign")
+                if foreign_mib:
+                    write_unsynced(foreign, foreign_mib)
+                what = (f"{foreign_mib} MiB of another writer's unsynced data, " if foreign_mib
+                        else "")
+                rows.append((f"clean shutdown {args.checkpoint_idle_s:g} s after a message to every "
+                             f"partition ({what}{at_stop()})",
+                             f"{broker.stop(signal.SIGTERM):.2f} s"))
+                if foreign_mib:
+                    os.remove(foreign)
         broker.start()
         broker.stop(signal.SIGKILL)
         listen_s = broker.start()

@@ -176,6 +176,12 @@ impl Broker {
                 )?;
                 let files = log_dir.files();
                 let opened_clean = log_dir.opened_clean();
+                if let Some(damage) = log_dir.checkpoint_damage() {
+                    tracing::warn!(
+                        %damage,
+                        "offset checkpoint unreadable; every partition is recovered from its first segment"
+                    );
+                }
                 let (topics, to_migrate) = Topics::open(
                     open_config,
                     log_dir,

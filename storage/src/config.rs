@@ -12,7 +12,8 @@ use crate::limits;
 /// `SyncAll` (`fsync`) also writes the rest (timestamps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PersistMode {
-    /// Flushes do not call the OS: the recovery point does not advance until `close`.
+    /// Flushes do not call the OS: the recovery point advances only when the data directory
+    /// syncs the log itself (`LogDir::checkpoint_recovery_points`, `LogDir::close`).
     Buffer,
     /// Flushes call `fdatasync`.
     #[default]
@@ -149,6 +150,11 @@ pub struct DirConfig {
     /// when it admits new logs (for sockets, reads and files being written). Default 1024, or a
     /// quarter of the limit if that is smaller.
     pub files_reserved: u64,
+    /// Most logs with unsynced data that [`crate::LogDir::checkpoint_recovery_points`] and
+    /// [`crate::LogDir::close`] sync one `fdatasync` each (on `recovery_threads` threads); with
+    /// more, one `syncfs(2)` of the whole file system syncs them all. Default 512 (see
+    /// `limits::FSYNC_PER_LOG_DIRTY_LOGS_MAX` for the figures); 0 always uses `syncfs`.
+    pub sync_each_dirty_logs_max: usize,
 }
 
 impl Default for DirConfig {
@@ -158,6 +164,7 @@ impl Default for DirConfig {
             log_files_max: limits::LOG_FILES_MAX_DEFAULT,
             recovery_threads: limits::RECOVERY_THREADS_DEFAULT,
             files_reserved: limits::FILES_RESERVED_DEFAULT,
+            sync_each_dirty_logs_max: limits::FSYNC_PER_LOG_DIRTY_LOGS_MAX,
         }
     }
 }

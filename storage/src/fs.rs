@@ -1,6 +1,8 @@
 //! On-disk names and small atomic files: 20-digit segment file names, partition directory names,
-//! the checkpoint file and the clean-shutdown marker, and the temp → fsync → rename → fsync-dir
-//! sequence that writes them. Must never touch the file system except through [`FileIo`].
+//! the old per-log checkpoint file (read for migration only: the directory's
+//! `offset_checkpoint` replaced it) and the clean-shutdown marker, and the temp → fsync → rename
+//! → fsync-dir sequence that writes them. Must never touch the file system except through
+//! [`FileIo`].
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +18,9 @@ pub(crate) const INDEX_SUFFIX: &str = "index";
 pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
 /// Suffix of a segment's log file while truncation writes its replacement.
 pub(crate) const TRUNCATING_SUFFIX: &str = "truncating";
-/// A partition's checkpoint: log start offset and recovery point.
+/// A partition's checkpoint as Skiff wrote it before the directory's offset checkpoint: log
+/// start offset and recovery point. Read when the directory checkpoint lacks the log, removed
+/// once a durable directory checkpoint names it, never written.
 pub(crate) const CHECKPOINT_FILE: &str = "checkpoint";
 /// Suffix of any file being written before its atomic rename.
 pub(crate) const TEMP_SUFFIX: &str = "tmp";
@@ -210,14 +214,6 @@ pub(crate) fn sync_parent(io: &dyn FileIo, path: &Path) -> Result<()> {
     io.sync_dir(dir).map_err(|error| Error::io(dir, error))
 }
 
-/// Renames a checkpoint written by [`Checkpoint::write_unsynced`] (and made durable since) into
-/// place; durable at the next directory or file-system sync.
-pub(crate) fn finish_unsynced_checkpoint(io: &dyn FileIo, temp: &Path) -> Result<()> {
-    let path = temp.with_file_name(CHECKPOINT_FILE);
-    io.rename(temp, &path)
-        .map_err(|error| Error::io(&path, error))
-}
-
 /// A partition's durable offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Checkpoint {
@@ -228,32 +224,7 @@ pub(crate) struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint of the log in `dir` atomically.
-    pub(crate) fn write(self, io: &dyn FileIo, dir: &Path) -> Result<()> {
-        write_atomic(io, &dir.join(CHECKPOINT_FILE), self.text().as_bytes())
-    }
-
-    /// Writes the checkpoint of the log in `dir` to its temporary name without any fsync, for a
-    /// close that syncs the file system once and then renames it into place
-    /// ([`finish_unsynced_checkpoint`]). Returns the temporary path.
-    pub(crate) fn write_unsynced(self, io: &dyn FileIo, dir: &Path) -> Result<PathBuf> {
-        let temp = dir.join(CHECKPOINT_FILE).with_extension(TEMP_SUFFIX);
-        let file = io
-            .open(&temp, OpenMode::CreateTruncate)
-            .map_err(|error| Error::io(&temp, error))?;
-        io.write_all_at(&file, self.text().as_bytes(), 0)
-            .map_err(|error| Error::io(&temp, error))?;
-        Ok(temp)
-    }
-
-    fn text(self) -> String {
-        format!(
-            "{CHECKPOINT_HEADER}\nlog_start_offset {}\nrecovery_point {}\n",
-            self.log_start_offset, self.recovery_point
-        )
-    }
-
-    /// Reads the checkpoint of the log in `dir`; `None` if there is none.
+    /// Reads the old per-log checkpoint of the log in `dir`; `None` if there is none.
     pub(crate) fn read(io: &dyn FileIo, dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(CHECKPOINT_FILE);
         let bytes = match io.read_small(&path, limits::CHECKPOINT_BYTES_MAX) {
@@ -335,7 +306,11 @@ mod tests {
             log_start_offset: 5,
             recovery_point: 17,
         };
-        checkpoint.write(&StdIo, dir.path()).unwrap();
+        std::fs::write(
+            dir.path().join(CHECKPOINT_FILE),
+            "skiff-checkpoint 1\nlog_start_offset 5\nrecovery_point 17\n",
+        )
+        .unwrap();
         assert_eq!(
             Checkpoint::read(&StdIo, dir.path()).unwrap(),
             Some(checkpoint)

@@ -30,6 +30,49 @@ pub(crate) struct IndexFile {
     dirty: bool,
 }
 
+/// How many of the `capacity` entries of `bytes` come before its zero tail (all of them in a
+/// trimmed index), taking the written entries to be a prefix.
+///
+/// Why a galloping search from the start rather than a binary search over the whole file: the
+/// file is sparse (10 MiB preallocated, a few KiB written), and every probe into its unwritten
+/// part faults a page of zeros into the page cache. A binary search over 10 MiB probes about a
+/// dozen such pages per index (with readahead, far more: a clean open of 2,000 logs took 13 s
+/// instead of 0.06 s); galloping probes entries 1, 2, 4, … (the first 512 offset entries share
+/// one page) and then halves the last gap, so it touches about two pages past the entries, and
+/// only the pages of entries it would read anyway before that.
+fn entries_before_zero_tail(bytes: &[u8], entry_bytes: usize, capacity: usize) -> usize {
+    let is_zero = |index: usize| {
+        bytes
+            .get(index * entry_bytes..(index + 1) * entry_bytes)
+            .is_none_or(|entry| entry.iter().all(|byte| *byte == 0))
+    };
+    if capacity == 0 || is_zero(0) {
+        return 0;
+    }
+    // Invariant: the entry at `low` is not zero, the one at `high` is (or `high` is past the
+    // end). Not probing the last entry first keeps a trimmed index's search in its written pages
+    // and an untrimmed one's away from the end of its hole.
+    let (mut low, mut high) = (0, capacity);
+    let mut step = 1;
+    while low + step < high {
+        if is_zero(low + step) {
+            high = low + step;
+            break;
+        }
+        low += step;
+        step *= 2;
+    }
+    while low + 1 < high {
+        let middle = low + (high - low) / 2;
+        if is_zero(middle) {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    high
+}
+
 impl IndexFile {
     /// Creates (or empties) the file at `path`, preallocated (sparse) to `capacity_bytes`.
     pub(crate) fn create(
@@ -53,8 +96,16 @@ impl IndexFile {
         Ok(index)
     }
 
-    /// Opens an existing, sealed index whose length is a whole number of entries. `Ok(None)` if it
-    /// is missing or of an impossible length: the caller rebuilds it from the log.
+    /// Opens an existing index whose length is a whole number of entries. `Ok(None)` if it is
+    /// missing or of an impossible length: the caller rebuilds it from the log.
+    ///
+    /// A sealed index is trimmed to its entries; the active one of a cleanly closed log is not
+    /// (a close no longer trims it: two truncations per log, journal work a close of 10,000
+    /// logs paid for every one), so its entries are those before its zero tail. That is sound
+    /// because no entry written is all zeros (an offset entry's position is past the first
+    /// batch, a time entry follows one with a smaller timestamp), entries are only ever pushed
+    /// at the end of a file that was zero there (a truncation creates fresh indexes), and the
+    /// caller checks what it finds (`is_sane_for`, the tail scan) and rebuilds on any doubt.
     pub(crate) fn open(io: &dyn FileIo, path: &Path, entry_bytes: usize) -> Result<Option<Self>> {
         let file = match io.open(path, OpenMode::ReadWrite) {
             Ok(file) => file,
@@ -65,14 +116,23 @@ impl IndexFile {
         if len_bytes % entry_bytes as u64 != 0 || len_bytes > u64::from(u32::MAX) {
             return Ok(None);
         }
-        let entries_count = usize::try_from(len_bytes).unwrap_or(0) / entry_bytes;
-        let map = Self::map(&file, path, entries_count * entry_bytes)?;
+        let capacity_entries = usize::try_from(len_bytes).unwrap_or(0) / entry_bytes;
+        let map = Self::map(&file, path, capacity_entries * entry_bytes)?;
+        if let Some(map) = &map {
+            // Reads through this mapping are lookups (and the search below): no readahead,
+            // which would fault whole runs of the unwritten, sparse tail into the page cache.
+            // Only advice, so a refusal changes nothing but speed.
+            let _ = map.advise(memmap2::Advice::Random);
+        }
+        let entries_count = map.as_ref().map_or(0, |map| {
+            entries_before_zero_tail(map, entry_bytes, capacity_entries)
+        });
         Ok(Some(Self {
             path: path.to_owned(),
             map,
             entry_bytes,
             entries_count,
-            capacity_entries: entries_count,
+            capacity_entries,
             dirty: false,
         }))
     }
@@ -204,6 +264,31 @@ impl IndexFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_end_at_the_zero_tail() {
+        let entry = |value: u8| [value; 4];
+        let file = |entries: &[[u8; 4]]| entries.concat();
+        let cases: [(&[[u8; 4]], usize); 6] = [
+            (&[], 0),
+            (&[entry(0); 5], 0),
+            (&[entry(1), entry(2), entry(0), entry(0)], 2),
+            (&[entry(1), entry(2), entry(3)], 3),
+            (&[entry(1), entry(0)], 1),
+            (
+                &[entry(1), entry(2), entry(3), entry(4), entry(5), entry(0)],
+                5,
+            ),
+        ];
+        for (entries, expected) in cases {
+            let bytes = file(entries);
+            assert_eq!(
+                entries_before_zero_tail(&bytes, 4, entries.len()),
+                expected,
+                "{entries:?}"
+            );
+        }
+    }
     use crate::io::StdIo;
 
     fn key(entry: &[u8]) -> i64 {

@@ -45,7 +45,10 @@
 //! is a sequence of segments named by their 20-digit base offset: `.log` holds the v2 batches
 //! exactly as producers sent them (only the base offset is rewritten on append), `.index` maps
 //! offsets to positions (sparse, memory-mapped), `.timeindex` maps timestamps to offsets. The
-//! `checkpoint` file holds the log start offset and the recovery point; indexes are caches that
+//! directory's `skiff-offset-checkpoint` holds every log's log start offset and recovery point
+//! (written when a start moves or a truncation lowers a recovery point, by
+//! [`LogDir::checkpoint_recovery_points`], which the embedder calls periodically, and at close;
+//! a per-log `checkpoint` file of an older Skiff is still read); indexes are caches that
 //! recovery rebuilds from the log, which is the truth. `leader-epoch-checkpoint` (Kafka's format)
 //! holds the leader-epoch cache: where each leader epoch's batches start
 //! ([`Log::append_with_epoch`] stamps the epoch on each batch, [`Log::end_offset_for_epoch`]
@@ -123,6 +126,7 @@ mod log;
 mod log_dir;
 mod log_files;
 mod mmap;
+mod offset_checkpoint;
 mod offset_index;
 mod recovery;
 mod resources;

@@ -45,6 +45,25 @@ const HIGH_WATERMARK_LINE_BYTES_MAX: u64 =
 /// lines and the two header lines fit (56 MiB at most; a typical broker's file is tens of KiB,
 /// 30-odd bytes a partition). Anything larger is not one we wrote, and is refused unread.
 pub(crate) const HIGH_WATERMARK_CHECKPOINT_BYTES_MAX: u64 = 64 << 20;
+/// Most logs the directory's offset checkpoint (`skiff-offset-checkpoint`) holds: as many as the
+/// high-watermark checkpoint, for the same reason (any sane `max.broker.partitions` fits; a
+/// damaged count cannot make the reader hold millions).
+pub(crate) const OFFSET_CHECKPOINT_ENTRIES_MAX: usize = HIGH_WATERMARK_ENTRIES_MAX;
+/// Longest line of the offset checkpoint: a topic name, a space, an `i32` partition, a space,
+/// two `i64` offsets each after a space, the newline.
+const OFFSET_CHECKPOINT_LINE_BYTES_MAX: u64 =
+    skiff_protocol::topic_name::TOPIC_NAME_BYTES_MAX as u64 + 1 + 10 + 1 + 19 + 1 + 19 + 1;
+/// Largest offset checkpoint read back: `OFFSET_CHECKPOINT_ENTRIES_MAX` of the longest lines and
+/// the two header lines fit (about 60 MiB; 10,000 partitions of 20-byte names write ~400 KiB).
+pub(crate) const OFFSET_CHECKPOINT_BYTES_MAX: u64 = 64 << 20;
+/// Most dirty logs a periodic checkpoint or a clean close makes durable with one `fdatasync`
+/// each (on `DirConfig::recovery_threads` threads); above it, one `syncfs(2)` of the whole file
+/// system does. Why 512: the journal serializes the per-log syncs at about 1.3 ms each on the
+/// measured disk (bench/reports/partition-scale.md), so 512 cost about 0.7 s whatever else the
+/// machine writes, while one `syncfs` also waits for every other process's dirty pages on the
+/// file system (53 s with 270 MiB of theirs). Past a few hundred logs the per-log syncs cost
+/// more than a `syncfs` on a quiet machine, so the file-system sync wins there.
+pub(crate) const FSYNC_PER_LOG_DIRTY_LOGS_MAX: usize = 512;
 /// Bytes read per `pread` when a batch header is inspected on the read path.
 pub(crate) const HEADER_READ_BYTES: usize = skiff_protocol::records::v2::BATCH_HEADER_BYTES;
 /// Default `DirConfig::logs_max`: what the default open-file limit of a typical server (20,000
@@ -76,6 +95,11 @@ const _: () = assert!(INDEX_BYTES_MIN as usize >= 4 * TIME_INDEX_ENTRY_BYTES);
 const _: () = assert!(INDEX_WARM_BYTES % OFFSET_INDEX_ENTRY_BYTES == 0);
 const _: () = assert!(HEADER_READ_BYTES as u64 <= SEGMENT_BYTES_MIN);
 const _: () = assert!(LOGS_MAX_DEFAULT <= HIGH_WATERMARK_ENTRIES_MAX);
+const _: () = assert!(LOGS_MAX_DEFAULT <= OFFSET_CHECKPOINT_ENTRIES_MAX);
+const _: () = assert!(
+    OFFSET_CHECKPOINT_ENTRIES_MAX as u64 * OFFSET_CHECKPOINT_LINE_BYTES_MAX + 64
+        <= OFFSET_CHECKPOINT_BYTES_MAX
+);
 const _: () = assert!(
     HIGH_WATERMARK_ENTRIES_MAX as u64 * HIGH_WATERMARK_LINE_BYTES_MAX + 2 + 7
         <= HIGH_WATERMARK_CHECKPOINT_BYTES_MAX

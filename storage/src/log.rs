@@ -7,9 +7,12 @@
 //! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
 //! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
 //! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
-//! order: writer, then state. Must never read a clock (every time is an argument), fsync while
-//! holding either lock (except in the recovery of a deferred log, which serves nothing until it
-//! is done), or report an offset as flushed before its fsync returned.
+//! order: writer, then state, then the directory's offset checkpoint (`offset_checkpoint`, where
+//! the log publishes its start and recovery point: in memory on a flush, written at once only
+//! when a start moves or a truncation lowers the recovery point). Must never read a clock (every
+//! time is an argument), fsync while holding either lock (except in the recovery of a deferred
+//! log, which serves nothing until it is done), or report an offset as flushed before its fsync
+//! returned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,7 @@ use crate::io::FileIo;
 use crate::leader_epoch::{EpochCache, EpochEndOffset, EpochEntry};
 use crate::limits;
 use crate::log_files::LogFiles;
+use crate::offset_checkpoint::{LogKey, OffsetCheckpoints};
 use crate::segment::{self, Segment};
 
 /// What an append did, for the produce response and the flush decision.
@@ -91,6 +95,11 @@ pub struct Log {
     recovering: AtomicBool,
     /// Whether the pending recovery may trust the data (the directory was shut down cleanly).
     clean: bool,
+    /// The data directory's offset checkpoint, where this log's log start offset and recovery
+    /// point are published (see `offset_checkpoint`).
+    checkpoints: Arc<OffsetCheckpoints>,
+    /// Topic and partition: the log's name in `checkpoints`.
+    key: LogKey,
 }
 
 #[derive(Debug)]
@@ -100,8 +109,11 @@ struct LogState {
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     recovery_point: i64,
-    /// The recovery point last written to the checkpoint file.
-    recovery_point_checkpointed: i64,
+    /// Bumped by every truncation: a flush that began before one must not advance the
+    /// recovery point over offsets the truncation freed (they may hold new, unsynced batches).
+    truncations: u64,
+    /// The log was deleted: its entry must not come back into the directory's checkpoint.
+    deleted: bool,
     unflushed_records: u64,
     last_flush_ms: Option<i64>,
     closed: bool,
@@ -126,23 +138,20 @@ impl LogState {
             .map_or(self.log_start_offset, |segment| segment.next_offset)
     }
 
-    /// Writes the checkpoint file (atomically) with the current offsets.
-    fn write_checkpoint(&mut self, io: &dyn FileIo, dir: &Path) -> Result<()> {
-        let checkpoint = Checkpoint {
+    /// The offsets the directory's checkpoint should hold for this log.
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
             log_start_offset: self.log_start_offset,
             recovery_point: self.recovery_point,
-        };
-        checkpoint.write(io, dir)?;
-        self.recovery_point_checkpointed = self.recovery_point;
-        Ok(())
+        }
     }
 
     /// The last step of recovery: the log must reach the recovery point, and its start offset is
     /// brought within what the segments hold (`first_base`: the first segment found on disk).
     fn check_recovered(
         &mut self,
-        io: &dyn FileIo,
-        dir: &Path,
+        checkpoints: &OffsetCheckpoints,
+        key: &LogKey,
         first_base: Option<i64>,
     ) -> Result<()> {
         let (log_start_offset, recovery_point) = (self.log_start_offset, self.recovery_point);
@@ -161,7 +170,7 @@ impl LogState {
             // Recovery cut the log below the checkpointed start (unflushed batches lost): the
             // lower start must be durable before new appends reuse those offsets, or a later
             // crash would bring the old start back and hide them.
-            self.write_checkpoint(io, dir)?;
+            checkpoints.set_and_write(key, self.checkpoint())?;
         }
         Ok(())
     }
@@ -412,17 +421,27 @@ fn recover_segments(
 
 /// Recovers the log in `dir` into its state: with `clean` (the data directory's clean-shutdown
 /// marker was present) only index tails are checked; without it every segment from the recovery
-/// point on is scanned and a torn tail cut.
+/// point on is scanned and a torn tail cut. Its offsets come from the directory's checkpoint, or
+/// from the old per-log file when that lacks the log (a directory written before it existed);
+/// the recovered offsets are put in the directory's table, and an old file noted for removal.
 fn recover_state(
     io: &dyn FileIo,
     dir: &Path,
     config: LogConfig,
     clean: bool,
     log_files: &Arc<LogFiles>,
+    checkpoints: &OffsetCheckpoints,
+    key: &LogKey,
 ) -> Result<LogState> {
     config.validate()?;
     let bases = segment_bases(io, dir)?;
-    let checkpoint = Checkpoint::read(io, dir)?;
+    let (checkpoint, legacy) = match checkpoints.get(key)? {
+        Some(checkpoint) => (Some(checkpoint), false),
+        None => {
+            let old = Checkpoint::read(io, dir)?;
+            (old, old.is_some())
+        }
+    };
     let first_base = bases.first().copied();
     let default_start = first_base.unwrap_or(0);
     let Checkpoint {
@@ -459,14 +478,19 @@ fn recover_state(
         segments,
         log_start_offset,
         recovery_point,
-        recovery_point_checkpointed: recovery_point,
+        truncations: 0,
+        deleted: false,
         unflushed_records: 0,
         last_flush_ms: None,
         closed: false,
         epochs: EpochCache::default(),
     };
-    state.check_recovered(io, dir, first_base)?;
+    state.check_recovered(checkpoints, key, first_base)?;
     state.epochs = recover_epochs(io, dir, &state)?;
+    checkpoints.set(key, state.checkpoint())?;
+    if legacy {
+        checkpoints.note_legacy(key, dir)?;
+    }
     Ok(state)
 }
 
@@ -514,11 +538,11 @@ impl Log {
     pub(crate) fn deferred(
         io: Arc<dyn FileIo>,
         dir: &Path,
-        topic: &str,
-        partition: i32,
+        key: LogKey,
         config: LogConfig,
         clean: bool,
         log_files: Arc<LogFiles>,
+        checkpoints: Arc<OffsetCheckpoints>,
     ) -> Result<Self> {
         config.validate()?;
         let placeholder = LogState {
@@ -526,7 +550,8 @@ impl Log {
             segments: BTreeMap::new(),
             log_start_offset: 0,
             recovery_point: 0,
-            recovery_point_checkpointed: 0,
+            truncations: 0,
+            deleted: false,
             unflushed_records: 0,
             last_flush_ms: None,
             closed: false,
@@ -534,8 +559,8 @@ impl Log {
         };
         Ok(Self {
             dir: dir.to_owned(),
-            topic: topic.to_owned(),
-            partition,
+            topic: key.0.clone(),
+            partition: key.1,
             io,
             log_files,
             writer: Mutex::new(()),
@@ -543,6 +568,8 @@ impl Log {
             poisoned: AtomicBool::new(false),
             recovering: AtomicBool::new(true),
             clean,
+            checkpoints,
+            key,
         })
     }
 
@@ -566,6 +593,8 @@ impl Log {
             state.config.clone(),
             self.clean,
             &self.log_files,
+            &self.checkpoints,
+            &self.key,
         )?;
         self.recovering.store(false, Ordering::SeqCst);
         Ok(())
@@ -611,6 +640,13 @@ impl Log {
             return Err(Error::Closed);
         }
         Ok(())
+    }
+
+    /// Writes the directory's offset checkpoint with this log's current offsets, durably, before
+    /// returning: for a change the next steps rely on (see `OffsetCheckpoints::set_and_write`).
+    fn write_checkpoint(&self, state: &LogState) -> Result<()> {
+        self.checkpoints
+            .set_and_write(&self.key, state.checkpoint())
     }
 
     /// Marks the log poisoned and passes the error on.
@@ -871,9 +907,10 @@ impl Log {
             // The new file's name must survive a crash before any of its data is acknowledged.
             fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             state.segments.insert(base_offset, segment);
-            // Persisting the recovery point once per segment bounds what a crash makes recovery
-            // scan to about the last segment or two, without a timer (storage has no clock).
-            state.write_checkpoint(io, &self.dir)
+            // No checkpoint here (there was one per roll, a write and three fsyncs): the
+            // embedder's periodic `LogDir::checkpoint_recovery_points` bounds what recovery
+            // scans after a crash, as Kafka's `log.flush.offset.checkpoint.interval.ms` does.
+            Ok(())
         })();
         result.map_err(|error| self.poison(error))
     }
@@ -900,8 +937,11 @@ impl Log {
     /// With `PersistMode::Buffer` nothing is synced and the recovery point stays.
     ///
     /// Without a flush policy (the default, as Kafka's), the recovery point moves only when this
-    /// is called: an embedder should call it periodically (Kafka flushes rolled segments and
-    /// checkpoints every minute) so that recovery after a crash scans little.
+    /// is called: an embedder should call [`crate::LogDir::checkpoint_recovery_points`]
+    /// periodically (Kafka flushes and checkpoints every minute), which flushes the logs with
+    /// unsynced data and publishes their recovery points, so that recovery after a crash scans
+    /// little. A flush itself only updates the directory's table (no write: the next checkpoint
+    /// publishes it).
     pub fn flush(&self) -> Result<()> {
         self.flush_with(None)
     }
@@ -914,7 +954,7 @@ impl Log {
     }
 
     fn flush_with(&self, mode_override: Option<PersistMode>) -> Result<()> {
-        let (files, end_offset, mode) = {
+        let (files, end_offset, mode, truncations) = {
             let state = self.read_state()?;
             if self.poisoned.load(Ordering::SeqCst) {
                 return Err(Error::Poisoned);
@@ -935,32 +975,52 @@ impl Log {
                     ))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            (files, state.log_end_offset(), mode)
+            (files, state.log_end_offset(), mode, state.truncations)
         };
         for (file, path) in &files {
             self.io
                 .sync(file, mode)
                 .map_err(|error| self.poison(Error::io(&**path, error)))?;
         }
+        self.advance_recovery_point(end_offset, truncations)
+    }
+
+    /// Raises the recovery point to `end_offset` (capped at the log end), which the caller has
+    /// made durable, unless a truncation came in between (`truncations` is the count the caller
+    /// saw when it took `end_offset`): the freed offsets may hold new batches nobody synced.
+    /// Published to the directory's table, not written: the next checkpoint writes it.
+    fn advance_recovery_point(&self, end_offset: i64, truncations: u64) -> Result<()> {
         let mut state = self.write_state()?;
+        if state.truncations != truncations {
+            return Ok(());
+        }
         let log_end = state.log_end_offset();
         state.recovery_point = state.recovery_point.max(end_offset.min(log_end));
-        // Persist the recovery point when it has passed the start of another segment: once per
-        // segment at most, which keeps crash recovery to about the active segment without
-        // adding a checkpoint write to every flush.
-        // (BTreeMap::range panics on an empty range, hence the comparison first.)
-        let passed_segment = state.recovery_point > state.recovery_point_checkpointed
-            && state
-                .segments
-                .range(state.recovery_point_checkpointed + 1..=state.recovery_point)
-                .next()
-                .is_some();
-        if passed_segment {
-            state
-                .write_checkpoint(self.io.as_ref(), &self.dir)
-                .map_err(|error| self.poison(error))?;
+        if !state.deleted {
+            self.checkpoints.set(&self.key, state.checkpoint())?;
         }
         Ok(())
+    }
+
+    /// Where the log ends and its truncation count, if it holds data not yet made durable (its
+    /// recovery point is below its end); `None` if not, or if it is not recovered yet (then it
+    /// has written nothing). For [`crate::LogDir`]'s checkpoint, which syncs such logs.
+    pub(crate) fn unflushed_end(&self) -> Result<Option<(i64, u64)>> {
+        if self.is_recovering() {
+            return Ok(None);
+        }
+        let state = self.read_state()?;
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        let end = state.log_end_offset();
+        Ok((state.recovery_point < end).then_some((end, state.truncations)))
+    }
+
+    /// After a file-system sync that began after [`Log::unflushed_end`] returned `end_offset` and
+    /// `truncations`: everything up to `end_offset` is durable.
+    pub(crate) fn mark_synced(&self, end_offset: i64, truncations: u64) -> Result<()> {
+        self.advance_recovery_point(end_offset, truncations)
     }
 
     /// Reads from the batch holding `fetch_offset`: up to `max_bytes` of that segment (possibly
@@ -1179,7 +1239,8 @@ impl Log {
             // and recovery, which only trims the cache, kept an epoch-less start (found by
             // tests/power_loss.rs, seed 2509). Recovery lowers a start past the log end itself.
             state.recovery_point = state.recovery_point.min(new_end);
-            state.write_checkpoint(io, &self.dir)?;
+            state.truncations += 1;
+            self.write_checkpoint(&state)?;
             let later: Vec<i64> = state
                 .segments
                 .range(cut_base + 1..)
@@ -1199,7 +1260,7 @@ impl Log {
             if new_end < state.log_start_offset {
                 // The log is now empty below its old start: it starts at its end.
                 state.log_start_offset = new_end;
-                state.write_checkpoint(io, &self.dir)?;
+                self.write_checkpoint(&state)?;
             }
             // After the log: a crash in between leaves entries past the end, which recovery trims.
             if state.epochs.truncate_from_end(new_end) {
@@ -1244,7 +1305,8 @@ impl Log {
         let result = (|| {
             let first_base = state.segments.keys().next().copied().unwrap_or(offset);
             state.recovery_point = state.recovery_point.min(first_base).min(offset);
-            state.write_checkpoint(io, &self.dir)?;
+            state.truncations += 1;
+            self.write_checkpoint(&state)?;
             while let Some((_, segment)) = state.segments.pop_last() {
                 segment.delete_files(io, &self.dir)?;
                 removed.push(segment);
@@ -1258,7 +1320,7 @@ impl Log {
             state.recovery_point = offset;
             state.unflushed_records = 0;
             state.last_flush_ms = None;
-            state.write_checkpoint(io, &self.dir)?;
+            self.write_checkpoint(&state)?;
             state.epochs = EpochCache::default();
             state.epochs.write(io, &self.dir)
         })();
@@ -1353,7 +1415,7 @@ impl Log {
             if let Some(first_kept) = state.segments.values().nth(count) {
                 state.log_start_offset = state.log_start_offset.max(first_kept.base_offset);
             }
-            state.write_checkpoint(io, &self.dir)?;
+            self.write_checkpoint(state)?;
             for base in &doomed {
                 if let Some(segment) = state.segments.remove(base) {
                     segment.delete_files(io, &self.dir)?;
@@ -1372,41 +1434,25 @@ impl Log {
         Ok(removed)
     }
 
-    /// The first half of a clean close, without one fsync: refuses further writes, trims the
-    /// active indexes and writes a checkpoint with the recovery point at the log end under its
-    /// temporary name, returned (`None` if the log was closed already, or its checkpoint names
-    /// the log end already). `LogDir::close` then
-    /// syncs the file system once for every log, and only then renames the checkpoints into
-    /// place, so a checkpoint never names data that is not durable.
-    pub(crate) fn close_unsynced(&self) -> Result<Option<PathBuf>> {
-        // A log not recovered yet is recovered first: the clean-shutdown marker written after
-        // the close promises every log is.
+    /// The first step of a clean close, without any I/O: recovers the log if it was not yet
+    /// (the clean-shutdown marker promises every log is), then refuses further writes and lets
+    /// go of the active segment's `.log` view. `LogDir::close` then syncs what is not durable
+    /// yet (`Log::unflushed_end`) and writes the directory's checkpoint once. The active indexes
+    /// stay at their preallocated length (no trim, which was two truncations per log): a clean
+    /// open finds their entries by their zero tail (`IndexFile::open`).
+    pub(crate) fn close_for_shutdown(&self) -> Result<()> {
         self.recover_deferred()?;
         let _writer = self.writer()?;
         let mut state = self.write_state()?;
         if state.closed {
-            return Ok(None);
+            return Ok(());
         }
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
         }
-        let io = self.io.as_ref();
-        let result = (|| {
-            state.active_mut()?.close_active(io)?;
-            // The checkpoint on disk already names the log end (nothing appended since it was
-            // written; start changes are checkpointed when made): nothing to rewrite.
-            if state.recovery_point_checkpointed == state.log_end_offset() {
-                return Ok(None);
-            }
-            let checkpoint = Checkpoint {
-                log_start_offset: state.log_start_offset,
-                recovery_point: state.log_end_offset(),
-            };
-            checkpoint.write_unsynced(io, &self.dir).map(Some)
-        })();
-        let temp = result.map_err(|error| self.poison(error))?;
+        state.active_mut()?.release_active();
         state.closed = true;
-        Ok(temp)
+        Ok(())
     }
 
     /// Checks every segment's offset and time index against its log (feature `power-sim`, for
@@ -1424,7 +1470,11 @@ impl Log {
     pub(crate) fn mark_closed(&self) -> Result<()> {
         let _writer = self.writer()?;
         // Also while recovering: a deleted log is then never recovered.
-        self.state.write().map_err(|_| Error::Poisoned)?.closed = true;
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
+        state.closed = true;
+        // Under the state lock, which a flush's `advance_recovery_point` takes too: no flush
+        // puts the log's entry back into the directory's checkpoint after this.
+        state.deleted = true;
         Ok(())
     }
 
@@ -1475,7 +1525,6 @@ mod tests {
 
     use super::*;
     use crate::io::faulty::FaultyIo;
-    use crate::io::StdIo;
     use crate::log_dir::LogDir;
     use crate::testing::{batch, batch_with, record_times};
     use crate::testing_temp::temp_dir;
@@ -1832,7 +1881,7 @@ mod tests {
                 "0\n0\n"
             );
             assert_eq!(
-                Checkpoint::read(&StdIo, &log_dir).unwrap(),
+                dir_checkpoint_of(log_dir.parent().unwrap(), "leader"),
                 Some(Checkpoint {
                     log_start_offset: offset,
                     recovery_point: offset
@@ -2503,9 +2552,7 @@ mod tests {
         io.fail_sync.store(true, Ordering::SeqCst);
         assert!(log.truncate_to(5).is_err());
         io.fail_sync.store(false, Ordering::SeqCst);
-        let checkpoint = Checkpoint::read(&StdIo, &dir.path().join("t-0"))
-            .unwrap()
-            .unwrap();
+        let checkpoint = dir_checkpoint(dir.path()).unwrap();
         assert_eq!(
             checkpoint,
             Checkpoint {
@@ -2532,7 +2579,7 @@ mod tests {
         assert_eq!(log.truncate_to(3).unwrap(), 2);
         assert_eq!(log.log_start_offset().unwrap(), 2);
         assert_eq!(
-            Checkpoint::read(&StdIo, &dir.path().join("t-0")).unwrap(),
+            dir_checkpoint(dir.path()),
             Some(Checkpoint {
                 log_start_offset: 2,
                 recovery_point: 2
@@ -2562,25 +2609,45 @@ mod tests {
         assert!(data.list().unwrap().is_empty());
     }
 
+    /// The entry of `t-0` in the offset checkpoint of the data directory `data_dir`.
+    fn dir_checkpoint(data_dir: &Path) -> Option<Checkpoint> {
+        dir_checkpoint_of(data_dir, "t")
+    }
+
+    /// The entry of partition 0 of `topic` in the offset checkpoint of `data_dir`.
+    fn dir_checkpoint_of(data_dir: &Path, topic: &str) -> Option<Checkpoint> {
+        let path = data_dir.join(crate::offset_checkpoint::OFFSET_CHECKPOINT_FILE);
+        let bytes = std::fs::read(path).ok()?;
+        let entries = crate::offset_checkpoint::parse(&bytes).unwrap();
+        entries.get(&(topic.to_owned(), 0)).copied()
+    }
+
     #[test]
-    fn flush_checkpoints_the_recovery_point_once_it_passes_a_segment() {
+    fn flushes_publish_the_recovery_point_at_the_next_directory_checkpoint() {
         let dir = temp_dir();
         let data = LogDir::open(dir.path(), small_config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
-        let read_checkpoint = || Checkpoint::read(&StdIo, &dir.path().join("t-0")).unwrap();
+        let read_checkpoint = || dir_checkpoint(dir.path());
         log.append(&mut batch(0, 1, 10), 0).unwrap();
         log.flush().unwrap();
-        // Still inside the first segment: no checkpoint write was needed.
+        // A flush only updates the table: no checkpoint write on the append path.
         assert_eq!(log.flushed_offset().unwrap(), 1);
         assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
-        // Nor does retention that deletes nothing (it runs often; the write would fsync).
+        // Nor does retention that deletes nothing (it runs often; the write would fsync), nor
+        // a roll.
         assert_eq!(log.enforce_retention(0).unwrap(), 0);
-        assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
         while log.segment_count().unwrap() < 3 {
             log.append(&mut batch(0, 2, 200), 0).unwrap();
         }
+        assert!(read_checkpoint().is_none_or(|c| c.recovery_point == 0));
         log.flush().unwrap();
         let end = log.log_end_offset().unwrap();
+        data.checkpoint_recovery_points().unwrap();
         assert_eq!(read_checkpoint().unwrap().recovery_point, end);
+        // Unsynced appends are synced by the checkpoint itself.
+        log.append(&mut batch(0, 2, 10), 0).unwrap();
+        data.checkpoint_recovery_points().unwrap();
+        assert_eq!(read_checkpoint().unwrap().recovery_point, end + 2);
+        assert_eq!(log.flushed_offset().unwrap(), end + 2);
     }
 }

@@ -714,21 +714,21 @@ impl Segment {
         }
     }
 
-    /// Leaves the active role at a clean close of the last segment: trims both indexes to their
-    /// entries, their pages left for the file-system sync that follows, without the final
-    /// time-index entry [`Segment::seal`] writes.
+    /// Leaves the active role at a clean close of the last segment, without any I/O: drops the
+    /// `.log` view; the indexes stay as they are, preallocated (their pages for whatever sync
+    /// the close does, and an open finds their entries by their zero tail), and without the
+    /// final time-index entry [`Segment::seal`] writes.
     ///
-    /// Why without it: the segment is still the last at the next open, whose tail scan (from
+    /// Why no trim: two truncations of every log's indexes were journal work a close of 10,000
+    /// logs paid for each (and a close after a periodic checkpoint should touch no log). Why no
+    /// final time entry: the segment is still the last at the next open, whose tail scan (from
     /// the last offset-index entry, whose time entry covers every batch before it) finds its
     /// greatest timestamp again; a later roll seals it with the entry. Writing it faulted a
-    /// page into each sparse time index and made the trim behind it wait on the journal: 4 of
-    /// the 5 s a close of 2,000 logs with one fresh batch each took (storage example
-    /// `close_many`).
-    pub(crate) fn close_active(&mut self, io: &dyn FileIo) -> Result<()> {
+    /// page into each sparse time index: 4 of the 5 s a close of 2,000 logs with one fresh
+    /// batch each took (storage example `close_many`).
+    pub(crate) fn release_active(&mut self) {
         self.log_view = None;
         self.active = false;
-        self.index.file_mut().trim(io)?;
-        self.time_index.file_mut().trim(io)
     }
 
     /// Takes the active role: grows both indexes back to their capacity and maps the `.log` view.

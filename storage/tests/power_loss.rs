@@ -15,6 +15,12 @@
 //! data: reopening fails then); and the directory's high-watermark checkpoint is written, which
 //! after a cut must read back as the last value acknowledged or the one being written.
 //!
+//! Between operations, drawn from a stream of their own, the directory's periodic recovery-point
+//! checkpoint runs ([`LogDir::checkpoint_recovery_points`]: it syncs the log if it has unsynced
+//! data, by `fdatasync` or, on half the seeds, by `syncfs`, and writes `skiff-offset-checkpoint`);
+//! once it returns, everything appended before it must survive. A failure of it (the log's sync
+//! poisons the log; the checkpoint's own write does not) ends the cycle as a power cut would.
+//!
 //! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N, `SKIFF_SEED=<seed>` replays one. A
 //! failing seed prints itself.
 
@@ -31,7 +37,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use skiff_protocol::records::v2::{self, BatchHeader};
 use skiff_storage::sim::{self, CutMode, SimIo};
-use skiff_storage::{Error, HighWatermark, Log, LogConfig, LogDir, PersistMode};
+use skiff_storage::{DirConfig, Error, HighWatermark, Log, LogConfig, LogDir, PersistMode};
 use support::{batch_with, record_times};
 use temp::temp_dir;
 
@@ -323,6 +329,9 @@ static RESETS_RECOVERED_NEW: AtomicU64 = AtomicU64::new(0);
 /// High-watermark checkpoints written, and those whose write failed.
 static HIGH_WATERMARK_WRITES: AtomicU64 = AtomicU64::new(0);
 static HIGH_WATERMARK_FAILED: AtomicU64 = AtomicU64::new(0);
+/// Periodic recovery-point checkpoints that returned, and those that failed.
+static CHECKPOINTS: AtomicU64 = AtomicU64::new(0);
+static CHECKPOINTS_FAILED: AtomicU64 = AtomicU64::new(0);
 
 fn count(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
@@ -358,9 +367,22 @@ fn run_seed(seed: u64) -> u64 {
     // operations up to the first follower step (the first change of the log they make).
     let mut follower_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xF011_0BE5);
     let mut high_watermark_next = 0i64;
+    // The periodic checkpoints draw from a fourth stream, so the seeds above replay their
+    // operations up to the first checkpoint.
+    let mut checkpoint_rng = ChaCha8Rng::seed_from_u64(seed ^ 0xC4EC_4901);
+    let dir_config = DirConfig {
+        // 0: every checkpoint and close syncs by `syncfs`, as with thousands of dirty logs.
+        sync_each_dirty_logs_max: if checkpoint_rng.gen_bool(0.5) { 0 } else { 512 },
+        ..DirConfig::default()
+    };
     for cycle in 0..rng.gen_range(2..=CYCLES_MAX) {
-        let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim))
-            .unwrap_or_else(|error| panic!("reopen (cycle {cycle}) failed: {error}"));
+        let data = LogDir::open_simulated_with(
+            &root,
+            config.clone(),
+            dir_config.clone(),
+            Arc::clone(&sim),
+        )
+        .unwrap_or_else(|error| panic!("reopen (cycle {cycle}) failed: {error}"));
         check_high_watermark(&data, &mut model);
         let log = match data.log("t", 0).unwrap() {
             Some(log) => {
@@ -382,6 +404,8 @@ fn run_seed(seed: u64) -> u64 {
         let mut closed = false;
         // Set when a high-watermark write failed: the log itself saw no failure.
         let mut high_watermark_failed = false;
+        // Set when a periodic checkpoint failed without poisoning the log (its own write).
+        let mut checkpoint_failed = false;
         for _ in 0..rng.gen_range(1..=OPS_MAX) {
             now_ms += rng.gen_range(0..60);
             let end = model.end();
@@ -511,6 +535,26 @@ fn run_seed(seed: u64) -> u64 {
                     &mut high_watermark_next,
                     &mut high_watermark_failed,
                 );
+            let failed = failed
+                || (checkpoint_rng.gen_bool(0.12) && {
+                    let end = model.end();
+                    trace!("checkpoint_recovery_points at end {end}");
+                    match data.checkpoint_recovery_points() {
+                        Ok(()) => {
+                            count(&CHECKPOINTS);
+                            model.durable_end = end;
+                            false
+                        }
+                        Err(_) => {
+                            count(&CHECKPOINTS_FAILED);
+                            // The log's sync failed (it is poisoned: handled as any failed
+                            // operation), or the checkpoint's own write (the log is fine: stop
+                            // here, as after a failed high-watermark write).
+                            checkpoint_failed = !log.is_poisoned();
+                            log.is_poisoned()
+                        }
+                    }
+                });
             model.start_ceiling = model.start_ceiling.max(log.log_start_offset().unwrap());
             if failed {
                 FAILED_OPS.fetch_add(1, Ordering::Relaxed);
@@ -531,7 +575,7 @@ fn run_seed(seed: u64) -> u64 {
             if !log.is_poisoned() {
                 model.start_floor = model.start_floor.max(log.log_start_offset().unwrap());
             }
-            if high_watermark_failed {
+            if high_watermark_failed || checkpoint_failed {
                 // The directory's disk failed under the checkpoint (after the operation, which
                 // the model above took in): stop here, cut the power.
                 break;
@@ -541,6 +585,7 @@ fn run_seed(seed: u64) -> u64 {
             && !log.is_poisoned()
             && sim.has_failed()
             && !high_watermark_failed
+            && !checkpoint_failed
         {
             assert_refuses_appends(&log, now_ms);
         }
@@ -563,7 +608,8 @@ fn run_seed(seed: u64) -> u64 {
         cuts += 1;
     }
     // The last cut's recovery.
-    let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim)).unwrap();
+    let data =
+        LogDir::open_simulated_with(&root, config.clone(), dir_config, Arc::clone(&sim)).unwrap();
     check_high_watermark(&data, &mut model);
     if let Some(log) = data.log("t", 0).unwrap() {
         check_recovered(&log, &mut model, &mut rng);
@@ -659,7 +705,8 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
     eprintln!(
         "power_loss: {} seeds, {cuts} power cuts, {} operations failed under injected faults; \
          {} follower appends, {} resets ({} failed part way, {} of those recovered as the new \
-         log), {} high-watermark checkpoints ({} failed)",
+         log), {} high-watermark checkpoints ({} failed), {} recovery-point checkpoints ({} \
+         failed)",
         seeds.len(),
         load(&FAILED_OPS),
         load(&REPLICATED_APPENDS),
@@ -668,6 +715,8 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
         load(&RESETS_RECOVERED_NEW),
         load(&HIGH_WATERMARK_WRITES),
         load(&HIGH_WATERMARK_FAILED),
+        load(&CHECKPOINTS),
+        load(&CHECKPOINTS_FAILED),
     );
 }
 

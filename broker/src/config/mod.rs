@@ -400,6 +400,8 @@ config_keys! {
         "fsync after this many messages; 1 means every append is on disk before it is acknowledged."
     "log.flush.interval.ms" => log_flush_interval_ms: u64 = u64::MAX;
         "fsync when the oldest unflushed message is older than this."
+    "log.flush.offset.checkpoint.interval.ms" => log_flush_offset_checkpoint_interval_ms: u64 = 60_000;
+        "How often (milliseconds) the logs with data not yet on disk are synced (an fdatasync each when at most 512 are, else one syncfs) and every log's recovery point and log start are written to the data directory's skiff-offset-checkpoint (Kafka's key). Bounds what a power cut loses and what a restart after a crash rescans to about this interval's appends, and leaves a clean shutdown only what came since. At least 100."
     "log.index.interval.bytes" => log_index_interval_bytes: u32 = 4096;
         "Bytes of log between two offset-index entries."
     "max.broker.partitions" => max_broker_partitions: usize = skiff_storage::DirConfig::default().logs_max;
@@ -634,6 +636,12 @@ impl Config {
             return Err(invalid(
                 "replica.fetch.response.max.bytes",
                 "must be at least replica.fetch.max.bytes (itself at least 1) and at most 1 GiB",
+            ));
+        }
+        if self.log_flush_offset_checkpoint_interval_ms < 100 {
+            return Err(invalid(
+                "log.flush.offset.checkpoint.interval.ms",
+                "must be at least 100 (milliseconds)",
             ));
         }
         if self.replica_high_watermark_checkpoint_interval_ms < 100 {

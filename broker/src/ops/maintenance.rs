@@ -1,9 +1,11 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
 //! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
 //! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
-//! that interval's appends; samples this node's load and traffic every 5 s and publishes them to
-//! `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool so no
-//! request waits behind it.
+//! that interval's appends; every `log.flush.offset.checkpoint.interval.ms` syncs the logs with
+//! unsynced data and writes the directory's offset checkpoint (Kafka's recovery-point
+//! checkpoint), so a clean shutdown has only what came since to sync; samples this node's load
+//! and traffic every 5 s and publishes them to `R/load/<id>` for placement and the shedder. Runs
+//! blocking file work on the blocking pool so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
@@ -28,7 +30,12 @@ const LOAD_SAMPLE_INTERVAL_MS: u64 = skiff_cluster::load::LOAD_REPORT_INTERVAL_M
 /// Runs until `stop` turns true.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let check_interval_ms = ctx.config.log_retention_check_interval_ms.max(TICK_MS_MIN);
+    let checkpoint_interval_ms = ctx
+        .config
+        .log_flush_offset_checkpoint_interval_ms
+        .max(TICK_MS_MIN);
     let mut since_check_ms = 0u64;
+    let mut since_checkpoint_ms = 0u64;
     let mut since_sample_ms = 0u64;
     // Milliseconds since each `flush.ms` topic was last flushed by this task.
     let mut since_flush_ms: HashMap<String, u64> = HashMap::new();
@@ -42,6 +49,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
             .unwrap_or(u64::MAX);
         let tick_ms = check_interval_ms
             .min(flush_interval_ms)
+            .min(checkpoint_interval_ms)
             .clamp(TICK_MS_MIN, LOAD_SAMPLE_INTERVAL_MS);
         tokio::select! {
             _ = stop.changed() => return,
@@ -51,6 +59,11 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         let check_due = since_check_ms >= check_interval_ms;
         if check_due {
             since_check_ms = 0;
+        }
+        since_checkpoint_ms = since_checkpoint_ms.saturating_add(tick_ms);
+        let checkpoint_due = since_checkpoint_ms >= checkpoint_interval_ms;
+        if checkpoint_due {
+            since_checkpoint_ms = 0;
         }
         since_sample_ms = since_sample_ms.saturating_add(tick_ms);
         let sample_due = since_sample_ms >= LOAD_SAMPLE_INTERVAL_MS;
@@ -105,6 +118,12 @@ pub(crate) async fn run(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
                 None
             };
             care(&ctx, check_due, &flush_topics);
+            if checkpoint_due {
+                // After `care`, so the recovery points its flushes advanced are written too.
+                if let Err(error) = ctx.topics.checkpoint_recovery_points() {
+                    tracing::error!(%error, "recovery-point checkpoint");
+                }
+            }
             sampled
         });
         match work.await {

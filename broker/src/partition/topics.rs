@@ -859,6 +859,19 @@ impl Topics {
         Ok(entries.len())
     }
 
+    /// Syncs the logs with data not yet durable and writes the data directory's offset
+    /// checkpoint (see [`skiff_storage::LogDir::checkpoint_recovery_points`]): every
+    /// `log.flush.offset.checkpoint.interval.ms`, on a blocking thread. Holds the directory's
+    /// lock meanwhile, so a CreateTopics or DeleteTopics waits for it (never a produce or fetch,
+    /// which reach their logs without it).
+    pub fn checkpoint_recovery_points(&self) -> Result<(), TopicError> {
+        let log_dir = self.log_dir.lock().map_err(storage)?;
+        match log_dir.as_ref() {
+            Some(log_dir) => log_dir.checkpoint_recovery_points().map_err(storage),
+            None => Ok(()),
+        }
+    }
+
     /// Checkpoints the high watermarks, then flushes and closes the log directory.
     pub fn close(&self) -> Result<(), TopicError> {
         if let Err(error) = self.checkpoint_high_watermarks() {
