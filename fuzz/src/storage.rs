@@ -18,6 +18,13 @@
 //! partition and offset ≥ 0, no partition twice), and written back they read back equal, in a
 //! text no longer than the input (the writer's is the shortest form).
 //!
+//! `offset_checkpoint`: two fixed, valid logs are written and closed cleanly; the input then
+//! replaces the directory's `skiff-offset-checkpoint`. Opening either succeeds or refuses with
+//! `Error::Corrupt` (a file that claims a log durable past its end); a file that is not a
+//! checkpoint at all is reported as damage and every log is recovered whole. Once open, every
+//! log ends where it was written, starts within it and reads back the written bytes from its
+//! start; a periodic checkpoint and a close write a file that opens again to the same offsets.
+//!
 //! `offset_index`: a fixed, valid log is written and closed cleanly; the input then replaces its
 //! `.index` and/or `.timeindex` files. Opening must succeed (an index is a cache) and every
 //! offset and timestamp lookup must equal a linear scan of the batches appended.
@@ -35,6 +42,7 @@ mod batch_support;
 pub const TARGETS: &[crate::Target] = &[
     ("high_watermark_checkpoint", high_watermark_checkpoint),
     ("leader_epoch_checkpoint", leader_epoch_checkpoint),
+    ("offset_checkpoint", offset_checkpoint),
     ("offset_index", offset_index),
     ("recovery_scan", recovery_scan),
 ];
@@ -247,6 +255,108 @@ pub fn high_watermark_checkpoint(data: &[u8]) {
         "the writer's text is the shortest"
     );
     assert_eq!(dir.read_high_watermarks().expect("reads back"), entries);
+}
+
+/// A damaged or lying offset checkpoint never loses a written batch, never panics, and is
+/// replaced by one that reads back.
+pub fn offset_checkpoint(data: &[u8]) {
+    const FILE: &str = "skiff-offset-checkpoint";
+    const HEADER: &[u8] = b"skiff-offset-checkpoint 1\n";
+    let scratch = Scratch::new();
+    let config = LogConfig {
+        segment_bytes: 2048,
+        batch_bytes_max: 1024,
+        ..LogConfig::default()
+    };
+    // Per log: its end and the bytes of every batch from offset 0.
+    let mut written: Vec<(i32, i64, Vec<u8>)> = Vec::new();
+    {
+        let dir = LogDir::open(&scratch.0, config.clone()).expect("open");
+        for partition in 0..2 {
+            let log = dir.create("t", partition, None).expect("create");
+            let mut bytes = Vec::new();
+            for mut batch in fixed_batches()
+                .into_iter()
+                .take(12 + partition as usize * 5)
+            {
+                log.append(&mut batch, 0).expect("append");
+                bytes.extend_from_slice(&batch);
+            }
+            written.push((partition, log.log_end_offset().expect("end"), bytes));
+        }
+        dir.close().expect("clean close");
+    }
+    std::fs::write(scratch.0.join(FILE), data).expect("checkpoint");
+    let dir = match LogDir::open(&scratch.0, config.clone()) {
+        Ok(dir) => dir,
+        Err(Error::Corrupt { .. }) => {
+            assert!(
+                data.starts_with(HEADER),
+                "only a checkpoint's claims can make recovery refuse a log"
+            );
+            return;
+        }
+        Err(other) => panic!("a bad checkpoint must open or be Corrupt, not {other:?}"),
+    };
+    if !data.starts_with(HEADER) {
+        assert!(
+            dir.checkpoint_damage().is_some(),
+            "not a checkpoint: damage"
+        );
+    }
+    let mut offsets = Vec::new();
+    for (partition, end, bytes) in &written {
+        let log = dir.log("t", *partition).expect("lock").expect("log found");
+        assert_eq!(
+            log.log_end_offset().expect("end"),
+            *end,
+            "nothing written is lost"
+        );
+        let start = log.log_start_offset().expect("start");
+        assert!(
+            (0..=*end).contains(&start),
+            "start {start} outside 0..={end}"
+        );
+        assert!(log.flushed_offset().expect("flushed") <= *end);
+        // From its start the log reads back exactly what was written there, segment after
+        // segment (a raised start hides a prefix from consumers, never changes a byte).
+        let mut read = Vec::new();
+        let mut offset = start;
+        while offset < *end {
+            let slice = log
+                .read(offset, u64::MAX, true)
+                .expect("read within the log");
+            let piece = slice.bytes().expect("map");
+            let mut position = 0;
+            while position < piece.len() {
+                let header = BatchHeader::parse(&piece[position..]).expect("header");
+                if header.next_offset() > start {
+                    read.extend_from_slice(&piece[position..position + header.total_bytes()]);
+                }
+                offset = header.next_offset();
+                position += header.total_bytes();
+            }
+            assert!(position > 0, "a read within the log returns a batch");
+        }
+        assert!(
+            bytes.ends_with(&read),
+            "the bytes from the start are the written ones"
+        );
+        offsets.push((start, *end));
+    }
+    dir.checkpoint_recovery_points()
+        .expect("periodic checkpoint");
+    dir.close().expect("clean close");
+    let dir = LogDir::open(&scratch.0, config).expect("the written checkpoint opens");
+    assert!(
+        dir.checkpoint_damage().is_none(),
+        "the written checkpoint reads back"
+    );
+    for ((partition, _, _), (start, end)) in written.iter().zip(&offsets) {
+        let log = dir.log("t", *partition).expect("lock").expect("log found");
+        assert_eq!(log.log_start_offset().expect("start"), *start);
+        assert_eq!(log.log_end_offset().expect("end"), *end);
+    }
 }
 
 /// Damaged index files never change what a lookup returns.
