@@ -74,6 +74,15 @@ pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// memory bound promises (`bench/reports/kip283-findings.md`), so 128 KiB stays.
 pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
 
+/// Most source bytes the down-converter asks for in one read while it writes, in bytes (at least
+/// one whole batch): a chunk is built from several reads into one reused source buffer, so a
+/// response holds one read's bytes beside the chunk it builds rather than a whole chunk of source.
+/// With 128 KiB reads the source buffer was about a quarter of each slow legacy response's memory
+/// (`bench/reports/kip283-findings.md`, session 4). Once a batch's length is known the read is cut
+/// to whole batches, so a smaller read costs more `pread` calls, not more bytes read.
+pub const DOWN_CONVERT_READ_BYTES: usize = 32 * 1024;
+const _: () = assert!(DOWN_CONVERT_READ_BYTES <= DOWN_CONVERT_CHUNK_BYTES);
+
 /// Largest single source batch the down-converter asks the broker for, in bytes. Bounds one
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first
 /// batch, is an error (MESSAGE_TOO_LARGE).
