@@ -298,3 +298,25 @@ impl Drop for LazyRecords {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::send::ResponsePart;
+
+    /// What a legacy response keeps per partition until the partition's turn on the wire: its
+    /// record set (boxed, with the converter parked in it: 224 bytes when written) and two 40-byte
+    /// parts (header bytes and records). 250 partitions × 100 slow responses multiply these; the
+    /// measured accounting is in `bench/reports/kip283-findings.md` (session 4).
+    #[test]
+    fn a_waiting_partition_costs_a_few_hundred_bytes() {
+        assert!(
+            std::mem::size_of::<LazyRecords>() <= 256,
+            "{}",
+            std::mem::size_of::<LazyRecords>()
+        );
+        assert_eq!(std::mem::size_of::<ResponsePart>(), 40);
+        // The converter itself (312 bytes when written) is built only when the partition is sent.
+        assert!(std::mem::size_of::<DownConverter>() > std::mem::size_of::<Parked>());
+    }
+}
