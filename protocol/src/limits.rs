@@ -75,9 +75,9 @@ pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
 
 /// Most source bytes the down-converter asks for in one read while it writes, in bytes (at least
-/// one whole batch): a chunk is built from several reads into one reused source buffer, so a
-/// response holds one read's bytes beside the chunk it builds rather than a whole chunk of source.
-/// With 128 KiB reads the source buffer was about a quarter of each slow legacy response's memory
+/// one whole batch): a chunk is built from several reads, so converting it needs one read's bytes
+/// beside the chunk rather than a whole chunk of source (the broker holds them only while it
+/// converts). The 128 KiB source piece was 30 % of a slow legacy response's heap
 /// (`bench/reports/kip283-findings.md`, session 4). Once a batch's length is known the read is cut
 /// to whole batches, so a smaller read costs more `pread` calls, not more bytes read.
 pub const DOWN_CONVERT_READ_BYTES: usize = 32 * 1024;
