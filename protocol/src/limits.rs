@@ -74,6 +74,15 @@ pub const DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// memory bound promises (`bench/reports/kip283-findings.md`), so 128 KiB stays.
 pub const DOWN_CONVERT_CHUNK_BYTES: usize = 128 * 1024;
 
+/// Most source bytes the down-converter asks for in one read while it writes, in bytes (at least
+/// one whole batch): a chunk is built from several reads, so converting it needs one read's bytes
+/// beside the chunk rather than a whole chunk of source (the broker holds them only while it
+/// converts). The 128 KiB source piece was 30 % of a slow legacy response's heap
+/// (`bench/reports/kip283-findings.md`, session 4). Once a batch's length is known the read is cut
+/// to whole batches, so a smaller read costs more `pread` calls, not more bytes read.
+pub const DOWN_CONVERT_READ_BYTES: usize = 32 * 1024;
+const _: () = assert!(DOWN_CONVERT_READ_BYTES <= DOWN_CONVERT_CHUNK_BYTES);
+
 /// Largest single source batch the down-converter asks the broker for, in bytes. Bounds one
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first
 /// batch, is an error (MESSAGE_TOO_LARGE).

@@ -73,6 +73,20 @@ pub struct MemoryResult {
     pub rss_before_bytes: u64,
     /// Highest sampled RSS.
     pub rss_peak_sampled_bytes: u64,
+    /// Broker RssAnon (the memory it owns: heap, arenas, stacks) before the consumers (0 in
+    /// records written before it was sampled).
+    #[serde(default)]
+    pub anon_before_bytes: u64,
+    /// Highest sampled RssAnon.
+    #[serde(default)]
+    pub anon_peak_sampled_bytes: u64,
+    /// Broker RssFile (resident pages of mapped files: segment views, indexes, the binary) before
+    /// the consumers.
+    #[serde(default)]
+    pub file_before_bytes: u64,
+    /// Highest sampled RssFile.
+    #[serde(default)]
+    pub file_peak_sampled_bytes: u64,
     /// VmHWM at the end (`None` when the broker was killed at the cap).
     pub hwm_bytes: Option<u64>,
     /// When RSS passed the cap, since the consumers started.
@@ -113,7 +127,7 @@ pub async fn measure(
         },
     )
     .await?;
-    let rss_before_bytes = rss::read(pid)?.rss_bytes;
+    let before = rss::read(pid)?;
     let sampler = Sampler::start(pid, SAMPLE_INTERVAL, spec.rss_cap_bytes, kill_at_cap);
     let capped = sampler.capped_flag();
     let deadline = Instant::now() + Duration::from_secs(spec.seconds_max);
@@ -179,10 +193,22 @@ pub async fn measure(
         setting,
         spec: spec.clone(),
         produce: produced,
-        rss_before_bytes,
+        rss_before_bytes: before.rss_bytes,
         rss_peak_sampled_bytes: samples
             .iter()
             .map(|sample| sample.rss_bytes)
+            .max()
+            .unwrap_or(0),
+        anon_before_bytes: before.anon_bytes,
+        anon_peak_sampled_bytes: samples
+            .iter()
+            .map(|sample| sample.anon_bytes)
+            .max()
+            .unwrap_or(0),
+        file_before_bytes: before.file_bytes,
+        file_peak_sampled_bytes: samples
+            .iter()
+            .map(|sample| sample.file_bytes)
             .max()
             .unwrap_or(0),
         hwm_bytes,
@@ -195,6 +221,21 @@ pub async fn measure(
         responses_started: started.load(Ordering::Relaxed),
         samples,
     })
+}
+
+impl MemoryResult {
+    /// Anonymous memory the broker gained per response started: (peak RssAnon − RssAnon before) ÷
+    /// responses whose size prefix arrived, in bytes (`None` without responses or RssAnon).
+    pub fn anon_growth_per_response_bytes(&self) -> Option<u64> {
+        if self.responses_started == 0 || self.anon_peak_sampled_bytes == 0 {
+            return None;
+        }
+        Some(
+            self.anon_peak_sampled_bytes
+                .saturating_sub(self.anon_before_bytes)
+                / self.responses_started,
+        )
+    }
 }
 
 /// Resolves at the deadline or once the cap flag is up.
@@ -225,11 +266,18 @@ pub async fn sweep(
             (None, None) => anyhow::bail!("neither a broker to spawn nor one to reach"),
         };
         eprintln!(
-            "memory {} C={}: RSS before {:.0} MiB, peak {:.0} MiB{}; {} responses of {:.0} MB declared, {:.0} MB read",
+            "memory {} C={}: RSS before {:.0} MiB, peak {:.0} MiB (RssAnon {:.1} → {:.1} MiB, {} KiB per response; RssFile {:.1} → {:.1} MiB){}; {} responses of {:.0} MB declared, {:.0} MB read",
             setting.label(),
             spec.consumer_count,
             result.rss_before_bytes as f64 / 1048576.0,
             result.rss_peak_sampled_bytes as f64 / 1048576.0,
+            result.anon_before_bytes as f64 / 1048576.0,
+            result.anon_peak_sampled_bytes as f64 / 1048576.0,
+            result
+                .anon_growth_per_response_bytes()
+                .map_or("?".to_owned(), |bytes| (bytes / 1024).to_string()),
+            result.file_before_bytes as f64 / 1048576.0,
+            result.file_peak_sampled_bytes as f64 / 1048576.0,
             result
                 .capped_at_ms
                 .map_or(String::new(), |at| format!(" (capped at {at} ms)")),
@@ -240,4 +288,28 @@ pub async fn sweep(
         results.push(result);
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_per_response_is_anonymous_peak_less_before_over_responses() {
+        let mut result: MemoryResult = serde_json::from_str(
+            r#"{"setting":"Eager","spec":{"partition_count":1,"records_per_partition":1,
+                "records_per_batch":1,"produce_in_flight":1,"consumer_count":1,
+                "read_piece_bytes":1,"read_pause_ms":1,"seconds_max":1,"rss_cap_bytes":1},
+                "produce":{"record_count":1,"batch_bytes":1,"seconds":1.0},
+                "rss_before_bytes":1,"rss_peak_sampled_bytes":1,"hwm_bytes":null,
+                "capped_at_ms":null,"response_bytes_declared":0,"bytes_read":0,
+                "responses_started":0,"samples":[]}"#,
+        )
+        .expect("a record written before RssAnon was sampled still reads");
+        assert_eq!(result.anon_growth_per_response_bytes(), None);
+        result.anon_before_bytes = 10 << 20;
+        result.anon_peak_sampled_bytes = 35 << 20;
+        result.responses_started = 100;
+        assert_eq!(result.anon_growth_per_response_bytes(), Some(256 * 1024));
+    }
 }

@@ -408,14 +408,14 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
     if let Some(record) = &inputs.memory {
         run_header(&mut md, record);
         md.push_str(
-            "| setting | C | messages | RSS before | peak RSS (sampled) | VmHWM | capped | responses started | declared | read |\n\
-             |---|---|---|---|---|---|---|---|---|---|\n",
+            "| setting | C | messages | RSS before | peak RSS (sampled) | VmHWM | RssAnon before → peak | per response (RssAnon) | RssFile before → peak | capped | responses started | declared | read |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
         let mut series = Vec::new();
         for result in &record.memory {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {:.0} MB | {:.0} MB |",
+                "| {} | {} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {:.0} MB | {:.0} MB |",
                 result.setting.label(),
                 result.spec.consumer_count,
                 result.produce.record_count,
@@ -425,6 +425,11 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
                     "{:.0} MiB",
                     hwm as f64 / MIB
                 )),
+                before_to_peak(result.anon_before_bytes, result.anon_peak_sampled_bytes),
+                result
+                    .anon_growth_per_response_bytes()
+                    .map_or("–".to_owned(), |bytes| format!("{} KiB", bytes / 1024)),
+                before_to_peak(result.file_before_bytes, result.file_peak_sampled_bytes),
                 result.capped_at_ms.map_or("no".to_owned(), |at| format!(
                     "at {:.1} s (cap {:.0} MiB)",
                     at as f64 / 1000.0,
@@ -465,6 +470,14 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
         throughput_svg,
         rss_svg,
     })
+}
+
+/// "a → b MiB" for a before/peak pair, or "–" for records written before it was sampled.
+fn before_to_peak(before: u64, peak: u64) -> String {
+    if peak == 0 {
+        return "–".to_owned();
+    }
+    format!("{:.1} → {:.1} MiB", before as f64 / MIB, peak as f64 / MIB)
 }
 
 /// Line colours of every skiff-bench plot, in series order.

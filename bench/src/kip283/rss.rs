@@ -1,5 +1,11 @@
-//! The broker's resident memory, read from `/proc/<pid>/status` (VmRSS now, VmHWM the peak), and a
-//! sampler that records it over time and raises a flag when it passes a cap.
+//! The broker's resident memory, read from `/proc/<pid>/status` (VmRSS now, VmHWM the peak, and
+//! VmRSS split into RssAnon and RssFile), and a sampler that records it over time and raises a flag
+//! when it passes a cap.
+//!
+//! RssAnon is the memory the broker owns (heap, stacks, allocator arenas); RssFile is page-cache
+//! pages of mapped files that happen to be resident in its address space (the storage's mapped
+//! segment views and indexes, the binary): the kernel can drop those under pressure, and they grow
+//! with what was read, not with what is held. A per-response memory bound is about RssAnon.
 //!
 //! Must never: read any other file, or keep more than [`SAMPLES_MAX`] samples.
 
@@ -20,13 +26,19 @@ pub struct Memory {
     pub rss_bytes: u64,
     /// VmHWM: the highest resident size since the process started.
     pub hwm_bytes: u64,
+    /// RssAnon: the anonymous part of VmRSS (0 on kernels before 4.5, which do not split it).
+    pub anon_bytes: u64,
+    /// RssFile: the file-backed part of VmRSS (0 on kernels before 4.5).
+    pub file_bytes: u64,
 }
 
-/// Parses VmRSS and VmHWM (given in kB) out of the text of `/proc/<pid>/status`.
+/// Parses VmRSS, VmHWM, RssAnon and RssFile (given in kB) out of the text of `/proc/<pid>/status`.
 pub fn parse_status(text: &str) -> Option<Memory> {
     Some(Memory {
         rss_bytes: proc_kib_field_bytes(text, "VmRSS:")?,
         hwm_bytes: proc_kib_field_bytes(text, "VmHWM:")?,
+        anon_bytes: proc_kib_field_bytes(text, "RssAnon:").unwrap_or(0),
+        file_bytes: proc_kib_field_bytes(text, "RssFile:").unwrap_or(0),
     })
 }
 
@@ -56,6 +68,12 @@ pub struct Sample {
     pub at_ms: u64,
     /// VmRSS then.
     pub rss_bytes: u64,
+    /// RssAnon then (absent, 0, in records written before it was sampled).
+    #[serde(default)]
+    pub anon_bytes: u64,
+    /// RssFile then (absent, 0, in older records).
+    #[serde(default)]
+    pub file_bytes: u64,
 }
 
 /// A background sampler of one process.
@@ -94,6 +112,8 @@ impl Sampler {
                     samples.push(Sample {
                         at_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                         rss_bytes: memory.rss_bytes,
+                        anon_bytes: memory.anon_bytes,
+                        file_bytes: memory.file_bytes,
                     });
                     tokio::time::sleep(interval).await;
                 }
@@ -126,13 +146,21 @@ mod tests {
 
     #[test]
     fn parses_proc_status_fields() {
-        let text = "Name:\tskiff\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+        let text = "Name:\tskiff\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n\
+                    RssAnon:\t     768 kB\nRssFile:\t     256 kB\nRssShmem:\t       0 kB\n";
         assert_eq!(
             parse_status(text),
             Some(Memory {
                 rss_bytes: 1024 * 1024,
-                hwm_bytes: 2048 * 1024
+                hwm_bytes: 2048 * 1024,
+                anon_bytes: 768 * 1024,
+                file_bytes: 256 * 1024,
             })
+        );
+        let old_kernel = "VmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(
+            parse_status(old_kernel).map(|memory| memory.anon_bytes),
+            Some(0)
         );
         assert_eq!(parse_status("Name:\tkernel-thread\n"), None);
     }
@@ -141,5 +169,7 @@ mod tests {
     fn reads_this_process() {
         let memory = read(std::process::id()).unwrap();
         assert!(memory.rss_bytes > 0 && memory.hwm_bytes >= memory.rss_bytes);
+        assert!(memory.anon_bytes + memory.file_bytes <= memory.rss_bytes);
+        assert!(memory.anon_bytes > 0, "Linux ≥ 4.5 splits VmRSS");
     }
 }

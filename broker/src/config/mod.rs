@@ -346,6 +346,10 @@ pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
 /// Source bytes per converted chunk: the down-converter's own default (its doc says why 128 KiB).
 pub const DOWN_CONVERSION_CHUNK_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_CHUNK_BYTES;
+/// Source bytes per read while a chunk is built: the down-converter's own default (its doc says
+/// why 32 KiB).
+pub const DOWN_CONVERSION_READ_BYTES_DEFAULT: usize =
+    skiff_protocol::limits::DOWN_CONVERT_READ_BYTES;
 
 /// `skiff.frame.capture.max.frames` default: more distinct frames than the real-client suite sends
 /// one broker (test_security.py, the file that sends most, sends 629 across its brokers), few enough
@@ -434,6 +438,8 @@ config_keys! {
         "Default of the topic config message.downconversion.enable: serve Fetch v0-v3 by conversion."
     "skiff.down.conversion.chunk.bytes" => down_conversion_chunk_bytes: usize = DOWN_CONVERSION_CHUNK_BYTES_DEFAULT;
         "Source bytes converted per chunk for legacy fetches; one response holds at most one chunk."
+    "skiff.down.conversion.read.bytes" => down_conversion_read_bytes: usize = DOWN_CONVERSION_READ_BYTES_DEFAULT;
+        "Most source bytes read at once while a legacy chunk is built (at least one batch; at most the chunk size). Held only while the chunk is converted."
     "skiff.down.conversion.mode" => down_conversion_mode: DownConversionMode = DownConversionMode::Lazy;
         "lazy (default) or eager. Eager converts whole responses up front and exists only for benchmarks."
     "skiff.advertised.kafka.version" => advertised_kafka_version: Option<KafkaRelease> = None;
@@ -807,6 +813,12 @@ impl Config {
         if !(1024..=64 * 1024 * 1024).contains(&self.down_conversion_chunk_bytes) {
             return Err(invalid(
                 "skiff.down.conversion.chunk.bytes",
+                "must be between 1 KiB and 64 MiB",
+            ));
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.down_conversion_read_bytes) {
+            return Err(invalid(
+                "skiff.down.conversion.read.bytes",
                 "must be between 1 KiB and 64 MiB",
             ));
         }

@@ -546,15 +546,18 @@ fn build_response(
                     };
                     let (error_code, hole) = match (slice, convert_to) {
                         (None, _) => (error_code::NONE, None),
-                        (Some(slice), None) => (error_code::NONE, Some(ResponsePart::File(slice))),
+                        (Some(slice), None) => {
+                            (error_code::NONE, Some(ResponsePart::File(Box::new(slice))))
+                        }
                         (Some(slice), Some(magic)) => {
                             match LazyRecords::prepare(
                                 ConversionSettings {
                                     chunk_bytes: ctx.config.down_conversion_chunk_bytes,
+                                    read_bytes: ctx.config.down_conversion_read_bytes,
                                     mode: ctx.config.down_conversion_mode,
                                 },
                                 &ctx.metrics,
-                                &topic.name,
+                                &topic,
                                 slice,
                                 magic,
                                 fetch_offset,

@@ -2,7 +2,7 @@
 //! go from the segment file to a plain socket with `sendfile(2)` (no copy through user space) or,
 //! over TLS, through one bounded buffer (TLS encrypts in user space, so zero-copy is impossible),
 //! and legacy record sets are converted one chunk at a time, each only after the connection has
-//! taken the one before.
+//! taken the one before, in one buffer the response reuses ([`ConversionBuffers`]).
 //!
 //! Must never: hold more than one converted chunk (or one TLS file piece) per response, or wait
 //! forever on a client that has stopped reading (every write is bounded by the idle timeout).
@@ -15,7 +15,7 @@ use skiff_storage::FetchSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::partition::conversion::LazyRecords;
+use crate::partition::conversion::{ConversionBuffers, LazyRecords};
 
 /// A connection's byte stream: a plain TCP socket, or TLS over one.
 pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
@@ -44,8 +44,9 @@ pub(crate) enum ResponsePart {
     /// Header fields, partition headers, small responses.
     Bytes(Bytes),
     /// Stored v2 batches sent as they are (modern fetch): the slice keeps its segment file open
-    /// even if retention deletes it.
-    File(FetchSlice),
+    /// even if retention deletes it. Boxed so that a part is 40 bytes, not 64: a response keeps
+    /// two parts per partition (its header bytes and its records) until they are written.
+    File(Box<FetchSlice>),
     /// A legacy record set converted while it is sent.
     Converted(Box<LazyRecords>),
 }
@@ -97,6 +98,8 @@ pub(crate) async fn write_response<S: Transport>(
     let mut pending: Vec<u8> = Vec::new();
     // The TLS path's one file buffer for the whole response, allocated at its first file part.
     let mut file_piece: Vec<u8> = Vec::new();
+    // The legacy record sets' chunk buffer, allocated at the first converted chunk.
+    let mut conversion_buffers = ConversionBuffers::default();
     for part in parts {
         match part {
             ResponsePart::Bytes(bytes) => {
@@ -116,11 +119,14 @@ pub(crate) async fn write_response<S: Transport>(
             }
             ResponsePart::Converted(mut records) => {
                 flush_pending(stream, &mut pending, stall_timeout).await?;
-                while let Some(chunk) = records.next_chunk().map_err(SendError::Conversion)? {
-                    write_bytes(stream, &chunk, stall_timeout).await?;
+                while let Some(chunk) = records
+                    .next_chunk(&mut conversion_buffers)
+                    .map_err(SendError::Conversion)?
+                {
+                    write_bytes(stream, chunk.as_ref(), stall_timeout).await?;
                     // Over TLS, the chunk is only gone once rustls has handed it to the socket.
                     flush(stream, stall_timeout).await?;
-                    records.chunk_sent(chunk.len());
+                    records.chunk_sent(chunk, &mut conversion_buffers);
                 }
             }
         }

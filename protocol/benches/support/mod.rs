@@ -73,8 +73,8 @@ pub fn with_cut_tail(mut slice: Vec<u8>) -> Vec<u8> {
     slice
 }
 
-/// Drives the lazy converter as the broker would (prepare, release the prepared output, write),
-/// dropping each piece as if written to a socket; returns the bytes written.
+/// Drives the lazy converter as the broker would (prepare, park, resume, write, handing each
+/// piece's buffer back as if written to a socket); returns the bytes written.
 pub fn lazy(slice: &[u8], target: Magic, chunk_bytes: usize) -> u64 {
     let config = DownConvertConfig {
         chunk_bytes,
@@ -88,12 +88,15 @@ pub fn lazy(slice: &[u8], target: Magic, chunk_bytes: usize) -> u64 {
     while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
         converter.feed(read(range)).expect("feed");
     }
-    converter.release_prepared_output();
+    let mut converter = DownConverter::resume(converter.park().expect("park"), config);
     let mut written = 0u64;
     loop {
         match converter.write_step().expect("write") {
             Write::Read(range) => converter.feed(read(range)).expect("feed"),
-            Write::Output(piece) => written += black_box(piece).len() as u64,
+            Write::Output(piece) => {
+                written += black_box(&piece).len() as u64;
+                converter.reuse_buffer(piece);
+            }
             Write::Done => return written,
         }
     }

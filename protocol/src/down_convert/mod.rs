@@ -11,14 +11,20 @@
 //!   first one that converts to something, keeps that output, and fixes the declared size
 //!   `max(slice bytes, first converted batch)` (§3.2). A zstd or corrupt first batch is an error
 //!   ([`RecordError::error_code`] gives 76 or 2).
-//! * **write** ([`DownConverter::write_step`]): yields the kept output, then converts chunks of about
-//!   `chunk_bytes` of source, cutting the output at the declared size, then pads with the overflow
-//!   entries of §3.5 byte for byte, in pieces of at most [`OVERFLOW_PIECE_BYTES`]. Exactly `declared`
-//!   bytes come out in total.
+//! * **write** ([`DownConverter::write_step`]): converts chunks of whole batches, about `chunk_bytes`
+//!   of source each (at least one batch), read `read_bytes` at a time (cut to whole batches once a
+//!   batch's length is known) and appended to one output buffer, yielded when the next batch would
+//!   not fit; the output is cut at the declared size, then padded with the overflow entries of §3.5
+//!   byte for byte, in pieces of at most [`OVERFLOW_PIECE_BYTES`]. Exactly `declared` bytes come
+//!   out in total. The caller may hand a written chunk's buffer back ([`DownConverter::reuse_buffer`])
+//!   so chunks after the first allocate nothing.
 //!
-//! Memory: the converter holds at most one fed source piece (at most `max(chunk_bytes, one batch)`
-//! bytes, a batch bounded by `batch_bytes_max`) plus its converted output (and, for a compressed
-//! batch, its decompressed records); [`Stats`] records the largest piece of each so tests can check.
+//! Memory: the converter needs at most one fed source piece (at most `max(read_bytes, one batch)`
+//! bytes, a batch bounded by `batch_bytes_max`) plus the chunk of output being built (about
+//! `chunk_bytes`, and at most `chunk_bytes` plus one batch's output; for a compressed batch also its
+//! decompressed records); [`Stats`] records the largest of each so tests can check. A prepared
+//! partition waiting for its turn on the wire can be [`DownConverter::park`]ed: about a hundred
+//! bytes instead of the converter's few hundred.
 //!
 //! Choices where Kafka is wrong or unhelpful (§3.7), each tested below:
 //!
@@ -55,7 +61,9 @@ use crate::records::record::batch_records;
 use crate::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 use crate::records::{Compression, Magic, RecordError, LOG_OVERHEAD_BYTES, MAGIC_OFFSET};
 
-pub use crate::limits::{DOWN_CONVERT_BATCH_BYTES_MAX, DOWN_CONVERT_CHUNK_BYTES};
+pub use crate::limits::{
+    DOWN_CONVERT_BATCH_BYTES_MAX, DOWN_CONVERT_CHUNK_BYTES, DOWN_CONVERT_READ_BYTES,
+};
 
 /// Largest overflow buffer (Kafka's padding buffers are capped at 128 KiB, §3.5).
 pub const OVERFLOW_PIECE_BYTES: usize = 128 * 1024;
@@ -79,6 +87,8 @@ const PREPARE_READ_BYTES_MAX: u64 = 4 * 1024;
 pub struct DownConvertConfig {
     /// Source bytes per chunk (at least one batch is always taken).
     pub chunk_bytes: usize,
+    /// Most source bytes per read while writing (at least one batch); capped at `chunk_bytes`.
+    pub read_bytes: usize,
     /// Largest source batch accepted.
     pub batch_bytes_max: usize,
     /// Cap on one batch's decompressed records.
@@ -91,6 +101,7 @@ impl Default for DownConvertConfig {
     fn default() -> Self {
         Self {
             chunk_bytes: DOWN_CONVERT_CHUNK_BYTES,
+            read_bytes: DOWN_CONVERT_READ_BYTES,
             batch_bytes_max: DOWN_CONVERT_BATCH_BYTES_MAX,
             decompressed_bytes_max: crate::records::compression::DECOMPRESSED_BYTES_MAX,
             serve_oversized_first_batch: true,
@@ -110,7 +121,7 @@ pub struct Stats {
     pub source_bytes_fed: u64,
     /// Largest source piece fed at once.
     pub largest_source_piece_bytes: usize,
-    /// Largest converted output held at once.
+    /// Largest converted output held at once (a chunk being built, or the kept first batch).
     pub largest_output_piece_bytes: usize,
 }
 
@@ -175,10 +186,18 @@ pub struct DownConverter {
     source: Source,
     prepared: Option<Prepared>,
     dropped_bytes: u64,
-    /// Converted bytes waiting to be yielded.
+    /// Converted bytes waiting to be yielded: the chunk being built.
     ready: Option<Vec<u8>>,
-    /// Source position of the batch whose conversion the prepare phase kept in `ready`.
-    kept_start: Option<u64>,
+    /// Source bytes converted into `ready` so far.
+    chunk_source_bytes: u64,
+    /// Length of the entry at `position`, when the last piece showed its header: the next read
+    /// then covers whole batches instead of cutting one (which would be read twice).
+    next_entry_bytes: Option<u64>,
+    /// An output buffer the caller handed back ([`DownConverter::reuse_buffer`]): the next chunk
+    /// is built in it.
+    spare: Vec<u8>,
+    /// Source position and length of the batch whose conversion the prepare phase kept in `ready`.
+    kept: Option<(u64, u64)>,
     yielded_bytes: u64,
     stats: Stats,
     /// Decompressed records (dropped after each piece) and the compressor, which is reused from
@@ -252,10 +271,7 @@ impl DownConverter {
             return Err(RecordError::UnknownMagic { magic: 2 });
         }
         Ok(Self {
-            config: DownConvertConfig {
-                chunk_bytes: config.chunk_bytes.max(1),
-                ..config
-            },
+            config: normalized(config),
             target,
             fetch_offset,
             source_end: slice_bytes,
@@ -265,7 +281,10 @@ impl DownConverter {
             prepared: None,
             dropped_bytes: 0,
             ready: None,
-            kept_start: None,
+            chunk_source_bytes: 0,
+            next_entry_bytes: None,
+            spare: Vec::new(),
+            kept: None,
             yielded_bytes: 0,
             stats: Stats::default(),
             workspace: Workspace::default(),
@@ -370,10 +389,12 @@ impl DownConverter {
                     // The broker had fewer bytes than it was asked for: the source ends here.
                     self.source = Source::Exhausted;
                 } else if end <= self.source_end {
+                    self.next_entry_bytes = Some(total);
                     self.request(total);
                 } else if preparing && self.config.serve_oversized_first_batch {
                     // D4: extend the source to this batch's end (see the module doc).
                     self.source_end = end;
+                    self.next_entry_bytes = Some(total);
                     self.request(total);
                 } else {
                     self.source = Source::Exhausted;
@@ -384,7 +405,10 @@ impl DownConverter {
         // One allocation for the chunk in the common case: v0/v1 entries are a few percent larger
         // than v2 records of 1 KiB; `convert_entry` still reserves exactly per batch when a batch of
         // tiny records grows more than this.
-        let mut out = Vec::with_capacity(used.saturating_add(used / 4));
+        let mut out = match self.ready.take() {
+            Some(out) => out,
+            None => self.output_buffer(used, preparing),
+        };
         let mut converted = 0usize;
         let mut failure = None;
         for entry in EntrySlices::new(bytes.get(..used).unwrap_or_default()) {
@@ -407,13 +431,18 @@ impl DownConverter {
                     let kept_start = self
                         .position
                         .saturating_add(u64::try_from(converted - entry.len()).unwrap_or(0));
-                    self.kept_start = Some(kept_start);
+                    self.kept = Some((kept_start, u64::try_from(entry.len()).unwrap_or(0)));
                     break;
                 }
                 self.dropped_bytes += u64::try_from(entry.len()).unwrap_or(0);
             }
         }
         self.position += u64::try_from(converted).unwrap_or(0);
+        self.chunk_source_bytes += u64::try_from(converted).unwrap_or(0);
+        self.next_entry_bytes = match failure {
+            None => self.entry_bytes_at(bytes.get(converted..).unwrap_or_default()),
+            Some(_) => None,
+        };
         if preparing {
             self.workspace = Workspace::default();
         } else {
@@ -425,12 +454,165 @@ impl DownConverter {
             }
             self.source = Source::Exhausted;
         }
-        if !out.is_empty() {
+        if out.is_empty() {
+            // Nothing converted yet (control batches, records below the fetch offset): no chunk
+            // is being built, and the buffer waits for the next piece.
+            self.chunk_source_bytes = 0;
+            self.spare = out;
+        } else {
             self.stats.largest_output_piece_bytes =
                 self.stats.largest_output_piece_bytes.max(out.len());
             self.ready = Some(out);
         }
         Ok(())
+    }
+
+    /// The length of the entry `rest` starts with, if its header is there and the length is one a
+    /// read may ask for (a bad length is reported when that entry is fed).
+    fn entry_bytes_at(&self, rest: &[u8]) -> Option<u64> {
+        match legacy::entry_bytes(rest) {
+            Ok(Some(total)) if (ENTRY_BYTES_MIN..=self.config.batch_bytes_max).contains(&total) => {
+                u64::try_from(total).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// The buffer a new chunk (or the prepare phase's first batch) is built in: the one the caller
+    /// handed back, or a new one, with room for the output expected. v0/v1 entries are a few percent
+    /// larger than v2 records of 1 KiB, so a quarter more than the source is one allocation in the
+    /// common case; `convert_entry` still reserves per batch when a batch of tiny records grows
+    /// more. While writing, the room is for the whole chunk (or what is left of the source), so the
+    /// reads that fill it do not grow it step by step.
+    fn output_buffer(&mut self, piece_bytes: usize, preparing: bool) -> Vec<u8> {
+        let expected = if preparing {
+            piece_bytes
+        } else {
+            let left = self.source_end.saturating_sub(self.position);
+            usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(self.config.chunk_bytes)
+                .max(piece_bytes)
+        };
+        let mut buffer = std::mem::take(&mut self.spare);
+        buffer.clear();
+        buffer.reserve(expected.saturating_add(expected / 4));
+        buffer
+    }
+
+    /// Whether more source may be converted.
+    fn source_open(&self) -> bool {
+        matches!(self.source, Source::Open) && self.position < self.source_end
+    }
+
+    /// Whether the chunk being built goes out now: it covers the declared size, the source has
+    /// nothing more, its output has reached `chunk_bytes`, or the next batch (when its length is
+    /// known) would take its source past `chunk_bytes`.
+    fn chunk_is_due(&self, remaining: u64) -> bool {
+        let built = u64::try_from(self.ready.as_ref().map_or(0, Vec::len)).unwrap_or(u64::MAX);
+        let chunk = u64::try_from(self.config.chunk_bytes).unwrap_or(u64::MAX);
+        built >= remaining
+            || built >= chunk
+            || !self.source_open()
+            || self
+                .chunk_source_bytes
+                .saturating_add(self.next_entry_bytes.unwrap_or(1))
+                > chunk
+    }
+
+    /// Bytes to ask for next while writing: when the next batch's length is known, as many whole
+    /// batches of that length as fit in `read_bytes` and in what is left of the chunk (at least
+    /// that one), plus the next entry's header when it fits too, so the read after knows its
+    /// length; otherwise `read_bytes` (at least a batch header, so a length is always learnt).
+    /// Reading whole batches matters: a read that cuts a batch reads its start twice.
+    fn write_request_len(&self) -> u64 {
+        let read = u64::try_from(self.config.read_bytes).unwrap_or(u64::MAX);
+        let chunk = u64::try_from(self.config.chunk_bytes).unwrap_or(u64::MAX);
+        let room = read.min(chunk.saturating_sub(self.chunk_source_bytes));
+        let header = u64::try_from(LOG_OVERHEAD_BYTES).unwrap_or(12);
+        match self.next_entry_bytes {
+            Some(entry) if entry > 0 => {
+                let batches = (room / entry).max(1);
+                let len = batches.saturating_mul(entry);
+                if len.saturating_add(header) <= room {
+                    len + header
+                } else {
+                    len
+                }
+            }
+            _ => room.max(u64::try_from(BATCH_HEADER_BYTES).unwrap_or(61)),
+        }
+    }
+
+    /// Hands back the buffer of a [`Write::Output`] the caller has written: the next chunk is built
+    /// in it (cleared, capacity kept) instead of a new allocation. The larger of it and a buffer
+    /// already held is kept.
+    pub fn reuse_buffer(&mut self, buffer: Vec<u8>) {
+        if buffer.capacity() > self.spare.capacity() {
+            self.spare = buffer;
+        }
+    }
+
+    /// Takes the buffer handed back with [`DownConverter::reuse_buffer`] and not used since (after
+    /// [`Write::Done`], for the next partition's converter); empty if there is none.
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Reduces a prepared converter that has not written yet to what its write phase needs (the
+    /// kept first batch released, as [`DownConverter::release_prepared_output`] does): what a
+    /// response keeps for each partition until its turn on the wire, about a hundred bytes instead
+    /// of the converter (a few hundred) and the buffers it may hold. [`DownConverter::resume`]
+    /// continues it with no byte changed.
+    pub fn park(mut self) -> Result<Parked, RecordError> {
+        self.release_prepared_output();
+        let Some(prepared) = self.prepared else {
+            return Err(RecordError::InvalidRecord {
+                reason: "down-converter parked before it was prepared",
+            });
+        };
+        if self.yielded_bytes > 0 || self.requested.is_some() || self.ready.is_some() {
+            return Err(RecordError::InvalidRecord {
+                reason: "down-converter parked while writing",
+            });
+        }
+        Ok(Parked {
+            target: self.target,
+            exhausted: matches!(self.source, Source::Exhausted),
+            fetch_offset: self.fetch_offset,
+            source_end: self.source_end,
+            position: self.position,
+            next_entry_bytes: self.next_entry_bytes.unwrap_or(0),
+            prepared,
+            stats: self.stats,
+        })
+    }
+
+    /// A converter that continues a [`Parked`] one (with the same `config` it was prepared with).
+    pub fn resume(parked: Parked, config: DownConvertConfig) -> Self {
+        Self {
+            config: normalized(config),
+            target: parked.target,
+            fetch_offset: parked.fetch_offset,
+            source_end: parked.source_end,
+            position: parked.position,
+            requested: None,
+            source: if parked.exhausted {
+                Source::Exhausted
+            } else {
+                Source::Open
+            },
+            prepared: Some(parked.prepared),
+            dropped_bytes: parked.prepared.dropped_bytes,
+            ready: None,
+            chunk_source_bytes: 0,
+            next_entry_bytes: (parked.next_entry_bytes > 0).then_some(parked.next_entry_bytes),
+            spare: Vec::new(),
+            kept: None,
+            yielded_bytes: 0,
+            stats: parked.stats,
+            workspace: Workspace::default(),
+        }
     }
 
     /// Drops the converted batch the prepare phase kept, so that a prepared converter holds no
@@ -442,9 +624,11 @@ impl DownConverter {
     /// nothing.
     pub fn release_prepared_output(&mut self) {
         if self.prepared.is_some() && self.yielded_bytes == 0 && self.requested.is_none() {
-            if let (Some(_), Some(start)) = (self.ready.take(), self.kept_start.take()) {
+            if let (Some(_), Some((start, len))) = (self.ready.take(), self.kept.take()) {
                 self.position = start;
                 self.source = Source::Open;
+                self.next_entry_bytes = Some(len);
+                self.chunk_source_bytes = 0;
             }
         }
     }
@@ -457,28 +641,64 @@ impl DownConverter {
         };
         let remaining = declared.saturating_sub(self.yielded_bytes);
         if remaining == 0 {
+            // A buffer handed back stays for `take_buffer`; nothing else is held.
             self.ready = None;
             self.workspace = Workspace::default();
             return Ok(Write::Done);
         }
-        if let Some(mut output) = self.ready.take() {
-            let len = u64::try_from(output.len()).unwrap_or(u64::MAX);
-            if len > remaining {
-                output.truncate(usize::try_from(remaining).unwrap_or(usize::MAX));
+        if self.chunk_is_due(remaining) {
+            if let Some(mut output) = self.ready.take() {
+                let len = u64::try_from(output.len()).unwrap_or(u64::MAX);
+                if len > remaining {
+                    output.truncate(usize::try_from(remaining).unwrap_or(usize::MAX));
+                }
+                self.yielded_bytes += u64::try_from(output.len()).unwrap_or(0);
+                self.chunk_source_bytes = 0;
+                return Ok(Write::Output(output));
             }
-            self.yielded_bytes += u64::try_from(output.len()).unwrap_or(0);
-            return Ok(Write::Output(output));
         }
         if let Some(range) = self.requested {
             return Ok(Write::Read(range));
         }
-        if matches!(self.source, Source::Open) && self.position < self.source_end {
-            let len = self.chunk_request_len();
+        if self.source_open() {
+            let len = self.write_request_len();
             return Ok(Write::Read(self.request(len)));
         }
         let piece = overflow_piece(remaining);
         self.yielded_bytes += u64::try_from(piece.len()).unwrap_or(0);
         Ok(Write::Output(piece))
+    }
+}
+
+/// A prepared converter waiting for its turn on the wire ([`DownConverter::park`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parked {
+    target: Magic,
+    exhausted: bool,
+    fetch_offset: i64,
+    source_end: u64,
+    position: u64,
+    /// 0 when unknown.
+    next_entry_bytes: u64,
+    prepared: Prepared,
+    stats: Stats,
+}
+
+impl Parked {
+    /// The declared size fixed by the prepare phase.
+    pub fn declared_bytes(&self) -> u64 {
+        self.prepared.declared_bytes
+    }
+}
+
+/// `config` with its sizes brought into range: a chunk of at least one byte, reads of at most a
+/// chunk.
+fn normalized(config: DownConvertConfig) -> DownConvertConfig {
+    let chunk_bytes = config.chunk_bytes.max(1);
+    DownConvertConfig {
+        chunk_bytes,
+        read_bytes: config.read_bytes.clamp(1, chunk_bytes),
+        ..config
     }
 }
 

@@ -1037,3 +1037,138 @@ fn entries_len(src: &[u8]) -> (usize, usize) {
     }
     (count, largest)
 }
+
+/// The lazy converter driven as the broker drives it since session 4: prepared, parked until its
+/// turn, resumed, and every written chunk's buffer handed back for the next one. Returns the bytes,
+/// the write phase's reads, the output pieces' lengths, and how many distinct buffers held them.
+fn lazy_parked(
+    src: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> (Vec<u8>, Vec<SourceRange>, Vec<usize>, usize) {
+    let mut converter = DownConverter::new(
+        u64::try_from(src.len()).expect("len"),
+        target,
+        fetch_offset,
+        config,
+    )
+    .expect("converter");
+    let read = |range: SourceRange| {
+        let start = usize::try_from(range.start).expect("start").min(src.len());
+        &src[start..start.saturating_add(range.len).min(src.len())]
+    };
+    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+        converter.feed(read(range)).expect("feed");
+    }
+    let parked = converter.park().expect("park");
+    let mut converter = DownConverter::resume(parked, config);
+    let (mut out, mut reads, mut pieces, mut buffers) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let mut last_buffer: Option<*const u8> = None;
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => {
+                reads.push(range);
+                converter.feed(read(range)).expect("feed");
+            }
+            Write::Output(piece) => {
+                out.extend_from_slice(&piece);
+                pieces.push(piece.len());
+                if last_buffer != Some(piece.as_ptr()) {
+                    buffers += 1;
+                    last_buffer = Some(piece.as_ptr());
+                }
+                converter.reuse_buffer(piece);
+            }
+            Write::Done => break,
+        }
+    }
+    (out, reads, pieces, buffers)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn parking_and_reusing_one_buffer_changes_no_byte(
+        (src, _) in arbitrary_slice(),
+        chunk_bytes in 1usize..4096,
+        read_bytes in 1usize..4096,
+        fetch_offset in 0i64..20,
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        let config = DownConvertConfig { chunk_bytes, read_bytes, ..DownConvertConfig::default() };
+        if let Ok((reference, _)) = down_convert_eager(&src, target, fetch_offset, &config) {
+            let (out, reads, _, _) = lazy_parked(&src, target, fetch_offset, config);
+            prop_assert_eq!(out, reference);
+            // One read is at most `read_bytes` (a batch header at least), or one whole batch.
+            let (_, largest) = entries_len(&src);
+            let bound = read_bytes.min(chunk_bytes).max(BATCH_HEADER_BYTES).max(largest);
+            for range in reads {
+                prop_assert!(range.len <= bound, "{:?} > {}", range, bound);
+            }
+        }
+    }
+}
+
+#[test]
+fn chunks_are_built_from_whole_batch_reads_in_one_reused_buffer() {
+    // 64 batches of 16 × 1 KiB (16.6 KiB each, as the memory bench stores them), 128 KiB chunks,
+    // 32 KiB reads.
+    let src = kib_batches(64, 16);
+    let batch = legacy::entry_bytes(&src).expect("entry").expect("some");
+    let config = DownConvertConfig::default();
+    assert_eq!(
+        (config.chunk_bytes, config.read_bytes),
+        (128 * 1024, 32 * 1024)
+    );
+    let (out, reads, pieces, buffers) = lazy_parked(&src, Magic::V1, 0, config);
+    assert_eq!(out, eager(&src, Magic::V1, 0));
+    // Each read is one whole batch plus the next batch's 12-byte header (which tells its
+    // length), so no batch is read twice: the write phase reads the slice once, plus 12 bytes a
+    // read.
+    for range in &reads {
+        assert!(range.len <= batch + LOG_OVERHEAD_BYTES, "{range:?}");
+    }
+    let read_bytes: usize = reads.iter().map(|range| range.len).sum();
+    assert!(read_bytes <= src.len() + reads.len() * LOG_OVERHEAD_BYTES);
+    // Chunks of whole batches up to 128 KiB of source: 7 batches, about 120 KiB converted.
+    assert!(pieces.iter().all(|&len| len <= 128 * 1024), "{pieces:?}");
+    assert!(pieces.len() <= 64 / 7 + 1, "{pieces:?}");
+    // Every chunk was built in the same buffer.
+    assert_eq!(buffers, 1);
+}
+
+#[test]
+fn a_parked_converter_is_about_a_hundred_bytes() {
+    // What a response keeps per partition waiting for its turn (the converter itself is a few
+    // hundred bytes; 250 partitions × 100 slow responses multiply it).
+    assert!(
+        std::mem::size_of::<Parked>() <= 128,
+        "{}",
+        std::mem::size_of::<Parked>()
+    );
+    assert!(std::mem::size_of::<DownConverter>() > std::mem::size_of::<Parked>());
+}
+
+#[test]
+fn parking_before_the_prepare_phase_or_while_writing_is_refused() {
+    let src = kib_batches(4, 4);
+    let config = DownConvertConfig::default();
+    let converter = DownConverter::new(src.len() as u64, Magic::V1, 0, config).expect("new");
+    assert!(converter.park().is_err());
+    let mut converter = DownConverter::new(src.len() as u64, Magic::V1, 0, config).expect("new");
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => {
+                let start = range.start as usize;
+                converter
+                    .feed(&src[start..(start + range.len).min(src.len())])
+                    .expect("feed");
+            }
+            Write::Output(_) => break,
+            Write::Done => panic!("no output"),
+        }
+    }
+    assert!(converter.park().is_err());
+}
