@@ -971,6 +971,32 @@ proptest! {
     }
 }
 
+/// The bytes of `src` a converter asks for (cut at its end, as a short read from disk would be).
+fn source_range(src: &[u8], range: SourceRange) -> &[u8] {
+    let start = usize::try_from(range.start).expect("start").min(src.len());
+    &src[start..start.saturating_add(range.len).min(src.len())]
+}
+
+/// A lazy converter over `src` with its prepare phase done.
+fn prepared(
+    src: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> DownConverter {
+    let mut converter = DownConverter::new(
+        u64::try_from(src.len()).expect("len"),
+        target,
+        fetch_offset,
+        config,
+    )
+    .expect("converter");
+    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+        converter.feed(source_range(src, range)).expect("feed");
+    }
+    converter
+}
+
 /// The lazy converter driven as the broker drives it: prepared, the kept first batch released,
 /// then written.
 fn lazy_released(
@@ -979,20 +1005,8 @@ fn lazy_released(
     fetch_offset: i64,
     config: DownConvertConfig,
 ) -> Vec<u8> {
-    let mut converter = DownConverter::new(
-        u64::try_from(src.len()).expect("len"),
-        target,
-        fetch_offset,
-        config,
-    )
-    .expect("converter");
-    let read = |range: SourceRange| {
-        let start = usize::try_from(range.start).expect("start").min(src.len());
-        &src[start..start.saturating_add(range.len).min(src.len())]
-    };
-    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
-        converter.feed(read(range)).expect("feed");
-    }
+    let mut converter = prepared(src, target, fetch_offset, config);
+    let read = |range| source_range(src, range);
     converter.release_prepared_output();
     let mut out = Vec::new();
     loop {
@@ -1047,21 +1061,10 @@ fn lazy_parked(
     fetch_offset: i64,
     config: DownConvertConfig,
 ) -> (Vec<u8>, Vec<SourceRange>, Vec<usize>, usize) {
-    let mut converter = DownConverter::new(
-        u64::try_from(src.len()).expect("len"),
-        target,
-        fetch_offset,
-        config,
-    )
-    .expect("converter");
-    let read = |range: SourceRange| {
-        let start = usize::try_from(range.start).expect("start").min(src.len());
-        &src[start..start.saturating_add(range.len).min(src.len())]
-    };
-    while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
-        converter.feed(read(range)).expect("feed");
-    }
-    let parked = converter.park().expect("park");
+    let parked = prepared(src, target, fetch_offset, config)
+        .park()
+        .expect("park");
+    let read = |range| source_range(src, range);
     let mut converter = DownConverter::resume(parked, config);
     let (mut out, mut reads, mut pieces, mut buffers) = (Vec::new(), Vec::new(), Vec::new(), 0);
     let mut last_buffer: Option<*const u8> = None;
