@@ -42,7 +42,8 @@ struct Cli {
 enum Command {
     /// C slow legacy consumers of 250 MB fetches; samples the broker's RSS.
     Memory(MemoryArgs),
-    /// One consumer reading 12 partitions with modern and legacy fetches; chunk-size sweep.
+    /// One consumer reading 12 partitions (or --partitions) with modern and legacy fetches;
+    /// chunk-size sweep.
     Throughput(ThroughputArgs),
     /// The same bytes through a plain loopback TCP socket pair.
     Baseline(BaselineArgs),
@@ -232,10 +233,14 @@ struct MemoryArgs {
 struct ThroughputArgs {
     #[command(flatten)]
     broker: BrokerArgs,
-    /// Messages per partition (12 partitions). The default makes a pass about 400 MB, long enough
-    /// (a tenth of a second or more at loopback speed) that timer and scheduling noise stay small.
+    /// Messages per partition. The default makes a pass of 12 partitions about 400 MB, long
+    /// enough (a tenth of a second or more at loopback speed) that timer and scheduling noise stay
+    /// small; with more partitions, lower it to keep the pass that size.
     #[arg(long, default_value_t = 32768)]
     messages_per_partition: u64,
+    /// Partitions of the topic (issue #20: throughput spread over 1,000 partitions against 12).
+    #[arg(long, default_value_t = throughput::PARTITION_COUNT_DEFAULT)]
+    partitions: i32,
     /// Timed passes per Fetch version.
     #[arg(long, default_value_t = 5)]
     passes: usize,
@@ -391,8 +396,16 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    if !(1..=i32::try_from(skiff_bench::responses::PARTITIONS_MAX).unwrap_or(i32::MAX))
+        .contains(&args.partitions)
+    {
+        bail!(
+            "--partitions must be 1 to {}",
+            skiff_bench::responses::PARTITIONS_MAX
+        );
+    }
     let spec = ThroughputSpec {
-        partition_count: throughput::PARTITION_COUNT_DEFAULT,
+        partition_count: args.partitions,
         records_per_partition: args.messages_per_partition,
         records_per_batch: 16,
         produce_in_flight: 4,

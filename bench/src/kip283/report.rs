@@ -273,7 +273,9 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
         _ => md.push_str("Not measured.\n\n"),
     }
     let mut throughput_svg = None;
-    md.push_str("## Throughput (one consumer, 12 partitions, 1 kB messages)\n\n");
+    md.push_str(
+        "## Throughput (one consumer, 1 kB messages, 12 partitions unless the command says `--partitions`)\n\n",
+    );
     if let Some(record) = &inputs.throughput {
         run_header(&mut md, record);
         if record.truncated {

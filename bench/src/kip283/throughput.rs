@@ -1,9 +1,9 @@
-//! KIP-283's throughput test: one topic of 12 partitions of 1 kB messages, one consumer reading it
-//! start to end several times, modern (Fetch v4, as stored) against legacy v2→v1 (Fetch v2) and
-//! v2→v0 (Fetch v0), for each down-conversion setting (chunk sizes, and eager), plus produce
-//! throughput. The first pass of every version is a verified one and is not counted. Each version
-//! is read through every listener asked for (PLAINTEXT, and SSL for issue #8's TLS cost) on the
-//! same broker and topic, so the two sit side by side in one run.
+//! KIP-283's throughput test: one topic of 12 partitions (or `--partitions`) of 1 kB messages, one
+//! consumer reading it start to end several times, modern (Fetch v4, as stored) against legacy
+//! v2→v1 (Fetch v2) and v2→v0 (Fetch v0), for each down-conversion setting (chunk sizes, and
+//! eager), plus produce throughput. The first pass of every version is a verified one and is not
+//! counted. Each version is read through every listener asked for (PLAINTEXT, and SSL for issue
+//! #8's TLS cost) on the same broker and topic, so the two sit side by side in one run.
 //!
 //! Must never: count an unverified version (if the verified pass fails, the run fails), or run past
 //! the run's deadline.
