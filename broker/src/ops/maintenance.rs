@@ -1,9 +1,8 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose
-//! topic sets `flush.ms` even when no append comes to trigger it, and flushes every log at each
-//! retention check (`log.retention.check.interval.ms`) so crash recovery never rescans more than
-//! that interval's appends; every `log.flush.offset.checkpoint.interval.ms` syncs the logs with
-//! unsynced data and writes the directory's offset checkpoint (Kafka's recovery-point
-//! checkpoint), so a clean shutdown has only what came since to sync; samples this node's load
+//! topic sets `flush.ms` even when no append comes to trigger it; every
+//! `log.flush.offset.checkpoint.interval.ms` syncs the logs with unsynced data and writes the
+//! directory's offset checkpoint (Kafka's recovery-point checkpoint), which bounds what a restart
+//! after a crash rescans and leaves a clean shutdown only what came since to sync; samples this node's load
 //! and traffic every 5 s and publishes them to `R/load/<id>` for placement and the shedder. Runs
 //! blocking file work on the blocking pool so no request waits behind it.
 //!
@@ -182,12 +181,11 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                     }
                 }
             }
-            // A topic with a flush policy (`flush.ms`, `flush.messages`) fsyncs here every
-            // `flush.ms` and at every check, which also advances the recovery point and bounds how
-            // much log a restart after a crash rescans. Without one the log is
-            // `PersistMode::Buffer` and this call syncs nothing: the page cache holds new data
-            // until the kernel writes it (`partition::topics::log_config`).
-            if flush_due || check_due {
+            // A topic with `flush.ms` fsyncs here every `flush.ms` even without appends. Every
+            // other sync (and the bound on what a crash makes recovery rescan) is the periodic
+            // offset checkpoint's, whatever the log's `PersistMode`: a flush of every log at each
+            // retention check too would only sync again what the checkpoint syncs.
+            if flush_due {
                 if let Err(error) = log.flush() {
                     tracing::error!(topic = %topic.name, partition = partition.index, %error, "flush");
                 }
