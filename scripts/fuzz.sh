@@ -8,6 +8,9 @@
 #
 # SKIFF_FUZZ_RUNS=N also stops each target after N executions (whichever comes first), e.g.
 # `SKIFF_FUZZ_RUNS=10000000 scripts/fuzz.sh 7200` for the 10 M executions or 2 hours per target.
+# SKIFF_FUZZ_CPU_SECONDS=N stops each target gracefully (SIGUSR1: libFuzzer prints its figures and
+# exits 0) once its process has used N seconds of CPU, for the "2 CPU-hours" of the slow targets:
+# wall time says little on a shared machine, e.g. under `chrt --idle 0` beside other work.
 # SKIFF_FUZZ_NO_BUILD=1 skips the build step and runs the binaries already built.
 #
 # Exits non-zero if any target crashed; the crashing input is in fuzz/artifacts/<target>/.
@@ -32,7 +35,17 @@ if [ -n "${SKIFF_FUZZ_RUNS:-}" ]; then
   runs=(-runs="$SKIFF_FUZZ_RUNS")
 fi
 bin_dir="$PWD/fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
-printf '%-20s %12s %8s %8s %8s %s\n' target executions exec/s cov ft crashes
+# A running process's CPU seconds (user + system: /proc/PID/stat's fields 14 and 15); fails once
+# it has exited (a zombie waiting for `wait` still has a stat file).
+cpu_seconds() {
+  local stat fields
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  read -r -a fields <<<"$stat"
+  [ "${fields[0]}" != Z ] || return 1
+  echo $(((fields[11] + fields[12]) / $(getconf CLK_TCK)))
+}
+printf '%-20s %12s %8s %8s %8s %7s %s\n' target executions exec/s cov ft cpu_s crashes
 failed=0
 for target in "${targets[@]}"; do
   scratch="$logs/corpus-$target"
@@ -45,7 +58,18 @@ for target in "${targets[@]}"; do
   # changed meanwhile, and the targets of one run would then test different code. One process,
   # no -jobs: with -jobs libFuzzer moves its output (and the figures) to fuzz-N.log.
   "$bin_dir/$target" "$scratch" "$corpus" -max_total_time="$seconds" "${runs[@]}" -print_final_stats=1 \
-    -artifact_prefix="$PWD/fuzz/artifacts/$target/" >"$log" 2>&1 || status=$?
+    -artifact_prefix="$PWD/fuzz/artifacts/$target/" >"$log" 2>&1 &
+  pid=$!
+  used=0
+  while now=$(cpu_seconds "$pid"); do
+    used=$now
+    if [ -n "${SKIFF_FUZZ_CPU_SECONDS:-}" ] && [ "$used" -ge "$SKIFF_FUZZ_CPU_SECONDS" ]; then
+      kill -USR1 "$pid" 2>/dev/null || true
+      break
+    fi
+    sleep 2
+  done
+  wait "$pid" || status=$?
   executions=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   rate=$(grep -oE '^stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+')
@@ -57,7 +81,8 @@ for target in "${targets[@]}"; do
     echo "--- $target failed (exit $status), log: $log" >&2
     grep -E 'panicked|SUMMARY|Test unit written' "$log" >&2 || true
   fi
-  printf '%-20s %12s %8s %8s %8s %s\n' "$target" "${executions:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$crashes"
+  printf '%-20s %12s %8s %8s %8s %7s %s\n' "$target" "${executions:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
+    "$used" "$crashes"
 done
 echo "logs: $logs"
 exit "$failed"
