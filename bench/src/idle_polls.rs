@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{fetch_request, Connection};
 use crate::kip283::machine::Machine;
-use crate::kip283::produce::{produce, ProduceSpec};
+use crate::kip283::produce::{produce, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX};
 use crate::kip283::stats::Spread;
 use crate::latency::run::FETCH_VERSION;
 use crate::responses::fetch_v4;
@@ -142,6 +142,7 @@ pub async fn measure(spec: &IdlePollsSpec, command: String) -> anyhow::Result<Id
                     records_per_partition: spec.records_per_partition,
                     records_per_batch: spec.records_per_batch,
                     in_flight: spec.in_flight,
+                    request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
                 },
             )
             .await;

@@ -18,6 +18,7 @@ use skiff_bench::kip283::broker::{
 };
 use skiff_bench::kip283::machine::{unix_seconds_now, Machine};
 use skiff_bench::kip283::memory::{self, MemorySpec};
+use skiff_bench::kip283::produce::PRODUCE_REQUEST_BYTES_MAX;
 use skiff_bench::kip283::report::{self, Inputs, RunRecord};
 use skiff_bench::kip283::stats::Spread;
 use skiff_bench::kip283::throughput::{
@@ -241,6 +242,10 @@ struct ThroughputArgs {
     /// Partitions of the topic (issue #20: throughput spread over 1,000 partitions against 12).
     #[arg(long, default_value_t = throughput::PARTITION_COUNT_DEFAULT)]
     partitions: i32,
+    /// KiB of batches per Produce request at most (Kafka's producer `max.request.size`, 1 MiB by
+    /// default); 0 puts every partition's batch of a round in one request, as before this flag.
+    #[arg(long, default_value_t = PRODUCE_REQUEST_BYTES_MAX >> 10)]
+    produce_request_kib: usize,
     /// Timed passes per Fetch version.
     #[arg(long, default_value_t = 5)]
     passes: usize,
@@ -409,6 +414,10 @@ async fn run_throughput(args: ThroughputArgs) -> anyhow::Result<()> {
         records_per_partition: args.messages_per_partition,
         records_per_batch: 16,
         produce_in_flight: 4,
+        produce_request_bytes_max: match args.produce_request_kib {
+            0 => usize::MAX,
+            kib => kib.saturating_mul(1 << 10),
+        },
         pass_count: args.passes,
         seconds_max: args.seconds,
         securities,
@@ -701,6 +710,7 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
         records_per_partition: 256,
         records_per_batch: 16,
         produce_in_flight: 4,
+        produce_request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
         pass_count: 1,
         seconds_max: 60,
         securities: vec![SecurityProtocol::Plaintext],

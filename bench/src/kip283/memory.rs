@@ -124,6 +124,7 @@ pub async fn measure(
             records_per_partition: spec.records_per_partition,
             records_per_batch: spec.records_per_batch,
             in_flight: spec.produce_in_flight,
+            request_bytes_max: super::produce::PRODUCE_REQUEST_BYTES_MAX,
         },
     )
     .await?;

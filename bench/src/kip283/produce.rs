@@ -1,5 +1,8 @@
 //! Fills a topic with KIP-283's data: 1 kB values, key `k<offset>`, in uncompressed v2 batches,
-//! with several Produce requests in flight, and measures how fast the broker takes them.
+//! with several Produce requests in flight, and measures how fast the broker takes them. Like
+//! Kafka's producer, it puts one batch per partition in a request until the request would pass
+//! [`ProduceSpec::request_bytes_max`] (`max.request.size`), so a topic of many partitions is
+//! filled with requests of the same size as a topic of few, not with one huge request a round.
 //!
 //! Must never: produce to a topic it did not create (offsets must start at 0 for verification), or
 //! keep more than [`ProduceSpec::in_flight`] requests outstanding.
@@ -19,6 +22,12 @@ use crate::client::Connection;
 /// Record timestamp (fixed, so runs are byte-identical).
 const TIMESTAMP_MS: i64 = 1_700_000_000_000;
 
+/// The default cap on one Produce request's batch bytes: Kafka's producer `max.request.size`
+/// default, 1,048,576 bytes (librdkafka's `message.max.bytes` is the same). Without it, 1,000
+/// partitions of 16 kB batches made 16 MB requests that the broker (one request at a time per
+/// connection, as Kafka) could not overlap with the client's next one.
+pub const PRODUCE_REQUEST_BYTES_MAX: usize = 1 << 20;
+
 /// What to produce.
 #[derive(Debug, Clone)]
 pub struct ProduceSpec {
@@ -32,6 +41,9 @@ pub struct ProduceSpec {
     pub records_per_batch: u64,
     /// Produce requests in flight.
     pub in_flight: usize,
+    /// Batch bytes per Produce request at most (one batch goes alone if larger): see
+    /// [`PRODUCE_REQUEST_BYTES_MAX`].
+    pub request_bytes_max: usize,
 }
 
 /// How producing went.
@@ -89,18 +101,34 @@ pub async fn produce(bootstrap: &str, spec: &ProduceSpec) -> anyhow::Result<Prod
         let count = spec
             .records_per_batch
             .min(spec.records_per_partition - next);
-        let mut per_partition = Vec::with_capacity(usize::try_from(spec.partition_count)?);
+        // Each request goes as soon as it is full, while the rest of the round is built, as
+        // Kafka's sender drains full batches while the application adds records.
+        let mut filler = RequestFiller::new(spec.request_bytes_max);
         for partition in 0..spec.partition_count {
             let one = batch(next, count)?;
             batch_bytes += u64::try_from(one.len())?;
-            per_partition.push((partition, Bytes::from(one)));
+            if let Some(full) = filler.push(partition, Bytes::from(one)) {
+                send(
+                    &mut connection,
+                    &spec.topic,
+                    &mut pending,
+                    spec.in_flight,
+                    &full,
+                )
+                .await?;
+            }
+        }
+        if let Some(last) = filler.finish() {
+            send(
+                &mut connection,
+                &spec.topic,
+                &mut pending,
+                spec.in_flight,
+                &last,
+            )
+            .await?;
         }
         next += count;
-        if pending.len() >= spec.in_flight.max(1) {
-            let id = pending.pop_front().context("pending")?;
-            connection.receive_produce(id).await?;
-        }
-        pending.push_back(connection.send_produce(&spec.topic, &per_partition).await?);
     }
     while let Some(id) = pending.pop_front() {
         connection.receive_produce(id).await?;
@@ -110,4 +138,106 @@ pub async fn produce(bootstrap: &str, spec: &ProduceSpec) -> anyhow::Result<Prod
         batch_bytes,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Gathers batches, in order, into requests of at most `request_bytes_max` batch bytes each (a
+/// longer batch alone), as Kafka's producer drains a node's batches up to `max.request.size`.
+struct RequestFiller {
+    request_bytes_max: usize,
+    bytes: usize,
+    batches: Vec<(i32, Bytes)>,
+}
+
+impl RequestFiller {
+    fn new(request_bytes_max: usize) -> Self {
+        Self {
+            request_bytes_max,
+            bytes: 0,
+            batches: Vec::new(),
+        }
+    }
+
+    /// Adds a batch; returns the request it closed, if it did not fit there.
+    fn push(&mut self, partition: i32, batch: Bytes) -> Option<Vec<(i32, Bytes)>> {
+        let full = (!self.batches.is_empty()
+            && self.bytes.saturating_add(batch.len()) > self.request_bytes_max)
+            .then(|| {
+                self.bytes = 0;
+                std::mem::take(&mut self.batches)
+            });
+        self.bytes = self.bytes.saturating_add(batch.len());
+        self.batches.push((partition, batch));
+        full
+    }
+
+    /// The last request, if any batch is left.
+    fn finish(&mut self) -> Option<Vec<(i32, Bytes)>> {
+        self.bytes = 0;
+        (!self.batches.is_empty()).then(|| std::mem::take(&mut self.batches))
+    }
+}
+
+/// Sends one Produce request of `batches`, first waiting for the oldest answer if `in_flight` are
+/// outstanding.
+async fn send(
+    connection: &mut Connection,
+    topic: &str,
+    pending: &mut VecDeque<i32>,
+    in_flight: usize,
+    batches: &[(i32, Bytes)],
+) -> anyhow::Result<()> {
+    if pending.len() >= in_flight.max(1) {
+        let id = pending.pop_front().context("pending")?;
+        connection.receive_produce(id).await?;
+    }
+    pending.push_back(connection.send_produce(topic, batches).await?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The partitions of each request a filler makes of batches of these lengths.
+    fn requests(lengths: &[usize], request_bytes_max: usize) -> Vec<Vec<i32>> {
+        let mut filler = RequestFiller::new(request_bytes_max);
+        let partitions = |request: Vec<(i32, Bytes)>| -> Vec<i32> {
+            request
+                .into_iter()
+                .map(|(partition, _)| partition)
+                .collect()
+        };
+        let mut requests = Vec::new();
+        for (partition, &len) in (0..).zip(lengths) {
+            if let Some(full) = filler.push(partition, Bytes::from(vec![0; len])) {
+                requests.push(partitions(full));
+            }
+        }
+        requests.extend(filler.finish().map(partitions));
+        requests
+    }
+
+    #[test]
+    fn batches_fill_requests_up_to_the_cap_in_order() {
+        assert_eq!(
+            requests(&[400, 400, 400, 100], 1000),
+            [vec![0, 1], vec![2, 3]]
+        );
+        assert_eq!(requests(&[400, 600, 1], 1000), [vec![0, 1], vec![2]]);
+    }
+
+    #[test]
+    fn a_batch_over_the_cap_goes_alone_and_nothing_is_left_out() {
+        assert_eq!(requests(&[10, 5000, 10], 1000), [vec![0], vec![1], vec![2]]);
+        assert!(requests(&[], 1000).is_empty());
+        let spread = requests(&[16_800; 1000], PRODUCE_REQUEST_BYTES_MAX);
+        assert_eq!(spread.first().map(Vec::len), Some(62));
+        let all: Vec<i32> = spread.into_iter().flatten().collect();
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_unbounded_cap_keeps_one_request_a_round() {
+        assert_eq!(requests(&[16_800; 1000], usize::MAX).len(), 1);
+    }
 }

@@ -114,6 +114,10 @@ pub struct ThroughputSpec {
     pub records_per_batch: u64,
     /// Produce requests in flight.
     pub produce_in_flight: usize,
+    /// Batch bytes per Produce request at most (records written before it existed had none: one
+    /// request a round, every partition's batch in it).
+    #[serde(default = "unbounded_request_bytes")]
+    pub produce_request_bytes_max: usize,
     /// Timed passes per version (after the verified one).
     pub pass_count: usize,
     /// Cap on the whole run.
@@ -122,6 +126,11 @@ pub struct ThroughputSpec {
     pub securities: Vec<SecurityProtocol>,
     /// Fetch versions read, in order (normally all of [`VERSIONS`]; one alone for a profile).
     pub versions: Vec<i16>,
+}
+
+/// What a record written before [`ThroughputSpec::produce_request_bytes_max`] existed did.
+fn unbounded_request_bytes() -> usize {
+    usize::MAX
 }
 
 /// Passes of one Fetch version against one setting.
@@ -173,6 +182,7 @@ pub async fn measure(
             records_per_partition: spec.records_per_partition,
             records_per_batch: spec.records_per_batch,
             in_flight: spec.produce_in_flight,
+            request_bytes_max: spec.produce_request_bytes_max,
         },
     )
     .await?;
