@@ -280,6 +280,10 @@ struct BaselineArgs {
     /// Transfers.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
+    /// Also time each transfer sent with `sendfile` from a file of this many MiB (the limit for
+    /// serving stored bytes; 800 is a throughput pass), after the plain one.
+    #[arg(long)]
+    sendfile_file_mib: Option<u64>,
     /// Where the JSON record goes.
     #[arg(long, default_value = "bench/reports/kip283-data")]
     data: PathBuf,
@@ -340,6 +344,7 @@ fn new_record() -> RunRecord {
         truncated: false,
         memory: Vec::new(),
         baseline: Vec::new(),
+        baseline_sendfile: Vec::new(),
     }
 }
 
@@ -462,6 +467,15 @@ fn run_baseline(args: BaselineArgs) -> anyhow::Result<()> {
         let outcome = baseline::run(args.mib << 20, BASELINE_BLOCK_BYTES)?;
         eprintln!("baseline: {:.0} MB/s", outcome.bytes_per_second() / 1e6);
         record.baseline.push(outcome);
+        if let Some(file_mib) = args.sendfile_file_mib {
+            let outcome =
+                baseline::run_sendfile(args.mib << 20, BASELINE_BLOCK_BYTES, file_mib << 20)?;
+            eprintln!(
+                "baseline sendfile: {:.0} MB/s",
+                outcome.bytes_per_second() / 1e6
+            );
+            record.baseline_sendfile.push(outcome);
+        }
     }
     record.machine_after = Machine::now();
     write_record(&args.data, "baseline", &record)

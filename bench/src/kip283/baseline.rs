@@ -3,10 +3,16 @@
 //! in the consumer's read pieces, with no protocol at all. Every broker figure is also given as a
 //! fraction of this.
 //!
+//! [`run_sendfile`] is the same from a file with `sendfile`, as a broker serves modern fetches:
+//! the receiver then copies page-cache pages nobody touched since they were written (a file larger
+//! than the caches), where [`run`]'s receiver copies bytes the sender has just copied into the
+//! socket (hot in cache). It is the limit for serving stored bytes.
+//!
 //! Must never: bind anything but 127.0.0.1, or move more than the `total_bytes` asked for.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -44,6 +50,57 @@ pub fn run(total_bytes: u64, block_bytes: usize) -> anyhow::Result<BaselineOutco
         }
         Ok(())
     });
+    receive(address, blocks, block_bytes, sender)
+}
+
+/// Sends `total_bytes` in blocks of `block_bytes` with `sendfile` from a file of `file_bytes`
+/// (written first, so it is in the page cache as a broker's recent segments are), cycling through
+/// it, through a fresh loopback connection.
+pub fn run_sendfile(
+    total_bytes: u64,
+    block_bytes: usize,
+    file_bytes: u64,
+) -> anyhow::Result<BaselineOutcome> {
+    let block_bytes = block_bytes.max(1);
+    let blocks_in_file = (file_bytes / block_bytes as u64).max(1);
+    let mut file = tempfile::tempfile()?;
+    let block = vec![0x5au8; block_bytes];
+    for _ in 0..blocks_in_file {
+        file.write_all(&block)?;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    let blocks = total_bytes.div_ceil(block_bytes as u64);
+    let sender = std::thread::spawn(move || -> anyhow::Result<()> {
+        let (stream, _) = listener.accept()?;
+        for index in 0..blocks {
+            let mut offset = libc::off_t::try_from((index % blocks_in_file) * block_bytes as u64)?;
+            let mut left = block_bytes;
+            while left > 0 {
+                // SAFETY: both descriptors are open for the call (owned by `file` and `stream`),
+                // and `offset` is a valid off_t the call advances.
+                let sent = unsafe {
+                    libc::sendfile(stream.as_raw_fd(), file.as_raw_fd(), &mut offset, left)
+                };
+                if sent < 0 {
+                    return Err(std::io::Error::last_os_error().into());
+                }
+                anyhow::ensure!(sent > 0, "sendfile sent nothing");
+                left -= usize::try_from(sent)?;
+            }
+        }
+        Ok(())
+    });
+    receive(address, blocks, block_bytes, sender)
+}
+
+/// The receiving side of both baselines: reads `blocks` blocks as the consumer reads them.
+fn receive(
+    address: std::net::SocketAddr,
+    blocks: u64,
+    block_bytes: usize,
+    sender: std::thread::JoinHandle<anyhow::Result<()>>,
+) -> anyhow::Result<BaselineOutcome> {
     let mut stream = TcpStream::connect(address)?;
     stream.set_nodelay(true)?;
     let mut buffer = vec![0u8; block_bytes];
@@ -75,6 +132,13 @@ mod tests {
     fn moves_whole_blocks() {
         let outcome = run(1000, 300).unwrap();
         assert_eq!(outcome.bytes, 1200);
+        assert!(outcome.seconds >= 0.0);
+    }
+
+    #[test]
+    fn sendfile_moves_whole_blocks_cycling_through_the_file() {
+        let outcome = run_sendfile(3000, 300, 900).unwrap();
+        assert_eq!(outcome.bytes, 3000);
         assert!(outcome.seconds >= 0.0);
     }
 }

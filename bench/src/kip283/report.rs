@@ -40,6 +40,9 @@ pub struct RunRecord {
     /// Baseline transfers, if this was a baseline run.
     #[serde(default)]
     pub baseline: Vec<BaselineOutcome>,
+    /// `sendfile` baseline transfers (`baseline --sendfile-file-mib`), if any.
+    #[serde(default)]
+    pub baseline_sendfile: Vec<BaselineOutcome>,
 }
 
 /// The records the report is built from (any may be missing).
@@ -630,6 +633,7 @@ mod tests {
             truncated: false,
             memory: Vec::new(),
             baseline: Vec::new(),
+            baseline_sendfile: Vec::new(),
         };
         let results = &record.throughput;
         // PLAINTEXT figures are what they were without the SSL passes.
@@ -663,6 +667,7 @@ mod tests {
             truncated: false,
             memory: Vec::new(),
             baseline: Vec::new(),
+            baseline_sendfile: Vec::new(),
         };
         let inputs = Inputs {
             throughput: Some(record),
@@ -713,6 +718,7 @@ mod tests {
                 bytes: 4_200_000_000,
                 seconds: 1.0,
             }],
+            baseline_sendfile: Vec::new(),
         };
         let inputs = Inputs {
             throughput: Some(record.clone()),
