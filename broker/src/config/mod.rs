@@ -418,6 +418,10 @@ config_keys! {
         "Largest record batch a producer may append."
     "socket.request.max.bytes" => socket_request_max_bytes: u32 = REQUEST_BYTES_MAX_DEFAULT;
         "Largest request frame; a bigger size prefix closes the connection before anything is read."
+    "socket.send.buffer.bytes" => socket_send_buffer_bytes: i32 = -1;
+        "SO_SNDBUF of client connections in bytes; -1 (the default; Kafka's is 102400) keeps the kernel's autotuning (net.ipv4.tcp_wmem). A set size turns autotuning off and the kernel caps it at net.core.wmem_max."
+    "socket.receive.buffer.bytes" => socket_receive_buffer_bytes: i32 = -1;
+        "SO_RCVBUF of client connections in bytes; -1 (the default; Kafka's is 102400) keeps the kernel's autotuning (net.ipv4.tcp_rmem). A set size turns autotuning off and the kernel caps it at net.core.rmem_max."
     "queued.max.request.bytes" => queued_max_request_bytes: usize = QUEUED_REQUEST_BYTES_MAX_DEFAULT;
         "Bytes of request frames all connections may hold at once; a connection whose next frame does not fit waits before reading it (Kafka's key; its default -1 means no bound, Skiff's is 512 MiB). At least socket.request.max.bytes."
     "max.connections" => max_connections: usize = CONNECTIONS_MAX_DEFAULT;
@@ -822,6 +826,20 @@ impl Config {
                 "must be between 1 KiB and 64 MiB",
             ));
         }
+        for (key, bytes) in [
+            ("socket.send.buffer.bytes", self.socket_send_buffer_bytes),
+            (
+                "socket.receive.buffer.bytes",
+                self.socket_receive_buffer_bytes,
+            ),
+        ] {
+            if bytes == 0 || bytes < -1 {
+                return Err(invalid(
+                    key,
+                    "must be -1 (the kernel's autotuning) or a size in bytes",
+                ));
+            }
+        }
         if self.log_flush_interval_messages == 0 {
             return Err(invalid("log.flush.interval.messages", "must be at least 1"));
         }
@@ -976,6 +994,34 @@ mod tests {
                 cluster.min_insync_replicas
             ),
             (3, 2, 2)
+        );
+    }
+
+    #[test]
+    fn socket_buffer_sizes_take_kafka_values_or_the_kernel_default() {
+        // Kafka's shipped server.properties sets both to 102400.
+        for key in ["socket.send.buffer.bytes", "socket.receive.buffer.bytes"] {
+            for good in ["102400", "-1"] {
+                let mut config = Config::default();
+                config
+                    .apply_override(&format!("{key}={good}"))
+                    .expect("set");
+                config.validate().expect(good);
+            }
+            for bad in ["0", "-2"] {
+                let mut config = Config::default();
+                config.apply_override(&format!("{key}={bad}")).expect("set");
+                let error = config.validate().expect_err(bad).to_string();
+                assert!(error.contains(key), "{error}");
+            }
+        }
+        let defaults = Config::default();
+        assert_eq!(
+            (
+                defaults.socket_send_buffer_bytes,
+                defaults.socket_receive_buffer_bytes
+            ),
+            (-1, -1)
         );
     }
 

@@ -11,6 +11,7 @@
 //! shutdown timeout has passed, which it logs).
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -155,6 +156,42 @@ async fn accept_listed(
     .await
 }
 
+/// Applies `socket.send.buffer.bytes` and `socket.receive.buffer.bytes` (-1: leave the kernel's
+/// autotuning). A refused size is logged and the connection served with the kernel's buffers.
+fn set_buffer_sizes(stream: &TcpStream, config: &crate::config::Config, peer: SocketAddr) {
+    for (key, option, bytes) in [
+        (
+            "socket.send.buffer.bytes",
+            libc::SO_SNDBUF,
+            config.socket_send_buffer_bytes,
+        ),
+        (
+            "socket.receive.buffer.bytes",
+            libc::SO_RCVBUF,
+            config.socket_receive_buffer_bytes,
+        ),
+    ] {
+        if bytes <= 0 {
+            continue;
+        }
+        let value: libc::c_int = bytes;
+        // SAFETY: the descriptor is the open stream's, and `value` is a c_int of the size passed.
+        let result = unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                std::ptr::addr_of!(value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if result != 0 {
+            let error = std::io::Error::last_os_error();
+            tracing::warn!(%peer, key, bytes, %error, "socket buffer size not set");
+        }
+    }
+}
+
 /// Runs the TLS handshake if the listener has TLS, prepares the session and the SASL exchange,
 /// and serves the connection.
 async fn start_connection(
@@ -166,6 +203,7 @@ async fn start_connection(
     admitted: Admitted,
 ) {
     let _ = stream.set_nodelay(true);
+    set_buffer_sizes(&stream, &ctx.config, peer);
     let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
     let authenticated_by = crate::clock::deadline_after(authentication_timeout);
     let session = Session {
@@ -234,4 +272,50 @@ async fn start_connection(
         }
     }
     connection::run(stream, setup).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's SO_SNDBUF or SO_RCVBUF of `stream` (it reports double the size set, for its
+    /// bookkeeping).
+    fn buffer_size(stream: &TcpStream, option: libc::c_int) -> libc::c_int {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the descriptor is the open stream's; `value` and `len` are ours and sized.
+        let result = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                std::ptr::addr_of_mut!(value).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(result, 0, "{}", std::io::Error::last_os_error());
+        value
+    }
+
+    #[tokio::test]
+    async fn socket_buffer_sizes_are_set_when_configured_and_left_alone_at_minus_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let _client = TcpStream::connect(address).await.expect("connect");
+        let (server, peer) = listener.accept().await.expect("accept");
+        let untouched = buffer_size(&server, libc::SO_SNDBUF);
+        set_buffer_sizes(&server, &crate::config::Config::default(), peer);
+        assert_eq!(buffer_size(&server, libc::SO_SNDBUF), untouched);
+
+        let mut config = crate::config::Config::default();
+        config
+            .apply_override("socket.send.buffer.bytes=102400")
+            .expect("send");
+        config
+            .apply_override("socket.receive.buffer.bytes=65536")
+            .expect("receive");
+        set_buffer_sizes(&server, &config, peer);
+        assert_eq!(buffer_size(&server, libc::SO_SNDBUF), 2 * 102_400);
+        assert_eq!(buffer_size(&server, libc::SO_RCVBUF), 2 * 65_536);
+    }
 }
