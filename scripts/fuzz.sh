@@ -37,13 +37,14 @@ fi
 bin_dir="$PWD/fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 # A running process's CPU seconds (user + system: /proc/PID/stat's fields 14 and 15); fails once
 # it has exited (a zombie waiting for `wait` still has a stat file).
+clock_ticks=$(getconf CLK_TCK)
 cpu_seconds() {
   local stat fields
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   stat=${stat##*) }
   read -r -a fields <<<"$stat"
   [ "${fields[0]}" != Z ] || return 1
-  echo $(((fields[11] + fields[12]) / $(getconf CLK_TCK)))
+  echo $(((fields[11] + fields[12]) / clock_ticks))
 }
 printf '%-20s %12s %8s %8s %8s %7s %s\n' target executions exec/s cov ft cpu_s crashes
 failed=0

@@ -11,7 +11,6 @@
 //! shutdown timeout has passed, which it logs).
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -159,36 +158,21 @@ async fn accept_listed(
 /// Applies `socket.send.buffer.bytes` and `socket.receive.buffer.bytes` (-1: leave the kernel's
 /// autotuning). A refused size is logged and the connection served with the kernel's buffers.
 fn set_buffer_sizes(stream: &TcpStream, config: &crate::config::Config, peer: SocketAddr) {
-    for (key, option, bytes) in [
-        (
-            "socket.send.buffer.bytes",
-            libc::SO_SNDBUF,
-            config.socket_send_buffer_bytes,
-        ),
-        (
-            "socket.receive.buffer.bytes",
-            libc::SO_RCVBUF,
-            config.socket_receive_buffer_bytes,
-        ),
-    ] {
-        if bytes <= 0 {
-            continue;
-        }
-        let value: libc::c_int = bytes;
-        // SAFETY: the descriptor is the open stream's, and `value` is a c_int of the size passed.
-        let result = unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                std::ptr::addr_of!(value).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if result != 0 {
-            let error = std::io::Error::last_os_error();
-            tracing::warn!(%peer, key, bytes, %error, "socket buffer size not set");
-        }
+    let socket = socket2::SockRef::from(stream);
+    // -1 (validated: the only value that is not a size) keeps the kernel's autotuning.
+    if let Ok(bytes) = usize::try_from(config.socket_send_buffer_bytes) {
+        let set = socket.set_send_buffer_size(bytes);
+        log_refused_size(set, "socket.send.buffer.bytes", bytes, peer);
+    }
+    if let Ok(bytes) = usize::try_from(config.socket_receive_buffer_bytes) {
+        let set = socket.set_recv_buffer_size(bytes);
+        log_refused_size(set, "socket.receive.buffer.bytes", bytes, peer);
+    }
+}
+
+fn log_refused_size(set: std::io::Result<()>, key: &str, bytes: usize, peer: SocketAddr) {
+    if let Err(error) = set {
+        tracing::warn!(%peer, key, bytes, %error, "socket buffer size not set");
     }
 }
 
@@ -278,34 +262,16 @@ async fn start_connection(
 mod tests {
     use super::*;
 
-    /// The kernel's SO_SNDBUF or SO_RCVBUF of `stream` (it reports double the size set, for its
-    /// bookkeeping).
-    fn buffer_size(stream: &TcpStream, option: libc::c_int) -> libc::c_int {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the descriptor is the open stream's; `value` and `len` are ours and sized.
-        let result = unsafe {
-            libc::getsockopt(
-                stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                std::ptr::addr_of_mut!(value).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!(result, 0, "{}", std::io::Error::last_os_error());
-        value
-    }
-
     #[tokio::test]
     async fn socket_buffer_sizes_are_set_when_configured_and_left_alone_at_minus_one() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let _client = TcpStream::connect(address).await.expect("connect");
         let (server, peer) = listener.accept().await.expect("accept");
-        let untouched = buffer_size(&server, libc::SO_SNDBUF);
+        let socket = socket2::SockRef::from(&server);
+        let untouched = socket.send_buffer_size().expect("size");
         set_buffer_sizes(&server, &crate::config::Config::default(), peer);
-        assert_eq!(buffer_size(&server, libc::SO_SNDBUF), untouched);
+        assert_eq!(socket.send_buffer_size().expect("size"), untouched);
 
         let mut config = crate::config::Config::default();
         config
@@ -315,7 +281,8 @@ mod tests {
             .apply_override("socket.receive.buffer.bytes=65536")
             .expect("receive");
         set_buffer_sizes(&server, &config, peer);
-        assert_eq!(buffer_size(&server, libc::SO_SNDBUF), 2 * 102_400);
-        assert_eq!(buffer_size(&server, libc::SO_RCVBUF), 2 * 65_536);
+        // The kernel reports double the size set, for its own bookkeeping.
+        assert_eq!(socket.send_buffer_size().expect("size"), 2 * 102_400);
+        assert_eq!(socket.recv_buffer_size().expect("size"), 2 * 65_536);
     }
 }
