@@ -43,6 +43,9 @@ pub struct RunRecord {
     /// `sendfile` baseline transfers (`baseline --sendfile-file-mib`), if any.
     #[serde(default)]
     pub baseline_sendfile: Vec<BaselineOutcome>,
+    /// The `sendfile` baseline taking turns as one Fetch in flight does (`baseline --turns`).
+    #[serde(default)]
+    pub baseline_sendfile_turns: Vec<BaselineOutcome>,
 }
 
 /// The records the report is built from (any may be missing).
@@ -634,6 +637,7 @@ mod tests {
             memory: Vec::new(),
             baseline: Vec::new(),
             baseline_sendfile: Vec::new(),
+            baseline_sendfile_turns: Vec::new(),
         };
         let results = &record.throughput;
         // PLAINTEXT figures are what they were without the SSL passes.
@@ -668,6 +672,7 @@ mod tests {
             memory: Vec::new(),
             baseline: Vec::new(),
             baseline_sendfile: Vec::new(),
+            baseline_sendfile_turns: Vec::new(),
         };
         let inputs = Inputs {
             throughput: Some(record),
@@ -719,6 +724,7 @@ mod tests {
                 seconds: 1.0,
             }],
             baseline_sendfile: Vec::new(),
+            baseline_sendfile_turns: Vec::new(),
         };
         let inputs = Inputs {
             throughput: Some(record.clone()),
