@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# A fresh clone (CI) gains nothing from incremental compilation: its caches only take disk (a
+# debug build's would be several GiB; a CI run once failed with "No space left on device").
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
+# What the build has to work with, printed so a failed run shows it.
+df -h "${CARGO_TARGET_DIR:-$PWD}" | tail -n 1 | awk '{print "disk free for the build: " $4 " of " $2}'
+
 step "installing real clients if missing"
 scripts/install-clients.sh
 
