@@ -473,30 +473,27 @@ fn run_baseline(args: BaselineArgs) -> anyhow::Result<()> {
         let outcome = baseline::run(args.mib << 20, BASELINE_BLOCK_BYTES)?;
         eprintln!("baseline: {:.0} MB/s", outcome.bytes_per_second() / 1e6);
         record.baseline.push(outcome);
-        if let Some(file_mib) = args.sendfile_file_mib {
-            let outcome = baseline::run_sendfile(
-                args.mib << 20,
-                BASELINE_BLOCK_BYTES,
-                file_mib << 20,
-                baseline::Pace::Stream,
-            )?;
-            eprintln!(
-                "baseline sendfile: {:.0} MB/s",
-                outcome.bytes_per_second() / 1e6
-            );
-            record.baseline_sendfile.push(outcome);
-            if args.turns {
-                let outcome = baseline::run_sendfile(
-                    args.mib << 20,
-                    BASELINE_BLOCK_BYTES,
-                    file_mib << 20,
-                    baseline::Pace::Turns,
-                )?;
-                eprintln!(
-                    "baseline sendfile, taking turns: {:.0} MB/s",
-                    outcome.bytes_per_second() / 1e6
-                );
-                record.baseline_sendfile_turns.push(outcome);
+        let Some(file_mib) = args.sendfile_file_mib else {
+            continue;
+        };
+        let paces = [
+            (baseline::Pace::Stream, "baseline sendfile", true),
+            (
+                baseline::Pace::Turns,
+                "baseline sendfile, taking turns",
+                args.turns,
+            ),
+        ];
+        for (pace, label, wanted) in paces {
+            if !wanted {
+                continue;
+            }
+            let outcome =
+                baseline::run_sendfile(args.mib << 20, BASELINE_BLOCK_BYTES, file_mib << 20, pace)?;
+            eprintln!("{label}: {:.0} MB/s", outcome.bytes_per_second() / 1e6);
+            match pace {
+                baseline::Pace::Stream => record.baseline_sendfile.push(outcome),
+                baseline::Pace::Turns => record.baseline_sendfile_turns.push(outcome),
             }
         }
     }
