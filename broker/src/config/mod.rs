@@ -295,7 +295,7 @@ macro_rules! config_keys {
 
 /// A value's config-file text from its `Debug` form (which every config type writes as the value
 /// would be written in a file, see `skiff config-keys`): `None` and `Some(..)` of optional keys
-/// unwrapped, quoted strings unquoted.
+/// unwrapped, quoted strings unquoted and unescaped.
 fn config_text(debug: &str) -> Option<String> {
     if debug == "None" {
         return None;
@@ -304,12 +304,42 @@ fn config_text(debug: &str) -> Option<String> {
         .strip_prefix("Some(")
         .and_then(|rest| rest.strip_suffix(')'))
         .unwrap_or(debug);
-    if inner.starts_with('"') {
-        if let Ok(text) = serde_json::from_str::<String>(inner) {
-            return Some(text);
+    Some(unescape_debug_str(inner).unwrap_or_else(|| inner.to_owned()))
+}
+
+/// The text of a string literal as Rust's `Debug` writes it (`"a\tb\u{c}"`), or `None` when
+/// `quoted` is not one. Its escapes are not JSON's: a control character such as a form feed is
+/// `\u{c}` there, and reading it as JSON left a value with its quotes and escapes in (the fuzz
+/// target `config_toml` found it in `super.users`).
+fn unescape_debug_str(quoted: &str) -> Option<String> {
+    let body = quoted.strip_prefix('"')?.strip_suffix('"')?;
+    let mut text = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            text.push(c);
+            continue;
         }
+        let escaped = match chars.next()? {
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            '0' => '\0',
+            '\\' => '\\',
+            '"' => '"',
+            '\'' => '\'',
+            'u' => {
+                let rest = chars.as_str().strip_prefix('{')?;
+                let (hex, after) = rest.split_once('}')?;
+                let code = u32::from_str_radix(hex, 16).ok()?;
+                chars = after.chars();
+                char::from_u32(code)?
+            }
+            _ => return None,
+        };
+        text.push(escaped);
     }
-    Some(inner.to_owned())
+    Some(text)
 }
 
 /// `max.connections` default. Kafka has no limit by default; Skiff bounds connections and picks
@@ -966,6 +996,52 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut BTreeMap<String, toml::V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_strings_unescape_to_their_text() {
+        for text in [
+            "",
+            "plain",
+            "User:admin\u{c}.d;User:ops",
+            "tab\tnew\nline\r\0nul",
+            "quote \" backslash \\ apostrophe '",
+            "del \u{7f} and a tag \u{e0001}, an emoji \u{1f600}",
+        ] {
+            assert_eq!(
+                unescape_debug_str(&format!("{text:?}")).as_deref(),
+                Some(text)
+            );
+        }
+        for not_a_literal in [
+            "lazy",
+            "\"unterminated",
+            "\"bad \\q escape\"",
+            "\"\\u{110000}\"",
+        ] {
+            assert_eq!(unescape_debug_str(not_a_literal), None, "{not_a_literal}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_string_survives_its_debug_form(text in ".*") {
+            proptest::prop_assert_eq!(unescape_debug_str(&format!("{text:?}")), Some(text));
+        }
+    }
+
+    /// The input the fuzz target `config_toml` found: a control character in `super.users` came
+    /// back from `value_text` quoted and escaped, so the value did not load again.
+    #[test]
+    fn a_control_character_in_super_users_reads_back_as_set() {
+        let mut config = Config::default();
+        config
+            .apply_toml("\"super.users\" = \"User:a\\fb;User:ops\"")
+            .expect("loads");
+        assert_eq!(
+            config.value_text("super.users"),
+            Some(Some("User:a\u{c}b;User:ops".to_owned()))
+        );
+    }
 
     #[test]
     fn a_cluster_defaults_to_three_replicas_and_two_in_sync_unless_set() {
