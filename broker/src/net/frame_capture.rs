@@ -192,17 +192,27 @@ mod tests {
         FrameCapture::open(&config).expect("dir").expect("on")
     }
 
+    /// The captured files written so far: a write still in flight (its temporary file, or one
+    /// renamed between the listing and the read) is not one yet. Reading whatever the listing
+    /// showed failed under load when a temporary file was renamed away first.
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
             .expect("dir")
-            .map(|entry| {
+            .filter_map(|entry| {
                 let path = entry.expect("entry").path();
                 let name = path
                     .file_name()
                     .expect("name")
                     .to_string_lossy()
                     .into_owned();
-                (name, std::fs::read(&path).expect("read"))
+                if name.ends_with(".tmp") {
+                    return None;
+                }
+                match std::fs::read(&path) {
+                    Ok(bytes) => Some((name, bytes)),
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(error) => panic!("reading {path:?}: {error}"),
+                }
             })
             .collect();
         files.sort();
