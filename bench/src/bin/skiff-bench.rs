@@ -828,7 +828,8 @@ fn main() -> anyhow::Result<()> {
     // single-threaded runtime, as the baseline's receiver is one thread. On the two-worker
     // runtime the consumer's task was woken by whichever worker polled the socket's readiness and
     // moved between the two cores the broker also runs on: modern fetch measured 1.16x faster
-    // single-threaded (median of 10 interleaved rounds, 0.70 -> 0.85 of the loopback baseline).
+    // single-threaded (median ratio of 10 interleaved rounds; bench/reports/kip283-findings.md,
+    // session 6, has the rounds and the 20-round figures that followed).
     let runtime = match command {
         Command::Throughput(_) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
