@@ -89,10 +89,17 @@ pub fn version_label(version: i16) -> String {
 
 /// Spread of the baseline in bytes per second.
 pub fn baseline_spread(inputs: &Inputs) -> Option<Spread> {
-    let record = inputs.baseline.as_ref()?;
+    outcomes_spread(&inputs.baseline.as_ref()?.baseline)
+}
+
+/// Spread of the streamed `sendfile` baseline in bytes per second.
+pub fn sendfile_baseline_spread(inputs: &Inputs) -> Option<Spread> {
+    outcomes_spread(&inputs.baseline.as_ref()?.baseline_sendfile)
+}
+
+fn outcomes_spread(outcomes: &[BaselineOutcome]) -> Option<Spread> {
     Spread::of(
-        &record
-            .baseline
+        &outcomes
             .iter()
             .map(BaselineOutcome::bytes_per_second)
             .collect::<Vec<_>>(),
@@ -252,6 +259,37 @@ fn run_header(out: &mut String, record: &RunRecord) {
     out.push('\n');
 }
 
+/// The `sendfile` baselines of a baseline run (`--sendfile-file-mib`, `--turns`), each as a
+/// fraction of the plain one (`plain`), when they were measured.
+fn sendfile_baselines(out: &mut String, record: &RunRecord, plain: Spread) {
+    let streamed = outcomes_spread(&record.baseline_sendfile);
+    if let Some(streamed) = streamed {
+        let _ = writeln!(
+            out,
+            "The same blocks sent with `sendfile` from a file larger than the caches, as a broker \
+             serves modern fetches: **{}** MB/s, {:.0} % of the plain baseline.\n",
+            cell(Some(streamed), None),
+            100.0 * streamed.median / plain.median
+        );
+    }
+    if let Some(turns) = outcomes_spread(&record.baseline_sendfile_turns) {
+        let mut text = format!(
+            "`sendfile` taking turns as one Fetch in flight does (a small request before each \
+             block): **{}** MB/s, {:.0} % of the plain baseline",
+            cell(Some(turns), None),
+            100.0 * turns.median / plain.median
+        );
+        if let Some(streamed) = streamed {
+            let _ = write!(
+                text,
+                "; {:.0} % of `sendfile` streaming",
+                100.0 * turns.median / streamed.median
+            );
+        }
+        let _ = writeln!(out, "{text}.\n");
+    }
+}
+
 /// Renders the report from whatever records exist.
 pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
     let mut md = String::new();
@@ -275,6 +313,7 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
                 crate::client::READ_PIECE_BYTES_MAX >> 10,
                 cell(Some(spread), None)
             );
+            sendfile_baselines(&mut md, record, spread);
         }
         _ => md.push_str("Not measured.\n\n"),
     }
@@ -331,11 +370,18 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
         md.push('\n');
         tls_table(&mut md, results);
         if let Some(modern) = modern_spread(results) {
-            let _ = writeln!(
-                md,
-                "Modern fetch over every setting: {} MB/s.\n",
+            let mut line = format!(
+                "Modern fetch over every setting: {} MB/s",
                 cell(Some(modern), baseline)
             );
+            if let Some(sendfile) = sendfile_baseline_spread(inputs) {
+                let _ = write!(
+                    line,
+                    "; {:.0} % of the `sendfile` baseline",
+                    100.0 * modern.median / sendfile.median
+                );
+            }
+            let _ = writeln!(md, "{line}.\n");
         }
         let lazy: Vec<(usize, Setting)> = settings_in_order(results)
             .into_iter()
@@ -744,5 +790,46 @@ mod tests {
         );
         assert!(rendered.throughput_svg.unwrap().contains("<svg"));
         assert!(rendered.rss_svg.is_none());
+    }
+    #[test]
+    fn sendfile_baselines_are_shown_as_fractions_of_the_plain_one_and_of_each_other() {
+        let outcome = |bytes_per_second: f64| BaselineOutcome {
+            bytes: bytes_per_second as u64,
+            seconds: 1.0,
+        };
+        let record = RunRecord {
+            command: "skiff-bench baseline --sendfile-file-mib 800 --turns".to_owned(),
+            started_unix_seconds: 0,
+            machine_before: machine(),
+            machine_after: machine(),
+            throughput: vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
+            truncated: false,
+            memory: Vec::new(),
+            baseline: vec![outcome(4.2e9)],
+            baseline_sendfile: vec![outcome(3.0e9)],
+            baseline_sendfile_turns: vec![outcome(2.7e9)],
+        };
+        let inputs = Inputs {
+            throughput: Some(record.clone()),
+            memory: None,
+            baseline: Some(record),
+        };
+        let markdown = render(&inputs).expect("render").markdown;
+        assert!(
+            markdown.contains("**3000 (3000–3000, n=1)** MB/s, 71 % of the plain baseline."),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "**2700 (2700–2700, n=1)** MB/s, 64 % of the plain baseline; 90 % of `sendfile` \
+                 streaming."
+            ),
+            "{markdown}"
+        );
+        // Modern fetch at 2.1 GB/s: half the plain baseline, 70 % of the `sendfile` one.
+        assert!(
+            markdown.contains("= 50 % MB/s; 70 % of the `sendfile` baseline."),
+            "{markdown}"
+        );
     }
 }
