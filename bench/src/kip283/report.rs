@@ -668,23 +668,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn tls_passes_get_their_own_table_and_stay_out_of_the_plaintext_figures() {
-        let setting = Setting::Lazy {
-            chunk_bytes: 128 << 10,
-        };
-        let record = RunRecord {
-            command: "skiff-bench throughput --security plaintext,ssl".to_owned(),
+    /// A throughput run's record, with no memory or baseline figures.
+    fn throughput_record(command: &str, throughput: Vec<SettingResult>) -> RunRecord {
+        RunRecord {
+            command: command.to_owned(),
             started_unix_seconds: 0,
             machine_before: machine(),
             machine_after: machine(),
-            throughput: vec![result_with_ssl(setting, [2e9, 1e9, 8e8], 0.5)],
+            throughput,
             truncated: false,
             memory: Vec::new(),
             baseline: Vec::new(),
             baseline_sendfile: Vec::new(),
             baseline_sendfile_turns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tls_passes_get_their_own_table_and_stay_out_of_the_plaintext_figures() {
+        let setting = Setting::Lazy {
+            chunk_bytes: 128 << 10,
         };
+        let record = throughput_record(
+            "skiff-bench throughput --security plaintext,ssl",
+            vec![result_with_ssl(setting, [2e9, 1e9, 8e8], 0.5)],
+        );
         let results = &record.throughput;
         // PLAINTEXT figures are what they were without the SSL passes.
         let plain = pass_spread(results, setting, 2).expect("plaintext");
@@ -708,18 +716,10 @@ mod tests {
 
     #[test]
     fn a_run_without_ssl_has_no_tls_table() {
-        let record = RunRecord {
-            command: "skiff-bench throughput".to_owned(),
-            started_unix_seconds: 0,
-            machine_before: machine(),
-            machine_after: machine(),
-            throughput: vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
-            truncated: false,
-            memory: Vec::new(),
-            baseline: Vec::new(),
-            baseline_sendfile: Vec::new(),
-            baseline_sendfile_turns: Vec::new(),
-        };
+        let record = throughput_record(
+            "skiff-bench throughput",
+            vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
+        );
         let inputs = Inputs {
             throughput: Some(record),
             memory: None,
@@ -791,23 +791,22 @@ mod tests {
         assert!(rendered.throughput_svg.unwrap().contains("<svg"));
         assert!(rendered.rss_svg.is_none());
     }
+
     #[test]
     fn sendfile_baselines_are_shown_as_fractions_of_the_plain_one_and_of_each_other() {
         let outcome = |bytes_per_second: f64| BaselineOutcome {
             bytes: bytes_per_second as u64,
             seconds: 1.0,
         };
+        // One record standing for both runs, throughput and baseline.
         let record = RunRecord {
-            command: "skiff-bench baseline --sendfile-file-mib 800 --turns".to_owned(),
-            started_unix_seconds: 0,
-            machine_before: machine(),
-            machine_after: machine(),
-            throughput: vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
-            truncated: false,
-            memory: Vec::new(),
             baseline: vec![outcome(4.2e9)],
             baseline_sendfile: vec![outcome(3.0e9)],
             baseline_sendfile_turns: vec![outcome(2.7e9)],
+            ..throughput_record(
+                "skiff-bench baseline --sendfile-file-mib 800 --turns",
+                vec![result(Setting::Eager, 2e9, 1e9, 1e9)],
+            )
         };
         let inputs = Inputs {
             throughput: Some(record.clone()),
