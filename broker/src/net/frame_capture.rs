@@ -118,6 +118,9 @@ impl FrameCapture {
     }
 }
 
+/// How the name of a capture still being written ends (`<name>.<pid>.tmp`, renamed when whole).
+const TEMPORARY_SUFFIX: &str = ".tmp";
+
 /// Writes `frame` to `path` through a temporary file and a rename, so a reader never sees half a
 /// frame; a file already there (another broker wrote the same frame) is left as it is.
 fn write_new(path: &Path, frame: &[u8]) -> std::io::Result<()> {
@@ -125,7 +128,7 @@ fn write_new(path: &Path, frame: &[u8]) -> std::io::Result<()> {
         return Ok(());
     }
     let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".{}.tmp", std::process::id()));
+    temporary.push(format!(".{}{TEMPORARY_SUFFIX}", std::process::id()));
     let temporary = PathBuf::from(temporary);
     std::fs::write(&temporary, frame)?;
     std::fs::rename(&temporary, path)
@@ -205,7 +208,7 @@ mod tests {
                     .expect("name")
                     .to_string_lossy()
                     .into_owned();
-                if name.ends_with(".tmp") {
+                if name.ends_with(TEMPORARY_SUFFIX) {
                     return None;
                 }
                 match std::fs::read(&path) {
