@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The live placement measurement of issue 17 (placement.md §3.3b, "Live cluster"): 5 brokers on
+"""The live placement measurement of issue 17 (docs/design/placement.md §3.3b, "Live cluster"): 5 brokers on
 loopback over 3 etcd members, topics laid out so that 2 brokers lead 70 % of the bytes in, steady
 idempotent acks=all producers, and the controller's shedder left to work for a number of cycles.
 Measured from the cluster's own records (etcd) and the clients:
@@ -77,7 +77,7 @@ SAMPLE_S = 2.0
 COOLDOWN_MS = 600_000
 # Kafka's name for code 6 (librdkafka still says NOT_LEADER_FOR_PARTITION).
 KAFKA_NAMES = {"NOT_LEADER_FOR_PARTITION": "NOT_LEADER_OR_FOLLOWER"}
-# What a client may see while a leadership moves (cluster.md §5.6): the old leader answers
+# What a client may see while a leadership moves (docs/design/cluster.md §5.6): the old leader answers
 # NOT_LEADER_OR_FOLLOWER, and a broker that has not yet learnt the new leader may answer
 # LEADER_NOT_AVAILABLE; the client refreshes its metadata and retries both by itself.
 ALLOWED_ERRORS = {"NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE"}
@@ -1244,7 +1244,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
     for topic in names:
         cells = ", ".join(f"{p} → {owners[(topic, p)]} ({offered[(topic, p)] / 1024:.0f})" for p in range(PARTITIONS))
         lines.append(f"| `{topic}` | {rates[topic]:.0f} | {cells} |")
-    lines += ["", "![bytes in per broker](SVG)", "", "## Targets (placement.md §3.3b, live cluster)", "",
+    lines += ["", "![bytes in per broker](SVG)", "", "## Targets (docs/design/placement.md §3.3b, live cluster)", "",
               "| target | measured | bar | |", "|---|---|---|---|"]
     lines += [f"| {name} | {value} | {bar} | {verdict(ok)} |" for name, value, bar, ok in targets]
     start_loads = {b: v[0] for b, v in first["loads"].items()} if first else {}
@@ -1350,7 +1350,7 @@ def write_report(args, command, names, rates, offered, owners, settings, sampler
         "",
         "Retried errors are read from librdkafka's own log (debug context `msg`: each produce batch that "
         "came back with an error and was retried); failed deliveries reached the application. Allowed: "
-        + ", ".join(sorted(ALLOWED_ERRORS)) + " (what a moving leadership answers, cluster.md §5.6).",
+        + ", ".join(sorted(ALLOWED_ERRORS)) + " (what a moving leadership answers, docs/design/cluster.md §5.6).",
     ]
     if client_log.warnings:
         lines += ["", "Client warnings: " + "; ".join(f"{c}× {html.escape(t)}" for t, c in client_log.warnings.most_common(5))]

@@ -71,6 +71,11 @@ fi
 # The broker's modules import each other without a cycle (a text scan of `crate::` paths).
 python3 scripts/import-cycles.py broker/src
 
+# Every Markdown path the source and docs mention is a file of the repository, and every
+# section mark after one (`docs/design/cluster.md §3`) a heading of that document.
+python3 scripts/doc-references.py --self-test
+python3 scripts/doc-references.py
+
 step "unit, property and integration tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast

@@ -1,4 +1,4 @@
-//! Bundles in the cluster (cluster.md §5.2–5.5): the controller's bundle records
+//! Bundles in the cluster (docs/design/cluster.md §5.2–5.5): the controller's bundle records
 //! (`R/bundles/<namespace>/<0xLO_0xHI>`), the shedder's view of the brokers' load, and the moves
 //! that carry a bundle's leaderships from its owner to a target, as pure functions of the image.
 //!
@@ -52,7 +52,7 @@ use crate::records::{
 use crate::topics::is_internal;
 
 /// How topics map to bundle namespaces: each topic is its own namespace, its partitions spread
-/// over the namespace's bundles by the CRC32 of their names (placement.md §1.4).
+/// over the namespace's bundles by the CRC32 of their names (docs/design/placement.md §1.4).
 pub const BUNDLE_NAMESPACE_RULE: NamespaceRule = NamespaceRule::Topic;
 
 /// Bundle records created or deleted per Txn (one op and one compare each, besides the fence).

@@ -1,7 +1,8 @@
 //! The controller, as a pure function of the cluster image: [`plan`] returns the fenced Txns that
-//! bring the store to what the image calls for (cluster.md §3). The driver submits them, waits
-//! until its image has caught up with their revisions, and plans again; the controller therefore
-//! keeps no state of its own, and a new controller resumes whatever the last one left half done.
+//! bring the store to what the image calls for (docs/design/cluster.md §3). The driver submits
+//! them, waits until its image has caught up with their revisions, and plans again; the controller
+//! therefore keeps no state of its own, and a new controller resumes whatever the last one left
+//! half done.
 //!
 //! What a plan does:
 //! - elects a leader for every partition whose leader is not registered: the first replica in
@@ -9,11 +10,11 @@
 //!   the leader becomes −1 (epoch + 1) and the ISR is kept, so its members can return and lead;
 //! - with `unclean.leader.election.enable` on the topic (or as the broker default the driver
 //!   passes in [`PlanLimits`]) and no ISR member running, elects the first running replica in
-//!   assignment order instead, with ISR = {it} (cluster.md §4 "Unclean election": acknowledged
+//!   assignment order instead, with ISR = {it} (docs/design/replication.md §6: acknowledged
 //!   records it lacks are lost, by design);
 //! - moves the leaderships of a broker in controlled shutdown (registered, `shutting_down`) to
 //!   the first running ISR member in assignment order, at epoch + 1; a partition with no such
-//!   member stays led by it until it exits (cluster.md §3 "Controlled shutdown");
+//!   member stays led by it until it exits (docs/design/cluster.md §3, "Controlled shutdown");
 //! - removes unregistered and shutting-down brokers from ISRs (never the last member);
 //! - in [`rebalance`], which the driver runs every `leader.imbalance.check.interval.seconds`
 //!   (Kafka's automatic preferred-leader election): gives each broker whose share of

@@ -12,12 +12,12 @@
 //!   [`NoElection::EligibleNotAvailable`].
 //!
 //! The broker that received the request submits the Txns [`plan`] returns, so there is no
-//! broker-to-controller call. They are fenced like the controller's (cluster.md §3): the
-//! partition key's `mod_revision` as read and the registration of every broker the decision
+//! broker-to-controller call. They are fenced like the controller's (docs/design/cluster.md §3):
+//! the partition key's `mod_revision` as read and the registration of every broker the decision
 //! rests on, plus [`requester_fence`] (the requesting broker's session, as the leaders' ISR writes
-//! carry). A decision made on a stale image fails instead of landing; the broker re-reads and
-//! plans again. The controller's concurrent writes race on the same compares, so one of the two
-//! is refused and re-planned.
+//! carry). A decision made on a stale image fails instead of landing; the broker re-reads and plans
+//! again. The controller's concurrent writes race on the same compares, so one of the two is
+//! refused and re-planned.
 //!
 //! Must never: read the clock, talk to the store, or elect a replica the controller's own rules
 //! would not (outside the ISR only for [`ElectionType::Unclean`]).

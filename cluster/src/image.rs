@@ -1,6 +1,6 @@
 //! The cluster image: what one broker (or the controller) knows of the metadata store, built from
-//! one GET of the root and kept current by a watch from the GET's revision + 1 (cluster.md §2a,
-//! "How a broker follows the layout").
+//! one GET of the root and kept current by a watch from the GET's revision + 1
+//! (docs/design/cluster.md §2a, "How a broker follows the layout").
 //!
 //! Every key carries the store's revisions because they are the cluster's epochs: a
 //! registration's `create_revision` is the broker epoch, the controller key's is the controller

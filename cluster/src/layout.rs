@@ -1,5 +1,5 @@
-//! The one definition of Skiff's key layout in the metadata store (cluster.md §2a): every key
-//! under the root `R = /skiff/<cluster-name>/v1`, built here and parsed back here.
+//! The one definition of Skiff's key layout in the metadata store (docs/design/cluster.md §2a):
+//! every key under the root `R = /skiff/<cluster-name>/v1`, built here and parsed back here.
 //!
 //! Must never: know what a value means (that is [`crate::records`]) or talk to a store.
 

@@ -1,5 +1,5 @@
 //! skiff-cluster: the metadata side of Skiff's cluster mode, as pure code over the metadata
-//! store's vocabulary (cluster.md §2–§3, §7).
+//! store's vocabulary (docs/design/cluster.md §2–§3, §7).
 //!
 //! - [`layout`]: every key under `R = /skiff/<cluster>/v1`;
 //! - [`records`]: the JSON value of each key, and its bounded decoder;

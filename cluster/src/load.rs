@@ -1,6 +1,6 @@
-//! When a broker writes its load report to `R/load/<id>` (cluster.md §5.1, Pulsar's rule): when
-//! any figure moved by more than [`LOAD_REPORT_CHANGE_RATIO`], never more often than every
-//! [`LOAD_REPORT_INTERVAL_MS_MIN`], and at least every [`LOAD_REPORT_INTERVAL_MS_MAX`]. The
+//! When a broker writes its load report to `R/load/<id>` (docs/design/cluster.md §5.1, Pulsar's
+//! rule): when any figure moved by more than [`LOAD_REPORT_CHANGE_RATIO`], never more often than
+//! every [`LOAD_REPORT_INTERVAL_MS_MIN`], and at least every [`LOAD_REPORT_INTERVAL_MS_MAX`]. The
 //! figures are placement's (utilisation, write rate, disk) and the traffic totals the shedder
 //! weighs (bytes in, replication bytes in, bytes out). The key lives on the broker's lease, so a
 //! dead broker's report goes with it and placement never chooses a corpse.

@@ -1,5 +1,5 @@
-//! The Txns a broker writes itself, and how it reads their answers (cluster.md §2a, §3):
-//! registering under its lease, entering controlled shutdown, campaigning for controller,
+//! The Txns a broker writes itself, and how it reads their answers (docs/design/cluster.md §2a,
+//! §3): registering under its lease, entering controlled shutdown, campaigning for controller,
 //! writing the cluster id once, and taking producer-id blocks. Topic changes are [`crate::topics`].
 //!
 //! Must never: submit anything (the broker's driver does) or read the clock.
@@ -95,9 +95,9 @@ pub fn register(layout: &Layout, registration: &BrokerRegistration, lease: Lease
         .or_else(vec![TxnOp::get(key)])
 }
 
-/// Begins this broker's controlled shutdown (cluster.md §3): its registration, as `registration`
-/// says (`shutting_down`), replaces the one it holds, if that is still the one of its session
-/// (`broker_epoch`, on `lease`). The controller then moves its leaderships away.
+/// Begins this broker's controlled shutdown (docs/design/cluster.md §3): its registration, as
+/// `registration` says (`shutting_down`), replaces the one it holds, if that is still the one of
+/// its session (`broker_epoch`, on `lease`). The controller then moves its leaderships away.
 pub fn begin_controlled_shutdown(
     layout: &Layout,
     registration: &BrokerRegistration,

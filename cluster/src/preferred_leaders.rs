@@ -1,6 +1,6 @@
-//! Who leads each new partition (cluster.md §5.2): the owner of the bundle it hashes into, so a
-//! bundle's partitions share one preferred leader and the shedder can move the bundle as one
-//! unit. Topic creation and CreatePartitions ask this, then placement
+//! Who leads each new partition (docs/design/cluster.md §5.2): the owner of the bundle it hashes
+//! into, so a bundle's partitions share one preferred leader and the shedder can move the bundle as
+//! one unit. Topic creation and CreatePartitions ask this, then placement
 //! (`skiff_placement::assign_replicas`) draws the other replicas around it.
 //!
 //! Per new partition: if a bundle record of the image covers it and its owner is running, that

@@ -25,13 +25,12 @@
 //! is writable by anyone). A target naming an unregistered broker waits for it, as Kafka does;
 //! an unregistered or shutting-down broker is never elected.
 //!
-//! Fencing, as every controller write (cluster.md §3): the controller epoch, the `mod_revision`
-//! of every key a step read (the reassignment record, the partition state, the topic record it
-//! rewrites) and the registration of the broker it elects. One Txn per topic per plan carries
-//! the steps of its partitions (the topic record holds every partition's replicas, so two Txns
-//! rewriting it would refuse each other), within [`PARTITIONS_PER_TXN_MAX`] partitions and
-//! [`skiff_meta::limits::TXN_OPS_MAX`] compares and ops; what does not fit waits for the next
-//! plan.
+//! Fencing, as every controller write (docs/design/cluster.md §3): the controller epoch, the
+//! `mod_revision` of every key a step read (the reassignment record, the partition state, the topic
+//! record it rewrites) and the registration of the broker it elects. One Txn per topic per plan
+//! carries the steps of its partitions (the topic record holds every partition's replicas, so two
+//! Txns rewriting it would refuse each other), within [`PARTITIONS_PER_TXN_MAX`] partitions and
+//! [`skiff_meta::limits::TXN_OPS_MAX`] compares and ops; what does not fit waits for the next plan.
 //!
 //! Must never: read the clock, talk to the store, remove a replica before the replicas added are
 //! in the ISR, elect outside the ISR, or write a partition that the controller's own elections

@@ -1,5 +1,5 @@
-//! The values stored under each key of [`crate::layout`], as JSON (cluster.md §2a: small,
-//! inspectable with `etcdctl`, rarely written), and their one decoder.
+//! The values stored under each key of [`crate::layout`], as JSON (docs/design/cluster.md §2a:
+//! small, inspectable with `etcdctl`, rarely written), and their one decoder.
 //!
 //! Values come from the store, which any process with etcd access can write: decoding is bounded
 //! (the store caps a value at [`skiff_meta::limits::VALUE_BYTES_MAX`], serde_json caps nesting) and
@@ -237,7 +237,7 @@ pub struct PartitionTraffic {
     pub messages_in_per_second: f64,
 }
 
-/// Where a bundle is in a move (cluster.md §5.3–5.4).
+/// Where a bundle is in a move (docs/design/cluster.md §5.3–5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BundleState {

@@ -1,5 +1,5 @@
 //! Whether a broker may act as a partition leader right now: its session must be provably alive
-//! (cluster.md §3, issue 15 item 4). A broker appends only while
+//! (docs/design/cluster.md §3, issue 15 item 4). A broker appends only while
 //! - it is registered, and its image has caught up with its registration (so the image shows
 //!   every leadership change made while it was away), and
 //! - its lease cannot have expired yet: the last keep-alive the store acknowledged was *sent* at

@@ -1,7 +1,7 @@
-//! Topic changes a broker writes itself (cluster.md §2a): creation (in steps for large topics),
-//! added partitions, replaced config overrides and the deletion intent; what one broker
-//! materializes of the image (the partitions it replicates); and the group coordinator's
-//! partition of `__consumer_offsets`.
+//! Topic changes a broker writes itself (docs/design/cluster.md §2a): creation (in steps for large
+//! topics), added partitions, replaced config overrides and the deletion intent; what one broker
+//! materializes of the image (the partitions it replicates); and the group coordinator's partition
+//! of `__consumer_offsets`.
 //!
 //! Every change is guarded on the topic key's revision as the writer saw it, so two brokers
 //! changing one topic at once never both succeed, and a change made on a stale image is refused
@@ -65,8 +65,8 @@ impl Coordinated {
     }
 }
 
-/// Marks a ready topic for deletion; the controller removes it (cluster.md §3, "Requests that
-/// need the controller").
+/// Marks a ready topic for deletion; the controller removes it (docs/design/cluster.md §3,
+/// "Requests that need the controller").
 pub fn request_deletion(layout: &Layout, topic: &str, seen: &Versioned<TopicRecord>) -> Txn {
     let key = layout.key(&Key::Topic(topic.to_owned()));
     let deleting = TopicRecord {
@@ -136,7 +136,8 @@ pub enum CreationProgress {
     Interrupted,
 }
 
-/// A topic creation or growth as the handling broker writes it (cluster.md §2a, "Large topics").
+/// A topic creation or growth as the handling broker writes it (docs/design/cluster.md §2a, "Large
+/// topics").
 ///
 /// A creation is one Txn when the partitions fit, otherwise the topic as `creating`, its
 /// partitions in Txns of at most `partitions_per_txn`, then `ready`. A growth writes the new

@@ -1,9 +1,9 @@
 //! Seeded deterministic simulation of one partition replicated over 3–5 brokers with
 //! `skiff_cluster::replica`: a fake clock and network (message loss between pairs), a store
 //! modelled as one partition key with a `mod_revision` CAS, sessions with a TTL, a controller
-//! electing from the live ISR (cluster.md §3), producers with acks=all and acks=1, and injected
-//! kills, pauses, partitions, store isolation, lost sessions and the E9 double failover.
-//! I1–I5 (cluster.md §6) are checked after every step, I3 after a final quiescence.
+//! electing from the live ISR (docs/design/cluster.md §3), producers with acks=all and acks=1, and
+//! injected kills, pauses, partitions, store isolation, lost sessions and the E9 double failover.
+//! I1–I5 (docs/design/cluster.md §6) are checked after every step, I3 after a final quiescence.
 //!
 //! A failing seed prints itself: `SKIFF_SEED=<seed> cargo test -p skiff-cluster --test
 //! replication_sim` replays it; `SKIFF_REPLICATION_SEEDS=<n>` runs more seeds (the soak).

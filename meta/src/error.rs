@@ -132,9 +132,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether retrying the same call later may succeed. A guarded Txn retried after an
-    /// ambiguous failure may find its own earlier write applied (cluster.md §4): re-read before
-    /// concluding it lost.
+    /// Whether retrying the same call later may succeed. A guarded Txn retried after an ambiguous
+    /// failure may find its own earlier write applied (docs/design/replication.md §4): re-read
+    /// before concluding it lost.
     pub fn is_retriable(&self) -> bool {
         matches!(self, Error::Unavailable { .. })
     }

@@ -1,5 +1,5 @@
-//! The etcd backend (cargo feature `etcd`): [`MetaStore`](crate::MetaStore)'s semantics on a
-//! real etcd cluster through `etcd-client`, with the failure handling cluster.md §8 found
+//! The etcd backend (cargo feature `etcd`): [`MetaStore`](crate::MetaStore)'s semantics on a real
+//! etcd cluster through `etcd-client`, with the failure handling docs/design/cluster.md §8 found
 //! necessary on etcd 3.4.23:
 //!
 //! - A dead member stays in the client's balanced channel, so about a third of calls fail with

@@ -1,11 +1,12 @@
-//! Skiff's metadata store: etcd's semantics (cluster.md §7), embedded or on etcd.
+//! Skiff's metadata store: etcd's semantics (docs/design/cluster.md §7), embedded or on etcd.
 //!
 //! - [`MetaCore`]: the pure state machine (no IO, no clock: time is passed in as milliseconds),
 //!   usable directly by deterministic simulations.
 //! - [`LocalStore`]: the default backend, the core plus an fsynced journal and snapshots in a
 //!   directory, and a task that expires leases on the real clock.
 //! - `EtcdStore` (cargo feature `etcd`, off by default because `etcd-client` needs `protoc` to
-//!   build): a real etcd cluster, with the retry and stream-resume rules of cluster.md §8.
+//!   build): a real etcd cluster, with the retry and stream-resume rules of docs/design/cluster.md
+//!   §8.
 //! - [`MetaStore`]: the one handle the rest of Skiff uses, whichever backend is behind it, chosen
 //!   by a [`StoreAddress`] (`local` or `etcd://host:port,...`).
 //!
@@ -20,22 +21,17 @@
 //! - keys put with a lease are deleted, in one revision, when the lease is revoked or expires.
 //!
 //! ```
-//! use skiff_meta::{Compare, GetRequest, MetaStore, StoreAddress, Txn, TxnOp};
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> skiff_meta::Result<()> {
-//! let dir = tempfile::tempdir().unwrap();
-//! let store = MetaStore::open(&StoreAddress::Local, dir.path()).await?;
-//! let session = store.lease_grant(10).await?;
-//! // Create-if-absent, on the session's lease: the controller election of cluster.md §3.
-//! let campaign = Txn::new()
-//!     .when(vec![Compare::absent("/skiff/c/v1/controller")])
-//!     .and_then(vec![TxnOp::put_with_lease("/skiff/c/v1/controller", "1", session.id)]);
-//! let won = store.txn(campaign).await?;
-//! assert!(won.succeeded);
-//! let controller = store.get(GetRequest::key("/skiff/c/v1/controller")).await?;
-//! assert_eq!(controller.kvs[0].create_revision, won.revision); // the controller epoch
-//! # Ok(())
-//! # }
+//! use skiff_meta::{Compare, GetRequest, MetaStore, StoreAddress, Txn, TxnOp}; #
+//! #[tokio::main(flavor = "current_thread")] # async fn main() -> skiff_meta::Result<()> { let dir
+//! = tempfile::tempdir().unwrap(); let store = MetaStore::open(&StoreAddress::Local,
+//! dir.path()).await?; let session = store.lease_grant(10).await?; // Create-if-absent, on the
+//! session's lease: the controller election of docs/design/cluster.md §3. let campaign = Txn::new()
+//! .when(vec![Compare::absent("/skiff/c/v1/controller")])
+//! .and_then(vec![TxnOp::put_with_lease("/skiff/c/v1/controller", "1", session.id)]); let won =
+//! store.txn(campaign).await?; assert!(won.succeeded); let controller =
+//! store.get(GetRequest::key("/skiff/c/v1/controller")).await?;
+//! assert_eq!(controller.kvs[0].create_revision, won.revision); // the controller epoch # Ok(()) #
+//! }
 //! ```
 
 mod codec;

@@ -3,7 +3,7 @@
 //! (so both backends refuse the same inputs) and etcd enforces its own server-side quotas.
 
 /// Most operations in one branch of a Txn, and most compares: etcd's `--max-txn-ops` default
-/// (cluster.md §8: a 129-put Txn was rejected).
+/// (docs/design/cluster.md §8: a 129-put Txn was rejected).
 pub const TXN_OPS_MAX: usize = 128;
 
 /// Most bytes of keys and values in one Txn: etcd's `--max-request-bytes` default (1.5 MiB).
@@ -16,7 +16,8 @@ pub const KEY_BYTES_MAX: usize = 4096;
 /// Largest value: one request's worth, so any single put fits a Txn.
 pub const VALUE_BYTES_MAX: usize = TXN_BYTES_MAX - KEY_BYTES_MAX;
 
-/// Most live keys in the embedded store (10 k partitions need about 10 k keys; cluster.md §2).
+/// Most live keys in the embedded store (10 k partitions need about 10 k keys;
+/// docs/design/cluster.md §2).
 pub const KEYS_MAX: usize = 1_000_000;
 
 /// Most bytes of live keys and values in the embedded store; etcd's default quota is 2 GiB, the
@@ -43,9 +44,9 @@ pub const HISTORY_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Most open watchers on one embedded store.
 pub const WATCHERS_MAX: usize = 10_000;
 
-/// Most undelivered revisions queued for one watcher. A watcher further behind is canceled as
-/// if its start revision had been compacted, which forces its owner to re-GET (cluster.md §7).
-/// The queue holds revision numbers only; the events themselves live once, in the history.
+/// Most undelivered revisions queued for one watcher. A watcher further behind is canceled as if
+/// its start revision had been compacted, which forces its owner to re-GET (docs/design/cluster.md
+/// §7). The queue holds revision numbers only; the events themselves live once, in the history.
 pub const WATCH_QUEUE_REVISIONS_MAX: usize = 1024;
 
 /// Journal bytes after which the embedded store writes a snapshot and starts a new journal.

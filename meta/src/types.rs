@@ -365,7 +365,7 @@ impl Txn {
 
     /// Whether a retry after an ambiguous failure is safe: the Txn only reads, or its writes
     /// are guarded by compares (a retry of an applied guarded write fails its guard instead of
-    /// writing twice; the caller re-reads, cluster.md §4).
+    /// writing twice; the caller re-reads, docs/design/replication.md §4).
     pub fn is_retry_safe(&self) -> bool {
         !self.writes() || !self.compares.is_empty()
     }

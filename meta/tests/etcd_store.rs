@@ -42,9 +42,9 @@ async fn etcd_backend() {
     eprintln!("member failures: {:?}", began.elapsed());
 }
 
-/// cluster.md §8's failover check: SIGKILL each member in turn (the Raft leader among them)
-/// while holding a kept-alive lease and a prefix watch, writing through the outage. No event may
-/// be lost or repeated, and the lease and its key must survive.
+/// docs/design/cluster.md §8's failover check: SIGKILL each member in turn (the Raft leader among
+/// them) while holding a kept-alive lease and a prefix watch, writing through the outage. No event
+/// may be lost or repeated, and the lease and its key must survive.
 async fn members_die_under_a_lease_and_a_watch(store: &MetaStore, cluster: &mut EtcdCluster) {
     const WRITES_PER_OUTAGE: usize = 4;
     let root = "/skiff/test/failover/";

@@ -1,5 +1,5 @@
 //! Bundles: partitions grouped per namespace into ranges of the 32-bit CRC32 hash space, each
-//! range owned by one broker (Pulsar's namespace bundles, §1.4 of the spec).
+//! range owned by one broker (Pulsar's namespace bundles, docs/design/placement.md §1.4).
 //!
 //! Owns the hash of a partition name, the range layout, the lookup, splitting a range at given
 //! cut points, ownership and per-bundle load, and the serializable snapshot operators see. It does

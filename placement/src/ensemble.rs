@@ -2,8 +2,8 @@
 //! every write quorum spans enough racks.
 //!
 //! Owns the rack constraints and the position-by-position fill (BookKeeper's rack-aware policy,
-//! §1.3 of the spec). The per-position draw is delegated to [`NodeWeights`], so the constraint
-//! logic exists once whatever the selection policy.
+//! docs/design/placement.md §1.3). The per-position draw is delegated to [`NodeWeights`], so the
+//! constraint logic exists once whatever the selection policy.
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

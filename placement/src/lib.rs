@@ -173,7 +173,7 @@ pub enum PlacementError {
 }
 
 /// What topic creation knows of a new partition's preferred leader (replica 0), from the bundle
-/// the partition hashes into (cluster.md §5.2).
+/// the partition hashes into (docs/design/cluster.md §5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PreferredLeader {
     /// Nothing: replica 0 is drawn with the other replicas.
@@ -187,12 +187,13 @@ pub enum PreferredLeader {
 }
 
 /// The share of a node's write capacity (percent) that [`assign_replicas`] counts for each replica
-/// it has just put there, in its private copy of the view (own-placement accounting, spec §4). A
-/// new partition's write rate is unknown when its topic is created; counting each new replica as
-/// 1 % of its node makes one CreateTopics request of many partitions spread over the lightly loaded
-/// nodes instead of stacking onto the few that looked lightest in one report. 1 % is our choice:
-/// about one partition's share on a node carrying some fifty partitions at half load. It only
-/// affects the load-ordered policies (see [`select::NodeWeights::add_write_rate`]).
+/// it has just put there, in its private copy of the view (own-placement accounting,
+/// docs/design/placement.md §4). A new partition's write rate is unknown when its topic is created;
+/// counting each new replica as 1 % of its node makes one CreateTopics request of many partitions
+/// spread over the lightly loaded nodes instead of stacking onto the few that looked lightest in
+/// one report. 1 % is our choice: about one partition's share on a node carrying some fifty
+/// partitions at half load. It only affects the load-ordered policies (see
+/// [`select::NodeWeights::add_write_rate`]).
 pub const NEW_REPLICA_CAPACITY_SHARE_PCT: f64 = 1.0;
 
 /// Largest partition count (entries of `leaders`) one call to [`assign_replicas`] accepts: the

@@ -19,7 +19,8 @@ pub struct LoadWeightedConfig {
     pub load_threshold_pct: f64,
     /// If the nodes at or under the threshold are at most this share of all nodes, draw uniformly
     /// over all nodes instead: piling every new replica onto a few survivors would overload them.
-    /// BP-65's default is not published; 0.3 is our choice (the spec's simulator tries 0.3 and 0.5).
+    /// BP-65's default is not published; 0.3 is our choice (the simulator of
+    /// docs/design/placement.md §3 tries 0.3 and 0.5).
     pub low_load_node_ratio: f64,
     /// The top of the weight scale: a node at weight 0 gets `weight_max` (100).
     pub weight_max: f64,
@@ -387,9 +388,9 @@ fn load_weights(view: &ClusterView, config: &LoadWeightedConfig) -> (Vec<f64>, b
     (weights, false)
 }
 
-/// BookKeeper's disk-weight probabilities from free bytes (§1.1 of the spec): zero → the smallest
-/// nonzero share; capped at `max_multiple` × median (zeros included in the median); capped mass is
-/// not redistributed. All zero → uniform.
+/// BookKeeper's disk-weight probabilities from free bytes (docs/design/placement.md §1.1): zero →
+/// the smallest nonzero share; capped at `max_multiple` × median (zeros included in the median);
+/// capped mass is not redistributed. All zero → uniform.
 pub fn disk_weights(free_bytes: &[f64], max_multiple: f64) -> Vec<f64> {
     let total: f64 = free_bytes.iter().sum();
     if total <= 0.0 {

@@ -1,4 +1,4 @@
-//! Where to cut a bundle, and when to split one automatically (§1.5 of the spec).
+//! Where to cut a bundle, and when to split one automatically (docs/design/placement.md §1.5).
 //!
 //! Owns the four split algorithms (each returns cut points; [`BundleMap::split`] applies them)
 //! and the auto-split rule with its hit counter. It never moves a bundle; splitting only makes

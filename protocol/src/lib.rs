@@ -6,7 +6,7 @@
 //! from a peer without checking it (see [`codec::capacity_for`]).
 
 #![deny(missing_docs)]
-// Panic-free on input (style.md practice 6): anything a peer sends is an error, never a panic.
+// Panic-free on input (docs/style.md practice 6): anything a peer sends is an error, never a panic.
 // Tests are exempt; every `#[allow]` of these carries an `// INVARIANT:` comment.
 #![cfg_attr(
     not(test),

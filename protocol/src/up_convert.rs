@@ -1,5 +1,6 @@
-//! Up-conversion for Produce v0–v2 (downconversion.md §8): a legacy message set (plain or one
-//! compressed wrapper) becomes one v2 batch with fresh offset deltas 0..n, ready for the log.
+//! Up-conversion for Produce v0–v2 (docs/design/downconversion.md §8): a legacy message set (plain
+//! or one compressed wrapper) becomes one v2 batch with fresh offset deltas 0..n, ready for the
+//! log.
 //!
 //! The broker passes in the log-append time (this crate never reads a clock) and the topic's
 //! timestamp type and codec; it assigns the base offset on append (`v2::set_base_offset`). Errors

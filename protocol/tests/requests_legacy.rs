@@ -1,5 +1,6 @@
-//! The request sequences real legacy clients send (shared/docs/clients.md §2a, downconversion.md
-//! §7.1), built with kafka-protocol's client-side encoder and decoded by Skiff's entry point.
+//! The request sequences real legacy clients send (docs/design/clients.md §2a,
+//! docs/design/downconversion.md §7.1), built with kafka-protocol's client-side encoder and decoded
+//! by Skiff's entry point.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;

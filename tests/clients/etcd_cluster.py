@@ -1,4 +1,4 @@
-"""A 3-member etcd cluster on loopback for the cluster tests (cluster.md §8): Debian's etcd-server,
+"""A 3-member etcd cluster on loopback for the cluster tests (docs/design/cluster.md §8): Debian's etcd-server,
 free ports, its own temporary directory, stopped by pid. (The network-partition tests start a
 1-member one on a bridge address instead.) One cluster serves a whole pytest session;
 each test uses its own `skiff.cluster.name`, so tests never see each other's keys."""

@@ -1,4 +1,4 @@
-"""Failure scenarios of cluster.md §6 on 3 brokers and a real etcd:
+"""Failure scenarios of docs/design/cluster.md §6 on 3 brokers and a real etcd:
 
 - E9, double failovers: (KIP-101) the leader A holds records above the high watermark, A and
   both followers die, a follower B comes back and leads a new epoch that takes new acks=all

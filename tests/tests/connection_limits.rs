@@ -5,7 +5,7 @@
 //!
 //! CI holds a few hundred idle connections against a small `max.connections`; the 10,000 of the
 //! issue, from one process against a spawned broker at the default limit, are
-//! `skiff-bench idle-connections --count 10000` (README, Benchmarks).
+//! `skiff-bench idle-connections --count 10000` (docs/benchmarks.md).
 
 use std::net::IpAddr;
 use std::time::Duration;

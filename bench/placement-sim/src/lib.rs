@@ -1,6 +1,6 @@
-//! The placement simulator behind `skiff-placement-sim`: Sim A (replica placement, BP-65) and
-//! Sim B (bundles and shedding), both driving Skiff's real `skiff-placement` crate with virtual time
-//! and seeded RNGs, the targets of the placement spec's §3.3b measured on them ([`targets`]), and
+//! The placement simulator behind `skiff-placement-sim`: Sim A (replica placement, BP-65) and Sim B
+//! (bundles and shedding), both driving Skiff's real `skiff-placement` crate with virtual time and
+//! seeded RNGs, the targets of docs/design/placement.md §3.3b measured on them ([`targets`]), and
 //! the markdown report and SVG plots they produce; the report ends with the targets table.
 //!
 //! Owns the scenario models, the metrics and the report text. Its package depends on
@@ -30,8 +30,8 @@ pub struct Options {
     pub replica: bool,
     /// Run Sim B (bundles and shedding).
     pub bundles: bool,
-    /// Run the targets of §3.3b (Sim A recalibrated, Sim B on five seeds) and end with their
-    /// table.
+    /// Run the targets of docs/design/placement.md §3.3b (Sim A recalibrated, Sim B on five seeds)
+    /// and end with their table.
     pub targets: bool,
 }
 
@@ -162,8 +162,8 @@ const SKIFF_STALE_REFRESH_S: u64 = 300;
 /// difference when choosing Skiff's d.
 const SKIFF_CHOICE_TIE_MBPS: f64 = 0.5;
 
-/// The choice count Skiff uses, from (d, run at the spec's refresh, run at
-/// [`SKIFF_STALE_REFRESH_S`]): the lowest mean of the two median-window stds (more choices
+/// The choice count Skiff uses, from (d, run at the 30 s refresh of docs/design/placement.md §3.1,
+/// run at [`SKIFF_STALE_REFRESH_S`]): the lowest mean of the two median-window stds (more choices
 /// follow a view more closely, which helps while it is fresh and herds when it is stale), fewer
 /// choices among those within [`SKIFF_CHOICE_TIE_MBPS`] of the best.
 fn skiff_choice(runs: &[(usize, &RunResult, &RunResult)]) -> usize {

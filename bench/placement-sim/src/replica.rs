@@ -8,7 +8,8 @@
 //! Each node's demand is also kept in its parts (placed base rates, burst extra, background
 //! noise) for the variance budget, and a placer may keep a private view with its own placements
 //! accounted (Skiff's power of d choices). Diagnostic switches (equal capacities, no noise, no
-//! bursts) exist only to measure those parts; the spec'd model is [`ReplicaConfig::bp65`].
+//! bursts) exist only to measure those parts; the model of docs/design/placement.md §3.1 is
+//! [`ReplicaConfig::bp65`].
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -108,13 +109,14 @@ impl ReplicaConfig {
 /// Capped rates are cut to the cap and the others scaled up to keep the mean utilisation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LedgerCap {
-    /// Uncapped lognormal rates (the model of §3.1).
+    /// Uncapped lognormal rates (the model of docs/design/placement.md §3.1).
     None,
     /// A bursting ledger needs at most this share of an average node (the earlier capped
     /// variant: half an average node can still fill a half-capacity one).
     MeanNodeShare(f64),
-    /// A bursting ledger needs at most this share of the smallest node (§3.3b's recalibrated
-    /// regime: no single ledger, even bursting, takes more than this share of any node).
+    /// A bursting ledger needs at most this share of the smallest node (docs/design/placement.md
+    /// §3.3b's recalibrated regime: no single ledger, even bursting, takes more than this share of
+    /// any node).
     SmallestNodeShare(f64),
 }
 
@@ -936,7 +938,7 @@ mod tests {
         // Half loaded: twice that.
         assert!((node_delay_ms(200.0, 0.5, 0.0) - 10.0 * ln100).abs() < 1e-9);
         // Overloaded: the M/M/1 part stops at ρ = 0.99 and the backlog adds its drain time,
-        // 2 400 MB at 200 MB/s = 12 s (a node at 110 % for 2 min, as the spec's example).
+        // 2 400 MB at 200 MB/s = 12 s (a node at 110 % for 2 min).
         let d = node_delay_ms(200.0, 1.1, 2400.0);
         assert!((d - (500.0 * ln100 + 12_000.0)).abs() < 1e-6, "{d}");
         // No ceiling: 1 000 s of backlog reads as 1 000 s, not 120 s.

@@ -1,4 +1,4 @@
-//! The targets of §3.3b of the placement spec, measured from runs, and the table that ends the
+//! The targets of docs/design/placement.md §3.3b, measured from runs, and the table that ends the
 //! report.
 //!
 //! Owns Sim A's recalibrated regime (ledger rates capped at half the smallest node while
@@ -127,9 +127,10 @@ pub struct Calibration {
 }
 
 /// Picks the load: the highest mean utilisation of the grid where random is in the regime (the
-/// busiest cluster that still starts where BP-65 did, nearest the spec's 50–60 %); if no point
-/// is, the one whose peak p99 is nearest the 10–20 s band (by ratio) among those whose median is
-/// under 1 s, or among all if none is. `None` for an empty grid.
+/// busiest cluster that still starts where BP-65 did, nearest the 50–60 % of
+/// docs/design/placement.md §3.1); if no point is, the one whose peak p99 is nearest the 10–20 s
+/// band (by ratio) among those whose median is under 1 s, or among all if none is. `None` for an
+/// empty grid.
 pub fn choose_load(grid: &[(f64, f64, f64)]) -> Option<Calibration> {
     let best_in = grid
         .iter()

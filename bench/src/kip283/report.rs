@@ -300,7 +300,7 @@ pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
     let mut md = String::new();
     md.push_str("# KIP-283 measurements on Skiff\n\n");
     md.push_str(
-        "Produced by `skiff-bench` (see the README's Benchmarks section). Figures are medians with \
+        "Produced by `skiff-bench` (see docs/benchmarks.md). Figures are medians with \
          (min–max, sample count); the machine is shared with other builds, so the load average is \
          given with every run. MB = 10⁶ bytes, MiB = 2²⁰ bytes. Throughput counts response bytes on \
          the wire.\n\n",

@@ -1,6 +1,7 @@
-//! The leader's writes of its partitions' ISR (cluster.md §4): a compare-and-set of the partition
-//! key on the `mod_revision` its replica read, and on this broker's own registration still being
-//! the one the session holds, so a broker whose lease lapsed (a zombie leader) cannot write.
+//! The leader's writes of its partitions' ISR (docs/design/replication.md §4): a compare-and-set of
+//! the partition key on the `mod_revision` its replica read, and on this broker's own registration
+//! still being the one the session holds, so a broker whose lease lapsed (a zombie leader) cannot
+//! write.
 //!
 //! Must never: retry a refused write on its own (the replica re-reads through the watch and
 //! proposes again), or write a state the replica machine did not propose.

@@ -1,6 +1,6 @@
-//! Cluster membership and the controller, glued to the metadata store (cluster.md §2–§3): the
-//! broker's session lease and registration, its image of the store kept by a watch, and the
-//! controller it runs when it wins the election. Every decision is `skiff-cluster`'s pure code;
+//! Cluster membership and the controller, glued to the metadata store (docs/design/cluster.md
+//! §2–§3): the broker's session lease and registration, its image of the store kept by a watch, and
+//! the controller it runs when it wins the election. Every decision is `skiff-cluster`'s pure code;
 //! this module submits its Txns, feeds it the watch, and passes the clock in.
 //!
 //! On the default `local` store the broker is a cluster of one: it registers, campaigns and wins,
@@ -895,11 +895,12 @@ impl Cluster {
         }
     }
 
-    /// Controlled shutdown (cluster.md §3): marks this broker's registration `shutting_down`
-    /// (a Txn guarded on its own session), then waits until its image shows it leads no partition
-    /// another running ISR member could lead (the controller moves them, at epoch + 1) or
-    /// `timeout` passes. The broker keeps serving meanwhile. Returns at once when no other broker
-    /// runs (a cluster of one: nothing can move). Never fails: a shutdown goes on regardless.
+    /// Controlled shutdown (docs/design/cluster.md §3): marks this broker's registration
+    /// `shutting_down` (a Txn guarded on its own session), then waits until its image shows it
+    /// leads no partition another running ISR member could lead (the controller moves them, at
+    /// epoch + 1) or `timeout` passes. The broker keeps serving meanwhile. Returns at once when no
+    /// other broker runs (a cluster of one: nothing can move). Never fails: a shutdown goes on
+    /// regardless.
     pub async fn controlled_shutdown(&self, timeout: Duration) {
         let started = crate::clock::instant();
         let alone = self

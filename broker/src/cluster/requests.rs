@@ -1,10 +1,10 @@
 //! The store side of the admin requests that change partitions without a call to the controller
-//! (cluster.md §3, "Requests that need the controller"): ElectLeaders ([`super::elections`]) and
-//! AlterPartitionReassignments ([`super::reassignments`]). The broker that received the request
-//! plans on its image with the request's pure planner (`skiff_cluster::election`,
-//! `skiff_cluster::reassign`), submits the Txns itself under its own session fence, and re-plans
-//! what a failed compare refused on the image that failure left behind, until the request's
-//! timeout. The store's compares order these writes against the controller's.
+//! (docs/design/cluster.md §3, "Requests that need the controller"): ElectLeaders
+//! ([`super::elections`]) and AlterPartitionReassignments ([`super::reassignments`]). The broker
+//! that received the request plans on its image with the request's pure planner
+//! (`skiff_cluster::election`, `skiff_cluster::reassign`), submits the Txns itself under its own
+//! session fence, and re-plans what a failed compare refused on the image that failure left behind,
+//! until the request's timeout. The store's compares order these writes against the controller's.
 //!
 //! Must never: decide anything itself (the pure planners do), write without the session fence,
 //! or wait past the request's timeout.

@@ -1,8 +1,8 @@
-//! Topic changes through the metadata store (cluster.md §2a, §3): CreateTopics, CreatePartitions,
-//! the config alters and DeleteTopics on any broker write the store with `skiff_cluster::topics`'
-//! guarded Txns, then wait (bounded) until this broker's image shows the change and its logs
-//! follow, so a client that gets a success finds the topic here at once. The single-node
-//! registry of earlier releases is migrated the same way at start.
+//! Topic changes through the metadata store (docs/design/cluster.md §2a, §3): CreateTopics,
+//! CreatePartitions, the config alters and DeleteTopics on any broker write the store with
+//! `skiff_cluster::topics`' guarded Txns, then wait (bounded) until this broker's image shows the
+//! change and its logs follow, so a client that gets a success finds the topic here at once. The
+//! single-node registry of earlier releases is migrated the same way at start.
 //!
 //! Must never: change a topic anywhere but in the store (the materializer makes the logs follow),
 //! or wait without a deadline.

@@ -439,7 +439,7 @@ config_keys! {
     "log.index.interval.bytes" => log_index_interval_bytes: u32 = 4096;
         "Bytes of log between two offset-index entries."
     "max.broker.partitions" => max_broker_partitions: usize = skiff_storage::DirConfig::default().logs_max;
-        "Most partition logs this broker holds, internal ones included (the name of Kafka's KIP-578). CreateTopics and CreatePartitions past it answer POLICY_VIOLATION naming the limit; so do those the open-file limit or vm.max_map_count cannot hold. Each partition costs three memory maps and the memory the README's scale section measures; open files are shared (skiff.log.files.max)."
+        "Most partition logs this broker holds, internal ones included (the name of Kafka's KIP-578). CreateTopics and CreatePartitions past it answer POLICY_VIOLATION naming the limit; so do those the open-file limit or vm.max_map_count cannot hold. Each partition costs three memory maps and the memory docs/benchmarks.md measures (partitions at scale); open files are shared (skiff.log.files.max)."
     "skiff.log.files.max" => log_files_max: usize = skiff_storage::DirConfig::default().log_files_max;
         "Open descriptors kept for segment files (active and older ones alike), the most recently used first, at most a quarter of the open-file limit; an append, fetch or flush of another partition reopens its file (one open(2), a few microseconds), so idle partitions hold none. Each costs one descriptor: the broker keeps them out of max.connections' share of the limit."
     "num.recovery.threads.per.data.dir" => num_recovery_threads_per_data_dir: usize = skiff_storage::DirConfig::default().recovery_threads;
@@ -549,7 +549,7 @@ config_keys! {
     "leader.imbalance.per.broker.percentage" => leader_imbalance_per_broker_percentage: u32 = 10;
         "Share of the partitions a broker is the preferred replica of that may be led elsewhere before the controller rebalances them, in percent (0 to 100)."
     "skiff.placement.shed.enable" => placement_shed_enable: bool = true;
-        "As controller, run the bundle shedder every skiff.placement.shed.interval.ms and move bundles (their partitions' leaderships) from the most to the least loaded brokers (cluster.md §5). false turns shedding off; bundle records are still kept and moves already begun still finish."
+        "As controller, run the bundle shedder every skiff.placement.shed.interval.ms and move bundles (their partitions' leaderships) from the most to the least loaded brokers (docs/design/cluster.md §5). false turns shedding off; bundle records are still kept and moves already begun still finish."
     "skiff.placement.shed.interval.ms" => placement_shed_interval_ms: u64 = 60_000;
         "How often the controller runs the shedder (one shedding cycle). At least 1000."
     "skiff.placement.shedder" => placement_shedder: String = "skiff".to_owned();

@@ -8,8 +8,9 @@
 //! Decisions beyond Kafka's:
 //! - Every version returns at least one whole batch for the first partition that has data, even
 //!   v0–v2, whose "hard" partition limit in Kafka 3.x makes a legacy consumer re-fetch forever when
-//!   the first batch is bigger than its limit (downconversion.md §3.7 D4). An old client then gets a
-//!   complete message bigger than it asked for, which every client tested parses.
+//!   the first batch is bigger than its limit (docs/design/downconversion.md §3.7 D4). An old
+//!   client then gets a complete message bigger than it asked for, which every client tested
+//!   parses.
 //! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
 //!
 //! The record bytes a response carries count as each partition's bytes out once the response is
@@ -50,7 +51,8 @@ const STORED_FORMAT_FETCH_VERSION_MIN: i16 = 4;
 const ZSTD_FETCH_VERSION_MIN: i16 = 10;
 /// First Fetch version with a response-level `max_bytes` (KIP-74).
 const MAX_BYTES_FETCH_VERSION_MIN: i16 = 3;
-/// Highest Fetch version that cannot express KAFKA_STORAGE_ERROR (56); it gets 6 instead (§4.4).
+/// Highest Fetch version that cannot express KAFKA_STORAGE_ERROR (56); it gets 6 instead
+/// (docs/design/downconversion.md §4.4).
 const STORAGE_ERROR_FETCH_VERSION_MAX: i16 = 5;
 /// First Fetch version that names topics by id.
 const TOPIC_ID_FETCH_VERSION_MIN: i16 = 13;
@@ -90,7 +92,7 @@ struct ReadTopic {
     partitions: Vec<(i32, PartitionRead)>,
 }
 
-/// The magic a legacy Fetch version reads (downconversion.md §2.4).
+/// The magic a legacy Fetch version reads (docs/design/downconversion.md §2.4).
 fn target_magic(version: i16) -> Option<Magic> {
     match version {
         0 | 1 => Some(Magic::V0),

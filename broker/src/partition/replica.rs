@@ -1,4 +1,4 @@
-//! One partition's replica on this broker (cluster.md §4): the pure
+//! One partition's replica on this broker (docs/design/replication.md §1): the pure
 //! `skiff_cluster::replica::Replica` behind a lock, the high watermark readers see, and the
 //! acks=all produces waiting for it. The replication driver and fetcher (`crate::replication`)
 //! feed it; Produce, Fetch and ListOffsets ask it.

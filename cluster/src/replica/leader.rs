@@ -1,5 +1,5 @@
 //! The leader side of [`Replica`]: follower bookkeeping, the HW, ISR shrink and expansion,
-//! fetch answers and acks=all completion (cluster.md §4, Kafka's `Partition`).
+//! fetch answers and acks=all completion (docs/design/replication.md §2, Kafka's `Partition`).
 //!
 //! Must never: change its local ISR before the store accepted the change (a shrink), or let the
 //! HW go down.

@@ -1,6 +1,6 @@
-//! The replica state machine of one partition on one broker (cluster.md §4), pure: time, the
-//! partition state the store watch delivers, fetch requests (as a leader), fetch results (as a
-//! follower) and the local log's facts come in; [`Action`]s come out, for the broker to carry
+//! The replica state machine of one partition on one broker (docs/design/replication.md §1), pure:
+//! time, the partition state the store watch delivers, fetch requests (as a leader), fetch results
+//! (as a follower) and the local log's facts come in; [`Action`]s come out, for the broker to carry
 //! out (append, truncate, send a fetch, propose an ISR change, move the HW, answer produces).
 //!
 //! Roles: not a replica → leader at epoch E, or follower of L at E (truncating, then fetching);
@@ -32,7 +32,7 @@ use crate::records::{PartitionState, NO_LEADER};
 
 /// `replica.lag.time.max.ms`'s default (Kafka's `REPLICA_LAG_TIME_MAX_MS_DEFAULT`).
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
-/// The cluster-mode default of `min.insync.replicas` (cluster.md §4).
+/// The cluster-mode default of `min.insync.replicas` (docs/design/replication.md §5).
 pub const MIN_INSYNC_REPLICAS_DEFAULT: usize = 2;
 /// How long a follower waits before fetching again after an error or a lost fetch.
 pub const REPLICA_FETCH_BACKOFF_MS_DEFAULT: u64 = 1_000;

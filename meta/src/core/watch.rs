@@ -1,8 +1,8 @@
 //! Watchers of the pure store: each has a range, a start revision and a bounded queue of the
-//! revisions (numbers only) that touched its range and are not yet delivered; the events
-//! themselves are read from the history when delivered. A watcher whose start revision was
-//! compacted, whose queue overflows, or whose next revision was compacted away while queued, is
-//! canceled with [`Error::Compacted`]: its owner re-GETs and watches again (cluster.md §2, §7).
+//! revisions (numbers only) that touched its range and are not yet delivered; the events themselves
+//! are read from the history when delivered. A watcher whose start revision was compacted, whose
+//! queue overflows, or whose next revision was compacted away while queued, is canceled with
+//! [`Error::Compacted`]: its owner re-GETs and watches again (docs/design/cluster.md §2, §7).
 
 use std::collections::VecDeque;
 

@@ -1,7 +1,7 @@
-//! Starts and stops a real etcd cluster on free loopback ports for the tests (cluster.md §8's
-//! commands), with each member's data and log in a temp directory. Members are killed on drop,
-//! so a failing test leaves nothing running. A missing `etcd` binary fails loudly: with the
-//! `etcd` feature on, these tests never skip.
+//! Starts and stops a real etcd cluster on free loopback ports for the tests
+//! (docs/design/cluster.md §8's commands), with each member's data and log in a temp directory.
+//! Members are killed on drop, so a failing test leaves nothing running. A missing `etcd` binary
+//! fails loudly: with the `etcd` feature on, these tests never skip.
 
 // Each test binary that includes `common` uses a different part of it.
 #![allow(dead_code)]

@@ -94,7 +94,7 @@ pub struct PairConfig {
     /// Skiff: leave a broker alone until it reports after its last move.
     pub settle: bool,
     /// Skiff: never move load from B to A within this long after a move from A to B (0: off).
-    /// Such a move undoes recent work: it is the ping-pong the spec counts.
+    /// Such a move undoes recent work: it is the ping-pong docs/design/placement.md §3.3b counts.
     pub pair_cooldown_ms: u64,
     /// Skiff: how far a broker's usage may have drifted since its report without it reporting
     /// again (its report threshold, score points; 0: off). A moderate gap (low hits only) whose

@@ -1,5 +1,5 @@
 //! Load shedding and bundle placement: which bundles leave which broker, and where they go
-//! (§1.7–1.8 of the spec).
+//! (docs/design/placement.md §1.7–1.8).
 //!
 //! Owns the shedders (Pulsar's OverloadShedder, ThresholdShedder, UniformLoadShedder,
 //! TransferShedder and AvgShedder, plus Skiff's settled pair shedder), the bundle placement
@@ -12,8 +12,8 @@
 //! # Skiff's shedder ([`ShedderConfig::skiff`])
 //!
 //! AvgShedder's pairing (i-th lowest score with i-th highest) and multi-hit trigger (8 hits for a
-//! moderate gap, 2 for a gap ≥ 40), changed in nine ways, each aimed at a failure mode the spec
-//! lists:
+//! moderate gap, 2 for a gap ≥ 40), changed in nine ways, each aimed at a failure mode
+//! docs/design/placement.md §2 lists:
 //!
 //! 1. **Settle before acting.** A broker that took part in a move is left alone until it has sent
 //!    a report made after the move. Acting on a report that predates one's own last decision is
@@ -27,7 +27,8 @@
 //!    replaces several small ones (fewer unloads), and so small an inversion can never fire the
 //!    reverse move.
 //! 3. **Pair cooldown.** No move from B to A within 30 min of a move from A to B: that move would
-//!    undo recent work (the ping-pong the spec counts); the pair waits and other pairs act.
+//!    undo recent work (the ping-pong docs/design/placement.md §3.3b counts); the pair waits and
+//!    other pairs act.
 //! 4. **A 10-point deadband** instead of 15, so that the gap it leaves is clearly inside a
 //!    15-point convergence bar rather than at the mercy of measurement noise; and a pair stops
 //!    taking bundles once its predicted gap is under 8 points, so it does not spend moves (each

@@ -1,5 +1,6 @@
-//! The lazy chunked down-converter (KIP-283, downconversion.md §3): serves a Fetch v0–v3 partition
-//! from a slice of stored v2 batches as magic 0 or 1, fed in bounded pieces, sans-IO.
+//! The lazy chunked down-converter (KIP-283, docs/design/downconversion.md §3): serves a Fetch
+//! v0–v3 partition from a slice of stored v2 batches as magic 0 or 1, fed in bounded pieces,
+//! sans-IO.
 //!
 //! The broker never maps or loads the whole slice. A [`DownConverter`] tells it which byte range of
 //! the slice it needs next ([`SourceRange`], relative to the slice start: whole batches, about

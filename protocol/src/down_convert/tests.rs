@@ -1,5 +1,6 @@
-//! Every edge case of downconversion.md §6.1 that concerns the converter (named `case_NN_…`) and
-//! every hex vector of §6.2 (`vector_vN_…`; real Kafka 3.9 output), plus the property tests.
+//! Every edge case of docs/design/downconversion.md §6.1 that concerns the converter (named
+//! `case_NN_…`) and every hex vector of §6.2 (`vector_vN_…`; real Kafka 3.9 output), plus the
+//! property tests.
 
 use super::*;
 use crate::records::compression::decompress;

@@ -529,7 +529,8 @@ mod tests {
 
     #[test]
     fn lz4_header_checksum_matches_kafka_for_both_magics() {
-        // downconversion.md §1.6 / V6: v0 frame starts 04224d18 60 40 1a, v1 04224d18 60 40 82.
+        // docs/design/downconversion.md §1.6 / V6: v0 frame starts 04224d18 60 40 1a, v1 04224d18
+        // 60 40 82.
         assert_eq!(
             compress(Compression::Lz4, Magic::V0, b"x").expect("lz4")[..7],
             [4, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x1a]

@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn builder_reproduces_kafka_v1_source_batch_byte_for_byte() {
-        // downconversion.md §6.2 V1 source, written by Kafka 3.9.
+        // docs/design/downconversion.md §6.2 V1 source, written by Kafka 3.9.
         let kafka = hex("00000000000000050000003effffffff0285d4936f00000000000000000000000003e800000000000003e8ffffffffffffffffffffffffffff0000000118000000026b02760202680278");
         let mut builder = BatchBuilder::new(5, Compression::None);
         builder

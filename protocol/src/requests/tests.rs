@@ -365,8 +365,8 @@ fn fetch_cluster_id_tag_is_decoded() {
 
 #[test]
 fn legacy_fetch_v0_bytes() {
-    // Fetch v0 from §2.2: replica -1, max wait 100, min bytes 1, topic "t" partition 0 offset 5
-    // max 1 MiB.
+    // Fetch v0 from docs/design/downconversion.md §2.2: replica -1, max wait 100, min bytes 1,
+    // topic "t" partition 0 offset 5 max 1 MiB.
     let body = Bytes::from_static(&[
         0xff, 0xff, 0xff, 0xff, 0, 0, 0, 100, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0x10, 0, 0,

@@ -646,7 +646,8 @@ pub(crate) mod tests {
 
     #[test]
     fn legacy_v0_response_with_error_partition_declares_zero() {
-        // §2.3's example layout, with Skiff's choice for the error partition: size 0, not −1.
+        // docs/design/downconversion.md §2.3's example layout, with Skiff's choice for the error
+        // partition: size 0, not −1.
         let shape = FetchResponseShape {
             topics: vec![FetchTopicShape {
                 name: "t".into(),
@@ -695,7 +696,8 @@ pub(crate) mod tests {
             tail.as_ref(),
             [0, 0, 0, 1, 0, 0x23, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]
         );
-        // The same size as Kafka's 121 in §2.3: Kafka writes −1 where Skiff writes 0.
+        // The same size as Kafka's 121 in docs/design/downconversion.md §2.3: Kafka writes −1 where
+        // Skiff writes 0.
         assert_eq!(parts_len(&parts), 125);
         assert_eq!(
             parts_len(&encode_fetch_response(1, 42, &shape).unwrap()),

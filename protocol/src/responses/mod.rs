@@ -72,7 +72,7 @@ pub fn supported_api_versions() -> Vec<ApiVersion> {
 /// The supported-versions list with each API's maximum lowered to `version_max_cap(api_key)`
 /// (`None` keeps the table's maximum). A broker "emulating 0.10.2" advertises Fetch ≤ 3 and
 /// Produce ≤ 2 this way, which makes unmodified modern clients fall back to magic 1
-/// (shared/docs/clients.md §1). An API whose cap is below its minimum is left out.
+/// (docs/design/clients.md §1). An API whose cap is below its minimum is left out.
 pub fn capped_api_versions(version_max_cap: impl Fn(ApiKey) -> Option<i16>) -> Vec<ApiVersion> {
     SUPPORTED_APIS
         .iter()

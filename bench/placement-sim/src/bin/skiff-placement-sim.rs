@@ -2,8 +2,9 @@
 //! and shedding) and writes `placement.md` and `placement-*.svg` into the output directory.
 //!
 //! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles|targets] [--out DIR]`
-//! (default seed 1, output `bench/reports`; the committed report runs every part and ends with
-//! the table of §3.3b's targets). Seeded and deterministic: the same seed writes the same bytes.
+//! (default seed 1, output `bench/reports`; the committed report runs every part and ends with the
+//! table of docs/design/placement.md §3.3b's targets). Seeded and deterministic: the same seed
+//! writes the same bytes.
 
 use std::path::PathBuf;
 
