@@ -1,8 +1,20 @@
-//! The only place in the broker that reads a clock. Pure cores (group coordinator, placement,
-//! storage) take time as an argument; the edges read it here, so a test or a simulation can see
-//! every reading in one file.
+//! The broker's clock readings, in one file so a test or a simulation can see every one: the
+//! wall clock in milliseconds (log-append times, segment age, retention, the group coordinator's
+//! deadlines), monotonic instants (how long something took, and the base the session fence
+//! counts from), monotonic milliseconds since the first reading (the time the replica machines
+//! run on, which a wall-clock step must not move), and tokio's timer clock (deadlines that timers
+//! wait for, so a paused test runtime moves both).
 //!
-//! Must never: be called from a pure core.
+//! The pure cores (protocol, storage, the group coordinator, placement, the cluster crate and
+//! its replica machines, the metadata store's core) never read a clock: the broker reads it here
+//! and passes the value in. The wall clock is read nowhere else in the broker. Two kinds of
+//! readings still bypass this file today: the admin requests' deadlines in
+//! `cluster/requests.rs` and `cluster/topic_changes.rs` read tokio's clock directly (the clock
+//! [`timer_now`] reads, so they agree with it), and start-up times partition recovery with a
+//! `std::time::Instant` for its log line.
+//!
+//! Must never: be called from a pure core, or hand out a wall-clock reading where a duration is
+//! measured (a clock step would bend it).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,8 +1,17 @@
-//! What every handler shares: the configuration, the topics, the metrics, the broker-wide budgets,
-//! the ACLs and the clock. (Long-polling fetches wait on their own partitions'
-//! [`crate::partition::readable_end`], not on anything here.)
+//! [`Ctx`]: the broker-wide state the request path shares, built once at start-up and handed to
+//! every connection and handler behind an `Arc`: the configuration, the topics and their
+//! partitions, the metrics, the request-bytes budget, the cluster handle (membership, the
+//! image, the controller) and the cluster id, the placement state, the group driver's handle,
+//! the shutdown signal, the queue of ISR proposals for the replication driver, and the live
+//! ACLs. It also answers two questions every handler asks: what time it is (through
+//! `crate::clock`) and what this session may do in this request ([`Ctx::access`]).
 //!
-//! Must never: hold per-request state.
+//! Long-polling fetches wait on their own partitions' [`crate::partition::readable_end`], not on
+//! anything here.
+//!
+//! Must never: hold per-request or per-connection state (that is the session and the handler's
+//! locals), read a clock itself, or grow a field only one module needs (pass that module its
+//! own handle instead).
 
 use std::sync::Arc;
 

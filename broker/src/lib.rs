@@ -1,25 +1,44 @@
-//! Skiff's broker: the tokio edge that glues the sans-IO protocol core, the storage engine and the
-//! pure placement and group state machines to sockets, files and the clock.
+//! Skiff's broker: the tokio edge around the pure crates. It owns everything that touches
+//! sockets, files and the clock, and carries out what the pure cores decide: `skiff-protocol`
+//! (wire layouts, conversion), `skiff-storage` (the logs), `skiff-cluster` (metadata decisions,
+//! the replica state machine), `skiff-meta` (the metadata store), `skiff-placement` and
+//! `skiff-group` (the group coordinator).
 //!
-//! Layout (each module's own doc says what it owns and must never do):
-//! - [`config`]: every key, typed and parsed once at load; a leaf that imports nothing of the
-//!   broker's request path;
-//! - [`net`]: the accept loop, one task per connection, response sending (sendfile, TLS), the
-//!   session a connection carries;
-//! - [`security`]: SASL mechanisms and ACLs;
-//! - `handlers`: one file per Kafka API and the one dispatch `match` over decoded requests;
-//! - [`partition`]: topics and their logs, topic configs, down-conversion glue, producer state;
-//! - [`group`]: the pure classic group coordinator and its tokio driver;
-//! - [`placement`]: the load sampler and placement state over the pure `skiff-placement` crate;
-//! - [`cluster`]: membership (session lease, registration), the watched image of the metadata
-//!   store, and the controller loop over `skiff-cluster`'s pure plan;
-//! - [`ops`]: metrics, the operator HTTP endpoint, maintenance (retention, flush);
-//! - [`replication`]: each partition's replica (the pure `skiff-cluster` replica machine behind a
-//!   lock), the driver feeding it the store's partition states, and the follower's fetcher;
-//! - `clock`: the only place that reads the clock; `context`: what handlers share.
+//! This file owns start-up and shutdown: the order in which the data directory, the metadata
+//! store, the topics, the group driver and the listeners come up (the broker listens before its
+//! partitions are recovered), and the drain, checkpoints and clean-shutdown marker on the way
+//! down.
 //!
-//! Must never: put protocol logic (wire layouts, conversion rules) here — that lives in
-//! `skiff-protocol` — or read the clock anywhere but `clock` (tokio's timers aside).
+//! Layout (docs/architecture.md has the map; each module's own doc says what it owns and must
+//! never do). Leaves, which import nothing of the request path:
+//! - [`config`]: every key, its default and bound, parsed once at load;
+//! - `metrics`: counters, gauges and histograms; other folders register their sections in it;
+//! - `clock`: the broker's clock readings;
+//! - `response`: the response plan (`ResponsePart`) and the lazy record sets (`LazyRecords`).
+//!
+//! Above them:
+//! - [`security`]: the session (principal, listener, protocol), SASL mechanisms and ACLs;
+//! - [`net`]: the accept loop and admission, one task per connection, writing the plan
+//!   (sendfile, TLS, converted chunks), frame capture;
+//! - `handlers`: one file per Kafka API, the one dispatch `match`, and `handlers/common/` for
+//!   what several handlers share (a handler imports no other handler);
+//! - [`partition`]: topics and their logs; `Partition`, which owns the write path and the
+//!   high-watermark ritual (append as leader, answer a follower, poll on the timer, wake the
+//!   fetches waiting on it); topic configs, producer state, traffic;
+//! - [`replication`]: the driver feeding replicas the store's states and timers, the follower's
+//!   fetcher, the reassignment throttle;
+//! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs, producer-id blocks);
+//! - [`cluster`]: membership, the controller loop, topic creation and changes, the
+//!   materializer, ISR writes, elections, reassignments, shedding;
+//! - [`placement`]: the load sampler and placement state over `skiff-placement`;
+//! - [`ops`]: the operator HTTP endpoint and maintenance (retention, flush, checkpoints, load
+//!   reports);
+//! - `context`: `Ctx`, what the request path shares.
+//!
+//! No folder imports a folder that imports it back (`scripts/import-cycles.py`, in CI).
+//!
+//! Must never: put protocol logic (wire layouts, conversion rules) or a decision that a pure
+//! crate owns here; read the wall clock anywhere but `clock`.
 
 mod clock;
 pub mod cluster;

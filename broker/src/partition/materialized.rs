@@ -6,7 +6,8 @@
 //!
 //! Version 1 of the file is the single-node registry of earlier releases, where it *was* the
 //! truth: its topics are migrated into the metadata store at the first start (see
-//! `crate::cluster::migrate`), after which the file is rewritten as version 2.
+//! `Cluster::migrate` in `crate::cluster::topic_changes`), after which the file is rewritten as
+//! version 2.
 //!
 //! Must never: leave a half-written file where a crash could find it.
 
