@@ -99,6 +99,20 @@ cargo build --release --workspace --bins --benches --features skiff-broker/etcd
 step "skiff-bench smoke against a release broker"
 "$target_dir"/release/skiff-bench smoke --skiff-bin "$target_dir"/release/skiff
 
+step "placement simulator: its quick run writes bench/reports/placement-quick/ byte for byte"
+# The committed reports are what the code writes. The full run (bench/reports/placement.md) takes
+# minutes; the quick one (same code, small configurations, under a second) catches a change that
+# moves the figures without regenerating them.
+placement_quick=$(mktemp -d)
+"$target_dir"/release/skiff-placement-sim --seed 1 --quick --out "$placement_quick" >/dev/null 2>&1
+if ! diff -r bench/reports/placement-quick "$placement_quick" >/dev/null; then
+  diff -u bench/reports/placement-quick/placement.md "$placement_quick/placement.md" || true
+  echo "the placement simulator's report moved: regenerate both with"
+  echo "  cargo run --release -p skiff-placement-sim -- --seed 1 [--quick]"
+  echo "and say in the commit why the figures changed"; exit 1
+fi
+rm -rf "$placement_quick"
+
 step "live placement benchmark's own checks (minimal moves, layout, ping-pong rules)"
 python3 bench/placement_live.py --self-test
 

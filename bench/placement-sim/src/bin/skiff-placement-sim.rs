@@ -2,9 +2,11 @@
 //! and shedding) and writes `placement.md` and `placement-*.svg` into the output directory.
 //!
 //! Usage: `skiff-placement-sim [--seed N] [--quick] [--only replica|bundles|targets] [--out DIR]`
-//! (default seed 1, output `bench/reports`; the committed report runs every part and ends with the
-//! table of docs/design/placement.md §3.3b's targets). Seeded and deterministic: the same seed
-//! writes the same bytes.
+//! (default seed 1, output `bench/reports`, or `bench/reports/placement-quick` with `--quick`; the
+//! committed report runs every part and ends with the table of docs/design/placement.md §3.3b's
+//! targets). Seeded and deterministic: the same seed writes the same bytes. The full run takes
+//! minutes, so CI checks the quick one: `scripts/test.sh` runs `--seed 1 --quick` and compares what
+//! it writes with the committed `bench/reports/placement-quick/` byte for byte.
 
 use std::path::PathBuf;
 
@@ -19,7 +21,7 @@ fn main() -> anyhow::Result<()> {
         bundles: true,
         targets: true,
     };
-    let mut out = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports"));
+    let mut out = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -37,7 +39,11 @@ fn main() -> anyhow::Result<()> {
                     bail!("--only takes replica, bundles or targets");
                 }
             }
-            "--out" => out = PathBuf::from(args.next().context("--out needs a directory")?),
+            "--out" => {
+                out = Some(PathBuf::from(
+                    args.next().context("--out needs a directory")?,
+                ))
+            }
             "-h" | "--help" => {
                 println!(
                     "skiff-placement-sim [--seed N] [--quick] [--only replica|bundles|targets] [--out DIR]"
@@ -47,6 +53,15 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
+    // The quick report has its own directory, so a quick run never overwrites the full report.
+    let out = out.unwrap_or_else(|| {
+        let reports = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../reports"));
+        if options.quick {
+            reports.join("placement-quick")
+        } else {
+            reports
+        }
+    });
     let output = placement_sim::run(&options);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let report = out.join("placement.md");
