@@ -1164,11 +1164,10 @@ fn sim_b_seeds(md: &mut String, seeds: &[SeedRuns]) {
              report made during a spike. A broker re-reports only when something moved by more \
              than 10 % (or after 15 min), so a spike's report can stand after the spike is over, \
              and the 8 low hits count cycles over that one report; the load then moves back once \
-             the pair cooldown allows. In that round's experiment (not rerun here), requiring a \
-             report made during the run of hits cut seed 3's 3 moves to 1 but delayed every \
-             moderate-gap move by up to a report interval (steady skew, seed 1: 9 cycles to \
-             converge became 19; rolling restart, seeds 2 and 3: 18 and 17 became 24 and 25), so \
-             it is not the default.\n",
+             the pair cooldown allows. Skiff's pair shedder has since held a moderate gap until \
+             its high broker reports again (rule 9 of `skiff_placement::shed`), which delays a \
+             moderate-gap move by up to a report interval (full run, steady skew, seed 1: 9 \
+             cycles to converge became 19); the moves counted here are those made with it.\n",
             jittery.join(", ")
         );
     }
