@@ -50,6 +50,10 @@ fi
 if cargo tree -p skiff-placement-sim -e normal --prefix none | grep -E '^(skiff-broker|tokio) '; then
   echo "skiff-placement-sim must depend on skiff-placement only"; exit 1
 fi
+# skiff-bench is a client: it runs the broker as a binary (--skiff-bin), never links it.
+if cargo tree -p skiff-bench -e normal --prefix none | grep -E '^skiff-broker '; then
+  echo "skiff-bench must not depend on skiff-broker"; exit 1
+fi
 # The group coordinator is pure: only its driver (group/driver.rs) touches tokio, files and time,
 # and the core names nothing of the broker outside group/.
 group_core=$(ls broker/src/group/*.rs | grep -v '/driver.rs$')

@@ -21,6 +21,36 @@ use crate::client::request_frame;
 use crate::kip283::machine::Machine;
 use crate::kip283::rss;
 
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit if it is lower, and returns the soft
+/// limit then in force: the client holds one socket per idle connection, as many as the broker.
+/// A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit, which the
+/// caller checks against what it needs.
+///
+/// The broker raises its own limit the same way at start (`broker/src/net/fd_limit.rs`, which
+/// also sizes `max.connections` from it); these few lines over libc are repeated here so that
+/// skiff-bench, a client, does not depend on the broker crate.
+pub fn raise_open_file_limit() -> std::io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer to a local.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 /// Connections opened at once while filling the broker (the kernel's accept queue and the
 /// broker's accept loop take them in bursts of about this size).
 pub const CONNECT_CONCURRENCY: usize = 256;
@@ -365,4 +395,36 @@ pub fn markdown(record: &IdleConnectionsRecord) -> String {
         record.machine_before.cpu_count,
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+        let soft = raise_open_file_limit().expect("getrlimit");
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(soft, limit.rlim_cur, "it returns the limit in force");
+        // An unlimited hard limit cannot be a soft one on Linux (above nr_open): the raise is
+        // refused then.
+        assert!(
+            limit.rlim_cur == limit.rlim_max || limit.rlim_max == libc::RLIM_INFINITY,
+            "{soft} of {}",
+            limit.rlim_max
+        );
+        assert_eq!(
+            raise_open_file_limit().expect("getrlimit"),
+            soft,
+            "idempotent"
+        );
+    }
 }

@@ -598,11 +598,10 @@ async fn run_idle_long_polls(args: IdleLongPollsArgs) -> anyhow::Result<()> {
 async fn run_idle_connections(args: IdleConnectionsArgs) -> anyhow::Result<()> {
     let max_connections = args.max_connections.unwrap_or(args.count + 16);
     // This process holds every idle connection too.
-    let limit = skiff_broker::net::fd_limit::raise_to_hard_limit()?;
-    if (max_connections as u64) + 64 > limit.soft {
+    let open_files_max = idle_connections::raise_open_file_limit()?;
+    if (max_connections as u64) + 64 > open_files_max {
         bail!(
-            "{max_connections} connections need more open files than this process may have ({}); raise `ulimit -Hn`",
-            limit.soft
+            "{max_connections} connections need more open files than this process may have ({open_files_max}); raise `ulimit -Hn`"
         );
     }
     let mut skiff = args.target.skiff.clone();

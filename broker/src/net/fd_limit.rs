@@ -23,7 +23,7 @@ pub struct FileLimit {
 }
 
 /// Raises the soft RLIMIT_NOFILE to the hard limit if it is lower, and returns the limits then in
-/// force (benchmark clients holding thousands of sockets call it too). A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
+/// force. A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
 pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
