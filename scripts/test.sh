@@ -118,7 +118,7 @@ fi
 rm -rf "$placement_quick"
 
 step "live placement benchmark's own checks (minimal moves, layout, ping-pong rules)"
-python3 bench/placement_live.py --self-test
+python3 bench/scripts/placement_live.py --self-test
 
 step "real clients against a release broker"
 SKIFF_BIN="$target_dir/release/skiff"

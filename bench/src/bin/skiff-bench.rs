@@ -107,7 +107,7 @@ struct LatencyArgs {
     #[arg(long, default_value_t = 0)]
     parked_fetchers: usize,
     /// Where `latency-<name>.json`, `.md` and `.svg` go.
-    #[arg(long, default_value = "bench/reports/latency-data")]
+    #[arg(long, default_value = "bench/reports/data/latency")]
     out: PathBuf,
 }
 
@@ -131,7 +131,8 @@ struct IdleLongPollsArgs {
     /// The idle consumers' Fetch max_wait_ms (a Kafka consumer's default fetch.max.wait.ms).
     #[arg(long, default_value_t = latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT)]
     wait_ms: i32,
-    /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
+    /// Also write the markdown table here (`<out>.md`) and the JSON record in the `data/`
+    /// directory beside it (`data/<name>.json`; bench/reports keeps its raw records there).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -178,7 +179,8 @@ struct IdleConnectionsArgs {
     /// Fresh clients timed per phase.
     #[arg(long, default_value_t = 5)]
     fresh_clients: usize,
-    /// Also write the JSON record and the markdown table here (`<out>.json`, `<out>.md`).
+    /// Also write the markdown table here (`<out>.md`) and the JSON record in the `data/`
+    /// directory beside it (`data/<name>.json`; bench/reports keeps its raw records there).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -189,7 +191,7 @@ struct BrokerArgs {
     target: TargetArgs,
     /// Where the JSON record goes (defined here only: clap refuses a flattened argument defined
     /// twice).
-    #[arg(long, default_value = "bench/reports/kip283-data")]
+    #[arg(long, default_value = "bench/reports/data/kip283")]
     data: PathBuf,
 }
 
@@ -290,14 +292,14 @@ struct BaselineArgs {
     #[arg(long, requires = "sendfile_file_mib")]
     turns: bool,
     /// Where the JSON record goes.
-    #[arg(long, default_value = "bench/reports/kip283-data")]
+    #[arg(long, default_value = "bench/reports/data/kip283")]
     data: PathBuf,
 }
 
 #[derive(Args)]
 struct ReportArgs {
     /// Where the JSON records are.
-    #[arg(long, default_value = "bench/reports/kip283-data")]
+    #[arg(long, default_value = "bench/reports/data/kip283")]
     data: PathBuf,
     /// Where kip283.md and its plots go.
     #[arg(long, default_value = "bench/reports")]
@@ -545,18 +547,20 @@ fn latency_target(
     Ok((Some(broker), bootstrap))
 }
 
-/// Prints `markdown` and, with `out`, writes it to `<out>.md` and `record` to `<out>.json`.
+/// Prints `markdown` and, with `out`, writes it to `<out>.md` and `record` to `data/<name>.json`
+/// beside it (reports and their raw records apart, as in bench/reports).
 fn write_outputs(
     out: Option<&Path>,
     record: &impl serde::Serialize,
     markdown: &str,
 ) -> anyhow::Result<()> {
     if let Some(out) = out {
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
+        let parent = out.parent().unwrap_or(Path::new(""));
+        let file = out.file_name().context("--out names no file")?;
+        let data = parent.join("data");
+        std::fs::create_dir_all(&data)?;
         std::fs::write(
-            out.with_extension("json"),
+            data.join(file).with_extension("json"),
             serde_json::to_vec_pretty(record)?,
         )?;
         std::fs::write(out.with_extension("md"), markdown)?;

@@ -15,12 +15,13 @@ Measured from the cluster's own records (etcd) and the clients:
 
 Needs a release broker with etcd support (`cargo build --release -p skiff-broker --features etcd`;
 another build: `--broker-bin` or SKIFF_BIN), etcd and etcdctl on PATH, and confluent-kafka.
-    python3 bench/placement_live.py [--out bench/reports/placement-live.md] [--shed-interval-ms 10000]
+    python3 bench/scripts/placement_live.py [--out bench/reports/placement-live.md] [--shed-interval-ms 10000]
                                     [--cycles 8] [--duration-s S] [--total-kib-s 2048]
-    python3 bench/placement_live.py --self-test     (the pure parts: minimal moves, layout, ping-pong)
-    python3 bench/placement_live.py --render bench/reports/placement-live-data.json   (the report again)
-Besides the report and its SVG it writes the run's data (`<report>-data.json`: every sample, cycle,
-move and client count) and keeps the brokers' logs (--logs-dir, else a temporary directory).
+    python3 bench/scripts/placement_live.py --self-test     (the pure parts: minimal moves, layout, ping-pong)
+    python3 bench/scripts/placement_live.py --render bench/reports/data/placement-live.json   (the report again)
+Besides the report and its SVG it writes the run's data (`data/<report>.json` beside the report:
+every sample, cycle, move and client count) and keeps the brokers' logs (--logs-dir, else a
+temporary directory).
 Exits 2, with a message naming the cause, if no broker ever reports traffic (the shedder would
 see nothing to move, so there is nothing to measure).
 """
@@ -44,7 +45,7 @@ import time
 import urllib.request
 import zlib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
 
 import conftest  # noqa: E402
@@ -864,7 +865,7 @@ def main():
                  "(cargo build --release -p skiff-broker --features etcd, or --broker-bin)")
     conftest.BROKER_BIN = args.broker_bin
     ERROR_TEXTS.update(_error_texts())
-    command = "python3 bench/placement_live.py " + " ".join(sys.argv[1:])
+    command = "python3 bench/scripts/placement_live.py " + " ".join(sys.argv[1:])
     interval_s = args.shed_interval_ms / 1000
     load_before = os.getloadavg()
 
@@ -1004,10 +1005,17 @@ def main():
     data = run_data(args, command, names, rates, offered, owners, settings, sampler, writers, client_log, outcome,
                     (load_before, os.getloadavg()))
     out = pathlib.Path(args.out)
-    data_path = out.with_name(out.stem + "-data.json")
+    data_path = data_path_of(out)
+    data_path.parent.mkdir(parents=True, exist_ok=True)
     data_path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
     print(f"wrote {data_path}", file=sys.stderr)
     return render(data, out)
+
+
+def data_path_of(out):
+    """Where a run's raw data goes: `data/<report>.json` beside the report (bench/reports keeps
+    reports, bench/reports/data their raw records)."""
+    return out.parent / "data" / (out.stem + ".json")
 
 
 def render(data, out):
@@ -1021,7 +1029,7 @@ def render(data, out):
     return 1 if failed else 0
 
 
-# A run's data as JSON (`<report>-data.json`, rendered again by --render): (topic, partition)
+# A run's data as JSON (`data/<report>.json`, rendered again by --render): (topic, partition)
 # keys are written "topic/partition".
 
 def _key(item):

@@ -9,7 +9,7 @@ and per measure (produce, Fetch v4, v2->v1, v2->v0) the LARGE/SMALL ratio of eac
 median, min and max, as a markdown table. Figures move from run to run on a shared machine, so
 only ratios of neighbouring runs are compared, and the median over rounds is the figure.
 
-Usage: scripts/partition-spread.py [--rounds 8] [--small 12] [--large 1000]
+Usage: bench/scripts/partition-spread.py [--rounds 8] [--small 12] [--large 1000]
        [--pass-messages 786432] [--skiff-bench target/release/skiff-bench]
        [--skiff target/release/skiff] [--pause-pids PID,...] [--out FILE]
 

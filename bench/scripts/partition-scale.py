@@ -20,7 +20,7 @@ synced) by another writer to the data directory's file system just before the SI
 shutdown row names the machine-wide dirty page cache (/proc/meminfo Dirty) and 1-minute load at
 the SIGTERM.
 
-Usage: scripts/partition-scale.py --skiff target/release/skiff --partitions 10000
+Usage: bench/scripts/partition-scale.py --skiff target/release/skiff --partitions 10000
        [--idle-connections 10000] [--out FILE]
 It prints a markdown table (and writes it to --out). The broker runs on 127.0.0.1 with a free port
 and a temporary data directory, under this shell's limits (see `ulimit -n`).
@@ -369,7 +369,7 @@ def main():
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     load = os.getloadavg()
-    lines = [f"`{' '.join(['scripts/partition-scale.py'] + sys.argv[1:])}`, "
+    lines = [f"`{' '.join(['bench/scripts/partition-scale.py'] + sys.argv[1:])}`, "
              f"{total} partitions ({len(topics)} topics x {args.per_topic}), load average at the "
              f"end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min), "
              f"{os.cpu_count()} cores", "", "| measure | value |", "|---|---|"]
