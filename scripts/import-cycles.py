@@ -14,7 +14,8 @@ tree (groups expanded), is resolved to the module it names; its unit is the firs
 that module's path, or `lib` when the item is defined in `lib.rs` itself. Inline modules
 (`mod tests { .. }`) are followed so that `super::` inside them resolves as the compiler does.
 
-Rule 1: no two units import each other (an import of a unit from itself does not count).
+Rule 1: no two units import each other (an import of a unit from itself does not count), and
+no longer cycle either (a -> b -> c -> a): every cycle is named with one import line per step.
 Rule 2: a file of `handlers/` imports another handler only through `handlers/common/`: a
 handler file (`handlers/x.rs`) names no `handlers::y` other than `handlers::common` (and the
 folder's own `mod.rs`, which routes requests to them, is exempt).
@@ -139,15 +140,17 @@ def expand_use_tree(tree):
     return parse(tree, 0, "")[0]
 
 
-def scan(text):
-    """Yields (line, module-path-suffix, path) for every relative path; the suffix names the
-    inline modules the path sits in."""
+def scan(text, children=()):
+    """Yields (line, module-path-suffix, path) for every path that starts `crate`, `super`,
+    `self` or one of `children` (the file's child modules, named directly only in the crate root
+    for a path to another unit); the suffix names the inline modules the path sits in."""
     stack = []  # (depth at which the inline module opened, name)
     depth = 0
     line = 1
+    starts = "|".join(["crate", "super", "self", *sorted(children)])
     tokens = re.finditer(
-        r"\n|\{|\}|\bmod\s+(\w+)\s*\{|\buse\s+((?:crate|super|self)\b[^;]*);"
-        r"|\b((?:crate|super|self)(?:::\w+)+)",
+        rf"\n|\{{|\}}|\bmod\s+(\w+)\s*\{{|\buse\s+((?:{starts})\b[^;]*);"
+        rf"|(?<![\w:])((?:{starts})(?:::\w+)+)",
         text,
     )
     for token in tokens:
@@ -179,6 +182,8 @@ def resolve(module, path, files):
     parts = path.split("::")
     if parts[0] == "crate":
         base, rest = (), parts[1:]
+    elif parts[0] not in ("self", "super"):
+        base, rest = tuple(module), parts
     else:
         base = list(module)
         while parts and parts[0] in ("self", "super"):
@@ -206,7 +211,8 @@ def imports(root):
     for module, path in sorted(files.items()):
         with open(path, encoding="utf-8") as source:
             text = strip_comments_and_strings(source.read())
-        for line, inline, name in scan(text):
+        children = [m[0] for m in files if len(m) == 1] if module == () else ()
+        for line, inline, name in scan(text, children):
             here = module + inline
             target = resolve(here, name, files)
             if target is None:
@@ -227,6 +233,34 @@ def pairs(found):
             by_edge.setdefault((source, target), []).append(where)
     mutual = sorted((a, b) for (a, b) in by_edge if a < b and (b, a) in by_edge)
     return by_edge, mutual
+
+
+def longer_cycles(by_edge):
+    """One shortest cycle of three or more units through each unit that is on one, deduplicated
+    (pairs are reported on their own)."""
+    graph = {}
+    for source, target in by_edge:
+        graph.setdefault(source, set()).add(target)
+    found = set()
+    for start in sorted(graph):
+        # Breadth-first from start's successors back to start, never through a 2-cycle's step.
+        paths = [[start, nxt] for nxt in sorted(graph[start])]
+        seen = {start}
+        while paths:
+            longer = []
+            for path in paths:
+                last = path[-1]
+                if last == start:
+                    if len(path) > 3:
+                        i = path.index(min(path[:-1]))
+                        found.add(tuple(path[i:-1] + path[:i]))
+                    continue
+                if last in seen:
+                    continue
+                seen.add(last)
+                longer += [path + [nxt] for nxt in sorted(graph.get(last, ()))]
+            paths = longer
+    return sorted(found)
 
 
 def handler_violations(found):
@@ -261,7 +295,12 @@ def check(root, out=sys.stdout):
     by_edge, mutual = pairs(found)
     bad_handlers = handler_violations(found)
     summary = ", ".join(f"{v} {k}" for k, v in counts(found).items())
-    print(f"{root}: {summary}, {len(bad_handlers)} handler-to-handler imports", file=out)
+    cycles = longer_cycles(by_edge)
+    print(
+        f"{root}: {summary}, {len(cycles)} longer cycles, "
+        f"{len(bad_handlers)} handler-to-handler imports",
+        file=out,
+    )
     for a, b in mutual:
         print(
             f"pair {a} <-> {b}: {a} -> {b} at {by_edge[(a, b)][0]} "
@@ -269,13 +308,17 @@ def check(root, out=sys.stdout):
             f"({len(by_edge[(b, a)])} lines)",
             file=out,
         )
+    for cycle in cycles:
+        steps = list(zip(cycle, cycle[1:] + cycle[:1]))
+        lines = ", ".join(f"{a} -> {b} at {by_edge[(a, b)][0]}" for a, b in steps)
+        print(f"cycle {' -> '.join(cycle + cycle[:1])}: {lines}", file=out)
     for module, target, where in bad_handlers:
         print(
             f"handler {'/'.join(module)} imports handler {'/'.join(target)} at {where}; "
             f"share it through {HANDLERS}/{HANDLERS_SHARED}/",
             file=out,
         )
-    return 1 if mutual or bad_handlers else 0
+    return 1 if mutual or cycles or bad_handlers else 0
 
 
 SELF_TEST_TREES = {
@@ -297,6 +340,15 @@ SELF_TEST_TREES = {
         },
         1,
     ),
+    "a cycle of three folders": (
+        {
+            "lib.rs": "mod a;\nmod b;\nmod c;\n",
+            "a.rs": "use crate::b::B;\n",
+            "b.rs": "use crate::c::C;\n",
+            "c.rs": "use crate::a::A;\n",
+        },
+        1,
+    ),
     "handler importing a handler": (
         {
             "lib.rs": "mod handlers;\n",
@@ -304,6 +356,13 @@ SELF_TEST_TREES = {
             "handlers/produce.rs": "use super::metadata::auto_create;\n",
             "handlers/metadata.rs": "use super::common::leader;\n",
             "handlers/common/mod.rs": "",
+        },
+        1,
+    ),
+    "the crate root named back": (
+        {
+            "lib.rs": "mod a;\nfn start() { a::go(); }\npub struct Root;\n",
+            "a.rs": "use crate::Root;\n",
         },
         1,
     ),

@@ -7,8 +7,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use skiff_broker::net::session::Principal;
 use skiff_broker::security::acl::{file, Authorizer, Operation, ResourceType};
+use skiff_broker::security::session::Principal;
 
 /// ACLs in the generated file.
 const ACL_COUNT: usize = 9_000;

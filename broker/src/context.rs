@@ -19,10 +19,10 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::config::Config;
 use crate::group::driver::GroupHandle;
-use crate::net::session::Session;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::partition::topics::Topics;
 use crate::security::acl::Access;
+use crate::security::session::Session;
 
 /// Shared broker state.
 pub(crate) struct Ctx {
@@ -49,6 +49,16 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// What creating or growing a topic needs of this broker.
+    pub(crate) fn topic_creation(&self) -> crate::cluster::topic_creation::TopicCreation<'_> {
+        crate::cluster::topic_creation::TopicCreation {
+            cluster: &self.cluster,
+            topics: &self.topics,
+            placement: &self.placement,
+            config: &self.config,
+        }
+    }
+
     /// A monotonic instant, for measuring how long something took (request latency).
     pub(crate) fn instant(&self) -> std::time::Instant {
         crate::clock::instant()

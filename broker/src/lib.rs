@@ -46,11 +46,13 @@ pub mod config;
 mod context;
 pub mod group;
 mod handlers;
+pub mod metrics;
 pub mod net;
 pub mod ops;
 pub mod partition;
 pub mod placement;
 pub mod replication;
+mod response;
 pub mod security;
 
 use std::sync::Arc;
@@ -61,7 +63,7 @@ use tokio::sync::Semaphore;
 use crate::config::Config;
 use crate::context::Ctx;
 use crate::net::{server, tls};
-use crate::ops::{maintenance, metrics};
+use crate::ops::maintenance;
 use crate::partition::materialized::MaterializedTopicsFile;
 use crate::partition::topics::Topics;
 use crate::security::{acl, sasl};
@@ -136,7 +138,7 @@ async fn migrate_single_node_offsets(
     if !pending {
         return Ok(());
     }
-    handlers::create_topics::ensure_offsets_topic(ctx).await?;
+    ctx.topic_creation().ensure_offsets_topic().await?;
     let topics = ctx.topics.clone();
     let migrated = tokio::task::spawn_blocking(move || {
         group::driver::migrate_single_node_offsets(&topics, &files, &data_dir)
@@ -158,7 +160,7 @@ impl Broker {
         config.apply_cluster_defaults();
         config.validate()?;
         let connection_limits = connection_limits(&config)?;
-        let acl = acl::load_at_start(&config)?;
+        let acl = load_acls(&config)?;
         let config = Arc::new(config);
         let listeners = bind_listeners(&config).await?;
         if listeners.is_empty() {
@@ -239,7 +241,8 @@ impl Broker {
         }
         // Serve the topics the store has, with their logs, before the first client comes.
         let topics = Arc::new(topics);
-        cluster.materialize(&topics).await?;
+        let feed: cluster::materialize::FeedStates = replication::driver::feed_for_materializer;
+        cluster.materialize(&topics, feed).await?;
         if opened_clean {
             // After a clean shutdown nothing needs a scan: the logs are ready in moments, and a
             // client that reconnects at once finds every partition as it left it (as Kafka,
@@ -261,6 +264,7 @@ impl Broker {
         tokio::spawn(cluster::materialize::run(
             cluster.clone(),
             topics.clone(),
+            feed,
             shutdown.subscribe(),
         ));
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
@@ -467,6 +471,25 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
     Ok(bound_listeners)
 }
 
+/// What authorization is configured with, read from the config here so `security` never reads
+/// the config: `None` without `skiff.acl.file`.
+fn acl_settings(config: &Config) -> Option<acl::AclSettings> {
+    Some(acl::AclSettings {
+        path: config.acl_file.clone()?,
+        super_users: config.super_users.names.clone(),
+        allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
+        reload_interval_ms: config.acl_reload_interval_ms,
+    })
+}
+
+/// Loads the ACL file at start-up; a file that cannot be loaded is a bad `skiff.acl.file`.
+fn load_acls(config: &Config) -> Result<Option<Arc<acl::AclState>>, config::ConfigError> {
+    acl::load_at_start(acl_settings(config)).map_err(|error| config::ConfigError::InvalidValue {
+        key: "skiff.acl.file".to_owned(),
+        reason: error.to_string(),
+    })
+}
+
 /// Reads the SASL credentials file and the enabled mechanisms.
 fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
     let key = "skiff.sasl.credentials.file";
@@ -500,4 +523,31 @@ fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
         store: Arc::new(store),
         mechanisms: config.sasl_enabled_mechanisms.enabled.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_acl_file_is_refused_with_the_key_named() {
+        let directory = tempfile::tempdir().expect("temp dir");
+        let mut config = Config::default();
+        config
+            .apply_override("super.users=User:admin")
+            .expect("a super user");
+        assert!(load_acls(&config).expect("no file").is_none());
+        let path = directory.path().join("acls.txt");
+        config.acl_file = Some(path.clone());
+        let error = load_acls(&config).expect_err("missing file");
+        assert!(error.to_string().contains("skiff.acl.file"), "{error}");
+        std::fs::write(&path, "allow User:a read topic:t\n").expect("write");
+        let state = load_acls(&config).expect("loads").expect("a set");
+        assert!(state.current().authorize(
+            &security::session::Principal::user("admin"),
+            acl::Operation::Delete,
+            acl::ResourceType::Topic,
+            "t"
+        ));
+    }
 }

@@ -19,7 +19,8 @@
 //!
 //! ElectLeaders and AlterPartitionReassignments requests are planned and written by the broker
 //! that receives them ([`requests`]: [`elections`], [`reassignments`]), fenced on its session;
-//! the controller carries out the reassignments.
+//! the controller carries out the reassignments. Creating and growing topics, for CreateTopics,
+//! CreatePartitions and every auto-creation, is [`topic_creation`].
 //!
 //! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
 //! `shutting_down` and waits (the broker still serving) until the image shows the controller has
@@ -37,6 +38,7 @@ pub mod requests;
 pub mod roles;
 pub mod shedding;
 pub mod topic_changes;
+pub(crate) mod topic_creation;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1072,7 +1074,7 @@ impl Cluster {
                 &shed.splits,
             ),
         ];
-        let mut out = crate::ops::metrics::Exposition::default();
+        let mut out = crate::metrics::Exposition::default();
         for (name, help, value) in counters.into_iter().chain(placement_counters) {
             out.counter(name, help, value.load(Ordering::Relaxed));
         }

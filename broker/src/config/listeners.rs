@@ -8,59 +8,7 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use super::{comma_items, invalid, ConfigError};
-
-/// Kafka's security protocols, as named in `listener.security.protocol.map`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SecurityProtocol {
-    /// Plain TCP, no authentication.
-    Plaintext,
-    /// TLS, no SASL (the principal comes from the client certificate if one is required).
-    Ssl,
-    /// SASL over plain TCP.
-    SaslPlaintext,
-    /// SASL over TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// Kafka's name for the protocol.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Plaintext => "PLAINTEXT",
-            Self::Ssl => "SSL",
-            Self::SaslPlaintext => "SASL_PLAINTEXT",
-            Self::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// Parses Kafka's name for a protocol.
-    pub fn parse(name: &str) -> Option<Self> {
-        [
-            Self::Plaintext,
-            Self::Ssl,
-            Self::SaslPlaintext,
-            Self::SaslSsl,
-        ]
-        .into_iter()
-        .find(|protocol| protocol.name() == name)
-    }
-
-    /// Whether connections must complete a SASL exchange before anything else.
-    pub fn uses_sasl(self) -> bool {
-        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
-    }
-
-    /// Whether the bytes are encrypted with TLS (so zero-copy sends are impossible).
-    pub fn uses_tls(self) -> bool {
-        matches!(self, Self::Ssl | Self::SaslSsl)
-    }
-}
-
-impl fmt::Display for SecurityProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::security::session::SecurityProtocol;
 
 /// One `NAME://host:port` entry of `listeners` or `advertised.listeners`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,16 +248,6 @@ pub(super) fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn protocol_names_round_trip() {
-        for name in ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] {
-            let protocol = SecurityProtocol::parse(name).expect("known protocol");
-            assert_eq!(protocol.name(), name);
-        }
-        assert_eq!(SecurityProtocol::parse("plaintext"), None);
-        assert_eq!(SecurityProtocol::parse("SASL"), None);
-    }
 
     #[test]
     fn lists_show_as_written() {

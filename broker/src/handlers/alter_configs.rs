@@ -1,121 +1,24 @@
 //! AlterConfigs (the legacy, whole-set variant of IncrementalAlterConfigs; kafka-python's
 //! `alter_configs`): each topic resource's overrides become exactly the keys given, effective at
 //! once and durable; validate_only checks without changing. Broker resources are answered as
-//! Kafka answers a key it cannot change dynamically. Also holds what both alter handlers share:
-//! the duplicate-resource rule and the topic path. A topic needs AlterConfigs on it
-//! (TOPIC_AUTHORIZATION_FAILED), a broker AlterConfigs on the cluster
+//! Kafka answers a key it cannot change dynamically (what both alter handlers share, the
+//! duplicate-resource rule and the topic path, is `common::config_resources`). A topic needs
+//! AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker AlterConfigs on the cluster
 //! (CLUSTER_AUTHORIZATION_FAILED).
-
-use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
-use super::config_resources::{change_broker_configs, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC};
+use super::common::config_resources::{
+    alter_topic, change_broker_configs, duplicate_resources, Refusal, RESOURCE_TYPE_BROKER,
+    RESOURCE_TYPE_TOPIC,
+};
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
-use crate::partition::config_change::{self, ConfigChangeError};
-use crate::partition::topic_config::TopicConfig;
-use crate::partition::topics::TopicError;
+use crate::partition::config_change;
 use crate::security::acl::{Operation, ResourceType};
-
-/// A resource's error code and message.
-pub(crate) struct Refusal {
-    pub(crate) code: i16,
-    pub(crate) message: Option<String>,
-}
-
-impl Refusal {
-    pub(crate) fn code(code: i16) -> Self {
-        Self {
-            code,
-            message: None,
-        }
-    }
-
-    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
-        Self {
-            code: error_code::INVALID_REQUEST,
-            message: Some(message.into()),
-        }
-    }
-
-    pub(crate) fn duplicate_resource() -> Self {
-        Self::invalid_request("Each resource must appear at most once.")
-    }
-}
-
-impl From<ConfigChangeError> for Refusal {
-    fn from(error: ConfigChangeError) -> Self {
-        Self {
-            code: error.code(),
-            message: Some(error.to_string()),
-        }
-    }
-}
-
-impl From<TopicError> for Refusal {
-    fn from(error: TopicError) -> Self {
-        Self {
-            code: error.code(),
-            message: Some(error.to_string()),
-        }
-    }
-}
-
-/// The indexes of resources named more than once (Kafka refuses every copy).
-pub(crate) fn duplicate_resources<'a>(
-    resources: impl Iterator<Item = (i8, &'a str)>,
-) -> BTreeSet<usize> {
-    let mut first_seen: BTreeMap<(i8, &str), usize> = BTreeMap::new();
-    let mut duplicates = BTreeSet::new();
-    for (index, resource) in resources.enumerate() {
-        if let Some(first) = first_seen.insert(resource, index) {
-            duplicates.insert(first);
-            duplicates.insert(index);
-        }
-    }
-    duplicates
-}
-
-/// How long an alter waits for the store and this broker's image (the alter requests carry no
-/// timeout of their own).
-const ALTER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Changes topic `name`'s overrides to what `change` makes of the current ones (given the broker
-/// defaults), validated as a creation would be, through the metadata store; every replica's logs
-/// take the new settings when their broker's image shows them. `change` may run more than once
-/// (again on the newer overrides when another writer changed the topic first).
-pub(crate) async fn alter_topic(
-    ctx: &Ctx,
-    name: &str,
-    validate_only: bool,
-    change: impl Fn(
-        &BTreeMap<String, String>,
-        &TopicConfig,
-    ) -> Result<BTreeMap<String, String>, ConfigChangeError>,
-) -> Result<(), Refusal> {
-    let defaults = TopicConfig::resolve(&ctx.config, &BTreeMap::new()).map_err(TopicError::from)?;
-    let topic = ctx.topics.get(name).ok_or(TopicError::Unknown)?;
-    let altered = |current: &BTreeMap<String, String>| -> Result<_, TopicError> {
-        let next = change(current, &defaults)?;
-        ctx.topics.resolve_config(&next)?;
-        Ok(next)
-    };
-    if validate_only {
-        altered(&topic.record.configs)?;
-        return Ok(());
-    }
-    ctx.cluster
-        .alter_topic_configs(name, ALTER_WAIT, |current| {
-            let next = altered(current)?;
-            Ok((next != *current).then_some(next))
-        })
-        .await
-        .map_err(Refusal::from)
-}
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,

@@ -27,8 +27,8 @@ use skiff_cluster::reassign::{AlterRefusal, AlterRequest};
 use super::error_code;
 use crate::cluster::requests::{request_wait, Answer};
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::Operation;
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,

@@ -17,9 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topics::{TopicError, PARTITIONS_PER_TOPIC_MAX};
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 type Refusal = (i16, String);
 
@@ -39,14 +39,14 @@ fn checked_assignment(
             assignments.len()
         )));
     }
-    super::create_topics::checked_broker_lists(
-        ctx,
-        assignments
-            .iter()
-            .map(|a| a.broker_ids.iter().map(|id| id.0).collect()),
-        Some(replication_factor),
-    )
-    .map_err(invalid)
+    ctx.topic_creation()
+        .checked_broker_lists(
+            assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|id| id.0).collect()),
+            Some(replication_factor),
+        )
+        .map_err(|error| invalid(error.to_string()))
 }
 
 async fn grow(
@@ -90,10 +90,12 @@ async fn grow(
     } else {
         let factor = i16::try_from(replication_factor).unwrap_or(i16::MAX);
         let added = i32::try_from(added).unwrap_or(i32::MAX);
-        super::create_topics::assign_replicas(ctx, name, existing, added, factor)
+        ctx.topic_creation()
+            .assign_replicas(name, existing, added, factor)
             .map_err(|error| (error_code::INVALID_REPLICA_ASSIGNMENT, error.to_string()))?
     };
-    super::create_topics::check_room_here(ctx, &new_replicas)
+    ctx.topic_creation()
+        .check_room_here(&new_replicas)
         .await
         .map_err(refused)?;
     if validate_only {

@@ -12,8 +12,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -40,7 +40,12 @@ pub(crate) async fn handle(
     } else {
         let asked = allowed.clone();
         request.groups_names = allowed;
-        match super::leadership::group_call(ctx, header, GroupRequest::DeleteGroups(request)).await
+        match super::common::leadership::group_call(
+            ctx,
+            header,
+            GroupRequest::DeleteGroups(request),
+        )
+        .await
         {
             Some(GroupReply::Group(Response::DeleteGroups(response))) => response,
             _ => DeleteGroupsResponse::default()

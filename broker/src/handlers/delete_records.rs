@@ -15,8 +15,8 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, Requ
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// The offset that names the high watermark.
 const HIGH_WATERMARK: i64 = -1;
@@ -41,8 +41,10 @@ pub(crate) async fn handle(
                 .with_partition_index(asked.partition_index)
                 .with_low_watermark(INVALID_LOW_WATERMARK);
             let partition = match &found {
-                Some(topic) => super::leadership::led_partition(ctx, topic, asked.partition_index),
-                None => Err(super::leadership::unserved_partition(
+                Some(topic) => {
+                    super::common::leadership::led_partition(ctx, topic, asked.partition_index)
+                }
+                None => Err(super::common::leadership::unserved_partition(
                     ctx,
                     name,
                     asked.partition_index,

@@ -11,9 +11,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topics::TopicError;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// First DeleteTopics response version with error messages.
 const ERROR_MESSAGE_VERSION_MIN: i16 = 5;

@@ -17,15 +17,15 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
-use super::config_resources::{
+use super::common::config_resources::{
     RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC, SOURCE_DEFAULT_CONFIG,
     SOURCE_DYNAMIC_TOPIC_CONFIG, SOURCE_STATIC_BROKER_CONFIG,
 };
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topic_config::{broker_synonym, TopicConfig, TOPIC_CONFIG_KEYS};
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// First version naming each entry's source and synonyms (v0 has `is_default` only).
 const CONFIG_SOURCE_VERSION_MIN: i16 = 1;

@@ -13,8 +13,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -40,8 +40,12 @@ pub(crate) async fn handle(
     } else {
         let asked = allowed.clone();
         request.groups = allowed;
-        match super::leadership::group_call(ctx, header, GroupRequest::DescribeGroups(request))
-            .await
+        match super::common::leadership::group_call(
+            ctx,
+            header,
+            GroupRequest::DescribeGroups(request),
+        )
+        .await
         {
             Some(GroupReply::Group(Response::DescribeGroups(response))) => response,
             _ => DescribeGroupsResponse::default()

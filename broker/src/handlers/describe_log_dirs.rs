@@ -17,9 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topics::Topic;
 use crate::security::acl::Operation;
+use crate::security::session::Session;
 
 /// First version with the top-level error code.
 const ERROR_CODE_VERSION_MIN: i16 = 3;

@@ -24,8 +24,8 @@ use super::error_code;
 use crate::cluster::elections::ElectionAnswer;
 use crate::cluster::requests::{request_wait, Answer};
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::Operation;
+use crate::security::session::Session;
 
 /// First response version with a top-level error code.
 const TOP_LEVEL_ERROR_VERSION_MIN: i16 = 1;

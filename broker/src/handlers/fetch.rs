@@ -14,7 +14,7 @@
 //! - Errored partitions carry a record-set size of 0, never −1 (§4.6).
 //!
 //! The record bytes a response carries count as each partition's bytes out once the response is
-//! laid out (`crate::partition::traffic`).
+//! laid out (`crate::metrics::traffic`).
 //!
 //! Authorization: a consumer needs Read on each topic, a follower (replica id ≥ 0) ClusterAction
 //! on the cluster; a refused partition is an errored partition like any other (error code, empty
@@ -38,12 +38,12 @@ use skiff_storage::FetchSlice;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::send::ResponsePart;
-use crate::net::session::Session;
-use crate::partition::conversion::{ConversionError, ConversionSettings, LazyRecords};
 use crate::partition::readable_end::any_advanced;
 use crate::partition::topics::{Partition, Topic};
+use crate::response::conversion::{ConversionError, ConversionSettings, LazyRecords};
+use crate::response::ResponsePart;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// First Fetch version that reads v2 batches as stored (zero-copy); below it, conversion.
 const STORED_FORMAT_FETCH_VERSION_MIN: i16 = 4;
@@ -261,7 +261,7 @@ fn read_partitions(
                     let partition_bytes_max = usize::try_from(fetch_partition.partition_max_bytes)
                         .unwrap_or(0)
                         .min(response_bytes_max.saturating_sub(taken_bytes));
-                    let read = match super::leadership::led_partition(
+                    let read = match super::common::leadership::led_partition(
                         ctx,
                         topic,
                         fetch_partition.partition,

@@ -16,8 +16,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::error_code;
 use crate::cluster::roles::GroupCoordinator;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// First version that batches keys (KIP-699) and so has no top-level error code.
 const BATCHED_VERSION_MIN: i16 = 4;
@@ -56,7 +56,7 @@ async fn locate(ctx: &Ctx, session: &Session, key_type: i8, key: &str) -> Locate
     }
     let mut found = ctx.cluster.coordinator_of(key);
     if found == GroupCoordinator::NoOffsetsTopic {
-        if let Err(error) = super::create_topics::ensure_offsets_topic(ctx).await {
+        if let Err(error) = ctx.topic_creation().ensure_offsets_topic().await {
             return Err((error_code::COORDINATOR_NOT_AVAILABLE, error.to_string()));
         }
         found = ctx.cluster.coordinator_of(key);

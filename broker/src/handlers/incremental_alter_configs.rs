@@ -1,6 +1,6 @@
 //! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
 //! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, written to the metadata store
-//! (`alter_configs::alter_topic`); validate_only checks without changing. Broker resources are answered
+//! (`common::config_resources::alter_topic`); validate_only checks without changing. Broker resources are answered
 //! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime),
 //! except that deleting Kafka's reassignment throttles (never set here) succeeds, as deleting an
 //! unset dynamic config does in Kafka (`kafka-reassign-partitions --verify` deletes them).
@@ -13,17 +13,16 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::alter_configs::{alter_topic, duplicate_resources, Refusal};
-use super::config_resources::{
-    change_broker_configs, without_unset_deletes, RESOURCE_TYPE_BROKER,
-    RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
+use super::common::config_resources::{
+    alter_topic, change_broker_configs, duplicate_resources, without_unset_deletes, Refusal,
+    RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
 };
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::config_change::{self, IncrementalChange};
 use crate::partition::topic_config::is_list_key;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
 use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,

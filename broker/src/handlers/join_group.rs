@@ -11,8 +11,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -28,7 +28,8 @@ pub(crate) async fn handle(
     ) {
         return refused(header.request_api_version, request.member_id);
     }
-    match super::leadership::group_call(ctx, header, GroupRequest::JoinGroup(request)).await {
+    match super::common::leadership::group_call(ctx, header, GroupRequest::JoinGroup(request)).await
+    {
         Some(GroupReply::Group(Response::JoinGroup(response))) => response,
         _ => JoinGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

@@ -9,8 +9,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -27,7 +27,9 @@ pub(crate) async fn handle(
         return LeaveGroupResponse::default()
             .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
     }
-    match super::leadership::group_call(ctx, header, GroupRequest::LeaveGroup(request)).await {
+    match super::common::leadership::group_call(ctx, header, GroupRequest::LeaveGroup(request))
+        .await
+    {
         Some(GroupReply::Group(Response::LeaveGroup(response))) => response,
         _ => LeaveGroupResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),
     }

@@ -9,9 +9,9 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::model::CLUSTER_NAME;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -19,7 +19,9 @@ pub(crate) async fn handle(
     header: &RequestHeader,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    match super::leadership::group_call(ctx, header, GroupRequest::ListGroups(request)).await {
+    match super::common::leadership::group_call(ctx, header, GroupRequest::ListGroups(request))
+        .await
+    {
         Some(GroupReply::Group(Response::ListGroups(mut response))) => {
             // Describe on the cluster lists every group; without it, only the groups the
             // principal may describe (Kafka's rule), silently.

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestH
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
@@ -56,10 +56,12 @@ pub(crate) async fn handle(
                             .with_offset(-1);
                     }
                     let led = match &found {
-                        Some(topic) => {
-                            super::leadership::led_partition(ctx, topic, request.partition_index)
-                        }
-                        None => Err(super::leadership::unserved_partition(
+                        Some(topic) => super::common::leadership::led_partition(
+                            ctx,
+                            topic,
+                            request.partition_index,
+                        ),
+                        None => Err(super::common::leadership::unserved_partition(
                             ctx,
                             topic.name.0.as_str(),
                             request.partition_index,

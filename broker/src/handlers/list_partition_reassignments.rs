@@ -19,8 +19,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::security::acl::Operation;
+use crate::security::session::Session;
 
 pub(crate) fn handle(
     ctx: &Ctx,

@@ -18,9 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topics::{Topic, TopicError};
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 use skiff_cluster::records::{PartitionState, NO_LEADER};
 
 /// First Metadata version with partition leader epochs.
@@ -78,11 +78,13 @@ pub(crate) async fn handle(
                     match ctx.topics.get(&name) {
                         Some(topic) => Ok(topic),
                         None if allow_auto_create
-                            && !super::create_topics::may_create(&access, &name) =>
+                            && !super::common::topic_access::may_create(&access, &name) =>
                         {
                             Err(error_code::TOPIC_AUTHORIZATION_FAILED)
                         }
-                        None if allow_auto_create => super::create_topics::auto_create(ctx, &name)
+                        None if allow_auto_create => ctx
+                            .topic_creation()
+                            .auto_create(&name)
                             .await
                             .map_err(|error| error.code()),
                         None => Err(TopicError::Unknown.code()),

@@ -2,19 +2,22 @@
 //! handler of its API (one file each), and encode the answer. Request-level problems become Kafka
 //! error codes inside responses; only a frame that cannot be answered closes the connection.
 //!
+//! What several handlers share (leadership, config resources, error-code mapping) is in
+//! [`common`]: a handler imports another handler only through it.
+//!
 //! Must never: decode bytes with kafka-protocol's `Decodable`, or let a handler's error close a
 //! connection that could have been answered.
 
 mod api_versions;
+mod common;
 
-// Config and partition admin APIs, and what their handlers share.
+// Config and partition admin APIs.
 mod alter_configs;
 mod alter_partition_reassignments;
-mod config_resources;
 mod create_partitions;
 mod incremental_alter_configs;
 
-pub(crate) mod create_topics;
+mod create_topics;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
@@ -27,7 +30,6 @@ mod find_coordinator;
 mod heartbeat;
 mod init_producer_id;
 mod join_group;
-mod leadership;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
@@ -51,9 +53,9 @@ pub(crate) use skiff_protocol::error_code;
 use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
-use crate::net::send::ResponsePart;
-use crate::net::session::Session;
+use crate::response::ResponsePart;
 use crate::security::sasl::Authenticator;
+use crate::security::session::Session;
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
 /// protocol crate decodes), and `every_advertised_api_has_a_handler` checks the match below.

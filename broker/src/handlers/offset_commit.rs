@@ -15,8 +15,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// Every partition of `topics`, answered with `code`.
 fn answer(topics: &[OffsetCommitRequestTopic], code: i16) -> Vec<OffsetCommitResponseTopic> {
@@ -70,12 +70,16 @@ pub(crate) async fn handle(
     // error code).
     let asked = answer(&allowed, error_code::COORDINATOR_NOT_AVAILABLE);
     request.topics = allowed;
-    let mut response =
-        match super::leadership::group_call(ctx, header, GroupRequest::OffsetCommit(request)).await
-        {
-            Some(GroupReply::Group(Response::OffsetCommit(response))) => response,
-            _ => OffsetCommitResponse::default().with_topics(asked),
-        };
+    let mut response = match super::common::leadership::group_call(
+        ctx,
+        header,
+        GroupRequest::OffsetCommit(request),
+    )
+    .await
+    {
+        Some(GroupReply::Group(Response::OffsetCommit(response))) => response,
+        _ => OffsetCommitResponse::default().with_topics(asked),
+    };
     response.topics.extend(refused);
     response
 }

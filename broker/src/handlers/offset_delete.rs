@@ -15,8 +15,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -50,8 +50,12 @@ pub(crate) async fn handle(
             refused.insert((name.to_owned(), index), code);
         }
     }
-    match super::leadership::group_call(ctx, header, GroupRequest::OffsetDelete(request, refused))
-        .await
+    match super::common::leadership::group_call(
+        ctx,
+        header,
+        GroupRequest::OffsetDelete(request, refused),
+    )
+    .await
     {
         Some(GroupReply::Group(Response::OffsetDelete(response))) => response,
         _ => OffsetDeleteResponse::default().with_error_code(error_code::COORDINATOR_NOT_AVAILABLE),

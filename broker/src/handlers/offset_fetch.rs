@@ -20,8 +20,8 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::net::session::Session;
 use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::session::Session;
 
 /// First version with a top-level error code.
 const TOP_LEVEL_ERROR_VERSION_MIN: i16 = 2;
@@ -120,7 +120,9 @@ async fn ask_coordinator(
         return OffsetFetchResponse::default();
     }
     let fallback = fallback(version, &request, error_code::COORDINATOR_NOT_AVAILABLE);
-    match super::leadership::group_call(ctx, header, GroupRequest::OffsetFetch(request)).await {
+    match super::common::leadership::group_call(ctx, header, GroupRequest::OffsetFetch(request))
+        .await
+    {
         Some(GroupReply::Group(Response::OffsetFetch(response))) => response,
         _ => fallback,
     }

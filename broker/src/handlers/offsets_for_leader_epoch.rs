@@ -24,12 +24,13 @@ use kafka_protocol::messages::{
 };
 use skiff_storage::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 
+use super::common::errors::storage_error_code;
 use super::error_code;
 use crate::cluster::roles::Role;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::topics::Partition;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::session::Session;
 
 /// `current_leader_epoch` when the asker gives none (v0/v1, or −1).
 const NO_CURRENT_LEADER_EPOCH: i32 = -1;
@@ -60,7 +61,7 @@ pub(crate) async fn handle(
                 .with_end_offset(UNDEFINED_EPOCH_OFFSET);
             let outcome = match &found {
                 _ if !allowed => Err(error_code::TOPIC_AUTHORIZATION_FAILED),
-                None => Err(super::leadership::unserved_partition(
+                None => Err(super::common::leadership::unserved_partition(
                     ctx,
                     name,
                     asked.partition,
@@ -136,16 +137,16 @@ async fn end_offset(
     let log = partition.log.clone();
     let latest = log
         .latest_epoch()
-        .map_err(|error| super::produce::storage_error_code(&error))?;
+        .map_err(|error| storage_error_code(&error))?;
     if latest.is_none_or(|latest| latest < leader_epoch) {
         let log = log.clone();
         tokio::task::spawn_blocking(move || log.assign_epoch(leader_epoch))
             .await
             .map_err(|_| error_code::KAFKA_STORAGE_ERROR)?
-            .map_err(|error| super::produce::storage_error_code(&error))?;
+            .map_err(|error| storage_error_code(&error))?;
     }
     log.end_offset_for_epoch(asked)
-        .map_err(|error| super::produce::storage_error_code(&error))
+        .map_err(|error| storage_error_code(&error))
 }
 
 #[cfg(test)]

@@ -26,14 +26,15 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
 use skiff_protocol::records::{v2, Compression, RecordError};
 use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
+use super::common::errors::storage_error_code;
 use super::error_code;
 use crate::context::Ctx;
-use crate::net::session::Session;
 use crate::partition::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
 use crate::partition::replica::ReplicationWait;
 use crate::partition::topic_config::TimestampType;
 use crate::partition::topics::{Partition, Topic, TopicError};
 use crate::security::acl::{Access, Operation, ResourceType};
+use crate::security::session::Session;
 use skiff_cluster::replica::Acks;
 
 /// First Produce version whose batches may be zstd-compressed (KIP-110).
@@ -87,8 +88,9 @@ pub(crate) async fn handle(
             (Some(code), _) => Err(code),
             (None, Some(topic)) => Ok(topic),
             (None, None) if ctx.config.auto_create_topics_enable => {
-                if super::create_topics::may_create(&access, &name) {
-                    super::create_topics::auto_create(ctx, &name)
+                if super::common::topic_access::may_create(&access, &name) {
+                    ctx.topic_creation()
+                        .auto_create(&name)
                         .await
                         .map_err(|error| error.code())
                 } else {
@@ -115,9 +117,13 @@ pub(crate) async fn handle(
                         .await
                     }
                     // Unknown here, but maybe not to the image (the logs are following it).
-                    Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => Err(
-                        super::leadership::unserved_partition(ctx, &name, partition_data.index),
-                    ),
+                    Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {
+                        Err(super::common::leadership::unserved_partition(
+                            ctx,
+                            &name,
+                            partition_data.index,
+                        ))
+                    }
                     Err(code) => Err(*code),
                 }
             };
@@ -222,7 +228,7 @@ async fn append(
         return Err(error_code::INVALID_TOPIC_EXCEPTION);
     }
     let (partition, image_epoch) =
-        super::leadership::led_partition_at(ctx, topic, partition_index)?;
+        super::common::leadership::led_partition_at(ctx, topic, partition_index)?;
     let acks = if acks == -1 { Acks::All } else { Acks::Leader };
     // The replica machine has the last word: it may not lead yet (the image moved first), and
     // acks=all needs min.insync.replicas in the ISR (19 before anything is appended).
@@ -427,15 +433,4 @@ fn validate_v2(records: &[u8], version: i16, max_message_bytes: usize) -> Result
         return Err(error_code::CORRUPT_MESSAGE);
     }
     Ok(())
-}
-
-/// Maps a storage error to Produce's error codes.
-pub(crate) fn storage_error_code(error: &skiff_storage::Error) -> i16 {
-    match error {
-        skiff_storage::Error::BatchTooLarge { .. } => error_code::RECORD_LIST_TOO_LARGE,
-        skiff_storage::Error::InvalidBatch(record_error) => record_error.error_code(),
-        // Retriable: the partition serves once recovered (a restart after a crash).
-        skiff_storage::Error::Recovering { .. } => error_code::NOT_LEADER_OR_FOLLOWER,
-        _ => error_code::KAFKA_STORAGE_ERROR,
-    }
 }

@@ -28,8 +28,8 @@ use crate::handlers;
 use crate::net::admission::Admitted;
 use crate::net::frame_capture::FrameCapture;
 use crate::net::send::{write_response, Transport};
-use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, TokenFraming};
+use crate::security::session::{Principal, Session};
 
 /// What a connection is served with besides its stream: `sasl` is the exchange to complete first
 /// (SASL listeners) and `authenticated_by` the deadline for it; `admitted` its place among the

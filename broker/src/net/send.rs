@@ -10,12 +10,12 @@
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use bytes::Bytes;
 use skiff_storage::FetchSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::partition::conversion::{ConversionBuffers, LazyRecords};
+use crate::response::conversion::{ConversionBuffers, ConversionError};
+use crate::response::ResponsePart;
 
 /// A connection's byte stream: a plain TCP socket, or TLS over one.
 pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send {
@@ -39,29 +39,6 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
 /// buffer a TLS response holds besides rustls's own (which caps its pending output at 64 KiB).
 pub(crate) const TLS_FILE_PIECE_BYTES: usize = 64 * 1024;
 
-/// One piece of a response, written in order.
-pub(crate) enum ResponsePart {
-    /// Header fields, partition headers, small responses.
-    Bytes(Bytes),
-    /// Stored v2 batches sent as they are (modern fetch): the slice keeps its segment file open
-    /// even if retention deletes it. Boxed so that a part is 40 bytes, not 64: a response keeps
-    /// two parts per partition (its header bytes and its records) until they are written.
-    File(Box<FetchSlice>),
-    /// A legacy record set converted while it is sent.
-    Converted(Box<LazyRecords>),
-}
-
-impl ResponsePart {
-    /// Bytes this part puts on the wire.
-    pub(crate) fn wire_len(&self) -> usize {
-        match self {
-            Self::Bytes(bytes) => bytes.len(),
-            Self::File(slice) => usize::try_from(slice.len()).unwrap_or(usize::MAX),
-            Self::Converted(records) => records.declared_len(),
-        }
-    }
-}
-
 /// Why a response could not be written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SendError {
@@ -82,7 +59,7 @@ pub(crate) enum SendError {
     Storage(skiff_storage::Error),
     /// Conversion failed after the size was declared; the connection must close.
     #[error("down-conversion failed mid-response: {0}")]
-    Conversion(String),
+    Conversion(#[source] ConversionError),
 }
 
 /// Small parts are gathered up to this size before a write, so a response with many partitions

@@ -26,8 +26,8 @@ use crate::context::Ctx;
 use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
 use crate::net::frame_capture::FrameCapture;
-use crate::net::session::{Principal, Session};
 use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
+use crate::security::session::{Principal, Session};
 
 /// What SASL listeners check clients against.
 pub(crate) struct SaslSetup {

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Ctx;
 #[cfg(doc)]
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Most bytes of request line and headers read from a scraper.
 pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;

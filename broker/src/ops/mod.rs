@@ -1,5 +1,5 @@
-//! What operators see and what runs in the background for them: Prometheus metrics
-//! ([`metrics`]), the HTTP endpoint that serves them ([`http`]), and periodic maintenance such as
+//! What operators see and what runs in the background for them: the HTTP endpoint that serves
+//! the Prometheus metrics of [`crate::metrics`] ([`http`]), and periodic maintenance such as
 //! retention and flushing ([`maintenance`]); `skiff placement status` reads the endpoint
 //! ([`placement_status`]).
 //!
@@ -7,5 +7,4 @@
 
 pub(crate) mod http;
 pub(crate) mod maintenance;
-pub mod metrics;
 pub mod placement_status;

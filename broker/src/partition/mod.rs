@@ -2,19 +2,17 @@
 //! file naming it ([`topics`], [`materialized`]), per-topic configs ([`topic_config`]) and what an alter request
 //! does to them ([`config_change`]), idempotent producer
 //! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
-//! ([`readable_end`]), each partition's replica and high watermark ([`replica`]), its byte and
-//! record counters ([`traffic`]) and the glue from a fetch to the down-converter
-//! ([`conversion`]).
+//! ([`readable_end`]) and each partition's replica and high watermark ([`replica`]). Its byte
+//! and record counters are [`crate::metrics::traffic`]; the glue from a fetch to the
+//! down-converter is [`crate::response::conversion`].
 //!
 //! Must never: parse wire bytes (that is `skiff-protocol`) or manage segments (that is
 //! `skiff-storage`).
 
 pub mod config_change;
-pub(crate) mod conversion;
 pub mod materialized;
 pub mod producer_state;
 pub mod readable_end;
 pub mod replica;
 pub mod topic_config;
 pub mod topics;
-pub mod traffic;

@@ -17,13 +17,13 @@ use skiff_cluster::topics::LocalTopic;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
+use crate::metrics::traffic::TrafficCounters;
 use crate::partition::config_change::ConfigChangeError;
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::readable_end::ReadableEnd;
 use crate::partition::replica::PartitionReplica;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
-use crate::partition::traffic::TrafficCounters;
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
 /// partition array, so a request can name every partition of any topic.

@@ -40,6 +40,13 @@ pub(crate) struct Fed {
     recovering: usize,
 }
 
+/// [`feed_states`] as the materializer runs it (its `FeedStates`) before it publishes a revision.
+pub(crate) fn feed_for_materializer(topics: &Topics, cluster: &Cluster) {
+    let fed = feed_states(topics, cluster);
+    // Becoming leader or follower proposes no ISR change (only fetches and timers do).
+    debug_assert!(fed.proposals.is_empty());
+}
+
 /// Feeds each local partition the image's state for it when that state changed since the last
 /// feed, applying the epoch assignments it causes. Blocking (the log writes its epoch
 /// checkpoint). A log still recovering is left unfed (it serves nothing yet) for a later pass.

@@ -13,7 +13,7 @@ pub mod throttle;
 
 use skiff_cluster::replica::RoleView;
 
-use crate::ops::metrics::Exposition;
+use crate::metrics::Exposition;
 use crate::partition::replica::LogView;
 use crate::partition::topics::Topics;
 

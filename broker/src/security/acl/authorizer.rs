@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::model::{
     Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType, WILDCARD_NAME,
 };
-use crate::net::session::Principal;
+use crate::security::session::Principal;
 
 /// The rule of one ACL, as the index keeps it (its pattern and principal are the keys it is
 /// stored under).

@@ -24,26 +24,72 @@ use tokio::sync::watch;
 pub use authorizer::Authorizer;
 pub use model::{Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType};
 
-use crate::config::{Config, ConfigError};
-use crate::net::session::{Principal, Session};
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
+use crate::security::session::{Principal, Session};
 
 /// The live ACL set and what is needed to rebuild it from the file.
 #[derive(Debug)]
 pub(crate) struct AclState {
     current: RwLock<Arc<Authorizer>>,
-    settings: Settings,
+    settings: AclSettings,
     /// The file text loaded at start-up, so the reload task's first look does not reload it.
     loaded_text: String,
 }
 
-/// What a rebuilt set needs besides the file: the config keys that do not reload.
+/// What authorization is configured with (`skiff.acl.file`, `super.users`,
+/// `allow.everyone.if.no.acl.found`, `skiff.acl.reload.interval.ms`): whoever reads the config
+/// builds it, so this module never reads the config itself. The file is reread when it changes;
+/// the other settings do not reload.
 #[derive(Debug, Clone)]
-struct Settings {
-    path: std::path::PathBuf,
-    super_users: Vec<String>,
-    allow_everyone_if_no_acl_found: bool,
-    reload_interval_ms: u64,
+pub(crate) struct AclSettings {
+    /// The ACL file.
+    pub(crate) path: std::path::PathBuf,
+    /// Principal names (after `User:`) that bypass every ACL.
+    pub(crate) super_users: Vec<String>,
+    /// Whether a resource no ACL names is allowed to everyone.
+    pub(crate) allow_everyone_if_no_acl_found: bool,
+    /// How often the reload task looks at the file; raised to [`RELOAD_INTERVAL_MS_MIN`].
+    pub(crate) reload_interval_ms: u64,
+}
+
+/// Why the ACL file could not be loaded at start-up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AclLoadError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What reading it said.
+        source: std::io::Error,
+    },
+    /// The file is too large or does not parse.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        source: file::AclFileError,
+    },
+}
+
+/// Why a read of the ACL file failed.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    File(#[from] file::AclFileError),
+}
+
+impl ReadError {
+    fn at(self, path: &Path) -> AclLoadError {
+        let path = path.to_owned();
+        match self {
+            Self::Io(source) => AclLoadError::Read { path, source },
+            Self::File(source) => AclLoadError::File { path, source },
+        }
+    }
 }
 
 impl AclState {
@@ -71,7 +117,7 @@ impl AclState {
     }
 }
 
-fn build(settings: &Settings, text: &str) -> Result<Authorizer, file::AclFileError> {
+fn build(settings: &AclSettings, text: &str) -> Result<Authorizer, file::AclFileError> {
     let acls = file::parse(text)?;
     Ok(Authorizer::new(
         &acls,
@@ -84,39 +130,30 @@ fn build(settings: &Settings, text: &str) -> Result<Authorizer, file::AclFileErr
 pub const RELOAD_INTERVAL_MS_MIN: u64 = 100;
 
 /// Reads the ACL file, refusing one bigger than [`file::ACL_FILE_BYTES_MAX`] before reading it.
-fn read_file(path: &Path) -> Result<String, String> {
-    let metadata = std::fs::metadata(path).map_err(|error| error.to_string())?;
+fn read_file(path: &Path) -> Result<String, ReadError> {
+    let metadata = std::fs::metadata(path)?;
     let bytes = usize::try_from(metadata.len()).unwrap_or(usize::MAX);
     if bytes > file::ACL_FILE_BYTES_MAX {
         return Err(file::AclFileError::TooLarge {
             bytes,
             max: file::ACL_FILE_BYTES_MAX,
         }
-        .to_string());
+        .into());
     }
-    std::fs::read_to_string(path).map_err(|error| error.to_string())
+    Ok(std::fs::read_to_string(path)?)
 }
 
-/// Validates the authorization keys and loads the ACL file, at start-up: `None` when no ACL file
-/// is configured (no authorization).
-pub(crate) fn load_at_start(config: &Config) -> Result<Option<Arc<AclState>>, ConfigError> {
-    let invalid = |key: &str, reason: String| ConfigError::InvalidValue {
-        key: key.to_owned(),
-        reason,
-    };
-    let Some(path) = &config.acl_file else {
+/// Loads the ACL file at start-up: `None` when no ACL file is configured (no authorization).
+pub(crate) fn load_at_start(
+    settings: Option<AclSettings>,
+) -> Result<Option<Arc<AclState>>, AclLoadError> {
+    let Some(mut settings) = settings else {
         return Ok(None);
     };
-    let settings = Settings {
-        path: path.clone(),
-        super_users: config.super_users.names.clone(),
-        allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
-        reload_interval_ms: config.acl_reload_interval_ms.max(RELOAD_INTERVAL_MS_MIN),
-    };
-    let text = read_file(path)
-        .map_err(|reason| invalid("skiff.acl.file", format!("{}: {reason}", path.display())))?;
-    let authorizer = build(&settings, &text)
-        .map_err(|error| invalid("skiff.acl.file", format!("{}: {error}", path.display())))?;
+    settings.reload_interval_ms = settings.reload_interval_ms.max(RELOAD_INTERVAL_MS_MIN);
+    let path = settings.path.clone();
+    let text = read_file(&path).map_err(|error| error.at(&path))?;
+    let authorizer = build(&settings, &text).map_err(|error| ReadError::from(error).at(&path))?;
     tracing::info!(path = %path.display(), acls = authorizer.acl_count(), "ACLs loaded");
     Ok(Some(Arc::new(AclState {
         current: RwLock::new(Arc::new(authorizer)),
@@ -242,26 +279,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn start_up_refuses_bad_keys_and_files_with_the_key_named() {
+    fn start_up_refuses_bad_files_with_the_path_and_place_named() {
         let directory = tempfile::tempdir().expect("temp dir");
-        let mut config = Config::default();
-        config
-            .apply_override("super.users=User:admin")
-            .expect("a super user");
-        assert!(load_at_start(&config).expect("no file").is_none());
+        assert!(load_at_start(None).expect("no file").is_none());
         let path = directory.path().join("acls.txt");
-        config.acl_file = Some(path.clone());
-        let error = load_at_start(&config).expect_err("missing file");
-        assert!(error.to_string().contains("skiff.acl.file"), "{error}");
+        let settings = AclSettings {
+            path: path.clone(),
+            super_users: vec!["admin".to_owned()],
+            allow_everyone_if_no_acl_found: false,
+            reload_interval_ms: 0,
+        };
+        let error = load_at_start(Some(settings.clone())).expect_err("missing file");
+        assert!(error.to_string().contains("acls.txt"), "{error}");
         std::fs::write(
             &path,
             "allow User:a read topic:t\nallow User:a jump topic:t\n",
         )
         .expect("write");
-        let error = load_at_start(&config).expect_err("bad file").to_string();
+        let error = load_at_start(Some(settings.clone()))
+            .expect_err("bad file")
+            .to_string();
         assert!(error.contains("line 2, column 14"), "{error}");
         std::fs::write(&path, "allow User:a read topic:t\n").expect("write");
-        let state = load_at_start(&config).expect("loads").expect("a set");
+        let state = load_at_start(Some(settings))
+            .expect("loads")
+            .expect("a set");
+        assert_eq!(state.settings.reload_interval_ms, RELOAD_INTERVAL_MS_MIN);
         let current = state.current();
         assert_eq!(current.acl_count(), 1);
         assert!(current.authorize(

@@ -34,6 +34,8 @@ pub(crate) async fn run(state: Arc<AclState>, mut stop: watch::Receiver<bool>) {
         let text = match tokio::task::spawn_blocking(move || super::read_file(&read_path)).await {
             Ok(Ok(text)) => text,
             Ok(Err(error)) => {
+                // Compared as text: an io::Error has no equality, and the log says it as text.
+                let error = error.to_string();
                 if last_read_error.as_ref() != Some(&error) {
                     tracing::error!(path = %path.display(), %error, "cannot read the ACL file; the ACLs in force stay");
                     last_read_error = Some(error);

@@ -1,13 +1,18 @@
 //! Counters, gauges and histograms the broker keeps about itself, and their Prometheus text
-//! rendering (the endpoint that serves it is [`crate::ops::http`]). The converted-bytes-in-flight
+//! rendering (the endpoint that serves it is `ops::http`). The converted-bytes-in-flight
 //! gauge is the visible proof that legacy fetches hold at most one chunk each.
 //!
 //! Recording is plain atomics, with one exception: the per-topic conversion counter (Kafka's
 //! per-topic `FetchMessageConversionsPerSec`) is a map under a mutex, taken once per converted
 //! record set (not per record or chunk), which allocates only the first time a topic is seen.
 //!
-//! Must never: block on the hot path, or allocate there beyond a topic's first conversion
-//! (rendering a scrape allocates).
+//! A leaf: every part of the broker counts here, so this module imports no other folder of the
+//! broker (only its own [`traffic`] counters and the workspace's pure crates).
+//!
+//! Must never: block on the hot path, allocate there beyond a topic's first conversion
+//! (rendering a scrape allocates), or import another folder of the broker.
+
+pub mod traffic;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -15,7 +20,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use skiff_cluster::records::TrafficRecord;
 use skiff_cluster::traffic::TrafficCounts;
 
-use crate::partition::traffic::TrafficCounters;
+use traffic::TrafficCounters;
 
 /// One past the highest Kafka API key counted per API (keys at or above it share the last slot;
 /// the broker serves none of them).

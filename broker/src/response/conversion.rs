@@ -24,7 +24,7 @@ use skiff_protocol::records::{Magic, RecordError};
 use skiff_storage::FetchSlice;
 
 use crate::config::DownConversionMode;
-use crate::ops::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::partition::topics::Topic;
 
 /// Why a record set could not be converted.
@@ -235,7 +235,7 @@ impl LazyRecords {
     pub(crate) fn next_chunk(
         &mut self,
         buffers: &mut ConversionBuffers,
-    ) -> Result<Option<Chunk>, String> {
+    ) -> Result<Option<Chunk>, ConversionError> {
         if let Pieces::Parked(parked) = self.pieces {
             let converter = DownConverter::resume(parked, self.settings.converter_config());
             self.pieces = Pieces::Lazy(Box::new(converter));
@@ -249,11 +249,10 @@ impl LazyRecords {
         // Only while this chunk is built: at most one read's bytes, or one batch.
         let mut source = Vec::new();
         loop {
-            match converter.write_step().map_err(|error| error.to_string())? {
+            match converter.write_step()? {
                 Write::Read(range) => {
-                    let bytes = read_range(&self.slice, range, &mut source)
-                        .map_err(|error| error.to_string())?;
-                    converter.feed(bytes).map_err(|error| error.to_string())?;
+                    let bytes = read_range(&self.slice, range, &mut source)?;
+                    converter.feed(bytes)?;
                 }
                 Write::Output(piece) => {
                     self.held_bytes = piece.len();
@@ -302,7 +301,7 @@ impl Drop for LazyRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::send::ResponsePart;
+    use crate::response::ResponsePart;
 
     /// What a legacy response keeps per partition until the partition's turn on the wire: its
     /// record set (boxed, with the converter parked in it: 224 bytes when written) and two 40-byte

@@ -1,5 +1,6 @@
 //! Who is on the other end of a connection, as far as authorization is concerned: the principal
-//! (Kafka's `User:name` form), the listener the connection came in on and its security protocol.
+//! (Kafka's `User:name` form), the listener the connection came in on and its security protocol
+//! ([`SecurityProtocol`], which the listener keys of the config name).
 //! Built by the connection once it knows (at accept for PLAINTEXT and SSL, after a successful SASL
 //! exchange for SASL listeners) and passed, read-only, to every handler.
 //!
@@ -8,7 +9,58 @@
 
 use std::fmt;
 
-use crate::config::SecurityProtocol;
+/// Kafka's security protocols, as named in `listener.security.protocol.map`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecurityProtocol {
+    /// Plain TCP, no authentication.
+    Plaintext,
+    /// TLS, no SASL (the principal comes from the client certificate if one is required).
+    Ssl,
+    /// SASL over plain TCP.
+    SaslPlaintext,
+    /// SASL over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Kafka's name for the protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Parses Kafka's name for a protocol.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Plaintext,
+            Self::Ssl,
+            Self::SaslPlaintext,
+            Self::SaslSsl,
+        ]
+        .into_iter()
+        .find(|protocol| protocol.name() == name)
+    }
+
+    /// Whether connections must complete a SASL exchange before anything else.
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+
+    /// Whether the bytes are encrypted with TLS (so zero-copy sends are impossible).
+    pub fn uses_tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+}
+
+impl fmt::Display for SecurityProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A principal in Kafka's `Type:name` form; Skiff only issues `User` principals.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,5 +124,15 @@ mod tests {
     fn principal_is_shown_in_kafka_form() {
         assert_eq!(Principal::user("alice").to_string(), "User:alice");
         assert_eq!(Principal::anonymous().to_string(), "User:ANONYMOUS");
+    }
+
+    #[test]
+    fn protocol_names_round_trip() {
+        for name in ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] {
+            let protocol = SecurityProtocol::parse(name).expect("known protocol");
+            assert_eq!(protocol.name(), name);
+        }
+        assert_eq!(SecurityProtocol::parse("plaintext"), None);
+        assert_eq!(SecurityProtocol::parse("SASL"), None);
     }
 }

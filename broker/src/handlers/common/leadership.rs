@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::RequestHeader;
 
-use super::error_code;
+use super::super::error_code;
 use crate::cluster::roles::Role;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
@@ -72,7 +72,7 @@ pub(crate) async fn group_call(
     request: GroupRequest,
 ) -> Option<GroupReply> {
     if !ctx.cluster.has_offsets_topic() {
-        if let Err(error) = super::create_topics::ensure_offsets_topic(ctx).await {
+        if let Err(error) = ctx.topic_creation().ensure_offsets_topic().await {
             tracing::warn!(%error, "creating __consumer_offsets for a group request");
         }
     }

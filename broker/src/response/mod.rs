@@ -1,0 +1,36 @@
+//! The plan of a response: the parts a handler answers with, in wire order ([`ResponsePart`]):
+//! bytes it encoded, stored batches sent from their segment file, and legacy record sets
+//! converted while they are sent ([`conversion`]). Handlers build plans; the connection's writer
+//! (`net::send`) carries them out, so both import this module and neither imports the other.
+//!
+//! Must never: touch a socket (writing is the connection's), or decide what a request means.
+
+pub(crate) mod conversion;
+
+use bytes::Bytes;
+use skiff_storage::FetchSlice;
+
+use conversion::LazyRecords;
+
+/// One piece of a response, written in order.
+pub(crate) enum ResponsePart {
+    /// Header fields, partition headers, small responses.
+    Bytes(Bytes),
+    /// Stored v2 batches sent as they are (modern fetch): the slice keeps its segment file open
+    /// even if retention deletes it. Boxed so that a part is 40 bytes, not 64: a response keeps
+    /// two parts per partition (its header bytes and its records) until they are written.
+    File(Box<FetchSlice>),
+    /// A legacy record set converted while it is sent.
+    Converted(Box<LazyRecords>),
+}
+
+impl ResponsePart {
+    /// Bytes this part puts on the wire.
+    pub(crate) fn wire_len(&self) -> usize {
+        match self {
+            Self::Bytes(bytes) => bytes.len(),
+            Self::File(slice) => usize::try_from(slice.len()).unwrap_or(usize::MAX),
+            Self::Converted(records) => records.declared_len(),
+        }
+    }
+}
