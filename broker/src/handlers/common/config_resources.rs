@@ -209,4 +209,10 @@ mod tests {
             ["follower.replication.throttled.rate", "log.retention.ms"]
         );
     }
+
+    #[test]
+    fn every_copy_of_a_repeated_resource_is_refused() {
+        let duplicates = duplicate_resources([(2, "a"), (2, "b"), (4, "a"), (2, "a")].into_iter());
+        assert_eq!(duplicates, BTreeSet::from([0, 3]));
+    }
 }
