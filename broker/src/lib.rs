@@ -270,11 +270,15 @@ impl Broker {
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement = placement::state::PlacementState::new(config.node_id, &config.log_dirs);
         let (isr_proposals, queued_proposals) = partition::replica::proposal_channel();
+        // The sections of `/metrics` beside the broker-wide families register here, once.
+        let metrics = Arc::new(metrics::Metrics::default());
+        cluster.register_metrics(&metrics);
+        replication::register_metrics(&topics, &metrics);
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
             topics,
-            metrics: Arc::new(metrics::Metrics::default()),
+            metrics,
             request_bytes_budget,
             cluster_id: cluster.cluster_id().to_owned(),
             cluster,

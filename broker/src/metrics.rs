@@ -16,6 +16,7 @@ pub mod traffic;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use skiff_cluster::records::TrafficRecord;
 use skiff_cluster::traffic::TrafficCounts;
@@ -111,6 +112,25 @@ pub const CONVERSION_TOPICS_MAX: usize = 10_000;
 /// legal topic character).
 pub const CONVERSION_TOPICS_OVERFLOW: &str = "*other*";
 
+/// A part of the broker that keeps its own figures (the cluster glue, the controller's shedder,
+/// the replicas' gauges) and writes its own metric families at each scrape. It registers once,
+/// when the broker starts ([`Metrics::register`]), so this leaf never reaches into it.
+pub(crate) trait MetricsSection: Send + Sync {
+    /// Writes this section's families.
+    fn render(&self, out: &mut Exposition);
+}
+
+/// The sections registered, rendered in the order they registered.
+#[derive(Default)]
+struct Sections(RwLock<Vec<Arc<dyn MetricsSection>>>);
+
+impl std::fmt::Debug for Sections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.0.read().map_or(0, |sections| sections.len());
+        write!(f, "Sections({count})")
+    }
+}
+
 /// Broker-wide figures.
 #[derive(Debug)]
 pub struct Metrics {
@@ -147,6 +167,8 @@ pub struct Metrics {
     /// The traffic rates of the last load sample, as `f64` bits: bytes in, replication bytes in,
     /// bytes out, records in per second.
     traffic_rates: [AtomicU64; 4],
+    /// The parts that render their own families after these.
+    sections: Sections,
 }
 
 impl Default for Metrics {
@@ -174,6 +196,7 @@ impl Default for Metrics {
             replica_fetch_decode_errors: AtomicU64::new(0),
             traffic: TrafficCounters::default(),
             traffic_rates: std::array::from_fn(|_| AtomicU64::new(0f64.to_bits())),
+            sections: Sections::default(),
         }
     }
 }
@@ -387,13 +410,30 @@ impl Metrics {
             .map_or(0, Histogram::count)
     }
 
-    /// Every figure in the Prometheus text format (version 0.0.4).
+    /// Adds a section whose families every scrape renders after the broker-wide ones.
+    pub(crate) fn register(&self, section: Arc<dyn MetricsSection>) {
+        match self.sections.0.write() {
+            Ok(mut sections) => sections.push(section),
+            // No writer panics while holding the lock (it only pushes); keep what is there.
+            Err(poisoned) => poisoned.into_inner().push(section),
+        }
+    }
+
+    /// Every figure in the Prometheus text format (version 0.0.4): the broker-wide families,
+    /// then each registered section's.
     pub fn render_prometheus(&self) -> String {
         let mut out = Exposition::default();
         self.render_traffic(&mut out);
         self.render_authorization(&mut out);
         self.render_down_conversion(&mut out);
         self.render_replication(&mut out);
+        let sections = match self.sections.0.read() {
+            Ok(sections) => sections.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        for section in sections {
+            section.render(&mut out);
+        }
         out.text
     }
 
@@ -600,9 +640,10 @@ pub(crate) struct Exposition {
 }
 
 impl Exposition {
-    /// The text written so far.
-    pub(crate) fn into_text(self) -> String {
-        self.text
+    /// The text written so far (what a section's test reads).
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> &str {
+        &self.text
     }
 
     /// The `# HELP` and `# TYPE` lines of a metric family.
@@ -714,5 +755,25 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing");
         }
+    }
+
+    #[test]
+    fn registered_sections_render_after_the_broker_wide_families_in_order() {
+        struct Section(&'static str, i64);
+        impl MetricsSection for Section {
+            fn render(&self, out: &mut Exposition) {
+                out.gauge(self.0, "A section's gauge.", self.1);
+            }
+        }
+        let metrics = Metrics::default();
+        metrics.register(Arc::new(Section("skiff_first", 1)));
+        metrics.register(Arc::new(Section("skiff_second", 2)));
+        let text = metrics.render_prometheus();
+        let at = |line: &str| text.lines().position(|l| l == line);
+        let first = at("skiff_first 1").expect("first section");
+        let second = at("skiff_second 2").expect("second section");
+        let own = at("skiff_connections 0").expect("broker-wide gauge");
+        assert!(own < first && first < second, "{text}");
+        assert!(text.contains("# TYPE skiff_second gauge"));
     }
 }

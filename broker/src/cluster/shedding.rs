@@ -1,9 +1,10 @@
-//! The controller's shedding cycle (docs/design/cluster.md §5.3): every
-//! `skiff.placement.shed.interval.ms` the controller broker reads the load reports and bundle
-//! records of its image, asks the configured shedder (`skiff_placement::shed`) for a plan, and
-//! persists the moves it starts (`skiff_cluster::bundles::begin_moves`) and the splits it asks for;
-//! the controller's regular plan then carries the moves out. Also what operators see of it: the
-//! last plan, the counters and the per-broker load as the controller scored it.
+//! The controller's shedding cycle (docs/design/cluster.md §5.3): every `skiff.placement.shed.interval.ms`
+//! the controller broker reads the load reports and bundle records of its image, asks the
+//! configured shedder (`skiff_placement::shed`) for a plan, and persists the moves it starts
+//! (`skiff_cluster::bundles::begin_moves`) and the splits it asks for; the controller's regular
+//! plan then carries the moves out. Also what operators see of it: the last plan, and the
+//! placement section of `/metrics` ([`PlacementMetrics`]: the counters, the per-broker load as
+//! the controller scored it, and the bundles each broker owns).
 //!
 //! Owns the shedder's memory (hit counters, pending moves: rebuilt empty by a new controller,
 //! while cooldowns and half-done moves live in the bundle records) and the shedding settings.
@@ -11,6 +12,7 @@
 //! Must never: write to the store itself (it returns fenced writes), or decide a move (the
 //! shedder does) or run while it is not the controller.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::SeedableRng;
@@ -24,7 +26,10 @@ use skiff_placement::shed::{Balancer, BalancerConfig, PlacerConfig, ShedderConfi
 use skiff_placement::split::{PartitionLoad, SplitAlgorithm};
 use skiff_placement::NodeId;
 
+use super::figures::by_broker;
+use super::ClusterHandle;
 use crate::config::Config;
+use crate::metrics::{Exposition, MetricsSection};
 
 /// One broker's load as the controller scored it at the last cycle.
 #[derive(Debug, Clone, Serialize)]
@@ -309,4 +314,119 @@ pub(crate) fn bundle_views(image: &ClusterImage) -> Vec<BundleView> {
             }
         })
         .collect()
+}
+
+/// Bundles each owner owns in `image`.
+pub(crate) fn bundles_by_owner(image: &ClusterImage) -> BTreeMap<NodeId, i64> {
+    let mut by_owner: BTreeMap<NodeId, i64> = BTreeMap::new();
+    for record in image.bundles().values() {
+        *by_owner.entry(record.value.owner).or_default() += 1;
+    }
+    by_owner
+}
+
+/// The placement section of `/metrics`: the shedder's counters, the brokers as the last cycle
+/// scored them (on the controller), and the bundles each broker owns by the image.
+pub(crate) struct PlacementMetrics(pub(crate) ClusterHandle);
+
+impl MetricsSection for PlacementMetrics {
+    fn render(&self, out: &mut Exposition) {
+        let cluster = &self.0;
+        let shed = &cluster.shedding_counters;
+        let counters = [
+            (
+                "skiff_placement_shed_cycles_total",
+                "Shedding cycles this broker ran as controller.",
+                &shed.cycles,
+            ),
+            (
+                "skiff_placement_planned_moves_total",
+                "Bundle moves the shedder planned (dry runs included).",
+                &shed.planned,
+            ),
+            (
+                "skiff_placement_moves_total",
+                "Bundle moves started (persisted as assigning) by this broker as controller.",
+                &shed.started,
+            ),
+            (
+                "skiff_placement_moves_refused_total",
+                "Planned bundle moves not started: cooldown, a would-be ping-pong, the cycle's \
+                 maximum, or a bundle no longer its source's.",
+                &shed.refused,
+            ),
+            (
+                "skiff_placement_ping_pong_total",
+                "Bundle moves started that sent a bundle straight back where its last move took \
+                 it from (returns within the cooldown are refused instead).",
+                &shed.ping_pong,
+            ),
+            (
+                "skiff_placement_splits_total",
+                "Bundle splits (metadata only) written by this broker as controller.",
+                &shed.splits,
+            ),
+        ];
+        for (name, help, value) in counters {
+            out.counter(name, help, value.load(Ordering::Relaxed));
+        }
+        if let Some(cycle) = cluster.last_shedding_cycle() {
+            render_scores(&cycle, out);
+        }
+        out.labelled_gauges(
+            "skiff_placement_bundles_owned",
+            "Bundles each broker owns, in this broker's image.",
+            "broker",
+            by_broker(cluster.with_image(bundles_by_owner).unwrap_or_default()),
+        );
+    }
+}
+
+/// Each broker's load and score as the controller's last shedding cycle saw them.
+fn render_scores(cycle: &LastCycle, out: &mut Exposition) {
+    let by = |value: fn(&ScoredBroker) -> f64| {
+        cycle
+            .brokers
+            .iter()
+            .map(|b| (b.broker.to_string(), value(b).round() as i64))
+            .collect::<Vec<_>>()
+    };
+    out.labelled_gauges(
+        "skiff_placement_broker_load_bytes_per_second",
+        "Each broker's load (bytes in from clients plus replication bytes in, per \
+         second) as the controller saw it at its last shedding cycle.",
+        "broker",
+        by(|b| b.load_bytes_per_second),
+    );
+    out.labelled_gauges(
+        "skiff_placement_broker_score_percent",
+        "Each broker's shedder score at the controller's last shedding cycle.",
+        "broker",
+        by(|b| b.score_pct),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_cycles_scores_render_rounded_by_broker() {
+        let cycle = LastCycle {
+            brokers: vec![ScoredBroker {
+                broker: 2,
+                load_bytes_per_second: 1_499.6,
+                score_pct: 87.2,
+                bundles: 4,
+            }],
+            ..LastCycle::default()
+        };
+        let mut out = Exposition::default();
+        render_scores(&cycle, &mut out);
+        let text = out.text();
+        assert!(text.contains("skiff_placement_broker_load_bytes_per_second{broker=\"2\"} 1500"));
+        assert!(text.contains("skiff_placement_broker_score_percent{broker=\"2\"} 87"));
+        let image = super::super::figures::tests::image(&[1, 2], &[(1, &[1, 2])]);
+        assert!(bundles_by_owner(&image).is_empty());
+    }
 }

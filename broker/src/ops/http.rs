@@ -1,5 +1,6 @@
 //! The operator endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
-//! answers `GET /metrics` with [`Metrics::render_prometheus`] and `GET /placement/bundles` with
+//! answers `GET /metrics` with [`Metrics::render_prometheus`] (the broker-wide families and every
+//! section registered in it: cluster, placement, replication) and `GET /placement/bundles` with
 //! the bundles (ranges, owners, load) as JSON, and closes. Hand-written and bounded:
 //! the request line and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
 //! [`METRICS_REQUEST_TIMEOUT_MS`]; one response per connection.
@@ -118,13 +119,7 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
         )
     } else {
         match route(&head[..filled]) {
-            Route::Metrics => (
-                "200 OK",
-                PROMETHEUS_TEXT,
-                ctx.metrics.render_prometheus()
-                    + &ctx.cluster.render_prometheus()
-                    + &crate::replication::render_prometheus(&ctx.topics),
-            ),
+            Route::Metrics => ("200 OK", PROMETHEUS_TEXT, ctx.metrics.render_prometheus()),
             Route::Bundles => match bundles_json(ctx) {
                 Some(json) => ("200 OK", "application/json", json),
                 None => ("500 Internal Server Error", PROMETHEUS_TEXT, String::new()),

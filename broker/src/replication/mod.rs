@@ -1,8 +1,9 @@
-//! Replication glue (docs/design/replication.md): the [`driver`] feeds every local partition's
-//! replica (`crate::partition::replica`) the store's partition states and its timers and carries
-//! out what it decides (epoch assignment, ISR compare-and-set, acks=all completion); the leader
-//! side of a follower's Fetch is in `handlers/fetch.rs`; the follower side is the [`fetcher`],
-//! which paces reassignment catch-up with the [`throttle`].
+//! Replication glue (docs/design/replication.md): the [`driver`] feeds every local partition's replica
+//! (`crate::partition::replica`) the store's partition states and its timers and carries out
+//! what it decides (epoch assignment, ISR compare-and-set, acks=all completion); the leader side
+//! of a follower's Fetch is in `handlers/fetch.rs`; the follower side is the [`fetcher`], which
+//! paces reassignment catch-up with the [`throttle`]. The per-partition replication gauges are
+//! this module's section of `/metrics`, registered in `crate::metrics` at start.
 //!
 //! Must never: decide a role, an ISR or a high watermark itself (the pure replica machine does),
 //! or be imported by `partition` (which it drives).
@@ -11,17 +12,33 @@ pub mod driver;
 pub mod fetcher;
 pub mod throttle;
 
+use std::sync::Arc;
+
 use skiff_cluster::replica::RoleView;
 
-use crate::metrics::Exposition;
+use crate::metrics::{Exposition, Metrics, MetricsSection};
 use crate::partition::replica::LogView;
 use crate::partition::topics::Topics;
+
+/// The replicas' section of `/metrics`: [`render_metrics`] over this broker's topics.
+struct ReplicationMetrics(Arc<Topics>);
+
+impl MetricsSection for ReplicationMetrics {
+    fn render(&self, out: &mut Exposition) {
+        render_metrics(&self.0, out);
+    }
+}
+
+/// Registers the replicas' gauges in `metrics`, read from `topics` at every scrape.
+pub(crate) fn register_metrics(topics: &Arc<Topics>, metrics: &Metrics) {
+    metrics.register(Arc::new(ReplicationMetrics(topics.clone())));
+}
 
 /// The per-partition replication gauges, read from every local partition's machine at scrape
 /// time (Kafka's UnderReplicatedPartitions, UnderMinIsrPartitionCount, offline log directories'
 /// replicas and per-partition follower lag; the cluster-wide OfflinePartitionsCount is the
 /// controller's, in `cluster`).
-pub fn render_prometheus(topics: &Topics) -> String {
+fn render_metrics(topics: &Topics, out: &mut Exposition) {
     let (mut led, mut under_replicated, mut under_min_isr, mut offline) = (0i64, 0i64, 0i64, 0i64);
     let mut max_lag = 0i64;
     let mut lag_by_partition = Vec::new();
@@ -51,7 +68,6 @@ pub fn render_prometheus(topics: &Topics) -> String {
             }
         }
     }
-    let mut out = Exposition::default();
     out.gauge(
         "skiff_partitions_led",
         "Partitions this broker leads (by its replica machines).",
@@ -84,5 +100,4 @@ pub fn render_prometheus(topics: &Topics) -> String {
         &["topic", "partition"],
         lag_by_partition,
     );
-    out.into_text()
 }
