@@ -349,7 +349,7 @@ async fn join_store(
         created_ms: u64::try_from(crate::clock::now_ms()).unwrap_or(0),
     };
     let response = retry_until(&address, deadline, config.metadata_start_timeout_ms, || {
-        store.txn(membership::create_cluster(&layout, &ours))
+        store.txn(membership::create_cluster(layout, &ours))
     })
     .await?;
     let cluster_id = membership::cluster_outcome(&ours, &response)?.cluster_id;
