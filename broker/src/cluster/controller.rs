@@ -1,9 +1,9 @@
-//! The controller this broker runs when it wins the election (docs/design/cluster.md §3): the control task
-//! campaigns when the image has no controller; as controller it submits
+//! The controller this broker runs when it wins the election (docs/design/cluster.md §3): the
+//! control task campaigns when the image has no controller; as controller it submits
 //! `skiff_cluster::controller::plan` whenever the image has caught up with its last writes, and
-//! steps down as soon as its fence fails; every `leader.imbalance.check.interval.seconds`, once
-//! the plan is empty, it submits `skiff_cluster::controller::rebalance` too, then bundle moves
-//! and the shedding cycle ([`super::shedding`]).
+//! steps down as soon as its fence fails; every `leader.imbalance.check.interval.seconds`, once the
+//! plan is empty, it submits `skiff_cluster::controller::rebalance` too, then bundle moves and the
+//! shedding cycle ([`super::shedding`]).
 //!
 //! What the task does at each wake-up is [`control_step`], pure, over what it knows.
 //!

@@ -1,9 +1,9 @@
-//! This broker's session and registration in the metadata store (docs/design/cluster.md §2), and its image
-//! of the store: the session lease kept alive every third of `broker.session.timeout.ms` and
-//! registered again under a new lease (a new broker epoch) when the store says it is gone; the
-//! watch that keeps the image, resumed from the last revision after a broken stream and
-//! re-read after a compaction; the fence that says whether this broker may lead now; and what
-//! rides on the session: producer-id blocks, load reports, controlled shutdown and leaving.
+//! This broker's session and registration in the metadata store (docs/design/cluster.md §2), and
+//! its image of the store: the session lease kept alive every third of `broker.session.timeout.ms`
+//! and registered again under a new lease (a new broker epoch) when the store says it is gone; the
+//! watch that keeps the image, resumed from the last revision after a broken stream and re-read
+//! after a compaction; the fence that says whether this broker may lead now; and what rides on the
+//! session: producer-id blocks, load reports, controlled shutdown and leaving.
 //!
 //! Must never: lead on a session it cannot prove alive (the fence decides), or decide anything
 //! a registration outcome does not (`skiff_cluster::membership` does).
@@ -361,11 +361,12 @@ impl Cluster {
         }
     }
 
-    /// Controlled shutdown (docs/design/cluster.md §3): marks this broker's registration `shutting_down`
-    /// (a Txn guarded on its own session), then waits until its image shows it leads no partition
-    /// another running ISR member could lead (the controller moves them, at epoch + 1) or
-    /// `timeout` passes. The broker keeps serving meanwhile. Returns at once when no other broker
-    /// runs (a cluster of one: nothing can move). Never fails: a shutdown goes on regardless.
+    /// Controlled shutdown (docs/design/cluster.md §3): marks this broker's registration
+    /// `shutting_down` (a Txn guarded on its own session), then waits until its image shows it
+    /// leads no partition another running ISR member could lead (the controller moves them, at
+    /// epoch + 1) or `timeout` passes. The broker keeps serving meanwhile. Returns at once when no
+    /// other broker runs (a cluster of one: nothing can move). Never fails: a shutdown goes on
+    /// regardless.
     pub async fn controlled_shutdown(&self, timeout: Duration) {
         let started = crate::clock::instant();
         let alone = self

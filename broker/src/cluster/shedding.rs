@@ -1,10 +1,10 @@
-//! The controller's shedding cycle (docs/design/cluster.md §5.3): every `skiff.placement.shed.interval.ms`
-//! the controller broker reads the load reports and bundle records of its image, asks the
-//! configured shedder (`skiff_placement::shed`) for a plan, and persists the moves it starts
-//! (`skiff_cluster::bundles::begin_moves`) and the splits it asks for; the controller's regular
-//! plan then carries the moves out. Also what operators see of it: the last plan, and the
-//! placement section of `/metrics` ([`PlacementMetrics`]: the counters, the per-broker load as
-//! the controller scored it, and the bundles each broker owns).
+//! The controller's shedding cycle (docs/design/cluster.md §5.3): every
+//! `skiff.placement.shed.interval.ms` the controller broker reads the load reports and bundle
+//! records of its image, asks the configured shedder (`skiff_placement::shed`) for a plan, and
+//! persists the moves it starts (`skiff_cluster::bundles::begin_moves`) and the splits it asks for;
+//! the controller's regular plan then carries the moves out. Also what operators see of it: the
+//! last plan, and the placement section of `/metrics` ([`PlacementMetrics`]: the counters, the
+//! per-broker load as the controller scored it, and the bundles each broker owns).
 //!
 //! Owns the shedder's memory (hit counters, pending moves: rebuilt empty by a new controller,
 //! while cooldowns and half-done moves live in the bundle records) and the shedding settings.
