@@ -74,7 +74,12 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::ConfigKeys => {
             for (key, default, doc) in skiff_broker::config::keys() {
-                println!("{key} (default {default})\n    {doc}");
+                match skiff_broker::config::bound(key) {
+                    Some(bound) => {
+                        println!("{key} (default {default}; must be {bound})\n    {doc}")
+                    }
+                    None => println!("{key} (default {default})\n    {doc}"),
+                }
             }
             Ok(())
         }

@@ -11,9 +11,14 @@ use std::path::{Path, PathBuf};
 
 use skiff_protocol::release::{KafkaRelease, UnknownRelease};
 
+mod bounds;
 mod connections;
+pub mod group;
 mod listeners;
+mod rules;
 mod security;
+
+pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
 
 pub use connections::{ConnectionsPerIpOverrides, CONNECTIONS_PER_IP_MAX_DEFAULT};
 pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
@@ -54,6 +59,26 @@ pub enum ConfigError {
         /// The key.
         key: String,
         /// What is wrong with it.
+        reason: String,
+    },
+    /// A value outside its key's bound (the key table's bound column).
+    #[error("{key} = {value}: must be {bound}")]
+    OutOfBounds {
+        /// The key.
+        key: &'static str,
+        /// The value as written in a config file.
+        value: String,
+        /// What the key accepts.
+        bound: Bound,
+    },
+    /// Values that are each within their bounds but together break a rule between keys.
+    #[error("{reason} (rule '{rule}' over {})", keys.join(", "))]
+    Conflict {
+        /// The rule's name.
+        rule: &'static str,
+        /// The keys the rule reads.
+        keys: &'static [&'static str],
+        /// How the values break it, naming them.
         reason: String,
     },
     /// A `--set` argument without `=`.
@@ -238,7 +263,7 @@ pub enum DownConversionMode {
 }
 
 macro_rules! config_keys {
-    ($( $key:literal => $field:ident : $ty:ty = $default:expr; $doc:literal )*) => {
+    ($( $key:literal => $field:ident : $ty:ty = $default:expr $(, $bound:expr)?; $doc:literal )*) => {
         /// The broker's configuration; see [`KEYS`] for every key, its default and its meaning.
         #[derive(Debug, Clone)]
         pub struct Config {
@@ -259,6 +284,9 @@ macro_rules! config_keys {
             let defaults = Config::default();
             vec![ $( ($key, format!("{:?}", defaults.$field), $doc), )* ]
         }
+
+        /// Every key that has a bound of its own, with it, in the table's order.
+        pub const BOUNDS: &[(&str, Bound)] = &[ $( $( ($key, $bound), )? )* ];
 
         impl Config {
     /// The data directory's bounds, from `max.broker.partitions`, `skiff.log.files.max` and
@@ -281,6 +309,11 @@ macro_rules! config_keys {
                 Ok(())
             }
 
+            /// Every bounded key with its bound and its value.
+            fn bounded_values(&self) -> Vec<(&'static str, Bound, BoundedValue<'_>)> {
+                vec![ $( $( ($key, $bound, Bounded::bounded(&self.$field)), )? )* ]
+            }
+
             /// The value of `key` as written in a config file (`Some(None)` for an optional key
             /// left unset), or `None` for a key Skiff does not know.
             pub fn value_text(&self, key: &str) -> Option<Option<String>> {
@@ -291,6 +324,15 @@ macro_rules! config_keys {
             }
         }
     };
+}
+
+/// The bound of `key` from the table's bound column, or `None` for a key without one (or one
+/// Skiff does not know).
+pub fn bound(key: &str) -> Option<Bound> {
+    BOUNDS
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|(_, bound)| *bound)
 }
 
 /// A value's config-file text from its `Debug` form (which every config type writes as the value
@@ -389,6 +431,48 @@ pub const FRAME_CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
 /// sends 10 MiB of distinct frames).
 pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 
+/// `skiff.reassignment.throttle.bytes.per.second`'s default: 50 MiB/s, a fraction of a disk's or
+/// a 1 Gbit/s link's bandwidth, so that a reassignment leaves room for clients.
+pub const REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT: u64 = 50 * 1024 * 1024;
+
+/// The largest `log.segment.bytes`: 4 GiB - 1, since index entries hold 4-byte positions.
+pub const SEGMENT_BYTES_MAX: i128 = u32::MAX as i128;
+/// The smallest `message.max.bytes`: 64 bytes, a little more than a record batch's header.
+pub const MESSAGE_BYTES_MAX_MIN: i128 = 64;
+/// The smallest `skiff.offsets.compaction.bytes`: 4 KiB, so that a coordinator does not write a
+/// snapshot of its offsets after every few commits.
+pub const OFFSETS_COMPACTION_BYTES_MIN: i128 = 4096;
+/// The shortest `log.flush.offset.checkpoint.interval.ms` and
+/// `replica.high.watermark.checkpoint.interval.ms`: 100 ms, so that checkpoints do not turn into
+/// a stream of writes and syncs.
+pub const CHECKPOINT_INTERVAL_MS_MIN: i128 = 100;
+/// The shortest `replica.lag.time.max.ms`: 100 ms, a few fetch round trips.
+pub const REPLICA_LAG_TIME_MS_MIN: i128 = 100;
+/// The longest `replica.fetch.wait.max.ms`: one minute.
+pub const REPLICA_FETCH_WAIT_MS_MAX: i128 = 60_000;
+/// The most `num.recovery.threads.per.data.dir`.
+pub const RECOVERY_THREADS_MAX: i128 = 256;
+/// The bounds of `skiff.down.conversion.chunk.bytes` and `skiff.down.conversion.read.bytes`:
+/// 1 KiB to 64 MiB.
+pub const DOWN_CONVERSION_BYTES_MIN: i128 = 1024;
+/// See [`DOWN_CONVERSION_BYTES_MIN`].
+pub const DOWN_CONVERSION_BYTES_MAX: i128 = 64 * 1024 * 1024;
+/// The longest `broker.session.timeout.ms`: one hour (the store's lease TTL is in whole seconds,
+/// at least one).
+pub const BROKER_SESSION_TIMEOUT_MS_MAX: i128 = 3_600_000;
+/// The shortest `skiff.placement.shed.interval.ms`: one second.
+pub const PLACEMENT_SHED_INTERVAL_MS_MIN: i128 = 1000;
+/// The values of `skiff.placement.shedder`: the shedders `skiff_placement::shed::ShedderConfig::named`
+/// knows (a test checks it knows each).
+pub const SHEDDERS: &[&str] = &[
+    "skiff",
+    "avg",
+    "threshold",
+    "uniform",
+    "transfer",
+    "overload",
+];
+
 /// `default.replication.factor` and `offsets.topic.replication.factor` with a shared metadata
 /// store, unless set (Kafka's recommended production values; see `Config::apply_cluster_defaults`).
 pub const CLUSTER_REPLICATION_FACTOR_DEFAULT: i16 = 3;
@@ -396,7 +480,7 @@ pub const CLUSTER_REPLICATION_FACTOR_DEFAULT: i16 = 3;
 pub const CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT: i32 = 2;
 
 config_keys! {
-    "node.id" => node_id: i32 = 1;
+    "node.id" => node_id: i32 = 1, Bound::AtLeast(0, Unit::Count);
         "This broker's id in Metadata answers and in the cluster. Required (no default) with a shared skiff.metadata.store (etcd://...)."
     "log.dirs" => log_dirs: PathBuf = PathBuf::from("./skiff-data");
         "Directory holding the partition logs, topic metadata and group offsets."
@@ -404,23 +488,23 @@ config_keys! {
         "Comma-separated listeners, NAME://host:port. Port 0 picks a free port."
     "advertised.listeners" => advertised_listeners: Option<ListenerList> = None;
         "What Metadata tells clients to connect to; empty means the bound listener address."
-    "num.partitions" => num_partitions: i32 = 1;
+    "num.partitions" => num_partitions: i32 = 1, Bound::AtLeast(1, Unit::Count);
         "Partitions of an auto-created topic."
-    "default.replication.factor" => default_replication_factor: i16 = 1;
+    "default.replication.factor" => default_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);
         "Replication factor of an auto-created topic, or of a created one that asks for -1. A topic needs that many running brokers to be created (INVALID_REPLICATION_FACTOR otherwise). 3 with a shared skiff.metadata.store (etcd://...) unless set."
-    "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50;
+    "offsets.topic.num.partitions" => offsets_topic_num_partitions: i32 = 50, Bound::Between(1, skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i128, Unit::Count);
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
         "segment.bytes of the __consumer_offsets partitions, set when the topic is created: the offsets log before a snapshot (skiff.offsets.compaction.bytes) is dropped a whole segment at a time."
-    "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024;
+    "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024, Bound::AtLeast(OFFSETS_COMPACTION_BYTES_MIN, Unit::Bytes);
         "Bytes appended to one __consumer_offsets partition after which its coordinator appends a snapshot of the partition's committed offsets and drops the log before it (Skiff's stand-in for log compaction). Bounds what a new coordinator replays; at least 4096."
     "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: u64 = 5_000;
         "How long an OffsetCommit (and a group or offset deletion) waits for its records to reach every in-sync replica of its __consumer_offsets partition; then it is answered COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's key and default)."
-    "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1;
+    "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);
         "Replicas of each __consumer_offsets partition; the topic is created once that many brokers run (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until then). 3 with a shared skiff.metadata.store unless set."
     "auto.create.topics.enable" => auto_create_topics_enable: bool = true;
         "Create a topic on first Metadata or Produce for it."
-    "log.segment.bytes" => log_segment_bytes: u64 = 1024 * 1024 * 1024;
+    "log.segment.bytes" => log_segment_bytes: u64 = 1024 * 1024 * 1024, Bound::Between(1, SEGMENT_BYTES_MAX, Unit::Bytes);
         "Size at which a segment rolls (at most 4 GiB - 1: index positions are 4 bytes)."
     "log.roll.ms" => log_roll_ms: u64 = 7 * 24 * 3600 * 1000;
         "Age at which a segment rolls."
@@ -430,37 +514,37 @@ config_keys! {
         "Partition size above which the oldest segments are deleted; -1 means no limit."
     "log.retention.check.interval.ms" => log_retention_check_interval_ms: u64 = 5 * 60 * 1000;
         "How often segments are rolled by age and retention is enforced."
-    "log.flush.interval.messages" => log_flush_interval_messages: u64 = u64::MAX;
+    "log.flush.interval.messages" => log_flush_interval_messages: u64 = u64::MAX, Bound::AtLeast(1, Unit::Count);
         "fsync after this many messages; 1 means every append is on disk before it is acknowledged."
     "log.flush.interval.ms" => log_flush_interval_ms: u64 = u64::MAX;
         "fsync when the oldest unflushed message is older than this."
-    "log.flush.offset.checkpoint.interval.ms" => log_flush_offset_checkpoint_interval_ms: u64 = 60_000;
+    "log.flush.offset.checkpoint.interval.ms" => log_flush_offset_checkpoint_interval_ms: u64 = 60_000, Bound::AtLeast(CHECKPOINT_INTERVAL_MS_MIN, Unit::Milliseconds);
         "How often (milliseconds) the logs with data not yet on disk are synced (an fdatasync each when at most 512 are, else one syncfs) and every log's recovery point and log start are written to the data directory's skiff-offset-checkpoint (Kafka's key). Bounds what a power cut loses and what a restart after a crash rescans to about this interval's appends, and leaves a clean shutdown only what came since. At least 100."
     "log.index.interval.bytes" => log_index_interval_bytes: u32 = 4096;
         "Bytes of log between two offset-index entries."
-    "max.broker.partitions" => max_broker_partitions: usize = skiff_storage::DirConfig::default().logs_max;
+    "max.broker.partitions" => max_broker_partitions: usize = skiff_storage::DirConfig::default().logs_max, Bound::AtLeast(1, Unit::Count);
         "Most partition logs this broker holds, internal ones included (the name of Kafka's KIP-578). CreateTopics and CreatePartitions past it answer POLICY_VIOLATION naming the limit; so do those the open-file limit or vm.max_map_count cannot hold. Each partition costs three memory maps and the memory docs/benchmarks.md measures (partitions at scale); open files are shared (skiff.log.files.max)."
     "skiff.log.files.max" => log_files_max: usize = skiff_storage::DirConfig::default().log_files_max;
         "Open descriptors kept for segment files (active and older ones alike), the most recently used first, at most a quarter of the open-file limit; an append, fetch or flush of another partition reopens its file (one open(2), a few microseconds), so idle partitions hold none. Each costs one descriptor: the broker keeps them out of max.connections' share of the limit."
-    "num.recovery.threads.per.data.dir" => num_recovery_threads_per_data_dir: usize = skiff_storage::DirConfig::default().recovery_threads;
+    "num.recovery.threads.per.data.dir" => num_recovery_threads_per_data_dir: usize = skiff_storage::DirConfig::default().recovery_threads, Bound::Between(1, RECOVERY_THREADS_MAX, Unit::Count);
         "Threads that recover partition logs after a start (the broker listens first; a partition not recovered yet answers NOT_LEADER_OR_FOLLOWER, or LEADER_NOT_AVAILABLE in Metadata) and close them at clean shutdown (Kafka's key; its default is 1). Between 1 and 256."
-    "message.max.bytes" => message_max_bytes: u32 = MESSAGE_BYTES_MAX_DEFAULT;
+    "message.max.bytes" => message_max_bytes: u32 = MESSAGE_BYTES_MAX_DEFAULT, Bound::AtLeast(MESSAGE_BYTES_MAX_MIN, Unit::Bytes);
         "Largest record batch a producer may append."
     "socket.request.max.bytes" => socket_request_max_bytes: u32 = REQUEST_BYTES_MAX_DEFAULT;
         "Largest request frame; a bigger size prefix closes the connection before anything is read."
-    "socket.send.buffer.bytes" => socket_send_buffer_bytes: i32 = -1;
+    "socket.send.buffer.bytes" => socket_send_buffer_bytes: i32 = -1, Bound::MinusOneOrPositive("the kernel's autotuning", Unit::Bytes);
         "SO_SNDBUF of client connections in bytes; -1 (the default; Kafka's is 102400) keeps the kernel's autotuning (net.ipv4.tcp_wmem). A set size turns autotuning off and the kernel caps it at net.core.wmem_max."
-    "socket.receive.buffer.bytes" => socket_receive_buffer_bytes: i32 = -1;
+    "socket.receive.buffer.bytes" => socket_receive_buffer_bytes: i32 = -1, Bound::MinusOneOrPositive("the kernel's autotuning", Unit::Bytes);
         "SO_RCVBUF of client connections in bytes; -1 (the default; Kafka's is 102400) keeps the kernel's autotuning (net.ipv4.tcp_rmem). A set size turns autotuning off and the kernel caps it at net.core.rmem_max."
-    "queued.max.request.bytes" => queued_max_request_bytes: usize = QUEUED_REQUEST_BYTES_MAX_DEFAULT;
+    "queued.max.request.bytes" => queued_max_request_bytes: usize = QUEUED_REQUEST_BYTES_MAX_DEFAULT, Bound::AtMost(QUEUED_REQUEST_BYTES_MAX_LIMIT as i128, Unit::Bytes);
         "Bytes of request frames all connections may hold at once; a connection whose next frame does not fit waits before reading it (Kafka's key; its default -1 means no bound, Skiff's is 512 MiB). At least socket.request.max.bytes."
-    "max.connections" => max_connections: usize = CONNECTIONS_MAX_DEFAULT;
+    "max.connections" => max_connections: usize = CONNECTIONS_MAX_DEFAULT, Bound::AtLeast(1, Unit::Count);
         "Connections served at once, across listeners. At the limit a new client is never left waiting: the connection idle longest (for at least 1 s) is closed to make room, or, if every connection is busy, the new one is closed at once. Must fit the process's open-file limit (RLIMIT_NOFILE, raised to its hard limit at start) with room for the logs' files."
-    "max.connections.per.ip" => max_connections_per_ip: i32 = CONNECTIONS_PER_IP_MAX_DEFAULT;
+    "max.connections.per.ip" => max_connections_per_ip: i32 = CONNECTIONS_PER_IP_MAX_DEFAULT, Bound::AtLeast(0, Unit::Count);
         "Connections one client address may hold (Kafka's key and default: 2147483647, no limit). A connection beyond it is closed at once; 0 refuses every address not in max.connections.per.ip.overrides."
     "max.connections.per.ip.overrides" => max_connections_per_ip_overrides: ConnectionsPerIpOverrides = ConnectionsPerIpOverrides::default();
         "Comma-separated address:count pairs that replace max.connections.per.ip for those addresses (Kafka's key; IP addresses only, host names are refused rather than resolved)."
-    "socket.listen.backlog.size" => socket_listen_backlog_size: u32 = LISTEN_BACKLOG_DEFAULT;
+    "socket.listen.backlog.size" => socket_listen_backlog_size: u32 = LISTEN_BACKLOG_DEFAULT, Bound::Between(1, i32::MAX as i128, Unit::Count);
         "Connections the kernel queues on each listener before the broker accepts them (Kafka's key; its default is 50). Linux caps it at net.core.somaxconn."
     "connections.max.idle.ms" => connections_max_idle_ms: u64 = 10 * 60 * 1000;
         "A connection with no request and no progress writing for this long is closed."
@@ -470,9 +554,9 @@ config_keys! {
         "Cap on a Fetch request's max_wait_ms (long polling)."
     "log.message.downconversion.enable" => log_message_downconversion_enable: bool = true;
         "Default of the topic config message.downconversion.enable: serve Fetch v0-v3 by conversion."
-    "skiff.down.conversion.chunk.bytes" => down_conversion_chunk_bytes: usize = DOWN_CONVERSION_CHUNK_BYTES_DEFAULT;
+    "skiff.down.conversion.chunk.bytes" => down_conversion_chunk_bytes: usize = DOWN_CONVERSION_CHUNK_BYTES_DEFAULT, Bound::Between(DOWN_CONVERSION_BYTES_MIN, DOWN_CONVERSION_BYTES_MAX, Unit::Bytes);
         "Source bytes converted per chunk for legacy fetches; one response holds at most one chunk."
-    "skiff.down.conversion.read.bytes" => down_conversion_read_bytes: usize = DOWN_CONVERSION_READ_BYTES_DEFAULT;
+    "skiff.down.conversion.read.bytes" => down_conversion_read_bytes: usize = DOWN_CONVERSION_READ_BYTES_DEFAULT, Bound::Between(DOWN_CONVERSION_BYTES_MIN, DOWN_CONVERSION_BYTES_MAX, Unit::Bytes);
         "Most source bytes read at once while a legacy chunk is built (at least one batch; at most the chunk size). Held only while the chunk is converted."
     "skiff.down.conversion.mode" => down_conversion_mode: DownConversionMode = DownConversionMode::Lazy;
         "lazy (default) or eager. Eager converts whole responses up front and exists only for benchmarks."
@@ -480,11 +564,11 @@ config_keys! {
         "Advertise only the API versions of this Kafka release (0.10.0, 0.10.2, ...) in ApiVersions."
     "skiff.shutdown.timeout.ms" => shutdown_timeout_ms: u64 = 10_000;
         "How long a graceful shutdown waits for in-flight responses."
-    "group.min.session.timeout.ms" => group_min_session_timeout_ms: i32 = crate::group::config::SESSION_TIMEOUT_MS_MIN_DEFAULT;
+    "group.min.session.timeout.ms" => group_min_session_timeout_ms: i32 = group::SESSION_TIMEOUT_MS_MIN_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
         "Shortest session a group member may ask for; a JoinGroup asking less gets INVALID_SESSION_TIMEOUT."
-    "group.max.session.timeout.ms" => group_max_session_timeout_ms: i32 = crate::group::config::SESSION_TIMEOUT_MS_MAX_DEFAULT;
+    "group.max.session.timeout.ms" => group_max_session_timeout_ms: i32 = group::SESSION_TIMEOUT_MS_MAX_DEFAULT;
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
-    "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = crate::group::config::INITIAL_REBALANCE_DELAY_MS_DEFAULT;
+    "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = group::INITIAL_REBALANCE_DELAY_MS_DEFAULT, Bound::Between(0, group::INITIAL_REBALANCE_DELAY_MS_MAX as i128, Unit::Milliseconds);
         "How long the first rebalance of an empty group waits for more members (extended by each newcomer, up to the rebalance timeout); 0 rebalances at once."
     "skiff.metrics.listener" => metrics_listener: Option<SocketAddr> = None;
         "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
@@ -502,7 +586,7 @@ config_keys! {
         "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners."
     "skiff.sasl.credentials.file" => sasl_credentials_file: Option<PathBuf> = None;
         "File of SASL users as salted SCRAM keys (`skiff sasl-credential` writes lines); needed by SASL listeners."
-    "skiff.authentication.timeout.ms" => authentication_timeout_ms: u64 = 10_000;
+    "skiff.authentication.timeout.ms" => authentication_timeout_ms: u64 = 10_000, Bound::AtLeast(1, Unit::Milliseconds);
         "A connection on an SSL or SASL listener that has not finished its TLS handshake and SASL exchange within this long is closed."
     "skiff.acl.file" => acl_file: Option<PathBuf> = None;
         "File of ACLs. Unset (default): no authorization, everything is allowed to everyone."
@@ -512,29 +596,29 @@ config_keys! {
         "Semicolon-separated principals (User:name) allowed everything, whatever the ACLs say."
     "skiff.metadata.store" => metadata_store: skiff_meta::StoreAddress = skiff_meta::StoreAddress::Local;
         "Where cluster metadata lives: local (default: embedded in log.dirs, a cluster of this one broker) or etcd://host:port,host:port,... (a cluster of brokers sharing that etcd; needs a build with the etcd feature)."
-    "skiff.cluster.name" => cluster_name: String = "skiff".to_owned();
+    "skiff.cluster.name" => cluster_name: String = "skiff".to_owned(), Bound::Text(TextRule::ClusterName);
         "Name of the cluster in the metadata store: its keys live under /skiff/<name>/v1, so one etcd can hold several clusters."
     "broker.rack" => broker_rack: Option<String> = None;
         "This broker's rack (failure domain), shown in Metadata and used by replica placement."
-    "broker.session.timeout.ms" => broker_session_timeout_ms: u64 = 10_000;
+    "broker.session.timeout.ms" => broker_session_timeout_ms: u64 = 10_000, Bound::WholeSecondsBetween(1000, BROKER_SESSION_TIMEOUT_MS_MAX);
         "TTL of this broker's session lease: if the store hears no keep-alive for this long, the broker counts as dead and its registration and leaderships are taken away. The broker itself stops accepting writes a fifth of it earlier. Whole seconds, at least 1000."
-    "replica.high.watermark.checkpoint.interval.ms" => replica_high_watermark_checkpoint_interval_ms: u64 = 5000;
+    "replica.high.watermark.checkpoint.interval.ms" => replica_high_watermark_checkpoint_interval_ms: u64 = 5000, Bound::AtLeast(CHECKPOINT_INTERVAL_MS_MIN, Unit::Milliseconds);
         "How often every partition's high watermark is written to the data directory's replication-offset-checkpoint (and at clean shutdown): where a restarted replica's high watermark starts. At least 100."
     "inter.broker.listener.name" => inter_broker_listener_name: Option<String> = None;
         "The listener followers fetch from their leaders on (its name in listeners, on every broker). Empty: the first PLAINTEXT listener. The replica fetcher speaks PLAINTEXT only, so with a shared metadata store this listener must be PLAINTEXT."
-    "replica.lag.time.max.ms" => replica_lag_time_max_ms: u64 = skiff_cluster::replica::REPLICA_LAG_TIME_MAX_MS_DEFAULT;
+    "replica.lag.time.max.ms" => replica_lag_time_max_ms: u64 = skiff_cluster::replica::REPLICA_LAG_TIME_MAX_MS_DEFAULT, Bound::AtLeast(REPLICA_LAG_TIME_MS_MIN, Unit::Milliseconds);
         "A follower that has not caught up with the leader's log end for this long leaves the ISR (Kafka's rule: it counts as caught up when a fetch reached the leader's log end, or the end the leader had at its previous fetch)."
-    "min.insync.replicas" => min_insync_replicas: i32 = 1;
+    "min.insync.replicas" => min_insync_replicas: i32 = 1, Bound::AtLeast(1, Unit::Count);
         "Replicas (the leader included) that must be in the ISR for an acks=all produce: fewer answers NOT_ENOUGH_REPLICAS (19) before the append, or NOT_ENOUGH_REPLICAS_AFTER_APPEND (20) when the ISR shrank after it. Offset commits need it too. At least 1; 2 with a shared skiff.metadata.store unless set."
-    "replica.fetch.wait.max.ms" => replica_fetch_wait_max_ms: u64 = 500;
+    "replica.fetch.wait.max.ms" => replica_fetch_wait_max_ms: u64 = 500, Bound::Between(1, REPLICA_FETCH_WAIT_MS_MAX, Unit::Milliseconds);
         "How long a follower's Fetch waits at its leader for new records."
-    "replica.fetch.max.bytes" => replica_fetch_max_bytes: u32 = 1024 * 1024;
+    "replica.fetch.max.bytes" => replica_fetch_max_bytes: u32 = 1024 * 1024, Bound::AtLeast(1, Unit::Bytes);
         "Bytes a follower asks for per partition in one Fetch (at least one batch comes whatever this says)."
-    "replica.fetch.response.max.bytes" => replica_fetch_response_max_bytes: u32 = 10 * 1024 * 1024;
+    "replica.fetch.response.max.bytes" => replica_fetch_response_max_bytes: u32 = 10 * 1024 * 1024, Bound::AtMost(REPLICA_FETCH_RESPONSE_BYTES_LIMIT as i128, Unit::Bytes);
         "Bytes a follower asks for in one Fetch over all its partitions; a response frame larger than this plus its framing is refused (the bound of a fetcher's buffer)."
     "replica.fetch.backoff.ms" => replica_fetch_backoff_ms: u64 = skiff_cluster::replica::REPLICA_FETCH_BACKOFF_MS_DEFAULT;
         "Pause of a follower's partition after a failed Fetch (an error from the leader, or no answer) before it fetches again."
-    "skiff.reassignment.throttle.bytes.per.second" => reassignment_throttle_bytes_per_second: u64 = crate::replication::throttle::REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT;
+    "skiff.reassignment.throttle.bytes.per.second" => reassignment_throttle_bytes_per_second: u64 = REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT;
         "Bytes per second this broker's followers may fetch, summed over the partitions they are catching up for a partition reassignment (a replica in the reassignment's target, not yet in the ISR), so that a reassignment leaves bandwidth to clients and to the other followers (Kafka's follower.replication.throttled.rate, here applied to every reassignment without listing replicas). A second's worth may come at once. 0: unthrottled."
     "controlled.shutdown.enable" => controlled_shutdown_enable: bool = true;
         "At a graceful shutdown (SIGTERM) in a cluster, first mark this broker shutting_down in the metadata store so the controller moves each of its leaderships to another running ISR member and drops it from ISRs, and wait (still serving) until it leads nothing another broker could lead, or skiff.controlled.shutdown.timeout.ms (Kafka's key). Clients then fail over within moments instead of a session timeout. Alone in the cluster (the local store) there is nothing to move and it costs nothing."
@@ -544,19 +628,19 @@ config_keys! {
         "Default of the topic config unclean.leader.election.enable (Kafka's key and default), as the controller applies it: when no ISR member of a partition runs, elect the first running replica outside the ISR, losing the acknowledged records it lacks, instead of leaving the partition leaderless until an ISR member returns."
     "auto.leader.rebalance.enable" => auto_leader_rebalance_enable: bool = true;
         "As controller, every leader.imbalance.check.interval.seconds, give partitions back to their preferred replica (the first of their replicas) where it runs and is in the ISR, for each broker whose share of such partitions led elsewhere is above leader.imbalance.per.broker.percentage (Kafka's keys and defaults). Leaderships that moved at a failover or a controlled shutdown thus return once the broker is back in sync."
-    "leader.imbalance.check.interval.seconds" => leader_imbalance_check_interval_seconds: u64 = 300;
+    "leader.imbalance.check.interval.seconds" => leader_imbalance_check_interval_seconds: u64 = 300, Bound::AtLeast(1, Unit::Seconds);
         "How often the controller checks the leader imbalance (auto.leader.rebalance.enable). At least 1."
-    "leader.imbalance.per.broker.percentage" => leader_imbalance_per_broker_percentage: u32 = 10;
+    "leader.imbalance.per.broker.percentage" => leader_imbalance_per_broker_percentage: u32 = 10, Bound::AtMost(100, Unit::Percent);
         "Share of the partitions a broker is the preferred replica of that may be led elsewhere before the controller rebalances them, in percent (0 to 100)."
     "skiff.placement.shed.enable" => placement_shed_enable: bool = true;
         "As controller, run the bundle shedder every skiff.placement.shed.interval.ms and move bundles (their partitions' leaderships) from the most to the least loaded brokers (docs/design/cluster.md §5). false turns shedding off; bundle records are still kept and moves already begun still finish."
-    "skiff.placement.shed.interval.ms" => placement_shed_interval_ms: u64 = 60_000;
+    "skiff.placement.shed.interval.ms" => placement_shed_interval_ms: u64 = 60_000, Bound::AtLeast(PLACEMENT_SHED_INTERVAL_MS_MIN, Unit::Milliseconds);
         "How often the controller runs the shedder (one shedding cycle). At least 1000."
-    "skiff.placement.shedder" => placement_shedder: String = "skiff".to_owned();
+    "skiff.placement.shedder" => placement_shedder: String = "skiff".to_owned(), Bound::OneOf(SHEDDERS);
         "Which shedder decides the moves: skiff (Skiff's settled pair shedder, the default), avg (Pulsar's AvgShedder), threshold (ThresholdShedder), uniform (UniformLoadShedder), transfer (TransferShedder) or overload (OverloadShedder)."
     "skiff.placement.bundle.cooldown.ms" => placement_bundle_cooldown_ms: u64 = 1_800_000;
         "A bundle that moved is not moved again for this long, no bundle returns within it to a broker it left, and no move within it reverses a recent move between the same two brokers (Pulsar's 30 min grace period)."
-    "skiff.placement.shed.moves.max" => placement_shed_moves_max: usize = 4;
+    "skiff.placement.shed.moves.max" => placement_shed_moves_max: usize = 4, Bound::AtLeast(1, Unit::Count);
         "Most bundle moves one shedding cycle starts. At least 1."
     "skiff.placement.shed.dry.run" => placement_shed_dry_run: bool = false;
         "Run the shedder and log and show its plan (GET /placement/bundles, skiff placement status, skiff_placement_planned_moves_total) without moving anything."
@@ -652,230 +736,18 @@ impl Config {
         }
     }
 
-    /// Checks bounds and relations between keys.
+    /// Checks every key's own bound (the table's bound column), then the rules between keys.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.log_segment_bytes == 0 || self.log_segment_bytes > u64::from(u32::MAX) {
-            return Err(invalid(
-                "log.segment.bytes",
-                "must be between 1 and 4294967295",
-            ));
-        }
-        if self.min_insync_replicas < 1 {
-            return Err(invalid("min.insync.replicas", "must be at least 1"));
-        }
-        if self.replica_fetch_wait_max_ms == 0 || self.replica_fetch_wait_max_ms > 60_000 {
-            return Err(invalid(
-                "replica.fetch.wait.max.ms",
-                "must be between 1 and 60000",
-            ));
-        }
-        if self.replica_fetch_max_bytes == 0
-            || self.replica_fetch_response_max_bytes < self.replica_fetch_max_bytes
-            || self.replica_fetch_response_max_bytes > REPLICA_FETCH_RESPONSE_BYTES_LIMIT
-        {
-            return Err(invalid(
-                "replica.fetch.response.max.bytes",
-                "must be at least replica.fetch.max.bytes (itself at least 1) and at most 1 GiB",
-            ));
-        }
-        if self.log_flush_offset_checkpoint_interval_ms < 100 {
-            return Err(invalid(
-                "log.flush.offset.checkpoint.interval.ms",
-                "must be at least 100 (milliseconds)",
-            ));
-        }
-        if self.replica_high_watermark_checkpoint_interval_ms < 100 {
-            return Err(invalid(
-                "replica.high.watermark.checkpoint.interval.ms",
-                "must be at least 100",
-            ));
-        }
-        if self.replica_lag_time_max_ms < 100 {
-            return Err(invalid("replica.lag.time.max.ms", "must be at least 100"));
-        }
-        if self.num_partitions < 1 {
-            return Err(invalid("num.partitions", "must be at least 1"));
-        }
-        for (key, factor) in [
-            (
-                "default.replication.factor",
-                self.default_replication_factor,
-            ),
-            (
-                "offsets.topic.replication.factor",
-                self.offsets_topic_replication_factor,
-            ),
-        ] {
-            if factor < 1 {
-                return Err(invalid(key, "must be at least 1"));
-            }
-        }
-        if !(1..=skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32)
-            .contains(&self.offsets_topic_num_partitions)
-        {
-            return Err(invalid(
-                "offsets.topic.num.partitions",
-                "must be between 1 and the partitions a topic may have",
-            ));
-        }
-        if self.offsets_compaction_bytes < 4096 {
-            return Err(invalid(
-                "skiff.offsets.compaction.bytes",
-                "must be at least 4096",
-            ));
-        }
-        if self.message_max_bytes < 64 {
-            return Err(invalid("message.max.bytes", "must be at least 64"));
-        }
-        if self.socket_request_max_bytes < self.message_max_bytes {
-            return Err(invalid(
-                "socket.request.max.bytes",
-                "must be at least message.max.bytes, or no batch of that size could arrive",
-            ));
-        }
-        if self.queued_max_request_bytes < self.socket_request_max_bytes as usize
-            || self.queued_max_request_bytes > QUEUED_REQUEST_BYTES_MAX_LIMIT
-        {
-            return Err(invalid(
-                "queued.max.request.bytes",
-                format!(
-                    "must be between socket.request.max.bytes (or no frame of that size could be read) and {}",
-                    QUEUED_REQUEST_BYTES_MAX_LIMIT
-                ),
-            ));
-        }
-        if self.group_min_session_timeout_ms < 1
-            || self.group_min_session_timeout_ms > self.group_max_session_timeout_ms
-        {
-            return Err(invalid(
-                "group.min.session.timeout.ms",
-                "must be at least 1 and at most group.max.session.timeout.ms",
-            ));
-        }
-        if !(0..=crate::group::config::INITIAL_REBALANCE_DELAY_MS_MAX)
-            .contains(&self.group_initial_rebalance_delay_ms)
-        {
-            return Err(invalid(
-                "group.initial.rebalance.delay.ms",
-                format!(
-                    "must be between 0 and {}",
-                    crate::group::config::INITIAL_REBALANCE_DELAY_MS_MAX
-                ),
-            ));
-        }
-        if let Err(error) = skiff_cluster::Layout::new(&self.cluster_name) {
-            return Err(invalid("skiff.cluster.name", error.to_string()));
-        }
-        if self.placement_shed_interval_ms < 1000 {
-            return Err(invalid(
-                "skiff.placement.shed.interval.ms",
-                "must be at least 1000",
-            ));
-        }
-        if self.placement_shed_moves_max < 1 {
-            return Err(invalid(
-                "skiff.placement.shed.moves.max",
-                "must be at least 1",
-            ));
-        }
-        if let Err(why) = skiff_placement::shed::ShedderConfig::named(&self.placement_shedder) {
-            return Err(invalid("skiff.placement.shedder", why));
-        }
-        if self.leader_imbalance_check_interval_seconds < 1 {
-            return Err(invalid(
-                "leader.imbalance.check.interval.seconds",
-                "must be at least 1",
-            ));
-        }
-        if self.leader_imbalance_per_broker_percentage > 100 {
-            return Err(invalid(
-                "leader.imbalance.per.broker.percentage",
-                "must be between 0 and 100",
-            ));
-        }
-        if self.broker_session_timeout_ms < 1000
-            || self.broker_session_timeout_ms % 1000 != 0
-            || self.broker_session_timeout_ms > 3_600_000
-        {
-            return Err(invalid(
-                "broker.session.timeout.ms",
-                "must be whole seconds between 1000 and 3600000 (the store's lease TTL is in seconds)",
-            ));
-        }
-        if self.node_id < 0 {
-            return Err(invalid("node.id", "must be at least 0"));
-        }
-        if self.metadata_store != skiff_meta::StoreAddress::Local
-            && !self.explicitly_set.contains("node.id")
-        {
-            return Err(invalid(
-                "node.id",
-                "must be set when skiff.metadata.store is a shared store: every broker of a cluster needs its own id",
-            ));
-        }
-        if self.max_connections == 0 {
-            return Err(invalid("max.connections", "must be at least 1"));
-        }
-        if self.max_broker_partitions == 0 {
-            return Err(invalid("max.broker.partitions", "must be at least 1"));
-        }
-        if !(1..=256).contains(&self.num_recovery_threads_per_data_dir) {
-            return Err(invalid(
-                "num.recovery.threads.per.data.dir",
-                "must be between 1 and 256",
-            ));
-        }
-        if self.socket_listen_backlog_size == 0 || self.socket_listen_backlog_size > i32::MAX as u32
-        {
-            return Err(invalid(
-                "socket.listen.backlog.size",
-                "must be between 1 and 2147483647",
-            ));
-        }
-        if self.max_connections_per_ip < 0 {
-            return Err(invalid("max.connections.per.ip", "must be at least 0"));
-        }
-        if self.max_connections_per_ip == 0
-            && self.max_connections_per_ip_overrides.limits.is_empty()
-        {
-            // Kafka's rule: 0 alone would refuse every client.
-            return Err(invalid(
-                "max.connections.per.ip",
-                "can be 0 only with max.connections.per.ip.overrides naming the addresses allowed",
-            ));
-        }
-        if !(1024..=64 * 1024 * 1024).contains(&self.down_conversion_chunk_bytes) {
-            return Err(invalid(
-                "skiff.down.conversion.chunk.bytes",
-                "must be between 1 KiB and 64 MiB",
-            ));
-        }
-        if !(1024..=64 * 1024 * 1024).contains(&self.down_conversion_read_bytes) {
-            return Err(invalid(
-                "skiff.down.conversion.read.bytes",
-                "must be between 1 KiB and 64 MiB",
-            ));
-        }
-        for (key, bytes) in [
-            ("socket.send.buffer.bytes", self.socket_send_buffer_bytes),
-            (
-                "socket.receive.buffer.bytes",
-                self.socket_receive_buffer_bytes,
-            ),
-        ] {
-            if bytes == 0 || bytes < -1 {
-                return Err(invalid(
+        for (key, bound, value) in self.bounded_values() {
+            if !bound.admits(value) {
+                return Err(ConfigError::OutOfBounds {
                     key,
-                    "must be -1 (the kernel's autotuning) or a size in bytes",
-                ));
+                    value: self.value_text(key).flatten().unwrap_or_default(),
+                    bound,
+                });
             }
         }
-        if self.log_flush_interval_messages == 0 {
-            return Err(invalid("log.flush.interval.messages", "must be at least 1"));
-        }
-        self.validate_security()?;
-        self.validate_inter_broker()?;
-        Ok(())
+        self.check_cross_key_rules()
     }
 
     /// The listener name followers fetch on: `inter.broker.listener.name`, else the first
@@ -891,32 +763,6 @@ impl Config {
         }
     }
 
-    /// With a shared metadata store, followers fetch over a PLAINTEXT listener that exists.
-    fn validate_inter_broker(&self) -> Result<(), ConfigError> {
-        if matches!(self.metadata_store, skiff_meta::StoreAddress::Local) {
-            return Ok(());
-        }
-        let listeners = self.listener_configs()?;
-        let key = "inter.broker.listener.name";
-        let Some(name) = self.inter_broker_listener() else {
-            return Err(invalid(
-                key,
-                "followers fetch over PLAINTEXT: a cluster needs a PLAINTEXT listener",
-            ));
-        };
-        match listeners.iter().find(|listener| listener.name == name) {
-            None => Err(invalid(key, format!("no listener is named {name}"))),
-            Some(listener) if listener.protocol != SecurityProtocol::Plaintext => Err(invalid(
-                key,
-                format!(
-                    "listener {name} is {}: the replica fetcher speaks PLAINTEXT only",
-                    listener.protocol
-                ),
-            )),
-            Some(_) => Ok(()),
-        }
-    }
-
     /// Every entry of `listeners` with its security protocol (from
     /// `listener.security.protocol.map`) and what `advertised.listeners` says for it.
     pub fn listener_configs(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
@@ -925,48 +771,6 @@ impl Config {
             self.advertised_listeners.as_ref(),
             &self.listener_security_protocol_map,
         )
-    }
-
-    /// Checks the keys a listener's security protocol needs: a keystore for TLS, a credentials file
-    /// and known mechanisms for SASL. The files themselves are read when the broker starts.
-    fn validate_security(&self) -> Result<(), ConfigError> {
-        let listeners = self.listener_configs()?;
-        if listeners
-            .iter()
-            .any(|listener| listener.protocol.uses_tls())
-        {
-            if self.ssl_keystore_type != "PEM" {
-                return Err(invalid("ssl.keystore.type", "only PEM is supported"));
-            }
-            if self.ssl_keystore_location.is_none() {
-                return Err(invalid(
-                    "ssl.keystore.location",
-                    "an SSL or SASL_SSL listener needs a PEM file with the certificate chain and key",
-                ));
-            }
-            if self.ssl_client_auth != ClientAuth::None && self.ssl_truststore_location.is_none() {
-                return Err(invalid(
-                    "ssl.truststore.location",
-                    "ssl.client.auth needs the CA certificates client certificates chain to",
-                ));
-            }
-        }
-        let sasl_listener = listeners
-            .iter()
-            .any(|listener| listener.protocol.uses_sasl());
-        if sasl_listener && self.sasl_credentials_file.is_none() {
-            return Err(invalid(
-                "skiff.sasl.credentials.file",
-                "a SASL_PLAINTEXT or SASL_SSL listener needs a credentials file",
-            ));
-        }
-        if self.authentication_timeout_ms == 0 {
-            return Err(invalid(
-                "skiff.authentication.timeout.ms",
-                "must be at least 1",
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -1346,6 +1150,105 @@ mod tests {
                 error.contains(expected),
                 "{error} should mention {expected}"
             );
+        }
+    }
+
+    /// Walks the bound column, so a key given a bound later is covered without a new test.
+    #[test]
+    fn every_bounded_key_refuses_a_value_just_outside_its_bound_naming_all_three() {
+        for &(key, bound) in BOUNDS {
+            for value in bound.just_outside() {
+                let mut config = Config::default();
+                // The key's type must hold the value, or the bound says less than the type.
+                config
+                    .apply_override(&format!("{key}={value}"))
+                    .unwrap_or_else(|error| panic!("{key}={value} does not load: {error}"));
+                let error = config
+                    .validate()
+                    .expect_err(&format!("{key}={value} is outside {bound}"));
+                let text = error.to_string();
+                match error {
+                    ConfigError::OutOfBounds {
+                        key: named,
+                        value: shown,
+                        bound: said,
+                    } => assert_eq!((named, shown.as_str(), said), (key, value.as_str(), bound)),
+                    other => panic!("{key}={value}: {other}"),
+                }
+                assert!(
+                    text.contains(key)
+                        && text.contains(&value)
+                        && text.contains(&bound.to_string()),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_bounded_key_accepts_its_bound_itself() {
+        for &(key, bound) in BOUNDS {
+            for value in bound.edges() {
+                let config = configured(&[&format!("{key}={value}")]);
+                match config {
+                    Ok(config) => {
+                        assert_eq!(config.value_text(key), Some(Some(value.clone())), "{key}")
+                    }
+                    // At its bound a key may still break a rule with another key's default
+                    // (max.connections.per.ip = 0 needs overrides), never its own bound.
+                    Err(ConfigError::Conflict { keys, .. }) if keys.contains(&key) => {}
+                    Err(error) => panic!("{key}={value} is within {bound}: {error}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_defaults_keep_every_bound_and_every_key_named_in_the_table_exists() {
+        let defaults = Config::default();
+        for (key, bound, value) in defaults.bounded_values() {
+            assert!(bound.admits(value), "{key}'s default is outside {bound}");
+        }
+        for rule in rules::CROSS_KEY_RULES {
+            for key in rule.keys {
+                assert!(defaults.value_text(key).is_some(), "{}: {key}", rule.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_allowed_shedder_is_one_the_placement_crate_knows() {
+        for name in SHEDDERS {
+            skiff_placement::shed::ShedderConfig::named(name).expect(name);
+        }
+    }
+
+    #[test]
+    fn errors_read_key_value_and_bound() {
+        for (overrides, expected) in [
+            (
+                &["log.segment.bytes=0"][..],
+                "log.segment.bytes = 0: must be between 1 and 4294967295 bytes",
+            ),
+            (
+                &["broker.session.timeout.ms=1500"][..],
+                "broker.session.timeout.ms = 1500: must be whole seconds between 1000 and 3600000 ms",
+            ),
+            (
+                &["socket.send.buffer.bytes=0"][..],
+                "socket.send.buffer.bytes = 0: must be -1 (the kernel's autotuning) or at least 1 byte",
+            ),
+            (
+                &["skiff.placement.shedder=fair"][..],
+                "skiff.placement.shedder = fair: must be one of skiff, avg, threshold, uniform, transfer, overload",
+            ),
+            (
+                &["message.max.bytes=2000", "socket.request.max.bytes=1000"][..],
+                "socket.request.max.bytes = 1000 is below message.max.bytes = 2000: no batch of that size could arrive (rule 'a batch fits a request' over socket.request.max.bytes, message.max.bytes)",
+            ),
+        ] {
+            let error = configured(overrides).expect_err(expected);
+            assert_eq!(error.to_string(), expected);
         }
     }
 

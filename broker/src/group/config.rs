@@ -1,17 +1,8 @@
 //! Every bound and timeout of the group coordinator, with Kafka's default where Kafka has one.
-//! The broker's config maps its keys onto [`GroupConfig`]; nothing here reads a file.
+//! The three that are broker config keys ([`GroupKeys`]) have their defaults and bounds in the
+//! broker's config, whose driver passes them in; nothing here reads a file.
 //!
 //! Must never: hold a limit that no check uses.
-
-/// Kafka's `group.min.session.timeout.ms`: a JoinGroup asking for less gets
-/// INVALID_SESSION_TIMEOUT. Below this, a member that pauses for a GC or a slow poll would be
-/// expelled constantly.
-pub const SESSION_TIMEOUT_MS_MIN_DEFAULT: i32 = 6_000;
-
-/// Kafka's `group.max.session.timeout.ms`: a JoinGroup asking for more gets
-/// INVALID_SESSION_TIMEOUT. Above this a dead member would hold its partitions for too
-/// long.
-pub const SESSION_TIMEOUT_MS_MAX_DEFAULT: i32 = 1_800_000;
 
 /// Members (joined plus awaiting their member id) in one group. Kafka's `group.max.size`
 /// defaults to `i32::MAX`; Skiff bounds it so one group's memory is bounded (members × metadata
@@ -39,29 +30,42 @@ pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
 /// partitions.
 pub const COMMITTED_OFFSETS_MAX_DEFAULT: usize = 10_000_000;
 
-/// Kafka's `group.initial.rebalance.delay.ms` default: the first rebalance of an empty group waits
-/// this long for more members, so a group that starts together gets one rebalance, not one per
-/// member (and a member whose join beats its own metadata refresh is not left out).
-pub const INITIAL_REBALANCE_DELAY_MS_DEFAULT: i32 = 3000;
-
-/// The longest `group.initial.rebalance.delay.ms` the broker accepts (Kafka sets none). The wait
-/// never outlasts a group's rebalance timeout anyway; this is Kafka's default
-/// `max.poll.interval.ms`, the rebalance timeout Java consumers send, so a longer delay could only
-/// hold a new group's first join for longer than any default client waits.
-pub const INITIAL_REBALANCE_DELAY_MS_MAX: i32 = 300_000;
-
 /// How long an Empty group outlives the OffsetDelete that removed its last committed offset
 /// (Kafka's `offsets.retention.check.interval.ms` default: Kafka 4.x keeps such a group until its
 /// periodic cleanup, so `kafka-consumer-groups --delete-offsets` then `--delete` succeeds). The
 /// group still counts against `groups_max` meanwhile.
 pub const EMPTIED_GROUP_RETENTION_MS_DEFAULT: i64 = 600_000;
 
+/// The coordinator's settings that are broker config keys (`group.min.session.timeout.ms`,
+/// `group.max.session.timeout.ms`, `group.initial.rebalance.delay.ms`): the broker's config owns
+/// their defaults and bounds, and the group driver passes them in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupKeys {
+    /// A JoinGroup asking for a shorter session gets INVALID_SESSION_TIMEOUT.
+    pub session_timeout_ms_min: i32,
+    /// A JoinGroup asking for a longer session gets INVALID_SESSION_TIMEOUT.
+    pub session_timeout_ms_max: i32,
+    /// How long the first rebalance of an empty group waits for more members.
+    pub initial_rebalance_delay_ms: i32,
+}
+
+#[cfg(test)]
+impl GroupKeys {
+    /// Kafka's defaults of the three keys, which the coordinator's tests and simulation are
+    /// written against (the broker runs with its config's).
+    pub(crate) const KAFKA_DEFAULTS: Self = Self {
+        session_timeout_ms_min: 6_000,
+        session_timeout_ms_max: 1_800_000,
+        initial_rebalance_delay_ms: 3000,
+    };
+}
+
 /// The coordinator's bounds and timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {
-    /// See [`SESSION_TIMEOUT_MS_MIN_DEFAULT`].
+    /// See [`GroupKeys::session_timeout_ms_min`].
     pub session_timeout_ms_min: i32,
-    /// See [`SESSION_TIMEOUT_MS_MAX_DEFAULT`].
+    /// See [`GroupKeys::session_timeout_ms_max`].
     pub session_timeout_ms_max: i32,
     /// See [`GROUP_MEMBERS_MAX_DEFAULT`].
     pub group_members_max: usize,
@@ -75,9 +79,9 @@ pub struct GroupConfig {
     pub offset_metadata_bytes_max: usize,
     /// See [`COMMITTED_OFFSETS_MAX_DEFAULT`].
     pub committed_offsets_max: usize,
-    /// See [`INITIAL_REBALANCE_DELAY_MS_DEFAULT`]; 0 completes the first join as soon as every
-    /// member has joined. Within `0..=`[`INITIAL_REBALANCE_DELAY_MS_MAX`] (the broker config
-    /// checks it; the coordinator treats a negative value as 0).
+    /// See [`GroupKeys::initial_rebalance_delay_ms`]; 0 completes the first join as soon as every
+    /// member has joined. The broker config bounds it; the coordinator treats a negative value
+    /// as 0.
     pub initial_rebalance_delay_ms: i32,
     /// See [`EMPTIED_GROUP_RETENTION_MS_DEFAULT`].
     pub emptied_group_retention_ms: i64,
@@ -87,18 +91,18 @@ pub struct GroupConfig {
 }
 
 impl GroupConfig {
-    /// Kafka's defaults.
-    pub fn new(member_id_salt: u64) -> Self {
+    /// The keys as given, Kafka's defaults for the rest.
+    pub fn new(keys: GroupKeys, member_id_salt: u64) -> Self {
         Self {
-            session_timeout_ms_min: SESSION_TIMEOUT_MS_MIN_DEFAULT,
-            session_timeout_ms_max: SESSION_TIMEOUT_MS_MAX_DEFAULT,
+            session_timeout_ms_min: keys.session_timeout_ms_min,
+            session_timeout_ms_max: keys.session_timeout_ms_max,
             group_members_max: GROUP_MEMBERS_MAX_DEFAULT,
             groups_max: GROUPS_MAX_DEFAULT,
             member_metadata_bytes_max: MEMBER_METADATA_BYTES_MAX_DEFAULT,
             member_assignment_bytes_max: MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT,
             offset_metadata_bytes_max: OFFSET_METADATA_BYTES_MAX_DEFAULT,
             committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
-            initial_rebalance_delay_ms: INITIAL_REBALANCE_DELAY_MS_DEFAULT,
+            initial_rebalance_delay_ms: keys.initial_rebalance_delay_ms,
             emptied_group_retention_ms: EMPTIED_GROUP_RETENTION_MS_DEFAULT,
             member_id_salt,
         }
@@ -111,11 +115,6 @@ impl GroupConfig {
     }
 }
 
-const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);
-const _: () = assert!(
-    0 <= INITIAL_REBALANCE_DELAY_MS_DEFAULT
-        && INITIAL_REBALANCE_DELAY_MS_DEFAULT <= INITIAL_REBALANCE_DELAY_MS_MAX
-);
 // The leader's SyncGroup names every member; the request decoder refuses more than the protocol
 // crate's maximum, so a group must never be allowed to grow past it.
 const _: () = assert!(GROUP_MEMBERS_MAX_DEFAULT <= skiff_protocol::limits::GROUP_MEMBERS_MAX);

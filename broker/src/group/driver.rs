@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::now_ms;
 use crate::group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use crate::group::{
-    Coordinator, GroupConfig, Output, PersistError, RequestId, RequestMeta, Response,
+    Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestId, RequestMeta, Response,
 };
 use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
@@ -968,11 +968,16 @@ fn append_durably(
 pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
     // Differs per start, so member ids from before a restart are never handed out again.
     let salt = u64::try_from(now_ms()).unwrap_or(0);
-    let mut group = GroupConfig::new(salt);
-    group.session_timeout_ms_min = config.group_min_session_timeout_ms;
-    group.session_timeout_ms_max = config.group_max_session_timeout_ms;
-    group.initial_rebalance_delay_ms = config.group_initial_rebalance_delay_ms;
-    group
+    GroupConfig::new(group_keys(config), salt)
+}
+
+/// The coordinator's settings that are broker keys, from the broker's config.
+pub(crate) fn group_keys(config: &crate::config::Config) -> GroupKeys {
+    GroupKeys {
+        session_timeout_ms_min: config.group_min_session_timeout_ms,
+        session_timeout_ms_max: config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+    }
 }
 
 #[cfg(test)]

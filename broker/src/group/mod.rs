@@ -87,7 +87,7 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-pub use config::GroupConfig;
+pub use config::{GroupConfig, GroupKeys};
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use loading::{Loaded, UNPARTITIONED};
 pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};

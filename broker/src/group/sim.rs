@@ -50,7 +50,6 @@ use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::config::INITIAL_REBALANCE_DELAY_MS_DEFAULT;
 use super::offsets_log::{decode_batches, encode_batch};
 use super::*;
 
@@ -122,11 +121,15 @@ fn decode_assignment(bytes: &[u8]) -> Vec<Partition> {
 
 /// Initial rebalance delays the seeds cycle through: Kafka's default, off, and one longer than
 /// the members' rebalance timeout (so the timeout caps every wait).
-const INITIAL_REBALANCE_DELAYS_MS: [i32; 3] = [INITIAL_REBALANCE_DELAY_MS_DEFAULT, 0, 20_000];
+const INITIAL_REBALANCE_DELAYS_MS: [i32; 3] = [
+    GroupKeys::KAFKA_DEFAULTS.initial_rebalance_delay_ms,
+    0,
+    20_000,
+];
 const _: () = assert!(INITIAL_REBALANCE_DELAYS_MS[2] > REBALANCE_TIMEOUT_MS);
 
 fn new_coordinator(salt: u64, initial_rebalance_delay_ms: i32) -> Coordinator {
-    let mut config = GroupConfig::new(salt);
+    let mut config = GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, salt);
     config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
     Coordinator::new(config)
 }

@@ -57,7 +57,7 @@ impl Harness {
     }
 
     fn unloaded_with_delay(initial_rebalance_delay_ms: i32) -> Self {
-        let mut config = GroupConfig::new(7);
+        let mut config = GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 7);
         config.group_members_max = 3;
         config.initial_rebalance_delay_ms = initial_rebalance_delay_ms;
         Self {

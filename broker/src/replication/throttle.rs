@@ -11,10 +11,6 @@
 //! Must never: read the clock, block a fetcher (an empty bucket leaves the throttled partitions
 //! out of the next request; the others are fetched as usual), or throttle when the rate is 0.
 
-/// `skiff.reassignment.throttle.bytes.per.second`'s default: 50 MiB/s, a fraction of a disk's or
-/// a 1 Gbit/s link's bandwidth, so that a reassignment leaves room for clients.
-pub const REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT: u64 = 50 * 1024 * 1024;
-
 /// How much a caller may fetch now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowance {

@@ -40,7 +40,7 @@ use skiff_cluster::topics::Coordinated;
 use skiff_storage::sim::{CutMode, SimIo};
 use skiff_storage::{LogConfig, LogDir, PersistMode};
 
-use super::{append_as_leader, replay_offsets, GroupDriver, OFFSETS_TOPIC};
+use super::{append_as_leader, group_keys, replay_offsets, GroupDriver, OFFSETS_TOPIC};
 use crate::cluster::identity;
 use crate::group::{GroupConfig, Output, RequestMeta, Response};
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
@@ -83,7 +83,7 @@ fn string(text: &str) -> StrBytes {
 }
 
 fn group_config() -> GroupConfig {
-    GroupConfig::new(7)
+    GroupConfig::new(group_keys(&crate::config::Config::default()), 7)
 }
 
 /// Opens the data directory as `Broker::start` does, on the simulated disk. The default
