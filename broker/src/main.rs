@@ -25,7 +25,8 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
-    /// List every config key with its default and meaning.
+    /// List every config key with its default, its bound and its meaning, then the rules between
+    /// keys.
     ConfigKeys,
     /// Cluster placement, read from a broker's metrics listener (skiff.metrics.listener).
     Placement {
@@ -80,6 +81,10 @@ fn main() -> anyhow::Result<()> {
                     }
                     None => println!("{key} (default {default})\n    {doc}"),
                 }
+            }
+            println!("\nRules between keys:");
+            for (rule, keys) in skiff_broker::config::cross_key_rules() {
+                println!("{rule} ({})", keys.join(", "));
             }
             Ok(())
         }

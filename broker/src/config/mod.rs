@@ -3,7 +3,13 @@
 //! `skiff.`. Values come from a TOML file (dotted keys may be written quoted, `"log.dirs" = "..."`, or
 //! as nested tables) and from `--set key=value` on the command line, in that order.
 //!
-//! Must never: read a key it does not know without an error, or accept a value that breaks a bound.
+//! Each key's own bound is a column of the table (`bounds.rs`), so validation is a loop over it;
+//! the few rules between keys are a named list (`rules.rs`). The defaults of keys that other
+//! folders use live here too (`group.rs` for the group coordinator's keys), and those folders read
+//! them from here.
+//!
+//! Must never: read a key it does not know without an error, accept a value that breaks a bound or
+//! a rule between keys, or read a default from another folder of the broker.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -333,6 +339,13 @@ pub fn bound(key: &str) -> Option<Bound> {
         .iter()
         .find(|(name, _)| *name == key)
         .map(|(_, bound)| *bound)
+}
+
+/// Every rule between keys: its name and the keys it reads (`skiff config-keys` lists them).
+pub fn cross_key_rules() -> impl Iterator<Item = (&'static str, &'static [&'static str])> {
+    rules::CROSS_KEY_RULES
+        .iter()
+        .map(|rule| (rule.name, rule.keys))
 }
 
 /// A value's config-file text from its `Debug` form (which every config type writes as the value
