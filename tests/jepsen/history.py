@@ -1,0 +1,144 @@
+"""The history file of a queue run: its format, its writer and its reader (one place for all three).
+
+A history is JSON Lines. The first line is the header: {"type": "header", "seed": S, "topic": T,
+"partitions": N, ...}. Every other line is one event of one operation:
+
+- {"type": "invoke", "id": I, "process": P, "f": F, "time": NS, ...invocation fields}
+- {"type": "ok" | "fail" | "info", "id": I, "process": P, "f": F, "time": NS, ...completion fields}
+
+`id` pairs an invocation with its completion; `time` is nanoseconds since the run began (one
+monotonic clock). "ok" means the operation certainly happened, "fail" that it certainly did not,
+"info" that it may or may not have (a timeout, a lost connection). An operation with no completion
+line is indeterminate as "info" is. The operations (`f`) and their fields:
+
+- send: invoke {partition, key, value}; ok {offset}. One record, idempotent, acks=all.
+- poll: ok {records: [[partition, offset, value], ...]} in the order the consumer returned them.
+  A poll of the final read carries "final": true.
+- commit: invoke {group, offsets: {partition: offset}}; ok repeats the offsets it committed.
+- committed: invoke {group, partitions}; ok {offsets: {partition: offset}} (the group's committed
+  offsets, -1001 for none).
+- assign / subscribe / rebalance: the consumer's partitions changed (invoke and ok at once,
+  {partitions}); polls before and after it are not compared for skips or order.
+- final-read: ok {ends: {partition: end offset}} once the final read reached every end.
+- fault: invoke/ok (or info) {name, target}: a fault began or healed (for the table only).
+
+A process is one client session: a consumer or producer that is closed and opened again takes a
+new process number, as Jepsen's processes do after a crash. This module never judges a history:
+the checker does."""
+
+import json
+import threading
+import time
+
+HEADER = "header"
+INVOKE = "invoke"
+OK = "ok"
+FAIL = "fail"
+INFO = "info"
+COMPLETIONS = (OK, FAIL, INFO)
+
+
+class HistoryWriter:
+    """Appends events to a history file from many threads; `invoke` returns the id that the
+    completion (`complete`) must carry."""
+
+    def __init__(self, path, header):
+        self._file = open(path, "w")
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._started = time.monotonic_ns()
+        self._write(dict(header, type=HEADER))
+
+    def _write(self, event):
+        line = json.dumps(event, separators=(",", ":"))
+        with self._lock:
+            self._file.write(line + "\n")
+
+    def now(self):
+        return time.monotonic_ns() - self._started
+
+    def invoke(self, process, f, **fields):
+        with self._lock:
+            op_id = self._next_id
+            self._next_id += 1
+        self._write(dict(fields, type=INVOKE, id=op_id, process=process, f=f, time=self.now()))
+        return op_id
+
+    def complete(self, op_id, process, f, outcome, **fields):
+        assert outcome in COMPLETIONS, outcome
+        self._write(dict(fields, type=outcome, id=op_id, process=process, f=f, time=self.now()))
+
+    def event(self, process, f, outcome=OK, **fields):
+        """An operation that completes as it is invoked (a rebalance, a fault's start)."""
+        op_id = self.invoke(process, f, **fields)
+        self.complete(op_id, process, f, outcome, **fields)
+        return op_id
+
+    def close(self):
+        with self._lock:
+            self._file.close()
+
+
+class Op:
+    """One operation: its invocation and completion merged. `outcome` is None when the history
+    ends before the completion (indeterminate, as "info")."""
+
+    __slots__ = ("id", "process", "f", "invoke_time", "complete_time", "outcome", "invocation", "completion")
+
+    def __init__(self, invoke):
+        self.id = invoke["id"]
+        self.process = invoke["process"]
+        self.f = invoke["f"]
+        self.invoke_time = invoke["time"]
+        self.complete_time = None
+        self.outcome = None
+        self.invocation = invoke
+        self.completion = {}
+
+    def get(self, field, default=None):
+        """A field of the completion, else of the invocation."""
+        if field in self.completion:
+            return self.completion[field]
+        return self.invocation.get(field, default)
+
+    def __repr__(self):
+        return f"Op({self.f} #{self.id} p{self.process} {self.outcome} {self.completion or self.invocation})"
+
+
+class MalformedHistory(ValueError):
+    """A line that is not an event, or a completion without its invocation."""
+
+
+def parse(lines):
+    """(header, [Op] in invocation order) of a history's lines."""
+    header = None
+    ops = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise MalformedHistory(f"line {number}: {error}") from error
+        kind = event.get("type")
+        if kind == HEADER:
+            header = event
+        elif kind == INVOKE:
+            ops[event["id"]] = Op(event)
+        elif kind in COMPLETIONS:
+            op = ops.get(event["id"])
+            if op is None:
+                raise MalformedHistory(f"line {number}: completion of unknown op {event['id']}")
+            op.outcome = kind
+            op.complete_time = event["time"]
+            op.completion = event
+        else:
+            raise MalformedHistory(f"line {number}: unknown event type {kind!r}")
+    if header is None:
+        raise MalformedHistory("no header line (the run's seed)")
+    return header, sorted(ops.values(), key=lambda op: (op.invoke_time, op.id))
+
+
+def read(path):
+    with open(path) as history:
+        return parse(history)
