@@ -194,7 +194,8 @@ def check(header, ops):
         "ops": sum(1 for op in ops if op.f in ("send", "poll", "commit", "committed")),
         "sends_ok": len(_acked_sends(ops)),
         "records_read": sum(1 for _ in _records(ops)),
-        "faults": sum(1 for op in ops if op.f == "fault" and op.invocation.get("phase") == "start"),
+        "faults": sum(1 for op in ops if op.f == "fault" and op.invocation.get("phase") == "start"
+                      and op.outcome == OK),
         "rebalances": sum(1 for op in ops if op.f == "rebalance"),
     })
     return report

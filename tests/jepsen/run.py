@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""One queue run: start the target (a 3-broker Skiff cluster by default, 3 Kafka 4.1.1 KRaft nodes with
+--target kafka, or any bootstrap list),
+run the workload with faults scheduled by the seed, heal, read everything, check the history and
+print the table row (seed, minutes, operations, faults injected, anomaly counts).
+
+    nice -n 10 python3 tests/jepsen/run.py --minutes 10 --seed 7 --faults kill,pause
+
+Exits 1 when any anomaly that Kafka's model forbids was counted (or the final read did not
+complete), 0 otherwise. The history stays in --history (default: a new file under /tmp)."""
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+
+from checker import TABLE_HEADER, check_file, table_row
+from faults import KINDS, FaultScheduler
+from history import HistoryWriter
+from targets import BootstrapTarget, KafkaTarget, SkiffTarget
+from workload import Workload
+
+TOPIC = "jepsen-queue"
+HEAL_TIMEOUT_S = 90
+
+
+class RunResult:
+    def __init__(self, report, minutes, final_read, client_errors, history_path, faults):
+        self.report, self.minutes, self.final_read = report, minutes, final_read
+        self.client_errors, self.history_path, self.faults = client_errors, history_path, faults
+
+    @property
+    def row(self):
+        return table_row(self.report, self.minutes)
+
+    @property
+    def clean(self):
+        return self.report.forbidden == 0 and self.final_read
+
+
+def run_queue(target, seed, seconds, fault_kinds, history_path, partitions=4, fault_interval_s=10.0,
+              **workload_options):
+    """Runs the workload for `seconds` against a target whose topic does not exist yet."""
+    target.create_topic(TOPIC, partitions)
+    history = HistoryWriter(history_path, {"seed": seed, "topic": TOPIC, "partitions": partitions,
+                                           "seconds": seconds, "faults": list(fault_kinds),
+                                           "bootstrap": target.bootstrap})
+    workload = Workload(target.bootstrap, TOPIC, partitions, history, seed,
+                        client_log=f"{history_path}.clients.log", **workload_options)
+    scheduler = FaultScheduler(target, history, seed, fault_kinds, TOPIC, partitions,
+                               interval_s=fault_interval_s) if fault_kinds else None
+    started = time.monotonic()
+    workload.start()
+    if scheduler:
+        scheduler.start()
+    time.sleep(seconds)
+    if scheduler:
+        scheduler.stop()
+    client_errors = workload.stop()
+    target.wait_healthy(TOPIC, HEAL_TIMEOUT_S)
+    final_read = workload.final_read()
+    minutes = (time.monotonic() - started) / 60
+    history.close()
+    report = check_file(history_path)
+    return RunResult(report, minutes, final_read, client_errors, history_path,
+                     scheduler.injected if scheduler else [])
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one (printed)")
+    parser.add_argument("--faults", default="kill,pause",
+                        help=f"comma-separated kinds of {sorted(KINDS)}, or 'none'")
+    parser.add_argument("--fault-interval", type=float, default=10.0, help="mean seconds between faults")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=40.0, help="sends per second per producer")
+    parser.add_argument("--target", choices=("skiff", "kafka"), default="skiff",
+                        help="3 Skiff brokers with etcd, or the control: 3 Kafka 4.1.1 KRaft nodes")
+    parser.add_argument("--bootstrap", help="run against this bootstrap list instead (no faults)")
+    parser.add_argument("--history", help="the history file (default: a new one under /tmp)")
+    parser.add_argument("--json", action="store_true", help="also print the report as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 32)
+    kinds = [] if args.faults == "none" or args.bootstrap else args.faults.split(",")
+    history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-queue-{seed}-", suffix=".jsonl")[1]
+    print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, faults {kinds or 'none'}, history {history_path}", flush=True)
+    if args.bootstrap:
+        target = BootstrapTarget(args.bootstrap)
+    else:
+        target = KafkaTarget() if args.target == "kafka" else SkiffTarget()
+    try:
+        result = run_queue(target, seed, args.minutes * 60, kinds, history_path, partitions=args.partitions,
+                           fault_interval_s=args.fault_interval, rate_per_s=args.rate)
+    finally:
+        target.stop()
+    print(TABLE_HEADER)
+    print(result.row)
+    print(f"faults: {result.faults}")
+    print(f"final read complete: {result.final_read}; figures: {dict(result.report.figures)}")
+    for name, examples in result.report.examples.items():
+        print(f"{name}: {examples}")
+    if result.client_errors:
+        print(f"client errors: {result.client_errors}")
+    if args.json:
+        print(json.dumps(result.report.as_dict(), default=str))
+    return 0 if result.clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

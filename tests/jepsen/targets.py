@@ -1,0 +1,286 @@
+"""The systems a queue run targets, behind one small interface the fault scheduler uses: a
+3-broker Skiff cluster on 127.0.0.1 with its own 3-member etcd (started with the cluster tests'
+own helpers from tests/clients, imported, not copied), or any bootstrap list the run cannot touch
+(no faults then), or the control: 3 Apache Kafka 4.1.1 nodes in KRaft mode. A target owns its processes; it never writes the history.
+
+The interface (what a Kafka 4.1.1 KRaft target will implement too): `bootstrap`, `size`,
+`create_topic(topic, partitions)`, `leader_of(topic, partition)` (-1 when none is known),
+`kill(index)` / `restart(index)` (SIGKILL, then start on the same port and data), `pause(index)` /
+`resume(index)` (SIGSTOP / SIGCONT), `wait_healthy(topic, timeout_s)` (every broker running and
+every partition led with a full ISR), `session_s` (how long a paused broker takes to lose its
+session) and `stop()`."""
+
+import base64
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CLIENT_TESTS = pathlib.Path(__file__).resolve().parents[1] / "clients"
+if str(CLIENT_TESTS) not in sys.path:
+    sys.path.append(str(CLIENT_TESTS))
+
+REPLICATION_FACTOR = 3
+METADATA_TIMEOUT_S = 5
+
+
+class TargetNotReady(RuntimeError):
+    """The cluster did not become healthy in time."""
+
+
+def _quiet(bootstrap):
+    """A metadata client's config: a broker down during a fault is expected, not worth a log line."""
+    return {"bootstrap.servers": bootstrap, "log_level": 0}
+
+
+def describe(bootstrap, topic):
+    """{partition: (leader, replicas, isr)}, or {} when the metadata request fails."""
+    try:
+        metadata = AdminClient(_quiet(bootstrap)).list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - a broker down or paused: the caller retries
+        return {}
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return {}
+    return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in found.partitions.values()}
+
+
+class BootstrapTarget:
+    """A cluster the run only talks to: no faults, no health beyond the metadata."""
+
+    size = 0
+    session_s = 0
+
+    def __init__(self, bootstrap):
+        self.bootstrap = bootstrap
+
+    def create_topic(self, topic, partitions):
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(topic, partitions, REPLICATION_FACTOR)])[topic].result(30)
+
+    def leader_of(self, topic, partition):
+        return describe(self.bootstrap, topic).get(partition, (-1,))[0]
+
+    def wait_healthy(self, topic, timeout_s):
+        _wait(lambda: describe(self.bootstrap, topic), timeout_s, "the topic's metadata")
+
+    def stop(self):
+        pass
+
+
+class SkiffTarget:
+    """3 Skiff brokers (release binary, etcd feature) on 127.0.0.1 and their own etcd cluster,
+    with the replication settings of the cluster tests (min.insync.replicas=2, 3 s sessions)."""
+
+    size = 3
+
+    def __init__(self):
+        from etcd_cluster import EtcdCluster
+        from test_cluster import SESSION_MS
+        from test_replication import REPLICA_SETTINGS, ready, start_replicated
+
+        self.session_s = SESSION_MS / 1000
+        self.etcd = EtcdCluster().start()
+        try:
+            self.cluster = ready(start_replicated(self.etcd, REPLICA_SETTINGS))
+        except Exception:
+            self.etcd.stop()
+            raise
+        self.ports = [broker.port for broker in self.cluster.brokers]
+
+    @property
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def create_topic(self, topic, partitions):
+        BootstrapTarget(self.bootstrap).create_topic(topic, partitions)
+        self.wait_healthy(topic, 30)
+
+    def leader_of(self, topic, partition):
+        for broker in self.cluster.running():
+            leader = describe(broker.bootstrap, topic).get(partition, (-1,))[0]
+            if leader >= 0:
+                return leader
+        return -1
+
+    def kill(self, index):
+        self.cluster.brokers[index].stop(signal.SIGKILL)
+
+    def restart(self, index):
+        self.cluster.brokers[index].start(port=self.ports[index])
+
+    def pause(self, index):
+        self.cluster.brokers[index].process.send_signal(signal.SIGSTOP)
+
+    def resume(self, index):
+        broker = self.cluster.brokers[index]
+        if broker.alive():
+            broker.process.send_signal(signal.SIGCONT)
+
+    def wait_healthy(self, topic, timeout_s):
+        def healthy():
+            if len(self.cluster.running()) != self.size:
+                return False
+            partitions = describe(self.bootstrap, topic)
+            return partitions and all(leader >= 0 and len(isr) == REPLICATION_FACTOR
+                                      for leader, _, isr in partitions.values())
+        _wait(healthy, timeout_s, "every broker up and every partition led with a full ISR")
+
+    def log_tail(self, lines=40):
+        return {index: "".join(broker.log_lines[-lines:]) for index, broker in enumerate(self.cluster.brokers)}
+
+    def stop(self):
+        for index in range(self.size):
+            self.resume(index)
+        self.cluster.stop()
+        self.etcd.stop()
+
+
+# Kafka 4.1.1 with the same replication settings as SkiffTarget's brokers (3 s broker sessions,
+# min.insync.replicas=2, a 5 s replica lag); its jars are installed by `bench/peers/pom.xml`
+# (README.md says how) into KAFKA_LIBS.
+KAFKA_LIBS = os.environ.get("JEPSEN_KAFKA_LIBS", "/tmp/jepsen-kafka/kafka-4.1.1/libs")
+KAFKA_JVM = ["-Xmx512m", "-Xms512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+KAFKA_START_TIMEOUT_S = 60
+KAFKA_SETTINGS = {
+    "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "default.replication.factor": "3", "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+    "replica.lag.time.max.ms": "5000", "replica.fetch.wait.max.ms": "200",
+    "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0", "unclean.leader.election.enable": "false",
+}
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class KafkaTarget:
+    """The control: 3 Apache Kafka 4.1.1 nodes in KRaft mode on 127.0.0.1, each broker and
+    controller at once (node ids 0..2, so broker ids are indexes as in SkiffTarget)."""
+
+    size = 3
+    session_s = 3.0
+
+    def __init__(self, libs=KAFKA_LIBS):
+        self.libs = libs
+        self.dir = tempfile.mkdtemp(prefix="jepsen-kafka-")
+        self.ports = [_free_port() for _ in range(self.size)]
+        controllers = [_free_port() for _ in range(self.size)]
+        voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in enumerate(controllers))
+        cluster_id = "A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22]
+        self.processes = [None] * self.size
+        for index in range(self.size):
+            node_dir = os.path.join(self.dir, f"node{index}")
+            os.makedirs(node_dir)
+            settings = dict(KAFKA_SETTINGS, **{
+                "node.id": str(index), "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[index]},CONTROLLER://127.0.0.1:{controllers[index]}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[index]}",
+                "log.dirs": os.path.join(node_dir, "data")})
+            with open(self._properties(index), "w") as properties:
+                properties.write("".join(f"{key}={value}\n" for key, value in settings.items()))
+            subprocess.run(["java", *KAFKA_JVM, "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+                            "-t", cluster_id, "-c", self._properties(index)],
+                           check=True, capture_output=True)
+        try:
+            for index in range(self.size):
+                self.restart(index)
+            for index in range(self.size):
+                self._wait_listening(index)
+            _wait(lambda: len(describe_brokers(self.bootstrap)) == self.size, KAFKA_START_TIMEOUT_S,
+                  "3 Kafka brokers in Metadata")
+        except Exception:
+            self.stop()
+            raise
+
+    def _properties(self, index):
+        return os.path.join(self.dir, f"node{index}", "server.properties")
+
+    @property
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def create_topic(self, topic, partitions):
+        BootstrapTarget(self.bootstrap).create_topic(topic, partitions)
+        self.wait_healthy(topic, 60)
+
+    def leader_of(self, topic, partition):
+        return describe(self.bootstrap, topic).get(partition, (-1,))[0]
+
+    def kill(self, index):
+        process, self.processes[index] = self.processes[index], None
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def restart(self, index):
+        log = open(os.path.join(self.dir, f"node{index}", "kafka.log"), "a")
+        self.processes[index] = subprocess.Popen(
+            ["java", *KAFKA_JVM, "-cp", f"{self.libs}/*", "kafka.Kafka", self._properties(index)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def _wait_listening(self, index):
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", self.ports[index]), 1).close()
+                return True
+            except OSError:
+                return False
+        _wait(listening, KAFKA_START_TIMEOUT_S, f"Kafka node {index} listening")
+
+    def pause(self, index):
+        self.processes[index].send_signal(signal.SIGSTOP)
+
+    def resume(self, index):
+        if self.processes[index] is not None:
+            self.processes[index].send_signal(signal.SIGCONT)
+
+    def wait_healthy(self, topic, timeout_s):
+        def healthy():
+            partitions = describe(self.bootstrap, topic)
+            return (all(p is not None and p.poll() is None for p in self.processes) and partitions
+                    and all(leader >= 0 and len(isr) == REPLICATION_FACTOR for leader, _, isr in partitions.values()))
+        _wait(healthy, timeout_s, "every Kafka node up and every partition led with a full ISR")
+
+    def stop(self):
+        for index, process in enumerate(self.processes):
+            if process is not None:
+                self.resume(index)
+                process.terminate()
+        for process in self.processes:
+            if process is not None:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        self.processes = [None] * self.size
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def describe_brokers(bootstrap):
+    try:
+        return AdminClient(_quiet(bootstrap)).list_topics(timeout=METADATA_TIMEOUT_S).brokers
+    except Exception:  # noqa: BLE001 - not up yet
+        return {}
+
+
+def _wait(condition, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TargetNotReady(f"{what} not within {timeout_s} s")
+        time.sleep(0.2)
