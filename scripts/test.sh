@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Skiff test on a fresh Debian machine with the Rust toolchain: installs the real
 # clients it needs when they are missing, then formatting, lints, unit/property/integration tests,
-# the fuzz corpus replay, the benchmark build, and the real-client suite against a release broker.
+# the fuzz corpus replay, the benchmark build, the real-client suite against a release broker and
+# the Jepsen-style queue checks (tests/jepsen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -127,3 +128,6 @@ step "real clients against a release broker"
 SKIFF_BIN="$target_dir/release/skiff"
 export SKIFF_BIN
 python3 -m pytest tests/clients -q -rxX --durations=10 -p no:cacheprovider -W ignore::DeprecationWarning
+
+step "Jepsen-style queue checker: synthetic histories and a short run under faults (tests/jepsen)"
+python3 -m pytest tests/jepsen -q -rxX -p no:cacheprovider -W ignore::DeprecationWarning

@@ -35,7 +35,6 @@ import sys
 
 from history import OK, read
 
-NO_OFFSET = -1001
 EXAMPLES_PER_CLASS = 5
 
 FORBIDDEN = ("lost-write", "duplicate", "inconsistent-offsets", "nonmonotonic-send",

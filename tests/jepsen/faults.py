@@ -12,7 +12,6 @@ the active one, so every run's final read meets a whole cluster."""
 import random
 import threading
 
-TOPIC_KEY = "topic"
 FAULT_PROCESS = "nemesis"
 
 
