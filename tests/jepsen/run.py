@@ -90,7 +90,8 @@ def main(argv=None):
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     kinds = [] if args.faults == "none" or args.bootstrap else args.faults.split(",")
     history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-queue-{seed}-", suffix=".jsonl")[1]
-    print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, faults {kinds or 'none'}, history {history_path}", flush=True)
+    print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, "
+          f"faults {kinds or 'none'}, history {history_path}", flush=True)
     if args.bootstrap:
         target = BootstrapTarget(args.bootstrap)
     else:

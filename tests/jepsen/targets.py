@@ -1,9 +1,10 @@
 """The systems a queue run targets, behind one small interface the fault scheduler uses: a
 3-broker Skiff cluster on 127.0.0.1 with its own 3-member etcd (started with the cluster tests'
-own helpers from tests/clients, imported, not copied), or any bootstrap list the run cannot touch
-(no faults then), or the control: 3 Apache Kafka 4.1.1 nodes in KRaft mode. A target owns its processes; it never writes the history.
+own helpers from tests/clients, imported, not copied), the control (3 Apache Kafka 4.1.1 nodes in
+KRaft mode), or any bootstrap list the run cannot touch (no faults then). A target owns its
+processes; it never writes the history.
 
-The interface (what a Kafka 4.1.1 KRaft target will implement too): `bootstrap`, `size`,
+The interface (Skiff's and Kafka's targets implement all of it): `bootstrap`, `size`,
 `create_topic(topic, partitions)`, `leader_of(topic, partition)` (-1 when none is known),
 `kill(index)` / `restart(index)` (SIGKILL, then start on the same port and data), `pause(index)` /
 `resume(index)` (SIGSTOP / SIGCONT), `wait_healthy(topic, timeout_s)` (every broker running and
@@ -145,7 +146,7 @@ class SkiffTarget:
 
 
 # Kafka 4.1.1 with the same replication settings as SkiffTarget's brokers (3 s broker sessions,
-# min.insync.replicas=2, a 5 s replica lag); its jars are installed by `bench/peers/pom.xml`
+# min.insync.replicas=2, a 5 s replica lag); its jars are installed by `bench/scripts/peers/pom.xml`
 # (README.md says how) into KAFKA_LIBS.
 KAFKA_LIBS = os.environ.get("JEPSEN_KAFKA_LIBS", "/tmp/jepsen-kafka/kafka-4.1.1/libs")
 KAFKA_JVM = ["-Xmx512m", "-Xms512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
