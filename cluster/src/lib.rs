@@ -15,7 +15,7 @@
 //!   campaign, the cluster id, producer-id blocks) and how their answers read;
 //! - [`preferred_leaders`]: each new partition's preferred leader, its bundle's owner;
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
-//!   intent), what it materializes of the image, and the group coordinator's partition;
+//!   intent) and what it materializes of the image;
 //! - [`replica`]: the replica state machine of one partition (leader, follower, ISR, HW);
 //! - [`session`]: when a broker may accept writes as a leader (its session provably alive).
 //!

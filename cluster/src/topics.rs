@@ -1,7 +1,7 @@
 //! Topic changes a broker writes itself (docs/design/cluster.md §2a): creation (in steps for large
 //! topics), added partitions, replaced config overrides and the deletion intent; what one broker
-//! materializes of the image (the partitions it replicates); and the group coordinator's partition
-//! of `__consumer_offsets`.
+//! materializes of the image (the partitions it replicates). Which `__consumer_offsets` partition
+//! coordinates a group is `skiff-group`'s (`coordinator_partition`).
 //!
 //! Every change is guarded on the topic key's revision as the writer saw it, so two brokers
 //! changing one topic at once never both succeed, and a change made on a stale image is refused
@@ -11,7 +11,7 @@
 //! controller's plan does; a new partition's first state comes from
 //! [`crate::controller::initial_partition_state`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use skiff_meta::{Compare, CompareOp, Txn, TxnOp, TxnResponse};
 use skiff_placement::NodeId;
@@ -27,42 +27,6 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Whether `topic` is internal: clients may not produce to it, and Metadata marks it.
 pub fn is_internal(topic: &str) -> bool {
     topic == OFFSETS_TOPIC
-}
-
-/// Java's `String.hashCode` over the UTF-16 code units of `text`.
-fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
-
-/// The `__consumer_offsets` partition that coordinates `group` among `partitions`: Kafka's
-/// `Utils.abs(groupId.hashCode()) % partitions` (its `abs` maps `i32::MIN` to 0), so a group has
-/// the same coordinator partition as on a Kafka cluster with as many offsets partitions.
-pub fn coordinator_partition(group: &str, partitions: i32) -> i32 {
-    debug_assert!(partitions > 0);
-    let hash = java_string_hash(group);
-    let magnitude = if hash == i32::MIN { 0 } else { hash.abs() };
-    magnitude % partitions.max(1)
-}
-
-/// The groups a broker coordinates: those whose `__consumer_offsets` partition it leads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Coordinated {
-    /// Partitions of `__consumer_offsets` (0 while it does not exist: nothing is coordinated).
-    pub partitions: i32,
-    /// The ones this broker leads.
-    pub led: BTreeSet<i32>,
-}
-
-impl Coordinated {
-    /// Whether `group` is coordinated here.
-    pub fn includes(&self, group: &str) -> bool {
-        self.partitions > 0
-            && self
-                .led
-                .contains(&coordinator_partition(group, self.partitions))
-    }
 }
 
 /// Marks a ready topic for deletion; the controller removes it (docs/design/cluster.md §3,
@@ -385,25 +349,6 @@ mod tests {
                 return (progress, txns);
             }
         }
-    }
-
-    #[test]
-    fn the_coordinator_partition_is_kafkas() {
-        // Values of Java's "…".hashCode(), checked with jshell.
-        assert_eq!(java_string_hash(""), 0);
-        assert_eq!(java_string_hash("hello"), 99_162_322);
-        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
-        assert_eq!(coordinator_partition("polygenelubricants", 50), 0);
-        assert_eq!(coordinator_partition("hello", 50), 99_162_322 % 50);
-        // A negative hash: Math.abs, not a mask.
-        let negative = "consumer-group-7";
-        let hash = java_string_hash(negative);
-        assert_eq!(
-            coordinator_partition(negative, 50),
-            hash.checked_abs().unwrap_or(0) % 50
-        );
-        // Non-BMP text hashes its UTF-16 surrogates, as Java does.
-        assert_eq!(java_string_hash("😀"), 0xD83D * 31 + 0xDE00);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Fuzz bodies for the parsers that live in the broker crate (skiff-broker): what a SASL client
-//! sends, the ACL file, the offsets log and the TOML config.
+//! sends, the ACL file and the TOML config.
 //!
 //! `sasl_bare`: the first byte picks PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the rest is a stream
 //! of bare size-prefixed tokens, as a 0.10-era client sends them after a v0 SaslHandshake, cut with
@@ -14,10 +14,6 @@
 //! `acl_file`: the input is read as an ACL file. Accepted files stay within the size bound, and
 //! every ACL, written back with `format_acl`, parses to itself (alone and as a whole file).
 //!
-//! `offsets_log`: the input is read as a slice of the offsets log (v2 batches) and as a bare key
-//! and value. Decoded batches consume no more than the input; every decoded entry re-encodes into
-//! a batch that decodes to the same entry; a decoded key or value re-encodes to exactly its bytes.
-//!
 //! `config_toml`: the input is read as a broker TOML config with Kafka keys. An accepted file
 //! validates or is refused without a panic; every key it set, written back as a TOML string from
 //! `Config::value_text`, loads into a fresh config with the same value for every key.
@@ -25,10 +21,6 @@
 use std::sync::{Arc, OnceLock};
 
 use skiff_broker::config::{self, Config};
-use skiff_broker::group::offsets_log::{
-    decode_batches, decode_key, decode_value, encode_batches, encode_key, encode_value,
-};
-use skiff_broker::group::OffsetLogEntry;
 use skiff_broker::security::acl::file::{format_acl, parse as parse_acl_file};
 use skiff_broker::security::sasl::credentials::{credential_from_password, credential_line};
 use skiff_broker::security::sasl::{
@@ -41,7 +33,6 @@ use skiff_protocol::frame;
 pub const TARGETS: &[crate::Target] = &[
     ("sasl_bare", sasl_bare),
     ("acl_file", acl_file),
-    ("offsets_log", offsets_log),
     ("config_toml", config_toml),
 ];
 
@@ -184,36 +175,6 @@ pub fn acl_file(data: &[u8]) {
         parse_acl_file(&rewritten).expect("rewritten file parses"),
         acls
     );
-}
-
-pub fn offsets_log(data: &[u8]) {
-    let mut entries: Vec<OffsetLogEntry> = Vec::new();
-    if let Ok(consumed) = decode_batches(data, &mut |entry| entries.push(entry)) {
-        assert!(consumed <= data.len());
-        if consumed == 0 {
-            assert!(entries.is_empty());
-        }
-    }
-    // Whatever was decoded (even before an error) re-encodes and decodes to itself.
-    if !entries.is_empty() {
-        let batches = encode_batches(&entries, 1).expect("decoded entries re-encode");
-        let mut again = Vec::new();
-        for batch in &batches {
-            let consumed = decode_batches(batch, &mut |entry| again.push(entry))
-                .expect("an encoded batch decodes");
-            assert_eq!(consumed, batch.len());
-        }
-        assert_eq!(again, entries);
-    }
-    // The input also as one key and one value, split where its first byte says.
-    let split = usize::from(data.first().copied().unwrap_or(0)).min(data.len());
-    let (key_bytes, value_bytes) = data.split_at(split);
-    if let Ok(key) = decode_key(key_bytes) {
-        assert_eq!(encode_key(&key).expect("key re-encodes"), key_bytes);
-    }
-    if let Ok(value) = decode_value(value_bytes) {
-        assert_eq!(encode_value(&value).expect("value re-encodes"), value_bytes);
-    }
 }
 
 pub fn config_toml(data: &[u8]) {

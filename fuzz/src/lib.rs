@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod cluster;
+pub mod group;
 pub mod meta;
 pub mod records;
 pub mod requests;
@@ -22,6 +23,7 @@ pub fn targets() -> Vec<Target> {
         .chain(storage::TARGETS.iter())
         .chain(meta::TARGETS.iter())
         .chain(cluster::TARGETS.iter())
+        .chain(group::TARGETS.iter())
         .chain(broker::TARGETS.iter())
         .copied()
         .collect()

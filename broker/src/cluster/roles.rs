@@ -8,7 +8,8 @@
 use std::collections::BTreeSet;
 
 use skiff_cluster::records::{BrokerRegistration, PartitionState, NO_LEADER};
-use skiff_cluster::topics::{coordinator_partition, Coordinated, OFFSETS_TOPIC};
+use skiff_cluster::topics::OFFSETS_TOPIC;
+use skiff_group::{coordinator_partition, Coordinated};
 use skiff_placement::{LoadReport, Node};
 
 use super::Cluster;

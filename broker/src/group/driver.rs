@@ -46,14 +46,14 @@ use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
-use crate::group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
-use crate::group::{
-    Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestId, RequestMeta, Response,
-};
 use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
+use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
+use skiff_group::{
+    Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestId, RequestMeta, Response,
+};
 use skiff_protocol::error_code::ErrorCode;
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
@@ -322,7 +322,7 @@ pub(crate) fn migrate_single_node_offsets(
         let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
         for (key, value) in latest {
             let Some(value) = value else { continue };
-            let partition = skiff_cluster::topics::coordinator_partition(&key.group, partitions);
+            let partition = skiff_group::coordinator_partition(&key.group, partitions);
             by_partition
                 .entry(partition)
                 .or_default()
@@ -986,7 +986,6 @@ mod power_loss;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{OffsetKey, OffsetValue};
 
     fn commit(partition: i32, offset: i64) -> OffsetLogEntry {
         OffsetLogEntry::Commit(

@@ -36,13 +36,12 @@ use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use skiff_cluster::topics::Coordinated;
+use skiff_group::{Coordinated, GroupConfig, OffsetLogEntry, Output, RequestMeta, Response};
 use skiff_storage::sim::{CutMode, SimIo};
 use skiff_storage::{LogConfig, LogDir, PersistMode};
 
 use super::{append_as_leader, group_keys, replay_offsets, GroupDriver, OFFSETS_TOPIC};
 use crate::cluster::identity;
-use crate::group::{GroupConfig, Output, RequestMeta, Response};
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
 
 /// Seeds `cargo test` runs.
@@ -171,7 +170,7 @@ fn commit(
             } => {
                 let entries: Vec<_> = commits
                     .into_iter()
-                    .map(|(key, value)| crate::group::OffsetLogEntry::Commit(key, value))
+                    .map(|(key, value)| OffsetLogEntry::Commit(key, value))
                     .collect();
                 let partition = driver
                     .coordinator
@@ -203,10 +202,9 @@ fn commit(
 }
 
 /// The group of one OffsetCommit's entries (a commit is for one group).
-fn entries_group(entries: &[crate::group::OffsetLogEntry]) -> &str {
+fn entries_group(entries: &[OffsetLogEntry]) -> &str {
     match entries.first() {
-        Some(crate::group::OffsetLogEntry::Commit(key, _))
-        | Some(crate::group::OffsetLogEntry::Delete(key)) => &key.group,
+        Some(OffsetLogEntry::Commit(key, _)) | Some(OffsetLogEntry::Delete(key)) => &key.group,
         None => "",
     }
 }

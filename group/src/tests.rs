@@ -1616,7 +1616,7 @@ mod hostile {
 mod loading {
     //! Partitions of `__consumer_offsets` loaded and unloaded with their leadership.
     use super::*;
-    use skiff_cluster::topics::{coordinator_partition, Coordinated};
+    use crate::{coordinator_partition, Coordinated};
     use std::collections::BTreeSet;
 
     const PARTITIONS: i32 = 50;

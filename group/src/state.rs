@@ -68,7 +68,7 @@ pub(super) struct Member {
 
 impl Member {
     /// The metadata it offered for `protocol`.
-    pub fn metadata_for(&self, protocol: &str) -> Option<&Bytes> {
+    pub(crate) fn metadata_for(&self, protocol: &str) -> Option<&Bytes> {
         self.protocols
             .iter()
             .find(|(name, _)| name == protocol)
@@ -76,12 +76,12 @@ impl Member {
     }
 
     /// Whether it offers `protocol`.
-    pub fn supports(&self, protocol: &str) -> bool {
+    pub(crate) fn supports(&self, protocol: &str) -> bool {
         self.metadata_for(protocol).is_some()
     }
 
     /// Whether its session deadline applies now (a parked request keeps it alive).
-    pub fn session_counts(&self) -> bool {
+    pub(crate) fn session_counts(&self) -> bool {
         self.pending_join.is_none() && self.pending_sync.is_none()
     }
 }
@@ -145,7 +145,7 @@ pub(super) struct Group {
 }
 
 impl Group {
-    pub fn new(group_id: String) -> Self {
+    pub(crate) fn new(group_id: String) -> Self {
         Self {
             group_id,
             state: GroupState::Empty,
@@ -164,12 +164,12 @@ impl Group {
     }
 
     /// Members plus member ids handed out and not yet used: what `group_members_max` bounds.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.members.len() + self.pending_members.len()
     }
 
     /// The longest rebalance timeout among the members: how long a rebalance may wait.
-    pub fn rebalance_timeout_ms(&self) -> i32 {
+    pub(crate) fn rebalance_timeout_ms(&self) -> i32 {
         self.members
             .values()
             .map(|member| member.rebalance_timeout_ms)
@@ -178,7 +178,7 @@ impl Group {
     }
 
     /// Whether every member has sent JoinGroup in this rebalance and no handed-out id is awaited.
-    pub fn all_joined(&self) -> bool {
+    pub(crate) fn all_joined(&self) -> bool {
         self.pending_members.is_empty()
             && self
                 .members
@@ -188,7 +188,7 @@ impl Group {
 
     /// The protocols every member supports, each member voting for its most preferred one; the
     /// winner has the most votes (ties: the alphabetically first, so the choice is deterministic).
-    pub fn select_protocol(&self) -> Option<String> {
+    pub(crate) fn select_protocol(&self) -> Option<String> {
         let first = self.members.values().next()?;
         let candidates: Vec<&str> = first
             .protocols
@@ -216,7 +216,7 @@ impl Group {
 
     /// Whether a member offering `protocols` of `protocol_type` could join (or, as `member_id`,
     /// rejoin): same type as the other members, and at least one protocol all of them support.
-    pub fn accepts(
+    pub(crate) fn accepts(
         &self,
         member_id: Option<&str>,
         protocol_type: &str,
@@ -243,7 +243,7 @@ impl Group {
     }
 
     /// The member a group instance id points to, if that static member is joined.
-    pub fn static_member_id(&self, group_instance_id: &str) -> Option<&str> {
+    pub(crate) fn static_member_id(&self, group_instance_id: &str) -> Option<&str> {
         self.static_members
             .get(group_instance_id)
             .map(String::as_str)

@@ -22,7 +22,7 @@
 //!   NON_EMPTY_GROUP and GROUP_SUBSCRIBED_TO_TOPIC only while the group has members,
 //!   GROUP_ID_NOT_FOUND only for a group the coordinator does not hold.
 //!
-//! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-broker group::sim`
+//! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-group sim::`
 //! replays only that seed; `SKIFF_SIM_STATS=1` (with `--nocapture`) prints what each seed
 //! exercised (broker restarts, stable generations checked, generations, commits).
 //!

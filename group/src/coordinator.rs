@@ -138,12 +138,12 @@ impl PersistError {
     }
 }
 
-/// The classic group coordinator. See the module doc of [`crate::group`] for the driver contract.
+/// The classic group coordinator. See the crate doc for the driver contract.
 #[derive(Debug)]
 pub struct Coordinator {
     pub(super) config: GroupConfig,
     /// The groups coordinated here (`None`: all of them).
-    pub(super) coordinated: Option<skiff_cluster::topics::Coordinated>,
+    pub(super) coordinated: Option<crate::Coordinated>,
     /// Whether [`Coordinator::load_offsets`] ran; before it, group requests are answered with
     /// COORDINATOR_LOAD_IN_PROGRESS so that no client sees offsets that are not loaded yet.
     /// (Used while `coordinated` is `None`; once it is set, `loaded_partitions` decides.)

@@ -2,7 +2,7 @@
 //! answer only after they are durable, and what a failed or racing persist leaves behind.
 
 use super::*;
-use crate::group::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+use crate::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };

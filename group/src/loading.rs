@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use skiff_cluster::topics::{coordinator_partition, Coordinated};
+use super::coordinated::{coordinator_partition, Coordinated};
 use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, Response};

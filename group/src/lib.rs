@@ -1,0 +1,116 @@
+//! skiff-group: the classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat,
+//! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete;
+//! every version from 0) as a sans-IO state machine, the record codec of the internal offsets log,
+//! and the seeded simulation that checks them.
+//!
+//! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
+//! leader's assignment), session / rebalance / pending-member deadlines, the committed offsets,
+//! which `__consumer_offsets` partition coordinates a group, and the bytes of the offsets log.
+//!
+//! Must never: read a clock, touch files or sockets, depend on tokio or on the broker (CI greps
+//! `group/src` and checks `cargo tree`) — time arrives as `now_ms` arguments, the broker's settings
+//! as a [`GroupConfig`], leadership as a [`Coordinated`], and everything it wants done is returned
+//! as an [`Output`]. The broker's `group::driver` is its only IO edge: a tokio task that owns one
+//! [`Coordinator`], persists its outputs in the offsets logs and reads the clock.
+//!
+//! # Contract with the driver
+//!
+//! 1. The driver tells which `__consumer_offsets` partitions this broker leads
+//!    ([`Coordinator::set_coordinated`], again whenever that changes), reads the log of each newly
+//!    led partition (records decoded by [`offsets_log`]) and hands it to
+//!    [`Coordinator::load_partition`]; until then that partition's groups are answered
+//!    COORDINATOR_LOAD_IN_PROGRESS, and groups of partitions led elsewhere NOT_COORDINATOR
+//!    (`loading.rs`). A coordinator never told about partitions serves every group from one log,
+//!    loaded once with [`Coordinator::load_offsets`] (as the unit tests drive it).
+//! 2. Each decoded request goes in through one `handle_*` method with a [`RequestMeta`] (a driver-
+//!    chosen [`RequestId`], the request's API version, the client id and host). The method may
+//!    answer at once or later: JoinGroup waits until the rebalance completes or times out,
+//!    SyncGroup until the leader's assignment arrives, OffsetCommit until its records are
+//!    durable.
+//! 3. After every call the driver drains [`Coordinator::poll_output`]:
+//!    - [`Output::Reply`]: the response struct for that request, already filled for its version;
+//!    - [`Output::PersistOffsets`]: append these commits to the offsets log (in the order the
+//!      outputs come out), then call [`Coordinator::offsets_persisted`] with the same request id;
+//!      only that call produces the OffsetCommit reply, so a commit is acknowledged only once it is
+//!      durable;
+//!    - [`Output::PersistOffsetDeletes`]: the same for tombstones ([`OffsetLogEntry::Delete`]),
+//!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete).
+//! 4. The driver calls [`Coordinator::tick`] with the current time whenever
+//!    [`Coordinator::next_deadline_ms`] has passed (calling it more often is harmless). `now_ms`
+//!    must never decrease between calls.
+//!
+//! A reply whose connection has gone is simply dropped by the driver. Every accepted request gets
+//! exactly one reply (the simulation in `sim.rs` checks it).
+//!
+//! # Wiring (for the driver)
+//!
+//! - One [`Coordinator`] for the broker, owned by one task (its methods take `&mut self`); the
+//!   handlers send it (meta, request) and receive their reply by request id.
+//! - The offsets logs are the partitions of the internal topic `__consumer_offsets` (Kafka's
+//!   name); a group's commits go to partition [`Coordinator::offsets_partition`]. For
+//!   [`Output::PersistOffsets`], the driver turns the commits into [`OffsetLogEntry::Commit`]
+//!   records, encodes them with [`offsets_log::encode_batches`], appends and syncs them in that
+//!   partition's log, then calls [`Coordinator::offsets_persisted`]. It compacts a log by
+//!   appending [`Coordinator::partition_snapshot`] and dropping the log before it.
+//! - OffsetCommit needs `partition_exists(topic, partition)` from the topic table.
+//!
+//! # Layout
+//!
+//! - [`config`]: every bound and timeout default (Kafka's names in the docs).
+//! - `coordinated.rs`: [`coordinator_partition`] (Kafka's hash of the group id) and
+//!   [`Coordinated`], the led partitions.
+//! - [`state`]: one group and its members; the group states and what each allows.
+//! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, ticking.
+//! - `loading.rs`: which `__consumer_offsets` partitions are led and loaded; loading, unloading
+//!   and snapshots of one partition's groups.
+//! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
+//! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
+//! - `admin.rs`: DescribeGroups, ListGroups.
+//! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
+//!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
+//! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
+//! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants;
+//!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
+//!
+//! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
+//! until deleted), group metadata persistence (after a restart groups are empty and members rejoin;
+//! only offsets survive), and the consumer-group (KIP-848) protocol.
+
+#![deny(missing_docs, unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::todo,
+        clippy::unimplemented,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )
+)]
+
+pub mod config;
+pub mod offsets_log;
+pub mod state;
+
+mod admin;
+mod coordinated;
+mod coordinator;
+mod deletion;
+mod loading;
+mod membership;
+mod offsets;
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
+
+pub use config::{GroupConfig, GroupKeys};
+pub use coordinated::{coordinator_partition, Coordinated};
+pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
+pub use loading::{Loaded, UNPARTITIONED};
+pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+pub use state::GroupState;
