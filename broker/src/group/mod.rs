@@ -5,9 +5,8 @@
 //! `__consumer_offsets`, replays and appends the offsets logs (as their partitions' leader),
 //! compacts them by snapshot, and hands replies back to the handlers.
 //!
-//! The core types the rest of the broker and its embedders name (`Response`, `RequestId`, the
-//! offsets-log codec and its entries) are re-exported here, so they keep naming one module for
-//! everything about groups.
+//! The core types the handlers and embedders name (`Response`, the offsets-log codec and its
+//! entries) are re-exported here, so they keep naming one module for everything about groups.
 //!
 //! Must never: decide group semantics (membership, generations, which offsets are committed,
 //! which error a request gets: all skiff-group's), nor grow pure code of its own that the crate
@@ -15,4 +14,4 @@
 
 pub mod driver;
 
-pub use skiff_group::{offsets_log, OffsetKey, OffsetLogEntry, OffsetValue, RequestId, Response};
+pub use skiff_group::{offsets_log, OffsetKey, OffsetLogEntry, OffsetValue, Response};

@@ -38,10 +38,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use skiff_group::RequestId;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::v2::BatchHeader;
-
-use crate::group::RequestId;
 
 /// Batches remembered per producer and partition for duplicate detection. Kafka keeps 5, which is
 /// why idempotent clients cap `max.in.flight.requests.per.connection` at 5: any retry is then one
