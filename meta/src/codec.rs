@@ -1,7 +1,7 @@
 //! The embedded store's on-disk encoding of [`Change`]s and [`Snapshot`]s: little-endian
 //! integers and length-prefixed byte strings. The decoder trusts nothing it reads: every length
 //! is checked against the bytes left and the store's limits before anything is allocated, and
-//! every error is a message (the caller names the file).
+//! every error is a [`DecodeError`] (the caller names the file).
 //!
 //! Hand-written rather than serde: values are arbitrary bytes (JSON would inflate them), the
 //! format is tiny and frozen, and a bounded decoder is easier to audit than a generic one.
@@ -23,6 +23,58 @@ const WRITE_BYTES_MIN: usize = 1 + 4;
 const KV_BYTES_MIN: usize = 4 + 4 + 8 * 4;
 /// Encoded lease in a snapshot.
 const LEASE_BYTES: usize = 16;
+
+/// Why encoded bytes are not a change or a snapshot; the caller reports it with the file's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// A write of a revision starts with a tag no writer produces.
+    #[error("unknown write tag {0}")]
+    UnknownWriteTag(u8),
+    /// A change starts with a tag no writer produces.
+    #[error("unknown change tag {0}")]
+    UnknownChangeTag(u8),
+    /// A snapshot lists more leases than the store holds.
+    #[error("{count} leases, at most {max}", max = limits::LEASES_MAX)]
+    TooManyLeases {
+        /// Leases listed.
+        count: usize,
+    },
+    /// A snapshot lists more keys than the store holds.
+    #[error("{count} keys, at most {max}", max = limits::KEYS_MAX)]
+    TooManyKeys {
+        /// Keys listed.
+        count: usize,
+    },
+    /// The bytes end inside a fixed-size field.
+    #[error("truncated: {needed} bytes needed, {left} left")]
+    Truncated {
+        /// Bytes the field takes.
+        needed: usize,
+        /// Bytes left.
+        left: usize,
+    },
+    /// A count of items whose smallest encoding does not fit in the bytes left.
+    #[error("count {count} does not fit in {left} bytes")]
+    CountTooLarge {
+        /// The count read.
+        count: usize,
+        /// Bytes left.
+        left: usize,
+    },
+    /// A byte string longer than its limit or than the bytes left.
+    #[error("length {length} over {max} or {left} bytes left")]
+    LengthTooLarge {
+        /// The length read.
+        length: usize,
+        /// The limit of this field, in bytes.
+        max: usize,
+        /// Bytes left.
+        left: usize,
+    },
+    /// Bytes after the last field.
+    #[error("{0} trailing bytes")]
+    TrailingBytes(usize),
+}
 
 pub(crate) fn encode_change(change: &Change, out: &mut Vec<u8>) {
     match change {
@@ -61,7 +113,7 @@ pub(crate) fn encode_change(change: &Change, out: &mut Vec<u8>) {
     }
 }
 
-pub(crate) fn decode_change(bytes: &[u8]) -> Result<Change, String> {
+pub(crate) fn decode_change(bytes: &[u8]) -> Result<Change, DecodeError> {
     let mut input = Decoder { bytes };
     let change = match input.u8()? {
         TAG_REVISION => {
@@ -78,7 +130,7 @@ pub(crate) fn decode_change(bytes: &[u8]) -> Result<Change, String> {
                     TAG_DELETE => Write::Delete {
                         key: input.bytes(limits::KEY_BYTES_MAX)?,
                     },
-                    tag => return Err(format!("unknown write tag {tag}")),
+                    tag => return Err(DecodeError::UnknownWriteTag(tag)),
                 });
             }
             Change::Revision { revision, writes }
@@ -89,7 +141,7 @@ pub(crate) fn decode_change(bytes: &[u8]) -> Result<Change, String> {
         }),
         TAG_LEASE_REVOKE => Change::LeaseRevoke(input.i64()?),
         TAG_COMPACT => Change::Compact(input.i64()?),
-        tag => return Err(format!("unknown change tag {tag}")),
+        tag => return Err(DecodeError::UnknownChangeTag(tag)),
     };
     input.finish()?;
     Ok(change)
@@ -114,16 +166,13 @@ pub fn encode_snapshot(snapshot: &Snapshot, out: &mut Vec<u8>) {
     }
 }
 
-pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
+pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
     let mut input = Decoder { bytes };
     let revision = input.i64()?;
     let next_lease_id = input.i64()?;
     let lease_count = input.count(LEASE_BYTES)?;
     if lease_count > limits::LEASES_MAX {
-        return Err(format!(
-            "{lease_count} leases, at most {}",
-            limits::LEASES_MAX
-        ));
+        return Err(DecodeError::TooManyLeases { count: lease_count });
     }
     let mut leases = Vec::new();
     for _ in 0..lease_count {
@@ -134,7 +183,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, String> {
     }
     let kv_count = input.count(KV_BYTES_MIN)?;
     if kv_count > limits::KEYS_MAX {
-        return Err(format!("{kv_count} keys, at most {}", limits::KEYS_MAX));
+        return Err(DecodeError::TooManyKeys { count: kv_count });
     }
     let mut kvs = Vec::new();
     for _ in 0..kv_count {
@@ -175,57 +224,61 @@ struct Decoder<'a> {
 }
 
 impl Decoder<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let (head, rest) = self
             .bytes
             .split_first_chunk::<N>()
-            .ok_or_else(|| format!("truncated: {N} bytes needed, {} left", self.bytes.len()))?;
+            .ok_or(DecodeError::Truncated {
+                needed: N,
+                left: self.bytes.len(),
+            })?;
         self.bytes = rest;
         Ok(*head)
     }
 
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take::<1>()?[0])
     }
 
-    fn i64(&mut self) -> Result<i64, String> {
+    fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(i64::from_le_bytes(self.take()?))
     }
 
-    fn u32(&mut self) -> Result<usize, String> {
+    fn u32(&mut self) -> Result<usize, DecodeError> {
         Ok(u32::from_le_bytes(self.take()?) as usize)
     }
 
     /// A count of items of at least `item_bytes_min` each, which the bytes left must hold.
-    fn count(&mut self, item_bytes_min: usize) -> Result<usize, String> {
+    fn count(&mut self, item_bytes_min: usize) -> Result<usize, DecodeError> {
         let count = self.u32()?;
         if count.saturating_mul(item_bytes_min) > self.bytes.len() {
-            return Err(format!(
-                "count {count} does not fit in {} bytes",
-                self.bytes.len()
-            ));
+            return Err(DecodeError::CountTooLarge {
+                count,
+                left: self.bytes.len(),
+            });
         }
         Ok(count)
     }
 
-    fn bytes(&mut self, max: usize) -> Result<Vec<u8>, String> {
+    fn bytes(&mut self, max: usize) -> Result<Vec<u8>, DecodeError> {
         let length = self.u32()?;
         if length > max || length > self.bytes.len() {
-            return Err(format!(
-                "length {length} over {max} or {} bytes left",
-                self.bytes.len()
-            ));
+            return Err(DecodeError::LengthTooLarge {
+                length,
+                max,
+                left: self.bytes.len(),
+            });
         }
         let (head, rest) = self.bytes.split_at(length);
         self.bytes = rest;
         Ok(head.to_vec())
     }
 
-    fn finish(&self) -> Result<(), String> {
+    fn finish(&self) -> Result<(), DecodeError> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
-            Err(format!("{} trailing bytes", self.bytes.len()))
+            Err(DecodeError::TrailingBytes(self.bytes.len()))
         }
     }
 }
@@ -290,6 +343,7 @@ mod tests {
         encoded.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_change(&encoded)
             .unwrap_err()
+            .to_string()
             .contains("does not fit"));
         let mut snapshot = Vec::new();
         snapshot.extend_from_slice(&[0; 16]);

@@ -47,11 +47,13 @@ mod types;
 /// The on-disk decoders, for the fuzz targets (`fuzz/src/meta.rs`). Not an API.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::codec::{decode_snapshot, encode_snapshot};
-    pub use crate::local::journal::{encode_record, scan as scan_journal, Scan, JOURNAL_MAGIC};
+    pub use crate::codec::{decode_snapshot, encode_snapshot, DecodeError};
+    pub use crate::local::journal::{
+        encode_record, scan as scan_journal, JournalDamage, Scan, JOURNAL_MAGIC,
+    };
 }
 
-pub use crate::core::{Change, MetaCore, Snapshot, WatchId, Write, INITIAL_REVISION};
+pub use crate::core::{Change, MetaCore, ReplayError, Snapshot, WatchId, Write, INITIAL_REVISION};
 pub use error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore, EtcdWatcher};

@@ -151,6 +151,9 @@ pub use leader_epoch::{
 };
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
+/// What [`Log::verify_indexes`] reports (feature `power-sim`).
+#[cfg(feature = "power-sim")]
+pub use segment::IndexMismatch;
 
 /// The simulated power cut for tests (feature `power-sim`): see [`sim::SimIo`].
 #[cfg(feature = "power-sim")]

@@ -1458,8 +1458,8 @@ impl Log {
     /// Checks every segment's offset and time index against its log (feature `power-sim`, for
     /// tests): each entry must name the batch it claims. A description of the first mismatch.
     #[cfg(feature = "power-sim")]
-    pub fn verify_indexes(&self) -> std::result::Result<(), String> {
-        let state = self.read_state().map_err(|error| error.to_string())?;
+    pub fn verify_indexes(&self) -> std::result::Result<(), segment::IndexMismatch> {
+        let state = self.read_state()?;
         for segment in state.segments.values() {
             segment.verify_indexes(self.io.as_ref())?;
         }

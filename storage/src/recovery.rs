@@ -6,8 +6,54 @@
 //! point; see `Segment::recover`).
 
 use skiff_protocol::records::v2::{self, BatchHeader, BATCH_HEADER_BYTES};
+use skiff_protocol::records::RecordError;
 
 use crate::limits;
+
+/// Why a scan stopped before the end of the bytes (recovery decides whether it is a torn tail).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ScanProblem {
+    /// The position to start from lies beyond the bytes.
+    #[error("start beyond the data")]
+    StartBeyondData,
+    /// The offset index names a position past the end of the log file.
+    #[error("index points past the end of the log")]
+    IndexPastEnd,
+    /// An accepted batch's position does not fit the index's 4-byte positions.
+    #[error("position overflow")]
+    PositionOverflow,
+    /// Fewer bytes left than a batch header takes.
+    #[error("torn batch header ({0} bytes)")]
+    TornHeader(usize),
+    /// The header or the batch does not check out (length, magic, CRC).
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// Fewer bytes left than the header declares.
+    #[error("torn batch: {declared} bytes declared, {present} present")]
+    TornBatch {
+        /// The batch's declared size, in bytes.
+        declared: usize,
+        /// Bytes left in the segment.
+        present: usize,
+    },
+    /// The batch would end past the largest segment.
+    #[error("batch extends past the largest segment")]
+    PastLargestSegment,
+    /// The batch's base offset is below the offset the log expects next.
+    #[error("base offset {base_offset} below expected {expected}")]
+    OffsetBelowExpected {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The offset expected next.
+        expected: i64,
+    },
+    /// The batch's last offset delta is negative.
+    #[error("negative last offset delta {0}")]
+    NegativeLastOffsetDelta(i32),
+    /// The batch's last offset does not fit the segment's 4-byte relative offsets.
+    #[error("offset does not fit the segment's 4-byte relative offsets")]
+    RelativeOffsetOverflow,
+}
 
 /// Where and why a scan ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +63,7 @@ pub(crate) struct ScanEnd {
     /// Offset after the last accepted batch (or the expected offset if none was accepted).
     pub(crate) next_offset: i64,
     /// Why the scan stopped before the end of the bytes; `None` if it consumed them all.
-    pub(crate) problem: Option<String>,
+    pub(crate) problem: Option<ScanProblem>,
 }
 
 /// Scans `bytes` (a whole segment) from `start_position`, where a batch with base offset ≥
@@ -32,7 +78,7 @@ pub(crate) fn scan(
 ) -> ScanEnd {
     let mut position = start_position;
     let mut next_offset = expected_offset;
-    let end = |position: u64, next_offset: i64, problem: Option<String>| ScanEnd {
+    let end = |position: u64, next_offset: i64, problem: Option<ScanProblem>| ScanEnd {
         valid_bytes: position,
         next_offset,
         problem,
@@ -42,11 +88,7 @@ pub(crate) fn scan(
             .ok()
             .and_then(|start| bytes.get(start..))
         else {
-            return end(
-                position,
-                next_offset,
-                Some("start beyond the data".to_owned()),
-            );
+            return end(position, next_offset, Some(ScanProblem::StartBeyondData));
         };
         if rest.is_empty() {
             return end(position, next_offset, None);
@@ -55,7 +97,7 @@ pub(crate) fn scan(
             Ok(header) => {
                 // `accept` checked position + size ≤ SEGMENT_BYTES_MAX, so both fit u32.
                 let Ok(position_u32) = u32::try_from(position) else {
-                    return end(position, next_offset, Some("position overflow".to_owned()));
+                    return end(position, next_offset, Some(ScanProblem::PositionOverflow));
                 };
                 on_batch(position_u32, &header);
                 position += header.total_bytes() as u64;
@@ -72,37 +114,36 @@ fn accept(
     position: u64,
     expected_offset: i64,
     base_offset: i64,
-) -> Result<BatchHeader, String> {
+) -> Result<BatchHeader, ScanProblem> {
     if rest.len() < BATCH_HEADER_BYTES {
-        return Err(format!("torn batch header ({} bytes)", rest.len()));
+        return Err(ScanProblem::TornHeader(rest.len()));
     }
-    let header = BatchHeader::parse(rest).map_err(|error| error.to_string())?;
+    let header = BatchHeader::parse(rest)?;
     let size_bytes = header.total_bytes();
     let Some(batch) = rest.get(..size_bytes) else {
-        return Err(format!(
-            "torn batch: {size_bytes} bytes declared, {} present",
-            rest.len()
-        ));
+        return Err(ScanProblem::TornBatch {
+            declared: size_bytes,
+            present: rest.len(),
+        });
     };
     if position + size_bytes as u64 > limits::SEGMENT_BYTES_MAX {
-        return Err("batch extends past the largest segment".to_owned());
+        return Err(ScanProblem::PastLargestSegment);
     }
-    v2::validate(batch).map_err(|error| error.to_string())?;
+    v2::validate(batch)?;
     if header.base_offset < expected_offset {
-        return Err(format!(
-            "base offset {} below expected {expected_offset}",
-            header.base_offset
-        ));
+        return Err(ScanProblem::OffsetBelowExpected {
+            base_offset: header.base_offset,
+            expected: expected_offset,
+        });
     }
     if header.last_offset_delta < 0 {
-        return Err(format!(
-            "negative last offset delta {}",
-            header.last_offset_delta
+        return Err(ScanProblem::NegativeLastOffsetDelta(
+            header.last_offset_delta,
         ));
     }
     let relative_last = header.last_offset().checked_sub(base_offset);
     if relative_last.is_none_or(|relative| relative > i64::from(u32::MAX)) {
-        return Err("offset does not fit the segment's 4-byte relative offsets".to_owned());
+        return Err(ScanProblem::RelativeOffsetOverflow);
     }
     Ok(header)
 }
@@ -143,7 +184,7 @@ mod tests {
         repeated.extend(batch(4, 1, 10));
         let end = scan(&repeated, 0, 0, 0, |_, _| {});
         assert_eq!(end.valid_bytes, two_len);
-        assert!(end.problem.unwrap().contains("below expected"));
+        assert!(end.problem.unwrap().to_string().contains("below expected"));
     }
 
     #[test]

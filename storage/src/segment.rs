@@ -26,7 +26,7 @@ use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDE
 use crate::log_files::{LogFiles, NOT_IN_SET};
 use crate::mmap;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
-use crate::recovery::{self, ScanEnd};
+use crate::recovery::{self, ScanEnd, ScanProblem};
 use crate::time_index::{TimeEntry, TimeIndex};
 
 /// Bytes copied per step when truncation copies a shared file's kept prefix.
@@ -275,7 +275,11 @@ impl Segment {
         let end = segment.scan_from(io, 0, expected_offset, file_bytes)?;
         if let Some(problem) = end.problem {
             if end.next_offset < recovery_point {
-                return Err(Error::corrupt(&log_path, end.valid_bytes, problem));
+                return Err(Error::corrupt(
+                    &log_path,
+                    end.valid_bytes,
+                    problem.to_string(),
+                ));
             }
         }
         let cut = end.valid_bytes < file_bytes;
@@ -411,8 +415,7 @@ impl Segment {
             return Ok(ScanEnd {
                 valid_bytes: start_position,
                 next_offset: self.next_offset,
-                problem: (file_bytes < start_position)
-                    .then(|| "index points past the end of the log".to_owned()),
+                problem: (file_bytes < start_position).then_some(ScanProblem::IndexPastEnd),
             });
         }
         let len = usize::try_from(file_bytes)
@@ -810,7 +813,11 @@ impl Segment {
         );
         let end = self.scan_from(io, 0, self.base_offset, position)?;
         if let Some(problem) = end.problem {
-            return Err(Error::corrupt(&log_path, end.valid_bytes, problem));
+            return Err(Error::corrupt(
+                &log_path,
+                end.valid_bytes,
+                problem.to_string(),
+            ));
         }
         self.first_append_ms = self.first_batch_timestamp(io)?;
         Ok(())
@@ -823,16 +830,19 @@ impl Segment {
 
     /// Checks every index entry against the batch header it names (feature `power-sim`).
     #[cfg(feature = "power-sim")]
-    pub(crate) fn verify_indexes(&self, io: &dyn FileIo) -> std::result::Result<(), String> {
-        let name = self.log_path.display();
+    pub(crate) fn verify_indexes(&self, io: &dyn FileIo) -> std::result::Result<(), IndexMismatch> {
         let mut index = 0;
         while let Some(OffsetEntry { offset, position }) = self.index.entry(index) {
             match self.read_header(io, u64::from(position)) {
                 Ok(header) if header.base_offset == offset => {}
                 other => {
-                    return Err(format!(
-                    "{name}: offset index entry {index} ({offset} at {position}) names {other:?}"
-                ))
+                    return Err(IndexMismatch::Offset {
+                        path: self.log_path.to_path_buf(),
+                        index,
+                        offset,
+                        position,
+                        found: format!("{other:?}"),
+                    })
                 }
             }
             index += 1;
@@ -847,15 +857,59 @@ impl Segment {
                 Ok(Some((_, header)))
                     if header.base_offset == offset && header.max_timestamp == timestamp_ms => {}
                 other => {
-                    return Err(format!(
-                        "{name}: time index entry {index} ({timestamp_ms} ms, offset {offset}) names {other:?}"
-                    ))
+                    return Err(IndexMismatch::Time {
+                        path: self.log_path.to_path_buf(),
+                        index,
+                        timestamp_ms,
+                        offset,
+                        found: format!("{other:?}"),
+                    })
                 }
             }
             index += 1;
         }
         Ok(())
     }
+}
+
+/// An index entry that does not name the batch it claims (feature `power-sim`, for tests).
+#[cfg(feature = "power-sim")]
+#[derive(Debug, thiserror::Error)]
+pub enum IndexMismatch {
+    /// An offset index entry whose position holds no batch with its offset.
+    #[error("{}: offset index entry {index} ({offset} at {position}) names {found}", path.display())]
+    Offset {
+        /// The segment's log file.
+        path: std::path::PathBuf,
+        /// The entry's number in the index.
+        index: usize,
+        /// The offset the entry claims.
+        offset: i64,
+        /// The position the entry claims.
+        position: u32,
+        /// What the log holds there (a debug rendering of the read).
+        found: String,
+    },
+    /// A time index entry whose offset's batch does not have its timestamp.
+    #[error(
+        "{}: time index entry {index} ({timestamp_ms} ms, offset {offset}) names {found}",
+        path.display()
+    )]
+    Time {
+        /// The segment's log file.
+        path: std::path::PathBuf,
+        /// The entry's number in the index.
+        index: usize,
+        /// The timestamp the entry claims.
+        timestamp_ms: i64,
+        /// The offset the entry claims.
+        offset: i64,
+        /// What the log holds there (a debug rendering of the lookup).
+        found: String,
+    },
+    /// The log's state could not be read (a poisoned lock).
+    #[error(transparent)]
+    Unreadable(#[from] Error),
 }
 
 impl Drop for Segment {

@@ -1172,7 +1172,7 @@ fn push_plot(
     plots: &mut Vec<(String, String)>,
     md: &mut String,
     name: &str,
-    svg: Result<String, String>,
+    svg: Result<String, plot::PlotError>,
 ) {
     match svg {
         Ok(svg) => {

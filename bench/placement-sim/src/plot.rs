@@ -3,6 +3,9 @@
 
 use plotters::prelude::*;
 
+/// Why a chart could not be drawn (plotters' error, with its own text).
+pub type PlotError = DrawingAreaErrorKind<std::io::Error>;
+
 /// One named series of (x, y) points.
 pub struct Series<'a> {
     /// Legend label.
@@ -19,11 +22,11 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series<'_>],
     log_y: bool,
-) -> Result<String, String> {
+) -> Result<String, PlotError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 480)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
         let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
         let x_max = xs.fold(1.0f64, f64::max);
         let ys: Vec<f64> = series
@@ -65,8 +68,7 @@ pub fn line_chart(
                     .configure_mesh()
                     .x_desc(x_label)
                     .y_desc(y_label)
-                    .draw()
-                    .map_err(|e| e.to_string())?;
+                    .draw()?;
                 for (i, s) in series.iter().enumerate() {
                     let color = palette[i % palette.len()];
                     let map_y = $map_y;
@@ -74,8 +76,7 @@ pub fn line_chart(
                         .draw_series(LineSeries::new(
                             s.points.iter().map(|&(x, y)| (x, map_y(y))),
                             color.stroke_width(2),
-                        ))
-                        .map_err(|e| e.to_string())?
+                        ))?
                         .label(s.label)
                         .legend(move |(x, y)| {
                             PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -86,22 +87,17 @@ pub fn line_chart(
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
                     .position(SeriesLabelPosition::UpperRight)
-                    .draw()
-                    .map_err(|e| e.to_string())?;
+                    .draw()?;
             }};
         }
         if log_y {
-            let chart = builder
-                .build_cartesian_2d(0.0..x_max, (y_floor..y_max).log_scale())
-                .map_err(|e| e.to_string())?;
+            let chart = builder.build_cartesian_2d(0.0..x_max, (y_floor..y_max).log_scale())?;
             draw!(chart, move |y: f64| y.max(y_floor));
         } else {
-            let chart = builder
-                .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-                .map_err(|e| e.to_string())?;
+            let chart = builder.build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
             draw!(chart, |y: f64| y);
         }
-        root.present().map_err(|e| e.to_string())?;
+        root.present()?;
     }
     Ok(svg)
 }

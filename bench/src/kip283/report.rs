@@ -296,7 +296,7 @@ fn sendfile_baselines(out: &mut String, record: &RunRecord, plain: Spread) {
 }
 
 /// Renders the report from whatever records exist.
-pub fn render(inputs: &Inputs) -> Result<Rendered, String> {
+pub fn render(inputs: &Inputs) -> Result<Rendered, PlotError> {
     let mut md = String::new();
     md.push_str("# KIP-283 measurements on Skiff\n\n");
     md.push_str(
@@ -544,6 +544,9 @@ fn before_to_peak(before: u64, peak: u64) -> String {
     format!("{:.1} → {:.1} MiB", before as f64 / MIB, peak as f64 / MIB)
 }
 
+/// Why a chart could not be drawn (plotters' error on the SVG backend, with its own text).
+pub type PlotError = DrawingAreaErrorKind<std::io::Error>;
+
 /// Line colours of every skiff-bench plot, in series order.
 pub const PALETTE: [RGBColor; 7] = [
     RGBColor(31, 119, 180),
@@ -561,7 +564,7 @@ pub fn line_chart(
     x_label: &str,
     y_label: &str,
     series: &[(String, Vec<(f64, f64)>)],
-) -> Result<String, String> {
+) -> Result<String, PlotError> {
     let points = || series.iter().flat_map(|(_, points)| points.iter());
     let x_min = points().map(|p| p.0).fold(f64::MAX, f64::min);
     let x_max = points().map(|p| p.0).fold(f64::MIN, f64::max);
@@ -575,28 +578,25 @@ pub fn line_chart(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 500)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(70)
-            .build_cartesian_2d(x_min..x_max, 0.0..y_max)
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d(x_min..x_max, 0.0..y_max)?;
         chart
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw()?;
         for (index, (label, points)) in series.iter().enumerate() {
             let color = palette[index % palette.len()];
             chart
                 .draw_series(LineSeries::new(
                     points.iter().copied(),
                     color.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?
+                ))?
                 .label(label.as_str())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -607,9 +607,8 @@ pub fn line_chart(
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+            .draw()?;
+        root.present()?;
     }
     Ok(svg)
 }

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use super::histogram::LatencySummary;
 use super::sweep::{Acks, LatencyRecord, RateResult};
 use crate::kip283::machine::format_utc;
-use crate::kip283::report::{machine_line, PALETTE};
+use crate::kip283::report::{machine_line, PlotError, PALETTE};
 
 /// Where the percentile curves end on the x axis: 100 % (the maximum) is drawn as 99.9995 %.
 const NINES_MAX: f64 = 5.3;
@@ -129,7 +129,7 @@ type PickSummary = fn(&RateResult) -> Option<&LatencySummary>;
 
 /// The percentile curves of every rate as an SVG: produce-ack on the left, end-to-end on the
 /// right, latency on a logarithmic axis.
-pub fn plot(record: &LatencyRecord) -> Result<String, String> {
+pub fn plot(record: &LatencyRecord) -> Result<String, PlotError> {
     let panels: [(&str, PickSummary); 2] = [
         ("produce-ack", |rate| rate.produce.as_ref()),
         ("end-to-end", |rate| rate.end_to_end.as_ref()),
@@ -149,13 +149,11 @@ pub fn plot(record: &LatencyRecord) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1200, 520)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let root = root
-            .titled(
-                &format!("{}: latency by percentile, per rate", record.broker_name),
-                ("sans-serif", 20),
-            )
-            .map_err(|e| e.to_string())?;
+        root.fill(&WHITE)?;
+        let root = root.titled(
+            &format!("{}: latency by percentile, per rate", record.broker_name),
+            ("sans-serif", 20),
+        )?;
         let halves = root.split_evenly((1, 2));
         for (area, (title, pick)) in halves.iter().zip(panels) {
             let mut chart = ChartBuilder::on(area)
@@ -163,8 +161,7 @@ pub fn plot(record: &LatencyRecord) -> Result<String, String> {
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(60)
-                .build_cartesian_2d(0.0..NINES_MAX, (y_min..y_max).log_scale())
-                .map_err(|e| e.to_string())?;
+                .build_cartesian_2d(0.0..NINES_MAX, (y_min..y_max).log_scale())?;
             chart
                 .configure_mesh()
                 .x_desc("percentile")
@@ -179,8 +176,7 @@ pub fn plot(record: &LatencyRecord) -> Result<String, String> {
                     5 => "99.999".to_owned(),
                     _ => String::new(),
                 })
-                .draw()
-                .map_err(|e| e.to_string())?;
+                .draw()?;
             let mut index = 0usize;
             for acks in &record.results {
                 for rate in &acks.rates {
@@ -194,8 +190,7 @@ pub fn plot(record: &LatencyRecord) -> Result<String, String> {
                                 .iter()
                                 .map(|(percentile, ms)| (nines(*percentile), ms.max(y_min))),
                             color.stroke_width(2),
-                        ))
-                        .map_err(|e| e.to_string())?
+                        ))?
                         .label(format!(
                             "acks={} {:.0} % ({:.0} msg/s)",
                             acks.acks.label(),
@@ -212,10 +207,9 @@ pub fn plot(record: &LatencyRecord) -> Result<String, String> {
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
                 .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(|e| e.to_string())?;
+                .draw()?;
         }
-        root.present().map_err(|e| e.to_string())?;
+        root.present()?;
     }
     Ok(svg)
 }

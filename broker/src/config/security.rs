@@ -159,7 +159,7 @@ impl SuperUsers {
             .map(str::trim)
             .filter(|item| !item.is_empty())
         {
-            match AclPrincipal::parse(item).map_err(|reason| invalid(key, reason))? {
+            match AclPrincipal::parse(item).map_err(|error| invalid(key, error.to_string()))? {
                 AclPrincipal::User(name) => names.push(name),
                 AclPrincipal::AnyUser => return Err(invalid(
                     key,

@@ -57,8 +57,37 @@ pub enum RuleError {
         /// The rule.
         rule: String,
         /// What is wrong (Java's words).
-        reason: String,
+        reason: ReplacementError,
     },
+}
+
+/// Why Java's `Matcher.appendReplacement` would refuse a replacement, in Java's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplacementError {
+    /// A `\` at the end.
+    #[error("character to be escaped is missing")]
+    EscapedCharacterMissing,
+    /// A `$` at the end.
+    #[error("Illegal group reference: group index is missing")]
+    GroupIndexMissing,
+    /// `${}`.
+    #[error("named capturing group has 0 length name")]
+    EmptyGroupName,
+    /// `${name` without its `}`.
+    #[error("named capturing group is missing trailing '}}'")]
+    GroupNameUnclosed,
+    /// `${1name}`.
+    #[error("capturing group name {{{0}}} starts with digit character")]
+    GroupNameStartsWithDigit(String),
+    /// `${name}` where the pattern has no such group.
+    #[error("No group with name {{{0}}}")]
+    NoGroupNamed(String),
+    /// `$` followed by neither a digit nor `{`.
+    #[error("Illegal group reference")]
+    IllegalGroupReference,
+    /// `$n` where the pattern has fewer groups.
+    #[error("No group {0}")]
+    NoGroup(usize),
 }
 
 /// The parsed `ssl.principal.mapping.rules`.
@@ -257,7 +286,7 @@ fn escape_literal_back_references(unescaped: &str, group_count: usize) -> String
 /// Java's `Matcher.appendReplacement` reading of `replacement` against `pattern`'s groups, done
 /// once: `\x` is `x`; `$` and digits is the longest group number that exists (the first digit
 /// always counts); `${name}` a named group.
-fn parse_replacement(replacement: &str, pattern: &Regex) -> Result<Vec<Piece>, String> {
+fn parse_replacement(replacement: &str, pattern: &Regex) -> Result<Vec<Piece>, ReplacementError> {
     let group_count = pattern.captures_len() - 1;
     let mut pieces = Vec::new();
     let mut text = String::new();
@@ -267,12 +296,10 @@ fn parse_replacement(replacement: &str, pattern: &Regex) -> Result<Vec<Piece>, S
             '\\' => text.push(
                 chars
                     .next()
-                    .ok_or_else(|| "character to be escaped is missing".to_owned())?,
+                    .ok_or(ReplacementError::EscapedCharacterMissing)?,
             ),
             '$' => {
-                let next = chars
-                    .next()
-                    .ok_or_else(|| "Illegal group reference: group index is missing".to_owned())?;
+                let next = chars.next().ok_or(ReplacementError::GroupIndexMissing)?;
                 let group = if next == '{' {
                     let mut name = String::new();
                     while let Some(&c) = chars.peek() {
@@ -283,24 +310,22 @@ fn parse_replacement(replacement: &str, pattern: &Regex) -> Result<Vec<Piece>, S
                         let _ = chars.next();
                     }
                     if name.is_empty() {
-                        return Err("named capturing group has 0 length name".to_owned());
+                        return Err(ReplacementError::EmptyGroupName);
                     }
                     if chars.next() != Some('}') {
-                        return Err("named capturing group is missing trailing '}'".to_owned());
+                        return Err(ReplacementError::GroupNameUnclosed);
                     }
                     if name.starts_with(|c: char| c.is_ascii_digit()) {
-                        return Err(format!(
-                            "capturing group name {{{name}}} starts with digit character"
-                        ));
+                        return Err(ReplacementError::GroupNameStartsWithDigit(name));
                     }
                     pattern
                         .capture_names()
                         .position(|group| group == Some(name.as_str()))
-                        .ok_or_else(|| format!("No group with name {{{name}}}"))?
+                        .ok_or(ReplacementError::NoGroupNamed(name))?
                 } else {
                     let mut group = next
                         .to_digit(10)
-                        .ok_or_else(|| "Illegal group reference".to_owned())?
+                        .ok_or(ReplacementError::IllegalGroupReference)?
                         as usize;
                     while let Some(digit) = chars.peek().and_then(|c| c.to_digit(10)) {
                         let longer = group * 10 + digit as usize;
@@ -311,7 +336,7 @@ fn parse_replacement(replacement: &str, pattern: &Regex) -> Result<Vec<Piece>, S
                         let _ = chars.next();
                     }
                     if group > group_count {
-                        return Err(format!("No group {group}"));
+                        return Err(ReplacementError::NoGroup(group));
                     }
                     group
                 };

@@ -31,6 +31,61 @@ use watch::Watcher;
 /// The revision of an empty store, as in etcd (its first write is revision 2).
 pub const INITIAL_REVISION: i64 = 1;
 
+/// Why a snapshot or a recorded change does not follow from the store's state during recovery
+/// (the caller reports the file as corrupt).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A snapshot's revision below the first one a store has.
+    #[error("revision {0} below {INITIAL_REVISION}")]
+    RevisionBelowInitial(i64),
+    /// A snapshot's lease id that is no lease's, or that another lease already has.
+    #[error("bad or duplicate lease id {0}")]
+    BadLeaseId(i64),
+    /// A snapshot's next lease id that one of its leases already has.
+    #[error("next lease id {0} already used")]
+    NextLeaseIdUsed(i64),
+    /// A snapshot's key whose revisions contradict each other or the snapshot's.
+    #[error("key {key:?} has inconsistent revisions")]
+    InconsistentRevisions {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// A snapshot's key attached to a lease the snapshot does not hold.
+    #[error("key {key:?} on unknown lease {lease}")]
+    KeyOnUnknownLease {
+        /// The key.
+        key: Vec<u8>,
+        /// Its lease id.
+        lease: i64,
+    },
+    /// A snapshot holding one key twice.
+    #[error("duplicate key")]
+    DuplicateKey,
+    /// A revision that does not follow the current one, or has no writes.
+    #[error("revision {revision} after {current}")]
+    RevisionOutOfOrder {
+        /// The change's revision.
+        revision: i64,
+        /// The store's revision.
+        current: i64,
+    },
+    /// A put attached to a lease the store does not hold.
+    #[error("put on unknown lease {0}")]
+    PutOnUnknownLease(i64),
+    /// A delete of a key the store does not hold.
+    #[error("delete of absent key {0:?}")]
+    DeleteOfAbsentKey(Vec<u8>),
+    /// A lease grant below the next lease id, or with a TTL out of bounds.
+    #[error("lease grant {0:?} out of order")]
+    LeaseGrantOutOfOrder(Lease),
+    /// A revoke of a lease the store does not hold, or that still has keys.
+    #[error("revoke of unknown or non-empty lease {0}")]
+    BadLeaseRevoke(i64),
+    /// A change the store itself refuses (a lease TTL or a compaction out of bounds).
+    #[error(transparent)]
+    Refused(#[from] Error),
+}
+
 /// Fixed cost counted per stored key or history event, for the byte quotas.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
@@ -560,28 +615,22 @@ impl MetaCore {
     /// Rebuilds a store from a snapshot; leases restart their full TTL at `now_ms`. The history
     /// starts empty, so the oldest watchable revision is the snapshot's + 1. Refuses a snapshot
     /// that contradicts itself (the caller reports it as corrupt).
-    pub fn from_snapshot(snapshot: Snapshot, now_ms: u64) -> Result<Self, String> {
+    pub fn from_snapshot(snapshot: Snapshot, now_ms: u64) -> Result<Self, ReplayError> {
         let mut core = MetaCore::new();
         if snapshot.revision < INITIAL_REVISION {
-            return Err(format!(
-                "revision {} below {INITIAL_REVISION}",
-                snapshot.revision
-            ));
+            return Err(ReplayError::RevisionBelowInitial(snapshot.revision));
         }
         core.revision = snapshot.revision;
         core.compact_revision = snapshot.revision + 1;
         for lease in snapshot.leases {
             if lease.id <= NO_LEASE || core.leases.contains_key(&lease.id) {
-                return Err(format!("bad or duplicate lease id {}", lease.id));
+                return Err(ReplayError::BadLeaseId(lease.id));
             }
-            validate_ttl(lease.ttl_secs).map_err(|error| error.to_string())?;
+            validate_ttl(lease.ttl_secs)?;
             core.insert_lease(lease, now_ms);
         }
         if snapshot.next_lease_id < core.next_lease_id {
-            return Err(format!(
-                "next lease id {} already used",
-                snapshot.next_lease_id
-            ));
+            return Err(ReplayError::NextLeaseIdUsed(snapshot.next_lease_id));
         }
         core.next_lease_id = snapshot.next_lease_id;
         for kv in snapshot.kvs {
@@ -590,18 +639,20 @@ impl MetaCore {
                 && kv.create_revision <= kv.mod_revision
                 && kv.mod_revision <= snapshot.revision;
             if !consistent {
-                return Err(format!("key {:?} has inconsistent revisions", kv.key));
+                return Err(ReplayError::InconsistentRevisions { key: kv.key });
             }
             if kv.lease != NO_LEASE {
-                let lease = core
-                    .leases
-                    .get_mut(&kv.lease)
-                    .ok_or_else(|| format!("key {:?} on unknown lease {}", kv.key, kv.lease))?;
+                let lease = core.leases.get_mut(&kv.lease).ok_or_else(|| {
+                    ReplayError::KeyOnUnknownLease {
+                        key: kv.key.clone(),
+                        lease: kv.lease,
+                    }
+                })?;
                 lease.keys.insert(kv.key.clone());
             }
             core.store_bytes += kv_bytes(&kv);
             if core.kvs.insert(kv.key.clone(), kv).is_some() {
-                return Err("duplicate key".into());
+                return Err(ReplayError::DuplicateKey);
             }
         }
         Ok(core)
@@ -609,24 +660,27 @@ impl MetaCore {
 
     /// Re-applies one recorded change during recovery. Refuses a change that does not follow
     /// from the current state (the caller reports the journal as corrupt).
-    pub fn replay(&mut self, change: &Change, now_ms: u64) -> Result<(), String> {
+    pub fn replay(&mut self, change: &Change, now_ms: u64) -> Result<(), ReplayError> {
         match change {
             Change::Revision { revision, writes } => {
                 if *revision != self.revision + 1 || writes.is_empty() {
-                    return Err(format!("revision {revision} after {}", self.revision));
+                    return Err(ReplayError::RevisionOutOfOrder {
+                        revision: *revision,
+                        current: self.revision,
+                    });
                 }
                 let mut staging = Staging::new(*revision);
                 for write in writes {
                     match write {
                         Write::Put { key, value, lease } => {
                             if *lease != NO_LEASE && !self.leases.contains_key(lease) {
-                                return Err(format!("put on unknown lease {lease}"));
+                                return Err(ReplayError::PutOnUnknownLease(*lease));
                             }
                             staging.put(self, key, value, *lease);
                         }
                         Write::Delete { key } => {
                             if staging.delete(self, &KeyRange::Key(key.clone())).is_empty() {
-                                return Err(format!("delete of absent key {key:?}"));
+                                return Err(ReplayError::DeleteOfAbsentKey(key.clone()));
                             }
                         }
                     }
@@ -635,7 +689,7 @@ impl MetaCore {
             }
             Change::LeaseGrant(lease) => {
                 if lease.id < self.next_lease_id || validate_ttl(lease.ttl_secs).is_err() {
-                    return Err(format!("lease grant {lease:?} out of order"));
+                    return Err(ReplayError::LeaseGrantOutOfOrder(*lease));
                 }
                 self.insert_lease(*lease, now_ms);
             }
@@ -643,9 +697,9 @@ impl MetaCore {
                 Some(lease) if lease.keys.is_empty() => {
                     self.leases.remove(id);
                 }
-                _ => return Err(format!("revoke of unknown or non-empty lease {id}")),
+                _ => return Err(ReplayError::BadLeaseRevoke(*id)),
             },
-            Change::Compact(revision) => self.compact(*revision).map_err(|e| e.to_string())?,
+            Change::Compact(revision) => self.compact(*revision)?,
         }
         self.changes.clear();
         Ok(())

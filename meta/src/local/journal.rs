@@ -9,8 +9,8 @@ use std::path::Path;
 use skiff_storage::{AppendFile, DurableFiles};
 
 use super::files::{file_error, is_too_large};
-use crate::codec;
-use crate::core::Change;
+use crate::codec::{self, DecodeError};
+use crate::core::{Change, ReplayError};
 use crate::error::{Error, Result};
 use crate::limits;
 
@@ -37,8 +37,22 @@ pub struct Scan {
     pub valid_bytes: usize,
 }
 
-/// Reads journal bytes. `Err((offset, reason))` for damage that is not a torn tail.
-pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, String)> {
+/// Damage in a journal that is not a torn tail (recovery refuses to open it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JournalDamage {
+    /// The file does not start with the journal's magic.
+    #[error("not a skiff metadata journal (bad magic)")]
+    BadMagic,
+    /// A complete record whose checksum does not match its bytes.
+    #[error("checksum mismatch")]
+    ChecksumMismatch,
+    /// A complete record whose change does not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// Reads journal bytes. `Err((offset, damage))` for damage that is not a torn tail.
+pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, JournalDamage)> {
     if bytes.len() < MAGIC.len() {
         // A crash while the header itself was written: an empty journal.
         return Ok(Scan {
@@ -47,7 +61,7 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, String)> {
         });
     }
     if &bytes[..MAGIC.len()] != MAGIC {
-        return Err((0, "not a skiff metadata journal (bad magic)".into()));
+        return Err((0, JournalDamage::BadMagic));
     }
     let mut records = Vec::new();
     let mut offset = MAGIC.len();
@@ -77,7 +91,10 @@ enum RecordError {
     /// The record does not fit in the bytes left: an append cut short.
     Torn,
     /// The record is complete but wrong; `length` is its framed length, to look past it.
-    Bad { length: usize, reason: String },
+    Bad {
+        length: usize,
+        reason: JournalDamage,
+    },
 }
 
 fn read_record(bytes: &[u8]) -> Result<(u64, Change, usize), RecordError> {
@@ -97,14 +114,14 @@ fn read_record(bytes: &[u8]) -> Result<(u64, Change, usize), RecordError> {
     if crc32c::crc32c(payload) != crc {
         return Err(RecordError::Bad {
             length: framed,
-            reason: "checksum mismatch".into(),
+            reason: JournalDamage::ChecksumMismatch,
         });
     }
     let (index, change) = payload.split_at(INDEX_BYTES);
     let index = u64::from_le_bytes(index.try_into().map_err(|_| RecordError::Torn)?);
-    let change = codec::decode_change(change).map_err(|reason| RecordError::Bad {
+    let change = codec::decode_change(change).map_err(|error| RecordError::Bad {
         length: framed,
-        reason,
+        reason: error.into(),
     })?;
     Ok((index, change, framed))
 }
@@ -143,7 +160,7 @@ impl Journal {
         files: &DurableFiles,
         dir: &Path,
         snapshot_index: u64,
-        mut apply: impl FnMut(&Change) -> Result<(), String>,
+        mut apply: impl FnMut(&Change) -> Result<(), ReplayError>,
     ) -> Result<Self> {
         let path = dir.join(JOURNAL_FILE);
         let corrupt = |offset: u64, reason: String| Error::CorruptJournal {
@@ -162,7 +179,7 @@ impl Journal {
             }
             Err(error) => return Err(file_error("reading", error)),
         };
-        let scan = scan(&bytes).map_err(|(offset, reason)| corrupt(offset, reason))?;
+        let scan = scan(&bytes).map_err(|(offset, damage)| corrupt(offset, damage.to_string()))?;
         if scan.valid_bytes < MAGIC.len() {
             return Self::create(files, dir, snapshot_index);
         }
@@ -272,7 +289,7 @@ mod tests {
         bytes[MAGIC.len() + FRAME_BYTES + 2] ^= 0xff;
         let (offset, reason) = scan(&bytes).unwrap_err();
         assert_eq!(offset, MAGIC.len() as u64);
-        assert!(reason.contains("checksum"));
+        assert!(reason.to_string().contains("checksum"));
     }
 
     #[test]

@@ -217,10 +217,10 @@ impl State {
         let now_ms = u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0);
         let (mut core, snapshot_index) = match snapshot::read(&durable, &dir)? {
             Some((snapshot, index)) => {
-                let core = MetaCore::from_snapshot(snapshot, now_ms).map_err(|reason| {
+                let core = MetaCore::from_snapshot(snapshot, now_ms).map_err(|error| {
                     Error::CorruptSnapshot {
                         path: dir.join(snapshot::SNAPSHOT_FILE),
-                        reason,
+                        reason: error.to_string(),
                     }
                 })?;
                 (core, index)

@@ -66,6 +66,6 @@ pub(super) fn read(files: &DurableFiles, dir: &Path) -> Result<Option<(Snapshot,
     let (index, body) = body
         .split_first_chunk::<8>()
         .ok_or_else(|| corrupt("truncated".into()))?;
-    let snapshot = codec::decode_snapshot(body).map_err(corrupt)?;
+    let snapshot = codec::decode_snapshot(body).map_err(|error| corrupt(error.to_string()))?;
     Ok(Some((snapshot, u64::from_le_bytes(*index))))
 }

@@ -105,6 +105,11 @@ pub struct PairConfig {
     pub report_drift_pct: f64,
 }
 
+/// A shedder name [`ShedderConfig::named`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a shedder: skiff, avg, threshold, uniform, transfer or overload")]
+pub struct UnknownShedder(pub String);
+
 /// Which shedder runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum ShedderConfig {
@@ -123,7 +128,7 @@ pub enum ShedderConfig {
 impl ShedderConfig {
     /// The shedder an operator names (Skiff's `skiff.placement.shedder`): `skiff`, `avg`,
     /// `threshold`, `uniform`, `transfer` or `overload`, each with its defaults.
-    pub fn named(name: &str) -> Result<Self, String> {
+    pub fn named(name: &str) -> Result<Self, UnknownShedder> {
         Ok(match name {
             "skiff" => Self::skiff(),
             "avg" => Self::avg_shedder(),
@@ -131,11 +136,7 @@ impl ShedderConfig {
             "uniform" => Self::uniform(),
             "transfer" => Self::transfer(),
             "overload" => Self::overload(),
-            other => {
-                return Err(format!(
-                "{other:?} is not a shedder: skiff, avg, threshold, uniform, transfer or overload"
-            ))
-            }
+            other => return Err(UnknownShedder(other.to_owned())),
         })
     }
 

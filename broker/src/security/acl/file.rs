@@ -138,7 +138,7 @@ pub fn parse(text: &str) -> Result<Vec<Acl>, AclFileError> {
         };
         let principal_word = word(1, "principal (User:<name> or User:*)")?;
         let principal = AclPrincipal::parse(principal_word.text)
-            .map_err(|message| syntax(principal_word.column, message))?;
+            .map_err(|error| syntax(principal_word.column, error.to_string()))?;
         let operations_word = word(2, "operation")?;
         let mut operations = Vec::new();
         for name in operations_word.text.split(',') {
@@ -157,7 +157,7 @@ pub fn parse(text: &str) -> Result<Vec<Acl>, AclFileError> {
         }
         let resource_word = word(3, "resource (for example topic:orders)")?;
         let pattern = parse_resource(resource_word.text)
-            .map_err(|message| syntax(resource_word.column, message))?;
+            .map_err(|error| syntax(resource_word.column, error.to_string()))?;
         match words.get(4) {
             None => {}
             Some(from) if from.text == "from" => {
@@ -200,15 +200,34 @@ pub fn parse(text: &str) -> Result<Vec<Acl>, AclFileError> {
     Ok(acls)
 }
 
+/// Why a resource word of an ACL line is not a resource pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ResourceError {
+    /// The part before the first `:` names no resource type.
+    #[error(
+        "unknown resource type '{0}' (expected one of {types})",
+        types = ResourceType::ALL.map(ResourceType::name).join(", ")
+    )]
+    UnknownType(String),
+    /// The cluster resource written with another name.
+    #[error("the cluster resource is written 'cluster' (or 'cluster:{CLUSTER_NAME}'), not '{0}'")]
+    ClusterName(String),
+    /// A resource type with an empty name.
+    #[error(
+        "resource '{text}' has no name (write {type_text}:<name>, {type_text}:* or \
+         {type_text}:prefixed:<prefix>)"
+    )]
+    NoName { text: String, type_text: String },
+    /// A prefixed pattern whose prefix is `*`.
+    #[error("'{text}': a prefix of '*' is not a wildcard; write {type_text}:* for every name")]
+    PrefixWildcard { text: String, type_text: String },
+}
+
 /// Parses `type:name`, `type:prefixed:prefix`, `type:literal:name` or `cluster`.
-fn parse_resource(text: &str) -> Result<ResourcePattern, String> {
+fn parse_resource(text: &str) -> Result<ResourcePattern, ResourceError> {
     let (type_text, rest) = text.split_once(':').unwrap_or((text, ""));
-    let resource_type = ResourceType::parse(type_text).ok_or_else(|| {
-        format!(
-            "unknown resource type '{type_text}' (expected one of {})",
-            ResourceType::ALL.map(ResourceType::name).join(", ")
-        )
-    })?;
+    let resource_type = ResourceType::parse(type_text)
+        .ok_or_else(|| ResourceError::UnknownType(type_text.to_owned()))?;
     if resource_type == ResourceType::Cluster {
         if rest.is_empty() || rest == CLUSTER_NAME {
             return Ok(ResourcePattern {
@@ -217,9 +236,7 @@ fn parse_resource(text: &str) -> Result<ResourcePattern, String> {
                 name: CLUSTER_NAME.to_owned(),
             });
         }
-        return Err(format!(
-            "the cluster resource is written 'cluster' (or 'cluster:{CLUSTER_NAME}'), not '{text}'"
-        ));
+        return Err(ResourceError::ClusterName(text.to_owned()));
     }
     let (pattern_type, name) = if let Some(prefix) = rest.strip_prefix("prefixed:") {
         (PatternType::Prefixed, prefix)
@@ -229,15 +246,16 @@ fn parse_resource(text: &str) -> Result<ResourcePattern, String> {
         (PatternType::Literal, rest)
     };
     if name.is_empty() {
-        return Err(format!(
-            "resource '{text}' has no name (write {type_text}:<name>, {type_text}:* or \
-             {type_text}:prefixed:<prefix>)"
-        ));
+        return Err(ResourceError::NoName {
+            text: text.to_owned(),
+            type_text: type_text.to_owned(),
+        });
     }
     if pattern_type == PatternType::Prefixed && name == WILDCARD_NAME {
-        return Err(format!(
-            "'{text}': a prefix of '*' is not a wildcard; write {type_text}:* for every name"
-        ));
+        return Err(ResourceError::PrefixWildcard {
+            text: text.to_owned(),
+            type_text: type_text.to_owned(),
+        });
     }
     Ok(ResourcePattern {
         resource_type,

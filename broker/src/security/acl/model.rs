@@ -193,6 +193,20 @@ impl Permission {
     }
 }
 
+/// Why a text is not an ACL principal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrincipalError {
+    /// No `type:name` form.
+    #[error("principal '{0}' is not of the form User:<name> or User:*")]
+    NotUserForm(String),
+    /// A principal type other than `User`.
+    #[error("principal type '{0}' is not supported (only User:<name> and User:*)")]
+    UnsupportedType(String),
+    /// `User:` with nothing after it.
+    #[error("principal '{0}' has an empty name")]
+    EmptyName(String),
+}
+
 /// The principal an ACL names: one user, or every user (`User:*`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AclPrincipal {
@@ -204,19 +218,15 @@ pub enum AclPrincipal {
 
 impl AclPrincipal {
     /// Parses `User:name` or `User:*` (the `User` type is case-sensitive, as in Kafka).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, PrincipalError> {
         let Some((kind, name)) = text.split_once(':') else {
-            return Err(format!(
-                "principal '{text}' is not of the form User:<name> or User:*"
-            ));
+            return Err(PrincipalError::NotUserForm(text.to_owned()));
         };
         if kind != "User" {
-            return Err(format!(
-                "principal type '{kind}' is not supported (only User:<name> and User:*)"
-            ));
+            return Err(PrincipalError::UnsupportedType(kind.to_owned()));
         }
         if name.is_empty() {
-            return Err(format!("principal '{text}' has an empty name"));
+            return Err(PrincipalError::EmptyName(text.to_owned()));
         }
         Ok(if name == WILDCARD_NAME {
             Self::AnyUser
