@@ -131,9 +131,14 @@ pub fn bundle_of(image: &ClusterImage, topic: &str, partition: i32) -> Option<Bu
 /// An empty bundle map of the default layout: [`NAMESPACE_BUNDLES_DEFAULT`] equal ranges
 /// (Pulsar's division) per namespace, the layout every new namespace's records start from.
 pub(crate) fn default_layout() -> BundleMap {
+    #[allow(clippy::expect_used)] // INVARIANT: the const assertion below checks the count's range
     BundleMap::new(BUNDLE_NAMESPACE_RULE, NAMESPACE_BUNDLES_DEFAULT)
         .expect("the default bundle count is valid")
 }
+const _: () = assert!(
+    NAMESPACE_BUNDLES_DEFAULT >= 1 && NAMESPACE_BUNDLES_DEFAULT <= NAMESPACE_BUNDLES_MAX,
+    "BundleMap::new accepts 1..=NAMESPACE_BUNDLES_MAX bundles"
+);
 
 /// The default ranges of a new namespace (Pulsar's equal division).
 fn default_ranges(namespace: &str) -> Vec<HashRange> {
@@ -192,7 +197,9 @@ fn records_to_create(image: &ClusterImage, epoch: i64, now_ms: u64) -> Vec<Contr
         let ranges = default_ranges(namespace);
         let all: Vec<(String, i32)> = namespace_topics(image, namespace)
             .flat_map(|(topic, record)| {
-                (0..record.value.replicas.len()).map(move |p| (topic.clone(), p as i32))
+                (0_i32..)
+                    .zip(&record.value.replicas)
+                    .map(move |(p, _)| (topic.clone(), p))
             })
             .collect();
         let fallback = preferred_owner(image, &all);
@@ -816,12 +823,12 @@ pub fn split(
         image.layout().key(&Key::Bundle(bundle.clone())),
     )];
     for pair in edges.windows(2) {
+        let &[lo, hi] = pair else {
+            continue; // windows(2) yields pairs only
+        };
         let child = BundleId {
             namespace: bundle.namespace.clone(),
-            range: HashRange {
-                lo: pair[0],
-                hi: pair[1],
-            },
+            range: HashRange { lo, hi },
         };
         let key = image.layout().key(&Key::Bundle(child));
         compares.push(Compare::absent(key.clone()));

@@ -554,8 +554,7 @@ pub fn plan(
                     .or_insert_with(|| {
                         Packer::new(image, controller_epoch, limits, WriteReason::FinishCreation)
                     });
-                for (partition, replicas) in record.value.replicas.iter().enumerate() {
-                    let partition = partition as i32;
+                for (partition, replicas) in (0_i32..).zip(&record.value.replicas) {
                     if image.partition(topic, partition).is_some() {
                         continue;
                     }

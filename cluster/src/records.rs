@@ -47,7 +47,9 @@ pub fn decode<T: DeserializeOwned>(
 
 /// Encodes a record as the JSON stored under its key.
 pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
-    // Serialising these plain structs (strings, numbers, vectors, string-keyed maps) cannot fail.
+    // INVARIANT: serialising these plain structs (strings, numbers, vectors, string-keyed maps)
+    // cannot fail.
+    #[allow(clippy::expect_used)]
     serde_json::to_vec(record).expect("records serialise to JSON")
 }
 

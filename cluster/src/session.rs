@@ -45,7 +45,7 @@ impl SessionFence {
     /// The lease was granted by a request sent at `sent_ms`, with `ttl_secs` (the store may
     /// grant a different TTL than asked).
     pub fn on_lease_granted(&mut self, sent_ms: u64, ttl_secs: i64) {
-        self.ttl_ms = (ttl_secs.max(0) as u64).saturating_mul(1000);
+        self.ttl_ms = u64::try_from(ttl_secs).unwrap_or(0).saturating_mul(1000);
         self.lease_valid_until_ms = 0;
         self.registered_at_revision = None;
         self.renew(sent_ms);

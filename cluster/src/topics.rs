@@ -151,7 +151,7 @@ impl TopicChange {
     ) -> Self {
         let first = seen.value.replicas.len();
         debug_assert_eq!(replicas.len(), first + states.len());
-        debug_assert_eq!(replicas[..first], seen.value.replicas[..]);
+        debug_assert_eq!(replicas.get(..first), Some(seen.value.replicas.as_slice()));
         let record = TopicRecord {
             replicas,
             ..seen.value.clone()
@@ -176,8 +176,11 @@ impl TopicChange {
         partitions_per_txn: usize,
         topic_revision: Option<i64>,
     ) -> Self {
-        let partition_keys = (first..first + states.len())
-            .map(|p| layout.key(&Key::Partition(topic.to_owned(), p as i32)))
+        // Partition numbers `first..first + states.len()`, as i32 without a narrowing cast.
+        let partition_keys = (0_i32..)
+            .skip(first)
+            .take(states.len())
+            .map(|p| layout.key(&Key::Partition(topic.to_owned(), p)))
             .collect();
         Self {
             topic_key: layout.key(&Key::Topic(topic.to_owned())),
@@ -200,16 +203,19 @@ impl TopicChange {
     }
 
     fn partition_ops(&self, range: std::ops::Range<usize>) -> (Vec<Compare>, Vec<TxnOp>) {
+        let keys = self.partition_keys.get(range.clone()).unwrap_or_default();
+        let states = self.states.get(range).unwrap_or_default();
         let compares = if self.replaces_partitions {
             Vec::new()
         } else {
-            range
-                .clone()
-                .map(|p| Compare::absent(self.partition_keys[p].clone()))
+            keys.iter()
+                .map(|key| Compare::absent(key.clone()))
                 .collect()
         };
-        let ops = range
-            .map(|p| TxnOp::put(self.partition_keys[p].clone(), encode(&self.states[p])))
+        let ops = keys
+            .iter()
+            .zip(states)
+            .map(|(key, state)| TxnOp::put(key.clone(), encode(state)))
             .collect();
         (compares, ops)
     }

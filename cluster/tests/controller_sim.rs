@@ -29,6 +29,17 @@
 //! A failing seed prints itself: `SKIFF_SEED=<seed> cargo test -p skiff-cluster --test
 //! controller_sim` replays it; `SKIFF_CLUSTER_SEEDS=<n>` runs more seeds (the soak).
 
+// Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml exempts #[test] functions but not the helpers beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use rand::seq::SliceRandom;

@@ -210,6 +210,9 @@ fn put_i64(out: &mut Vec<u8>, value: i64) {
 }
 
 fn put_u32(out: &mut Vec<u8>, value: usize) {
+    // INVARIANT: every count and length is bounded by a limit of `limits` far below 4 GiB,
+    // checked before a change is applied (and so before it is encoded).
+    #[allow(clippy::expect_used)]
     let value = u32::try_from(value).expect("counts and lengths are bounded far below 4 GiB");
     out.extend_from_slice(&value.to_le_bytes());
 }

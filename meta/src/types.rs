@@ -396,8 +396,9 @@ impl Txn {
             for (index, op) in branch.iter().enumerate() {
                 bytes += validate_op(op)?;
                 if op.is_write()
-                    && branch[..index]
+                    && branch
                         .iter()
+                        .take(index)
                         .any(|earlier| writes_overlap(earlier, op))
                 {
                     return Err(Error::InvalidArgument(

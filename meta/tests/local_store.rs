@@ -1,6 +1,17 @@
 //! The embedded store: the shared behavioural suite, then what only it has (persistence,
 //! recovery, the directory lock).
 
+// Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml exempts #[test] functions but not the helpers beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 mod common;
 
 use std::io::Write as _;

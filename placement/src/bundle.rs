@@ -287,17 +287,20 @@ impl BundleMap {
         edges.push(parent.range.hi);
         let children: Vec<Bundle> = edges
             .windows(2)
-            .map(|w| {
-                let share = (w[1] - w[0]) as f64 / width;
-                Bundle {
-                    range: HashRange { lo: w[0], hi: w[1] },
+            .filter_map(|w| {
+                let &[lo, hi] = w else {
+                    return None; // windows(2) yields pairs only
+                };
+                let share = (hi - lo) as f64 / width;
+                Some(Bundle {
+                    range: HashRange { lo, hi },
                     owner: parent.owner,
                     load: BundleLoad {
                         msg_rate_per_second: parent.load.msg_rate_per_second * share,
                         throughput_bytes_per_second: parent.load.throughput_bytes_per_second
                             * share,
                     },
-                }
+                })
             })
             .collect();
         let ids = children

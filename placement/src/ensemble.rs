@@ -51,7 +51,10 @@ pub struct Ensemble {
 impl Ensemble {
     /// The node ids, position 0 (the preferred leader) first.
     pub fn node_ids(&self, view: &ClusterView) -> Vec<NodeId> {
-        self.members.iter().map(|&i| view.nodes[i].id).collect()
+        self.members
+            .iter()
+            .filter_map(|&i| view.nodes.get(i).map(|node| node.id))
+            .collect()
     }
 }
 
@@ -78,7 +81,11 @@ impl RackIndex {
             .iter()
             .map(|node| {
                 let name = node.rack.as_deref().unwrap_or("");
-                names.binary_search(&name).map_or(0, |i| i as u32)
+                names
+                    .binary_search(&name)
+                    .ok()
+                    .and_then(|i| u32::try_from(i).ok())
+                    .unwrap_or(0)
             })
             .collect();
         Self {
@@ -143,6 +150,10 @@ pub fn build_indexed<R: Rng + ?Sized>(
 /// preferred leader) takes it whatever its weight, and the other positions are drawn as usual
 /// around it. Position 0 has no rack constraint of its own (any rack may start an ensemble), so
 /// a forced first node never makes an ensemble that the rules could have satisfied fail them.
+// INVARIANT: every node index (`first`, a pick, a member of `used`) is below `n` =
+// `rack_of.len()` (checked above, or drawn by `pick_where(n, ..)`); `rack_of`'s values are below
+// `rack_count` = `rack_covers.len()`; `position` and `p` are below `slots.len()`.
+#[allow(clippy::indexing_slicing)]
 pub fn build_led<R: Rng + ?Sized>(
     index: &RackIndex,
     weights: &NodeWeights,
@@ -195,7 +206,8 @@ pub fn build_led<R: Rng + ?Sized>(
             .and_then(|p| slots[p])
             .map(|i| rack_of[i]);
         // Coverage depends on the candidate's rack only: decide it once per rack.
-        let rack_covers: Vec<bool> = (0..index.rack_count as u32)
+        let rack_covers: Vec<bool> = (0_u32..)
+            .take(index.rack_count)
             .map(|rack| coverage_ok(&slots, position, rack, write_quorum, racks_min, rack_of))
             .collect();
         let covers = |candidate: usize| rack_covers[rack_of[candidate] as usize];
@@ -265,6 +277,9 @@ fn build_one_rack<R: Rng + ?Sized>(
 /// position reach `racks_min` racks? A quorum accepts if its distinct racks with the candidate,
 /// plus the slots it still has free after this one, reach the minimum (BookKeeper's coverage
 /// rule, in one formula). Allocation-free: it runs for every rack at every position.
+// INVARIANT: indices taken modulo `e` = `slots.len()`; slots hold node indices below
+// `rack_of.len()` (build_led's invariant).
+#[allow(clippy::indexing_slicing)]
 fn coverage_ok(
     slots: &[Option<usize>],
     position: usize,
@@ -306,6 +321,9 @@ fn coverage_ok(
     })
 }
 
+// INVARIANT: indices taken modulo `e` = `members.len()`; members are node indices below
+// `rack_of.len()` (build_led's invariant).
+#[allow(clippy::indexing_slicing)]
 fn quorums_meet(members: &[usize], write_quorum: usize, racks_min: usize, rack_of: &[u32]) -> bool {
     let e = members.len();
     (0..e).all(|start| {

@@ -222,7 +222,11 @@ impl NodeWeights {
                     for _ in 0..REJECTION_DRAWS_MAX {
                         let u = rng.gen::<f64>() * total;
                         // First node whose running sum exceeds u: it has positive weight.
-                        let i = self.cumulative[..node_count].partition_point(|c| *c <= u);
+                        let i = self
+                            .cumulative
+                            .get(..node_count)
+                            .unwrap_or_default()
+                            .partition_point(|c| *c <= u);
                         if i < node_count && eligible(i) {
                             return Some(i);
                         }
@@ -273,6 +277,11 @@ impl NodeWeights {
         self.values.get(i).copied().unwrap_or(0.0)
     }
 
+    /// Node `i`'s load for the least-loaded modes; a node outside the view is never the least.
+    fn value(&self, i: usize) -> f64 {
+        self.values.get(i).copied().unwrap_or(f64::INFINITY)
+    }
+
     /// Draws one node index among `eligible` (indices into the view's nodes).
     ///
     /// Drawing from the whole wheel and skipping ineligible draws (BookKeeper's loop) gives the
@@ -288,7 +297,7 @@ impl NodeWeights {
             Mode::Weighted => {
                 let total: f64 = eligible.iter().map(|&i| self.weight(i)).sum();
                 if total <= 0.0 || !total.is_finite() {
-                    return Some(eligible[rng.gen_range(0..eligible.len())]);
+                    return eligible.get(rng.gen_range(0..eligible.len())).copied();
                 }
                 let mut u = rng.gen::<f64>() * total;
                 for &i in eligible {
@@ -309,8 +318,8 @@ impl NodeWeights {
                 let mut ties = 0u32;
                 for &i in eligible {
                     match best {
-                        Some(b) if self.values[i] > self.values[b] => {}
-                        Some(b) if self.values[i] == self.values[b] => {
+                        Some(b) if self.value(i) > self.value(b) => {}
+                        Some(b) if self.value(i) == self.value(b) => {
                             ties += 1;
                             if rng.gen_range(0..ties + 1) == 0 {
                                 best = Some(i);
@@ -327,8 +336,9 @@ impl NodeWeights {
             Mode::Choices(choices) => {
                 let mut best = None;
                 for _ in 0..choices {
-                    let i = eligible[rng.gen_range(0..eligible.len())];
-                    best = Some(self.less_loaded(best, i));
+                    if let Some(&i) = eligible.get(rng.gen_range(0..eligible.len())) {
+                        best = Some(self.less_loaded(best, i));
+                    }
                 }
                 best
             }
@@ -338,7 +348,7 @@ impl NodeWeights {
     /// The less loaded of the current best and a new candidate; the earlier draw wins a tie.
     fn less_loaded(&self, best: Option<usize>, candidate: usize) -> usize {
         match best {
-            Some(b) if self.values[candidate] >= self.values[b] => b,
+            Some(b) if self.value(candidate) >= self.value(b) => b,
             _ => candidate,
         }
     }
@@ -403,11 +413,13 @@ pub fn disk_weights(free_bytes: &[f64], max_multiple: f64) -> Vec<f64> {
         .fold(f64::MAX, f64::min);
     let mut sorted = free_bytes.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    let median = if mid * 2 == sorted.len() {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
+    // Not empty: the total above is positive.
+    let (low, high) = sorted.split_at(sorted.len() / 2);
+    let upper = high.first().copied().unwrap_or(0.0);
+    let median = if low.len() == high.len() {
+        (low.last().copied().unwrap_or(upper) + upper) / 2.0
     } else {
-        sorted[mid]
+        upper
     };
     let cap = max_multiple * median;
     free_bytes

@@ -67,8 +67,10 @@ impl SplitAlgorithm {
                 if n < 2 {
                     return Vec::new();
                 }
-                let a = hashes[(n / 2).saturating_sub(1)];
-                let b = hashes[n / 2];
+                // n ≥ 2: both middle hashes exist.
+                let (Some(&a), Some(&b)) = (hashes.get(n / 2 - 1), hashes.get(n / 2)) else {
+                    return Vec::new();
+                };
                 // a + ⌈(b − a)/2⌉ puts a in the lower and b in the upper half when they differ.
                 vec![a + (b - a).div_ceil(2)]
             }
@@ -107,14 +109,15 @@ fn flow_cuts(limits: &FlowLimits, partitions: &[PartitionLoad]) -> Vec<u64> {
     }
     let mut cuts = Vec::new();
     let (mut acc_rate, mut acc_tput) = (0.0, 0.0);
-    for (i, p) in active.iter().enumerate() {
-        if i > 0 {
+    let mut previous: Option<u64> = None;
+    for p in &active {
+        if let Some(prev) = previous {
             let full = acc_rate > limits.msg_rate_max
                 || acc_tput > limits.throughput_bytes_per_second_max
                 || acc_rate + p.load.msg_rate_per_second > limits.msg_rate_max
                 || acc_tput + p.load.throughput_bytes_per_second
                     > limits.throughput_bytes_per_second_max;
-            let (prev, here) = (u64::from(active[i - 1].hash), u64::from(p.hash));
+            let here = u64::from(p.hash);
             // Equal hashes cannot be separated by any cut; keep them together.
             if full && here > prev {
                 cuts.push(prev + (here - prev) / 2 + 1);
@@ -124,6 +127,7 @@ fn flow_cuts(limits: &FlowLimits, partitions: &[PartitionLoad]) -> Vec<u64> {
         }
         acc_rate += p.load.msg_rate_per_second;
         acc_tput += p.load.throughput_bytes_per_second;
+        previous = Some(u64::from(p.hash));
     }
     cuts
 }

@@ -1,6 +1,17 @@
 //! v2 batch parsing: header view, CRC32C validation, and the lazy record iterator (uncompressed,
 //! and with lz4 decompression) over a 16-record batch of 1 KiB values.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use skiff_protocol::records::record::batch_records;
 use skiff_protocol::records::v2::{validate, BatchHeader};

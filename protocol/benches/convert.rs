@@ -4,6 +4,17 @@
 //! The slice is followed by a cut batch of 10 % of its size, as a log read cut at the partition
 //! limit, so the declared size leaves room for the few percent v1 adds and every batch is converted.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use skiff_protocol::down_convert::{down_convert_eager, DownConvertConfig};
 use skiff_protocol::records::{Compression, Magic};

@@ -10,6 +10,17 @@
 //! conversion of the benches' 1 MiB slice, without the slice generation. Without arguments (as
 //! `cargo bench` runs it) it converts every codec once to both targets and prints the bytes written.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use skiff_protocol::records::{Compression, Magic};
 
 mod support;

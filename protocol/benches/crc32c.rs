@@ -1,5 +1,16 @@
 //! CRC32C (v2 batches) and, for comparison, CRC-32 IEEE (v0/v1 messages) over 1 KiB … 1 MiB.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 

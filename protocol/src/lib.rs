@@ -7,20 +7,11 @@
 
 #![deny(missing_docs)]
 // Panic-free on input (docs/style.md practice 6): anything a peer sends is an error, never a panic.
-// Tests are exempt; every `#[allow]` of these carries an `// INVARIANT:` comment.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::todo,
-        clippy::unimplemented,
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )
-)]
+// The clippy wall that holds this is the workspace's (`[workspace.lints]` in the root Cargo.toml);
+// every `#[allow]` of it carries an `// INVARIANT:` comment. Test code is exempt: clippy.toml lets
+// tests unwrap, expect, panic and index; clippy has no such setting for casts, so the test build
+// (whose library code the non-test build lints anyway) allows those two.
+#![cfg_attr(test, allow(clippy::cast_possible_truncation, clippy::cast_sign_loss))]
 
 pub mod api;
 pub mod codec;

@@ -3,6 +3,17 @@
 //! accepted re-encodes with kafka-protocol and decodes to the same value; errors carry the
 //! correlation id.
 
+// Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml exempts #[test] functions but not the helpers beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{MetadataRequest, RequestHeader};
 use kafka_protocol::protocol::{Encodable, StrBytes};

@@ -6,6 +6,17 @@
 //! and filling fresh page-cache pages) and ~1/5 in freeing the pages of the segments retention
 //! deletes, which this loop includes. The fsync case is bounded by the device's flush latency.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 #[path = "../tests/support/batch.rs"]
 mod support;
 #[path = "../tests/support/temp.rs"]

@@ -6,6 +6,17 @@
 //! the pages resident: evicting them would need dropping the page cache, which a shared machine
 //! does not allow; what "cold" adds on a real cold start is one page fault per touched index page.
 
+// Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach benchmarks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 #[path = "../tests/support/batch.rs"]
 mod support;
 #[path = "../tests/support/temp.rs"]

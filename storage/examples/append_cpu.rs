@@ -6,6 +6,17 @@
 //! Run with `cargo run --release -p skiff-storage --example append_cpu [dir] [appends]`
 //! (default: a temporary directory on tmpfs if there is one, 40,000 appends).
 
+// Example code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach examples.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 #[path = "../tests/support/batch.rs"]
 mod support;
 #[path = "../tests/support/temp.rs"]

@@ -6,6 +6,16 @@
 //! Run with `cargo run --release -p skiff-storage --example close_many DIR [logs]` (default
 //! 10,000 logs; DIR must not exist or be empty, and is removed afterwards).
 
+// Example code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach examples.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 // A measurement outside the engine: the clock rule is the engine's (time comes in as an argument).
 #![allow(clippy::disallowed_methods)]
 

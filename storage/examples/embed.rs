@@ -3,6 +3,17 @@
 //!
 //! Run with `cargo run -p skiff-storage --example embed [data-dir]` (default: a temp directory).
 
+// Example code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml's test exemptions do not reach examples.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 use skiff_protocol::records::record::{BatchBuilder, NewRecord, RecordIter};
 use skiff_protocol::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 use skiff_protocol::records::Compression;

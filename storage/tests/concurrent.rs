@@ -2,6 +2,17 @@
 //! batch holding its offset, holds only valid batches (CRC32C checked) with increasing offsets,
 //! and stays readable after retention deletes its segment.
 
+// Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml exempts #[test] functions but not the helpers beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 #[path = "support/batch.rs"]
 mod support;
 #[path = "support/temp.rs"]

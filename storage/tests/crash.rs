@@ -3,6 +3,17 @@
 //! marker) and checks that every acknowledged batch is present and byte-identical. Prints its
 //! seed; `SKIFF_SEED=<n>` replays the kill timings.
 
+// Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
+// library code; clippy.toml exempts #[test] functions but not the helpers beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
 #[path = "support/batch.rs"]
 mod support;
 #[path = "support/temp.rs"]

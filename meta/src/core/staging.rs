@@ -106,7 +106,11 @@ impl Staging {
             bytes += staged.as_ref().map_or(0, kv_bytes) as isize;
             bytes -= before.map_or(0, kv_bytes) as isize;
         }
-        (keys.max(0) as usize, bytes.max(0) as usize)
+        // A shrinking revision grows nothing: a negative sum reads as 0.
+        (
+            usize::try_from(keys).unwrap_or(0),
+            usize::try_from(bytes).unwrap_or(0),
+        )
     }
 
     pub(super) fn finish(self) -> (i64, Vec<Event>) {

@@ -60,13 +60,13 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, JournalDamage)> {
             valid_bytes: 0,
         });
     }
-    if &bytes[..MAGIC.len()] != MAGIC {
+    if !bytes.starts_with(MAGIC) {
         return Err((0, JournalDamage::BadMagic));
     }
     let mut records = Vec::new();
     let mut offset = MAGIC.len();
-    while offset < bytes.len() {
-        match read_record(&bytes[offset..]) {
+    while let Some(rest) = bytes.get(offset..).filter(|rest| !rest.is_empty()) {
+        match read_record(rest) {
             Ok((index, change, length)) => {
                 records.push((index, change));
                 offset += length;
@@ -74,7 +74,8 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, (u64, JournalDamage)> {
             Err(RecordError::Torn) => break,
             Err(RecordError::Bad { length, reason }) => {
                 let next = offset + length;
-                if next < bytes.len() && read_record(&bytes[next..]).is_ok() {
+                let after = bytes.get(next..).filter(|after| !after.is_empty());
+                if after.is_some_and(|after| read_record(after).is_ok()) {
                     return Err((offset as u64, reason));
                 }
                 break;
@@ -127,6 +128,9 @@ fn read_record(bytes: &[u8]) -> Result<(u64, Change, usize), RecordError> {
 }
 
 /// Appends one framed record (entry `index`, `change`) to `out`.
+// INVARIANT: `out` holds `start + FRAME_BYTES` bytes or more, pushed at the top; a change is
+// bounded by `limits::JOURNAL_RECORD_BYTES_MAX`, far below 4 GiB (checked before it is applied).
+#[allow(clippy::indexing_slicing, clippy::expect_used)]
 pub fn encode_record(index: u64, change: &Change, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_BYTES]);

@@ -327,18 +327,21 @@ fn median(xs: &[f64]) -> f64 {
     }
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn extremes(xs: &[f64]) -> (usize, usize) {
-    let mut imax = 0;
-    let mut imin = 0;
-    for (i, x) in xs.iter().enumerate() {
-        if *x > xs[imax] {
-            imax = i;
+    let Some(&first) = xs.first() else {
+        return (0, 0);
+    };
+    let (mut imax, mut max) = (0, first);
+    let (mut imin, mut min) = (0, first);
+    for (i, &x) in xs.iter().enumerate() {
+        if x > max {
+            (imax, max) = (i, x);
         }
-        if *x < xs[imin] {
-            imin = i;
+        if x < min {
+            (imin, min) = (i, x);
         }
     }
     (imax, imin)

@@ -85,7 +85,9 @@ impl Balancer {
         // will carry.
         let mut busy: Vec<NodeId> = Vec::new();
         for (i, j) in candidates {
-            let (low, high) = (order[i], order[j]);
+            let (Some(&low), Some(&high)) = (order.get(i), order.get(j)) else {
+                continue; // count_pair_hits returns indices into `order` only
+            };
             let hits =
                 [low.node, high.node].map(|n| self.hits.get(&n).copied().unwrap_or_default());
             let fire = hits.iter().any(|h| h.fire(c));
@@ -133,7 +135,9 @@ impl Balancer {
         let mut candidates: Vec<(usize, usize)> = Vec::new();
         let (mut i, mut j) = (0usize, order.len().saturating_sub(1));
         while i < j {
-            let (low, high) = (order[i], order[j]);
+            let (Some(&low), Some(&high)) = (order.get(i), order.get(j)) else {
+                break; // i < j < order.len()
+            };
             let d = high.usage_pct - low.usage_pct;
             let mut hl = self.hits.get(&low.node).copied().unwrap_or_default();
             let mut hh = self.hits.get(&high.node).copied().unwrap_or_default();
@@ -197,7 +201,9 @@ impl Balancer {
         cluster: &ClusterScores,
         busy: &mut Vec<NodeId>,
     ) -> Vec<Unload> {
-        let (low, high) = (order[i], order[j]);
+        let (Some(&low), Some(&high)) = (order.get(i), order.get(j)) else {
+            return Vec::new(); // the caller's indices come from `order`
+        };
         let (mut moves, split) = self.pair_by_score(high, low, cluster, pair_gap(high, low));
         if moves.is_empty() {
             moves = self.re_pair(order, (i, j), now, c, cluster, busy);
@@ -230,10 +236,14 @@ impl Balancer {
         cluster: &ClusterScores,
         busy: &[NodeId],
     ) -> Vec<Unload> {
-        let low = order[i];
+        let Some(&low) = order.get(i) else {
+            return Vec::new(); // the caller's indices come from `order`
+        };
         // Only brokers on the high half: a low-half broker receives this cycle.
         for k in (order.len() / 2..j).rev().filter(|&k| k > i) {
-            let alt = order[k];
+            let Some(&alt) = order.get(k) else {
+                continue; // k < j < order.len()
+            };
             if alt.usage_pct - low.usage_pct < c.low_threshold_pct
                 || self.reverses_recent_move(alt.node, low.node, now, c)
                 || busy.contains(&alt.node)

@@ -23,7 +23,7 @@ impl Balancer {
             return candidates.first().copied();
         }
         match self.config.placer {
-            PlacerConfig::Random => Some(brokers[rng.gen_range(0..brokers.len())].node),
+            PlacerConfig::Random => brokers.get(rng.gen_range(0..brokers.len())).map(|b| b.node),
             PlacerConfig::LeastLongTermMessageRate => {
                 let scores: Vec<f64> = brokers
                     .iter()
@@ -53,9 +53,9 @@ impl Balancer {
                     .map(|(b, _)| b)
                     .collect();
                 if best.is_empty() {
-                    Some(brokers[rng.gen_range(0..brokers.len())].node)
+                    brokers.get(rng.gen_range(0..brokers.len())).map(|b| b.node)
                 } else {
-                    Some(best[rng.gen_range(0..best.len())].node)
+                    best.get(rng.gen_range(0..best.len())).map(|b| b.node)
                 }
             }
             PlacerConfig::LeastPredictedUsage => {
@@ -102,6 +102,6 @@ fn pick_min<R: Rng + ?Sized>(
     if best.is_empty() {
         None
     } else {
-        Some(best[rng.gen_range(0..best.len())])
+        best.get(rng.gen_range(0..best.len())).copied()
     }
 }

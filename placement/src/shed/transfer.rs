@@ -2,11 +2,14 @@
 //! destination, the low broker of its pair).
 
 use super::{
-    extremes, mean, Balancer, BundleStats, LoadSnapshot, MoveReason, TransferConfig, Unload,
-    OVERLOADED_PCT_DEFAULT,
+    extremes, mean, Balancer, BrokerLoad, BundleStats, LoadSnapshot, MoveReason, TransferConfig,
+    Unload, OVERLOADED_PCT_DEFAULT,
 };
 
 impl Balancer {
+    // INVARIANT: `h` has one entry per broker of `s` (transfer_usage) and `order` is a permutation
+    // of its indices; `p < pairs <= order.len() / 2`.
+    #[allow(clippy::indexing_slicing)]
     pub(super) fn shed_transfer(
         &mut self,
         s: &LoadSnapshot,
@@ -79,6 +82,8 @@ impl Balancer {
     /// Moves from `s.brokers[hi]` to `s.brokers[lo]` into `out`: of the high broker's top
     /// bundles, largest first, while they fit in its share of half the usage gap, always
     /// keeping one. Returns the throughput moved.
+    // INVARIANT: `lo` and `hi` index both `s.brokers` and `h` (one entry per broker).
+    #[allow(clippy::indexing_slicing)]
     fn transfer_pair(
         &self,
         s: &LoadSnapshot,
@@ -131,8 +136,10 @@ fn transfer_needed(h: &[f64], s: &LoadSnapshot, c: &TransferConfig) -> bool {
     let k = (0.5f64).min(c.target_std / 2.0);
     let avg = mean(h);
     let (imax, imin) = extremes(h);
+    let usage = |i: usize| h.get(i).copied().unwrap_or(0.0);
+    let throughput = |i: usize| s.brokers.get(i).map_or(0.0, BrokerLoad::throughput);
     usage_std(h) > c.target_std
-        || h[imin] < avg * k
-        || s.brokers[imin].throughput() < k * s.brokers[imax].throughput()
-        || (h[imax] > OVERLOADED_PCT_DEFAULT / 100.0 && h[imax] > avg + c.target_std)
+        || usage(imin) < avg * k
+        || throughput(imin) < k * throughput(imax)
+        || (usage(imax) > OVERLOADED_PCT_DEFAULT / 100.0 && usage(imax) > avg + c.target_std)
 }
