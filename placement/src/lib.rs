@@ -202,8 +202,10 @@ pub enum PreferredLeader {
 pub const NEW_REPLICA_CAPACITY_SHARE_PCT: f64 = 1.0;
 
 /// Largest partition count (entries of `leaders`) one call to [`assign_replicas`] accepts: the
-/// answer is allocated up front, and the count comes from a client's CreateTopics request.
-pub const PARTITIONS_PER_TOPIC_MAX: usize = 100_000;
+/// answer is allocated up front, and the count comes from a client's CreateTopics request. The
+/// protocol's limit, the most partitions a topic may have (the broker refuses more on
+/// CreateTopics and CreatePartitions, and no request may list more).
+pub const PARTITIONS_PER_TOPIC_MAX: usize = skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX;
 
 /// Chooses replicas for new partitions, one per entry of `leaders`.
 ///

@@ -17,7 +17,7 @@ pub(crate) const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
 /// Smallest `index_bytes_max`: room for a few entries of either index.
 pub(crate) const INDEX_BYTES_MIN: u32 = 64;
 /// Default `batch_bytes_max` (Kafka's `max.message.bytes`: 1 MiB plus the 12-byte log overhead).
-pub(crate) const BATCH_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
+pub const BATCH_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
 /// Bytes of an offset-index entry: relative offset (u32) and position (u32).
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Bytes of a time-index entry: timestamp (i64) and relative offset (u32).

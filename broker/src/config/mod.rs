@@ -420,8 +420,9 @@ pub const QUEUED_REQUEST_BYTES_MAX_LIMIT: usize = 1 << 40;
 /// The largest `replica.fetch.response.max.bytes` accepted: a follower holds one response of
 /// this size per leader it fetches from.
 pub const REPLICA_FETCH_RESPONSE_BYTES_LIMIT: u32 = 1 << 30;
-/// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead.
-pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
+/// Kafka's `message.max.bytes` default: 1 MiB plus the 12-byte log overhead (the storage
+/// engine's own default, so a log opened without the config has the same bound).
+pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = skiff_storage::BATCH_BYTES_MAX_DEFAULT;
 /// Kafka's `socket.request.max.bytes` default.
 pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
     // The protocol crate's default frame bound, as the config's type.
@@ -489,8 +490,12 @@ pub const SHEDDERS: &[&str] = &[
 /// `default.replication.factor` and `offsets.topic.replication.factor` with a shared metadata
 /// store, unless set (Kafka's recommended production values; see `Config::apply_cluster_defaults`).
 pub const CLUSTER_REPLICATION_FACTOR_DEFAULT: i16 = 3;
-/// `min.insync.replicas` with a shared metadata store, unless set.
-pub const CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT: i32 = 2;
+/// `min.insync.replicas` with a shared metadata store, unless set (the replica machine's own
+/// default, as the config's type).
+pub const CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT: i32 = {
+    assert!(skiff_cluster::replica::MIN_INSYNC_REPLICAS_DEFAULT <= i32::MAX as usize);
+    skiff_cluster::replica::MIN_INSYNC_REPLICAS_DEFAULT as i32
+};
 
 config_keys! {
     "node.id" => node_id: i32 = 1, Bound::AtLeast(0, Unit::Count);
