@@ -1,0 +1,277 @@
+//! Opening a [`Log`]: the deferred log that answers `Error::Recovering` until it is recovered,
+//! and recovery itself (listing the segments, removing what a crash left half-written, scanning
+//! the segments after the recovery point, rebuilding the leader-epoch cache). Runs under the
+//! writer lock, before the log serves anything; must never guess past a corrupt batch below the
+//! flushed point.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
+use crate::io::FileIo;
+use crate::leader_epoch::EpochCache;
+use crate::log_files::LogFiles;
+use crate::offset_checkpoint::{LogKey, OffsetCheckpoints};
+use crate::segment::{self, Segment};
+
+use super::{Log, LogState};
+
+/// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
+/// left before their rename (the original is still in place).
+fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
+        let extension = path.extension().and_then(|e| e.to_str());
+        if extension == Some(TEMP_SUFFIX) || extension == Some(TRUNCATING_SUFFIX) {
+            io.remove_file(&path)
+                .map_err(|error| Error::io(&path, error))?;
+        } else if let Some(base) = fs::parse_log_file_name(&path) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Recovers the segments at `bases` (not empty) in order: segments wholly below the recovery
+/// point, or all with `clean`, are trusted; the rest are scanned. At the first torn point (a
+/// cut tail, or a segment that ends before the next begins) every later segment is removed.
+/// Flushed data lost is corruption.
+fn recover_segments(
+    io: &dyn FileIo,
+    dir: &Path,
+    bases: &[i64],
+    config: &LogConfig,
+    clean: bool,
+    recovery_point: i64,
+    log_files: &Arc<LogFiles>,
+) -> Result<BTreeMap<i64, Segment>> {
+    let mut segments = BTreeMap::new();
+    let mut expected_offset = bases.first().copied().unwrap_or(0);
+    for (index, base) in bases.iter().enumerate() {
+        let next_base = bases.get(index + 1);
+        let trusted = clean || next_base.is_some_and(|next| *next <= recovery_point);
+        let (segment, cut) = Segment::recover(
+            io,
+            dir,
+            *base,
+            config,
+            trusted,
+            expected_offset,
+            recovery_point,
+            log_files,
+        )?;
+        expected_offset = segment.next_offset;
+        // Rolls start the next segment at the log end offset, so a segment that ends
+        // before the next one begins has lost its tail (say, truncated at a batch
+        // boundary): flushed data is corruption, anything later a torn tail.
+        let lost_tail = next_base.is_some_and(|next| segment.next_offset < *next);
+        if lost_tail && segment.next_offset < recovery_point {
+            return Err(Error::corrupt(
+                &**segment.log_path(),
+                segment.size_bytes,
+                format!(
+                    "segment ends at offset {} but the next one starts at {}",
+                    segment.next_offset,
+                    next_base.copied().unwrap_or_default()
+                ),
+            ));
+        }
+        segments.insert(*base, segment);
+        if cut || lost_tail {
+            // Whatever follows a torn point was written after it: drop it as well.
+            for later in bases.get(index + 1..).unwrap_or_default() {
+                segment::remove_segment_files(io, dir, *later)?;
+            }
+            fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+            break;
+        }
+    }
+    Ok(segments)
+}
+
+/// Recovers the log in `dir` into its state: with `clean` (the data directory's clean-shutdown
+/// marker was present) only index tails are checked; without it every segment from the recovery
+/// point on is scanned and a torn tail cut. Its offsets come from the directory's checkpoint, or
+/// from the old per-log file when that lacks the log (a directory written before it existed);
+/// the recovered offsets are put in the directory's table, and an old file noted for removal.
+fn recover_state(
+    io: &dyn FileIo,
+    dir: &Path,
+    config: LogConfig,
+    clean: bool,
+    log_files: &Arc<LogFiles>,
+    checkpoints: &OffsetCheckpoints,
+    key: &LogKey,
+) -> Result<LogState> {
+    config.validate()?;
+    let bases = segment_bases(io, dir)?;
+    let (checkpoint, legacy) = match checkpoints.get(key)? {
+        Some(checkpoint) => (Some(checkpoint), false),
+        None => {
+            let old = Checkpoint::read(io, dir)?;
+            (old, old.is_some())
+        }
+    };
+    let first_base = bases.first().copied();
+    let default_start = first_base.unwrap_or(0);
+    let Checkpoint {
+        log_start_offset,
+        recovery_point,
+    } = checkpoint.unwrap_or(Checkpoint {
+        log_start_offset: default_start,
+        recovery_point: default_start,
+    });
+    let mut segments = if bases.is_empty() {
+        if recovery_point > log_start_offset {
+            return Err(Error::corrupt(
+                dir.join(fs::CHECKPOINT_FILE),
+                0,
+                format!("no segments, but data up to offset {recovery_point} was flushed"),
+            ));
+        }
+        let segment = Segment::create(io, dir, log_start_offset, &config, log_files)?;
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+        BTreeMap::from([(log_start_offset, segment)])
+    } else {
+        recover_segments(io, dir, &bases, &config, clean, recovery_point, log_files)?
+    };
+    let last_base = segments.keys().next_back().copied();
+    for (base, segment) in segments.iter_mut() {
+        if Some(*base) == last_base {
+            segment.unseal(io, &config)?;
+        } else {
+            segment.seal(io)?;
+        }
+    }
+    let mut state = LogState {
+        config,
+        segments,
+        log_start_offset,
+        recovery_point,
+        truncations: 0,
+        deleted: false,
+        unflushed_records: 0,
+        last_flush_ms: None,
+        closed: false,
+        epochs: EpochCache::default(),
+    };
+    state.check_recovered(checkpoints, key, first_base)?;
+    state.epochs = recover_epochs(io, dir, &state)?;
+    checkpoints.set(key, state.checkpoint())?;
+    if legacy {
+        checkpoints.note_legacy(key, dir)?;
+    }
+    Ok(state)
+}
+
+/// The leader-epoch cache of a recovered log: its checkpoint, trimmed to the recovered log (a torn
+/// tail drops the entries that start past the new end; retention those before the start); or,
+/// when the checkpoint is missing or corrupt, rebuilt from the batch headers (one header read
+/// per batch from the log start: bounded by the log, and only on this path). Written back if it
+/// changed.
+fn recover_epochs(io: &dyn FileIo, dir: &Path, state: &LogState) -> Result<EpochCache> {
+    let (mut epochs, mut changed) = match EpochCache::read(io, dir) {
+        Ok(Some(epochs)) => (epochs, false),
+        Ok(None) | Err(Error::Corrupt { .. }) => (scan_epochs(io, state)?, true),
+        Err(error) => return Err(error),
+    };
+    // Start first: on a log empty at its start, the entry moved there starts at the end and
+    // goes too, whichever of the two checkpoints a crash left.
+    changed |= epochs.truncate_from_start(state.log_start_offset);
+    changed |= epochs.truncate_from_end(state.log_end_offset());
+    if changed {
+        epochs.write(io, dir)?;
+    }
+    Ok(epochs)
+}
+
+/// The leader-epoch cache the batches of `state`'s segments imply.
+fn scan_epochs(io: &dyn FileIo, state: &LogState) -> Result<EpochCache> {
+    let mut epochs = EpochCache::default();
+    for segment in state.segments.values() {
+        if segment.next_offset <= state.log_start_offset {
+            continue;
+        }
+        let mut position = 0u64;
+        while position < segment.size_bytes {
+            let header = segment.read_header(io, position)?;
+            epochs.assign(header.partition_leader_epoch, header.base_offset);
+            position += header.total_bytes() as u64;
+        }
+    }
+    Ok(epochs)
+}
+
+impl Log {
+    /// The log in `dir`, not recovered yet: [`Log::recover_deferred`] does that (at once for a
+    /// new log, later for one listed at open), and until then it answers [`Error::Recovering`].
+    pub(crate) fn deferred(
+        io: Arc<dyn FileIo>,
+        dir: &Path,
+        key: LogKey,
+        config: LogConfig,
+        clean: bool,
+        log_files: Arc<LogFiles>,
+        checkpoints: Arc<OffsetCheckpoints>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let placeholder = LogState {
+            config,
+            segments: BTreeMap::new(),
+            log_start_offset: 0,
+            recovery_point: 0,
+            truncations: 0,
+            deleted: false,
+            unflushed_records: 0,
+            last_flush_ms: None,
+            closed: false,
+            epochs: EpochCache::default(),
+        };
+        Ok(Self {
+            dir: dir.to_owned(),
+            topic: key.0.clone(),
+            partition: key.1,
+            io,
+            log_files,
+            writer: Mutex::new(()),
+            state: RwLock::new(placeholder),
+            poisoned: AtomicBool::new(false),
+            recovering: AtomicBool::new(true),
+            clean,
+            checkpoints,
+            key,
+        })
+    }
+
+    /// Recovers a log opened by [`LogDir::open_deferred`] (with the configuration last set);
+    /// nothing if it is recovered already or was deleted meanwhile. A failure leaves it
+    /// unrecovered, answering [`Error::Recovering`].
+    ///
+    /// [`LogDir::open_deferred`]: crate::LogDir::open_deferred
+    pub fn recover_deferred(&self) -> Result<()> {
+        let _writer = self.writer()?;
+        if !self.recovering.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut state = self.state.write().map_err(|_| Error::Poisoned)?;
+        if state.closed {
+            return Ok(());
+        }
+        *state = recover_state(
+            self.io.as_ref(),
+            &self.dir,
+            state.config.clone(),
+            self.clean,
+            &self.log_files,
+            &self.checkpoints,
+            &self.key,
+        )?;
+        self.recovering.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+}
