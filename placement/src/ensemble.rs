@@ -63,7 +63,7 @@ impl Ensemble {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RackIndex {
     rack_of: Vec<u32>,
-    rack_count: usize,
+    rack_count: u32,
 }
 
 impl RackIndex {
@@ -90,7 +90,8 @@ impl RackIndex {
             .collect();
         Self {
             rack_of,
-            rack_count: names.len(),
+            // A rack per node at most: node counts are far below u32::MAX.
+            rack_count: u32::try_from(names.len()).unwrap_or(u32::MAX),
         }
     }
 
@@ -206,8 +207,7 @@ pub fn build_led<R: Rng + ?Sized>(
             .and_then(|p| slots[p])
             .map(|i| rack_of[i]);
         // Coverage depends on the candidate's rack only: decide it once per rack.
-        let rack_covers: Vec<bool> = (0_u32..)
-            .take(index.rack_count)
+        let rack_covers: Vec<bool> = (0..index.rack_count)
             .map(|rack| coverage_ok(&slots, position, rack, write_quorum, racks_min, rack_of))
             .collect();
         let covers = |candidate: usize| rack_covers[rack_of[candidate] as usize];
