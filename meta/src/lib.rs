@@ -21,17 +21,23 @@
 //! - keys put with a lease are deleted, in one revision, when the lease is revoked or expires.
 //!
 //! ```
-//! use skiff_meta::{Compare, GetRequest, MetaStore, StoreAddress, Txn, TxnOp}; #
-//! #[tokio::main(flavor = "current_thread")] # async fn main() -> skiff_meta::Result<()> { let dir
-//! = tempfile::tempdir().unwrap(); let store = MetaStore::open(&StoreAddress::Local,
-//! dir.path()).await?; let session = store.lease_grant(10).await?; // Create-if-absent, on the
-//! session's lease: the controller election of docs/design/cluster.md §3. let campaign = Txn::new()
-//! .when(vec![Compare::absent("/skiff/c/v1/controller")])
-//! .and_then(vec![TxnOp::put_with_lease("/skiff/c/v1/controller", "1", session.id)]); let won =
-//! store.txn(campaign).await?; assert!(won.succeeded); let controller =
-//! store.get(GetRequest::key("/skiff/c/v1/controller")).await?;
-//! assert_eq!(controller.kvs[0].create_revision, won.revision); // the controller epoch # Ok(()) #
-//! }
+//! use skiff_meta::{Compare, GetRequest, MetaStore, StoreAddress, Txn, TxnOp};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> skiff_meta::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = MetaStore::open(&StoreAddress::Local, dir.path()).await?;
+//! let session = store.lease_grant(10).await?;
+//! // Create-if-absent, on the session's lease: the controller election
+//! // (docs/design/cluster.md §3).
+//! let campaign = Txn::new()
+//!     .when(vec![Compare::absent("/skiff/c/v1/controller")])
+//!     .and_then(vec![TxnOp::put_with_lease("/skiff/c/v1/controller", "1", session.id)]);
+//! let won = store.txn(campaign).await?;
+//! assert!(won.succeeded);
+//! let controller = store.get(GetRequest::key("/skiff/c/v1/controller")).await?;
+//! assert_eq!(controller.kvs[0].create_revision, won.revision); // the controller epoch
+//! # Ok(())
+//! # }
 //! ```
 
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.
