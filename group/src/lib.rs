@@ -77,19 +77,10 @@
 //! only offsets survive), and the consumer-group (KIP-848) protocol.
 
 #![deny(missing_docs, unreachable_pub)]
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::todo,
-        clippy::unimplemented,
-        clippy::indexing_slicing,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
-    )
-)]
+// The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.
+// clippy.toml lets tests unwrap, expect, panic and index; clippy has no such setting for casts,
+// so the test build (whose library code the non-test build lints anyway) allows those two.
+#![cfg_attr(test, allow(clippy::cast_possible_truncation, clippy::cast_sign_loss))]
 
 pub mod config;
 pub mod offsets_log;
