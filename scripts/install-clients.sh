@@ -17,9 +17,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-python3 - <<'PY' || python3 -m pip install -q --disable-pip-version-check kafka-python==3.0.12 confluent-kafka==2.16.1 pytest python-snappy lz4 xxhash
+python3 - <<'PY' || python3 -m pip install -q --disable-pip-version-check kafka-python==3.0.12 confluent-kafka==2.16.1 pytest pytest-xdist==3.8.0 python-snappy lz4 xxhash
 import importlib, sys
-for name in ("kafka", "confluent_kafka", "pytest", "snappy", "lz4", "xxhash"):
+for name in ("kafka", "confluent_kafka", "pytest", "xdist", "snappy", "lz4", "xxhash"):
     importlib.import_module(name)
 import kafka
 sys.exit(0 if kafka.__version__ == "3.0.12" else 1)
