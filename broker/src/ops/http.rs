@@ -1,7 +1,8 @@
 //! The operator endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
 //! answers `GET /metrics` with [`Metrics::render_prometheus`] (the broker-wide families and every
-//! section registered in it: cluster, placement, replication) and `GET /placement/bundles` with
-//! the bundles (ranges, owners, load) as JSON, and closes. Hand-written and bounded:
+//! section registered in it: cluster, placement, replication), `GET /placement/bundles` with
+//! the bundles (ranges, owners, load) as JSON, `GET /` with the status page and
+//! `GET /status.json` with its snapshot ([`crate::ops::status`]), and closes. Hand-written and bounded:
 //! the request line and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
 //! [`METRICS_REQUEST_TIMEOUT_MS`]; one response per connection.
 //!
@@ -17,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::context::Ctx;
 #[cfg(doc)]
 use crate::metrics::Metrics;
+use crate::ops::status::{self, LoadHistory};
 
 /// Most bytes of request line and headers read from a scraper.
 pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;
@@ -25,8 +27,16 @@ pub const METRICS_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Scrapes served at once; further connections wait in the kernel's accept queue.
 pub const METRICS_CONNECTIONS_MAX: usize = 16;
 
-/// Serves scrapes until the task is dropped.
+/// Serves scrapes, and samples the status page's load ring, until the task is dropped.
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
+    let history = Arc::new(std::sync::Mutex::new(LoadHistory::default()));
+    tokio::select! {
+        () = accept(listener, ctx.clone(), history.clone()) => {}
+        () = status::sample_loads(&ctx, &history) => {}
+    }
+}
+
+async fn accept(listener: TcpListener, ctx: Arc<Ctx>, history: Arc<std::sync::Mutex<LoadHistory>>) {
     let permits = Arc::new(tokio::sync::Semaphore::new(METRICS_CONNECTIONS_MAX));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -35,9 +45,11 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let ctx = ctx.clone();
+                let history = history.clone();
                 tokio::spawn(async move {
                     let timeout = Duration::from_millis(METRICS_REQUEST_TIMEOUT_MS);
-                    if let Err(error) = tokio::time::timeout(timeout, answer(stream, &ctx))
+                    let answered = answer(stream, &ctx, &history);
+                    if let Err(error) = tokio::time::timeout(timeout, answered)
                         .await
                         .map_err(|_| "timed out".to_owned())
                         .and_then(|result| result.map_err(|error| error.to_string()))
@@ -60,6 +72,8 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Ctx>) {
 enum Route {
     Metrics,
     Bundles,
+    StatusPage,
+    StatusJson,
     NotFound,
     BadRequest,
 }
@@ -77,6 +91,10 @@ fn route(head: &[u8]) -> Route {
                 Route::Metrics
             } else if path == "/placement/bundles" {
                 Route::Bundles
+            } else if path == "/" || path == "/index.html" {
+                Route::StatusPage
+            } else if path == "/status.json" {
+                Route::StatusJson
             } else {
                 Route::NotFound
             }
@@ -91,7 +109,11 @@ fn bundles_json(ctx: &Ctx) -> Option<String> {
     serde_json::to_string(&ctx.cluster.bundles_view()?).ok()
 }
 
-async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    ctx: &Ctx,
+    history: &std::sync::Mutex<LoadHistory>,
+) -> std::io::Result<()> {
     let mut head = vec![0u8; METRICS_REQUEST_BYTES_MAX];
     let mut filled = 0;
     let complete = loop {
@@ -120,6 +142,16 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
     } else {
         match route(&head[..filled]) {
             Route::Metrics => ("200 OK", PROMETHEUS_TEXT, ctx.metrics.render_prometheus()),
+            Route::StatusPage => (
+                "200 OK",
+                "text/html; charset=utf-8",
+                status::STATUS_PAGE_HTML.to_owned(),
+            ),
+            Route::StatusJson => (
+                "200 OK",
+                "application/json",
+                status::snapshot(ctx, &ctx.metrics.render_prometheus(), history).to_string(),
+            ),
             Route::Bundles => match bundles_json(ctx) {
                 Some(json) => ("200 OK", "application/json", json),
                 None => ("500 Internal Server Error", PROMETHEUS_TEXT, String::new()),
@@ -130,7 +162,7 @@ async fn answer(mut stream: TcpStream, ctx: &Ctx) -> std::io::Result<()> {
     };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
+         Cache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(response.as_bytes()).await?;
@@ -148,7 +180,12 @@ mod tests {
             Route::Metrics
         );
         assert_eq!(route(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Route::Metrics);
-        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
+        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), Route::StatusPage);
+        assert_eq!(
+            route(b"GET /status.json HTTP/1.1\r\n\r\n"),
+            Route::StatusJson
+        );
+        assert_eq!(route(b"GET /nothing HTTP/1.1\r\n\r\n"), Route::NotFound);
         assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), Route::BadRequest);
         assert_eq!(route(b"\xff\xfe\r\n\r\n"), Route::BadRequest);
     }

@@ -1,5 +1,6 @@
 //! What operators see and what runs in the background for them: the HTTP endpoint that serves
-//! the Prometheus metrics of [`crate::metrics`] ([`http`]), and periodic maintenance such as
+//! the Prometheus metrics of [`crate::metrics`] and the status page ([`http`], [`status`]), and
+//! periodic maintenance such as
 //! retention and flushing ([`maintenance`]); `skiff placement status` reads the endpoint
 //! ([`placement_status`]).
 //!
@@ -8,3 +9,4 @@
 pub(crate) mod http;
 pub(crate) mod maintenance;
 pub mod placement_status;
+pub mod status;
