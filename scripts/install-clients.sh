@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the test suite drives, each only if it is missing:
-# kcat and openssl (Debian's packages; openssl makes the TLS tests' certificates), kafka-python,
+# kcat and openssl (Debian's packages; openssl makes the TLS tests' certificates), chromium and
+# prometheus (Debian's packages; the operator-view test loads the status page headless and
+# scrapes the cluster with a real Prometheus), kafka-python,
 # confluent-kafka and pytest (PyPI), kafka-node 5.0.0 (npm), and Apache Kafka's Java client and tools
 # plus old Java clients (Maven, into the user's Maven cache; tests/clients/java/target gets their
 # classpaths and is never committed).
@@ -10,6 +12,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing from Debian: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
