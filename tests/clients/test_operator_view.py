@@ -32,9 +32,9 @@ TOPIC = "watched"
 RECORDS = 2000
 VALUE_BYTES = 1000
 SCRAPE_INTERVAL_S = 1
-# How long the page's load ring needs to have sampled every broker once (one sample per load
-# report interval, 5 s) before a broker is killed.
-RING_FILLED_S = 12
+# How long the page's load ring needs to hold two samples of every broker, one with traffic (one
+# sample per load report interval, 5 s, and reports as often), before a broker is killed.
+RING_FILLED_S = 20
 # The page polls every 2 s; a dump adds Chromium's start.
 PAGE_REFRESH_S = 2
 GONE_BOUND_S = SESSION_MS / 1000 + PAGE_REFRESH_S + 5
@@ -240,7 +240,8 @@ def test_the_status_page_shows_the_cluster_and_a_killed_broker_as_gone(cluster, 
 
     def ring_filled():
         snapshot = json.loads(get(url + "status.json"))
-        return sum(len(s["loads"]) == 3 for s in snapshot["load_history"]) >= 2
+        full = [s for s in snapshot["load_history"] if len(s["loads"]) == 3]
+        return len(full) >= 2 and any(load > 0 for s in full for load in s["loads"].values())
     # Traffic while the ring fills, so that the plot has something to draw.
     stop = threading.Event()
     writer = threading.Thread(target=produce_until, args=(cluster, stop), daemon=True)
