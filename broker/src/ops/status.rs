@@ -22,9 +22,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use skiff_cluster::records::{BrokerState, NO_LEADER};
+use skiff_cluster::image::Versioned;
+use skiff_cluster::records::{BrokerState, TopicRecord, NO_LEADER};
 
+use crate::config::Config;
 use crate::context::Ctx;
+use crate::partition::topic_config::TopicConfig;
 
 /// The page itself: HTML, style and script, no framework, nothing fetched from elsewhere.
 pub(crate) const STATUS_PAGE_HTML: &str = include_str!("status.html");
@@ -154,14 +157,21 @@ fn image_part(ctx: &Ctx) -> Option<(Vec<Value>, Value, BTreeSet<i32>)> {
     ctx.cluster.with_image(|image| {
         let mut led: BTreeMap<i32, usize> = BTreeMap::new();
         let (mut total, mut offline, mut under_replicated) = (0usize, 0usize, 0usize);
+        let mut under_min_isr = 0usize;
         let mut listed = Vec::new();
+        let min_isr = min_insync_replicas_by_topic(&ctx.config, image.topics());
         for (topic, partition, state) in image.all_partitions() {
             let state = &state.value;
             total += 1;
             *led.entry(state.leader).or_default() += 1;
+            let topic_min_isr = min_isr.get(topic).copied().unwrap_or(1);
             let problem = if state.leader == NO_LEADER || !image.is_live(state.leader) {
                 offline += 1;
                 "offline"
+            } else if state.isr.len() < topic_min_isr {
+                under_min_isr += 1;
+                under_replicated += 1;
+                "under min ISR"
             } else if state.isr.len() < state.replicas.len() {
                 under_replicated += 1;
                 "under-replicated"
@@ -195,13 +205,32 @@ fn image_part(ctx: &Ctx) -> Option<(Vec<Value>, Value, BTreeSet<i32>)> {
             })
             .collect();
         let partitions = json!({"total": total, "offline": offline,
-            "under_replicated": under_replicated, "listed": listed});
+            "under_replicated": under_replicated, "under_min_isr": under_min_isr,
+            "listed": listed});
         (
             brokers,
             partitions,
             image.brokers().keys().copied().collect(),
         )
     })
+}
+
+/// Each topic's effective `min.insync.replicas`: its override in the topic record, else the
+/// broker default (a topic whose overrides do not resolve counts with the default).
+fn min_insync_replicas_by_topic(
+    config: &Config,
+    topics: &BTreeMap<String, Versioned<TopicRecord>>,
+) -> BTreeMap<String, usize> {
+    let default = usize::try_from(config.min_insync_replicas).unwrap_or(1);
+    topics
+        .iter()
+        .map(|(name, record)| {
+            let resolved = TopicConfig::resolve(config, &record.value.configs)
+                .ok()
+                .and_then(|topic| usize::try_from(topic.min_insync_replicas).ok());
+            (name.clone(), resolved.unwrap_or(default))
+        })
+        .collect()
 }
 
 /// The bundles as `GET /placement/bundles` shows them, the first [`STATUS_BUNDLES_LISTED_MAX`].
@@ -290,5 +319,33 @@ mod tests {
         for verb in ["POST", "PUT", "DELETE"] {
             assert!(!STATUS_PAGE_HTML.contains(verb), "{verb}");
         }
+    }
+    #[test]
+    fn min_insync_replicas_is_the_topic_override_or_the_broker_default() {
+        let mut config = Config::default();
+        config.min_insync_replicas = 2;
+        let record = |configs: &[(&str, &str)]| Versioned {
+            value: TopicRecord {
+                topic_id: "00".repeat(16),
+                state: skiff_cluster::records::TopicState::Ready,
+                replicas: vec![vec![1, 2, 3]],
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                author: 1,
+                author_epoch: 1,
+            },
+            create_revision: 1,
+            mod_revision: 1,
+            lease: 0,
+        };
+        let topics = BTreeMap::from([
+            ("plain".to_owned(), record(&[])),
+            ("strict".to_owned(), record(&[("min.insync.replicas", "3")])),
+        ]);
+        let by_topic = min_insync_replicas_by_topic(&config, &topics);
+        assert_eq!(by_topic.get("plain"), Some(&2));
+        assert_eq!(by_topic.get("strict"), Some(&3));
     }
 }
