@@ -322,8 +322,10 @@ mod tests {
     }
     #[test]
     fn min_insync_replicas_is_the_topic_override_or_the_broker_default() {
-        let mut config = Config::default();
-        config.min_insync_replicas = 2;
+        let config = Config {
+            min_insync_replicas: 2,
+            ..Config::default()
+        };
         let record = |configs: &[(&str, &str)]| Versioned {
             value: TopicRecord {
                 topic_id: "00".repeat(16),
