@@ -46,6 +46,7 @@ use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
+use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend};
 use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
@@ -330,7 +331,7 @@ pub(crate) fn migrate_single_node_offsets(
         }
         let source_is_partition_zero = offsets_topic
             .partition(SINGLE_NODE_OFFSETS_PARTITION)
-            .is_some_and(|zero| Arc::ptr_eq(&zero.log, source));
+            .is_some_and(|zero| Arc::ptr_eq(zero.log(), source));
         for (partition, commits) in by_partition {
             if partition == SINGLE_NODE_OFFSETS_PARTITION && source_is_partition_zero {
                 // Already in their own log: its replay skips the other groups' entries.
@@ -346,8 +347,8 @@ pub(crate) fn migrate_single_node_offsets(
                 continue;
             };
             // Stamped with the epoch it leads at (the single-node start leads all it has).
-            let epoch = target.replica.admit_produce(Acks::Leader).ok();
-            append_durably(&target.log, &commits, now_ms(), epoch)
+            let epoch = target.admit_produce(Acks::Leader).ok();
+            append_durably(target.log(), &commits, now_ms(), epoch)
                 .map_err(|error| failed(&error))?;
             migrated.copied += commits.len();
         }
@@ -496,7 +497,7 @@ impl GroupDriver {
                 // Led but not materialized yet: the materializer's next pass wakes this task.
                 continue;
             };
-            let replaying = led.log.clone();
+            let replaying = led.log().clone();
             let replayed = tokio::task::spawn_blocking(move || {
                 // Opened with recovery deferred after a crash: the coordinator needs it now.
                 replaying
@@ -849,9 +850,9 @@ impl GroupDriver {
             let Some((start, snapshot_last)) = loaded.drop_before else {
                 continue;
             };
-            if loaded.partition.replica.high_watermark() > snapshot_last {
+            if loaded.partition.high_watermark() > snapshot_last {
                 loaded.drop_before = None;
-                due.push((loaded.partition.log.clone(), start));
+                due.push((loaded.partition.log().clone(), start));
             }
         }
         if due.is_empty() {
@@ -889,23 +890,24 @@ fn append_snapshot(
     proposals: &ProposalSender,
 ) -> Result<(i64, i64, u64), PersistError> {
     let start = partition
-        .log
+        .log()
         .log_end_offset()
         .map_err(|_| PersistError::Failed)?;
     let (bytes, _wait) = append_as_leader(partition, snapshot, now, proposals)?;
     let last = partition
-        .log
+        .log()
         .log_end_offset()
         .map_err(|_| PersistError::Failed)?
         - 1;
     Ok((start, last, bytes))
 }
 
-/// Appends `entries` to a `__consumer_offsets` partition as its leader: admitted by its replica
-/// as an acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE
-/// below `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once
-/// without followers) and its ISR proposals queued. Returns the bytes and the wait for the HW
-/// to pass them (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
+/// Appends `entries` to a `__consumer_offsets` partition as its leader, through the partition's
+/// writer seam ([`Partition::append_as_leader`], as a coordinator): admitted by its replica as an
+/// acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE below
+/// `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once without
+/// followers) and its ISR proposals queued. Returns the bytes and the wait for the HW to pass
+/// them (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
 fn append_as_leader(
     partition: &Partition,
     entries: &[OffsetLogEntry],
@@ -913,27 +915,28 @@ fn append_as_leader(
     proposals: &ProposalSender,
 ) -> Result<(u64, ReplicationWait), PersistError> {
     let leader_epoch = partition
-        .replica
         .admit_produce(Acks::All)
         .map_err(PersistError::from_append_error)?;
-    let bytes = append_durably(&partition.log, entries, now_ms, Some(leader_epoch))?;
-    partition.readable_end.advance();
-    let now = crate::clock::mono_ms();
-    let deferred = partition.replica.after_append(now, &partition.log);
-    partition.queue_proposals(proposals, OFFSETS_TOPIC, deferred);
-    let last_offset = partition
-        .log
-        .log_end_offset()
-        .map_err(|_| PersistError::Failed)?
-        - 1;
-    let (wait, deferred) = partition.replica.await_replication(
-        now,
-        last_offset,
-        now.saturating_add(timeout_ms),
-        &partition.log,
-    );
-    partition.queue_proposals(proposals, OFFSETS_TOPIC, deferred);
-    Ok((bytes, wait))
+    let mut batches =
+        offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
+    let append = LeaderAppend {
+        batches: &mut batches,
+        origin: AppendOrigin::Coordinator,
+        leader_epoch,
+        now_ms,
+        acks: Acks::All,
+        timeout_ms,
+    };
+    let appended = partition
+        .append_as_leader(append, proposals)
+        .map_err(|error| match error {
+            AppendError::Storage(skiff_storage::Error::BatchTooLarge { .. }) => {
+                PersistError::TooLarge
+            }
+            _ => PersistError::Failed,
+        })?;
+    let wait = appended.replication.ok_or(PersistError::Failed)?;
+    Ok((appended.bytes, wait))
 }
 
 /// Appends `entries` to an offsets log and syncs it (`Log::sync`: an fsync whatever the topic's
@@ -1057,7 +1060,7 @@ mod tests {
         assert!(snapshot_bytes > 0);
         assert_eq!((start, last), (400, 403));
         // Led alone, the HW passed the snapshot at once: the log before it may go.
-        assert!(partition.replica.high_watermark() > last);
+        assert!(partition.high_watermark() > last);
         log.delete_records_before(start).expect("drop");
         let (replayed, _) = replay_offsets(&log).expect("replay");
         assert_eq!(replayed, snapshot, "the replay starts at the snapshot");

@@ -55,9 +55,9 @@ pub(crate) async fn handle(
                 Err(code) => Err(code),
                 Ok(partition) => {
                     // The checkpoint write fsyncs: a blocking thread's work.
-                    let log = partition.log.clone();
+                    let log = partition.log().clone();
                     let offset = asked.offset;
-                    let high_watermark = partition.replica.high_watermark();
+                    let high_watermark = partition.high_watermark();
                     tokio::task::spawn_blocking(move || delete_before(&log, offset, high_watermark))
                         .await
                         .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))

@@ -48,7 +48,7 @@ pub(crate) async fn handle(
             .all()
             .into_iter()
             .map(|topic| {
-                let partitions = topic.partitions.iter().map(|p| p.index).collect();
+                let partitions = topic.partitions.iter().map(|p| p.index()).collect();
                 (topic, partitions)
             })
             .collect(),
@@ -83,7 +83,7 @@ fn describe(
             .iter()
             .filter_map(|index| {
                 let partition = topic.partition(*index)?;
-                let size = partition.log.size_bytes().ok()?;
+                let size = partition.log().size_bytes().ok()?;
                 Some(
                     DescribeLogDirsPartition::default()
                         .with_partition_index(*index)

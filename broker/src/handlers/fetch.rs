@@ -126,10 +126,7 @@ pub(crate) async fn handle(
             .map(|fetch_topic| find_topic(ctx, version, fetch_topic))
             .collect();
         let watched = watched_partitions(&request, &topics, &refused);
-        let mut waiters: Vec<_> = watched
-            .iter()
-            .map(|partition| partition.readable_end.waiter())
-            .collect();
+        let mut waiters: Vec<_> = watched.iter().map(|partition| partition.waiter()).collect();
         let (reads, available_bytes) = read_partitions(ctx, version, &request, &topics, &refused);
         let failed = reads
             .iter()
@@ -312,21 +309,18 @@ enum ReadBound {
     Follower(FetchAnswer),
 }
 
-/// A follower's fetch as the leader's machine answers it; the ISR changes and acks=all
-/// completions it causes are carried out here.
+/// A follower's fetch as the leader's partition answers it (the ISR changes, acks=all
+/// completions and wake-ups it causes are the partition's).
 fn follower_answer(
     ctx: &Ctx,
     version: i16,
     replica_id: i32,
-    topic: &Topic,
     partition: &Arc<Partition>,
     fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
 ) -> Result<FetchAnswer, i16> {
     if version < REPLICA_FETCH_VERSION_MIN {
         return Err(error_code::UNSUPPORTED_VERSION);
     }
-    let log_view = crate::partition::replica::LogView::of(&partition.log)
-        .map_err(|_| error_code::KAFKA_STORAGE_ERROR)?;
     let fetch = FollowerFetch {
         replica: replica_id,
         fetch_offset: fetch_partition.fetch_offset,
@@ -335,19 +329,9 @@ fn follower_answer(
         current_leader_epoch: fetch_partition.current_leader_epoch,
     };
     let now = crate::clock::mono_ms();
-    let (answer, actions, rose) = {
-        let mut machine = partition.replica.machine();
-        let before = machine.high_watermark();
-        let (answer, actions) = machine.on_follower_fetch(now, fetch, &log_view);
-        tracing::debug!(topic = %topic.name, partition = partition.index, ?fetch, ?answer, ?actions, isr = ?machine.isr(), "follower fetch answered");
-        (answer, actions, machine.high_watermark() > before)
-    };
-    let deferred = partition.replica.settle(actions);
-    partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
-    if rose {
-        // Consumers parked on this partition may read further now.
-        partition.readable_end.advance();
-    }
+    let answer = partition
+        .answer_follower_fetch(now, fetch, &ctx.isr_proposals)
+        .map_err(|_| error_code::KAFKA_STORAGE_ERROR)?;
     Ok(answer)
 }
 
@@ -356,10 +340,10 @@ fn for_follower(read: PartitionRead, replica_id: i32, partition: &Partition) -> 
     match read {
         PartitionRead::Failed {
             error_code: error_code::OFFSET_OUT_OF_RANGE,
-        } if replica_id >= 0 => match partition.log.log_start_offset() {
+        } if replica_id >= 0 => match partition.log().log_start_offset() {
             Ok(log_start_offset) => PartitionRead::FollowerOutOfRange {
                 log_start_offset,
-                high_watermark: partition.replica.high_watermark(),
+                high_watermark: partition.high_watermark(),
             },
             Err(_) => read,
         },
@@ -391,7 +375,7 @@ fn read_partition(
             error_code: error_code::UNSUPPORTED_VERSION,
         };
     }
-    let log = &partition.log;
+    let log = partition.log();
     if log.is_recovering() {
         // Retriable: the partition serves once recovered (a restart after a crash).
         return PartitionRead::Failed {
@@ -410,10 +394,10 @@ fn read_partition(
     };
     let bound = if is_consumer {
         ReadBound::Consumer {
-            high_watermark: partition.replica.high_watermark(),
+            high_watermark: partition.high_watermark(),
         }
     } else {
-        match follower_answer(ctx, version, replica_id, topic, partition, fetch_partition) {
+        match follower_answer(ctx, version, replica_id, partition, fetch_partition) {
             Ok(answer) => ReadBound::Follower(answer),
             Err(error_code) => return PartitionRead::Failed { error_code },
         }
@@ -465,7 +449,7 @@ fn read_partition(
                 }
             }
             Err(error) => {
-                tracing::warn!(topic = %topic.name, partition = partition.index, %error, "fetch read failed");
+                tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "fetch read failed");
                 return PartitionRead::Failed {
                     error_code: storage_error_code,
                 };
@@ -572,7 +556,7 @@ fn build_response(
                                     (error_code::UNSUPPORTED_COMPRESSION_TYPE, None)
                                 }
                                 Err(error) => {
-                                    tracing::warn!(topic = %topic.name, partition = partition.index, %error, "down-conversion failed");
+                                    tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "down-conversion failed");
                                     (error_code::CORRUPT_MESSAGE, None)
                                 }
                             }
@@ -618,7 +602,7 @@ fn build_response(
                 // Counted once the response is laid out: what goes on the wire (stored bytes,
                 // or a legacy fetch's declared converted size).
                 let sent = u64::try_from(records.wire_len()).unwrap_or(u64::MAX);
-                partition.traffic.count_sent(sent);
+                partition.traffic().count_sent(sent);
                 Some(records)
             }
         })

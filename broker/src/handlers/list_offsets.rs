@@ -76,7 +76,7 @@ pub(crate) async fn handle(
                                 .with_offset(-1)
                         }
                     };
-                    let log = &partition.log;
+                    let log = partition.log();
                     let (Ok(log_end), Ok(log_start)) =
                         (log.log_end_offset(), log.log_start_offset())
                     else {
@@ -92,7 +92,7 @@ pub(crate) async fn handle(
                             .with_offset(-1);
                     };
                     let log_end = if consumer {
-                        partition.replica.high_watermark().clamp(log_start, log_end)
+                        partition.high_watermark().clamp(log_start, log_end)
                     } else {
                         log_end
                     };
@@ -103,10 +103,7 @@ pub(crate) async fn handle(
                     let hw_lags = consumer
                         && version >= 1
                         && (request.timestamp == LATEST_TIMESTAMP || request.timestamp >= 0)
-                        && partition
-                            .replica
-                            .machine()
-                            .high_watermark_lags_epoch_start();
+                        && partition.high_watermark_lags_epoch_start();
                     let not_available = || {
                         let code = if version >= OFFSET_NOT_AVAILABLE_VERSION_MIN {
                             error_code::OFFSET_NOT_AVAILABLE

@@ -191,7 +191,7 @@ fn describe(ctx: &Ctx, version: i16, topic: &Topic, known: &KnownBrokers) -> Met
             // leader yet, as Kafka answers while a leader is being elected: clients retry.
             let recovering = topic
                 .partition(index)
-                .is_some_and(|partition| partition.log.is_recovering());
+                .is_some_and(|partition| partition.log().is_recovering());
             let stated_leader = match state {
                 Some(state) if !recovering => state.leader,
                 _ => NO_LEADER,

@@ -134,7 +134,7 @@ async fn end_offset(
     leader_epoch: i32,
     asked: i32,
 ) -> Result<skiff_storage::EpochEndOffset, i16> {
-    let log = partition.log.clone();
+    let log = partition.log().clone();
     let latest = log
         .latest_epoch()
         .map_err(|error| storage_error_code(&error))?;

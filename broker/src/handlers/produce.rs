@@ -7,7 +7,8 @@
 //! included, and records each new epoch's start in its leader-epoch cache.
 //!
 //! Idempotent batches (a producer id in the v2 header) pass the partition's sequence checks under
-//! its producer lock, held across check, append and record: a retry of a batch already in the log
+//! its producer lock, held across check, append and record (the partition's
+//! [`append_as_leader`](crate::partition::partition::Partition::append_as_leader) does them): a retry of a batch already in the log
 //! is acknowledged with its original offsets and not appended again; a gap is
 //! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch INVALID_PRODUCER_EPOCH.
 //!
@@ -29,8 +30,9 @@ use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 use super::common::errors::storage_error_code;
 use super::error_code;
 use crate::context::Ctx;
-use crate::partition::producer_state::{ProducerBatch, SequenceCheck, NO_PRODUCER_ID};
-use crate::partition::replica::ReplicationWait;
+use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend, LeaderAppended};
+use crate::partition::producer_state::NO_PRODUCER_ID;
+use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topic_config::TimestampType;
 use crate::partition::topics::{Partition, Topic, TopicError};
 use crate::security::acl::{Access, Operation, ResourceType};
@@ -54,8 +56,6 @@ struct Appended {
     log_start_offset: i64,
     /// acks=all: the wait for the high watermark to pass the batch.
     replication: Option<ReplicationWait>,
-    /// False for a retried batch answered with its first append's offsets: nothing was stored.
-    stored: bool,
 }
 
 /// How long an acks=all produce may wait beyond its `timeout_ms` for the replica machine's own
@@ -233,7 +233,6 @@ async fn append(
     // The replica machine has the last word: it may not lead yet (the image moved first), and
     // acks=all needs min.insync.replicas in the ISR (19 before anything is appended).
     let leader_epoch = partition
-        .replica
         .admit_produce(acks)
         .map_err(|error| error.code())?;
     if leader_epoch != image_epoch {
@@ -248,41 +247,75 @@ async fn append(
     let stored_bytes = batches.len() as u64;
     let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
     let may_block = partition
-        .log
+        .log()
         .append_may_block(batches.len() as u64, records_count, now_ms)
         .map_err(|error| storage_error_code(&error))?;
-    let (mut appended, last_offset) = if may_block {
-        let partition = partition.clone();
+    let timeout_ms = u64::try_from(timeout_ms).unwrap_or(0);
+    let appended = if may_block {
+        let (partition, proposals) = (partition.clone(), ctx.isr_proposals.clone());
         tokio::task::spawn_blocking(move || {
-            append_checked(&partition, batches, leader_epoch, now_ms, log_append_time)
+            append_as_leader(
+                &partition,
+                batches,
+                (leader_epoch, now_ms),
+                (acks, timeout_ms),
+                &proposals,
+            )
         })
         .await
         .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))?
     } else {
-        append_checked(partition, batches, leader_epoch, now_ms, log_append_time)?
+        append_as_leader(
+            partition,
+            batches,
+            (leader_epoch, now_ms),
+            (acks, timeout_ms),
+            &ctx.isr_proposals,
+        )?
     };
     if appended.stored {
         partition
-            .traffic
+            .traffic()
             .count_produced(stored_bytes, records_count);
     }
-    let now = crate::clock::mono_ms();
-    let hw_before = partition.replica.high_watermark();
-    let deferred = partition.replica.after_append(now, &partition.log);
-    if partition.replica.high_watermark() > hw_before {
-        partition.readable_end.advance();
-    }
-    partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
-    if acks == Acks::All {
-        let deadline = now.saturating_add(u64::try_from(timeout_ms).unwrap_or(0));
-        let (wait, deferred) =
-            partition
-                .replica
-                .await_replication(now, last_offset, deadline, &partition.log);
-        partition.queue_proposals(&ctx.isr_proposals, &topic.name, deferred);
-        appended.replication = Some(wait);
-    }
-    Ok(appended)
+    Ok(Appended {
+        base_offset: appended.base_offset,
+        log_append_time_ms: if appended.stored && log_append_time {
+            now_ms
+        } else {
+            -1
+        },
+        log_start_offset: appended.log_start_offset,
+        replication: appended.replication,
+    })
+}
+
+/// Appends a client's batches as the partition's leader (the idempotence checks, the high
+/// watermark and, for acks=all, the wait are the partition's). Blocking: a roll or an fsync may
+/// happen inside.
+fn append_as_leader(
+    partition: &Partition,
+    mut batches: Vec<u8>,
+    (leader_epoch, now_ms): (i32, i64),
+    (acks, timeout_ms): (Acks, u64),
+    proposals: &ProposalSender,
+) -> Result<LeaderAppended, i16> {
+    let append = LeaderAppend {
+        batches: std::slice::from_mut(&mut batches),
+        origin: AppendOrigin::Client,
+        leader_epoch,
+        now_ms,
+        acks,
+        timeout_ms,
+    };
+    partition
+        .append_as_leader(append, proposals)
+        .map_err(|error| match error {
+            AppendError::Producer(error) => error.error_code(),
+            AppendError::RetryWithNewBatches => error_code::INVALID_RECORD,
+            AppendError::ProducersPoisoned => error_code::KAFKA_STORAGE_ERROR,
+            AppendError::Storage(error) => storage_error_code(&error),
+        })
 }
 
 /// The v2 batches to store for one partition's `records`: v0/v1 message sets up-converted, v2
@@ -313,93 +346,6 @@ fn prepare_batches(
         v2::set_log_append_time(&mut batches, now_ms).map_err(|error| error.error_code())?;
     }
     Ok(batches)
-}
-
-/// Runs the idempotence checks, appends and records the producers' new state, all under the
-/// partition's producer lock. Blocking: a roll or an fsync may happen inside.
-fn append_checked(
-    partition: &Partition,
-    mut batches: Vec<u8>,
-    leader_epoch: i32,
-    now_ms: i64,
-    log_append_time: bool,
-) -> Result<(Appended, i64), i16> {
-    let idempotent: Vec<ProducerBatch> = v2::batch_positions(&batches)
-        .flatten()
-        .map(|(_, header)| (ProducerBatch::from(&header), header))
-        .filter(|(batch, header)| batch.producer_id != NO_PRODUCER_ID && !header.is_control())
-        .map(|(batch, _)| batch)
-        .collect();
-    // Held across check, append and record (see the module doc); never across an await.
-    let mut producers = match partition.producers.lock() {
-        Ok(producers) => producers,
-        Err(_) => return Err(error_code::KAFKA_STORAGE_ERROR),
-    };
-    let mut duplicate_of = None;
-    for batch in &idempotent {
-        match producers.check(batch) {
-            Ok(SequenceCheck::Append) => {}
-            Ok(SequenceCheck::Duplicate { base_offset, .. }) => {
-                duplicate_of.get_or_insert(base_offset);
-            }
-            Err(error) => {
-                tracing::debug!(%error, "idempotent batch refused");
-                return Err(error.error_code());
-            }
-        }
-    }
-    if let Some(base_offset) = duplicate_of {
-        if idempotent.len() != 1 {
-            // A retried batch arrives alone (clients send one batch per partition): a duplicate
-            // mixed with new batches cannot be half appended.
-            return Err(error_code::INVALID_RECORD);
-        }
-        // A retry waits (acks=all) for the batch it repeats: its last offset is the original's.
-        let last_offset = base_offset + batches_offsets(&batches) - 1;
-        return Ok((
-            Appended {
-                base_offset,
-                log_append_time_ms: -1,
-                log_start_offset: partition.log.log_start_offset().unwrap_or(-1),
-                replication: None,
-                stored: false,
-            },
-            last_offset,
-        ));
-    }
-    let info = partition
-        .log
-        .append_with_epoch(&mut batches, leader_epoch, now_ms)
-        .map_err(|error| storage_error_code(&error))?;
-    let mut base_offset = info.base_offset;
-    for item in v2::batch_positions(&batches).flatten() {
-        let (_, header) = item;
-        let batch = ProducerBatch::from(&header);
-        if batch.producer_id != NO_PRODUCER_ID && !header.is_control() {
-            producers.record_append(&batch, base_offset);
-        }
-        base_offset += i64::from(header.last_offset_delta) + 1;
-    }
-    drop(producers);
-    partition.readable_end.advance();
-    Ok((
-        Appended {
-            base_offset: info.base_offset,
-            log_append_time_ms: if log_append_time { now_ms } else { -1 },
-            log_start_offset: info.log_start_offset,
-            replication: None,
-            stored: true,
-        },
-        info.last_offset,
-    ))
-}
-
-/// Offsets the batches of `batches` span.
-fn batches_offsets(batches: &[u8]) -> i64 {
-    v2::batch_positions(batches)
-        .flatten()
-        .map(|(_, header)| i64::from(header.last_offset_delta) + 1)
-        .sum()
 }
 
 /// Checks the v2 batches of a Produce v3+ request before anything is appended.

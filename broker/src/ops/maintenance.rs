@@ -141,8 +141,8 @@ fn read_traffic(ctx: &Ctx) -> TrafficReading {
     for topic in ctx.topics.all() {
         for partition in &topic.partitions {
             reading.insert(
-                (topic.name.clone(), partition.index),
-                partition.traffic.read(),
+                (topic.name.clone(), partition.index()),
+                partition.traffic().read(),
             );
         }
     }
@@ -154,14 +154,14 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
     for topic in ctx.topics.all() {
         let flush_due = flush_topics.contains(&topic.name);
         for partition in &topic.partitions {
-            let log = &partition.log;
+            let log = partition.log();
             if log.is_recovering() {
                 // Nothing to roll, retain or flush before the log is recovered (after a crash).
                 continue;
             }
             if check_due {
                 if let Err(error) = log.roll_if_needed(now_ms) {
-                    tracing::warn!(topic = %topic.name, partition = partition.index, %error, "roll");
+                    tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "roll");
                 }
                 // __consumer_offsets holds the committed offsets of groups that may not commit
                 // again for weeks: deleting its old segments by age or size would lose them. Its
@@ -174,10 +174,10 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                 match retention {
                     Ok(0) => {}
                     Ok(deleted) => {
-                        tracing::info!(topic = %topic.name, partition = partition.index, deleted, "retention deleted segments")
+                        tracing::info!(topic = %topic.name, partition = partition.index(), deleted, "retention deleted segments")
                     }
                     Err(error) => {
-                        tracing::warn!(topic = %topic.name, partition = partition.index, %error, "retention")
+                        tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "retention")
                     }
                 }
             }
@@ -187,7 +187,7 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
             // retention check too would only sync again what the checkpoint syncs.
             if flush_due {
                 if let Err(error) = log.flush() {
-                    tracing::error!(topic = %topic.name, partition = partition.index, %error, "flush");
+                    tracing::error!(topic = %topic.name, partition = partition.index(), %error, "flush");
                 }
             }
         }

@@ -1,5 +1,6 @@
-//! Topics and their partitions on this broker: what it materializes of the cluster image and the
-//! file naming it ([`topics`], [`materialized`]), per-topic configs ([`topic_config`]) and what an alter request
+//! Topics and their partitions on this broker: each partition and everything done to it (appends,
+//! the high watermark, waking parked fetches, ISR proposals: [`partition`]), what it materializes
+//! of the cluster image and the file naming it ([`topics`], [`materialized`]), per-topic configs ([`topic_config`]) and what an alter request
 //! does to them ([`config_change`]), idempotent producer
 //! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
 //! ([`readable_end`]) and each partition's replica and high watermark ([`replica`]). Its byte
@@ -11,6 +12,10 @@
 
 pub mod config_change;
 pub mod materialized;
+// The partition lives in `partition::partition`, as the layout names it (Kafka's
+// `cluster/Partition.scala` beside its package).
+#[allow(clippy::module_inception)]
+pub mod partition;
 pub mod producer_state;
 pub mod readable_end;
 pub mod replica;

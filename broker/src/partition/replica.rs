@@ -1,7 +1,8 @@
 //! One partition's replica on this broker (docs/design/replication.md §1): the pure
 //! `skiff_cluster::replica::Replica` behind a lock, the high watermark readers see, and the
-//! acks=all produces waiting for it. The replication driver and fetcher (`crate::replication`)
-//! feed it; Produce, Fetch and ListOffsets ask it.
+//! acks=all produces waiting for it, and the ISR [`Proposal`]s its machine makes. Only
+//! [`crate::partition::partition::Partition`] drives it (for the replication driver and fetcher,
+//! Produce, Fetch and ListOffsets); others read its published high watermark and role.
 //!
 //! Owns: the lock order (a partition's replica lock before its producer lock; Produce never
 //! holds both), the published high watermark, and the acks=all produces waiting for it.
@@ -85,9 +86,9 @@ pub type ReplicationWait = oneshot::Receiver<Option<ErrorCode>>;
 /// What of an [`Action`] list is left for async code once the log actions are done: ISR
 /// proposals for the driver (which owns the store calls).
 #[derive(Debug, Default)]
-pub struct Deferred {
+pub(super) struct Deferred {
     /// `(expected_revision, state)` compare-and-sets to submit.
-    pub proposals: Vec<(i64, PartitionState)>,
+    pub(super) proposals: Vec<(i64, PartitionState)>,
 }
 
 /// An ISR change a partition's machine proposed, for the replication driver to submit.
@@ -97,7 +98,7 @@ pub struct Proposal {
     /// The partition index.
     pub index: i32,
     /// The replica, told when the store refused.
-    pub replica: Arc<PartitionReplica>,
+    replica: Arc<PartitionReplica>,
     /// The `mod_revision` the state was read at.
     pub expected_revision: i64,
     /// The state to write.
@@ -105,24 +106,51 @@ pub struct Proposal {
 }
 
 impl Proposal {
-    /// The proposals of `deferred`, of partition `index` of `topic`.
-    pub fn all(
+    /// `state` proposed by `replica`, partition `index` of `topic`, read at `expected_revision`.
+    pub(super) fn new(
         topic: &str,
         index: i32,
         replica: &Arc<PartitionReplica>,
-        deferred: Deferred,
-    ) -> Vec<Self> {
-        deferred
-            .proposals
-            .into_iter()
-            .map(|(expected_revision, state)| Self {
-                topic: topic.to_owned(),
-                index,
-                replica: replica.clone(),
-                expected_revision,
-                state,
-            })
-            .collect()
+        expected_revision: i64,
+        state: PartitionState,
+    ) -> Self {
+        Self {
+            topic: topic.to_owned(),
+            index,
+            replica: replica.clone(),
+            expected_revision,
+            state,
+        }
+    }
+
+    /// The store did not take the change (a stale revision, an ambiguous error, an ineligible
+    /// replica, or the driver stopped): the machine stops waiting for it and proposes again at
+    /// its next poll if still needed.
+    pub fn refused(&self) {
+        lock(&self.replica.machine).on_isr_proposal_failed();
+    }
+}
+
+/// Where a partition hands the ISR changes its machine proposed: the replication driver's queue
+/// (the request path: a produce, a follower's fetch), or a list the driver submits itself right
+/// after its own pass (its timer, a state feed).
+pub trait ProposalSink {
+    /// Takes one proposal.
+    fn put(&mut self, proposal: Proposal);
+}
+
+impl ProposalSink for &ProposalSender {
+    fn put(&mut self, proposal: Proposal) {
+        if let Err(unsent) = self.send(proposal) {
+            // The driver stopped (shutdown): the machine must not wait for an answer.
+            unsent.0.refused();
+        }
+    }
+}
+
+impl ProposalSink for &mut Vec<Proposal> {
+    fn put(&mut self, proposal: Proposal) {
+        self.push(proposal);
     }
 }
 
@@ -137,22 +165,6 @@ pub type ProposalReceiver = mpsc::UnboundedReceiver<Proposal>;
 /// A channel for the driver.
 pub fn proposal_channel() -> (ProposalSender, ProposalReceiver) {
     mpsc::unbounded_channel()
-}
-
-/// Queues the ISR proposals of `partition` of `topic` for the driver.
-pub fn queue_proposals(
-    sender: &ProposalSender,
-    topic: &str,
-    index: i32,
-    replica: &Arc<PartitionReplica>,
-    deferred: Deferred,
-) {
-    for proposal in Proposal::all(topic, index, replica, deferred) {
-        if let Err(unsent) = sender.send(proposal) {
-            // The driver stopped (shutdown): the machine must not wait for an answer.
-            unsent.0.replica.machine().on_isr_proposal_failed();
-        }
-    }
 }
 
 /// One partition's replica on this broker.
@@ -201,7 +213,10 @@ impl PartitionReplica {
     /// producers): recovery once took the producers' lock first and the machine's last, and a
     /// follower's first fetch, applied as soon as the log itself was recovered, deadlocked with
     /// it (the fetcher holding the machine and waiting for the producers).
-    pub fn recover_with<E>(&self, recover: impl FnOnce() -> Result<Offset, E>) -> Result<(), E> {
+    pub(super) fn recover_with<E>(
+        &self,
+        recover: impl FnOnce() -> Result<Offset, E>,
+    ) -> Result<(), E> {
         let mut machine = lock(&self.machine);
         let checkpointed = recover()?;
         if let Some(offset) = machine.restore_high_watermark(checkpointed) {
@@ -211,7 +226,7 @@ impl PartitionReplica {
     }
 
     /// Applies changed settings (an altered `min.insync.replicas`) from the next decision on.
-    pub fn set_config(&self, config: ReplicaConfig) {
+    pub(super) fn set_config(&self, config: ReplicaConfig) {
         lock(&self.machine).set_config(config);
     }
 
@@ -220,9 +235,9 @@ impl PartitionReplica {
         lock(&self.machine).role()
     }
 
-    /// The machine, locked (for the driver and the fetcher, which apply log actions under it, as
-    /// the machine requires before its next call).
-    pub fn machine(&self) -> MutexGuard<'_, Replica> {
+    /// The machine, locked (for [`super::partition::Partition`], which applies log actions under
+    /// it, as the machine requires before its next call; nothing outside `partition` drives it).
+    pub(super) fn machine(&self) -> MutexGuard<'_, Replica> {
         lock(&self.machine)
     }
 
@@ -232,18 +247,18 @@ impl PartitionReplica {
     }
 
     /// Records that the state at `revision` was fed in.
-    pub fn set_fed_revision(&self, revision: i64) {
+    pub(super) fn set_fed_revision(&self, revision: i64) {
         self.fed_revision.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// Whether a produce may be appended, and the leader epoch to stamp: 6 when not the leader
     /// (yet, or any more), 19 for acks=all with too small an ISR.
-    pub fn admit_produce(&self, acks: Acks) -> Result<i32, ErrorCode> {
+    pub(super) fn admit_produce(&self, acks: Acks) -> Result<i32, ErrorCode> {
         lock(&self.machine).admit_produce(acks)
     }
 
     /// After a local append as leader: the HW may move (at once with no followers).
-    pub fn after_append(&self, now: u64, log: &Log) -> Deferred {
+    pub(super) fn after_append(&self, now: u64, log: &Log) -> Deferred {
         let Ok(view) = LogView::of(log) else {
             return Deferred::default();
         };
@@ -253,7 +268,7 @@ impl PartitionReplica {
 
     /// Parks an acks=all produce appended up to `last_offset` until the HW passes it, or until
     /// `deadline_ms` (REQUEST_TIMED_OUT).
-    pub fn await_replication(
+    pub(super) fn await_replication(
         &self,
         now: u64,
         last_offset: Offset,
@@ -278,7 +293,7 @@ impl PartitionReplica {
     /// Carries out the actions that need neither the log nor the store (HW publication, acks=all
     /// answers) and returns the ISR proposals. Log actions must have been applied by the caller
     /// under the machine lock; any left here are a driver bug, refused loudly in debug builds.
-    pub fn settle(&self, actions: Vec<Action>) -> Deferred {
+    pub(super) fn settle(&self, actions: Vec<Action>) -> Deferred {
         let mut deferred = Deferred::default();
         for action in actions {
             match action {
@@ -305,7 +320,7 @@ impl PartitionReplica {
     }
 
     /// Answers every parked acks=all produce with `error` (the partition is going away).
-    pub fn abandon_waiting(&self, error: ErrorCode) {
+    pub(super) fn abandon_waiting(&self, error: ErrorCode) {
         for (_, sender) in std::mem::take(&mut *lock(&self.waiting)) {
             let _ = sender.send(Some(error));
         }

@@ -17,187 +17,17 @@ use skiff_cluster::topics::LocalTopic;
 use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
 
 use crate::config::Config;
-use crate::metrics::traffic::TrafficCounters;
 use crate::partition::config_change::ConfigChangeError;
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
+use crate::partition::partition::replay_producers;
+pub use crate::partition::partition::{read_batches, Partition};
 use crate::partition::producer_state::PartitionProducers;
-use crate::partition::readable_end::ReadableEnd;
 use crate::partition::replica::PartitionReplica;
 use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
 /// partition array, so a request can name every partition of any topic.
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32;
-
-/// Offsets at the end of a partition scanned at open to rebuild its idempotent-producer state.
-/// A producer whose last batches lie further back is forgotten: its next batch gets
-/// UNKNOWN_PRODUCER_ID and the client re-initialises (what Kafka does once producer state expires).
-/// Bounds start-up time by this many records per partition instead of the whole log.
-pub const PRODUCER_REPLAY_OFFSETS_MAX: i64 = 100_000;
-/// Bytes read at a time when a log is scanned at open (a larger batch is still read whole; it is
-/// bounded by the log's `batch_bytes_max`).
-pub const LOG_SCAN_READ_BYTES: u64 = 1024 * 1024;
-
-/// One partition of a topic on this node.
-pub struct Partition {
-    /// Partition index.
-    pub index: i32,
-    /// The log.
-    pub log: Arc<Log>,
-    /// The idempotent producers appending here. Its lock is held across check, append and record
-    /// so a retried batch is never appended twice.
-    pub producers: Mutex<PartitionProducers>,
-    /// Advanced after every append, every high-watermark rise and at deletion: wakes the
-    /// fetches long-polling here.
-    pub readable_end: ReadableEnd,
-    /// This broker's replica of the partition: its role, the high watermark consumers read
-    /// below, acks=all produces waiting for it. Lock order: this replica's lock before
-    /// `producers` (the fetcher appends under both; Produce never holds both).
-    pub replica: Arc<PartitionReplica>,
-    /// Bytes and records in and out since this partition was opened here, for the load report.
-    pub traffic: TrafficCounters,
-}
-
-impl Partition {
-    /// Feeds the replica a partition state from the store (at `revision`) and carries out its log
-    /// actions under the machine's lock: the one place a state reaches a replica (the replication
-    /// driver's feed, which the materializer runs too). A log that cannot record the new epoch
-    /// takes the replica offline.
-    pub(crate) fn apply_state(
-        &self,
-        state: &skiff_cluster::records::PartitionState,
-        revision: i64,
-    ) -> crate::partition::replica::Deferred {
-        use skiff_cluster::replica::{Action, RoleView};
-        let now = crate::clock::mono_ms();
-        let mut machine = self.replica.machine();
-        let Ok(view) = crate::partition::replica::LogView::of(&self.log) else {
-            let actions = machine.on_log_error();
-            drop(machine);
-            return self.replica.settle(actions);
-        };
-        let actions = machine.on_partition_state(now, state, revision, &view);
-        let mut rest = Vec::with_capacity(actions.len());
-        for action in actions {
-            match action {
-                Action::AssignEpoch { epoch, .. } => {
-                    if let Err(error) = self.log.assign_epoch(epoch) {
-                        tracing::error!(partition = self.index, %error, "leader epoch not recorded; the replica goes offline");
-                        rest.extend(machine.on_log_error());
-                    }
-                }
-                other => rest.push(other),
-            }
-        }
-        let became_other = !matches!(machine.role(), RoleView::Leader);
-        drop(machine);
-        let deferred = self.replica.settle(rest);
-        if became_other {
-            // Produces parked while it led are answered by the machine on step-down; this
-            // catches any that raced in between.
-            self.replica
-                .abandon_waiting(skiff_protocol::error_code::ErrorCode::NOT_LEADER_OR_FOLLOWER);
-        }
-        self.readable_end.advance();
-        deferred
-    }
-
-    /// A partition over `log` whose replica on broker 1 leads it alone (ISR {1}, epoch 0), as the
-    /// single-node store makes it: for tests of code that appends as a leader.
-    #[cfg(test)]
-    pub(crate) fn led_alone(index: i32, log: Arc<Log>) -> Arc<Self> {
-        let high_watermark = log.log_end_offset().expect("recovered log");
-        let partition = Arc::new(Self {
-            index,
-            producers: Mutex::new(replay_producers(&log).expect("producers")),
-            log,
-            readable_end: ReadableEnd::default(),
-            traffic: TrafficCounters::default(),
-            replica: Arc::new(PartitionReplica::new(
-                1,
-                ReplicaConfig {
-                    min_insync_replicas: 1,
-                    ..ReplicaConfig::default()
-                },
-                high_watermark,
-            )),
-        });
-        let state = skiff_cluster::records::PartitionState {
-            leader: 1,
-            leader_epoch: 0,
-            isr: vec![1],
-            replicas: vec![1],
-            writer: skiff_cluster::records::Writer::Creator,
-        };
-        assert!(partition.apply_state(&state, 1).proposals.is_empty());
-        partition
-    }
-
-    /// Hands the ISR proposals its replica machine made to the replication driver.
-    pub fn queue_proposals(
-        &self,
-        sender: &crate::partition::replica::ProposalSender,
-        topic: &str,
-        deferred: crate::partition::replica::Deferred,
-    ) {
-        crate::partition::replica::queue_proposals(
-            sender,
-            topic,
-            self.index,
-            &self.replica,
-            deferred,
-        );
-    }
-}
-
-/// Reads the whole batches stored from the batch holding `offset` on, at most about
-/// [`LOG_SCAN_READ_BYTES`] (at least one batch). Returns the bytes and the offset after the last
-/// complete batch in them.
-pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_storage::Error> {
-    let slice = log.read(offset, LOG_SCAN_READ_BYTES, true)?;
-    // The slice length is at most LOG_SCAN_READ_BYTES or one batch, which the log bounded.
-    let len = usize::try_from(slice.len()).unwrap_or(0);
-    let mut bytes = vec![0u8; len];
-    let mut filled = 0;
-    while filled < len {
-        let read = slice.read_at(filled as u64, &mut bytes[filled..])?;
-        if read == 0 {
-            bytes.truncate(filled);
-            break;
-        }
-        filled += read;
-    }
-    let mut next = offset;
-    let mut complete = 0;
-    for item in skiff_protocol::records::v2::batch_positions(&bytes) {
-        let Ok((position, header)) = item else { break };
-        next = header.base_offset + i64::from(header.last_offset_delta) + 1;
-        complete = position + header.total_bytes();
-    }
-    bytes.truncate(complete);
-    Ok((bytes, next))
-}
-
-/// Rebuilds a partition's producer state from the batch headers of its last
-/// [`PRODUCER_REPLAY_OFFSETS_MAX`] offsets.
-pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
-    let mut producers = PartitionProducers::default();
-    let log_end = log.log_end_offset()?;
-    let mut offset = log
-        .log_start_offset()?
-        .max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX));
-    while offset < log_end {
-        let (bytes, next) = read_batches(log, offset)?;
-        for (_, header) in skiff_protocol::records::v2::batch_positions(&bytes).flatten() {
-            producers.replay(&header);
-        }
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
-    Ok(producers)
-}
 
 /// A topic and the partitions of it this broker replicates.
 pub struct Topic {
@@ -219,7 +49,7 @@ impl Topic {
     /// The partition with this index, if its log is on this broker.
     pub fn partition(&self, index: i32) -> Option<&Arc<Partition>> {
         self.partitions
-            .binary_search_by_key(&index, |partition| partition.index)
+            .binary_search_by_key(&index, |partition| partition.index())
             .ok()
             .map(|position| &self.partitions[position])
     }
@@ -476,7 +306,6 @@ impl Topics {
         } else {
             replay_producers(&log).map_err(storage)?
         };
-        let producers = Mutex::new(producers);
         // A log still recovering starts at 0 (it answers nothing meanwhile) and gets its
         // checkpointed HW in `recover_pending`.
         let high_watermark = if log.is_recovering() {
@@ -484,18 +313,12 @@ impl Topics {
         } else {
             self.starting_high_watermark(&log).map_err(storage)?
         };
-        Ok(Arc::new(Partition {
+        Ok(Arc::new(Partition::new(
             index,
             log,
             producers,
-            readable_end: ReadableEnd::default(),
-            traffic: TrafficCounters::default(),
-            replica: Arc::new(PartitionReplica::new(
-                node_id,
-                replica_config,
-                high_watermark,
-            )),
-        }))
+            PartitionReplica::new(node_id, replica_config, high_watermark),
+        )))
     }
 
     /// The HW a replica of the recovered `log` starts at: the checkpointed one within the log,
@@ -627,7 +450,7 @@ impl Topics {
                     .partitions
                     .iter()
                     .zip(&want.partitions)
-                    .all(|(have, want)| have.index == *want);
+                    .all(|(have, want)| have.index() == *want);
             if same_partitions && existing.record == record {
                 return Ok(Arc::new(Topic {
                     name: existing.name.clone(),
@@ -660,15 +483,11 @@ impl Topics {
                 Some(partition) => {
                     if configs_changed {
                         partition
-                            .log
-                            .set_config(storage_config.clone())
+                            .reconfigure(
+                                storage_config.clone(),
+                                crate::partition::replica::replica_config(&self.config, &config),
+                            )
                             .map_err(storage)?;
-                        partition
-                            .replica
-                            .set_config(crate::partition::replica::replica_config(
-                                &self.config,
-                                &config,
-                            ));
                     }
                     partitions.push(partition.clone());
                 }
@@ -688,10 +507,10 @@ impl Topics {
             .map(|topic| topic.partitions.as_slice())
             .unwrap_or(&[])
         {
-            if want.partitions.binary_search(&partition.index).is_err() {
-                partition.readable_end.advance();
+            if want.partitions.binary_search(&partition.index()).is_err() {
+                partition.wake_parked_fetches();
                 report.partitions_deleted +=
-                    Self::delete_logs(log_dir, &want.name, Some(partition.index));
+                    Self::delete_logs(log_dir, &want.name, Some(partition.index()));
             }
         }
         Ok(Arc::new(Topic {
@@ -708,7 +527,7 @@ impl Topics {
         // Fetches parked on the topic re-read now, find it gone and answer, releasing the
         // partitions (and their waiter lists) instead of holding them until max_wait_ms.
         for partition in &topic.partitions {
-            partition.readable_end.advance();
+            partition.wake_parked_fetches();
         }
         Self::delete_logs(log_dir, &topic.name, None)
     }
@@ -772,16 +591,7 @@ impl Topics {
                 else {
                     return recover();
                 };
-                partition.replica.recover_with(|| {
-                    let mut producers = partition
-                        .producers
-                        .lock()
-                        .map_err(|_| skiff_storage::Error::Poisoned)?;
-                    recover()?;
-                    *producers = replay_producers(log)?;
-                    drop(producers);
-                    self.starting_high_watermark(log)
-                })
+                partition.recover(recover, |log| self.starting_high_watermark(log))
             })
             .map_err(storage)?;
         Ok(count.into_inner())
@@ -793,7 +603,7 @@ impl Topics {
     pub fn log_in_dir(&self, topic: &str, partition: i32) -> Result<Option<Arc<Log>>, TopicError> {
         if let Some(served) = self
             .get(topic)
-            .and_then(|t| t.partition(partition).map(|p| p.log.clone()))
+            .and_then(|t| t.partition(partition).map(|p| p.log().clone()))
         {
             return Ok(Some(served));
         }
@@ -834,18 +644,18 @@ impl Topics {
             for partition in &topic.partitions {
                 // A log still recovering keeps the HW it was opened with: dropping its entry
                 // would start it at its log start after the next crash.
-                let offset = if partition.log.is_recovering() {
+                let offset = if partition.log().is_recovering() {
                     self.checkpointed_high_watermarks
-                        .get(&(topic.name.clone(), partition.index))
+                        .get(&(topic.name.clone(), partition.index()))
                         .copied()
                         .unwrap_or(-1)
                 } else {
-                    partition.replica.high_watermark()
+                    partition.high_watermark()
                 };
                 if offset >= 0 {
                     entries.push(skiff_storage::HighWatermark {
                         topic: topic.name.clone(),
-                        partition: partition.index,
+                        partition: partition.index(),
                         offset,
                     });
                 }
@@ -1007,20 +817,20 @@ mod tests {
             let topic = topics.get("t").expect("t");
             for index in [0, 1] {
                 let partition = topic.partition(index).expect("here");
-                partition.log.append(&mut batch(), 1_000).expect("append");
-                assert_eq!(partition.replica.high_watermark(), 0);
+                partition.log().append(&mut batch(), 1_000).expect("append");
+                assert_eq!(partition.high_watermark(), 0);
             }
             // What the leader's machine published: 3 on partition 0, the log end on 1.
             let deferred = topic
                 .partition(0)
                 .expect("0")
-                .replica
+                .replica()
                 .settle(vec![Action::HighWatermark(3)]);
             assert!(deferred.proposals.is_empty());
             topic
                 .partition(1)
                 .expect("1")
-                .replica
+                .replica()
                 .settle(vec![Action::HighWatermark(5)]);
             assert_eq!(topics.checkpoint_high_watermarks().expect("written"), 2);
             topics.close().expect("close");
@@ -1039,8 +849,8 @@ mod tests {
             .reconcile(std::slice::from_ref(&t))
             .expect("reconcile");
         let topic = topics.get("t").expect("t");
-        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
-        assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
+        assert_eq!(topic.partition(0).expect("0").high_watermark(), 3);
+        assert_eq!(topic.partition(1).expect("1").high_watermark(), 5);
         topics.close().expect("close");
         // The broker opens its logs deferred: a replica made before its log is recovered starts
         // at 0 and gets the checkpointed HW when the log is (the restart read nothing below it).
@@ -1049,15 +859,15 @@ mod tests {
             .reconcile(std::slice::from_ref(&t))
             .expect("reconcile");
         let topic = topics.get("t").expect("t");
-        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 0);
+        assert_eq!(topic.partition(0).expect("0").high_watermark(), 0);
         // A checkpoint written meanwhile keeps what the recovering logs were opened with.
         assert_eq!(topics.checkpoint_high_watermarks().expect("written"), 2);
         let text = std::fs::read_to_string(dir.path().join("replication-offset-checkpoint"))
             .expect("checkpoint");
         assert!(text.contains("t 0 3") && text.contains("t 1 5"), "{text}");
         assert_eq!(topics.recover_pending().expect("recovered"), 2);
-        assert_eq!(topic.partition(0).expect("0").replica.high_watermark(), 3);
-        assert_eq!(topic.partition(1).expect("1").replica.high_watermark(), 5);
+        assert_eq!(topic.partition(0).expect("0").high_watermark(), 3);
+        assert_eq!(topic.partition(1).expect("1").high_watermark(), 5);
         // An unreadable checkpoint starts every replica at its log start.
         topics.close().expect("close");
         std::fs::write(dir.path().join("replication-offset-checkpoint"), "garbage")
@@ -1072,7 +882,6 @@ mod tests {
                 .expect("t")
                 .partition(0)
                 .expect("0")
-                .replica
                 .high_watermark(),
             0
         );
@@ -1107,7 +916,7 @@ mod tests {
         let topic = topics.get("t").expect("t");
         assert_eq!(topic.config.retention_ms, 1000);
         let log_retention = topic.partitions[0]
-            .log
+            .log()
             .config()
             .expect("config")
             .retention_ms;
@@ -1163,7 +972,7 @@ mod tests {
             let mut batch = builder.build().expect("build");
             let topic = topics.get(name).expect("topic");
             topic.partitions[0]
-                .log
+                .log()
                 .append(&mut batch, 0)
                 .expect("append");
         };
@@ -1179,9 +988,9 @@ mod tests {
         assert_eq!(report.partitions_deleted, 2);
         assert!(!dir.path().join("gone-0").exists());
         let again = topics.get("again").expect("again");
-        assert_eq!(again.partitions[0].log.log_end_offset().expect("leo"), 0);
+        assert_eq!(again.partitions[0].log().log_end_offset().expect("leo"), 0);
         let kept = topics.get("kept").expect("kept");
-        assert_eq!(kept.partitions[0].log.log_end_offset().expect("leo"), 1);
+        assert_eq!(kept.partitions[0].log().log_end_offset().expect("leo"), 1);
 
         // Deleted while running: its logs go at the next reconcile.
         topics.reconcile(&[]).expect("empty");
@@ -1207,11 +1016,13 @@ mod tests {
             let partition = topic.partition(0).expect("0");
             for _ in 0..2_000 {
                 partition
-                    .log
+                    .log()
                     .append(&mut one_record_batch(), 1_000)
                     .expect("append");
             }
-            partition.replica.settle(vec![Action::HighWatermark(1_500)]);
+            partition
+                .replica()
+                .settle(vec![Action::HighWatermark(1_500)]);
             topics.checkpoint_high_watermarks().expect("written");
             topics.close().expect("close");
         }
@@ -1225,12 +1036,12 @@ mod tests {
         let recovery = std::thread::spawn(move || recovering.recover_pending());
         // As a fetcher or the driver would: the machine, once the log answers, then the
         // producers. The machine must already have the checkpointed HW.
-        while partition.log.is_recovering() {
+        while partition.log().is_recovering() {
             std::hint::spin_loop();
         }
-        let machine = partition.replica.machine();
+        let machine = partition.replica().machine();
         assert_eq!(machine.high_watermark(), 1_500);
-        drop(partition.producers.lock().expect("producers"));
+        drop(partition.producers().lock().expect("producers"));
         drop(machine);
         assert_eq!(recovery.join().expect("joined").expect("recovered"), 1);
     }
@@ -1304,7 +1115,7 @@ mod tests {
             topics.reconcile(std::slice::from_ref(&t)).expect("create");
             let topic = topics.get("t").expect("t");
             topic.partitions[2]
-                .log
+                .log()
                 .append(&mut one_record_batch(), 1_000)
                 .expect("append");
             // Dropped without close: a crash, so the next open must recover.
@@ -1314,14 +1125,14 @@ mod tests {
             .reconcile(std::slice::from_ref(&t))
             .expect("materialize");
         let topic = topics.get("t").expect("t");
-        assert!(topic.partitions.iter().all(|p| p.log.is_recovering()));
+        assert!(topic.partitions.iter().all(|p| p.log().is_recovering()));
         assert!(matches!(
-            topic.partitions[2].log.log_end_offset(),
+            topic.partitions[2].log().log_end_offset(),
             Err(skiff_storage::Error::Recovering { .. })
         ));
         assert_eq!(topics.recover_pending().expect("recover"), 3);
-        assert!(!topic.partitions[2].log.is_recovering());
-        assert_eq!(topic.partitions[2].log.log_end_offset().expect("end"), 1);
+        assert!(!topic.partitions[2].log().is_recovering());
+        assert_eq!(topic.partitions[2].log().log_end_offset().expect("end"), 1);
         assert_eq!(topics.recover_pending().expect("nothing left"), 0);
         topics.close().expect("close");
     }

@@ -24,7 +24,7 @@ use super::throttle::TokenBucket;
 use crate::cluster::isr::IsrOutcome;
 use crate::cluster::Cluster;
 use crate::context::Ctx;
-use crate::partition::replica::{LogView, Proposal, ProposalReceiver};
+use crate::partition::replica::{Proposal, ProposalReceiver};
 use crate::partition::topics::{Topic, Topics};
 
 /// How often leaders' timers are polled: the granularity of ISR shrinks and of acks=all
@@ -64,28 +64,21 @@ pub(crate) fn feed_states(topics: &Topics, cluster: &Cluster) -> Fed {
             .map(|partition| {
                 (
                     partition.clone(),
-                    cluster.partition_state(&topic.name, partition.index),
+                    cluster.partition_state(&topic.name, partition.index()),
                 )
             })
             .collect();
         for (partition, state) in states {
-            if partition.log.is_recovering() {
+            if partition.log().is_recovering() {
                 *recovering += 1;
                 continue;
             }
             if let Some((state, revision)) = state {
-                if revision > partition.replica.fed_revision() {
-                    let deferred = partition.apply_state(&state, revision);
-                    partition.replica.set_fed_revision(revision);
-                    proposals.extend(Proposal::all(
-                        &topic.name,
-                        partition.index,
-                        &partition.replica,
-                        deferred,
-                    ));
+                if revision > partition.fed_revision() {
+                    partition.apply_state(&state, revision, &mut *proposals);
                 }
             }
-            if let RoleView::Follower(Some(leader), _) = partition.replica.role() {
+            if let RoleView::Follower(Some(leader), _) = partition.role() {
                 followed.entry(leader).or_default().push(Followed {
                     topic: topic.clone(),
                     partition: partition.clone(),
@@ -102,27 +95,7 @@ fn poll_leaders(topics: &[Arc<Topic>]) -> Vec<Proposal> {
     let mut proposals = Vec::new();
     for topic in topics {
         for partition in &topic.partitions {
-            let mut machine = partition.replica.machine();
-            if machine.role() != RoleView::Leader {
-                continue;
-            }
-            let Ok(view) = LogView::of(&partition.log) else {
-                continue;
-            };
-            let before = machine.high_watermark();
-            let actions = machine.poll(now, &view);
-            let after = machine.high_watermark();
-            drop(machine);
-            let deferred = partition.replica.settle(actions);
-            if after > before {
-                partition.readable_end.advance();
-            }
-            proposals.extend(Proposal::all(
-                &topic.name,
-                partition.index,
-                &partition.replica,
-                deferred,
-            ));
+            partition.poll_as_leader(now, &mut proposals);
         }
     }
     proposals
@@ -149,7 +122,7 @@ async fn submit(ctx: &Ctx, proposals: Vec<Proposal>) {
                 isr = ?proposal.state.isr,
                 "ISR expansion not proposed: the joining replica is not running"
             );
-            proposal.replica.machine().on_isr_proposal_failed();
+            proposal.refused();
             continue;
         }
         tracing::info!(
@@ -162,7 +135,7 @@ async fn submit(ctx: &Ctx, proposals: Vec<Proposal>) {
         ctx.metrics
             .record_isr_change(outcome == IsrOutcome::Written);
         if outcome != IsrOutcome::Written {
-            proposal.replica.machine().on_isr_proposal_failed();
+            proposal.refused();
         }
     }
 }

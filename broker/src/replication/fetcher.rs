@@ -1,10 +1,11 @@
 //! The replica fetcher (Kafka's `ReplicaFetcherThread`): one task per leader this broker follows
-//! partitions of. It asks each followed partition's machine whether to fetch, sends one Fetch v12
-//! (`replica_id` = this broker, names, `last_fetched_epoch`) for all that do over one PLAINTEXT
-//! connection to the leader's inter-broker listener, reads the answer with the bounded
+//! partitions of. It asks each followed partition whether its machine wants to fetch, sends one
+//! Fetch v12 (`replica_id` = this broker, names, `last_fetched_epoch`) for all that do over one
+//! PLAINTEXT connection to the leader's inter-broker listener, reads the answer with the bounded
 //! `skiff_protocol::responses::fetch_reader` (never kafka-protocol's decoders: the bytes come from
-//! a peer), and hands each partition's result back to its machine, carrying out the appends and
-//! truncations it decides under its lock on a blocking thread.
+//! a peer), and hands each partition its result on a blocking thread
+//! ([`Partition::apply_fetch_result`] carries out the appends and truncations its machine
+//! decides, under its lock).
 //!
 //! Bounds: one request in flight per leader; a response frame at most
 //! `replica.fetch.response.max.bytes` plus [`RESPONSE_FRAMING_BYTES_MAX`]; one answer awaited
@@ -25,7 +26,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use skiff_cluster::replica::{Action, FetchResult, FetchedBatch, FollowerFetch};
+use skiff_cluster::replica::{FetchResult, FetchedBatch, FollowerFetch};
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::v2;
@@ -36,8 +37,7 @@ use tokio::sync::watch;
 
 use super::throttle::{Allowance, TokenBucket};
 use crate::context::Ctx;
-use crate::partition::replica::LogView;
-use crate::partition::topics::{replay_producers, Partition, Topic};
+use crate::partition::topics::{Partition, Topic};
 
 /// The Fetch version followers send: the first flexible one, with `last_fetched_epoch` and the
 /// `DivergingEpoch` answer (v13's topic ids would need the leader's ids to match ours, which the
@@ -138,7 +138,7 @@ pub(crate) async fn run(
                 connection = None;
                 let now = crate::clock::mono_ms();
                 for sent in &sent {
-                    lost(&sent.followed.partition, leader, &sent.fetch, now);
+                    sent.followed.partition.fetch_lost(now, leader, &sent.fetch);
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
@@ -165,7 +165,7 @@ fn wanted(ctx: &Ctx, leader: NodeId, followed: &[Followed], throttle: &Throttle)
     let mut sent = Vec::new();
     for followed in followed {
         let partition = &followed.partition;
-        let throttled = catching_up.contains(&(followed.topic.name.clone(), partition.index));
+        let throttled = catching_up.contains(&(followed.topic.name.clone(), partition.index()));
         let max_bytes = match (throttled, allowance) {
             (false, _) | (true, Allowance::Unlimited) => max_bytes,
             (true, Allowance::Empty) => continue, // not even asked: nothing is in flight
@@ -180,48 +180,18 @@ fn wanted(ctx: &Ctx, leader: NodeId, followed: &[Followed], throttle: &Throttle)
                 asked
             }
         };
-        let actions = {
-            let mut machine = partition.replica.machine();
-            let Ok(view) = LogView::of(&partition.log) else {
-                continue;
-            };
-            machine.poll(now, &view)
-        };
-        for action in actions {
-            match action {
-                Action::SendFetch { leader: to, fetch } if to == leader => sent.push(Sent {
-                    followed: followed.clone(),
-                    fetch,
-                    max_bytes,
-                    throttled,
-                }),
-                // The partition moved to another leader since the driver assigned it here: its
-                // fetch is not sent, and the machine must not wait for it.
-                Action::SendFetch { leader: to, fetch } => lost(partition, to, &fetch, now),
-                other => {
-                    let _ = partition.replica.settle(vec![other]);
-                }
-            }
-        }
+        // A fetch the machine wants sent to another leader (the partition moved since the driver
+        // assigned it here) is not sent, and the partition tells its machine so.
+        partition.poll_as_follower(now, leader, |fetch| {
+            sent.push(Sent {
+                followed: followed.clone(),
+                fetch,
+                max_bytes,
+                throttled,
+            })
+        });
     }
     sent
-}
-
-/// Tells a machine its fetch got no answer.
-fn lost(partition: &Partition, leader: NodeId, fetch: &FollowerFetch, now: u64) {
-    let mut machine = partition.replica.machine();
-    let Ok(view) = LogView::of(&partition.log) else {
-        return;
-    };
-    let actions = machine.on_fetch_result(
-        now,
-        leader,
-        fetch.current_leader_epoch,
-        &FetchResult::Lost,
-        &view,
-    );
-    drop(machine);
-    let _ = partition.replica.settle(actions);
 }
 
 /// The Fetch request for `sent`.
@@ -229,9 +199,14 @@ fn request(ctx: &Ctx, sent: &[Sent]) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for sent in sent {
         let name = &sent.followed.topic.name;
-        let log_start_offset = sent.followed.partition.log.log_start_offset().unwrap_or(-1);
+        let log_start_offset = sent
+            .followed
+            .partition
+            .log()
+            .log_start_offset()
+            .unwrap_or(-1);
         let partition = FetchPartition::default()
-            .with_partition(sent.followed.partition.index)
+            .with_partition(sent.followed.partition.index())
             .with_current_leader_epoch(sent.fetch.current_leader_epoch)
             .with_fetch_offset(sent.fetch.fetch_offset)
             .with_last_fetched_epoch(sent.fetch.last_fetched_epoch.unwrap_or(-1))
@@ -385,7 +360,7 @@ fn apply_response(
                 "replica fetch answered as a whole with an error or out of turn"
             );
             for sent in &sent {
-                lost(&sent.followed.partition, leader, &sent.fetch, now);
+                sent.followed.partition.fetch_lost(now, leader, &sent.fetch);
             }
             return 0;
         }
@@ -393,7 +368,7 @@ fn apply_response(
             ctx.metrics.record_replica_fetch_decode_error();
             tracing::warn!(leader, %error, "a replica fetch response did not decode");
             for sent in &sent {
-                lost(&sent.followed.partition, leader, &sent.fetch, now);
+                sent.followed.partition.fetch_lost(now, leader, &sent.fetch);
             }
             return 0;
         }
@@ -403,7 +378,7 @@ fn apply_response(
         let found = find(
             &view,
             &sent.followed.topic.name,
-            sent.followed.partition.index,
+            sent.followed.partition.index(),
         );
         let (result, records, leader_log_start) = match found {
             None => (FetchResult::Lost, &[][..], -1),
@@ -413,7 +388,13 @@ fn apply_response(
                 fields.log_start_offset,
             ),
         };
-        apply_one(ctx, leader, &sent, &result, records);
+        sent.followed.partition.apply_fetch_result(
+            (crate::clock::mono_ms(), ctx.now_ms()),
+            leader,
+            &sent.fetch,
+            &result,
+            records,
+        );
         if matches!(result, FetchResult::Records { .. }) {
             follow_log_start(&sent.followed, leader_log_start);
         }
@@ -478,141 +459,18 @@ fn fetch_result(
     }
 }
 
-/// A fetch result in one short line (the batches counted, not listed).
-fn summary(result: &FetchResult) -> String {
-    match result {
-        FetchResult::Records {
-            batches,
-            high_watermark,
-        } => format!(
-            "{} batches {:?}..{:?} hw {high_watermark}",
-            batches.len(),
-            batches.first().map(|b| b.base),
-            batches.last().map(|b| b.last)
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
-/// Feeds one partition's result to its machine and carries out the appends and truncations it
-/// decides, under its lock.
-fn apply_one(ctx: &Ctx, leader: NodeId, sent: &Sent, result: &FetchResult, records: &[u8]) {
-    let partition = &sent.followed.partition;
-    let now = crate::clock::mono_ms();
-    let mut machine = partition.replica.machine();
-    let Ok(view) = LogView::of(&partition.log) else {
-        let actions = machine.on_log_error();
-        drop(machine);
-        let _ = partition.replica.settle(actions);
-        return;
-    };
-    let actions =
-        machine.on_fetch_result(now, leader, sent.fetch.current_leader_epoch, result, &view);
-    tracing::debug!(
-        topic = %sent.followed.topic.name,
-        partition = partition.index,
-        leader,
-        fetch = ?sent.fetch,
-        result = %summary(result),
-        ?actions,
-        "replica fetch answered"
-    );
-    let mut rest = Vec::with_capacity(actions.len());
-    for action in actions {
-        let outcome = match action {
-            Action::AppendFetched { up_to } => append_fetched(ctx, partition, records, up_to),
-            Action::TruncateTo { offset } => truncate(partition, offset),
-            Action::ResetTo { offset } => reset(partition, offset),
-            other => {
-                rest.push(other);
-                Ok(())
-            }
-        };
-        if let Err(error) = outcome {
-            tracing::error!(topic = %sent.followed.topic.name, partition = partition.index, %error, "replica log write failed; the replica goes offline");
-            rest.extend(machine.on_log_error());
-            break;
-        }
-    }
-    drop(machine);
-    let _ = partition.replica.settle(rest);
-}
-
-/// Appends the fetched batches below `up_to` unchanged (the leader's offsets and epochs) and
-/// records their producers, so a new leader still deduplicates idempotent retries.
-fn append_fetched(
-    ctx: &Ctx,
-    partition: &Partition,
-    records: &[u8],
-    up_to: i64,
-) -> Result<(), skiff_storage::Error> {
-    let mut end = 0usize;
-    for (position, header) in v2::batch_positions(records).map_while(Result::ok) {
-        if header.last_offset() >= up_to || position + header.total_bytes() > records.len() {
-            break;
-        }
-        end = position + header.total_bytes();
-    }
-    let mut batches = records[..end].to_vec();
-    if batches.is_empty() {
-        return Ok(());
-    }
-    // The leader's offsets and epochs are kept; storage refuses a batch that does not continue
-    // the log or whose epoch is below the latest (a divergence the machine missed).
-    partition
-        .log
-        .append_replicated(&mut batches, ctx.now_ms())?;
-    let appended = batches.len() as u64;
-    partition.traffic.count_replicated(appended);
-    let mut producers = partition
-        .producers
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    for (_, header) in v2::batch_positions(&batches).flatten() {
-        producers.replay(&header);
-    }
-    Ok(())
-}
-
-/// Truncates the log to `offset` and rebuilds its producers from what remains.
-fn truncate(partition: &Partition, offset: i64) -> Result<(), skiff_storage::Error> {
-    partition.log.truncate_to(offset)?;
-    let rebuilt = replay_producers(&partition.log)?;
-    *partition
-        .producers
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = rebuilt;
-    Ok(())
-}
-
-/// Empties the log and starts it at `offset` (the leader's log start passed ours); no producer
-/// state survives an empty log.
-fn reset(partition: &Partition, offset: i64) -> Result<(), skiff_storage::Error> {
-    tracing::warn!(
-        partition = partition.index,
-        offset,
-        "replica log reset to the leader's log start"
-    );
-    partition.log.truncate_fully_and_start_at(offset)?;
-    *partition
-        .producers
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Default::default();
-    Ok(())
-}
-
 /// Moves the follower's log start up to the leader's (DeleteRecords and retention on the leader,
 /// Kafka's `maybeIncrementLogStartOffset`), never past its own end: records the leader deleted
 /// must not come back if this replica leads next.
 fn follow_log_start(followed: &Followed, leader_log_start: i64) {
-    let log = &followed.partition.log;
+    let log = followed.partition.log();
     let (Ok(start), Ok(end)) = (log.log_start_offset(), log.log_end_offset()) else {
         return;
     };
     let target = leader_log_start.min(end);
     if target > start {
         if let Err(error) = log.delete_records_before(target) {
-            tracing::warn!(topic = %followed.topic.name, partition = followed.partition.index, %error, "log start not moved to the leader's");
+            tracing::warn!(topic = %followed.topic.name, partition = followed.partition.index(), %error, "log start not moved to the leader's");
         }
     }
 }

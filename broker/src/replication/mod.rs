@@ -14,10 +14,8 @@ pub mod throttle;
 
 use std::sync::Arc;
 
-use skiff_cluster::replica::RoleView;
-
 use crate::metrics::{Exposition, Metrics, MetricsSection};
-use crate::partition::replica::LogView;
+use crate::partition::partition::ReplicationStatus;
 use crate::partition::topics::Topics;
 
 /// The replicas' section of `/metrics`: [`render_metrics`] over this broker's topics.
@@ -44,18 +42,13 @@ fn render_metrics(topics: &Topics, out: &mut Exposition) {
     let mut lag_by_partition = Vec::new();
     for topic in topics.all() {
         for partition in &topic.partitions {
-            let machine = partition.replica.machine();
-            if machine.role() == RoleView::Offline {
-                offline += 1;
-                continue;
-            }
-            let Ok(view) = LogView::of(&partition.log) else {
-                continue;
-            };
-            let Some(status) =
-                machine.leader_status(skiff_cluster::replica::LocalLog::log_end_offset(&view))
-            else {
-                continue;
+            let status = match partition.replication_status() {
+                ReplicationStatus::Offline => {
+                    offline += 1;
+                    continue;
+                }
+                ReplicationStatus::Led(status) => status,
+                ReplicationStatus::Other => continue,
             };
             led += 1;
             under_replicated += i64::from(status.isr < status.replicas);
@@ -63,7 +56,8 @@ fn render_metrics(topics: &Topics, out: &mut Exposition) {
             max_lag = max_lag.max(status.max_follower_lag.unwrap_or(0));
             if status.replicas > 1 {
                 if let Some(lag) = status.max_follower_lag {
-                    lag_by_partition.push(([topic.name.clone(), partition.index.to_string()], lag));
+                    lag_by_partition
+                        .push(([topic.name.clone(), partition.index().to_string()], lag));
                 }
             }
         }

@@ -43,7 +43,7 @@ pub(crate) fn led_partition_at<'t>(
         // Produce's own admission then checks the role.)
         Role::Leader { leader_epoch } => topic
             .partition(index)
-            .filter(|partition| partition.replica.fed_revision() > 0)
+            .filter(|partition| partition.fed_revision() > 0)
             .map(|partition| (partition, leader_epoch))
             .ok_or(error_code::NOT_LEADER_OR_FOLLOWER),
         Role::NotLeader | Role::Unknown => Err(error_code::NOT_LEADER_OR_FOLLOWER),
