@@ -1,14 +1,16 @@
-//! Topics and their partitions on this broker: each partition and everything done to it (appends,
-//! the high watermark, waking parked fetches, ISR proposals: [`partition`]), what it materializes
-//! of the cluster image and the file naming it ([`topics`], [`materialized`]), per-topic configs ([`topic_config`]) and what an alter request
-//! does to them ([`config_change`]), idempotent producer
-//! state ([`producer_state`]), the per-partition signal that wakes long-polling fetches
-//! ([`readable_end`]) and each partition's replica and high watermark ([`replica`]). Its byte
-//! and record counters are [`crate::metrics::traffic`]; the glue from a fetch to the
-//! down-converter is [`crate::response::conversion`].
+//! Topics and their partitions on this broker: each partition and everything done to it (its
+//! appends, high watermark, wake-ups of parked fetches and ISR proposals: [`partition`]), what the
+//! broker materializes of the cluster image and the file naming it ([`topics`], [`materialized`]),
+//! per-topic configs ([`topic_config`]) and what an alter request does to them
+//! ([`config_change`]), idempotent producer state ([`producer_state`]), the per-partition signal
+//! that wakes long-polling fetches ([`readable_end`]) and each partition's replica machine behind
+//! its lock ([`replica`], driven only from [`partition`]). Its byte and record counters are
+//! [`crate::metrics::traffic`]; the glue from a fetch to the down-converter is
+//! [`crate::response::conversion`].
 //!
-//! Must never: parse wire bytes (that is `skiff-protocol`) or manage segments (that is
-//! `skiff-storage`).
+//! Must never: parse wire bytes (that is `skiff-protocol`), manage segments (that is
+//! `skiff-storage`), or let code outside this folder drive a replica machine or advance a
+//! partition's readable end.
 
 pub mod config_change;
 pub mod materialized;

@@ -255,7 +255,8 @@ impl Partition {
         let now = crate::clock::mono_ms();
         let hw_before = self.replica.high_watermark();
         let deferred = self.replica.after_append(now, &self.log);
-        self.publish(deferred, hw_before, &mut proposals);
+        let rose = self.replica.high_watermark() > hw_before;
+        self.publish(deferred, rose, &mut proposals);
         if append.acks == Acks::All {
             let deadline = now.saturating_add(append.timeout_ms);
             let (wait, deferred) =
@@ -386,15 +387,15 @@ impl Partition {
         mut proposals: impl ProposalSink,
     ) -> Result<FetchAnswer, skiff_storage::Error> {
         let view = LogView::of(&self.log)?;
-        let (answer, actions, hw_before) = {
+        let (answer, actions, rose) = {
             let mut machine = self.replica.machine();
             let before = machine.high_watermark();
             let (answer, actions) = machine.on_follower_fetch(now, fetch, &view);
             tracing::debug!(topic = %self.log.topic(), partition = self.index, ?fetch, ?answer, ?actions, isr = ?machine.isr(), "follower fetch answered");
-            (answer, actions, before)
+            (answer, actions, machine.high_watermark() > before)
         };
         let deferred = self.replica.settle(actions);
-        self.publish(deferred, hw_before, &mut proposals);
+        self.publish(deferred, rose, &mut proposals);
         Ok(answer)
     }
 
@@ -410,15 +411,16 @@ impl Partition {
         };
         let before = machine.high_watermark();
         let actions = machine.poll(now, &view);
+        let rose = machine.high_watermark() > before;
         drop(machine);
         let deferred = self.replica.settle(actions);
-        self.publish(deferred, before, &mut proposals);
+        self.publish(deferred, rose, &mut proposals);
     }
 
-    /// After a settle: wakes the fetches parked here if the high watermark rose past
-    /// `hw_before` (consumers may read further), and queues the ISR proposals.
-    fn publish(&self, deferred: Deferred, hw_before: i64, proposals: &mut impl ProposalSink) {
-        if self.replica.high_watermark() > hw_before {
+    /// After a settle: wakes the fetches parked here if the high watermark `rose` (consumers may
+    /// read further), and queues the ISR proposals.
+    fn publish(&self, deferred: Deferred, rose: bool, proposals: &mut impl ProposalSink) {
+        if rose {
             self.readable_end.advance();
         }
         self.queue(deferred, proposals);
@@ -784,3 +786,6 @@ pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_st
     }
     Ok(producers)
 }
+
+#[cfg(test)]
+mod tests;

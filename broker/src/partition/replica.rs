@@ -4,8 +4,8 @@
 //! [`crate::partition::partition::Partition`] drives it (for the replication driver and fetcher,
 //! Produce, Fetch and ListOffsets); others read its published high watermark and role.
 //!
-//! Owns: the lock order (a partition's replica lock before its producer lock; Produce never
-//! holds both), the published high watermark, and the acks=all produces waiting for it.
+//! Owns: the lock order (a partition's replica lock before its producer lock; a leader's append
+//! never holds both), the published high watermark, and the acks=all produces waiting for it.
 //!
 //! Must never: decide a role, an ISR or a high watermark itself (the pure machine does), hold
 //! its lock across an await, or let a consumer read past the published high watermark.

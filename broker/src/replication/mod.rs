@@ -1,9 +1,11 @@
-//! Replication glue (docs/design/replication.md): the [`driver`] feeds every local partition's
-//! replica (`crate::partition::replica`) the store's partition states and its timers and carries
-//! out what it decides (epoch assignment, ISR compare-and-set, acks=all completion); the leader
-//! side of a follower's Fetch is in `handlers/fetch.rs`; the follower side is the [`fetcher`],
-//! which paces reassignment catch-up with the [`throttle`]. The per-partition replication gauges
-//! are this module's section of `/metrics`, registered in `crate::metrics` at start.
+//! Replication glue (docs/design/replication.md): the [`driver`] feeds every local partition
+//! (`crate::partition::partition::Partition`, which drives its replica machine and carries out
+//! what it decides: epoch assignment, acks=all completion, the high watermark) the store's
+//! partition states and its timers, and submits the ISR compare-and-sets the machines propose;
+//! the leader side of a follower's Fetch is in `handlers/fetch.rs`; the follower side is the
+//! [`fetcher`], which paces reassignment catch-up with the [`throttle`]. The per-partition
+//! replication gauges are this module's section of `/metrics`, registered in `crate::metrics` at
+//! start.
 //!
 //! Must never: decide a role, an ISR or a high watermark itself (the pure replica machine does),
 //! or be imported by `partition` (which it drives).
