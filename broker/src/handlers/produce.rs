@@ -19,6 +19,7 @@
 //!
 //! Must never: append a batch the sequence checks called a duplicate.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -212,10 +213,7 @@ fn refused_producer(access: &Access<'_>, request: &ProduceRequest) -> Option<i16
         .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED)
 }
 
-/// Validates (or up-converts) one partition's records and appends them. The append runs on this
-/// task when it is a page-cache copy, the common case, and on a blocking thread when the log says
-/// it would roll a segment or fsync (so a current-thread runtime is never blocked on a disk, and a
-/// multi-threaded one keeps its workers).
+/// Validates (or up-converts) one partition's records and appends them.
 async fn append(
     ctx: &Ctx,
     topic: &Topic,
@@ -246,33 +244,15 @@ async fn append(
         .sum();
     let stored_bytes = batches.len() as u64;
     let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
-    let may_block = partition
-        .log()
-        .append_may_block(batches.len() as u64, records_count, now_ms)
-        .map_err(|error| storage_error_code(&error))?;
-    let timeout_ms = u64::try_from(timeout_ms).unwrap_or(0);
-    let appended = if may_block {
-        let (partition, proposals) = (partition.clone(), ctx.isr_proposals.clone());
-        tokio::task::spawn_blocking(move || {
-            append_as_leader(
-                &partition,
-                batches,
-                (leader_epoch, now_ms),
-                (acks, timeout_ms),
-                &proposals,
-            )
-        })
-        .await
-        .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))?
-    } else {
-        append_as_leader(
-            partition,
-            batches,
-            (leader_epoch, now_ms),
-            (acks, timeout_ms),
-            &ctx.isr_proposals,
-        )?
-    };
+    let appended = append_as_leader(
+        ctx,
+        partition,
+        batches,
+        records_count,
+        (leader_epoch, now_ms),
+        (acks, u64::try_from(timeout_ms).unwrap_or(0)),
+    )
+    .await?;
     if appended.stored {
         partition
             .traffic()
@@ -290,10 +270,45 @@ async fn append(
     })
 }
 
+/// Appends a partition's batches as its leader, on this task when the append is a page-cache copy,
+/// the common case, and on a blocking thread when the log says it would roll a segment or fsync
+/// (so a current-thread runtime is never blocked on a disk, and a multi-threaded one keeps its
+/// workers).
+async fn append_as_leader(
+    ctx: &Ctx,
+    partition: &Arc<Partition>,
+    batches: Vec<u8>,
+    records_count: u64,
+    (leader_epoch, now_ms): (i32, i64),
+    (acks, timeout_ms): (Acks, u64),
+) -> Result<LeaderAppended, i16> {
+    let may_block = partition
+        .log()
+        .append_may_block(batches.len() as u64, records_count, now_ms)
+        .map_err(|error| storage_error_code(&error))?;
+    if !may_block {
+        let at = (leader_epoch, now_ms);
+        return append_now(
+            partition,
+            batches,
+            at,
+            (acks, timeout_ms),
+            &ctx.isr_proposals,
+        );
+    }
+    let (partition, proposals) = (partition.clone(), ctx.isr_proposals.clone());
+    tokio::task::spawn_blocking(move || {
+        let at = (leader_epoch, now_ms);
+        append_now(&partition, batches, at, (acks, timeout_ms), &proposals)
+    })
+    .await
+    .unwrap_or(Err(error_code::KAFKA_STORAGE_ERROR))
+}
+
 /// Appends a client's batches as the partition's leader (the idempotence checks, the high
 /// watermark and, for acks=all, the wait are the partition's). Blocking: a roll or an fsync may
 /// happen inside.
-fn append_as_leader(
+fn append_now(
     partition: &Partition,
     mut batches: Vec<u8>,
     (leader_epoch, now_ms): (i32, i64),
