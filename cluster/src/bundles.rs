@@ -56,7 +56,7 @@ use crate::topics::is_internal;
 pub const BUNDLE_NAMESPACE_RULE: NamespaceRule = NamespaceRule::Topic;
 
 /// Bundle records created or deleted per Txn (one op and one compare each, besides the fence).
-const BUNDLE_RECORDS_PER_TXN_MAX: usize = 120;
+const BUNDLE_RECORDS_PER_TXN_MAX: usize = crate::controller::RECORDS_PER_TXN_MAX;
 
 /// Below this mean load per broker the cluster is idle: relative scores would only amplify
 /// noise, so the shedder is given nothing to move.

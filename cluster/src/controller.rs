@@ -45,9 +45,17 @@ use crate::image::{ClusterImage, Versioned};
 use crate::layout::Key;
 use crate::records::{encode, PartitionState, TopicRecord, TopicState, Writer, NO_LEADER};
 
-/// Partition states written per Txn: etcd accepts 128 operations and 128 compares per Txn, and
-/// each partition costs one op and one compare, besides the fence and the broker compares.
-pub const PARTITIONS_PER_TXN_MAX: usize = 120;
+/// Compares a controller Txn carries besides one per record it writes: the fence and the
+/// brokers' registrations it depends on.
+pub const TXN_FIXED_COMPARES_MAX: usize = 8;
+
+/// Records written per Txn (partition states, bundle records): etcd accepts
+/// [`skiff_meta::limits::TXN_OPS_MAX`] operations and as many compares per Txn, and each record
+/// costs one op and one compare, besides [`TXN_FIXED_COMPARES_MAX`].
+pub const RECORDS_PER_TXN_MAX: usize = skiff_meta::limits::TXN_OPS_MAX - TXN_FIXED_COMPARES_MAX;
+
+/// Partition states written per Txn.
+pub const PARTITIONS_PER_TXN_MAX: usize = RECORDS_PER_TXN_MAX;
 
 /// How many compares one Txn may carry (etcd's `--max-txn-ops` default applies to each part).
 const COMPARES_PER_TXN_MAX: usize = skiff_meta::limits::TXN_OPS_MAX;
