@@ -154,8 +154,8 @@ async fn migrate_single_node_offsets(
 }
 
 impl Broker {
-    /// Opens the data directory (recovering it if the last stop was not clean), loads the topics and
-    /// binds the first listener.
+    /// Opens the data directory (recovering it if the last stop was not clean), loads the topics
+    /// and binds the first listener.
     pub async fn start(mut config: Config) -> Result<Self, BrokerError> {
         config.apply_cluster_defaults();
         config.validate()?;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-/// Skiff: a Kafka-compatible broker that serves legacy (0.9/0.10-era) and modern clients from one log.
+/// Skiff: a Kafka-compatible broker that serves legacy (0.9/0.10-era) and modern clients from one
+/// log.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -16,12 +17,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the broker. With no options: one node, data in ./skiff-data, listening on 127.0.0.1:9092.
+    /// Run the broker. With no options: one node, data in ./skiff-data, listening on
+    /// 127.0.0.1:9092.
     Serve {
         /// A TOML config file with Kafka-named keys (see `skiff config-keys`).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Override one key, e.g. `--set log.dirs=/var/lib/skiff`; may be repeated; applied after the file.
+        /// Override one key, e.g. `--set log.dirs=/var/lib/skiff`; may be repeated; applied after
+        /// the file.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },

@@ -536,7 +536,8 @@ pub fn plan_alter(
     AlterPlan { writes, refused }
 }
 
-/// One reassignment as ListPartitionReassignments lists it (Kafka's `OngoingPartitionReassignment`).
+/// One reassignment as ListPartitionReassignments lists it (Kafka's
+/// `OngoingPartitionReassignment`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     /// Topic.

@@ -548,7 +548,8 @@ impl Sim {
                 broker.fence.on_registered(broker_epoch);
             }
             Ok(Registration::StaleOwnRegistration { lease: old }) => {
-                // The previous process of this data directory: revoke its lease, register next time.
+                // The previous process of this data directory: revoke its lease, register next
+                // time.
                 self.coverage.stale_own_registrations_replaced += 1;
                 self.core.lease_revoke(old).unwrap();
                 self.core.lease_revoke(lease.id).unwrap();

@@ -92,12 +92,12 @@ impl Coordinator {
         self.start_delete(meta, keys, PendingKind::DeleteGroups { response, deleted });
     }
 
-    /// OffsetDelete (at `now_ms`): the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a non-empty group
-    /// of another protocol type than "consumer": NON_EMPTY_GROUP), then per partition:
-    /// GROUP_SUBSCRIBED_TO_TOPIC when an active member subscribes to the topic, otherwise the
-    /// offset goes (0 also when none was committed, as Kafka). `refused` holds the partitions the
-    /// handler already answered (authorization, unknown topics) with their error; they are
-    /// reported as such and never deleted. A group left without offsets stays (Empty) for
+    /// OffsetDelete (at `now_ms`): the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a
+    /// non-empty group of another protocol type than "consumer": NON_EMPTY_GROUP), then per
+    /// partition: GROUP_SUBSCRIBED_TO_TOPIC when an active member subscribes to the topic,
+    /// otherwise the offset goes (0 also when none was committed, as Kafka). `refused` holds the
+    /// partitions the handler already answered (authorization, unknown topics) with their error;
+    /// they are reported as such and never deleted. A group left without offsets stays (Empty) for
     /// `emptied_group_retention_ms`, as in Kafka 4.x, so that DeleteGroups still finds it.
     pub fn handle_offset_delete(
         &mut self,

@@ -468,7 +468,8 @@ mod tests {
         assert_eq!(w.weight(2), 0.0); // above the 70 % threshold
         assert_eq!(w.weight(3), 30.0); // at the threshold: kept
         assert_eq!(w.weight(4), 0.0); // unknown
-                                      // The floor: a kept node at 95 % weight (capacity-based) gets 10, over 100 gets 5.
+                                      // The floor: a kept node at 95 % weight (capacity-based) gets
+                                      // 10, over 100 gets 5.
         let mut v = view_with(&[10.0, 10.0, 10.0]);
         v.nodes[0].write_capacity_bytes_per_second = 100;
         v.nodes[0].load.write_bytes_per_second = 95.0;

@@ -2,7 +2,8 @@
 //! with chunk sizes 16 KiB … 1 MiB and eager. Throughput is in source (stored) bytes.
 //!
 //! The slice is followed by a cut batch of 10 % of its size, as a log read cut at the partition
-//! limit, so the declared size leaves room for the few percent v1 adds and every batch is converted.
+//! limit, so the declared size leaves room for the few percent v1 adds and every batch is
+//! converted.
 
 // Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
 // library code; clippy.toml's test exemptions do not reach benchmarks.

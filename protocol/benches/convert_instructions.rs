@@ -8,7 +8,8 @@
 //!
 //! Run it with 1 and with N runs: (Ir(N) − Ir(1)) / (N − 1) is the instruction count of one lazy
 //! conversion of the benches' 1 MiB slice, without the slice generation. Without arguments (as
-//! `cargo bench` runs it) it converts every codec once to both targets and prints the bytes written.
+//! `cargo bench` runs it) it converts every codec once to both targets and prints the bytes
+//! written.
 
 // Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
 // library code; clippy.toml's test exemptions do not reach benchmarks.

@@ -1,10 +1,11 @@
-//! Offset lookups through `Log::read`: the index binary search plus the read of the batch header
-//! it names (16 KiB batches, so every batch has an index entry); in the active segment, as here,
-//! that header comes through the segment's memory-mapped view of its `.log`, elsewhere by `pread`. "Warm" targets the last
-//! few MiB of the log, whose index entries sit in the warm tail searched first; "cold" targets
-//! offsets spread over the whole segment, so the search runs over the whole index. Both run with
-//! the pages resident: evicting them would need dropping the page cache, which a shared machine
-//! does not allow; what "cold" adds on a real cold start is one page fault per touched index page.
+//! Offset lookups through `Log::read`: the index binary search plus the read of the batch header it
+//! names (16 KiB batches, so every batch has an index entry); in the active segment, as here, that
+//! header comes through the segment's memory-mapped view of its `.log`, elsewhere by `pread`.
+//! "Warm" targets the last few MiB of the log, whose index entries sit in the warm tail searched
+//! first; "cold" targets offsets spread over the whole segment, so the search runs over the whole
+//! index. Both run with the pages resident: evicting them would need dropping the page cache, which
+//! a shared machine does not allow; what "cold" adds on a real cold start is one page fault per
+//! touched index page.
 
 // Benchmark code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
 // library code; clippy.toml's test exemptions do not reach benchmarks.

@@ -79,9 +79,9 @@
 //! - Durability is what [`PersistMode`] and the flush policy in [`LogConfig`] say; a failed write
 //!   or fsync poisons the log ([`Error::Poisoned`]) until the directory is reopened.
 //! - One process (and one [`LogDir`]) per directory, enforced by a lock file.
-//! - A log holds no descriptor of its own (indexes and the active `.log` view are mapped; a
-//!   mapping needs none) and three memory maps, plus two maps per sealed segment; every
-//!   segment's `.log` descriptor comes from a set bounded by [`DirConfig::log_files_max`]. A directory holds at most
+//! - A log holds no descriptor of its own (indexes and the active `.log` view are mapped; a mapping
+//!   needs none) and three memory maps, plus two maps per sealed segment; every segment's `.log`
+//!   descriptor comes from a set bounded by [`DirConfig::log_files_max`]. A directory holds at most
 //!   [`DirConfig::logs_max`] logs, and [`LogDir::check_room`] refuses logs the open-file limit or
 //!   `vm.max_map_count` cannot hold ([`Error::LimitReached`]).
 //! - Storage never reads a clock: times are arguments (`append`, `roll_if_needed`,

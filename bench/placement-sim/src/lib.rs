@@ -4,8 +4,8 @@
 //! the markdown report and SVG plots they produce; the report ends with the targets table.
 //!
 //! Owns the scenario models, the metrics and the report text. Its package depends on
-//! `skiff-placement` only among Skiff's crates (no broker, no tokio). It must never read the clock or
-//! the environment inside a run: the same seed gives byte-identical output (tested).
+//! `skiff-placement` only among Skiff's crates (no broker, no tokio). It must never read the clock
+//! or the environment inside a run: the same seed gives byte-identical output (tested).
 
 pub mod bundles;
 pub mod plot;

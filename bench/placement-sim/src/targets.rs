@@ -215,13 +215,13 @@ fn binomial_ln_cdf(k: u32, p: f64, m: i64) -> f64 {
 }
 
 /// The chance level of the herding index: the median, under uniform placement, of its peak over
-/// windows, where a window's index is the most placements any node received ÷ the expected
-/// number. `decisions` are the ensembles placed per window; each ensemble takes `ensemble`
-/// distinct nodes of `nodes`, so a node's count in a window of k ensembles is Binomial(k, E/n).
-/// Counts are treated as independent across nodes and windows; within a window they are
-/// negatively associated (a placement taken by one node is not another's), which makes the
-/// true peak a hair higher than this (checked against thrown balls in the tests). Windows without placements do not count
-/// (the simulator gives them index 0); none at all gives 0.
+/// windows, where a window's index is the most placements any node received ÷ the expected number.
+/// `decisions` are the ensembles placed per window; each ensemble takes `ensemble` distinct nodes
+/// of `nodes`, so a node's count in a window of k ensembles is Binomial(k, E/n). Counts are treated
+/// as independent across nodes and windows; within a window they are negatively associated (a
+/// placement taken by one node is not another's), which makes the true peak a hair higher than this
+/// (checked against thrown balls in the tests). Windows without placements do not count (the
+/// simulator gives them index 0); none at all gives 0.
 pub fn herding_by_chance(decisions: &[u32], nodes: usize, ensemble: usize) -> f64 {
     let windows: Vec<u32> = decisions.iter().copied().filter(|&k| k > 0).collect();
     if windows.is_empty() || nodes == 0 || ensemble == 0 || ensemble > nodes {

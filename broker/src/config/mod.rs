@@ -1,7 +1,7 @@
 //! Broker configuration: every key, its default and why, in one table. Keys use Kafka's names where
 //! Kafka has one (`log.dirs`, `listeners`, `message.max.bytes`, ...); Skiff's own keys start with
-//! `skiff.`. Values come from a TOML file (dotted keys may be written quoted, `"log.dirs" = "..."`, or
-//! as nested tables) and from `--set key=value` on the command line, in that order.
+//! `skiff.`. Values come from a TOML file (dotted keys may be written quoted, `"log.dirs" = "..."`,
+//! or as nested tables) and from `--set key=value` on the command line, in that order.
 //!
 //! Each key's own bound is a column of the table (`bounds.rs`), so validation is a loop over it;
 //! the few rules between keys are a named list (`rules.rs`). The defaults of keys that other
@@ -263,8 +263,9 @@ impl FromConfigValue for skiff_meta::StoreAddress {
 pub enum DownConversionMode {
     /// KIP-283: convert one chunk at a time while the socket drains (the only mode for production).
     Lazy,
-    /// Convert each partition's whole answer before sending, as Kafka did before 2.0. Exists only so
-    /// `skiff-bench memory` can show what the lazy mode saves; its memory grows with the response size.
+    /// Convert each partition's whole answer before sending, as Kafka did before 2.0. Exists only
+    /// so `skiff-bench memory` can show what the lazy mode saves; its memory grows with the
+    /// response size.
     Eager,
 }
 
@@ -438,8 +439,8 @@ pub const DOWN_CONVERSION_READ_BYTES_DEFAULT: usize =
     skiff_protocol::limits::DOWN_CONVERT_READ_BYTES;
 
 /// `skiff.frame.capture.max.frames` default: more distinct frames than the real-client suite sends
-/// one broker (test_security.py, the file that sends most, sends 629 across its brokers), few enough
-/// to list at a glance.
+/// one broker (test_security.py, the file that sends most, sends 629 across its brokers), few
+/// enough to list at a glance.
 pub const FRAME_CAPTURE_FRAMES_MAX_DEFAULT: usize = 10_000;
 /// `skiff.frame.capture.max.bytes` default: 64 MiB of captured frames per broker (the whole suite
 /// sends 10 MiB of distinct frames).
@@ -476,8 +477,8 @@ pub const DOWN_CONVERSION_BYTES_MAX: i128 = 64 * 1024 * 1024;
 pub const BROKER_SESSION_TIMEOUT_MS_MAX: i128 = 3_600_000;
 /// The shortest `skiff.placement.shed.interval.ms`: one second.
 pub const PLACEMENT_SHED_INTERVAL_MS_MIN: i128 = 1000;
-/// The values of `skiff.placement.shedder`: the shedders `skiff_placement::shed::ShedderConfig::named`
-/// knows (a test checks it knows each).
+/// The values of `skiff.placement.shedder`: the shedders
+/// `skiff_placement::shed::ShedderConfig::named` knows (a test checks it knows each).
 pub const SHEDDERS: &[&str] = &[
     "skiff",
     "avg",

@@ -1,6 +1,7 @@
 //! The security keys, typed: `ssl.client.auth`, `ssl.principal.mapping.rules`,
-//! `sasl.enabled.mechanisms` and `super.users`, each parsed once when the key is set. The vocabulary comes from the security modules' pure types
-//! (a SASL mechanism's name, an ACL principal's syntax), so it is defined once.
+//! `sasl.enabled.mechanisms` and `super.users`, each parsed once when the key is set. The
+//! vocabulary comes from the security modules' pure types (a SASL mechanism's name, an ACL
+//! principal's syntax), so it is defined once.
 //!
 //! Must never: read a credentials, certificate or ACL file (the broker does, at start).
 

@@ -20,7 +20,8 @@ use crate::security::session::Session;
 
 /// The offset that names the high watermark.
 const HIGH_WATERMARK: i64 = -1;
-/// The low watermark answered with an error (Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`).
+/// The low watermark answered with an error (Kafka's
+/// `DeleteRecordsResponse.INVALID_LOW_WATERMARK`).
 const INVALID_LOW_WATERMARK: i64 = -1;
 
 pub(crate) async fn handle(

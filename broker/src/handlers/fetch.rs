@@ -1,9 +1,9 @@
 //! Fetch: reads slices of the partition logs up to the request's limits, long-polls until
 //! `min_bytes` are there or `max_wait_ms` passes (woken only by an advance of the readable end of
-//! one of the request's own partitions, [`crate::partition::readable_end`]), and answers with a response
-//! *plan*: fixed fields as bytes, stored batches as file regions sent with sendfile (Fetch v4+), and
-//! legacy record sets (Fetch v0–v3) as lazy down-conversions that produce one chunk at a time while
-//! the socket drains.
+//! one of the request's own partitions, [`crate::partition::readable_end`]), and answers with a
+//! response *plan*: fixed fields as bytes, stored batches as file regions sent with sendfile (Fetch
+//! v4+), and legacy record sets (Fetch v0–v3) as lazy down-conversions that produce one chunk at a
+//! time while the socket drains.
 //!
 //! Decisions beyond Kafka's:
 //! - Every version returns at least one whole batch for the first partition that has data, even

@@ -1,5 +1,5 @@
-//! Heartbeat: checked for Read on the group, then handed to the group coordinator task (a rebalance in progress comes back as
-//! REBALANCE_IN_PROGRESS, which makes the member rejoin).
+//! Heartbeat: checked for Read on the group, then handed to the group coordinator task (a rebalance
+//! in progress comes back as REBALANCE_IN_PROGRESS, which makes the member rejoin).
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

@@ -1,11 +1,11 @@
 //! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
 //! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, written to the metadata store
-//! (`common::config_resources::alter_topic`); validate_only checks without changing. Broker resources are answered
-//! as Kafka answers a key it cannot change dynamically (Skiff changes no broker key at runtime),
-//! except that deleting Kafka's reassignment throttles (never set here) succeeds, as deleting an
-//! unset dynamic config does in Kafka (`kafka-reassign-partitions --verify` deletes them).
-//! A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker or broker logger
-//! AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+//! (`common::config_resources::alter_topic`); validate_only checks without changing. Broker
+//! resources are answered as Kafka answers a key it cannot change dynamically (Skiff changes no
+//! broker key at runtime), except that deleting Kafka's reassignment throttles (never set here)
+//! succeeds, as deleting an unset dynamic config does in Kafka (`kafka-reassign-partitions
+//! --verify` deletes them). A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker
+//! or broker logger AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{

@@ -1,5 +1,6 @@
-//! JoinGroup: checked for Read on the group, then handed to the group coordinator task, which answers once the rebalance completes
-//! (or the member's join times out); the connection waits, holding its one request in flight.
+//! JoinGroup: checked for Read on the group, then handed to the group coordinator task, which
+//! answers once the rebalance completes (or the member's join times out); the connection waits,
+//! holding its one request in flight.
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

@@ -1,4 +1,5 @@
-//! LeaveGroup: checked for Read on the group, then handed to the group coordinator task; the remaining members rebalance.
+//! LeaveGroup: checked for Read on the group, then handed to the group coordinator task; the
+//! remaining members rebalance.
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

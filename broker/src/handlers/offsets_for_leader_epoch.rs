@@ -6,12 +6,13 @@
 //! As Kafka's `handleOffsetForLeaderEpochRequest`: a topic needs Describe, or the principal
 //! ClusterAction on the cluster (TOPIC_AUTHORIZATION_FAILED otherwise); an unknown topic or
 //! partition is UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not lead is
-//! NOT_LEADER_OR_FOLLOWER (followers answer no one: `fetchOnlyFromLeader`); on the leader, from
-//! v2, a `current_leader_epoch` (not −1) older than its epoch is FENCED_LEADER_EPOCH, a newer one
+//! NOT_LEADER_OR_FOLLOWER (followers answer no one: `fetchOnlyFromLeader`); on the leader, from v2,
+//! a `current_leader_epoch` (not −1) older than its epoch is FENCED_LEADER_EPOCH, a newer one
 //! UNKNOWN_LEADER_EPOCH. (Kafka fences before the leader check on a follower too; here the role
 //! carries the epoch only for a leader, so a follower answers NOT_LEADER_OR_FOLLOWER, which the
-//! client also retries after a metadata refresh.) Every error answers epoch and offset −1. The v3+ `replica_id`
-//! changes nothing in the answer (Kafka only reads it to tell followers from consumers).
+//! client also retries after a metadata refresh.) Every error answers epoch and offset −1. The v3+
+//! `replica_id` changes nothing in the answer (Kafka only reads it to tell followers from
+//! consumers).
 //!
 //! Must never: answer from a log this broker does not lead, or without the leader's current
 //! epoch in the cache (it is recorded first, as becoming leader at that epoch records it).

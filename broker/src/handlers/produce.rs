@@ -1,6 +1,6 @@
 //! Produce: v0–v2 message sets are up-converted to one v2 batch; v3+ batches are validated (layout,
-//! CRC32C, `max.message.bytes`, zstd only from v7) and appended as they are, with offsets assigned by
-//! the log. Errors are per partition; acks=0 gets no response at all.
+//! CRC32C, `max.message.bytes`, zstd only from v7) and appended as they are, with offsets assigned
+//! by the log. Errors are per partition; acks=0 gets no response at all.
 //!
 //! Every stored batch carries the partition's leader epoch (from the image, as the role check
 //! read it): the log stamps it in place on append (outside the CRC), up-converted legacy batches
@@ -8,9 +8,9 @@
 //!
 //! Idempotent batches (a producer id in the v2 header) pass the partition's sequence checks under
 //! its producer lock, held across check, append and record (the partition's
-//! [`append_as_leader`](crate::partition::partition::Partition::append_as_leader) does them): a retry of a batch already in the log
-//! is acknowledged with its original offsets and not appended again; a gap is
-//! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch INVALID_PRODUCER_EPOCH.
+//! [`append_as_leader`](crate::partition::partition::Partition::append_as_leader) does them): a
+//! retry of a batch already in the log is acknowledged with its original offsets and not appended
+//! again; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch INVALID_PRODUCER_EPOCH.
 //!
 //! Authorization (Kafka 3.x): Write on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions),
 //! checked before the topic's existence; idempotent batches also need IdempotentWrite on the

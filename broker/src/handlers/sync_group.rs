@@ -1,5 +1,5 @@
-//! SyncGroup: checked for Read on the group, then handed to the group coordinator task, which answers when the leader's assignment
-//! has arrived.
+//! SyncGroup: checked for Read on the group, then handed to the group coordinator task, which
+//! answers when the leader's assignment has arrived.
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

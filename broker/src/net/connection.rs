@@ -3,8 +3,8 @@
 //! response, then read the next — one request in flight, so responses stay in order (Kafka's mute
 //! rule). Idle connections are closed after `connections.max.idle.ms`. On a SASL listener the
 //! connection serves only ApiVersions and the SASL exchange until it has authenticated, and closes
-//! if that takes longer than `skiff.authentication.timeout.ms`; after a v0 SaslHandshake, frames are
-//! bare SASL tokens until the exchange ends.
+//! if that takes longer than `skiff.authentication.timeout.ms`; after a v0 SaslHandshake, frames
+//! are bare SASL tokens until the exchange ends.
 //!
 //! Between requests the connection is idle as far as admission goes (`net::admission`): it may be
 //! closed then to make room for a new client, never while a request is read, handled or answered.

@@ -192,7 +192,8 @@ async fn send_file(
         let count = usize::try_from(remaining.min(SENDFILE_CALL_BYTES_MAX)).unwrap_or(usize::MAX);
         let result = stream.try_io(Interest::WRITABLE, || {
             // SAFETY: both descriptors are open for the duration of the call (the stream and the
-            // slice, which holds its file, are borrowed), and `offset` is a valid pointer to an off_t we own.
+            // slice, which holds its file, are borrowed), and `offset` is a valid pointer to an
+            // off_t we own.
             let sent = unsafe { libc::sendfile(socket_fd, file_fd, &mut offset, count) };
             if sent < 0 {
                 Err(std::io::Error::last_os_error())

@@ -1,9 +1,9 @@
 //! The operator endpoint: a plain HTTP/1.1 listener of its own (`skiff.metrics.listener`) that
 //! answers `GET /metrics` with [`Metrics::render_prometheus`] (the broker-wide families and every
-//! section registered in it: cluster, placement, replication), `GET /placement/bundles` with
-//! the bundles (ranges, owners, load) as JSON, `GET /` with the status page and
-//! `GET /status.json` with its snapshot ([`crate::ops::status`]), and closes. Hand-written and bounded:
-//! the request line and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
+//! section registered in it: cluster, placement, replication), `GET /placement/bundles` with the
+//! bundles (ranges, owners, load) as JSON, `GET /` with the status page and `GET /status.json` with
+//! its snapshot ([`crate::ops::status`]), and closes. Hand-written and bounded: the request line
+//! and headers must fit in [`METRICS_REQUEST_BYTES_MAX`] and arrive within
 //! [`METRICS_REQUEST_TIMEOUT_MS`]; one response per connection.
 //!
 //! Must never: read a request body, keep a connection open, or let a scrape slow the Kafka

@@ -25,12 +25,13 @@
 //!
 //! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the floor below
 //! which ids may already be in use (a single-node data directory's old reservation checkpoint, 0
-//! otherwise); [`AllocatorOutput::ClaimBlock`] is a compare-and-set on the metadata store. One [`PartitionProducers`] next to each partition's log:
-//! on Produce, for every v2 batch with a producer id, [`PartitionProducers::check`] before the
-//! append; [`SequenceCheck::Duplicate`] answers with the original base offset and appends
-//! nothing; after an append, [`PartitionProducers::record_append`] with the assigned base offset
-//! (under the same partition lock, so check and record see the same state). When a log is
-//! opened, [`PartitionProducers::replay`] every batch header in order.
+//! otherwise); [`AllocatorOutput::ClaimBlock`] is a compare-and-set on the metadata store. One
+//! [`PartitionProducers`] next to each partition's log: on Produce, for every v2 batch with a
+//! producer id, [`PartitionProducers::check`] before the append; [`SequenceCheck::Duplicate`]
+//! answers with the original base offset and appends nothing; after an append,
+//! [`PartitionProducers::record_append`] with the assigned base offset (under the same partition
+//! lock, so check and record see the same state). When a log is opened,
+//! [`PartitionProducers::replay`] every batch header in order.
 //!
 //! Must never: read a clock or a file, append a duplicate twice, or forget a producer without a
 //! bound saying so ([`PRODUCERS_PER_PARTITION_MAX_DEFAULT`]).

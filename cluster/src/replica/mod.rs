@@ -600,7 +600,8 @@ mod tests {
 
     #[test]
     fn a_new_leaders_hw_lags_its_epoch_start_until_the_isr_fetches_past_it() {
-        // Leader at epoch 5 from offset 10 with a checkpointed HW of 0: followers 2 and 3 in the ISR.
+        // Leader at epoch 5 from offset 10 with a checkpointed HW of 0: followers 2 and 3 in the
+        // ISR.
         let (mut leader, log) = leader_at_5();
         assert!(leader.high_watermark() < 10);
         assert!(leader.high_watermark_lags_epoch_start());

@@ -36,9 +36,10 @@
 //! 5. **Placement that sees pending moves.** Bundles that have no bound destination (a broker
 //!    left, a new bundle) go to the broker with the lowest score *including* what has already
 //!    been sent to it since its last report, instead of AvgShedder's load-blind random choice.
-//! 6. **Level to the cluster mean, not to the pair's midpoint.** A bundle is not taken if it
-//!    would lift the low broker more than a quarter-deadband above the cluster mean: levelling a pair to its own midpoint pushes the low broker
-//!    past the mean, and that load must move a second time later. Each point moves once.
+//! 6. **Level to the cluster mean, not to the pair's midpoint.** A bundle is not taken if it would
+//!    lift the low broker more than a quarter-deadband above the cluster mean: levelling a pair to
+//!    its own midpoint pushes the low broker past the mean, and that load must move a second time
+//!    later. Each point moves once.
 //! 7. **A stuck partner is re-paired.** If the high broker of a firing pair can give nothing
 //!    (its last bundle, bundles in their grace period, or usage that is background rather than
 //!    traffic), the low broker is offered to the next-highest settled broker a deadband above

@@ -12,18 +12,18 @@
 //!   first one that converts to something, keeps that output, and fixes the declared size
 //!   `max(slice bytes, first converted batch)` (§3.2). A zstd or corrupt first batch is an error
 //!   ([`RecordError::error_code`] gives 76 or 2).
-//! * **write** ([`DownConverter::write_step`]): converts chunks of whole batches, about `chunk_bytes`
-//!   of source each (at least one batch), read `read_bytes` at a time (cut to whole batches once a
-//!   batch's length is known) and appended to one output buffer, yielded when the next batch would
-//!   not fit; the output is cut at the declared size, then padded with the overflow entries of §3.5
-//!   byte for byte, in pieces of at most [`OVERFLOW_PIECE_BYTES`]. Exactly `declared` bytes come
-//!   out in total. The caller may hand a written chunk's buffer back ([`DownConverter::reuse_buffer`])
-//!   so chunks after the first allocate nothing.
+//! * **write** ([`DownConverter::write_step`]): converts chunks of whole batches, about
+//!   `chunk_bytes` of source each (at least one batch), read `read_bytes` at a time (cut to whole
+//!   batches once a batch's length is known) and appended to one output buffer, yielded when the
+//!   next batch would not fit; the output is cut at the declared size, then padded with the
+//!   overflow entries of §3.5 byte for byte, in pieces of at most [`OVERFLOW_PIECE_BYTES`]. Exactly
+//!   `declared` bytes come out in total. The caller may hand a written chunk's buffer back
+//!   ([`DownConverter::reuse_buffer`]) so chunks after the first allocate nothing.
 //!
 //! Memory: the converter needs at most one fed source piece (at most `max(read_bytes, one batch)`
 //! bytes, a batch bounded by `batch_bytes_max`) plus the chunk of output being built (about
-//! `chunk_bytes`, and at most `chunk_bytes` plus one batch's output; for a compressed batch also its
-//! decompressed records); [`Stats`] records the largest of each so tests can check. A prepared
+//! `chunk_bytes`, and at most `chunk_bytes` plus one batch's output; for a compressed batch also
+//! its decompressed records); [`Stats`] records the largest of each so tests can check. A prepared
 //! partition waiting for its turn on the wire can be [`DownConverter::park`]ed: about a hundred
 //! bytes instead of the converter's few hundred.
 //!
@@ -35,23 +35,24 @@
 //! * **D2/D3** (everything in the slice converts to nothing: only control batches, or compacted
 //!   records all below the fetch offset): the declared size is **0**, an empty record set, not
 //!   Kafka's 12 bytes of padding. Every old client treats an empty set as "no data yet" and fetches
-//!   the same offset again, which is right for a consumer sitting on a trailing marker; 12 bytes make
-//!   0.10.0/0.10.2 Java throw. The broker should treat such a partition as having no data for
+//!   the same offset again, which is right for a consumer sitting on a trailing marker; 12 bytes
+//!   make 0.10.0/0.10.2 Java throw. The broker should treat such a partition as having no data for
 //!   `min_bytes`/long-poll purposes ([`Prepared::dropped_bytes`] says how much was skipped), so the
 //!   re-fetch waits instead of spinning; once data follows, D1's fix delivers it.
 //! * **D4** (first batch larger than `partition_max_bytes`, so the slice holds no complete batch):
 //!   with [`DownConvertConfig::serve_oversized_first_batch`] (the default), the converter asks for
 //!   the whole batch even past the slice end (bounded by `batch_bytes_max`; the only request that
-//!   may pass `slice_bytes`) and serves it, like KIP-74's min-one-message does for Fetch v3+. An old
-//!   client then makes progress instead of throwing (Kafka 2.x) or re-fetching forever (3.x). If the
-//!   broker feeds fewer bytes than asked (log end), the batch is treated as absent.
-//! * **zstd later in the slice**: batches before it are converted and sent, then padding (Kafka drops
-//!   the whole chunk that holds it); the next fetch starts at the zstd batch and gets 76.
+//!   may pass `slice_bytes`) and serves it, like KIP-74's min-one-message does for Fetch v3+. An
+//!   old client then makes progress instead of throwing (Kafka 2.x) or re-fetching forever (3.x).
+//!   If the broker feeds fewer bytes than asked (log end), the batch is treated as absent.
+//! * **zstd later in the slice**: batches before it are converted and sent, then padding (Kafka
+//!   drops the whole chunk that holds it); the next fetch starts at the zstd batch and gets 76.
 //! * **D7** (v2 timestamps below −1): written as −1 in v1 instead of failing the fetch.
 //! * Corrupt batches after the first: padding from there on, like a zstd batch.
 //!
 //! Stats carry records converted, temporary bytes (source bytes converted plus uncompressed bytes
-//! built, as Kafka counts them) and the largest pieces; time is measured by the broker (no clock here).
+//! built, as Kafka counts them) and the largest pieces; time is measured by the broker (no clock
+//! here).
 //!
 //! Must never: read a file, socket or clock; hold more than one source piece and its conversion;
 //! allocate by a length read from the source before checking it against `batch_bytes_max`.
@@ -260,8 +261,8 @@ fn whole_entries(bytes: &[u8], max_bytes: usize) -> Result<Entries, RecordError>
 }
 
 impl DownConverter {
-    /// A converter for a slice of `slice_bytes` stored bytes, converting to `target` (V0 or V1) for a
-    /// fetch at `fetch_offset`.
+    /// A converter for a slice of `slice_bytes` stored bytes, converting to `target` (V0 or V1) for
+    /// a fetch at `fetch_offset`.
     pub fn new(
         slice_bytes: u64,
         target: Magic,
@@ -404,8 +405,8 @@ impl DownConverter {
             }
         };
         // One allocation for the chunk in the common case: v0/v1 entries are a few percent larger
-        // than v2 records of 1 KiB; `convert_entry` still reserves exactly per batch when a batch of
-        // tiny records grows more than this.
+        // than v2 records of 1 KiB; `convert_entry` still reserves exactly per batch when a batch
+        // of tiny records grows more than this.
         let mut out = match self.ready.take() {
             Some(out) => out,
             None => self.output_buffer(used, preparing),
@@ -480,11 +481,11 @@ impl DownConverter {
     }
 
     /// The buffer a new chunk (or the prepare phase's first batch) is built in: the one the caller
-    /// handed back, or a new one, with room for the output expected. v0/v1 entries are a few percent
-    /// larger than v2 records of 1 KiB, so a quarter more than the source is one allocation in the
-    /// common case; `convert_entry` still reserves per batch when a batch of tiny records grows
-    /// more. While writing, the room is for the whole chunk (or what is left of the source), so the
-    /// reads that fill it do not grow it step by step.
+    /// handed back, or a new one, with room for the output expected. v0/v1 entries are a few
+    /// percent larger than v2 records of 1 KiB, so a quarter more than the source is one allocation
+    /// in the common case; `convert_entry` still reserves per batch when a batch of tiny records
+    /// grows more. While writing, the room is for the whole chunk (or what is left of the source),
+    /// so the reads that fill it do not grow it step by step.
     fn output_buffer(&mut self, piece_bytes: usize, preparing: bool) -> Vec<u8> {
         let expected = if preparing {
             piece_bytes
@@ -891,10 +892,10 @@ fn convert_legacy_entry(
 }
 
 /// The eager reference: converts a whole in-memory slice at once and returns exactly the declared
-/// bytes (or the prepare error). Used by the property test "any chunk size gives the eager bytes" and
-/// by the benchmark's eager mode; the broker uses [`DownConverter`]. Written independently of the
-/// state machine (sharing only the per-batch conversion and the padding layout) so the comparison
-/// means something.
+/// bytes (or the prepare error). Used by the property test "any chunk size gives the eager bytes"
+/// and by the benchmark's eager mode; the broker uses [`DownConverter`]. Written independently of
+/// the state machine (sharing only the per-batch conversion and the padding layout) so the
+/// comparison means something.
 pub fn down_convert_eager(
     slice: &[u8],
     target: Magic,

@@ -1,6 +1,7 @@
-//! Records inside a v2 batch: a lazy, zero-copy iterator (decompressing first, under a cap, when the
-//! batch is compressed) and the batch builder that up-conversion, tests and benchmark clients use.
-//! The header layout itself lives in [`crate::records::v2`]; this module owns the record layout.
+//! Records inside a v2 batch: a lazy, zero-copy iterator (decompressing first, under a cap, when
+//! the batch is compressed) and the batch builder that up-conversion, tests and benchmark clients
+//! use. The header layout itself lives in [`crate::records::v2`]; this module owns the record
+//! layout.
 //!
 //! Must never: allocate per record, trust `records_count` or a varint length before checking it
 //! against the bytes present, or panic on any input.

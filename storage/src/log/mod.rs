@@ -1,24 +1,23 @@
 //! [`Log`]: one partition — an ordered set of segments with the log start offset and the recovery
-//! point. Owns offset assignment (and leader-epoch stamping), or for a follower's append the
-//! check that its leader's offsets continue the log, rolling, the flush policy and
-//! poisoning, reads, time lookups, truncation (of a tail, or of everything to start afresh at
-//! a follower's new start), retention, when the leader-epoch cache
-//! (`leader_epoch`) changes and is checkpointed, and deferred recovery (a log listed at open but recovered later, answering
-//! `Error::Recovering` meanwhile). Two locks: a writer `Mutex` serializes appends and every other
-//! change to segments or offsets; the state `RwLock` is shared by reads and taken exclusively only
-//! for short steps, so an append's CRC pass and page-cache copy run while readers go on. Lock
-//! order: writer, then state, then the directory's offset checkpoint (`offset_checkpoint`, where
-//! the log publishes its start and recovery point: in memory on a flush, written at once only
-//! when a start moves or a truncation lowers the recovery point). Must never read a clock (every
-//! time is an argument), fsync while holding either lock (except in the recovery of a deferred
-//! log, which serves nothing until it is done), or report an offset as flushed before its fsync
-//! returned.
+//! point. Owns offset assignment (and leader-epoch stamping), or for a follower's append the check
+//! that its leader's offsets continue the log, rolling, the flush policy and poisoning, reads, time
+//! lookups, truncation (of a tail, or of everything to start afresh at a follower's new start),
+//! retention, when the leader-epoch cache (`leader_epoch`) changes and is checkpointed, and
+//! deferred recovery (a log listed at open but recovered later, answering `Error::Recovering`
+//! meanwhile). Two locks: a writer `Mutex` serializes appends and every other change to segments or
+//! offsets; the state `RwLock` is shared by reads and taken exclusively only for short steps, so an
+//! append's CRC pass and page-cache copy run while readers go on. Lock order: writer, then state,
+//! then the directory's offset checkpoint (`offset_checkpoint`, where the log publishes its start
+//! and recovery point: in memory on a flush, written at once only when a start moves or a
+//! truncation lowers the recovery point). Must never read a clock (every time is an argument),
+//! fsync while holding either lock (except in the recovery of a deferred log, which serves nothing
+//! until it is done), or report an offset as flushed before its fsync returned.
 //!
 //! The `impl Log` is split by what each part does, as Kafka's `UnifiedLog` is read: this file holds
 //! the types, the locks and the accessors; `load` opens and recovers a log's segments; `append`
 //! assigns offsets, rolls, flushes and stamps leader epochs; `read` serves reads, time lookups and
-//! the leader-epoch queries; `truncate` cuts a diverged tail or starts afresh; `retention` moves the
-//! log start and deletes old segments; `tests` covers them together.
+//! the leader-epoch queries; `truncate` cuts a diverged tail or starts afresh; `retention` moves
+//! the log start and deletes old segments; `tests` covers them together.
 
 mod append;
 mod load;

@@ -1,11 +1,11 @@
 //! The broker's durable state under simulated power cuts: the group coordinator commits offsets
 //! through the driver's own write path ([`append_durably`] to each group's `__consumer_offsets`
-//! partition log, then the replay that loads a partition, [`replay_offsets`]),
-//! topic metadata is saved through [`MaterializedTopicsFile`] and the node identity through
-//! `cluster::identity`, all on a data directory opened with `skiff_storage::sim::SimIo`, as
-//! `Broker::start` opens it (`LogDir` with the default `LogConfig` but for smaller segments and
-//! indexes, the other files through `LogDir::files`). Seeded faults: a later fsync fails (EIO), or every operation after some
-//! point fails (the machine stops mid-write). Then the power is cut (drop everything unsynced,
+//! partition log, then the replay that loads a partition, [`replay_offsets`]), topic metadata is
+//! saved through [`MaterializedTopicsFile`] and the node identity through `cluster::identity`, all
+//! on a data directory opened with `skiff_storage::sim::SimIo`, as `Broker::start` opens it
+//! (`LogDir` with the default `LogConfig` but for smaller segments and indexes, the other files
+//! through `LogDir::files`). Seeded faults: a later fsync fails (EIO), or every operation after
+//! some point fails (the machine stops mid-write). Then the power is cut (drop everything unsynced,
 //! tear the last write at a sector, or keep random pages and directory changes) and the broker's
 //! state is opened again on the same disk. After every restart:
 //! - every acknowledged commit is there: a key's offset is its last acknowledged one, or one of
