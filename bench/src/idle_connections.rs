@@ -24,31 +24,13 @@ use crate::kip283::rss;
 /// Raises this process's soft RLIMIT_NOFILE to its hard limit if it is lower, and returns the soft
 /// limit then in force: the client holds one socket per idle connection, as many as the broker.
 /// A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit, which the
-/// caller checks against what it needs.
-///
-/// The broker raises its own limit the same way at start (`broker/src/net/fd_limit.rs`, which
-/// also sizes `max.connections` from it); these few lines over libc are repeated here so that
-/// skiff-bench, a client, does not depend on the broker crate.
+/// caller checks against what it needs. (The broker raises its own limit the same way at start.)
 pub fn raise_open_file_limit() -> std::io::Result<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    let (soft, hard) = rlimit::Resource::NOFILE.get()?;
+    if soft < hard && rlimit::Resource::NOFILE.set(hard, hard).is_ok() {
+        return Ok(hard);
     }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads one rlimit through a valid pointer to a local.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            limit = raised;
-        }
-    }
-    Ok(limit.rlim_cur)
+    Ok(soft)
 }
 
 /// Connections opened at once while filling the broker (the kernel's accept queue and the
@@ -404,22 +386,13 @@ mod tests {
     #[test]
     fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
         let soft = raise_open_file_limit().expect("getrlimit");
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
-        assert_eq!(soft, limit.rlim_cur, "it returns the limit in force");
+        let (now_soft, hard) = rlimit::Resource::NOFILE.get().expect("getrlimit");
+        assert_eq!(soft, now_soft, "it returns the limit in force");
         // An unlimited hard limit cannot be a soft one on Linux (above nr_open): the raise is
         // refused then.
         assert!(
-            limit.rlim_cur == limit.rlim_max || limit.rlim_max == libc::RLIM_INFINITY,
-            "{soft} of {}",
-            limit.rlim_max
+            now_soft == hard || hard == rlimit::INFINITY,
+            "{soft} of {hard}"
         );
         assert_eq!(
             raise_open_file_limit().expect("getrlimit"),
