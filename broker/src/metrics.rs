@@ -48,6 +48,22 @@ pub const CONVERSION_MEMORY_BUCKETS_BYTES: [u64; 9] = [
     268_435_456,
 ];
 
+/// `api_key`'s slot of a per-API-key array: the last slot for a key outside it (negative, or past
+/// the keys Skiff knows). `None` only for an empty array.
+fn api_key_slot<T>(slots: &[T; API_KEY_SLOTS], api_key: i16) -> Option<&T> {
+    usize::try_from(api_key)
+        .ok()
+        .and_then(|slot| slots.get(slot))
+        .or(slots.last())
+}
+
+/// `value` rounded to the nearest whole number, for an integer gauge.
+// INVARIANT: an f64 to i64 `as` saturates (NaN gives 0), which is what a gauge wants.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn rounded_gauge(value: f64) -> i64 {
+    value.round() as i64
+}
+
 /// A cumulative histogram over fixed bucket bounds (each observation counted once, in the first
 /// bucket whose bound holds it; rendering accumulates).
 #[derive(Debug)]
@@ -70,8 +86,13 @@ impl<const N: usize> Histogram<N> {
     }
 
     fn observe(&self, value: u64) {
-        match self.bounds.iter().position(|bound| value <= *bound) {
-            Some(index) => self.counts[index].fetch_add(1, Ordering::Relaxed),
+        match self
+            .bounds
+            .iter()
+            .zip(&self.counts)
+            .find(|(bound, _)| value <= **bound)
+        {
+            Some((_, count)) => count.fetch_add(1, Ordering::Relaxed),
             None => self.overflow.fetch_add(1, Ordering::Relaxed),
         };
         self.sum.fetch_add(value, Ordering::Relaxed);
@@ -341,10 +362,9 @@ impl Metrics {
     /// One request answered: its API key, frame bytes in, response bytes out (known up front;
     /// lazily converted bytes are counted by the conversion figures), and handling time.
     pub(crate) fn request_done(&self, api_key: i16, bytes_in: usize, bytes_out: u64, ms: u64) {
-        let slot = usize::try_from(api_key)
-            .unwrap_or(API_KEY_SLOTS - 1)
-            .min(API_KEY_SLOTS - 1);
-        self.request_latency_ms[slot].observe(ms);
+        if let Some(latency) = api_key_slot(&self.request_latency_ms, api_key) {
+            latency.observe(ms);
+        }
         self.request_bytes_in.fetch_add(
             u64::try_from(bytes_in).unwrap_or(u64::MAX),
             Ordering::Relaxed,
@@ -355,10 +375,9 @@ impl Metrics {
 
     /// One authorization refusal (a topic, group or cluster check that failed) for `api_key`.
     pub(crate) fn authorization_failed(&self, api_key: i16) {
-        let slot = usize::try_from(api_key)
-            .unwrap_or(API_KEY_SLOTS - 1)
-            .min(API_KEY_SLOTS - 1);
-        self.authorization_failures[slot].fetch_add(1, Ordering::Relaxed);
+        if let Some(failures) = api_key_slot(&self.authorization_failures, api_key) {
+            failures.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Authorization refusals for one API key since start.
@@ -393,7 +412,7 @@ impl Metrics {
     fn traffic_rates(&self) -> [i64; 4] {
         self.traffic_rates
             .each_ref()
-            .map(|slot| f64::from_bits(slot.load(Ordering::Relaxed)).round() as i64)
+            .map(|slot| rounded_gauge(f64::from_bits(slot.load(Ordering::Relaxed))))
     }
 
     /// Response bytes since start, as each response was planned: its fields, stored records and

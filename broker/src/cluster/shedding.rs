@@ -388,7 +388,12 @@ fn render_scores(cycle: &LastCycle, out: &mut Exposition) {
         cycle
             .brokers
             .iter()
-            .map(|b| (b.broker.to_string(), value(b).round() as i64))
+            .map(|b| {
+                (
+                    b.broker.to_string(),
+                    crate::metrics::rounded_gauge(value(b)),
+                )
+            })
             .collect::<Vec<_>>()
     };
     out.labelled_gauges(

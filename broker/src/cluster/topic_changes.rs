@@ -307,12 +307,19 @@ impl Cluster {
                 return Ok(None);
             };
             let first = seen.value.replicas.len();
-            if replicas.len() <= first || replicas[..first] != seen.value.replicas[..] {
-                return Err(TopicError::InvalidPartitions(
-                    i32::try_from(replicas.len()).unwrap_or(i32::MAX),
-                ));
-            }
-            let states = topics::new_partition_states(image, name, first, &replicas[first..]);
+            let added = match replicas.split_at_checked(first) {
+                Some((current, added))
+                    if !added.is_empty() && current == seen.value.replicas.as_slice() =>
+                {
+                    added
+                }
+                _ => {
+                    return Err(TopicError::InvalidPartitions(
+                        i32::try_from(replicas.len()).unwrap_or(i32::MAX),
+                    ))
+                }
+            };
+            let states = topics::new_partition_states(image, name, first, added);
             Ok(Some(TopicChangeTxns::Steps(TopicChange::grow(
                 &layout,
                 name,

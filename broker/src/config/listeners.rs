@@ -29,6 +29,18 @@ pub struct ListenerList {
 }
 
 impl ListenerList {
+    /// `listeners`' default, `PLAINTEXT://127.0.0.1:9092` (a test checks it is what that parses
+    /// to).
+    pub fn plaintext_localhost_9092() -> Self {
+        Self {
+            entries: vec![ListenerAddress {
+                name: "PLAINTEXT".to_owned(),
+                host: "127.0.0.1".to_owned(),
+                port: 9092,
+            }],
+        }
+    }
+
     /// Parses `NAME://host:port,...`; IPv6 hosts are written in brackets. `key` names the key in
     /// errors.
     pub fn parse(key: &str, text: &str) -> Result<Self, ConfigError> {
@@ -248,6 +260,13 @@ pub(super) fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_is_what_its_text_parses_to() {
+        let parsed =
+            ListenerList::parse("listeners", "PLAINTEXT://127.0.0.1:9092").expect("parses");
+        assert!(parsed == ListenerList::plaintext_localhost_9092());
+    }
 
     #[test]
     fn lists_show_as_written() {

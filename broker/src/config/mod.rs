@@ -425,6 +425,8 @@ pub const REPLICA_FETCH_RESPONSE_BYTES_LIMIT: u32 = 1 << 30;
 /// engine's own default, so a log opened without the config has the same bound).
 pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = skiff_storage::BATCH_BYTES_MAX_DEFAULT;
 /// Kafka's `socket.request.max.bytes` default.
+// INVARIANT: the assertion checks the protocol crate's bound fits a u32 before the cast.
+#[allow(clippy::cast_possible_truncation)]
 pub const REQUEST_BYTES_MAX_DEFAULT: u32 = {
     // The protocol crate's default frame bound, as the config's type.
     assert!(skiff_protocol::limits::REQUEST_BYTES_MAX_DEFAULT <= u32::MAX as usize);
@@ -493,6 +495,8 @@ pub const SHEDDERS: &[&str] = &[
 pub const CLUSTER_REPLICATION_FACTOR_DEFAULT: i16 = 3;
 /// `min.insync.replicas` with a shared metadata store, unless set (the replica machine's own
 /// default, as the config's type).
+// INVARIANT: the assertion checks the replica machine's default fits an i32 before the cast.
+#[allow(clippy::cast_possible_truncation)]
 pub const CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT: i32 = {
     assert!(skiff_cluster::replica::MIN_INSYNC_REPLICAS_DEFAULT <= i32::MAX as usize);
     skiff_cluster::replica::MIN_INSYNC_REPLICAS_DEFAULT as i32
@@ -503,7 +507,7 @@ config_keys! {
         "This broker's id in Metadata answers and in the cluster. Required (no default) with a shared skiff.metadata.store (etcd://...)."
     "log.dirs" => log_dirs: PathBuf = PathBuf::from("./skiff-data");
         "Directory holding the partition logs, topic metadata and group offsets."
-    "listeners" => listeners: ListenerList = ListenerList::parse("listeners", "PLAINTEXT://127.0.0.1:9092").expect("the default listener parses");
+    "listeners" => listeners: ListenerList = ListenerList::plaintext_localhost_9092();
         "Comma-separated listeners, NAME://host:port. Port 0 picks a free port."
     "advertised.listeners" => advertised_listeners: Option<ListenerList> = None;
         "What Metadata tells clients to connect to; empty means the bound listener address."

@@ -10,6 +10,7 @@ use std::fmt;
 use super::{comma_items, invalid, ConfigError};
 use crate::security::acl::model::AclPrincipal;
 use crate::security::sasl::Mechanism;
+use crate::security::sasl::ScramMechanism;
 use crate::security::ssl_principal_mapper::SslPrincipalMapper;
 
 /// Whether TLS clients must present a certificate (`ssl.client.auth`).
@@ -76,11 +77,10 @@ impl SslPrincipalMappingRules {
 
 impl Default for SslPrincipalMappingRules {
     fn default() -> Self {
-        Self::parse(
-            "ssl.principal.mapping.rules",
-            SSL_PRINCIPAL_MAPPING_RULES_DEFAULT,
-        )
-        .expect("the default rules parse")
+        Self {
+            mapper: SslPrincipalMapper::default_rules(),
+            text: SSL_PRINCIPAL_MAPPING_RULES_DEFAULT.to_owned(),
+        }
     }
 }
 
@@ -123,11 +123,13 @@ impl SaslMechanisms {
 impl Default for SaslMechanisms {
     /// Every mechanism Skiff implements.
     fn default() -> Self {
-        Self::parse(
-            "sasl.enabled.mechanisms",
-            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        )
-        .expect("the default mechanisms are known")
+        Self {
+            enabled: vec![
+                Mechanism::Plain,
+                Mechanism::Scram(ScramMechanism::Sha256),
+                Mechanism::Scram(ScramMechanism::Sha512),
+            ],
+        }
     }
 }
 
@@ -187,6 +189,20 @@ impl fmt::Debug for SuperUsers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_are_what_their_text_parses_to() {
+        let mechanisms = SaslMechanisms::parse(
+            "sasl.enabled.mechanisms",
+            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        )
+        .expect("parses");
+        assert!(mechanisms == SaslMechanisms::default());
+        assert_eq!(
+            format!("{:?}", SslPrincipalMappingRules::default()),
+            format!("{SSL_PRINCIPAL_MAPPING_RULES_DEFAULT:?}")
+        );
+    }
 
     #[test]
     fn super_users_parse_as_kafka_lists_them() {

@@ -110,7 +110,7 @@ async fn grow(
                 // Grown by another request meanwhile: as Kafka, the count is what decides.
                 return Err(TopicError::InvalidPartitions(topic.count));
             }
-            if seen.replicas[..] != replicas[..seen.replicas.len()] {
+            if replicas.get(..seen.replicas.len()) != Some(seen.replicas.as_slice()) {
                 return Err(TopicError::InvalidPartitions(topic.count));
             }
             Ok(Some(replicas.clone()))

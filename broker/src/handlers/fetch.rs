@@ -86,6 +86,18 @@ enum PartitionRead {
     },
 }
 
+impl PartitionRead {
+    /// The stored bytes this read takes of the response's budget (none unless it read some).
+    fn stored_bytes(&self) -> usize {
+        match self {
+            Self::Read {
+                slice: Some(slice), ..
+            } => usize::try_from(slice.len()).unwrap_or(usize::MAX),
+            _ => 0,
+        }
+    }
+}
+
 struct ReadTopic {
     name: String,
     topic_id: uuid::Uuid,
@@ -279,12 +291,7 @@ fn read_partitions(
                         ),
                         Err(error_code) => PartitionRead::Failed { error_code },
                     };
-                    if let PartitionRead::Read {
-                        slice: Some(slice), ..
-                    } = &read
-                    {
-                        taken_bytes = taken_bytes.saturating_add(slice.len() as usize);
-                    }
+                    taken_bytes = taken_bytes.saturating_add(read.stored_bytes());
                     read
                 }
             };

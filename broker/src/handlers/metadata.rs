@@ -181,12 +181,11 @@ fn describe(ctx: &Ctx, version: i16, topic: &Topic, known: &KnownBrokers) -> Met
         .into_iter()
         .collect();
     let partitions = (0..topic.partition_count())
-        .map(|index| {
+        .zip(&topic.record.replicas)
+        .map(|(index, recorded)| {
             let state = states.get(&index);
-            let replicas: Vec<i32> = match state {
-                Some(state) => state.replicas.clone(),
-                None => topic.record.replicas[index as usize].clone(),
-            };
+            let replicas: Vec<i32> =
+                state.map_or_else(|| recorded.clone(), |state| state.replicas.clone());
             // A partition whose log is still being recovered here (after a crash) has no
             // leader yet, as Kafka answers while a leader is being elected: clients retry.
             let recovering = topic

@@ -146,9 +146,12 @@ fn file_name(frame: &Bytes) -> Option<String> {
         .unwrap_or_else(|| NULL_CLIENT_ID_NAME.to_owned());
     // The same request under another correlation id is the same frame.
     let mut unnumbered = frame.to_vec();
-    unnumbered[CORRELATION_ID_BYTES].fill(0);
-    let hash: String = Sha256::digest(&unnumbered)[..HASH_NAME_BYTES]
+    if let Some(correlation_id) = unnumbered.get_mut(CORRELATION_ID_BYTES) {
+        correlation_id.fill(0);
+    }
+    let hash: String = Sha256::digest(&unnumbered)
         .iter()
+        .take(HASH_NAME_BYTES)
         .map(|byte| format!("{byte:02x}"))
         .collect();
     Some(format!(

@@ -117,21 +117,23 @@ async fn answer(
     let mut head = vec![0u8; METRICS_REQUEST_BYTES_MAX];
     let mut filled = 0;
     let complete = loop {
-        if head[..filled]
-            .windows(4)
-            .any(|window| window == b"\r\n\r\n")
-        {
+        // `filled` never passes the buffer's end: a read fills at most what is left of it.
+        let Some((received, unfilled)) = head.split_at_mut_checked(filled) else {
+            break false;
+        };
+        if received.windows(4).any(|window| window == b"\r\n\r\n") {
             break true;
         }
-        if filled == head.len() {
+        if unfilled.is_empty() {
             break false;
         }
-        let read = stream.read(&mut head[filled..]).await?;
+        let read = stream.read(unfilled).await?;
         if read == 0 {
             break false;
         }
         filled += read;
     };
+    head.truncate(filled);
     const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4";
     let (status, content_type, body) = if !complete {
         (
@@ -140,7 +142,7 @@ async fn answer(
             String::new(),
         )
     } else {
-        match route(&head[..filled]) {
+        match route(&head) {
             Route::Metrics => ("200 OK", PROMETHEUS_TEXT, ctx.metrics.render_prometheus()),
             Route::StatusPage => (
                 "200 OK",

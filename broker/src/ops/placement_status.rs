@@ -40,6 +40,11 @@ pub fn fetch_and_render(address: SocketAddr) -> anyhow::Result<String> {
     render(&serde_json::from_str(body)?)
 }
 
+/// The value at a JSON pointer (`/a/b`), null where there is none (as indexing gives).
+fn at<'a>(value: &'a Value, pointer: &str) -> &'a Value {
+    value.pointer(pointer).unwrap_or(&Value::Null)
+}
+
 fn rate(value: &Value) -> String {
     let bytes = value.as_f64().unwrap_or(0.0);
     if bytes >= 1024.0 * 1024.0 {
@@ -85,7 +90,7 @@ pub fn render(view: &Value) -> anyhow::Result<String> {
             text(&b["owner"]),
             text(&b["state"]),
             text(&b["target"]),
-            rate(&b["load"]["throughput_bytes_per_second"]),
+            rate(at(b, "/load/throughput_bytes_per_second")),
             format!(
                 "{}/{}",
                 text(&b["partitions_led_by_owner"]),

@@ -543,7 +543,8 @@ impl Partition {
             }
             end = position + header.total_bytes();
         }
-        let mut batches = records[..end].to_vec();
+        // `end` is a batch end the loop checked against `records.len()`.
+        let mut batches = records.get(..end).unwrap_or_default().to_vec();
         if batches.is_empty() {
             return Ok(());
         }
@@ -747,8 +748,8 @@ pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_stor
     let len = usize::try_from(slice.len()).unwrap_or(0);
     let mut bytes = vec![0u8; len];
     let mut filled = 0;
-    while filled < len {
-        let read = slice.read_at(filled as u64, &mut bytes[filled..])?;
+    while let Some(unfilled) = bytes.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+        let read = slice.read_at(filled as u64, unfilled)?;
         if read == 0 {
             bytes.truncate(filled);
             break;

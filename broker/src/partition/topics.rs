@@ -27,7 +27,12 @@ use crate::partition::topic_config::{TopicConfig, TopicConfigError};
 
 /// Most partitions one topic may have on this node: the protocol's decode bound on a topic's
 /// partition array, so a request can name every partition of any topic.
-pub const PARTITIONS_PER_TOPIC_MAX: i32 = skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32;
+// INVARIANT: the assertion checks the protocol crate's bound fits an i32 before the cast.
+#[allow(clippy::cast_possible_truncation)]
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = {
+    assert!(skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX <= i32::MAX as usize);
+    skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i32
+};
 
 /// A topic and the partitions of it this broker replicates.
 pub struct Topic {
@@ -51,7 +56,7 @@ impl Topic {
         self.partitions
             .binary_search_by_key(&index, |partition| partition.index())
             .ok()
-            .map(|position| &self.partitions[position])
+            .and_then(|position| self.partitions.get(position))
     }
 
     /// How many partitions the topic has across the cluster.

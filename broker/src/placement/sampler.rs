@@ -63,9 +63,13 @@ pub fn parse_write_bytes(io: &str) -> Option<u64> {
 
 /// Splits a Linux `dev_t` into (major, minor), as glibc's `gnu_dev_major/minor` do.
 pub fn split_dev(dev: u64) -> (u32, u32) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major as u32, minor as u32)
+    // Masked to 32 bits as glibc's are (the conversions cannot fail).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
+    (
+        u32::try_from(major).unwrap_or(u32::MAX),
+        u32::try_from(minor).unwrap_or(u32::MAX),
+    )
 }
 
 /// Samples this broker's load and smooths it over a [`LoadWindow`].

@@ -138,6 +138,13 @@ impl SslPrincipalMapper {
         Ok(Self { rules })
     }
 
+    /// Kafka's default rules, `DEFAULT`: the name unchanged (what `parse("DEFAULT")` gives).
+    pub fn default_rules() -> Self {
+        Self {
+            rules: vec![Rule::Default],
+        }
+    }
+
     /// The user name for the RFC 2253 name `distinguished_name`: what the first rule that applies
     /// gives, or `None` when none does.
     pub fn map(&self, distinguished_name: &str) -> Option<String> {
@@ -158,15 +165,24 @@ fn java_trim(text: &str) -> &str {
     text.trim_matches(|c: char| c <= ' ')
 }
 
+/// The regex of one of this file's constant patterns, compiled on first use.
+fn constant_regex(
+    cell: &'static OnceLock<Regex>,
+    pattern: impl FnOnce() -> String,
+) -> &'static Regex {
+    // INVARIANT: the pattern is built from this file's constants only; the unit tests compile
+    // each (every rules value parsed goes through all three).
+    #[allow(clippy::expect_used)]
+    cell.get_or_init(|| Regex::new(&pattern()).expect("a constant pattern compiles"))
+}
+
 /// Kafka's `splitRules`: group 1 of each successive match of `RULE_SPLITTER` over the trimmed
 /// text, found as Java's `Matcher.find` finds them (after an empty match, one character on).
 fn split_rules(text: &str) -> Vec<String> {
     static SPLITTER: OnceLock<Regex> = OnceLock::new();
-    let splitter = SPLITTER.get_or_init(|| {
-        Regex::new(&format!(
-            "{JAVA_SPACE}*({RULE_PATTERN}){JAVA_SPACE}*(,{JAVA_SPACE}*|$)"
-        ))
-        .expect("Kafka's rule splitter compiles")
+    // Kafka's rule splitter.
+    let splitter = constant_regex(&SPLITTER, || {
+        format!("{JAVA_SPACE}*({RULE_PATTERN}){JAVA_SPACE}*(,{JAVA_SPACE}*|$)")
     });
     let text = java_trim(text);
     let mut rules = Vec::new();
@@ -175,7 +191,7 @@ fn split_rules(text: &str) -> Vec<String> {
         let Some(found) = splitter.captures_at(text, from) else {
             break;
         };
-        let whole = found.get(0).expect("group 0 is the match");
+        let whole = found.get_match();
         rules.push(found.get(1).map_or("", |rule| rule.as_str()).to_owned());
         let Some(next) = next_search(text, whole) else {
             break;
@@ -200,9 +216,8 @@ fn next_search(text: &str, previous: regex::Match<'_>) -> Option<usize> {
 /// Kafka's `parseRules` for one rule: `None` for an empty one.
 fn parse_rule(rule: &str) -> Result<Option<Rule>, RuleError> {
     static PARSER: OnceLock<Regex> = OnceLock::new();
-    let parser = PARSER.get_or_init(|| {
-        Regex::new(&format!(r"\A(?:{RULE_PATTERN})")).expect("Kafka's rule parser compiles")
-    });
+    // Kafka's rule parser.
+    let parser = constant_regex(&PARSER, || format!(r"\A(?:{RULE_PATTERN})"));
     let Some(found) = parser.captures(rule) else {
         return Ok(None);
     };
@@ -257,12 +272,14 @@ fn escape_literal_back_references(unescaped: &str, group_count: usize) -> String
     if group_count == 0 {
         return unescaped.to_owned();
     }
-    let back_reference =
-        BACK_REFERENCE.get_or_init(|| Regex::new(r"\$([0-9]+)").expect("back reference pattern"));
+    let back_reference = constant_regex(&BACK_REFERENCE, || r"\$([0-9]+)".to_owned());
     // Java indexes strings by UTF-16 unit; so do these positions.
     let mut value: Vec<u16> = unescaped.encode_utf16().collect();
     for found in back_reference.captures_iter(unescaped) {
-        let digits = found.get(1).expect("group 1");
+        // Group 1 always takes part in a match of `\$([0-9]+)`.
+        let Some(digits) = found.get(1) else {
+            continue;
+        };
         if digits.as_str().starts_with('0') {
             continue;
         }
@@ -382,7 +399,7 @@ impl Replace {
             let Some(found) = self.pattern.captures_at(text, from) else {
                 break;
             };
-            let whole = found.get(0).expect("group 0 is the match");
+            let whole = found.get_match();
             out.push_str(&text[appended..whole.start()]);
             for piece in &self.replacement {
                 match piece {
@@ -409,6 +426,14 @@ mod tests {
 
     fn mapped(rules: &str, name: &str) -> Option<String> {
         SslPrincipalMapper::parse(rules).expect(rules).map(name)
+    }
+
+    #[test]
+    fn default_rules_are_what_default_parses_to() {
+        let parsed = SslPrincipalMapper::parse("DEFAULT").expect("DEFAULT parses");
+        assert!(matches!(parsed.rules.as_slice(), [Rule::Default]));
+        let built = SslPrincipalMapper::default_rules();
+        assert!(matches!(built.rules.as_slice(), [Rule::Default]));
     }
 
     /// Kafka's own cases (SslPrincipalMapperTest, 3.x).

@@ -108,12 +108,25 @@ pub struct Authorizer {
     acl_count: usize,
 }
 
-fn type_slot(resource_type: ResourceType) -> usize {
+/// The index of `resource_type`'s ACLs: one per resource type, in `ResourceType`'s order.
+fn type_index(by_type: &[TypeIndex; 4], resource_type: ResourceType) -> &TypeIndex {
+    let [topic, group, cluster, transactional_id] = by_type;
     match resource_type {
-        ResourceType::Topic => 0,
-        ResourceType::Group => 1,
-        ResourceType::Cluster => 2,
-        ResourceType::TransactionalId => 3,
+        ResourceType::Topic => topic,
+        ResourceType::Group => group,
+        ResourceType::Cluster => cluster,
+        ResourceType::TransactionalId => transactional_id,
+    }
+}
+
+/// [`type_index`], to fill.
+fn type_index_mut(by_type: &mut [TypeIndex; 4], resource_type: ResourceType) -> &mut TypeIndex {
+    let [topic, group, cluster, transactional_id] = by_type;
+    match resource_type {
+        ResourceType::Topic => topic,
+        ResourceType::Group => group,
+        ResourceType::Cluster => cluster,
+        ResourceType::TransactionalId => transactional_id,
     }
 }
 
@@ -126,7 +139,7 @@ impl Authorizer {
     ) -> Self {
         let mut by_type: [TypeIndex; 4] = Default::default();
         for acl in acls {
-            let index = &mut by_type[type_slot(acl.pattern.resource_type)];
+            let index = type_index_mut(&mut by_type, acl.pattern.resource_type);
             let rule = Rule {
                 permission: acl.permission,
                 operation: acl.operation,
@@ -167,7 +180,7 @@ impl Authorizer {
         }
         let mut found_any = false;
         let mut allowed = false;
-        for patterns in self.by_type[type_slot(resource_type)].matching(name) {
+        for patterns in type_index(&self.by_type, resource_type).matching(name) {
             found_any = true;
             for rule in patterns.rules_for(principal) {
                 match rule.permission {
@@ -199,7 +212,7 @@ impl Authorizer {
         if self.super_users.contains(&principal.user) {
             return true;
         }
-        let index = &self.by_type[type_slot(resource_type)];
+        let index = type_index(&self.by_type, resource_type);
         if index.is_empty() {
             return self.allow_everyone_if_no_acl_found;
         }
