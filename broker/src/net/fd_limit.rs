@@ -25,41 +25,27 @@ pub struct FileLimit {
 /// Raises the soft RLIMIT_NOFILE to the hard limit if it is lower, and returns the limits then in
 /// force. A refused raise (a hard limit above the kernel's `nr_open`) keeps the old soft limit.
 pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit through a valid pointer to a local.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads one rlimit through a valid pointer to a local.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            tracing::info!(
-                from = limit.rlim_cur,
-                to = raised.rlim_cur,
-                hard = limit.rlim_max,
-                "raised the soft open-file limit to the hard limit"
-            );
-            limit = raised;
-        } else {
-            tracing::warn!(
-                soft = limit.rlim_cur,
-                hard = limit.rlim_max,
-                error = %std::io::Error::last_os_error(),
+    let (soft, hard) = rlimit::Resource::NOFILE.get()?;
+    if soft < hard {
+        match rlimit::Resource::NOFILE.set(hard, hard) {
+            Ok(()) => {
+                tracing::info!(
+                    from = soft,
+                    to = hard,
+                    hard,
+                    "raised the soft open-file limit to the hard limit"
+                );
+                return Ok(FileLimit { soft: hard, hard });
+            }
+            Err(error) => tracing::warn!(
+                soft,
+                hard,
+                %error,
                 "could not raise the open-file limit to its hard limit"
-            );
+            ),
         }
     }
-    Ok(FileLimit {
-        soft: limit.rlim_cur,
-        hard: limit.rlim_max,
-    })
+    Ok(FileLimit { soft, hard })
 }
 
 /// How many connections the broker serves at once: `max.connections` if `limit` holds it with
@@ -170,7 +156,7 @@ mod tests {
         // An unlimited hard limit cannot be a soft one on Linux (above nr_open): the raise is
         // refused and logged then.
         assert!(
-            limit.soft == limit.hard || limit.hard == libc::RLIM_INFINITY,
+            limit.soft == limit.hard || limit.hard == rlimit::INFINITY,
             "{limit:?}"
         );
         let again = raise_to_hard_limit().expect("getrlimit");
