@@ -4,6 +4,7 @@ with SIGTERM afterwards (and killed if it does not stop)."""
 
 import os
 import pathlib
+import random
 import re
 import shutil
 import signal
@@ -143,10 +144,41 @@ def messages(count, prefix="m", value_bytes=100):
     return out
 
 
+# Ports free_port hands out: below the kernel's ephemeral range (32768 and up by default, where
+# `port 0` listeners such as the brokers' and every outgoing connection take theirs, so a port
+# handed out here cannot be taken by a connection before its server binds it), split between the
+# pytest-xdist workers (two test files run side by side) and walked in order, so no two workers
+# and no two calls of one process hand out the same port. Each is checked bindable first.
+FREE_PORTS_FIRST = 10000
+FREE_PORTS_END = 32000
+_next_free_port = None
+
+
+def _worker_port_range():
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    span = (FREE_PORTS_END - FREE_PORTS_FIRST) // count
+    first = FREE_PORTS_FIRST + (index % count) * span
+    return first, first + span
+
+
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    global _next_free_port
+    first, end = _worker_port_range()
+    if _next_free_port is None or not first <= _next_free_port < end:
+        # A random start: a second copy of this module (imported by another name) walks elsewhere.
+        _next_free_port = random.randrange(first, end)
+    for _ in range(end - first):
+        port = _next_free_port
+        _next_free_port = first if port + 1 >= end else port + 1
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {first}-{end}")
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,8 @@ CLIENT_TESTS = pathlib.Path(__file__).resolve().parents[1] / "clients"
 if str(CLIENT_TESTS) not in sys.path:
     sys.path.append(str(CLIENT_TESTS))
 
+from conftest import free_port  # noqa: E402 (found through the path set just above)
+
 REPLICATION_FACTOR = 3
 METADATA_TIMEOUT_S = 5
 
@@ -163,10 +165,6 @@ KAFKA_SETTINGS = {
 }
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class KafkaTarget:
@@ -179,8 +177,8 @@ class KafkaTarget:
     def __init__(self, libs=KAFKA_LIBS):
         self.libs = libs
         self.dir = tempfile.mkdtemp(prefix="jepsen-kafka-")
-        self.ports = [_free_port() for _ in range(self.size)]
-        controllers = [_free_port() for _ in range(self.size)]
+        self.ports = [free_port() for _ in range(self.size)]
+        controllers = [free_port() for _ in range(self.size)]
         voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in enumerate(controllers))
         cluster_id = "A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22]
         self.processes = [None] * self.size
