@@ -242,7 +242,6 @@ async fn append(
         .flatten()
         .map(|(_, header)| u64::try_from(header.records_count).unwrap_or(0))
         .sum();
-    let stored_bytes = batches.len() as u64;
     let log_append_time = topic.config.timestamp_type == TimestampType::LogAppendTime;
     let appended = append_as_leader(
         ctx,
@@ -256,7 +255,7 @@ async fn append(
     if appended.stored {
         partition
             .traffic()
-            .count_produced(stored_bytes, records_count);
+            .count_produced(appended.bytes, records_count);
     }
     Ok(Appended {
         base_offset: appended.base_offset,
