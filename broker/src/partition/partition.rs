@@ -789,4 +789,4 @@ pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_st
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1022,7 +1022,7 @@ mod tests {
             for _ in 0..2_000 {
                 partition
                     .log()
-                    .append(&mut one_record_batch(), 1_000)
+                    .append(&mut crate::partition::partition::tests::one_record(), 1_000)
                     .expect("append");
             }
             partition
@@ -1049,21 +1049,6 @@ mod tests {
         drop(partition.producers().lock().expect("producers"));
         drop(machine);
         assert_eq!(recovery.join().expect("joined").expect("recovered"), 1);
-    }
-
-    /// A v2 batch of one record (value "v", timestamp 1000).
-    fn one_record_batch() -> Vec<u8> {
-        use skiff_protocol::records::record::{BatchBuilder, NewRecord};
-        let mut builder = BatchBuilder::new(0, skiff_protocol::records::Compression::None);
-        let record = NewRecord {
-            offset_delta: 0,
-            timestamp: 1_000,
-            key: None,
-            value: Some(b"v"),
-            headers: &[],
-        };
-        builder.push(&record).expect("fits");
-        builder.build().expect("builds")
     }
 
     fn open_deferred(dir: &std::path::Path, config: Config) -> Topics {
@@ -1121,7 +1106,7 @@ mod tests {
             let topic = topics.get("t").expect("t");
             topic.partitions[2]
                 .log()
-                .append(&mut one_record_batch(), 1_000)
+                .append(&mut crate::partition::partition::tests::one_record(), 1_000)
                 .expect("append");
             // Dropped without close: a crash, so the next open must recover.
         }

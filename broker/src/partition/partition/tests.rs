@@ -50,8 +50,8 @@ fn led(dir: &std::path::Path, replicas: Vec<i32>, isr: Vec<i32>) -> (LogDir, Par
     (log_dir, partition)
 }
 
-/// A v2 batch of one record.
-fn one_record() -> Vec<u8> {
+/// A v2 batch of one record (value "v", timestamp 1000).
+pub(crate) fn one_record() -> Vec<u8> {
     let mut builder = BatchBuilder::new(0, Compression::None);
     let record = NewRecord {
         offset_delta: 0,
