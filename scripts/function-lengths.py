@@ -19,6 +19,8 @@ import os
 import re
 import sys
 
+from rust_text import strip_comments_and_strings
+
 LIMIT_LINES = 70
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWANCE = os.path.join(ROOT, "scripts", "function-lengths.allow")
@@ -28,55 +30,6 @@ LIBRARY_SOURCES = [
     "broker/src",
 ]
 FN_RE = re.compile(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def strip_code(text):
-    """Returns the text with comments, strings and char literals blanked (newlines kept)."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == "r" and re.match(r'r#*"', text[i:i + 8]) and not text[i - 1:i].isalnum():
-            hashes = re.match(r'r(#*)"', text[i:]).group(1)
-            end = text.find('"' + hashes, i + len(hashes) + 2)
-            j = n if end < 0 else end + 1 + len(hashes)
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(re.sub(r"[^\n]", " ", text[i:j + 1]))
-            i = j + 1
-        elif c == "'":
-            # A char literal ('a', '\n', '\u{1F600}') or a lifetime ('a): only the former is blanked.
-            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:i + 12])
-            if m:
-                out.append(" " * len(m.group(0)))
-                i += len(m.group(0))
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 INLINE_TEST_MOD_RE = re.compile(r"^#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+\w+\s*\{", re.M)
@@ -99,7 +52,7 @@ def blank_inline_test_modules(code):
 
 def functions_in(text):
     """Yields (name, first_line, line_count) for every function body in the code text."""
-    code = strip_code(text)
+    code = strip_comments_and_strings(text)
     code = blank_inline_test_modules(code)
     line_starts = [0] + [m.end() for m in re.finditer("\n", code)]
 

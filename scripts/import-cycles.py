@@ -26,6 +26,8 @@ through a glob import of another unit's names.
 import os
 import re
 import sys
+
+from rust_text import strip_comments_and_strings
 import tempfile
 
 HANDLERS = "handlers"
@@ -47,53 +49,6 @@ def module_files(root):
                 parts = parts[:-1]
             files[parts] = path
     return files
-
-
-def strip_comments_and_strings(text):
-    """Blanks comments and string/char literals, keeping line numbers and brace structure."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        two = text[i:i + 2]
-        if two == "//":
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            i = end
-            continue
-        if two == "/*":
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-            continue
-        raw = re.match(r'b?r(#*)"', text[i:i + 40])
-        if raw and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            close = '"' + raw.group(1)
-            end = text.find(close, i + raw.end())
-            end = n if end < 0 else end + len(close)
-            out.append('""' + "\n" * text.count("\n", i, end))
-            i = end
-            continue
-        if text[i] == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append('""' + "\n" * text.count("\n", i, j))
-            i = j + 1
-            continue
-        char = re.match(r"'(\\.[^']*|[^\\'])'", text[i:i + 12])
-        if char:
-            out.append("' '")
-            i += char.end()
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
 
 
 def expand_use_tree(tree):
