@@ -172,7 +172,7 @@ impl TopicCreation<'_> {
         if taken || self.topics.get(name).is_some() {
             return Err(TopicError::AlreadyExists);
         }
-        self.topics.resolve_config(&configs)?;
+        self.topics.resolve_config(name, &configs)?;
         let replicas = match requested {
             Replicas::Placed {
                 partition_count,
@@ -235,12 +235,15 @@ impl TopicCreation<'_> {
                     partition_count: config.offsets_topic_num_partitions,
                     replication_factor: config.offsets_topic_replication_factor,
                 },
-                // Kafka's offsets topic has its own segment size; retention never applies to it
-                // (`ops::maintenance`): the coordinator compacts it by snapshot (`group::driver`).
-                BTreeMap::from([(
-                    "segment.bytes".to_owned(),
-                    config.offsets_topic_segment_bytes.to_string(),
-                )]),
+                // Kafka's offsets topic: its own segment size, and compacted by key (the latest
+                // commit of each group's partition), never deleted by retention.
+                BTreeMap::from([
+                    (
+                        "segment.bytes".to_owned(),
+                        config.offsets_topic_segment_bytes.to_string(),
+                    ),
+                    ("cleanup.policy".to_owned(), "compact".to_owned()),
+                ]),
                 false,
                 AUTO_CREATE_WAIT,
             )

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use skiff_protocol::release::{KafkaRelease, UnknownRelease};
 
 mod bounds;
+mod cleaner;
 mod connections;
 pub mod group;
 mod listeners;
@@ -25,6 +26,7 @@ mod rules;
 mod security;
 
 pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
+pub use cleaner::{BytesPerSecond, CleanupPolicy, CleanupPolicyError, Fraction};
 
 pub use connections::{ConnectionsPerIpOverrides, CONNECTIONS_PER_IP_MAX_DEFAULT};
 pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
@@ -452,6 +454,19 @@ pub const FRAME_CAPTURE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 /// a 1 Gbit/s link's bandwidth, so that a reassignment leaves room for clients.
 pub const REASSIGNMENT_THROTTLE_BYTES_PER_SECOND_DEFAULT: u64 = 50 * 1024 * 1024;
 
+/// The most `log.cleaner.threads`: more than the cores of any machine Skiff runs on; each thread
+/// holds its share of the dedupe buffer and two I/O buffers.
+pub const LOG_CLEANER_THREADS_MAX: i128 = 64;
+/// The smallest `log.cleaner.dedupe.buffer.size`: 1 MiB (and 1 MiB per thread, a cross-key rule),
+/// Kafka's own floor per thread.
+pub const LOG_CLEANER_DEDUPE_BUFFER_MIN: i128 = 1024 * 1024;
+/// The smallest `log.cleaner.io.buffer.size`: 4 KiB, a batch header and then some.
+pub const LOG_CLEANER_IO_BUFFER_MIN: i128 = 4096;
+/// `log.cleaner.io.buffer.load.factor` default (Kafka's).
+pub const LOG_CLEANER_LOAD_FACTOR_DEFAULT: Fraction = Fraction::NINE_TENTHS;
+/// `log.cleaner.min.cleanable.ratio` default (Kafka's).
+pub const LOG_CLEANER_MIN_CLEANABLE_RATIO_DEFAULT: Fraction = Fraction::HALF;
+
 /// The largest `log.segment.bytes`: 4 GiB - 1, since index entries hold 4-byte positions.
 pub const SEGMENT_BYTES_MAX: i128 = u32::MAX as i128;
 /// The smallest `message.max.bytes`: 64 bytes, a little more than a record batch's header.
@@ -537,6 +552,30 @@ config_keys! {
         "Partition size above which the oldest segments are deleted; -1 means no limit."
     "log.retention.check.interval.ms" => log_retention_check_interval_ms: u64 = 5 * 60 * 1000;
         "How often segments are rolled by age and retention is enforced."
+    "log.cleanup.policy" => log_cleanup_policy: CleanupPolicy = CleanupPolicy::DELETE;
+        "Default of the topic config cleanup.policy (Kafka's key and default): delete (old segments go by log.retention.ms and log.retention.bytes), compact (the log cleaner keeps the latest record per key, docs/design/compaction.md) or compact,delete (both)."
+    "log.cleaner.enable" => log_cleaner_enable: bool = true;
+        "Run the log cleaner (Kafka's key, deprecated there in 4.1, where the cleaner always runs). false is refused at start while a compacted topic exists (__consumer_offsets is one): a topic that says compact must be compacted."
+    "log.cleaner.threads" => log_cleaner_threads: usize = 1, Bound::Between(1, LOG_CLEANER_THREADS_MAX, Unit::Count);
+        "Threads cleaning compacted logs, one log each at a time (Kafka's key and default; Kafka allows 0, Skiff does not, since a compacted topic would then grow without bound)."
+    "log.cleaner.dedupe.buffer.size" => log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, Bound::AtLeast(LOG_CLEANER_DEDUPE_BUFFER_MIN, Unit::Bytes);
+        "Memory for the cleaners' key maps, shared among log.cleaner.threads (Kafka's key and default, 128 MiB). Each thread's share bounds the keys one cleaning pass can deduplicate; a log with more dirty keys is cleaned in several passes. At least 1 MiB per thread."
+    "log.cleaner.io.buffer.size" => log_cleaner_io_buffer_size: usize = 512 * 1024, Bound::AtLeast(LOG_CLEANER_IO_BUFFER_MIN, Unit::Bytes);
+        "Bytes of the read and of the write buffer each cleaner thread uses, grown up to message.max.bytes for a larger batch (Kafka's key and default)."
+    "log.cleaner.io.buffer.load.factor" => log_cleaner_io_buffer_load_factor: Fraction = LOG_CLEANER_LOAD_FACTOR_DEFAULT;
+        "How full a cleaner's key map may get before a pass stops mapping more keys (Kafka's key and default, 0.9); between 0 and 1."
+    "log.cleaner.io.max.bytes.per.second" => log_cleaner_io_max_bytes_per_second: BytesPerSecond = BytesPerSecond::UNLIMITED;
+        "Bytes per second the cleaners read and write together, so cleaning leaves disk bandwidth to clients (Kafka's key; its default, 1.7976931348623157e308, is unthrottled)."
+    "log.cleaner.backoff.ms" => log_cleaner_backoff_ms: u64 = 15_000;
+        "Pause of a cleaner thread that found no log to clean (Kafka's key and default)."
+    "log.cleaner.min.cleanable.ratio" => log_cleaner_min_cleanable_ratio: Fraction = LOG_CLEANER_MIN_CLEANABLE_RATIO_DEFAULT;
+        "Default of the topic config min.cleanable.dirty.ratio: the share of a log's cleanable bytes not yet cleaned above which the cleaner picks it (Kafka's key and default, 0.5); between 0 and 1."
+    "log.cleaner.min.compaction.lag.ms" => log_cleaner_min_compaction_lag_ms: i64 = 0, Bound::AtLeast(0, Unit::Milliseconds);
+        "Default of the topic config min.compaction.lag.ms: records younger than this stay uncompacted (Kafka's key and default)."
+    "log.cleaner.max.compaction.lag.ms" => log_cleaner_max_compaction_lag_ms: i64 = i64::MAX, Bound::AtLeast(1, Unit::Milliseconds);
+        "Default of the topic config max.compaction.lag.ms: a log with records uncompacted for longer is cleaned whatever its dirty ratio (Kafka's key and default, unbounded)."
+    "log.cleaner.delete.retention.ms" => log_cleaner_delete_retention_ms: i64 = 24 * 3600 * 1000, Bound::AtLeast(0, Unit::Milliseconds);
+        "Default of the topic config delete.retention.ms: how long a tombstone (a record with a null value) stays after the cleaning that first passes it, so consumers behind can see the delete (Kafka's key and default, one day)."
     "log.flush.interval.messages" => log_flush_interval_messages: u64 = u64::MAX, Bound::AtLeast(1, Unit::Count);
         "fsync after this many messages; 1 means every append is on disk before it is acknowledged."
     "log.flush.interval.ms" => log_flush_interval_ms: u64 = u64::MAX;

@@ -88,6 +88,23 @@ pub(super) const CROSS_KEY_RULES: &[CrossKeyRule] = &[
         },
     },
     CrossKeyRule {
+        name: "each cleaner thread has 1 MiB of key map",
+        keys: &["log.cleaner.dedupe.buffer.size", "log.cleaner.threads"],
+        // Kafka's rule: a thread's share of the dedupe buffer must hold a useful key map.
+        broken: |c| {
+            let threads = c.log_cleaner_threads.max(1) as i128;
+            let share = i128::from(c.log_cleaner_dedupe_buffer_size) / threads;
+            Ok(
+                (share < super::LOG_CLEANER_DEDUPE_BUFFER_MIN).then(|| {
+                    format!(
+                        "log.cleaner.dedupe.buffer.size = {} is below 1 MiB for each of log.cleaner.threads = {}: a cleaner thread's key map would hold too few keys",
+                        c.log_cleaner_dedupe_buffer_size, c.log_cleaner_threads
+                    )
+                }),
+            )
+        },
+    },
+    CrossKeyRule {
         name: "zero connections per address needs overrides",
         keys: &["max.connections.per.ip", "max.connections.per.ip.overrides"],
         // Kafka's rule: 0 alone would refuse every client.

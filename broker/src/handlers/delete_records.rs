@@ -4,7 +4,8 @@
 //! on one node); an offset above it, or any other negative one, is OFFSET_OUT_OF_RANGE, as in
 //! Kafka's `UnifiedLog.maybeIncrementLogStartOffset`. The answer's low watermark is the log start
 //! offset afterwards (−1 with an error). Storage checkpoints the new log start before it answers,
-//! so it survives a restart.
+//! so it survives a restart. A topic whose `cleanup.policy` lacks `delete` (compact only) answers
+//! POLICY_VIOLATION, as Kafka does.
 //!
 //! Must never: lower a log start offset, or answer success before the log start is checkpointed.
 
@@ -36,6 +37,11 @@ pub(crate) async fn handle(
         let name = topic.name.0.as_str();
         let allowed = access.allows(Operation::Delete, ResourceType::Topic, name);
         let found = ctx.topics.get(name);
+        // Kafka's `Partition.deleteRecordsOnLeader`: only a log that deletes by policy may lose
+        // its head on request; a compact-only log keeps every key's latest record.
+        let delete_policy = found
+            .as_ref()
+            .is_none_or(|topic| topic.config.cleanup_policy.delete);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for asked in topic.partitions {
             let result = DeleteRecordsPartitionResult::default()
@@ -54,6 +60,7 @@ pub(crate) async fn handle(
             let outcome = match partition {
                 _ if !allowed => Err(error_code::TOPIC_AUTHORIZATION_FAILED),
                 Err(code) => Err(code),
+                Ok(_) if !delete_policy => Err(error_code::POLICY_VIOLATION),
                 Ok(partition) => {
                     // The checkpoint write fsyncs: a blocking thread's work.
                     let log = partition.log().clone();

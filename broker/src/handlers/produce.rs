@@ -23,8 +23,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
+use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::records::compression::DECOMPRESSED_BYTES_MAX;
+use skiff_protocol::records::record::batch_records;
 use skiff_protocol::records::{v2, Compression, RecordError};
 use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
@@ -47,8 +52,36 @@ const V2_PRODUCE_VERSION_MIN: i16 = 3;
 
 /// First Produce response version with `log_append_time_ms`.
 const LOG_APPEND_TIME_VERSION_MIN: i16 = 2;
+/// First Produce response version with `record_errors` and `error_message` (KIP-467).
+const RECORD_ERRORS_VERSION_MIN: i16 = 8;
 /// First Produce response version with `log_start_offset`.
 const LOG_START_OFFSET_VERSION_MIN: i16 = 5;
+
+/// Why one partition's records were not appended: the error code, and for INVALID_RECORD the
+/// records at fault (Produce v8+, KIP-467) with a message.
+#[derive(Debug)]
+struct Refusal {
+    code: i16,
+    message: Option<String>,
+    /// (index of the record in the partition's records, why).
+    record_errors: Vec<(i32, String)>,
+}
+
+impl From<i16> for Refusal {
+    fn from(code: i16) -> Self {
+        Self {
+            code,
+            message: None,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+/// Record errors a response shows, as Kafka's message about them does.
+const RECORD_ERRORS_SHOWN_MAX: usize = 3;
+/// Record errors one partition's answer lists: a batch of keyless records gets one entry per
+/// record, so a request of many small records is bounded here rather than by its size.
+const RECORD_ERRORS_LISTED_MAX: usize = 1000;
 
 /// One partition's outcome.
 struct Appended {
@@ -103,7 +136,7 @@ pub(crate) async fn handle(
         let mut partition_responses = Vec::with_capacity(topic_data.partition_data.len());
         for partition_data in topic_data.partition_data {
             let outcome = if !acks_valid {
-                Err(error_code::INVALID_REQUIRED_ACKS)
+                Err(error_code::INVALID_REQUIRED_ACKS.into())
             } else {
                 match &topic {
                     Ok(topic) => {
@@ -123,9 +156,10 @@ pub(crate) async fn handle(
                             ctx,
                             &name,
                             partition_data.index,
-                        ))
+                        )
+                        .into())
                     }
-                    Err(code) => Err(*code),
+                    Err(code) => Err((*code).into()),
                 }
             };
             let response = PartitionProduceResponse::default().with_index(partition_data.index);
@@ -145,7 +179,7 @@ pub(crate) async fn handle(
                     }
                     response
                 }
-                Err(code) => response.with_error_code(code).with_base_offset(-1),
+                Err(refusal) => refused_response(response, version, refusal),
             });
         }
         responses.push(
@@ -175,6 +209,31 @@ pub(crate) async fn handle(
         }
     }
     (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// A partition's answer when its records were not appended: the code, and from v8 the message
+/// and the records at fault.
+fn refused_response(
+    response: PartitionProduceResponse,
+    version: i16,
+    refusal: Refusal,
+) -> PartitionProduceResponse {
+    let response = response.with_error_code(refusal.code).with_base_offset(-1);
+    if version < RECORD_ERRORS_VERSION_MIN {
+        return response;
+    }
+    let record_errors = refusal
+        .record_errors
+        .into_iter()
+        .map(|(index, why)| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(index)
+                .with_batch_index_error_message(Some(StrBytes::from_string(why)))
+        })
+        .collect();
+    response
+        .with_error_message(refusal.message.map(StrBytes::from_string))
+        .with_record_errors(record_errors)
 }
 
 /// The error every partition gets when the request's producer may not produce at all (Kafka
@@ -221,9 +280,9 @@ async fn append(
     partition_index: i32,
     records: Bytes,
     (acks, timeout_ms): (i16, i32),
-) -> Result<Appended, i16> {
+) -> Result<Appended, Refusal> {
     if topic.is_internal() {
-        return Err(error_code::INVALID_TOPIC_EXCEPTION);
+        return Err(error_code::INVALID_TOPIC_EXCEPTION.into());
     }
     let (partition, image_epoch) =
         super::common::leadership::led_partition_at(ctx, topic, partition_index)?;
@@ -234,10 +293,13 @@ async fn append(
         .admit_produce(acks)
         .map_err(|error| error.code())?;
     if leader_epoch != image_epoch {
-        return Err(error_code::NOT_LEADER_OR_FOLLOWER);
+        return Err(error_code::NOT_LEADER_OR_FOLLOWER.into());
     }
     let now_ms = ctx.now_ms();
     let batches = prepare_batches(topic, version, records, now_ms)?;
+    if topic.config.cleanup_policy.compact {
+        refuse_keyless_records(&batches, &topic.name, partition_index)?;
+    }
     let records_count: u64 = v2::batch_positions(&batches)
         .flatten()
         .map(|(_, header)| u64::try_from(header.records_count).unwrap_or(0))
@@ -251,7 +313,8 @@ async fn append(
         (leader_epoch, now_ms),
         (acks, u64::try_from(timeout_ms).unwrap_or(0)),
     )
-    .await?;
+    .await
+    .map_err(Refusal::from)?;
     if appended.stored {
         partition
             .traffic()
@@ -362,6 +425,53 @@ fn prepare_batches(
     Ok(batches)
 }
 
+/// A compacted topic keeps the latest record per key, so a record without one has no place in it:
+/// Kafka refuses the partition's records with INVALID_RECORD and names each keyless record.
+fn refuse_keyless_records(batches: &[u8], topic: &str, partition: i32) -> Result<(), Refusal> {
+    let mut scratch = Vec::new();
+    let mut index = 0i32;
+    let mut keyless = Vec::new();
+    for item in v2::batch_positions(batches) {
+        let (position, header) = item.map_err(|error| error.error_code())?;
+        let batch = batches
+            .get(position..position + header.total_bytes())
+            .ok_or(error_code::CORRUPT_MESSAGE)?;
+        let records = batch_records(batch, &header, &mut scratch, DECOMPRESSED_BYTES_MAX)
+            .map_err(|error| error.error_code())?;
+        for record in records {
+            let record = record.map_err(|error| error.error_code())?;
+            if record.key.is_none() && keyless.len() < RECORD_ERRORS_LISTED_MAX {
+                keyless.push(index);
+            }
+            index = index.saturating_add(1);
+        }
+    }
+    if keyless.is_empty() {
+        return Ok(());
+    }
+    let why = format!(
+        "Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
+    );
+    let record_errors: Vec<(i32, String)> = keyless
+        .into_iter()
+        .map(|index| (index, why.clone()))
+        .collect();
+    let shown: Vec<String> = record_errors
+        .iter()
+        .take(RECORD_ERRORS_SHOWN_MAX)
+        .map(|(index, why)| format!("RecordError(batchIndex={index}, message='{why}')"))
+        .collect();
+    Err(Refusal {
+        code: error_code::INVALID_RECORD,
+        message: Some(format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+            record_errors.len(),
+            shown.join(", ")
+        )),
+        record_errors,
+    })
+}
+
 /// Checks the v2 batches of a Produce v3+ request before anything is appended.
 fn validate_v2(records: &[u8], version: i16, max_message_bytes: usize) -> Result<(), i16> {
     if records.is_empty() {
@@ -393,4 +503,57 @@ fn validate_v2(records: &[u8], version: i16, max_message_bytes: usize) -> Result
         return Err(error_code::CORRUPT_MESSAGE);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+
+    fn batch(keys: &[Option<&[u8]>], compression: Compression) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(0, compression);
+        for (delta, key) in keys.iter().enumerate() {
+            let record = NewRecord {
+                offset_delta: i32::try_from(delta).expect("small"),
+                timestamp: 1_000,
+                key: *key,
+                value: Some(b"v"),
+                headers: &[],
+            };
+            builder.push(&record).expect("fits");
+        }
+        builder.build().expect("builds")
+    }
+
+    #[test]
+    fn keyless_records_are_named_by_index_across_batches() {
+        let mut batches = batch(&[Some(b"a"), None], Compression::None);
+        batches.extend(batch(&[None, Some(b"b")], Compression::Gzip));
+        let refusal = refuse_keyless_records(&batches, "t", 3).expect_err("keyless");
+        assert_eq!(refusal.code, error_code::INVALID_RECORD);
+        let indexes: Vec<i32> = refusal.record_errors.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indexes, [1, 2]);
+        assert!(refusal.record_errors[0].1.contains("t-3"));
+        assert!(refusal
+            .message
+            .expect("message")
+            .contains("2 record errors in total"));
+        let keyed = batch(&[Some(b"a"), Some(b"b")], Compression::Lz4);
+        assert!(refuse_keyless_records(&keyed, "t", 3).is_ok());
+    }
+
+    #[test]
+    fn record_errors_reach_only_versions_that_carry_them() {
+        let refusal = || Refusal {
+            code: error_code::INVALID_RECORD,
+            message: Some("why".to_owned()),
+            record_errors: vec![(0, "no key".to_owned())],
+        };
+        let old = refused_response(PartitionProduceResponse::default(), 7, refusal());
+        assert!(old.record_errors.is_empty() && old.error_message.is_none());
+        let new = refused_response(PartitionProduceResponse::default(), 8, refusal());
+        assert_eq!(new.error_code, error_code::INVALID_RECORD);
+        assert_eq!(new.record_errors.len(), 1);
+        assert_eq!(new.base_offset, -1);
+    }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::config::{CleanupPolicy, Config, Fraction};
 
 /// How record timestamps are set on append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +45,17 @@ pub struct TopicConfig {
     pub flush_ms: u64,
     /// `min.insync.replicas`: the ISR an acks=all produce needs.
     pub min_insync_replicas: u32,
+    /// `cleanup.policy`: retention by time and size (delete), the log cleaner (compact), or both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`: the dirty share above which the cleaner picks the log.
+    pub min_cleanable_dirty_ratio: Fraction,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: records uncompacted for longer make the log cleanable whatever
+    /// its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone outlives the cleaning that first passes it.
+    pub delete_retention_ms: i64,
     /// `unclean.leader.election.enable`: read by the controller from the topic record
     /// (`skiff_cluster::controller::unclean_leader_election_enabled`); here it is validated and
     /// described.
@@ -68,11 +79,15 @@ pub struct TopicConfigError {
 pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "cleanup.policy",
     "compression.type",
+    "delete.retention.ms",
     "flush.messages",
     "flush.ms",
+    "max.compaction.lag.ms",
     "max.message.bytes",
     "message.downconversion.enable",
     "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
     "min.insync.replicas",
     "retention.bytes",
     "retention.ms",
@@ -87,6 +102,10 @@ pub fn broker_synonym(key: &str) -> Option<&'static str> {
     Some(match key {
         "cleanup.policy" => "log.cleanup.policy",
         "compression.type" => "compression.type",
+        "delete.retention.ms" => "log.cleaner.delete.retention.ms",
+        "max.compaction.lag.ms" => "log.cleaner.max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio" => "log.cleaner.min.cleanable.ratio",
+        "min.compaction.lag.ms" => "log.cleaner.min.compaction.lag.ms",
         "flush.messages" => "log.flush.interval.messages",
         "flush.ms" => "log.flush.interval.ms",
         "max.message.bytes" => "message.max.bytes",
@@ -126,12 +145,47 @@ impl TopicConfig {
             flush_messages: broker.log_flush_interval_messages,
             flush_ms: broker.log_flush_interval_ms,
             min_insync_replicas: u32::try_from(broker.min_insync_replicas).unwrap_or(1),
+            cleanup_policy: broker.log_cleanup_policy,
+            min_cleanable_dirty_ratio: broker.log_cleaner_min_cleanable_ratio,
+            min_compaction_lag_ms: broker.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms: broker.log_cleaner_max_compaction_lag_ms,
+            delete_retention_ms: broker.log_cleaner_delete_retention_ms,
             unclean_leader_election_enable: broker.unclean_leader_election_enable,
         };
         for (key, value) in overrides {
             config.set(key, value)?;
         }
+        config.check_compaction_lags()?;
         Ok(config)
+    }
+
+    /// [`TopicConfig::resolve`] for the topic `name`: the offsets topic is compacted unless its
+    /// overrides say otherwise, since one created by an older Skiff has no `cleanup.policy` (its
+    /// coordinator compacted it by snapshot then) and must never lose commits to retention.
+    pub fn resolve_named(
+        broker: &Config,
+        name: &str,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<Self, TopicConfigError> {
+        let mut config = Self::resolve(broker, overrides)?;
+        if name == skiff_cluster::topics::OFFSETS_TOPIC && !overrides.contains_key("cleanup.policy")
+        {
+            config.cleanup_policy = CleanupPolicy::COMPACT;
+        }
+        Ok(config)
+    }
+
+    /// Kafka's rule between the two lags (`LogConfig.validateValues`): a record cannot have to
+    /// wait longer before it may be compacted than it may wait before it must be.
+    fn check_compaction_lags(&self) -> Result<(), TopicConfigError> {
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(TopicConfigError {
+                key: "min.compaction.lag.ms".to_owned(),
+                value: self.min_compaction_lag_ms.to_string(),
+                reason: "conflicts with max.compaction.lag.ms, which is smaller",
+            });
+        }
+        Ok(())
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), TopicConfigError> {
@@ -186,15 +240,11 @@ impl TopicConfig {
                 }
                 _ => return Err(error("unknown compression type")),
             },
-            "cleanup.policy" => {
-                // A list in Kafka ("delete,compact"); "delete" alone is the one policy Skiff has.
-                let mut policies = value.split(',').map(str::trim);
-                if policies.next() != Some("delete") || policies.next().is_some() {
-                    return Err(error(
-                        "only delete is supported (Skiff does not compact logs)",
-                    ));
-                }
-            }
+            "cleanup.policy"
+            | "min.cleanable.dirty.ratio"
+            | "min.compaction.lag.ms"
+            | "max.compaction.lag.ms"
+            | "delete.retention.ms" => return self.set_cleaning(key, value),
             "flush.messages" => {
                 self.flush_messages = number(value)
                     .filter(|count| *count >= 1)
@@ -217,10 +267,54 @@ impl TopicConfig {
         Ok(())
     }
 
+    /// The log cleaner's keys (`set`'s other half).
+    fn set_cleaning(&mut self, key: &str, value: &str) -> Result<(), TopicConfigError> {
+        let error = |reason| TopicConfigError {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        };
+        fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
+            value.trim().parse().ok()
+        }
+        match key {
+            "cleanup.policy" => {
+                self.cleanup_policy = CleanupPolicy::parse(value)
+                    .map_err(|_| error("must list delete and/or compact, separated by commas"))?
+            }
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = number(value)
+                    .and_then(Fraction::new)
+                    .ok_or_else(|| error("must be a number between 0 and 1"))?
+            }
+            "min.compaction.lag.ms" => {
+                self.min_compaction_lag_ms = number(value)
+                    .filter(|ms| *ms >= 0)
+                    .ok_or_else(|| error("must be at least 0 ms"))?
+            }
+            "max.compaction.lag.ms" => {
+                self.max_compaction_lag_ms = number(value)
+                    .filter(|ms| *ms >= 1)
+                    .ok_or_else(|| error("must be at least 1 ms"))?
+            }
+            "delete.retention.ms" => {
+                self.delete_retention_ms = number(value)
+                    .filter(|ms| *ms >= 0)
+                    .ok_or_else(|| error("must be at least 0 ms"))?
+            }
+            _ => return Err(error("unknown topic config key")),
+        }
+        Ok(())
+    }
+
     /// The value of a key as DescribeConfigs reports it.
     pub fn value_of(&self, key: &str) -> Option<String> {
         Some(match key {
-            "cleanup.policy" => "delete".to_owned(),
+            "cleanup.policy" => self.cleanup_policy.to_string(),
+            "min.cleanable.dirty.ratio" => format!("{:?}", self.min_cleanable_dirty_ratio),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
             "compression.type" => self.compression_type.clone(),
             "flush.messages" => self.flush_messages.min(i64::MAX as u64).to_string(),
             "flush.ms" => self.flush_ms.min(i64::MAX as u64).to_string(),
@@ -272,5 +366,57 @@ mod tests {
             assert!(config.value_of(key).is_some(), "{key}");
             assert!(broker_synonym(key).is_some(), "{key}");
         }
+    }
+
+    #[test]
+    fn cleaning_keys_resolve_describe_and_keep_their_rules() {
+        let broker = Config::default();
+        let overrides = BTreeMap::from([
+            ("cleanup.policy".to_owned(), "delete,compact".to_owned()),
+            ("min.cleanable.dirty.ratio".to_owned(), "0.01".to_owned()),
+            ("delete.retention.ms".to_owned(), "100".to_owned()),
+        ]);
+        let config = TopicConfig::resolve(&broker, &overrides).expect("valid");
+        assert!(config.cleanup_policy.compact && config.cleanup_policy.delete);
+        assert_eq!(
+            config.value_of("cleanup.policy").as_deref(),
+            Some("compact,delete")
+        );
+        assert_eq!(
+            config.value_of("min.cleanable.dirty.ratio").as_deref(),
+            Some("0.01")
+        );
+        assert_eq!(config.delete_retention_ms, 100);
+        for (key, bad) in [
+            ("cleanup.policy", "shred"),
+            ("cleanup.policy", ""),
+            ("min.cleanable.dirty.ratio", "1.5"),
+            ("min.compaction.lag.ms", "-1"),
+            ("max.compaction.lag.ms", "0"),
+            ("delete.retention.ms", "-5"),
+        ] {
+            let overrides = BTreeMap::from([(key.to_owned(), bad.to_owned())]);
+            assert!(
+                TopicConfig::resolve(&broker, &overrides).is_err(),
+                "{key}={bad}"
+            );
+        }
+        let lags = BTreeMap::from([
+            ("min.compaction.lag.ms".to_owned(), "10".to_owned()),
+            ("max.compaction.lag.ms".to_owned(), "5".to_owned()),
+        ]);
+        let error = TopicConfig::resolve(&broker, &lags).expect_err("conflict");
+        assert_eq!(error.key, "min.compaction.lag.ms");
+    }
+
+    #[test]
+    fn the_offsets_topic_is_compacted_unless_it_says_otherwise() {
+        let broker = Config::default();
+        let offsets = skiff_cluster::topics::OFFSETS_TOPIC;
+        let none = BTreeMap::new();
+        let config = TopicConfig::resolve_named(&broker, offsets, &none).expect("valid");
+        assert_eq!(config.cleanup_policy, CleanupPolicy::COMPACT);
+        let plain = TopicConfig::resolve_named(&broker, "orders", &none).expect("valid");
+        assert_eq!(plain.cleanup_policy, CleanupPolicy::DELETE);
     }
 }

@@ -197,8 +197,13 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
     LogConfig {
         segment_bytes: topic.segment_bytes,
         segment_ms: i64::try_from(topic.segment_ms).unwrap_or(i64::MAX),
-        retention_bytes: u64::try_from(topic.retention_bytes).ok(),
-        retention_ms: (topic.retention_ms >= 0).then_some(topic.retention_ms),
+        // Retention by size and time is the `delete` policy's: a compact-only log loses records
+        // only to the cleaner.
+        retention_bytes: u64::try_from(topic.retention_bytes)
+            .ok()
+            .filter(|_| topic.cleanup_policy.delete),
+        retention_ms: (topic.retention_ms >= 0 && topic.cleanup_policy.delete)
+            .then_some(topic.retention_ms),
         index_interval_bytes: broker.log_index_interval_bytes,
         // A batch must fit in one segment; a smaller segment.bytes caps the batch size too.
         batch_bytes_max: u32::try_from(u64::from(topic.max_message_bytes).min(topic.segment_bytes))
@@ -366,9 +371,10 @@ impl Topics {
     /// (an unknown or out-of-range value, or settings the log cannot take together).
     pub fn resolve_config(
         &self,
+        name: &str,
         overrides: &BTreeMap<String, String>,
     ) -> Result<TopicConfig, TopicError> {
-        let config = TopicConfig::resolve(&self.config, overrides)?;
+        let config = TopicConfig::resolve_named(&self.config, name, overrides)?;
         log_config(&config, &self.config)
             .validate()
             .map_err(storage)?;
@@ -466,7 +472,7 @@ impl Topics {
                 }));
             }
         }
-        let config = self.resolve_config(&record.configs)?;
+        let config = self.resolve_config(&record.name, &record.configs)?;
         let storage_config = log_config(&config, &self.config);
         let configs_changed = existing.is_some_and(|e| e.record.configs != record.configs);
         if configs_changed {

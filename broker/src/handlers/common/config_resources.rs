@@ -175,7 +175,7 @@ pub(crate) async fn alter_topic(
     let topic = ctx.topics.get(name).ok_or(TopicError::Unknown)?;
     let altered = |current: &BTreeMap<String, String>| -> Result<_, TopicError> {
         let next = change(current, &defaults)?;
-        ctx.topics.resolve_config(&next)?;
+        ctx.topics.resolve_config(name, &next)?;
         Ok(next)
     };
     if validate_only {
