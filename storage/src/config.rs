@@ -22,6 +22,55 @@ pub enum PersistMode {
     SyncAll,
 }
 
+/// What happens to old data of a log (Kafka's `cleanup.policy`): deleted by age and size
+/// (`retention_ms`, `retention_bytes`), compacted to the latest record per key (the log cleaner,
+/// `crate::cleaner`), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CleanupPolicy {
+    /// `delete`: retention by time and size; never compacted. Kafka's default.
+    #[default]
+    Delete,
+    /// `compact`: compacted; retention never deletes by time or size.
+    Compact,
+    /// `compact,delete`: both.
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// Whether retention deletes segments by time and size.
+    pub fn deletes(self) -> bool {
+        matches!(self, Self::Delete | Self::CompactDelete)
+    }
+
+    /// Whether the log cleaner compacts the log.
+    pub fn compacts(self) -> bool {
+        matches!(self, Self::Compact | Self::CompactDelete)
+    }
+}
+
+/// A ratio in `[0, 1]` (Kafka's `min.cleanable.dirty.ratio`). Holds no NaN, so it compares and
+/// is `Eq` by value.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Ratio(f64);
+
+impl Eq for Ratio {}
+
+impl Ratio {
+    /// `value` if it lies in `[0, 1]` ([`Error::InvalidConfig`] otherwise, NaN included).
+    pub fn new(value: f64) -> Result<Self> {
+        if (0.0..=1.0).contains(&value) {
+            Ok(Self(value))
+        } else {
+            Err(Error::InvalidConfig(format!("ratio {value} not in [0, 1]")))
+        }
+    }
+
+    /// The value, in `[0, 1]`.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
 /// Settings of one partition log. Times are milliseconds on the caller's clock (storage never reads
 /// one: every time comes in as an argument).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +104,23 @@ pub struct LogConfig {
     pub flush_ms: Option<i64>,
     /// What a flush does. Default `SyncData`.
     pub persist_mode: PersistMode,
+    /// Kafka's `cleanup.policy`. Default `Delete`. Retention by `retention_ms` and
+    /// `retention_bytes` applies only when it deletes; compaction only when it compacts.
+    pub cleanup_policy: CleanupPolicy,
+    /// Kafka's `min.cleanable.dirty.ratio`: a compacted log is cleaned once its dirty bytes are
+    /// more than this share of its cleanable bytes (or past `max_compaction_lag_ms`). Default
+    /// 0.5.
+    pub min_cleanable_dirty_ratio: Ratio,
+    /// Kafka's `min.compaction.lag.ms`: a segment whose newest record is younger than this is
+    /// not cleaned yet (consumers see every version for at least this long). Default 0.
+    pub min_compaction_lag_ms: i64,
+    /// Kafka's `max.compaction.lag.ms`: a dirty segment whose first batch is older than this
+    /// forces a cleaning whatever the ratio. Default `i64::MAX` (unbounded). At least 1 and at
+    /// least `min_compaction_lag_ms`.
+    pub max_compaction_lag_ms: i64,
+    /// Kafka's `delete.retention.ms`: how long a tombstone (a record with a null value) stays
+    /// after the cleaning that first passed it (its delete horizon, KIP-534). Default 1 day.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -70,6 +136,11 @@ impl Default for LogConfig {
             flush_messages_interval: None,
             flush_ms: None,
             persist_mode: PersistMode::SyncData,
+            cleanup_policy: CleanupPolicy::Delete,
+            min_cleanable_dirty_ratio: Ratio(limits::MIN_CLEANABLE_DIRTY_RATIO_DEFAULT),
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: limits::DELETE_RETENTION_MS_DEFAULT,
         }
     }
 }
@@ -124,6 +195,38 @@ impl LogConfig {
             if flush_ms < 0 {
                 return bad(format!("flush_ms {flush_ms} is negative"));
             }
+        }
+        self.validate_compaction()
+    }
+
+    /// The compaction settings' ranges, as Kafka's `LogConfig.validateValues` checks them.
+    fn validate_compaction(&self) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidConfig(reason));
+        // `Ratio::new` is the only constructor outside this module; recheck anyway.
+        Ratio::new(self.min_cleanable_dirty_ratio.get())?;
+        if self.min_compaction_lag_ms < 0 {
+            return bad(format!(
+                "min_compaction_lag_ms {} is negative",
+                self.min_compaction_lag_ms
+            ));
+        }
+        if self.max_compaction_lag_ms < 1 {
+            return bad(format!(
+                "max_compaction_lag_ms {} must be at least 1",
+                self.max_compaction_lag_ms
+            ));
+        }
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return bad(format!(
+                "min_compaction_lag_ms {} above max_compaction_lag_ms {}",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            ));
+        }
+        if self.delete_retention_ms < 0 {
+            return bad(format!(
+                "delete_retention_ms {} is negative",
+                self.delete_retention_ms
+            ));
         }
         Ok(())
     }
@@ -209,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn compaction_defaults_are_kafkas_and_ratios_are_bounded() {
+        let config = LogConfig::default();
+        assert_eq!(config.cleanup_policy, CleanupPolicy::Delete);
+        assert!(config.cleanup_policy.deletes() && !config.cleanup_policy.compacts());
+        assert!(CleanupPolicy::Compact.compacts() && !CleanupPolicy::Compact.deletes());
+        assert!(CleanupPolicy::CompactDelete.compacts() && CleanupPolicy::CompactDelete.deletes());
+        assert_eq!(config.min_cleanable_dirty_ratio.get(), 0.5);
+        assert_eq!(config.min_compaction_lag_ms, 0);
+        assert_eq!(config.max_compaction_lag_ms, i64::MAX);
+        assert_eq!(config.delete_retention_ms, 86_400_000);
+        for bad in [-0.1, 1.1, f64::NAN] {
+            assert!(matches!(Ratio::new(bad), Err(Error::InvalidConfig(_))));
+        }
+        assert_eq!(Ratio::new(1.0).unwrap().get(), 1.0);
+    }
+
+    #[test]
     fn bad_values_are_typed_errors() {
         type Case = Box<dyn Fn(&mut LogConfig)>;
         let cases: Vec<Case> = vec![
@@ -225,6 +345,13 @@ mod tests {
             }),
             Box::new(|c| c.flush_messages_interval = Some(0)),
             Box::new(|c| c.flush_ms = Some(-1)),
+            Box::new(|c| c.min_compaction_lag_ms = -1),
+            Box::new(|c| c.max_compaction_lag_ms = 0),
+            Box::new(|c| {
+                c.min_compaction_lag_ms = 10;
+                c.max_compaction_lag_ms = 9;
+            }),
+            Box::new(|c| c.delete_retention_ms = -1),
         ];
         for (index, case) in cases.iter().enumerate() {
             let mut config = LogConfig::default();

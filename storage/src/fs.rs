@@ -22,6 +22,8 @@ pub(crate) const TRUNCATING_SUFFIX: &str = "truncating";
 /// start offset and recovery point. Read when the directory checkpoint lacks the log, removed
 /// once a durable directory checkpoint names it, never written.
 pub(crate) const CHECKPOINT_FILE: &str = "checkpoint";
+/// Suffix of a cleaned segment's log file before its swap (`<base>.log.cleaned`).
+pub(crate) const CLEANED_SUFFIX: &str = "cleaned";
 /// Suffix of any file being written before its atomic rename.
 pub(crate) const TEMP_SUFFIX: &str = "tmp";
 /// Marker written by a clean close of the data directory; its absence means recovery.

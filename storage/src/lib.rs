@@ -104,6 +104,7 @@
 // so the test build (whose library code the non-test build lints anyway) allows those two.
 #![cfg_attr(test, allow(clippy::cast_possible_truncation, clippy::cast_sign_loss))]
 
+mod cleaner;
 mod config;
 mod error;
 mod fetch;
@@ -132,7 +133,11 @@ mod testing;
 #[path = "../tests/support/temp.rs"]
 mod testing_temp;
 
-pub use config::{DirConfig, LogConfig, PersistMode};
+pub use cleaner::{
+    choose_filthiest, throttle_pause, CleanError, CleanHooks, CleanPlan, CleanStats, Cleaner,
+    NoHooks, OffsetMap, OFFSET_MAP_SLOT_BYTES,
+};
+pub use config::{CleanupPolicy, DirConfig, LogConfig, PersistMode, Ratio};
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, AppendFile, DurableFiles};

@@ -18,6 +18,22 @@ pub(crate) const INDEX_BYTES_MAX_DEFAULT: u32 = 10 * 1024 * 1024;
 pub(crate) const INDEX_BYTES_MIN: u32 = 64;
 /// Default `batch_bytes_max` (Kafka's `max.message.bytes`: 1 MiB plus the 12-byte log overhead).
 pub const BATCH_BYTES_MAX_DEFAULT: u32 = 1024 * 1024 + 12;
+/// Default `LogConfig::min_cleanable_dirty_ratio` (Kafka's `min.cleanable.dirty.ratio`).
+pub(crate) const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
+/// Default `LogConfig::delete_retention_ms` (Kafka's `delete.retention.ms`): 1 day.
+pub(crate) const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
+/// Smallest cleaner offset map (`cleaner::OffsetMap::with_memory`): a few dozen keys, for tests.
+pub(crate) const OFFSET_MAP_BYTES_MIN: usize = 1024;
+/// Largest cleaner offset map: Kafka caps each cleaner's dedupe buffer at 2 GiB too.
+pub(crate) const OFFSET_MAP_BYTES_MAX: usize = 2 << 30;
+/// Smallest cleaner I/O buffer (`cleaner::Cleaner::new`): one batch header and then some.
+pub(crate) const CLEANER_IO_BUFFER_BYTES_MIN: usize = 4096;
+/// Largest cleaner I/O buffer to start at (Kafka's `log.cleaner.io.buffer.size` default is
+/// 512 KiB; more buys nothing once reads are sequential).
+pub(crate) const CLEANER_IO_BUFFER_BYTES_MAX: usize = 64 << 20;
+/// Largest swap manifest read back: a group's base offsets (a few thousand segments at most)
+/// and four short lines.
+pub(crate) const SWAP_MANIFEST_BYTES_MAX: u64 = 1 << 20;
 /// Bytes of an offset-index entry: relative offset (u32) and position (u32).
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Bytes of a time-index entry: timestamp (i64) and relative offset (u32).

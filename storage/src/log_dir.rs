@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::cleaner::CleanerCheckpoints;
 use crate::config::{DirConfig, LogConfig};
 use crate::error::{Error, Result};
 use crate::fs::{self, DurableFiles, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
@@ -39,6 +40,8 @@ pub struct LogDir {
     high_watermarks_writer: Mutex<()>,
     /// Every log's log start offset and recovery point, and their one file.
     checkpoints: Arc<OffsetCheckpoints>,
+    /// Every compacted log's first dirty offset, and their one file.
+    cleaner_offsets: Arc<CleanerCheckpoints>,
     /// Why the offset checkpoint could not be read at open, if it could not (its logs were then
     /// recovered from scratch).
     checkpoint_damage: Option<String>,
@@ -159,23 +162,8 @@ impl LogDir {
             });
         }
         let marker = path.join(CLEAN_SHUTDOWN_FILE);
-        let mut clean = false;
-        let mut marker_found = false;
-        let mut found = Vec::new();
-        for entry in io.read_dir(path).map_err(|error| Error::io(path, error))? {
-            let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            if entry == marker {
-                clean = true;
-                marker_found = true;
-            } else if name.ends_with(DELETING_SUFFIX) {
-                io.remove_dir_all(&entry)
-                    .map_err(|error| Error::io(&entry, error))?;
-            } else if let Some(key) = fs::parse_log_dir_name(name) {
-                found.push((key, entry));
-            }
-        }
+        let (marker_found, found) = Self::list_logs(io.as_ref(), path, &marker)?;
+        let mut clean = marker_found;
         let (checkpoints, damage) = OffsetCheckpoints::load(Arc::clone(&io), path)?;
         if damage.is_some() {
             // Without the offsets, nothing the marker promised can be tied to a recovery point
@@ -189,6 +177,9 @@ impl LogDir {
                 .collect::<BTreeSet<_>>(),
         )?;
         let checkpoints = Arc::new(checkpoints);
+        // A damaged cleaner checkpoint only costs work (logs are cleaned from their start).
+        let (cleaner_offsets, _damage) = CleanerCheckpoints::load(Arc::clone(&io), path)?;
+        let cleaner_offsets = Arc::new(cleaner_offsets);
         if marker_found {
             // From here on a crash must mean recovery again.
             io.remove_file(&marker)
@@ -213,7 +204,7 @@ impl LogDir {
                 default_config.clone(),
                 clean,
                 Arc::clone(&log_files),
-                Arc::clone(&checkpoints),
+                (Arc::clone(&checkpoints), Arc::clone(&cleaner_offsets)),
             )?;
             logs.insert((topic, partition), Arc::new(log));
         }
@@ -226,10 +217,36 @@ impl LogDir {
             logs: Mutex::new(logs),
             high_watermarks_writer: Mutex::new(()),
             checkpoints,
+            cleaner_offsets,
             checkpoint_damage: damage.map(|error| error.to_string()),
             opened_clean: clean,
             _lock: lock,
         })
+    }
+
+    /// The partition directories in the data directory `path`, and whether the clean-shutdown
+    /// `marker` is there; removes what a crash left of a deletion.
+    fn list_logs(
+        io: &dyn FileIo,
+        path: &Path,
+        marker: &Path,
+    ) -> Result<(bool, Vec<(LogKey, PathBuf)>)> {
+        let mut marker_found = false;
+        let mut found = Vec::new();
+        for entry in io.read_dir(path).map_err(|error| Error::io(path, error))? {
+            let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if entry == marker {
+                marker_found = true;
+            } else if name.ends_with(DELETING_SUFFIX) {
+                io.remove_dir_all(&entry)
+                    .map_err(|error| Error::io(&entry, error))?;
+            } else if let Some(key) = fs::parse_log_dir_name(name) {
+                found.push((key, entry));
+            }
+        }
+        Ok((marker_found, found))
     }
 
     /// Whether the directory was closed cleanly before this open (its logs then need no scan:
@@ -367,7 +384,10 @@ impl LogDir {
                 config,
                 true,
                 Arc::clone(&self.log_files),
-                Arc::clone(&self.checkpoints),
+                (
+                    Arc::clone(&self.checkpoints),
+                    Arc::clone(&self.cleaner_offsets),
+                ),
             )?;
             log.recover_deferred()?;
             Ok(log)
@@ -397,6 +417,9 @@ impl LogDir {
         // Its entry leaves the table; the file still naming it is rewritten before a log of the
         // same name is created (`OffsetCheckpoints::forget_on_disk`).
         self.checkpoints.remove(&(topic.to_owned(), partition))?;
+        // Durably: a log created under this name must start with no first dirty offset.
+        self.cleaner_offsets
+            .set_and_write(&(topic.to_owned(), partition), None)?;
         let dir = log.dir().to_owned();
         let doomed = self.path.join(format!("{name}{DELETING_SUFFIX}"));
         self.io

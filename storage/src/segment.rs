@@ -574,7 +574,7 @@ impl Segment {
         Ok(parsed)
     }
 
-    fn first_batch_timestamp(&self, io: &dyn FileIo) -> Result<Option<i64>> {
+    pub(crate) fn first_batch_timestamp(&self, io: &dyn FileIo) -> Result<Option<i64>> {
         if self.is_empty() {
             return Ok(None);
         }

@@ -197,6 +197,60 @@ fn case_05_non_contiguous_offsets_survive() {
     }
 }
 
+/// A compacted log's batches (KIP-534): a cleaner wrote a delete horizon into the base
+/// timestamp (attribute bit 6) and re-based the deltas, kept a tombstone, left gaps, and kept an
+/// idle producer's last batch empty. Down-conversion keeps each message's own offset and
+/// timestamp (base + delta, never the horizon), skips the empty batch, and a legacy consumer
+/// whose fetch offset falls in a gap gets the next record.
+#[test]
+fn a_compacted_log_with_a_delete_horizon_converts_with_each_records_own_offset_and_time() {
+    for codec in [Compression::None, Compression::Gzip] {
+        let mut builder = BatchBuilder::new(10, codec);
+        builder.set_delete_horizon(9_999_999).expect("horizon");
+        builder.override_last_offset_delta(9);
+        for (delta, timestamp, value) in [(2, 1_002, Some(&b"a"[..])), (5, 1_005, None), (7, 900, Some(b"c"))] {
+            builder
+                .push(&NewRecord {
+                    offset_delta: delta,
+                    timestamp,
+                    key: Some(b"k"),
+                    value,
+                    headers: &[],
+                })
+                .expect("push");
+        }
+        let mut src = builder.build().expect("build");
+        // An empty batch (offsets 20..=21), then a plain one at 30.
+        let mut empty = BatchBuilder::new(20, Compression::None);
+        empty.override_last_offset_delta(1);
+        src.extend(empty.build().expect("empty"));
+        src.extend(batch(codec, &[30], |offset| 2_000 + offset));
+        for target in [Magic::V0, Magic::V1] {
+            let out = convert(&with_slack(&src), target, 0);
+            let got: Vec<(i64, i64, bool)> = records(&out)
+                .iter()
+                .map(|record| (record.offset, record.timestamp, record.value.is_none()))
+                .collect();
+            let time = |t: i64| if target == Magic::V1 { t } else { -1 };
+            assert_eq!(
+                got,
+                vec![
+                    (12, time(1_002), false),
+                    (15, time(1_005), true),
+                    (17, time(900), false),
+                    (30, time(2_030), false),
+                ],
+                "{codec:?} to {target:?}"
+            );
+            if codec == Compression::None {
+                // A fetch from inside a gap starts at the next record.
+                assert_eq!(offsets(&convert(&with_slack(&src), target, 13)), [15, 17, 30]);
+                assert_eq!(offsets(&convert(&with_slack(&src), target, 18)), [30]);
+            }
+        }
+    }
+}
+
 /// [v0 entries 0,2,3][v1 entries 9,11,15][v2 batch 16,17,22,24], uncompressed.
 fn mixed_formats() -> Vec<u8> {
     let mut src = legacy_plain(Magic::V0, &[0, 2, 3]);

@@ -9,8 +9,8 @@
 use crate::codec::{put_varint, put_varlong, varint_len, varlong_len, Reader};
 use crate::records::compression::{compress, decompress};
 use crate::records::v2::{
-    compute_crc, BatchHeader, ATTRIBUTE_CONTROL, ATTRIBUTE_LOG_APPEND_TIME,
-    ATTRIBUTE_TRANSACTIONAL, BATCH_HEADER_BYTES, CRC_OFFSET,
+    compute_crc, BatchHeader, ATTRIBUTE_CONTROL, ATTRIBUTE_DELETE_HORIZON,
+    ATTRIBUTE_LOG_APPEND_TIME, ATTRIBUTE_TRANSACTIONAL, BATCH_HEADER_BYTES, CRC_OFFSET,
 };
 use crate::records::{Compression, Magic, RecordError, LOG_OVERHEAD_BYTES};
 
@@ -230,6 +230,10 @@ pub struct BatchBuilder {
     base_timestamp: Option<i64>,
     max_timestamp: i64,
     last_offset_delta: i32,
+    /// Set by [`BatchBuilder::set_delete_horizon`]: the base timestamp holds the horizon.
+    delete_horizon: bool,
+    /// Set by [`BatchBuilder::override_last_offset_delta`].
+    last_offset_delta_override: Option<i32>,
 }
 
 impl BatchBuilder {
@@ -250,7 +254,31 @@ impl BatchBuilder {
             base_timestamp: None,
             max_timestamp: -1,
             last_offset_delta: 0,
+            delete_horizon: false,
+            last_offset_delta_override: None,
         }
+    }
+
+    /// Makes the batch carry a delete horizon (KIP-534, as Kafka's log cleaner writes it): the
+    /// base timestamp is `horizon_ms` and attribute bit 6 (0x40) is set; each record's
+    /// timestamp delta is then relative to the horizon, so base + delta is still the record's
+    /// own timestamp. Refused once a record was pushed (their deltas are already encoded).
+    pub fn set_delete_horizon(&mut self, horizon_ms: i64) -> Result<(), RecordError> {
+        if self.count > 0 {
+            return Err(RecordError::Corrupt {
+                reason: "delete horizon set after records were pushed",
+            });
+        }
+        self.base_timestamp = Some(horizon_ms);
+        self.delete_horizon = true;
+        Ok(())
+    }
+
+    /// Writes `delta` as the last offset delta instead of the last pushed record's (Kafka's
+    /// `overrideLastOffset`): a compacted batch keeps its original last offset, so the
+    /// producer's last sequence (base sequence + last offset delta) survives the records it lost.
+    pub fn override_last_offset_delta(&mut self, delta: i32) {
+        self.last_offset_delta_override = Some(delta);
     }
 
     /// Reserves room for `bytes` more bytes of encoded records.
@@ -355,6 +383,12 @@ impl BatchBuilder {
         if self.control {
             attributes |= ATTRIBUTE_CONTROL;
         }
+        if self.delete_horizon {
+            attributes |= ATTRIBUTE_DELETE_HORIZON;
+        }
+        let last_offset_delta = self
+            .last_offset_delta_override
+            .unwrap_or(self.last_offset_delta);
         let mut out = Vec::with_capacity(total_bytes);
         out.extend_from_slice(&self.base_offset.to_be_bytes());
         out.extend_from_slice(&batch_length.to_be_bytes());
@@ -362,7 +396,7 @@ impl BatchBuilder {
         out.push(2);
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&attributes.to_be_bytes());
-        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&last_offset_delta.to_be_bytes());
         out.extend_from_slice(&self.base_timestamp.unwrap_or(-1).to_be_bytes());
         out.extend_from_slice(&max_timestamp.to_be_bytes());
         out.extend_from_slice(&self.producer_id.to_be_bytes());
@@ -430,6 +464,47 @@ mod tests {
         assert_eq!(
             records[0].headers.iter().collect::<Vec<_>>(),
             vec![(&b"h"[..], Some(&b"x"[..]))]
+        );
+    }
+
+    #[test]
+    fn a_delete_horizon_rebases_deltas_and_keeps_each_record_timestamp() {
+        for compression in [Compression::None, Compression::Gzip] {
+            let mut builder = BatchBuilder::new(100, compression);
+            builder.set_delete_horizon(9_000_000).unwrap();
+            builder.override_last_offset_delta(7);
+            for (delta, timestamp) in [(2, 1_000i64), (5, 3_000)] {
+                let record = NewRecord {
+                    offset_delta: delta,
+                    timestamp,
+                    key: Some(b"k"),
+                    value: None,
+                    headers: &[(b"h", Some(b"v"))],
+                };
+                builder.push(&record).unwrap();
+            }
+            assert!(builder.set_delete_horizon(1).is_err(), "after a push");
+            let batch = builder.build().unwrap();
+            let header = validate(&batch).unwrap();
+            assert_eq!(header.delete_horizon_ms(), Some(9_000_000));
+            assert_eq!(header.base_timestamp, 9_000_000);
+            assert_eq!(header.max_timestamp, 3_000);
+            assert_eq!(header.last_offset(), 107);
+            let mut scratch = Vec::new();
+            let records: Vec<(i64, i64)> =
+                batch_records(&batch, &header, &mut scratch, DECOMPRESSED_BYTES_MAX)
+                    .unwrap()
+                    .map(|record| {
+                        let record = record.unwrap();
+                        (record.offset, record.timestamp)
+                    })
+                    .collect();
+            assert_eq!(records, vec![(102, 1_000), (105, 3_000)]);
+        }
+        let plain = BatchBuilder::new(0, Compression::None).build().unwrap();
+        assert_eq!(
+            BatchHeader::parse(&plain).unwrap().delete_horizon_ms(),
+            None
         );
     }
 

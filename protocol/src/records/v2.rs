@@ -134,6 +134,13 @@ impl BatchHeader {
     pub fn is_log_append_time(&self) -> bool {
         self.attributes & ATTRIBUTE_LOG_APPEND_TIME != 0
     }
+
+    /// The delete horizon a log cleaner wrote into the base timestamp (KIP-534: attribute bit 6
+    /// set), if any. A record's own timestamp is still base timestamp + its delta; only code
+    /// that took the base timestamp for the first record's time must look here.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & ATTRIBUTE_DELETE_HORIZON != 0).then_some(self.base_timestamp)
+    }
 }
 
 /// The magic byte of the entry at the start of `bytes`, if present.

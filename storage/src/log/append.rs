@@ -25,8 +25,10 @@ struct InputSummary {
 }
 
 /// Checks that `batches` is a sequence of whole, valid v2 producer batches no larger than
-/// `batch_bytes_max` each; nothing is modified.
-fn check_input(batches: &[u8], batch_bytes_max: u32) -> Result<InputSummary> {
+/// `batch_bytes_max` each; nothing is modified. With `compacted` (a follower's copy of its
+/// leader's batches), a batch may hold fewer records than offsets, or none: a compacted leader's
+/// batches keep their original last offset, and a producer's last batch may be kept empty.
+fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<InputSummary> {
     if batches.is_empty() {
         return Err(Error::InvalidBatchLayout("no batch"));
     }
@@ -53,13 +55,23 @@ fn check_input(batches: &[u8], batch_bytes_max: u32) -> Result<InputSummary> {
             .get(..size_bytes)
             .ok_or(Error::InvalidBatchLayout("batch extends past the input"))?;
         v2::validate(batch)?;
-        if header.records_count < 1 {
-            return Err(Error::InvalidBatchLayout("batch has no records"));
-        }
-        if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
-            return Err(Error::InvalidBatchLayout(
-                "last offset delta does not match the record count",
-            ));
+        if compacted {
+            if header.records_count < 0
+                || i64::from(header.last_offset_delta) < i64::from(header.records_count) - 1
+            {
+                return Err(Error::InvalidBatchLayout(
+                    "last offset delta below the record count",
+                ));
+            }
+        } else {
+            if header.records_count < 1 {
+                return Err(Error::InvalidBatchLayout("batch has no records"));
+            }
+            if i64::from(header.last_offset_delta) != i64::from(header.records_count) - 1 {
+                return Err(Error::InvalidBatchLayout(
+                    "last offset delta does not match the record count",
+                ));
+            }
         }
         summary.records_count += u64::from(header.records_count.unsigned_abs());
         summary.offsets_count += i64::from(header.last_offset_delta) + 1;
@@ -92,8 +104,9 @@ enum Offsets {
 
 /// Checks that `batches` (checked by [`check_input`]) continue a log ending at `log_end` whose
 /// latest leader epoch is `latest_epoch`, as a follower's append must: the first batch starts at
-/// `log_end` and each next one right after the last offset of the one before (Skiff has no
-/// compaction, so a leader's log has no gaps), and no epoch ≥ 0 is below the latest before it.
+/// or after `log_end` and each next one at or after the offset following the one before (a
+/// compacted leader's log has gaps where whole batches were cleaned away; Kafka's follower
+/// accepts them too), and no epoch ≥ 0 is below the latest before it.
 /// Batches without an epoch (negative: written before epochs were stamped) are accepted and
 /// left out of the epoch order, as the cache leaves them out.
 ///
@@ -107,7 +120,7 @@ fn check_kept(batches: &[u8], log_end: i64, latest_epoch: Option<i32>) -> Result
     let mut at = 0usize;
     while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
         let header = BatchHeader::parse(rest)?;
-        if header.base_offset != expected {
+        if header.base_offset < expected {
             return Err(Error::UnexpectedAppendOffset {
                 expected,
                 found: header.base_offset,
@@ -120,7 +133,8 @@ fn check_kept(batches: &[u8], log_end: i64, latest_epoch: Option<i32>) -> Result
             }
             latest = Some(epoch);
         }
-        expected = expected
+        expected = header
+            .base_offset
             .checked_add(i64::from(header.last_offset_delta) + 1)
             .ok_or(Error::InvalidBatchLayout("offsets pass i64::MAX"))?;
         at += header.total_bytes();
@@ -157,7 +171,12 @@ fn assign_offsets(
                 leader_epoch.unwrap_or(header.partition_leader_epoch)
             }
             Offsets::Keep => {
-                debug_assert_eq!(header.base_offset, assigned.next_offset, "check_kept ran");
+                debug_assert!(header.base_offset >= assigned.next_offset, "check_kept ran");
+                // A compacted leader's gap: the batch keeps its offsets.
+                if at == 0 {
+                    assigned.base_offset = header.base_offset;
+                }
+                assigned.next_offset = header.base_offset;
                 header.partition_leader_epoch
             }
         };
@@ -191,10 +210,11 @@ impl Log {
     }
 
     /// A follower's append of batches copied from its leader (Kafka's `appendAsFollower`): the
-    /// checks of [`Log::append`] (layout, magic, CRC32C, counts, `batch_bytes_max`), but the
-    /// offsets are not assigned. The first batch must start at the log end offset and each next
-    /// one right after the last offset of the one before, or the append is refused with
-    /// [`Error::UnexpectedAppendOffset`]. Leader epochs stay as stamped; each epoch ≥ 0 not seen
+    /// checks of [`Log::append`] (layout, magic, CRC32C, `batch_bytes_max`; a batch may hold
+    /// fewer records than offsets, as a compacted leader's do), but the offsets are not
+    /// assigned. The first batch must start at or after the log end offset and each next one at
+    /// or after the offset following the one before (a compacted leader's gaps), or the append
+    /// is refused with [`Error::UnexpectedAppendOffset`]. Leader epochs stay as stamped; each epoch ≥ 0 not seen
     /// before enters the leader-epoch cache (its checkpoint durable before the batches are
     /// written), and an epoch below the latest the log holds is refused with
     /// [`Error::EpochBelowLatest`] (the logs diverged: truncate first). A refused append writes
@@ -236,7 +256,7 @@ impl Log {
             self.check_writable(&state)?;
             state.config.batch_bytes_max
         };
-        let summary = check_input(batches, batch_bytes_max)?;
+        let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
         let size_bytes = batches.len() as u64;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;

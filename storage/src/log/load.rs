@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::cleaner::{CleanerCheckpoints, SwapManifest, SWAP_MANIFEST_FILE};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
-use crate::fs::{self, Checkpoint, TEMP_SUFFIX, TRUNCATING_SUFFIX};
+use crate::fs::{self, Checkpoint, CLEANED_SUFFIX, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
 use crate::leader_epoch::EpochCache;
 use crate::log_files::LogFiles;
@@ -21,12 +22,14 @@ use crate::segment::{self, Segment};
 use super::{Log, LogState};
 
 /// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
-/// left before their rename (the original is still in place).
+/// left before their rename (the original is still in place), and cleaned segments a cleaning
+/// left without committing their swap (called after `finish_swap`).
 fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
         let extension = path.extension().and_then(|e| e.to_str());
-        if extension == Some(TEMP_SUFFIX) || extension == Some(TRUNCATING_SUFFIX) {
+        let leftover = [TEMP_SUFFIX, TRUNCATING_SUFFIX, CLEANED_SUFFIX];
+        if extension.is_some_and(|extension| leftover.contains(&extension)) {
             io.remove_file(&path)
                 .map_err(|error| Error::io(&path, error))?;
         } else if let Some(base) = fs::parse_log_file_name(&path) {
@@ -41,6 +44,7 @@ fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
 /// point, or all with `clean`, are trusted; the rest are scanned. At the first torn point (a
 /// cut tail, or a segment that ends before the next begins) every later segment is removed.
 /// Flushed data lost is corruption.
+#[allow(clippy::too_many_arguments)] // each is one fact recovery needs
 fn recover_segments(
     io: &dyn FileIo,
     dir: &Path,
@@ -49,6 +53,7 @@ fn recover_segments(
     clean: bool,
     recovery_point: i64,
     log_files: &Arc<LogFiles>,
+    compacted: bool,
 ) -> Result<BTreeMap<i64, Segment>> {
     let mut segments = BTreeMap::new();
     let mut expected_offset = bases.first().copied().unwrap_or(0);
@@ -69,7 +74,10 @@ fn recover_segments(
         // Rolls start the next segment at the log end offset, so a segment that ends
         // before the next one begins has lost its tail (say, truncated at a batch
         // boundary): flushed data is corruption, anything later a torn tail.
-        let lost_tail = next_base.is_some_and(|next| segment.next_offset < *next);
+        // A cleaned segment ends where its last kept record does: a gap below the recovery
+        // point of a compacted log is the cleaner's, not a lost tail (see `crate::cleaner`).
+        let cleaned_gap = compacted && next_base.is_some_and(|next| *next <= recovery_point);
+        let lost_tail = !cleaned_gap && next_base.is_some_and(|next| segment.next_offset < *next);
         if lost_tail && segment.next_offset < recovery_point {
             return Err(Error::corrupt(
                 &**segment.log_path(),
@@ -99,6 +107,8 @@ fn recover_segments(
 /// point on is scanned and a torn tail cut. Its offsets come from the directory's checkpoint, or
 /// from the old per-log file when that lacks the log (a directory written before it existed);
 /// the recovered offsets are put in the directory's table, and an old file noted for removal.
+/// A cleaning's swap the crash interrupted is completed or rolled back first (`finish_swap`).
+#[allow(clippy::too_many_arguments)] // each is one fact recovery needs
 fn recover_state(
     io: &dyn FileIo,
     dir: &Path,
@@ -106,48 +116,33 @@ fn recover_state(
     clean: bool,
     log_files: &Arc<LogFiles>,
     checkpoints: &OffsetCheckpoints,
+    cleaner_offsets: &CleanerCheckpoints,
     key: &LogKey,
 ) -> Result<LogState> {
     config.validate()?;
+    let swapped_to = finish_swap(io, dir)?;
     let bases = segment_bases(io, dir)?;
-    let (checkpoint, legacy) = match checkpoints.get(key)? {
-        Some(checkpoint) => (Some(checkpoint), false),
-        None => {
-            let old = Checkpoint::read(io, dir)?;
-            (old, old.is_some())
-        }
-    };
     let first_base = bases.first().copied();
-    let default_start = first_base.unwrap_or(0);
+    let (checkpoint, legacy) = starting_offsets(io, dir, checkpoints, key, first_base)?;
     let Checkpoint {
         log_start_offset,
-        recovery_point,
-    } = checkpoint.unwrap_or(Checkpoint {
-        log_start_offset: default_start,
-        recovery_point: default_start,
-    });
-    let mut segments = if bases.is_empty() {
-        if recovery_point > log_start_offset {
-            return Err(Error::corrupt(
-                dir.join(fs::CHECKPOINT_FILE),
-                0,
-                format!("no segments, but data up to offset {recovery_point} was flushed"),
-            ));
-        }
-        let segment = Segment::create(io, dir, log_start_offset, &config, log_files)?;
-        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
-        BTreeMap::from([(log_start_offset, segment)])
-    } else {
-        recover_segments(io, dir, &bases, &config, clean, recovery_point, log_files)?
-    };
-    let last_base = segments.keys().next_back().copied();
-    for (base, segment) in segments.iter_mut() {
-        if Some(*base) == last_base {
-            segment.unseal(io, &config)?;
-        } else {
-            segment.seal(io)?;
-        }
+        mut recovery_point,
+    } = checkpoint;
+    if let Some(end) = swapped_to {
+        // The swapped group is fsynced up to its end (the swap's step 5, redone).
+        recovery_point = recovery_point.max(end);
     }
+    let compacted = config.cleanup_policy.compacts() || cleaner_offsets.get(key)?.is_some();
+    let segments = open_segments(
+        io,
+        dir,
+        &bases,
+        &config,
+        clean,
+        (log_start_offset, recovery_point),
+        log_files,
+        compacted,
+    )?;
     let mut state = LogState {
         config,
         segments,
@@ -166,7 +161,109 @@ fn recover_state(
     if legacy {
         checkpoints.note_legacy(key, dir)?;
     }
+    if swapped_to.is_some() {
+        checkpoints.set_and_write(key, state.checkpoint())?;
+    }
+    remove_swap_manifest(io, dir)?;
     Ok(state)
+}
+
+/// The segments of a log at open: recovered (see `recover_segments`), or one empty segment at
+/// the log start if there are none; the last takes appends, the others are sealed.
+#[allow(clippy::too_many_arguments)] // each is one fact recovery needs
+fn open_segments(
+    io: &dyn FileIo,
+    dir: &Path,
+    bases: &[i64],
+    config: &LogConfig,
+    clean: bool,
+    (log_start_offset, recovery_point): (i64, i64),
+    log_files: &Arc<LogFiles>,
+    compacted: bool,
+) -> Result<BTreeMap<i64, Segment>> {
+    let mut segments = if bases.is_empty() {
+        if recovery_point > log_start_offset {
+            return Err(Error::corrupt(
+                dir.join(fs::CHECKPOINT_FILE),
+                0,
+                format!("no segments, but data up to offset {recovery_point} was flushed"),
+            ));
+        }
+        let segment = Segment::create(io, dir, log_start_offset, config, log_files)?;
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+        BTreeMap::from([(log_start_offset, segment)])
+    } else {
+        let recovered = recover_segments(
+            io,
+            dir,
+            bases,
+            config,
+            clean,
+            recovery_point,
+            log_files,
+            compacted,
+        );
+        recovered?
+    };
+    let last_base = segments.keys().next_back().copied();
+    for (base, segment) in segments.iter_mut() {
+        if Some(*base) == last_base {
+            segment.unseal(io, config)?;
+        } else {
+            segment.seal(io)?;
+        }
+    }
+    Ok(segments)
+}
+
+/// The log start and recovery point recovery starts from: the directory checkpoint's, else the
+/// old per-log file's (with `true`: noted for removal), else the first segment's base.
+fn starting_offsets(
+    io: &dyn FileIo,
+    dir: &Path,
+    checkpoints: &OffsetCheckpoints,
+    key: &LogKey,
+    first_base: Option<i64>,
+) -> Result<(Checkpoint, bool)> {
+    let (checkpoint, legacy) = match checkpoints.get(key)? {
+        Some(checkpoint) => (Some(checkpoint), false),
+        None => {
+            let old = Checkpoint::read(io, dir)?;
+            (old, old.is_some())
+        }
+    };
+    let default_start = first_base.unwrap_or(0);
+    let checkpoint = checkpoint.unwrap_or(Checkpoint {
+        log_start_offset: default_start,
+        recovery_point: default_start,
+    });
+    Ok((checkpoint, legacy))
+}
+
+/// Completes a cleaning's swap that a crash interrupted (its manifest is there): see
+/// `clean::complete_swap`. Returns the swapped group's end offset if the new segment is in
+/// place. The manifest stays until the raised recovery point is durable
+/// (`remove_swap_manifest`).
+fn finish_swap(io: &dyn FileIo, dir: &Path) -> Result<Option<i64>> {
+    let path = dir.join(SWAP_MANIFEST_FILE);
+    let bytes = match io.read_small(&path, crate::limits::SWAP_MANIFEST_BYTES_MAX) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(Error::io(&path, error)),
+    };
+    let manifest =
+        SwapManifest::parse(&bytes).map_err(|reason| Error::corrupt(&path, 0, reason))?;
+    let in_place = super::clean::complete_swap(io, dir, &manifest)?;
+    Ok(in_place.then_some(manifest.end_offset))
+}
+
+fn remove_swap_manifest(io: &dyn FileIo, dir: &Path) -> Result<()> {
+    let path = dir.join(SWAP_MANIFEST_FILE);
+    match io.remove_file(&path) {
+        Ok(()) => fs::sync_parent(io, &path),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(Error::io(&path, error)),
+    }
 }
 
 /// The leader-epoch cache of a recovered log: its checkpoint, trimmed to the recovered log (a torn
@@ -217,7 +314,7 @@ impl Log {
         config: LogConfig,
         clean: bool,
         log_files: Arc<LogFiles>,
-        checkpoints: Arc<OffsetCheckpoints>,
+        (checkpoints, cleaner_offsets): (Arc<OffsetCheckpoints>, Arc<CleanerCheckpoints>),
     ) -> Result<Self> {
         config.validate()?;
         let placeholder = LogState {
@@ -244,6 +341,7 @@ impl Log {
             recovering: AtomicBool::new(true),
             clean,
             checkpoints,
+            cleaner_offsets,
             key,
         })
     }
@@ -269,6 +367,7 @@ impl Log {
             self.clean,
             &self.log_files,
             &self.checkpoints,
+            &self.cleaner_offsets,
             &self.key,
         )?;
         self.recovering.store(false, Ordering::SeqCst);

@@ -17,9 +17,11 @@
 //! the types, the locks and the accessors; `load` opens and recovers a log's segments; `append`
 //! assigns offsets, rolls, flushes and stamps leader epochs; `read` serves reads, time lookups and
 //! the leader-epoch queries; `truncate` cuts a diverged tail or starts afresh; `retention` moves
-//! the log start and deletes old segments; `tests` covers them together.
+//! the log start and deletes old segments (by time and size only under a deleting policy);
+//! `clean` plans and runs the log cleaner's pass (`crate::cleaner`); `tests` covers them together.
 
 mod append;
+mod clean;
 mod load;
 mod read;
 mod retention;
@@ -32,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::cleaner::CleanerCheckpoints;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::fs::Checkpoint;
@@ -107,6 +110,8 @@ pub struct Log {
     /// The data directory's offset checkpoint, where this log's log start offset and recovery
     /// point are published (see `offset_checkpoint`).
     checkpoints: Arc<OffsetCheckpoints>,
+    /// The data directory's cleaner checkpoint, where this log's first dirty offset lives.
+    cleaner_offsets: Arc<CleanerCheckpoints>,
     /// Topic and partition: the log's name in `checkpoints`.
     key: LogKey,
 }

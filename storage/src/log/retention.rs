@@ -36,7 +36,9 @@ impl Log {
 
     /// Deletes whole segments, oldest first, while they are past `retention_ms` (their newest
     /// timestamp older than `now_ms − retention_ms`), while the log is larger than
-    /// `retention_bytes` without them, or while they lie wholly below the log start offset. The
+    /// `retention_bytes` without them (those two only when the cleanup policy deletes: a
+    /// `compact` log keeps every key's latest record however old), or while they lie wholly
+    /// below the log start offset. The
     /// active segment is never deleted (roll it first with [`Log::roll_if_needed`]). Returns how
     /// many segments were deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
@@ -58,6 +60,8 @@ impl Log {
     /// log start offset.
     fn deletable_prefix(&self, state: &LogState, now_ms: Option<i64>) -> usize {
         let config = &state.config;
+        // Time and size retention belong to the `delete` policy; the log start always counts.
+        let now_ms = now_ms.filter(|_| config.cleanup_policy.deletes());
         let mut remaining_bytes: u64 = state.segments.values().map(|s| s.size_bytes).sum();
         let mut count = 0usize;
         let candidates = state.segments.len().saturating_sub(1);

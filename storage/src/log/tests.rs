@@ -225,8 +225,8 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
         log.epoch_entries().unwrap(),
         segment_files(&dir.path().join("t-0")),
     );
-    let mut gap = leader_batch(end, 1, 4);
-    gap.extend(leader_batch(end + 2, 1, 4));
+    // A batch ahead of the end, or a gap between two, is a compacted leader's gap: taken
+    // (`replicated_appends_take_a_compacted_leaders_gaps`).
     let mut overlap = leader_batch(end, 2, 4);
     overlap.extend(leader_batch(end + 1, 1, 4));
     let mut falling = leader_batch(end, 1, 6);
@@ -242,12 +242,6 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
             leader_batch(end - 1, 1, 4),
             unexpected(end, end - 1),
         ),
-        (
-            "ahead",
-            leader_batch(end + 1, 1, 4),
-            unexpected(end, end + 1),
-        ),
-        ("gap", gap, unexpected(end + 1, end + 2)),
         ("overlap", overlap, unexpected(end + 2, end + 1)),
         (
             "below the cache",
@@ -286,6 +280,59 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
         .append_replicated(&mut leader_batch(end + 1, 1, 4), 0)
         .unwrap();
     assert_eq!(info.segment_base_offset, end + 1, "rolled");
+}
+
+#[test]
+fn replicated_appends_take_a_compacted_leaders_gaps() {
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), small_config()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    log.append_replicated(&mut leader_batch(0, 3, 2), 0)
+        .unwrap();
+    // Ahead of the end, then a gap between two batches of one append.
+    let info = log
+        .append_replicated(&mut leader_batch(5, 1, 2), 0)
+        .unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (5, 5));
+    let mut gap = leader_batch(6, 1, 2);
+    gap.extend(leader_batch(9, 2, 3));
+    let info = log.append_replicated(&mut gap, 0).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (6, 10));
+    // A compacted batch: fewer records than offsets (its last offset kept), or none at all.
+    let mut compacted = leader_batch(11, 1, 3);
+    let header = BatchHeader::parse(&compacted).unwrap();
+    assert_eq!(header.records_count, 1);
+    compacted[23..27].copy_from_slice(&4i32.to_be_bytes()); // last offset delta
+    let crc = v2::compute_crc(&compacted);
+    compacted[17..21].copy_from_slice(&crc.to_be_bytes());
+    let info = log.append_replicated(&mut compacted, 0).unwrap();
+    assert_eq!(info.last_offset, 15);
+    assert_eq!(log.log_end_offset().unwrap(), 16);
+    // Reads from inside a gap get the next batch.
+    assert_eq!(
+        BatchHeader::parse(&batch_at(&log, 3)).unwrap().base_offset,
+        5
+    );
+    assert_eq!(
+        BatchHeader::parse(&batch_at(&log, 7)).unwrap().base_offset,
+        9
+    );
+    // Behind the end is still refused, and producers' appends still need whole batches.
+    assert!(matches!(
+        log.append_replicated(&mut leader_batch(15, 1, 3), 0),
+        Err(Error::UnexpectedAppendOffset {
+            expected: 16,
+            found: 15
+        })
+    ));
+    let mut short = leader_batch(0, 1, 3);
+    short[23..27].copy_from_slice(&4i32.to_be_bytes());
+    let crc = v2::compute_crc(&short);
+    short[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert!(matches!(
+        log.append(&mut short, 0),
+        Err(Error::InvalidBatchLayout(_))
+    ));
 }
 
 #[test]
@@ -791,6 +838,44 @@ fn roll_by_time_retention_and_delete_records() {
     let log = data.log("t", 0).unwrap().unwrap();
     assert_eq!(log.log_start_offset().unwrap(), 8);
     assert_eq!(log.log_end_offset().unwrap(), 10);
+}
+
+#[test]
+fn compact_alone_never_deletes_by_time_or_size_and_the_policy_switches_live() {
+    let dir = temp_dir();
+    let config = LogConfig {
+        segment_ms: 1_000,
+        retention_ms: Some(10_000),
+        retention_bytes: Some(1),
+        segment_bytes: 1 << 20,
+        cleanup_policy: crate::CleanupPolicy::Compact,
+        ..small_config()
+    };
+    let data = LogDir::open(dir.path(), config.clone()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    for second in 0..5i64 {
+        let now_ms = second * 1_000;
+        log.append(&mut batch_with(0, 2, 20, now_ms, 1), now_ms)
+            .unwrap();
+    }
+    assert!(log.roll_if_needed(5_000).unwrap());
+    assert_eq!(
+        log.enforce_retention(1_000_000).unwrap(),
+        0,
+        "compact keeps old data"
+    );
+    assert_eq!(log.segment_count().unwrap(), 6);
+    // The log start still drops what lies below it (DeleteRecords on compact,delete).
+    assert_eq!(log.delete_records_before(2).unwrap(), 2);
+    assert_eq!(log.segment_count().unwrap(), 5);
+    // compact,delete: retention applies again, live.
+    log.set_config(LogConfig {
+        cleanup_policy: crate::CleanupPolicy::CompactDelete,
+        ..config.clone()
+    })
+    .unwrap();
+    assert_eq!(log.enforce_retention(1_000_000).unwrap(), 4);
+    assert_eq!(log.log_start_offset().unwrap(), 10);
 }
 
 #[test]

@@ -41,6 +41,8 @@ impl Log {
             None => (cut_segment.size_bytes, cut_segment.next_offset),
         };
         let result = (|| {
+            // The first dirty offset drops before the cut too (to where new appends will go).
+            self.cleaner_offsets.lower_to(&self.key, new_end)?;
             // Only the recovery point drops before the cut. Why not the log start as well (when
             // the cut goes below it): a crash before the cut then left the whole log under a
             // start below the one the leader-epoch cache was moved to (`truncate_from_start`),
@@ -111,6 +113,7 @@ impl Log {
         let io = io.as_ref();
         let mut removed = Vec::new();
         let result = (|| {
+            self.cleaner_offsets.set_and_write(&self.key, None)?;
             let first_base = state.segments.keys().next().copied().unwrap_or(offset);
             state.recovery_point = state.recovery_point.min(first_base).min(offset);
             state.truncations += 1;
