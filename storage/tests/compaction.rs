@@ -183,6 +183,30 @@ fn a_clean_pass_keeps_the_latest_record_per_key_at_its_offset_and_survives_reope
 }
 
 #[test]
+fn a_group_emptied_by_a_cleaning_keeps_the_log_start_through_retention() {
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), compacted()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    fill(&log, 12, 8, Compression::None);
+    log.roll_if_needed(i64::MAX / 2).unwrap();
+    let stats = clean_once(&log, &mut cleaner(), 10_000);
+    assert!(stats.complete);
+    let (after, _) = read_all(&log);
+    assert!(after[0].offset > 0, "the first records all went");
+    // Retention of a compact-only log still drops segments below the log start: an empty
+    // cleaned segment ends where it begins, yet it holds the log start, which must not move
+    // (a consumer at offset 0 would be told its offset is out of range).
+    log.enforce_retention(i64::MAX / 2).unwrap();
+    assert_eq!(log.log_start_offset().unwrap(), 0);
+    assert_eq!(read_all(&log).0, after);
+    let slice = log.read(0, 1 << 20, true).unwrap();
+    assert!(
+        !slice.bytes().unwrap().is_empty(),
+        "a read at 0 finds the next record"
+    );
+}
+
+#[test]
 fn the_upper_bound_and_the_active_segment_are_left_alone() {
     let dir = temp_dir();
     let data = LogDir::open(dir.path(), compacted()).unwrap();

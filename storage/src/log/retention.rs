@@ -65,8 +65,12 @@ impl Log {
         let mut remaining_bytes: u64 = state.segments.values().map(|s| s.size_bytes).sum();
         let mut count = 0usize;
         let candidates = state.segments.len().saturating_sub(1);
-        for segment in state.segments.values().take(candidates) {
-            let below_start = segment.next_offset <= state.log_start_offset;
+        let next_bases = state.segments.keys().skip(1);
+        for (segment, next_base) in state.segments.values().take(candidates).zip(next_bases) {
+            // Below the log start only when the next segment starts at or below it (Kafka's
+            // rule): an empty segment, as a cleaning leaves when it dropped every record of its
+            // group, ends where it begins and must not count as below a start it holds.
+            let below_start = *next_base <= state.log_start_offset;
             let expired = now_ms.is_some_and(|now_ms| {
                 config.retention_ms.is_some_and(|retention_ms| {
                     segment.max_timestamp_ms >= 0
