@@ -109,6 +109,9 @@ pub enum BrokerError {
     /// `skiff.frame.capture.dir` could not be created.
     #[error("{0}")]
     FrameCapture(#[from] net::frame_capture::CaptureDirError),
+    /// A log cleaner thread could not be started.
+    #[error("cannot start a log cleaner thread: {0}")]
+    CleanerThread(std::io::Error),
     /// The listener could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -197,7 +200,6 @@ impl Broker {
                     &log_dir,
                     &log_dir_path,
                     group_config,
-                    open_config.offsets_compaction_bytes,
                     open_config.offsets_commit_timeout_ms,
                 )?;
                 let files = log_dir.files();
@@ -244,6 +246,7 @@ impl Broker {
                 "single-node topic registry migrated into the metadata store"
             );
         }
+        refuse_cleaner_off_with_compacted_topics(&config, &cluster)?;
         // Serve the topics the store has, with their logs, before the first client comes.
         let topics = Arc::new(topics);
         let feed: cluster::materialize::FeedStates = replication::driver::feed_for_materializer;
@@ -395,6 +398,8 @@ impl Broker {
             }
         }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
+        let cleaner =
+            ops::cleaner::start(&ctx, &ctx.metrics).map_err(BrokerError::CleanerThread)?;
         // In a cluster the leaderships move away first, while the broker still serves (clients
         // and followers follow them in moments); alone, this returns at once.
         let (cluster, controlled) = (ctx.cluster.clone(), ctx.config.controlled_shutdown_enable);
@@ -413,10 +418,45 @@ impl Broker {
         )
         .await;
         let _ = maintenance.await;
+        tokio::task::spawn_blocking(move || cleaner.stop_and_join()).await?;
         ctx.cluster.leave().await;
         tokio::task::spawn_blocking(move || ctx.topics.close()).await??;
         tracing::info!("clean shutdown");
         Ok(())
+    }
+}
+
+/// `log.cleaner.enable=false` (and only it) with a compacted topic in the cluster would leave that topic to grow
+/// without bound while it says `compact`: the start stops with an error naming one such topic.
+fn refuse_cleaner_off_with_compacted_topics(
+    config: &Config,
+    cluster: &cluster::Cluster,
+) -> Result<(), BrokerError> {
+    if config.log_cleaner_enable {
+        return Ok(());
+    }
+    let compacted = cluster
+        .with_image(|image| {
+            image.topics().iter().find_map(|(name, record)| {
+                partition::topic_config::TopicConfig::resolve_named(
+                    config,
+                    name,
+                    &record.value.configs,
+                )
+                .is_ok_and(|resolved| resolved.cleanup_policy.compact)
+                .then(|| name.clone())
+            })
+        })
+        .flatten();
+    match compacted {
+        None => Ok(()),
+        Some(topic) => Err(config::ConfigError::InvalidValue {
+            key: "log.cleaner.enable".to_owned(),
+            reason: format!(
+                "false, but topic {topic} is compacted (cleanup.policy includes compact) and would never be cleaned; remove the key (the cleaner always runs in Kafka 4.1)"
+            ),
+        }
+        .into()),
     }
 }
 

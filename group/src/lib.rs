@@ -50,8 +50,9 @@
 //!   name); a group's commits go to partition [`Coordinator::offsets_partition`]. For
 //!   [`Output::PersistOffsets`], the driver turns the commits into [`OffsetLogEntry::Commit`]
 //!   records, encodes them with [`offsets_log::encode_batches`], appends and syncs them in that
-//!   partition's log, then calls [`Coordinator::offsets_persisted`]. It compacts a log by
-//!   appending [`Coordinator::partition_snapshot`] and dropping the log before it.
+//!   partition's log, then calls [`Coordinator::offsets_persisted`]. The log cleaner compacts
+//!   the logs by key (the latest commit or tombstone of each group's partition wins, as replay
+//!   reads them).
 //! - OffsetCommit needs `partition_exists(topic, partition)` from the topic table.
 //!
 //! # Layout
@@ -61,8 +62,8 @@
 //!   [`Coordinated`], the led partitions.
 //! - [`state`]: one group and its members; the group states and what each allows.
 //! - `coordinator.rs`: [`Coordinator`], its inputs and outputs, ticking.
-//! - `loading.rs`: which `__consumer_offsets` partitions are led and loaded; loading, unloading
-//!   and snapshots of one partition's groups.
+//! - `loading.rs`: which `__consumer_offsets` partitions are led and loaded; loading and unloading
+//!   one partition's groups.
 //! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
 //! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
 //! - `admin.rs`: DescribeGroups, ListGroups.

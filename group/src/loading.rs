@@ -17,7 +17,7 @@ use super::coordinated::{coordinator_partition, Coordinated};
 use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, Response};
-use super::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+use super::offsets_log::OffsetLogEntry;
 
 /// The offsets partition every group uses while no [`Coordinated`] was set (a coordinator on its
 /// own, as tests and single-log drivers use it).
@@ -138,39 +138,6 @@ impl Coordinator {
         }
         self.loaded_partitions.insert(partition);
         loaded
-    }
-
-    /// Every committed offset of `partition`'s groups as commit entries, oldest commit first: a
-    /// replay of them alone rebuilds the partition's offsets (the driver appends them, then drops
-    /// the log before them: compaction by snapshot).
-    pub fn partition_snapshot(&self, partition: i32) -> Vec<OffsetLogEntry> {
-        let mut commits: Vec<(u64, OffsetLogEntry)> = self
-            .groups
-            .values()
-            .filter(|group| self.offsets_partition(&group.group_id) == partition)
-            .flat_map(|group| {
-                group.offsets.iter().map(|((topic, index), committed)| {
-                    (
-                        committed.persist_sequence,
-                        OffsetLogEntry::Commit(
-                            OffsetKey {
-                                group: group.group_id.clone(),
-                                topic: topic.clone(),
-                                partition: *index,
-                            },
-                            OffsetValue {
-                                offset: committed.offset,
-                                leader_epoch: committed.leader_epoch,
-                                metadata: committed.metadata.clone(),
-                                commit_timestamp_ms: committed.commit_timestamp_ms,
-                            },
-                        ),
-                    )
-                })
-            })
-            .collect();
-        commits.sort_by_key(|(sequence, _)| *sequence);
-        commits.into_iter().map(|(_, entry)| entry).collect()
     }
 
     /// One replayed entry, in log order.

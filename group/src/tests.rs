@@ -1617,7 +1617,6 @@ mod loading {
     //! Partitions of `__consumer_offsets` loaded and unloaded with their leadership.
     use super::*;
     use crate::{coordinator_partition, Coordinated};
-    use std::collections::BTreeSet;
 
     const PARTITIONS: i32 = 50;
 
@@ -1800,46 +1799,5 @@ mod loading {
         }
         assert!(h.coordinator.committed_offsets().is_empty());
         assert_eq!(h.coordinator.group_count(), 0);
-    }
-
-    #[test]
-    fn a_partition_snapshot_replays_to_the_same_offsets() {
-        let ((first, first_partition), (second, second_partition)) = groups_on_two_partitions();
-        let mut h = Harness::new();
-        h.coordinator
-            .set_coordinated(leading(&[first_partition, second_partition]));
-        h.coordinator.load_partition(
-            first_partition,
-            (0..20).map(|offset| commit_entry(&first, offset)),
-        );
-        h.coordinator
-            .load_partition(second_partition, [commit_entry(&second, 1)]);
-        let id = h.commit(2, &first, "", -1, &[("u", 3, 30), ("t", 1, 11)]);
-        drop(h.outputs());
-        h.coordinator.offsets_persisted(id, Ok(()));
-        drop(h.outputs());
-        let snapshot = h.coordinator.partition_snapshot(first_partition);
-        assert_eq!(
-            snapshot.len(),
-            3,
-            "one entry per committed offset: {snapshot:?}"
-        );
-        let mut reloaded = Harness::new();
-        reloaded
-            .coordinator
-            .set_coordinated(leading(&[first_partition]));
-        reloaded
-            .coordinator
-            .load_partition(first_partition, snapshot);
-        let only_first: std::collections::BTreeMap<_, _> = h
-            .coordinator
-            .committed_offsets()
-            .into_iter()
-            .filter(|((group, _, _), _)| *group == first)
-            .collect();
-        assert_eq!(reloaded.coordinator.committed_offsets(), only_first);
-        let led: BTreeSet<i32> = [first_partition].into();
-        assert_eq!(reloaded.coordinator.partitions_to_load(), Vec::<i32>::new());
-        assert!(led.contains(&reloaded.coordinator.offsets_partition(&first)));
     }
 }

@@ -219,3 +219,145 @@ async fn a_data_directory_of_release_7bc86d5_opens_unchanged() -> anyhow::Result
     client.await_partitions_ready("release-plain", 3).await?;
     check_everything(&mut client, 5).await
 }
+
+/// Sets topic configs with IncrementalAlterConfigs, as `kafka-configs.sh --alter` does.
+async fn alter_topic(
+    client: &mut Connection,
+    topic: &str,
+    configs: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::incremental_alter_configs_request as incremental;
+    let request = incremental::IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.into()))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(key, value)| {
+                        incremental::AlterableConfig::default()
+                            .with_name(StrBytes::from_string((*key).into()))
+                            .with_value(Some(StrBytes::from_string((*value).into())))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let response: kafka_protocol::messages::IncrementalAlterConfigsResponse = client
+        .request(ApiKey::IncrementalAlterConfigs, 1, &request)
+        .await?;
+    let result = &response.responses[0];
+    anyhow::ensure!(result.error_code == 0, "alter {topic}: {result:?}");
+    Ok(())
+}
+
+/// Commits `offsets` for the release's group (as a consumer outside a generation does).
+async fn commit(client: &mut Connection, offsets: &[(&str, i32, i64)]) -> anyhow::Result<()> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("release-group")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(
+            offsets
+                .iter()
+                .map(|(topic, partition, offset)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(topic_name(topic))
+                        .with_partitions(vec![OffsetCommitRequestPartition::default()
+                            .with_partition_index(*partition)
+                            .with_committed_offset(*offset)])
+                })
+                .collect(),
+        );
+    let response: OffsetCommitResponse = client.request(ApiKey::OffsetCommit, 2, &request).await?;
+    for topic in &response.topics {
+        for partition in &topic.partitions {
+            anyhow::ensure!(partition.error_code == 0, "commit: {partition:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Records in every partition of `__consumer_offsets`.
+async fn offsets_log_records(client: &mut Connection) -> anyhow::Result<usize> {
+    let mut total = 0;
+    for partition in 0..50 {
+        total += read_all(client, "__consumer_offsets", partition)
+            .await?
+            .len();
+    }
+    Ok(total)
+}
+
+/// The release kept its offsets logs short by appending snapshots; from the upgrade on they are
+/// compacted by key by the log cleaner, like any `cleanup.policy=compact` topic, and what a
+/// replay of the compacted logs rebuilds is every group's latest commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_offsets_logs_are_compacted_by_key_after_the_upgrade() -> anyhow::Result<()> {
+    const COMMITS: i64 = 300;
+    let dir = tempfile::tempdir()?;
+    unpack_fixture(dir.path())?;
+    // Not a short retention check: retention would delete the fixture's 2023 records.
+    let overrides = ["log.cleaner.backoff.ms=50"];
+    let broker = TestBroker::start_in(dir.path(), &overrides).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    client.await_partitions_ready("release-plain", 3).await?;
+    assert_eq!(
+        described(&mut client, "__consumer_offsets", "cleanup.policy").await?,
+        "compact",
+        "the release's offsets topic has no cleanup.policy of its own"
+    );
+    // Small segments and an eager cleaner, so a few hundred commits make sealed dirty segments.
+    let eager = [
+        ("segment.bytes", "1024"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+    ];
+    alter_topic(&mut client, "__consumer_offsets", &eager).await?;
+    for round in 0..COMMITS {
+        let offsets = [
+            ("release-plain", 0, 1_000 + round),
+            ("release-plain", 2, 2_000 + round),
+            ("release-gzip", 0, 3_000 + round),
+        ];
+        commit(&mut client, &offsets).await?;
+    }
+    let expected = vec![
+        ("release-gzip".to_string(), 0, 3_000 + COMMITS - 1),
+        ("release-plain".to_string(), 0, 1_000 + COMMITS - 1),
+        ("release-plain".to_string(), 2, 2_000 + COMMITS - 1),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut records = offsets_log_records(&mut client).await?;
+    while records > 60 {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the offsets logs still hold {records} records 30 s after {} commits",
+            3 * COMMITS
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        records = offsets_log_records(&mut client).await?;
+    }
+    assert_eq!(committed(&mut client).await?, expected);
+    broker.stop().await;
+
+    // A replay of the compacted logs rebuilds the same offsets.
+    let broker = TestBroker::start_in(dir.path(), &overrides).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    client.await_partitions_ready("release-plain", 3).await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        // COORDINATOR_LOAD_IN_PROGRESS answers no offsets while the partition loads.
+        let offsets = committed(&mut client).await?;
+        if offsets == expected {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "after a restart: {offsets:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    check_records(&mut client, 0).await
+}

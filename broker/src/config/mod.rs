@@ -61,6 +61,14 @@ pub enum ConfigError {
         /// The key.
         key: String,
     },
+    /// A key an earlier release had.
+    #[error("config key '{key}' was removed: {instead}")]
+    RemovedKey {
+        /// The key.
+        key: String,
+        /// What replaced it.
+        instead: &'static str,
+    },
     /// A value of the wrong type or out of range.
     #[error("invalid value for '{key}': {reason}")]
     InvalidValue {
@@ -101,6 +109,26 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::InvalidValue {
         key: key.to_owned(),
         reason: reason.into(),
+    }
+}
+
+/// Keys earlier releases had, with what took their place: a config file naming one gets this
+/// answer rather than "unknown key".
+const REMOVED_KEYS: &[(&str, &str)] = &[(
+    "skiff.offsets.compaction.bytes",
+    "__consumer_offsets is compacted by the log cleaner now (cleanup.policy=compact, the log.cleaner.* keys); remove the key",
+)];
+
+/// The error for a key Skiff does not have: removed (with what replaced it) or unknown.
+fn unknown_or_removed(key: &str) -> ConfigError {
+    match REMOVED_KEYS.iter().find(|(removed, _)| *removed == key) {
+        Some((_, instead)) => ConfigError::RemovedKey {
+            key: key.to_owned(),
+            instead,
+        },
+        None => ConfigError::UnknownKey {
+            key: key.to_owned(),
+        },
     }
 }
 
@@ -312,7 +340,7 @@ macro_rules! config_keys {
             fn set(&mut self, key: &str, value: &toml::Value) -> Result<(), ConfigError> {
                 match key {
                     $( $key => self.$field = FromConfigValue::from_value(key, value)?, )*
-                    _ => return Err(ConfigError::UnknownKey { key: key.to_owned() }),
+                    _ => return Err(unknown_or_removed(key)),
                 }
                 self.explicitly_set.insert(key.to_owned());
                 Ok(())
@@ -471,9 +499,6 @@ pub const LOG_CLEANER_MIN_CLEANABLE_RATIO_DEFAULT: Fraction = Fraction::HALF;
 pub const SEGMENT_BYTES_MAX: i128 = u32::MAX as i128;
 /// The smallest `message.max.bytes`: 64 bytes, a little more than a record batch's header.
 pub const MESSAGE_BYTES_MAX_MIN: i128 = 64;
-/// The smallest `skiff.offsets.compaction.bytes`: 4 KiB, so that a coordinator does not write a
-/// snapshot of its offsets after every few commits.
-pub const OFFSETS_COMPACTION_BYTES_MIN: i128 = 4096;
 /// The shortest `log.flush.offset.checkpoint.interval.ms` and
 /// `replica.high.watermark.checkpoint.interval.ms`: 100 ms, so that checkpoints do not turn into
 /// a stream of writes and syncs.
@@ -534,8 +559,6 @@ config_keys! {
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
         "segment.bytes of the __consumer_offsets partitions, set when the topic is created: the offsets log before a snapshot (skiff.offsets.compaction.bytes) is dropped a whole segment at a time."
-    "skiff.offsets.compaction.bytes" => offsets_compaction_bytes: u64 = 16 * 1024 * 1024, Bound::AtLeast(OFFSETS_COMPACTION_BYTES_MIN, Unit::Bytes);
-        "Bytes appended to one __consumer_offsets partition after which its coordinator appends a snapshot of the partition's committed offsets and drops the log before it (Skiff's stand-in for log compaction). Bounds what a new coordinator replays; at least 4096."
     "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: u64 = 5_000;
         "How long an OffsetCommit (and a group or offset deletion) waits for its records to reach every in-sync replica of its __consumer_offsets partition; then it is answered COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's key and default)."
     "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);

@@ -160,8 +160,6 @@ impl GroupHandle {
 struct Replicated {
     request_id: RequestId,
     kind: PersistKind,
-    /// The partitions written (their `replicating` counts drop when this arrives).
-    partitions: Vec<i32>,
     result: Result<(), PersistError>,
 }
 
@@ -180,8 +178,6 @@ pub(crate) struct GroupDriver {
     logs: BTreeMap<i32, LoadedLog>,
     /// Partitions whose replay failed, and when to try again.
     load_retry_at_ms: BTreeMap<i32, i64>,
-    /// `skiff.offsets.compaction.bytes`.
-    compaction_bytes: u64,
     /// No producer id below this is handed out (the legacy checkpoint's reservation).
     producer_id_floor: i64,
     /// `offsets.commit.timeout.ms`: how long a commit waits for the HW.
@@ -193,21 +189,11 @@ pub(crate) struct GroupDriver {
     replicated: (mpsc::Sender<Replicated>, mpsc::Receiver<Replicated>),
 }
 
-/// One loaded partition's log and what decides its next compaction.
+/// One loaded partition's log. The log is compacted by key by the log cleaner (`ops::cleaner`),
+/// like any topic whose `cleanup.policy` is `compact`, so the coordinator only appends to it.
 struct LoadedLog {
     /// The `__consumer_offsets` partition (its log and its replica).
     partition: Arc<Partition>,
-    /// Persists appended to it whose HW wait has not ended: no snapshot meanwhile (a snapshot
-    /// holds applied offsets only, and dropping the log before it would drop theirs).
-    replicating: usize,
-    /// After a snapshot: the log before `.0` is dropped once the HW passes `.1`, the snapshot's
-    /// last offset (until then a new leader might not have the snapshot).
-    drop_before: Option<(i64, i64)>,
-    /// Bytes of batches appended (or replayed) since the last snapshot.
-    bytes_since_snapshot: u64,
-    /// The size of the last snapshot: compaction waits for twice as much, so a partition whose
-    /// snapshot alone is large does not rewrite it on every commit.
-    snapshot_bytes: u64,
 }
 
 /// Replays the offsets log from its start, oldest first, with the bytes read. A damaged record
@@ -378,7 +364,6 @@ impl GroupDriver {
         log_dir: &skiff_storage::LogDir,
         data_dir: &Path,
         group_config: GroupConfig,
-        compaction_bytes: u64,
         commit_timeout_ms: u64,
     ) -> Result<(Self, GroupHandle), GroupDriverError> {
         let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
@@ -390,7 +375,6 @@ impl GroupDriver {
                 allocator: ProducerIdAllocator::new(producer_id_floor),
                 logs: BTreeMap::new(),
                 load_retry_at_ms: BTreeMap::new(),
-                compaction_bytes,
                 producer_id_floor,
                 commit_timeout_ms,
                 requests,
@@ -536,18 +520,10 @@ impl GroupDriver {
                 partition,
                 applied = loaded.applied,
                 foreign = loaded.foreign,
+                bytes_replayed = bytes,
                 "offsets partition loaded"
             );
-            self.logs.insert(
-                partition,
-                LoadedLog {
-                    partition: led,
-                    replicating: 0,
-                    drop_before: None,
-                    bytes_since_snapshot: bytes,
-                    snapshot_bytes: 0,
-                },
-            );
+            self.logs.insert(partition, LoadedLog { partition: led });
         }
     }
 
@@ -649,7 +625,6 @@ impl GroupDriver {
             if !progressed {
                 break;
             }
-            self.compact_due(proposals).await;
         }
     }
 
@@ -693,12 +668,6 @@ impl GroupDriver {
         if pending.is_empty() {
             return self.answer(request_id, kind, result);
         }
-        let partitions: Vec<i32> = pending.iter().map(|(partition, _)| *partition).collect();
-        for partition in &partitions {
-            if let Some(loaded) = self.logs.get_mut(partition) {
-                loaded.replicating += 1;
-            }
-        }
         let sender = self.replicated.0.clone();
         tokio::spawn(async move {
             for (_, wait) in pending {
@@ -713,7 +682,6 @@ impl GroupDriver {
                 .send(Replicated {
                     request_id,
                     kind,
-                    partitions,
                     result,
                 })
                 .await;
@@ -722,11 +690,6 @@ impl GroupDriver {
 
     /// A persist whose HW waits ended.
     fn answer_replicated(&mut self, replicated: Replicated) {
-        for partition in &replicated.partitions {
-            if let Some(loaded) = self.logs.get_mut(partition) {
-                loaded.replicating = loaded.replicating.saturating_sub(1);
-            }
-        }
         if let Err(error) = &replicated.result {
             tracing::warn!(%error, kind = ?replicated.kind, "offsets not replicated in time");
         }
@@ -775,99 +738,11 @@ impl GroupDriver {
                 .into_iter()
                 .map(|(index, partition, entries)| {
                     append_as_leader(&partition, &entries, (now_ms(), timeout_ms), &proposals)
-                        .map(|(bytes, wait)| (index, bytes, wait))
+                        .map(|wait| (index, wait))
                 })
                 .collect::<Result<Vec<_>, PersistError>>()
         });
-        let written = written.await.unwrap_or(Err(PersistError::Failed))?;
-        let mut waits = Vec::with_capacity(written.len());
-        for (index, bytes, wait) in written {
-            if let Some(loaded) = self.logs.get_mut(&index) {
-                loaded.bytes_since_snapshot += bytes;
-            }
-            waits.push((index, wait));
-        }
-        Ok(waits)
-    }
-
-    /// Compacts by snapshot every loaded log that grew past its threshold and has nothing
-    /// waiting for its HW: appends the partition's committed offsets (all applied: no persist of
-    /// it is outstanding) as leader, and drops the log before them once the HW has passed them.
-    /// A failure is logged and retried after the next append.
-    async fn compact_due(&mut self, proposals: &ProposalSender) {
-        self.drop_before_replicated_snapshots().await;
-        let compaction_bytes = self.compaction_bytes;
-        let due: Vec<i32> = self
-            .logs
-            .iter()
-            .filter(|(_, loaded)| {
-                loaded.replicating == 0
-                    && loaded.drop_before.is_none()
-                    && loaded.bytes_since_snapshot
-                        >= compaction_bytes.max(2 * loaded.snapshot_bytes)
-            })
-            .map(|(partition, _)| *partition)
-            .collect();
-        for index in due {
-            let Some(loaded) = self.logs.get(&index) else {
-                continue;
-            };
-            let partition = loaded.partition.clone();
-            let snapshot = self.coordinator.partition_snapshot(index);
-            let (proposals, timeout_ms) = (proposals.clone(), self.commit_timeout_ms);
-            let compacted = tokio::task::spawn_blocking(move || {
-                append_snapshot(&partition, &snapshot, (now_ms(), timeout_ms), &proposals)
-            })
-            .await
-            .unwrap_or(Err(PersistError::Failed));
-            match compacted {
-                Ok((start, last, snapshot_bytes)) => {
-                    tracing::info!(
-                        partition = index,
-                        snapshot_bytes,
-                        "offsets log compacted by snapshot"
-                    );
-                    if let Some(loaded) = self.logs.get_mut(&index) {
-                        loaded.bytes_since_snapshot = snapshot_bytes;
-                        loaded.snapshot_bytes = snapshot_bytes;
-                        loaded.drop_before = Some((start, last));
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(partition = index, %error, "offsets log compaction failed")
-                }
-            }
-        }
-        // Without followers the HW passed the snapshots at once.
-        self.drop_before_replicated_snapshots().await;
-    }
-
-    /// Drops each log before its snapshot once the HW has passed the snapshot, on a blocking
-    /// thread (`delete_records_before` deletes segment files).
-    async fn drop_before_replicated_snapshots(&mut self) {
-        let mut due = Vec::new();
-        for loaded in self.logs.values_mut() {
-            let Some((start, snapshot_last)) = loaded.drop_before else {
-                continue;
-            };
-            if loaded.partition.high_watermark() > snapshot_last {
-                loaded.drop_before = None;
-                due.push((loaded.partition.log().clone(), start));
-            }
-        }
-        if due.is_empty() {
-            return;
-        }
-        let dropped = tokio::task::spawn_blocking(move || {
-            for (log, start) in due {
-                if let Err(error) = log.delete_records_before(start) {
-                    tracing::error!(%error, "offsets log before its snapshot not dropped");
-                }
-            }
-        });
-        if let Err(error) = dropped.await {
-            tracing::error!(%error, "offsets log drop task failed");
-        }
+        written.await.unwrap_or(Err(PersistError::Failed))
     }
 }
 
@@ -880,40 +755,18 @@ fn replication_outcome(outcome: Option<ErrorCode>) -> Result<(), PersistError> {
     }
 }
 
-/// Appends a partition's committed offsets as its leader (see [`append_as_leader`]); returns
-/// the offset the snapshot starts at (the log before it may go once the HW passed the
-/// snapshot), its last offset and its bytes. Blocking.
-fn append_snapshot(
-    partition: &Partition,
-    snapshot: &[OffsetLogEntry],
-    now: (i64, u64),
-    proposals: &ProposalSender,
-) -> Result<(i64, i64, u64), PersistError> {
-    let start = partition
-        .log()
-        .log_end_offset()
-        .map_err(|_| PersistError::Failed)?;
-    let (bytes, _wait) = append_as_leader(partition, snapshot, now, proposals)?;
-    let last = partition
-        .log()
-        .log_end_offset()
-        .map_err(|_| PersistError::Failed)?
-        - 1;
-    Ok((start, last, bytes))
-}
-
 /// Appends `entries` to a `__consumer_offsets` partition as its leader, through the partition's
 /// writer seam ([`Partition::append_as_leader`], as a coordinator): admitted by its replica as an
 /// acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE below
 /// `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once without
-/// followers) and its ISR proposals queued. Returns the bytes and the wait for the HW to pass
-/// them (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
+/// followers) and its ISR proposals queued. Returns the wait for the HW to pass them
+/// (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
 fn append_as_leader(
     partition: &Partition,
     entries: &[OffsetLogEntry],
     (now_ms, timeout_ms): (i64, u64),
     proposals: &ProposalSender,
-) -> Result<(u64, ReplicationWait), PersistError> {
+) -> Result<ReplicationWait, PersistError> {
     let leader_epoch = partition
         .admit_produce(Acks::All)
         .map_err(PersistError::from_append_error)?;
@@ -935,8 +788,7 @@ fn append_as_leader(
             }
             _ => PersistError::Failed,
         })?;
-    let wait = appended.replication.ok_or(PersistError::Failed)?;
-    Ok((appended.bytes, wait))
+    appended.replication.ok_or(PersistError::Failed)
 }
 
 /// Appends `entries` to an offsets log and syncs it (`Log::sync`: an fsync whatever the topic's
@@ -1031,44 +883,6 @@ mod tests {
         let (replayed, bytes) = replay_offsets(&log).expect("replay");
         assert_eq!(replayed, written);
         assert_eq!(bytes, log.size_bytes().expect("size"));
-    }
-
-    #[test]
-    fn compaction_by_snapshot_keeps_the_offsets_and_drops_the_log_before_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log_dir = skiff_storage::LogDir::open(
-            dir.path(),
-            skiff_storage::LogConfig {
-                segment_bytes: 4096,
-                batch_bytes_max: 4096,
-                ..skiff_storage::LogConfig::default()
-            },
-        )
-        .expect("open");
-        let log = log_dir.create(OFFSETS_TOPIC, 3, None).expect("create");
-        for offset in 0..400 {
-            append_durably(&log, &[commit(offset % 4, offset.into())], 1, None).expect("append");
-        }
-        let before = log.size_bytes().expect("size");
-        let snapshot: Vec<OffsetLogEntry> = (396..400)
-            .map(|offset| commit(offset % 4, offset.into()))
-            .collect();
-        let partition = crate::partition::topics::Partition::led_alone(3, log.clone());
-        let (proposals, _queued) = crate::partition::replica::proposal_channel();
-        let (start, last, snapshot_bytes) =
-            append_snapshot(&partition, &snapshot, (2, 1_000), &proposals).expect("snapshot");
-        assert!(snapshot_bytes > 0);
-        assert_eq!((start, last), (400, 403));
-        // Led alone, the HW passed the snapshot at once: the log before it may go.
-        assert!(partition.high_watermark() > last);
-        log.delete_records_before(start).expect("drop");
-        let (replayed, _) = replay_offsets(&log).expect("replay");
-        assert_eq!(replayed, snapshot, "the replay starts at the snapshot");
-        let after = log.size_bytes().expect("size");
-        assert!(
-            after < before / 4,
-            "whole segments before the snapshot are gone: {before} -> {after} bytes"
-        );
     }
 
     #[test]

@@ -135,32 +135,13 @@ pub(crate) async fn handle(
         };
         let mut partition_responses = Vec::with_capacity(topic_data.partition_data.len());
         for partition_data in topic_data.partition_data {
-            let outcome = if !acks_valid {
-                Err(error_code::INVALID_REQUIRED_ACKS.into())
+            let outcome = if acks_valid {
+                let records = partition_data.records.unwrap_or_default();
+                let index = partition_data.index;
+                let at = (version, acks, request.timeout_ms);
+                partition_outcome(ctx, &topic, &name, index, records, at).await
             } else {
-                match &topic {
-                    Ok(topic) => {
-                        append(
-                            ctx,
-                            topic,
-                            version,
-                            partition_data.index,
-                            partition_data.records.unwrap_or_default(),
-                            (acks, request.timeout_ms),
-                        )
-                        .await
-                    }
-                    // Unknown here, but maybe not to the image (the logs are following it).
-                    Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {
-                        Err(super::common::leadership::unserved_partition(
-                            ctx,
-                            &name,
-                            partition_data.index,
-                        )
-                        .into())
-                    }
-                    Err(code) => Err((*code).into()),
-                }
+                Err(error_code::INVALID_REQUIRED_ACKS.into())
             };
             let response = PartitionProduceResponse::default().with_index(partition_data.index);
             partition_responses.push(match outcome {
@@ -234,6 +215,25 @@ fn refused_response(
     response
         .with_error_message(refusal.message.map(StrBytes::from_string))
         .with_record_errors(record_errors)
+}
+
+/// One partition's append, or why there is none: the topic's error, or for a topic unknown
+/// here the partition's answer as the image has it (the logs may be following it).
+async fn partition_outcome(
+    ctx: &Ctx,
+    topic: &Result<Arc<Topic>, i16>,
+    name: &str,
+    index: i32,
+    records: Bytes,
+    (version, acks, timeout_ms): (i16, i16, i32),
+) -> Result<Appended, Refusal> {
+    match topic {
+        Ok(topic) => append(ctx, topic, version, index, records, (acks, timeout_ms)).await,
+        Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {
+            Err(super::common::leadership::unserved_partition(ctx, name, index).into())
+        }
+        Err(code) => Err((*code).into()),
+    }
 }
 
 /// The error every partition gets when the request's producer may not produce at all (Kafka

@@ -163,15 +163,10 @@ fn care(ctx: &Ctx, check_due: bool, flush_topics: &[String]) {
                 if let Err(error) = log.roll_if_needed(now_ms) {
                     tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "roll");
                 }
-                // __consumer_offsets holds the committed offsets of groups that may not commit
-                // again for weeks: deleting its old segments by age or size would lose them. Its
-                // coordinator compacts it by snapshot instead (`group::driver`).
-                let retention = if topic.is_internal() {
-                    Ok(0)
-                } else {
-                    log.enforce_retention(now_ms)
-                };
-                match retention {
+                // A log whose cleanup.policy lacks delete (__consumer_offsets among them, whose
+                // groups may not commit again for weeks) has no retention: storage keeps it
+                // whole and the cleaner (`ops::cleaner`) compacts it.
+                match log.enforce_retention(now_ms) {
                     Ok(0) => {}
                     Ok(deleted) => {
                         tracing::info!(topic = %topic.name, partition = partition.index(), deleted, "retention deleted segments")

@@ -674,6 +674,12 @@ impl Partition {
         })
     }
 
+    /// Each idempotent producer of this partition with the last offset of its last batch: the
+    /// batches the log cleaner keeps so deduplication survives a cleaning.
+    pub fn live_producer_batches(&self) -> Vec<(i64, i64)> {
+        self.producers_recovered().last_batch_ends()
+    }
+
     /// The replica, for tests that drive its machine directly.
     #[cfg(test)]
     pub(crate) fn replica(&self) -> &PartitionReplica {

@@ -223,6 +223,22 @@ impl PartitionProducers {
         Some((entry.epoch, last.last_sequence))
     }
 
+    /// Each tracked producer with the last offset of its last batch: the batches the log cleaner
+    /// keeps (even emptied of records), so that a restart or a new leader replays every live
+    /// producer's epoch and last sequence and still deduplicates its retries.
+    pub fn last_batch_ends(&self) -> Vec<(i64, i64)> {
+        self.producers
+            .iter()
+            .filter_map(|(producer_id, entry)| {
+                let last = entry.batches.back()?;
+                Some((
+                    *producer_id,
+                    last.base_offset + i64::from(last.last_offset_delta),
+                ))
+            })
+            .collect()
+    }
+
     /// Checks a batch before it is appended. Does not change any state.
     pub fn check(&self, batch: &ProducerBatch) -> Result<SequenceCheck, ProducerError> {
         if batch.producer_id < 0 {

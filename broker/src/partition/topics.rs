@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use rand::RngCore;
 use skiff_cluster::replica::ReplicaConfig;
 use skiff_cluster::topics::LocalTopic;
-use skiff_storage::{Log, LogConfig, LogDir, PersistMode};
+use skiff_storage::{CleanupPolicy, Log, LogConfig, LogDir, PersistMode, Ratio};
 
 use crate::config::Config;
 use crate::partition::config_change::ConfigChangeError;
@@ -197,13 +197,8 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
     LogConfig {
         segment_bytes: topic.segment_bytes,
         segment_ms: i64::try_from(topic.segment_ms).unwrap_or(i64::MAX),
-        // Retention by size and time is the `delete` policy's: a compact-only log loses records
-        // only to the cleaner.
-        retention_bytes: u64::try_from(topic.retention_bytes)
-            .ok()
-            .filter(|_| topic.cleanup_policy.delete),
-        retention_ms: (topic.retention_ms >= 0 && topic.cleanup_policy.delete)
-            .then_some(topic.retention_ms),
+        retention_bytes: u64::try_from(topic.retention_bytes).ok(),
+        retention_ms: (topic.retention_ms >= 0).then_some(topic.retention_ms),
         index_interval_bytes: broker.log_index_interval_bytes,
         // A batch must fit in one segment; a smaller segment.bytes caps the batch size too.
         batch_bytes_max: u32::try_from(u64::from(topic.max_message_bytes).min(topic.segment_bytes))
@@ -217,6 +212,19 @@ fn log_config(topic: &TopicConfig, broker: &Config) -> LogConfig {
         } else {
             PersistMode::Buffer
         },
+        // Storage applies retention only to a policy with delete, and the cleaner's rules to
+        // one with compact.
+        cleanup_policy: match (topic.cleanup_policy.compact, topic.cleanup_policy.delete) {
+            (true, true) => CleanupPolicy::CompactDelete,
+            (true, false) => CleanupPolicy::Compact,
+            _ => CleanupPolicy::Delete,
+        },
+        // A `Fraction` is within [0, 1], so the default never stands in.
+        min_cleanable_dirty_ratio: Ratio::new(topic.min_cleanable_dirty_ratio.get())
+            .unwrap_or_else(|_| LogConfig::default().min_cleanable_dirty_ratio),
+        min_compaction_lag_ms: topic.min_compaction_lag_ms,
+        max_compaction_lag_ms: topic.max_compaction_lag_ms,
+        delete_retention_ms: topic.delete_retention_ms,
         ..LogConfig::default()
     }
 }

@@ -208,7 +208,11 @@ fn a_compacted_log_with_a_delete_horizon_converts_with_each_records_own_offset_a
         let mut builder = BatchBuilder::new(10, codec);
         builder.set_delete_horizon(9_999_999).expect("horizon");
         builder.override_last_offset_delta(9);
-        for (delta, timestamp, value) in [(2, 1_002, Some(&b"a"[..])), (5, 1_005, None), (7, 900, Some(b"c"))] {
+        for (delta, timestamp, value) in [
+            (2, 1_002, Some(&b"a"[..])),
+            (5, 1_005, None),
+            (7, 900, Some(b"c")),
+        ] {
             builder
                 .push(&NewRecord {
                     offset_delta: delta,
@@ -244,7 +248,10 @@ fn a_compacted_log_with_a_delete_horizon_converts_with_each_records_own_offset_a
             );
             if codec == Compression::None {
                 // A fetch from inside a gap starts at the next record.
-                assert_eq!(offsets(&convert(&with_slack(&src), target, 13)), [15, 17, 30]);
+                assert_eq!(
+                    offsets(&convert(&with_slack(&src), target, 13)),
+                    [15, 17, 30]
+                );
                 assert_eq!(offsets(&convert(&with_slack(&src), target, 18)), [30]);
             }
         }

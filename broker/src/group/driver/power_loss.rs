@@ -98,7 +98,7 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
     };
     let log_dir = LogDir::open_simulated(data, config.clone(), sim.clone()).expect("log dir opens");
     let (mut driver, _handle) =
-        GroupDriver::open(&log_dir, data, group_config(), 1 << 20, 1_000).expect("driver opens");
+        GroupDriver::open(&log_dir, data, group_config(), 1_000).expect("driver opens");
     // As the materializer opens the topic's logs without a flush policy, and the task loads
     // every partition it leads.
     let partition_config = LogConfig {
@@ -178,11 +178,10 @@ fn commit(
                 // The driver's write path: as the partition's leader, alone in its ISR.
                 let led = &driver.logs[&partition].partition;
                 let (proposals, _queued) = crate::partition::replica::proposal_channel();
-                let result = append_as_leader(led, &entries, (now_ms, 1_000), &proposals).map(
-                    |(_, mut wait)| {
+                let result =
+                    append_as_leader(led, &entries, (now_ms, 1_000), &proposals).map(|mut wait| {
                         assert_eq!(wait.try_recv(), Ok(None), "the HW passed it at once");
-                    },
-                );
+                    });
                 driver.coordinator.offsets_persisted(request_id, result);
             }
             Output::Reply {
