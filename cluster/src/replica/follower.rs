@@ -1,8 +1,10 @@
 //! The follower side of [`Replica`]: one fetch in flight, KIP-279 truncation on
 //! `DivergingEpoch`, appends of the leader's batches unchanged, HW = min(leader HW, own LEO).
 //!
-//! Must never: append a batch that does not start at its LEO or carries an epoch above the
-//! leader's, or answer produces.
+//! Must never: append a batch that starts below its LEO or carries an epoch above the leader's,
+//! or answer produces. A batch may start above the LEO: a compacted leader's log has gaps where
+//! its cleaner removed whole batches, and the follower takes them as they are (Kafka's
+//! `appendAsFollower` refuses only a first offset below the log end).
 
 use skiff_placement::NodeId;
 
@@ -94,7 +96,7 @@ impl Replica {
                     }
                 }
                 for batch in batches {
-                    if batch.base != next || batch.last < batch.base || batch.epoch > epoch {
+                    if batch.base < next || batch.last < batch.base || batch.epoch > epoch {
                         break;
                     }
                     next = batch.last + 1;

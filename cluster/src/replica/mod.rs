@@ -705,6 +705,49 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_takes_a_compacted_leaders_gaps_but_nothing_below_its_end() {
+        // The follower's log ends at 10; the leader's cleaner removed [10, 14] and kept
+        // [15, 17] and [20, 21].
+        let mut log = Log {
+            leo: 10,
+            epochs: EpochCache::default(),
+        };
+        log.epochs.assign(4, 0);
+        let mut follower = Replica::new(2, ReplicaConfig::default(), 10);
+        follower.on_partition_state(0, &state(1, 4, &[1, 2]), 3, &log);
+        follower.poll(0, &log);
+        let batch = |base, last| FetchedBatch {
+            base,
+            last,
+            epoch: 4,
+        };
+        let gaps = FetchResult::Records {
+            batches: vec![batch(15, 17), batch(20, 21)],
+            high_watermark: 22,
+        };
+        assert_eq!(
+            follower.on_fetch_result(1, 1, 4, &gaps, &log),
+            vec![
+                Action::AppendFetched { up_to: 22 },
+                Action::HighWatermark(22)
+            ]
+        );
+        // A batch starting below the log end is never appended.
+        follower.poll(2, &log);
+        let overlapping = FetchResult::Records {
+            batches: vec![batch(8, 12)],
+            high_watermark: 22,
+        };
+        let actions = follower.on_fetch_result(3, 1, 4, &overlapping, &log);
+        assert!(
+            !actions
+                .iter()
+                .any(|action| matches!(action, Action::AppendFetched { .. })),
+            "{actions:?}"
+        );
+    }
+
+    #[test]
     fn the_leader_fences_stale_and_future_epochs_and_answers_divergence() {
         let (mut leader, log) = leader_at_5();
         let (answer, _) = leader.on_follower_fetch(1, fetch(2, 10, Some(3), 4), &log);
