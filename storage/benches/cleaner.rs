@@ -26,7 +26,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use skiff_protocol::records::Compression;
 use skiff_storage::{Cleaner, CleanupPolicy, LogConfig, LogDir, NoHooks, OFFSET_MAP_SLOT_BYTES};
 
 const KEYS: usize = 50_000;
@@ -48,19 +47,7 @@ fn config() -> LogConfig {
 fn build_template(dir: &Path) -> (u64, u64) {
     let data = LogDir::open(dir, config()).unwrap();
     let log = data.create("t", 0, None).unwrap();
-    let value = [b'v'; VALUE_BYTES];
-    let keys: Vec<Vec<u8>> = (0..KEYS).map(|key| format!("key-{key:08}").into_bytes()).collect();
-    let mut records = 0u64;
-    for version in 0..VERSIONS {
-        for chunk in keys.chunks(RECORDS_PER_BATCH) {
-            let batch: Vec<keyed::KeyValue<'_>> =
-                chunk.iter().map(|key| (Some(&key[..]), Some(&value[..]))).collect();
-            let mut bytes = keyed::keyed_batch(&batch, 1_000 + version as i64, Compression::None);
-            log.append(&mut bytes, 1_000).unwrap();
-            records += chunk.len() as u64;
-        }
-    }
-    log.roll_if_needed(i64::MAX / 2).unwrap();
+    let records = keyed::append_versions(&log, KEYS, VERSIONS, RECORDS_PER_BATCH, VALUE_BYTES);
     let bytes = log.size_bytes().unwrap();
     data.close().unwrap();
     (bytes, records)
