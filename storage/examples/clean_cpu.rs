@@ -15,7 +15,6 @@
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss
 )]
-
 // The example measures wall time beside CPU time; the engine itself never reads a clock.
 #![allow(clippy::disallowed_methods)]
 
@@ -55,7 +54,8 @@ fn main() {
     let log = data.create("t", 0, None).unwrap();
     let records = keyed::append_versions(&log, keys, versions, 16, 100);
     let bytes = log.size_bytes().unwrap();
-    let mut cleaner = Cleaner::new(128 << 20, 0.9, 512 * 1024).unwrap();
+    let map_mib: usize = args.next().map_or(128, |arg| arg.parse().unwrap());
+    let mut cleaner = Cleaner::new(map_mib << 20, 0.9, 512 * 1024).unwrap();
     let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
     let (cpu, wall) = (cpu_seconds(), Instant::now());
     let stats = log
