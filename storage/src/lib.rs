@@ -68,6 +68,33 @@
 //! embedder says; [`LogDir::read_high_watermarks`] reads it strictly (damage is
 //! [`Error::Corrupt`]; its doc says why starting from the log start instead is safe).
 //!
+//! # Compaction
+//!
+//! A log whose [`LogConfig::cleanup_policy`] compacts ([`CleanupPolicy::Compact`] or
+//! [`CleanupPolicy::CompactDelete`]; retention by time and size applies only when it deletes) is
+//! cleaned as Kafka's log cleaner does, driven by the embedder, which owns the threads, the
+//! schedule and the clock:
+//! - [`Log::cleaning_plan`] (upper bound: the high watermark or last stable offset, and the
+//!   time) answers a [`CleanPlan`]: the cleanable range (never the active segment, nothing
+//!   newer than `min_compaction_lag_ms`, nothing at or past the bound), the dirty ratio and the
+//!   compaction delay (`max_compaction_lag_ms`); [`choose_filthiest`] picks among many logs;
+//! - a [`Cleaner`] (one per cleaner thread) holds the bounded key map ([`OffsetMap`]: 20-byte
+//!   slots, memory and load factor given) and the I/O buffers;
+//! - [`Log::clean`] maps the dirty section's keys (in passes if they do not fit), recopies the
+//!   log from its start keeping each key's latest record at its own offset (so a compacted log
+//!   has gaps), drops keyless records and tombstones past their delete horizon (written into
+//!   the batch's base timestamp on the first cleaning that passes them, KIP-534), keeps the
+//!   last batch of each live idempotent producer, merges small segments, and swaps the result in
+//!   crash-safely while appends and reads go on; [`CleanHooks`] throttles it
+//!   ([`throttle_pause`]) or stops it; [`CleanError`] tells a retryable abort (a truncation, a
+//!   moved log start) from a failure (mark the log uncleanable). [`CleanStats`] carries the
+//!   figures of Kafka's log lines and metrics.
+//!
+//! Each log's first dirty offset lives in the directory's `cleaner-offset-checkpoint` (Kafka's
+//! file), lowered by truncation and dropped with the log. Reads, time lookups, the time index
+//! and [`Log::append_replicated`] (a follower of a compacted leader) accept the gaps; a record's
+//! timestamp is always base timestamp + delta.
+//!
 //! # Limits
 //!
 //! - A segment is at most `u32::MAX` bytes (`segment_bytes`, default 1 GiB): index positions are
@@ -85,7 +112,9 @@
 //!   [`DirConfig::logs_max`] logs, and [`LogDir::check_room`] refuses logs the open-file limit or
 //!   `vm.max_map_count` cannot hold ([`Error::LimitReached`]).
 //! - Storage never reads a clock: times are arguments (`append`, `roll_if_needed`,
-//!   `enforce_retention`).
+//!   `enforce_retention`, `cleaning_plan`, `clean`).
+//! - A cleaner's key map is 1 KiB to 2 GiB; its I/O buffers 4 KiB to 64 MiB each (a larger
+//!   batch grows the read buffer to its size, up to the log's `batch_bytes_max`, for one pass).
 //!
 //! # Layout
 //!
@@ -95,8 +124,10 @@
 //! `leader_epoch` (the leader-epoch cache and its `leader-epoch-checkpoint` file),
 //! `high_watermark` (the text of the data directory's `replication-offset-checkpoint`),
 //! `fetch` ([`FetchSlice`]), `log_files` (the bounded open descriptors of segment files),
-//! `resources` (the process's open-file and mapping limits), `config`, `limits`, `fs` (names and
-//! atomic files), `io` (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
+//! `resources` (the process's open-file and mapping limits), `cleaner` (the log cleaner's pure
+//! planning, key map, batch filter and throttle arithmetic, its checkpoint and swap manifest;
+//! the pass itself is `log/clean.rs`), `config`, `limits`, `fs` (names and atomic files), `io`
+//! (every file operation, injectable), `mmap` (the only `unsafe`), `error`.
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.

@@ -460,3 +460,37 @@ fn a_truncation_during_a_pass_aborts_it_while_appends_and_reads_go_on() {
         log.verify_indexes().unwrap();
     }
 }
+
+#[test]
+fn the_first_dirty_offset_is_lowered_by_truncation_and_dropped_with_the_log() {
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), compacted()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    fill(&log, 12, 8, Compression::None);
+    log.roll_if_needed(i64::MAX / 2).unwrap();
+    let stats = clean_once(&log, &mut cleaner(), 10_000);
+    let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
+    assert_eq!(plan.first_dirty_offset, stats.end_offset);
+    // A truncation below it lowers it, durably (before the cut).
+    let cut = stats.end_offset - 10;
+    let new_end = log.truncate_to(cut).unwrap();
+    let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
+    assert_eq!(plan.first_dirty_offset, new_end);
+    drop(log);
+    drop(data);
+    let data = LogDir::open(dir.path(), compacted()).unwrap();
+    let log = data.log("t", 0).unwrap().unwrap();
+    let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
+    assert_eq!(plan.first_dirty_offset, new_end, "after a crash too");
+    // A deleted log's entry goes: a new log of that name starts dirty from its start.
+    drop(log);
+    data.delete("t", 0).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    fill(&log, 3, 1, Compression::None);
+    let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
+    assert_eq!(plan.first_dirty_offset, 0);
+    assert!(!plan.checkpoint_reset);
+    // A delete-policy log has no plan.
+    log.set_config(LogConfig::default()).unwrap();
+    assert!(log.cleaning_plan(i64::MAX, 10_000).unwrap().is_none());
+}

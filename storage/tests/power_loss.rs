@@ -21,8 +21,17 @@
 //! once it returns, everything appended before it must survive. A failure of it (the log's sync
 //! poisons the log; the checkpoint's own write does not) ends the cycle as a power cut would.
 //!
-//! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N, `SKIFF_SEED=<seed>` replays one. A
-//! failing seed prints itself.
+//! Cleanings (the log cleaner, `Log::clean`) get a test of their own: on a compacted log (keyed
+//! records, tombstones, keyless records, a first cleaning already done on some seeds, so gaps,
+//! merged segments and delete horizons are there), power is cut at every step of one cleaning
+//! (every file operation, or a sample of them when there are many); after the reopen the log
+//! holds only records it held before, byte for byte at their offsets; every key's latest record
+//! is there unless it was a tombstone past its delete horizon (and then no older record of the
+//! key came back); nothing at or past the cleaned range and nothing above the log start is
+//! lost; the indexes agree; and a new cleaning completes and keeps all of that.
+//!
+//! CI runs [`CI_SEEDS`] seeds ([`CI_CLEANING_SEEDS`] for cleanings); `SKIFF_POWER_SEEDS=N` runs N
+//! of each, `SKIFF_SEED=<seed>` replays one. A failing seed prints itself.
 
 // Test code: a failed unwrap, expect or index is the report. The workspace's lint wall is for
 // library code; clippy.toml exempts #[test] functions but not the helpers beside them.
@@ -35,6 +44,8 @@
     clippy::cast_sign_loss
 )]
 
+#[path = "support/keyed.rs"]
+mod keyed;
 #[path = "support/batch.rs"]
 mod support;
 #[path = "support/temp.rs"]
@@ -54,6 +65,10 @@ use temp::temp_dir;
 
 /// Seeds a plain `cargo test` runs.
 const CI_SEEDS: u64 = 300;
+/// Seeds of the cleaning test CI runs (each cuts at up to [`CLEANING_CUTS_MAX`] steps).
+const CI_CLEANING_SEEDS: u64 = 6;
+/// Most cuts per cleaning seed: every step of the cleaning if it has fewer, else evenly spread.
+const CLEANING_CUTS_MAX: u64 = 30;
 /// Seeds that found bugs, run on every `cargo test` whatever the seed count: 1 (a time lookup
 /// answered from a batch below the log start), 12 (`flushed: true` under `PersistMode::Buffer`),
 /// 390 (a log start lowered by recovery was not checkpointed, and came back after the next cut),
@@ -812,4 +827,262 @@ fn sim_cuts_and_failures_do_what_they_say() {
     sim.power_cut(CutMode::DropUnsynced, 3).unwrap();
     assert_eq!(std::fs::read(&before).unwrap(), b"synced");
     assert!(!after.exists());
+}
+
+/// A compacted log's configuration for the cleaning seeds: small segments so a cleaning has
+/// several groups and swaps.
+fn cleaning_config(rng: &mut ChaCha8Rng) -> LogConfig {
+    LogConfig {
+        segment_bytes: rng.gen_range(1_200..4_000),
+        batch_bytes_max: 1_200,
+        index_interval_bytes: rng.gen_range(1..512),
+        index_bytes_max: rng.gen_range(8..64) * 24,
+        cleanup_policy: skiff_storage::CleanupPolicy::Compact,
+        delete_retention_ms: 1_000,
+        persist_mode: PersistMode::SyncData,
+        ..LogConfig::default()
+    }
+}
+
+/// A record's key and value, owned.
+type OwnedKeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Appends `batches` batches of keyed records (keys from a small set, some tombstones, now and
+/// then a keyless record), then rolls, so everything is cleanable.
+fn fill_keyed(log: &Log, rng: &mut ChaCha8Rng, batches: usize, keys: u32, now_ms: i64) {
+    use skiff_protocol::records::Compression;
+    for _ in 0..batches {
+        let count = rng.gen_range(1..6);
+        let values: Vec<OwnedKeyValue> = (0..count)
+            .map(|_| {
+                let key = (!rng.gen_bool(0.05))
+                    .then(|| format!("key{}", rng.gen_range(0..keys)).into_bytes());
+                let value = (!rng.gen_bool(0.1)).then(|| vec![b'v'; rng.gen_range(1..60)]);
+                (key, value)
+            })
+            .collect();
+        let records: Vec<keyed::KeyValue<'_>> = values
+            .iter()
+            .map(|(key, value)| (key.as_deref(), value.as_deref()))
+            .collect();
+        let compression =
+            [Compression::None, Compression::Lz4, Compression::Gzip][rng.gen_range(0..3)];
+        let mut batch = keyed::keyed_batch(&records, now_ms - 500, compression);
+        log.append(&mut batch, now_ms).unwrap();
+    }
+    log.roll_if_needed(i64::MAX / 2).unwrap();
+}
+
+/// The delete horizon of the batch holding `offset`, if it has one.
+fn horizon_of(headers: &[BatchHeader], offset: i64) -> Option<i64> {
+    headers
+        .iter()
+        .find(|header| header.base_offset <= offset && offset <= header.last_offset())
+        .and_then(BatchHeader::delete_horizon_ms)
+}
+
+/// What a cleaning at `now_ms` may leave of `before` (records with the batch headers they were
+/// read with): see the module doc. `cleaned_end`: the plan's first uncleanable offset.
+fn check_cleaned(
+    before: &(Vec<keyed::Read>, Vec<BatchHeader>),
+    log: &Log,
+    now_ms: i64,
+    cleaned_end: i64,
+) {
+    let (before, before_headers) = before;
+    let (after, _) = keyed::read_all(log);
+    let by_offset: std::collections::BTreeMap<i64, &keyed::Read> = before
+        .iter()
+        .map(|record| (record.offset, record))
+        .collect();
+    for record in &after {
+        assert_eq!(
+            by_offset.get(&record.offset),
+            Some(&record),
+            "a record changed or appeared"
+        );
+    }
+    let kept: std::collections::BTreeSet<i64> = after.iter().map(|record| record.offset).collect();
+    for record in before.iter().filter(|record| record.offset >= cleaned_end) {
+        assert!(
+            kept.contains(&record.offset),
+            "offset {} past the cleaned range lost",
+            record.offset
+        );
+    }
+    for (key, latest) in keyed::latest_per_key(before) {
+        if kept.contains(&latest.offset) {
+            continue;
+        }
+        let expired = latest.value.is_none()
+            && horizon_of(before_headers, latest.offset).is_some_and(|horizon| now_ms >= horizon);
+        assert!(
+            expired,
+            "key {key:?}: its latest record (offset {}) is lost",
+            latest.offset
+        );
+        assert!(
+            after
+                .iter()
+                .all(|record| record.key.as_deref() != Some(&key[..])),
+            "key {key:?}: an older record came back after its tombstone went"
+        );
+    }
+    log.verify_indexes().unwrap();
+}
+
+/// Builds the seed's log (the same every time for a seed): fills it, cleans it once on some
+/// seeds and fills more, and makes it all durable. Returns the open directory and log, and the
+/// time of the cleaning to cut.
+fn cleaning_setup(
+    seed: u64,
+    root: &std::path::Path,
+    sim: &Arc<SimIo>,
+) -> (LogDir, Arc<Log>, i64, LogConfig) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xC1EA_0000);
+    let config = cleaning_config(&mut rng);
+    let data = LogDir::open_simulated(root, config.clone(), Arc::clone(sim)).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    let keys = rng.gen_range(8..200);
+    let batches = rng.gen_range(20..80);
+    fill_keyed(&log, &mut rng, batches, keys, 5_000);
+    let mut cleaner = skiff_storage::Cleaner::new(rng.gen_range(1_024..8_192), 0.9, 4_096).unwrap();
+    if rng.gen_bool(0.6) {
+        // A first cleaning: gaps, merged segments, horizons (at 6,000 + 1,000).
+        let plan = log.cleaning_plan(i64::MAX, 6_000).unwrap().unwrap();
+        let _ = log.clean(
+            &plan,
+            &mut cleaner,
+            &std::collections::BTreeMap::new(),
+            &mut skiff_storage::NoHooks,
+            6_000,
+        );
+        let batches = rng.gen_range(5..40);
+        fill_keyed(&log, &mut rng, batches, keys, 8_000);
+    }
+    data.checkpoint_recovery_points().unwrap();
+    // Before or past the first cleaning's horizons.
+    let now_ms = if rng.gen_bool(0.5) { 6_500 } else { 9_000 };
+    (data, log, now_ms, config)
+}
+
+/// One cleaning seed: counts the cleaning's steps, then for each cut point rebuilds the log,
+/// stops the machine after that many operations of the cleaning, cuts power, reopens and
+/// checks. Returns the cuts made.
+fn run_cleaning_seed(seed: u64) -> u64 {
+    let steps = {
+        let temp = temp_dir();
+        let root = temp.path().join("data");
+        std::fs::create_dir_all(&root).unwrap();
+        let sim = Arc::new(SimIo::new(temp.path()).unwrap());
+        let (_data, log, now_ms, _) = cleaning_setup(seed, &root, &sim);
+        let before = sim.ops();
+        let plan = log.cleaning_plan(i64::MAX, now_ms).unwrap().unwrap();
+        let mut cleaner = skiff_storage::Cleaner::new(4_096, 0.9, 4_096).unwrap();
+        let _ = log.clean(
+            &plan,
+            &mut cleaner,
+            &std::collections::BTreeMap::new(),
+            &mut skiff_storage::NoHooks,
+            now_ms,
+        );
+        sim.ops() - before
+    };
+    let stride = steps.div_ceil(CLEANING_CUTS_MAX).max(1);
+    let mut cuts = 0;
+    let mut crash_at = seed % stride;
+    while crash_at <= steps {
+        // A stop inside a swap (its manifest on disk) is cut several ways: which unsynced
+        // directory changes survive decides between rolling forward and back.
+        let mut variant = 0;
+        let mut variants = 1;
+        while variant < variants {
+            let in_swap = cut_cleaning(seed, crash_at, steps, variant);
+            if variant == 0 && in_swap {
+                variants = SWAP_CUT_VARIANTS;
+            }
+            cuts += 1;
+            variant += 1;
+        }
+        crash_at += stride;
+    }
+    cuts
+}
+
+/// Cuts of one stop inside a swap: the first as the crash point's mode says, the others with
+/// random surviving directory changes.
+const SWAP_CUT_VARIANTS: u64 = 2;
+
+/// Rebuilds the seed's log, stops the machine after `crash_at` operations of a cleaning, cuts
+/// power (`variant` picks how), reopens, checks, and checks a new cleaning. Returns whether the
+/// stop came inside a swap.
+fn cut_cleaning(seed: u64, crash_at: u64, steps: u64, variant: u64) -> bool {
+    let temp = temp_dir();
+    let root = temp.path().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    let sim = Arc::new(SimIo::new(temp.path()).unwrap());
+    let (data, log, now_ms, config) = cleaning_setup(seed, &root, &sim);
+    let before = keyed::read_all(&log);
+    let (start, end) = (
+        log.log_start_offset().unwrap(),
+        log.log_end_offset().unwrap(),
+    );
+    let plan = log.cleaning_plan(i64::MAX, now_ms).unwrap().unwrap();
+    let mut cleaner = skiff_storage::Cleaner::new(4_096, 0.9, 4_096).unwrap();
+    let producers = std::collections::BTreeMap::new();
+    let mut hooks = skiff_storage::NoHooks;
+    sim.crash_after_ops(crash_at);
+    let result = log.clean(&plan, &mut cleaner, &producers, &mut hooks, now_ms);
+    trace!("seed {seed}: crash after {crash_at} of {steps} ops (variant {variant}): {result:?}");
+    let in_swap = root.join("t-0").join("cleaner-swap").exists();
+    drop(log);
+    drop(data);
+    let modes = [
+        CutMode::DropUnsynced,
+        CutMode::TearLastWrite,
+        CutMode::RandomPages,
+    ];
+    let mode = if variant == 0 {
+        modes[(crash_at % 3) as usize]
+    } else {
+        CutMode::RandomPages
+    };
+    sim.power_cut(mode, seed ^ crash_at ^ (variant << 40))
+        .unwrap();
+    let data = LogDir::open_simulated(&root, config, Arc::clone(&sim))
+        .unwrap_or_else(|error| panic!("crash after {crash_at} ops: reopen failed: {error}"));
+    let log = data.log("t", 0).unwrap().unwrap();
+    assert_eq!(log.log_start_offset().unwrap(), start);
+    assert_eq!(log.log_end_offset().unwrap(), end);
+    check_cleaned(&before, &log, now_ms, plan.first_uncleanable_offset);
+    // The log cleans again, from wherever the cut left it.
+    let plan = log.cleaning_plan(i64::MAX, now_ms).unwrap().unwrap();
+    log.clean(&plan, &mut cleaner, &producers, &mut hooks, now_ms)
+        .unwrap_or_else(|error| {
+            panic!("crash after {crash_at} ops: the next cleaning failed: {error}")
+        });
+    check_cleaned(&before, &log, now_ms, plan.first_uncleanable_offset);
+    in_swap
+}
+
+#[test]
+fn power_loss_during_a_cleaning_leaves_every_latest_record() {
+    let mut cuts = 0;
+    let seeds = sim::seeds(CI_CLEANING_SEEDS, &[]);
+    for seed in &seeds {
+        let result = catch_unwind(AssertUnwindSafe(|| run_cleaning_seed(*seed)));
+        match result {
+            Ok(count) => cuts += count,
+            Err(panic) => {
+                eprintln!(
+                    "power_loss (cleaning): seed {seed} failed; replay with SKIFF_SEED={seed}"
+                );
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    eprintln!(
+        "power_loss (cleaning): {} seeds, {cuts} power cuts during cleanings",
+        seeds.len()
+    );
 }

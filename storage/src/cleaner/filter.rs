@@ -247,7 +247,7 @@ mod tests {
 
     fn map_of(entries: &[(&[u8], i64)]) -> OffsetMap {
         let mut map = OffsetMap::with_memory(4096, 0.9).unwrap();
-        map.clear(0);
+        map.clear(0, u64::MAX);
         for (key, offset) in entries {
             assert!(map.put(key, *offset));
         }

@@ -10,6 +10,13 @@
 //! (a 16-byte MD5 and an 8-byte offset). At the default load factor 0.9 that is 22.2 bytes per
 //! mapped key (Kafka: 26.7). Lookups probe linearly from the slot the hash names.
 //!
+//! A pass uses only as many slots as its dirty section could need (its offset count, at most
+//! one key each, over the load factor), from the start of the table: a dirty section of a
+//! million offsets then probes 22 MB, not a whole 128 MiB buffer. Every lookup is a random
+//! access, and a table that fits the caches better costs less CPU (`examples/clean_cpu`, 1 M
+//! records with a 128 MiB buffer: 252 MiB of log per CPU second, against 136–160 when every
+//! pass used the whole table).
+//!
 //! # Why a 128-bit hash is safe enough
 //!
 //! Two different keys with the same hash would make the cleaner drop the older key's latest
@@ -36,6 +43,11 @@ pub struct OffsetMap {
     slots: Vec<[u32; 5]>,
     /// Most keys held: `slots × load factor`.
     capacity: usize,
+    load_factor: f64,
+    /// Slots this pass uses: a prefix of `slots` (see `clear`).
+    active: usize,
+    /// Most keys this pass holds: `active × load factor`.
+    active_capacity: usize,
     len: usize,
     /// Offsets are stored relative to this (the pass's first dirty offset).
     base_offset: i64,
@@ -66,6 +78,9 @@ impl OffsetMap {
         Ok(Self {
             slots: vec![[0, 0, 0, 0, EMPTY]; slot_count],
             capacity,
+            load_factor,
+            active: slot_count,
+            active_capacity: capacity,
             len: 0,
             base_offset: 0,
             hash_low: RandomState::new(),
@@ -102,18 +117,29 @@ impl OffsetMap {
         self.len as f64 / self.slots.len() as f64
     }
 
-    /// Empties the map for a pass whose offsets start at `base_offset`.
-    pub(crate) fn clear(&mut self, base_offset: i64) {
-        for slot in &mut self.slots {
+    /// Empties the map for a pass whose offsets start at `base_offset` and that puts at most
+    /// `keys_max` distinct keys (its dirty section's offset count): the pass uses only the slots
+    /// those need at the load factor, or all of them if they need more.
+    pub(crate) fn clear(&mut self, base_offset: i64, keys_max: u64) {
+        let total = self.slots.len();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        // INVARIANT: a non-negative float, saturated by the cast and then capped at `total`.
+        let needed = (keys_max as f64 / self.load_factor).ceil() as usize;
+        self.active = needed.saturating_add(1).clamp(1, total.max(1)).min(total);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        // INVARIANT: 0 < load_factor ≤ 1, so the product lies in [0, active].
+        let active_capacity = (self.active as f64 * self.load_factor) as usize;
+        self.active_capacity = active_capacity.min(self.capacity);
+        for slot in self.slots.iter_mut().take(self.active) {
             slot[4] = EMPTY;
         }
         self.len = 0;
         self.base_offset = base_offset;
     }
 
-    /// Whether `more` new keys fit.
+    /// Whether `more` new keys fit in this pass.
     pub(crate) fn has_room_for(&self, more: usize) -> bool {
-        self.len.saturating_add(more) <= self.capacity
+        self.len.saturating_add(more) <= self.active_capacity
     }
 
     /// Whether `offset` can be stored (relative to the base, below the empty marker).
@@ -138,7 +164,7 @@ impl OffsetMap {
 
     /// The slot holding `hash`, or the empty slot where it would go.
     fn find(&self, hash: &[u32; 4]) -> Option<usize> {
-        let count = self.slots.len();
+        let count = self.active.min(self.slots.len());
         if count == 0 {
             return None;
         }
@@ -171,7 +197,7 @@ impl OffsetMap {
             return false;
         };
         let relative = u32::try_from(offset - self.base_offset).unwrap_or(EMPTY);
-        let capacity = self.capacity;
+        let capacity = self.active_capacity;
         let Some(slot) = self.slots.get_mut(index) else {
             return false;
         };
@@ -215,7 +241,7 @@ mod tests {
     #[test]
     fn a_full_map_refuses_new_keys_but_updates_old_ones() {
         let mut map = OffsetMap::with_memory(1024, 0.5).unwrap();
-        map.clear(1000);
+        map.clear(1000, u64::MAX);
         let capacity = map.capacity();
         for index in 0..capacity {
             assert!(map.put(format!("k{index}").as_bytes(), 1000 + index as i64));
@@ -226,8 +252,36 @@ mod tests {
         assert_eq!(map.get(b"k0"), Some(6000));
         assert!((map.utilization() - capacity as f64 / 51.0).abs() < 1e-9);
         assert!(!map.put(b"k1", 999), "below the base");
-        map.clear(0);
+        map.clear(0, u64::MAX);
         assert!(map.is_empty() && map.get(b"k0").is_none());
+    }
+
+    #[test]
+    fn a_pass_uses_the_slots_its_offsets_need_and_fills_only_past_them() {
+        let mut map = OffsetMap::with_memory(64 * 1024, 0.9).unwrap();
+        map.clear(0, 100);
+        assert!(map.has_room_for(100));
+        for key in 0..100u32 {
+            assert!(map.put(&key.to_be_bytes(), i64::from(key)));
+        }
+        for key in 0..100u32 {
+            assert_eq!(map.get(&key.to_be_bytes()), Some(i64::from(key)));
+        }
+        // More keys than the pass said: refused, never lost (the pass stops there).
+        map.clear(0, 3);
+        let mut put = 0u32;
+        for key in 0..100u32 {
+            if map.put(&key.to_be_bytes(), i64::from(key)) {
+                put += 1;
+            }
+        }
+        assert!((3..100).contains(&put));
+        for key in 0..put {
+            assert_eq!(map.get(&key.to_be_bytes()), Some(i64::from(key)));
+        }
+        // A huge bound uses the whole table.
+        map.clear(0, u64::MAX);
+        assert!(map.has_room_for(map.capacity()));
     }
 
     proptest! {
@@ -236,7 +290,7 @@ mod tests {
             keys in proptest::collection::vec(0u16..300, 1..600),
         ) {
             let mut map = OffsetMap::with_memory(64 * 1024, 0.9).unwrap();
-            map.clear(10);
+            map.clear(10, keys.len() as u64);
             let mut truth = HashMap::new();
             for (index, key) in keys.iter().enumerate() {
                 let offset = 10 + index as i64;

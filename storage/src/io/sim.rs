@@ -105,6 +105,8 @@ struct State {
     syncs_before_failure: Option<u64>,
     /// Operations left before every operation fails; `Some(0)`: crashed.
     ops_before_crash: Option<u64>,
+    /// Operations performed since the simulation began (or since the last cut).
+    ops: u64,
     /// Fsyncs that returned EIO.
     failed_syncs: u64,
 }
@@ -190,6 +192,12 @@ impl SimIo {
         self.lock().ops_before_crash = Some(ops);
     }
 
+    /// Operations performed since the simulation began or the last power cut (each file
+    /// operation counts one): a test counts a procedure's steps with it, to cut at each.
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
     /// How many fsyncs returned EIO since the simulation began.
     pub fn failed_syncs(&self) -> u64 {
         self.lock().failed_syncs
@@ -204,6 +212,7 @@ impl SimIo {
     /// Counts one operation against an armed crash.
     fn step(&self) -> io::Result<()> {
         let mut state = self.lock();
+        state.ops += 1;
         match state.ops_before_crash {
             Some(0) => Err(eio("machine stopped")),
             Some(left) => {

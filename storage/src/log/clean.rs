@@ -436,7 +436,11 @@ impl Log {
             ..
         } = cleaner;
         let (start, stop) = (plan.first_dirty_offset, plan.first_uncleanable_offset);
-        map.clear(start);
+        // A record per offset at most: the pass needs no more slots than the section has offsets.
+        map.clear(
+            start,
+            u64::try_from(stop.saturating_sub(start)).unwrap_or(0),
+        );
         let mut mapped_end = start;
         let mut full = false;
         let batch_max = (snapshot.config.batch_bytes_max as usize).max(read_buffer.len());

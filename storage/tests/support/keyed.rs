@@ -115,3 +115,32 @@ pub fn latest_per_key(records: &[Read]) -> BTreeMap<Vec<u8>, Read> {
     }
     latest
 }
+
+/// Appends `versions` rounds over `keys` keys (`key-<8 digits>`), `records_per_batch` records of
+/// `value_bytes`-byte values per batch, then rolls: the cleaner bench's log. Returns the records.
+pub fn append_versions(
+    log: &Log,
+    keys: usize,
+    versions: usize,
+    records_per_batch: usize,
+    value_bytes: usize,
+) -> u64 {
+    let value = vec![b'v'; value_bytes];
+    let keys: Vec<Vec<u8>> = (0..keys)
+        .map(|key| format!("key-{key:08}").into_bytes())
+        .collect();
+    let mut records = 0u64;
+    for version in 0..versions {
+        for chunk in keys.chunks(records_per_batch) {
+            let batch: Vec<KeyValue<'_>> = chunk
+                .iter()
+                .map(|key| (Some(&key[..]), Some(&value[..])))
+                .collect();
+            let mut bytes = keyed_batch(&batch, 1_000 + version as i64, Compression::None);
+            log.append(&mut bytes, 1_000).unwrap();
+            records += chunk.len() as u64;
+        }
+    }
+    log.roll_if_needed(i64::MAX / 2).unwrap();
+    records
+}
