@@ -176,7 +176,7 @@ pub use high_watermark::HighWatermark;
 pub use leader_epoch::{
     EpochCache, EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
-pub use limits::BATCH_BYTES_MAX_DEFAULT;
+pub use limits::{BATCH_BYTES_MAX_DEFAULT, CLEANER_IO_BUFFER_BYTES_MAX, OFFSET_MAP_BYTES_MAX};
 pub use log::{AppendInfo, Log, TimestampOffset};
 pub use log_dir::LogDir;
 /// What [`Log::verify_indexes`] reports (feature `power-sim`).

@@ -25,12 +25,12 @@ pub(crate) const DELETE_RETENTION_MS_DEFAULT: i64 = 24 * 60 * 60 * 1000;
 /// Smallest cleaner offset map (`cleaner::OffsetMap::with_memory`): a few dozen keys, for tests.
 pub(crate) const OFFSET_MAP_BYTES_MIN: usize = 1024;
 /// Largest cleaner offset map: Kafka caps each cleaner's dedupe buffer at 2 GiB too.
-pub(crate) const OFFSET_MAP_BYTES_MAX: usize = 2 << 30;
+pub const OFFSET_MAP_BYTES_MAX: usize = 2 << 30;
 /// Smallest cleaner I/O buffer (`cleaner::Cleaner::new`): one batch header and then some.
 pub(crate) const CLEANER_IO_BUFFER_BYTES_MIN: usize = 4096;
 /// Largest cleaner I/O buffer to start at (Kafka's `log.cleaner.io.buffer.size` default is
 /// 512 KiB; more buys nothing once reads are sequential).
-pub(crate) const CLEANER_IO_BUFFER_BYTES_MAX: usize = 64 << 20;
+pub const CLEANER_IO_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// Largest swap manifest read back: a group's base offsets (a few thousand segments at most)
 /// and four short lines.
 pub(crate) const SWAP_MANIFEST_BYTES_MAX: u64 = 1 << 20;

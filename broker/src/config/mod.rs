@@ -582,8 +582,8 @@ config_keys! {
     "log.cleaner.threads" => log_cleaner_threads: usize = 1, Bound::Between(1, LOG_CLEANER_THREADS_MAX, Unit::Count);
         "Threads cleaning compacted logs, one log each at a time (Kafka's key and default; Kafka allows 0, Skiff does not, since a compacted topic would then grow without bound)."
     "log.cleaner.dedupe.buffer.size" => log_cleaner_dedupe_buffer_size: u64 = 128 * 1024 * 1024, Bound::AtLeast(LOG_CLEANER_DEDUPE_BUFFER_MIN, Unit::Bytes);
-        "Memory for the cleaners' key maps, shared among log.cleaner.threads (Kafka's key and default, 128 MiB). Each thread's share bounds the keys one cleaning pass can deduplicate; a log with more dirty keys is cleaned in several passes. At least 1 MiB per thread."
-    "log.cleaner.io.buffer.size" => log_cleaner_io_buffer_size: usize = 512 * 1024, Bound::AtLeast(LOG_CLEANER_IO_BUFFER_MIN, Unit::Bytes);
+        "Memory for the cleaners' key maps, shared among log.cleaner.threads (Kafka's key and default, 128 MiB). Each thread's share bounds the keys one cleaning pass can deduplicate (20 bytes a slot, 22 a key at the default load factor); a log with more dirty keys is cleaned in several passes. At least 1 MiB per thread; a share above 2 GiB is capped at 2 GiB, as Kafka caps it."
+    "log.cleaner.io.buffer.size" => log_cleaner_io_buffer_size: usize = 512 * 1024, Bound::Between(LOG_CLEANER_IO_BUFFER_MIN, skiff_storage::CLEANER_IO_BUFFER_BYTES_MAX as i128, Unit::Bytes);
         "Bytes of the read and of the write buffer each cleaner thread uses, grown up to message.max.bytes for a larger batch (Kafka's key and default)."
     "log.cleaner.io.buffer.load.factor" => log_cleaner_io_buffer_load_factor: Fraction = LOG_CLEANER_LOAD_FACTOR_DEFAULT;
         "How full a cleaner's key map may get before a pass stops mapping more keys (Kafka's key and default, 0.9); between 0 and 1."

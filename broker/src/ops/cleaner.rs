@@ -118,8 +118,10 @@ pub(crate) fn start(ctx: &Arc<Ctx>, metrics: &Metrics) -> std::io::Result<Cleane
         },
     });
     metrics.register(Arc::new(CleanerMetrics(shared.clone())));
+    // Kafka caps each thread's share too; storage refuses a larger map.
     let map_bytes = usize::try_from(config.log_cleaner_dedupe_buffer_size / threads.max(1) as u64)
-        .unwrap_or(usize::MAX);
+        .unwrap_or(usize::MAX)
+        .min(skiff_storage::OFFSET_MAP_BYTES_MAX);
     let mut handles = Vec::with_capacity(threads);
     for id in 0..threads {
         let (ctx, shared) = (ctx.clone(), shared.clone());
