@@ -109,9 +109,9 @@ pub enum BrokerError {
     /// `skiff.frame.capture.dir` could not be created.
     #[error("{0}")]
     FrameCapture(#[from] net::frame_capture::CaptureDirError),
-    /// A log cleaner thread could not be started.
-    #[error("cannot start a log cleaner thread: {0}")]
-    CleanerThread(std::io::Error),
+    /// The log cleaner could not be started.
+    #[error("{0}")]
+    Cleaner(#[from] ops::cleaner::CleanerStartError),
     /// The listener could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -398,8 +398,7 @@ impl Broker {
             }
         }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
-        let cleaner =
-            ops::cleaner::start(&ctx, &ctx.metrics).map_err(BrokerError::CleanerThread)?;
+        let cleaner = ops::cleaner::start(&ctx, &ctx.metrics)?;
         // In a cluster the leaderships move away first, while the broker still serves (clients
         // and followers follow them in moments); alone, this returns at once.
         let (cluster, controlled) = (ctx.cluster.clone(), ctx.config.controlled_shutdown_enable);

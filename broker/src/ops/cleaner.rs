@@ -94,9 +94,25 @@ impl CleanerThreads {
     }
 }
 
+/// Why the cleaner threads could not start (the broker stops with it: a compacted topic must not
+/// go uncleaned).
+#[derive(Debug, thiserror::Error)]
+pub enum CleanerStartError {
+    /// A thread's key map or buffers were refused.
+    #[error("log cleaner memory: {0}")]
+    Memory(#[from] skiff_storage::Error),
+    /// The OS did not start a thread.
+    #[error("log cleaner thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
 /// Starts `log.cleaner.threads` cleaner threads (unless `log.cleaner.enable` is false, which the
-/// start allows only with no compacted topic) and registers their figures on `/metrics`.
-pub(crate) fn start(ctx: &Arc<Ctx>, metrics: &Metrics) -> std::io::Result<CleanerThreads> {
+/// start allows only with no compacted topic) and registers their figures on `/metrics`. Each
+/// thread's key map and buffers are allocated here, so a bad size stops the start.
+pub(crate) fn start(
+    ctx: &Arc<Ctx>,
+    metrics: &Metrics,
+) -> Result<CleanerThreads, CleanerStartError> {
     let config = &ctx.config;
     let threads = if config.log_cleaner_enable {
         config.log_cleaner_threads
@@ -124,31 +140,23 @@ pub(crate) fn start(ctx: &Arc<Ctx>, metrics: &Metrics) -> std::io::Result<Cleane
         .min(skiff_storage::OFFSET_MAP_BYTES_MAX);
     let mut handles = Vec::with_capacity(threads);
     for id in 0..threads {
+        let cleaner = Cleaner::new(
+            map_bytes,
+            config.log_cleaner_io_buffer_load_factor.get(),
+            config.log_cleaner_io_buffer_size,
+        )?;
         let (ctx, shared) = (ctx.clone(), shared.clone());
         let handle = std::thread::Builder::new()
             .name(format!("log-cleaner-{id}"))
-            .spawn(move || run_thread(&ctx, &shared, id, map_bytes))?;
+            .spawn(move || run_thread(&ctx, &shared, id, cleaner))?;
         handles.push(handle);
     }
     Ok(CleanerThreads { shared, handles })
 }
 
 /// One thread: clean the filthiest log, or sleep the backoff, until the stop flag.
-fn run_thread(ctx: &Ctx, shared: &CleanerShared, id: usize, map_bytes: usize) {
-    let config = &ctx.config;
-    let mut cleaner = match Cleaner::new(
-        map_bytes,
-        config.log_cleaner_io_buffer_load_factor.get(),
-        config.log_cleaner_io_buffer_size,
-    ) {
-        Ok(cleaner) => cleaner,
-        Err(error) => {
-            // The config's bounds make this unreachable; say so loudly if it is not.
-            tracing::error!(thread = id, %error, "log cleaner thread cannot start");
-            return;
-        }
-    };
-    let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
+fn run_thread(ctx: &Ctx, shared: &CleanerShared, id: usize, mut cleaner: Cleaner) {
+    let backoff = Duration::from_millis(ctx.config.log_cleaner_backoff_ms);
     while !shared.stopping() {
         if !clean_filthiest(ctx, shared, &mut cleaner, id) {
             shared.sleep(backoff);
