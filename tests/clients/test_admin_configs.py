@@ -92,7 +92,7 @@ def test_confluent_incremental_alter_configs(broker):
     assert list(entry.synonyms) == ["retention.ms", "log.retention.ms"]
 
     with pytest.raises(KafkaException) as refused:
-        change("cleanup.policy", "compact", AlterConfigOpType.SET).result(TIMEOUT_S)
+        change("cleanup.policy", "shred", AlterConfigOpType.SET).result(TIMEOUT_S)
     assert kafka_error_code(refused) == KafkaError.INVALID_CONFIG
     with pytest.raises(KafkaException) as refused:
         change("retention.ms", "1", AlterConfigOpType.APPEND).result(TIMEOUT_S)
@@ -126,7 +126,7 @@ def test_confluent_alter_configs_and_max_message_bytes(broker):
     assert len(outcomes) == 1 and outcomes[0] is not None
     assert outcomes[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
-    bad = ConfigResource(ResourceType.TOPIC, "ck-small", set_config={"cleanup.policy": "compact"})
+    bad = ConfigResource(ResourceType.TOPIC, "ck-small", set_config={"cleanup.policy": "shred"})
     with pytest.raises(KafkaException) as refused:
         admin.alter_configs([bad])[bad].result(TIMEOUT_S)
     assert kafka_error_code(refused) == KafkaError.INVALID_CONFIG
@@ -173,7 +173,7 @@ def test_kafka_python_create_partitions_and_alter_configs(broker):
         assert admin.alter_configs([resource]) == {"topic": {"kp-admin": "OK"}}
         resource = ConfigResource(ConfigResourceType.TOPIC, "kp-admin", configs={"segment.ms": "600000"})
         assert admin.alter_configs([resource], incremental=False) == {"topic": {"kp-admin": "OK"}}
-        bad = ConfigResource(ConfigResourceType.TOPIC, "kp-admin", configs={"cleanup.policy": "compact"})
+        bad = ConfigResource(ConfigResourceType.TOPIC, "kp-admin", configs={"cleanup.policy": "shred"})
         refused = admin.alter_configs([bad])["topic"]["kp-admin"]
         assert "InvalidConfigurationError" in refused, refused
     finally:

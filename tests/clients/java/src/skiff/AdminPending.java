@@ -74,9 +74,9 @@ public final class AdminPending {
                 ConfigEntry changed = admin.describeConfigs(List.of(resource)).all().get().get(resource).get("retention.ms");
                 Checks.equal("7200000", changed.value(), "retention.ms after the alter");
                 Checks.equal(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, changed.source(), "source after the alter");
-                AlterConfigOp compact = new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET);
+                AlterConfigOp unknownPolicy = new AlterConfigOp(new ConfigEntry("cleanup.policy", "shred"), AlterConfigOp.OpType.SET);
                 Checks.expectError(InvalidConfigurationException.class,
-                        () -> admin.incrementalAlterConfigs(Map.of(resource, List.of(compact))).all().get());
+                        () -> admin.incrementalAlterConfigs(Map.of(resource, List.of(unknownPolicy))).all().get());
                 AlterConfigOp delete = new AlterConfigOp(new ConfigEntry("retention.ms", null), AlterConfigOp.OpType.DELETE);
                 admin.incrementalAlterConfigs(Map.of(resource, List.of(delete))).all().get();
                 ConfigEntry restored = admin.describeConfigs(List.of(resource)).all().get().get(resource).get("retention.ms");
