@@ -5,7 +5,8 @@ the way its users run it.
 The target is Skiff: a single node (conftest.Broker) or 3 brokers on the session's etcd
 (test_cluster.SkiffCluster). With SKIFF_ECO_KAFKA_LIBS set to a directory of Apache Kafka 4.1.1's
 jars the same tests run against Kafka instead (one KRaft node, or three): that run checks the
-tests themselves and is not part of CI. Install the jars and run, from the repository root:
+tests themselves and is not part of CI (with Kafka 3.9.1's jars, the last release that serves
+Fetch v0-v3, it checks the legacy readers too). Install the jars and run, from the repository root:
 
     mvn -q -f bench/scripts/peers/pom.xml -Dkafka.version=4.1.1 -Dkafka.log4j2 \\
         dependency:copy-dependencies -DoutputDirectory=/tmp/kafka-4.1.1/libs
@@ -35,7 +36,18 @@ from java_programs import JAVA_DIR, JVM_OPTIONS, classpath, javac
 
 KAFKA_LIBS = os.environ.get("SKIFF_ECO_KAFKA_LIBS")
 ON_KAFKA = bool(KAFKA_LIBS)
-TARGET_NAME = "Apache Kafka" if ON_KAFKA else "Skiff"
+
+
+def _kafka_version():
+    jars = sorted(pathlib.Path(KAFKA_LIBS).glob("kafka_2.13-*.jar")) if ON_KAFKA else []
+    return tuple(int(part) for part in jars[0].stem.split("-")[1].split(".")) if jars else None
+
+
+KAFKA_VERSION = _kafka_version()
+TARGET_NAME = f"Apache Kafka {'.'.join(map(str, KAFKA_VERSION or ()))}" if ON_KAFKA else "Skiff"
+# Kafka 4 removed Fetch v0-v3 and the old message formats; Kafka 3.9 still down-converts, so a run
+# on it checks what the legacy readers of these tests expect.
+TARGET_SERVES_LEGACY_FETCH = not ON_KAFKA or KAFKA_VERSION < (4,)
 
 # How often the cleaner looks for a log to clean when it found none (Kafka's key; Kafka's default
 # is 15 s, far too long for a test that waits for a cleaning).
