@@ -72,7 +72,8 @@ KAFKA_STOP_TIMEOUT_S = 30
 
 def wait_for(condition, timeout_s, what, interval_s=0.2):
     """Polls `condition` until it returns something truthy (returned) or `timeout_s` passes."""
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last = None
     while time.monotonic() < deadline:
         try:
@@ -81,6 +82,8 @@ def wait_for(condition, timeout_s, what, interval_s=0.2):
             last = error
         else:
             if last:
+                if os.environ.get("SKIFF_ECO_TIMING"):
+                    print(f"waited {time.monotonic() - started:.1f} s for {what}")
                 return last
         time.sleep(interval_s)
     raise AssertionError(f"{what}: not within {timeout_s} s on {TARGET_NAME} (last: {last!r})")

@@ -139,7 +139,8 @@ def copy_through_a_graceful_restart(bootstrap, replicas, workdir):
     worker = Worker(workdir, bootstrap, replicas).start()
     try:
         for topic, partitions in INTERNAL_PARTITIONS.items():
-            assert_compacted_config(bootstrap, topic)
+            # The REST API answers while the worker may still be reading its topics back.
+            wait_for(lambda: assert_compacted_config(bootstrap, topic), 30, f"{topic} described")
             assert partition_count(bootstrap, topic) == partitions, topic
         worker.put_connector("source", source_config(source))
         worker.put_connector("sink", sink_config(sink))
@@ -169,10 +170,11 @@ def copy_through_a_graceful_restart(bootstrap, replicas, workdir):
             "the source must resume at its committed offset: every line produced exactly once"
         for topic in INTERNAL_PARTITIONS:
             assert_compacted_config(bootstrap, topic)
+    except Exception:
+        print(f"--- the worker's last lines\n{worker.process.tail(300)}")
+        raise
     finally:
-        code = worker.stop()
-        if code not in (0, 143, None):
-            print(worker.process.tail(200))
+        worker.stop()
 
 
 @pytest.fixture
