@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from conftest import Broker, free_port
 from java_programs import JAVA_DIR, JVM_OPTIONS, classpath, javac
@@ -302,10 +302,13 @@ def topic_configs(bootstrap, topic):
 
 def assert_compacted_config(bootstrap, topic):
     """What Kafka Connect's TopicAdmin and Confluent's KafkaStore check before they use a topic:
-    DescribeConfigs says cleanup.policy is exactly `compact`."""
+    DescribeConfigs says cleanup.policy is exactly `compact`; and, as for every topic created with
+    that config, that it is the topic's own (source DYNAMIC_TOPIC_CONFIG)."""
     configs = topic_configs(bootstrap, topic)
     assert "cleanup.policy" in configs, f"{topic}: DescribeConfigs has no cleanup.policy: {sorted(configs)}"
-    assert configs["cleanup.policy"][0] == "compact", f"{topic}: cleanup.policy is {configs['cleanup.policy']}"
+    value, source = configs["cleanup.policy"]
+    assert value == "compact", f"{topic}: cleanup.policy is {value!r}"
+    assert source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value, f"{topic}: cleanup.policy's source is {source}"
     return configs
 
 
