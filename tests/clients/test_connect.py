@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import signal
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -130,6 +131,21 @@ def source_position(worker):
     return offsets[0]["offset"]["position"] if offsets else None
 
 
+def assert_connectors_listed(worker):
+    """A started worker has read its config topic to the end: both connectors are listed at once.
+    When they are not, how long they took to appear (if they did) says which way it failed."""
+    listed = sorted(worker.rest("GET", "/connectors"))
+    if listed == ["sink", "source"]:
+        return
+    started = time.monotonic()
+    try:
+        wait_for(lambda: sorted(worker.rest("GET", "/connectors")) == ["sink", "source"], 30, "connectors listed")
+        later = f"both were listed {time.monotonic() - started:.1f} s later"
+    except AssertionError:
+        later = "and still not 30 s later"
+    raise AssertionError(f"the restarted worker listed {listed} as its connectors, {later}")
+
+
 def copy_through_a_graceful_restart(bootstrap, replicas, workdir):
     """The scenario of this file on the brokers at `bootstrap`."""
     source, sink = workdir / "source.txt", workdir / "sink.txt"
@@ -155,7 +171,7 @@ def copy_through_a_graceful_restart(bootstrap, replicas, workdir):
         append(source, added)
         truth += added
         worker.start()
-        assert sorted(worker.rest("GET", "/connectors")) == ["sink", "source"]
+        assert_connectors_listed(worker)
         assert worker.rest("GET", "/connectors/source/config")["file"] == str(source)
         assert worker.rest("GET", "/connectors/sink/config")["topics"] == DATA_TOPIC
         wait_for(lambda: worker.running("source") and worker.running("sink"), 60, "both connectors running again")
