@@ -11,10 +11,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 /**
  * An old kafka-clients release reading one partition of a compacted topic (uses only API that 0.9
  * already had, so it compiles against every legacy release):
- * {@code <bootstrap> <topic> <partition> <start offset> <last offset>} assigns the partition, seeks
- * to the start offset (which may fall in a gap the cleaner left) and reads until it has a record
- * at or past the last offset (or 30 s), printing {@code REC <offset> <key> <value>} (tab-separated;
- * {@code <null>} for a missing key or value) for each. Exits 0 when it got there, 1 otherwise.
+ * {@code <bootstrap> <topic> <partition> <last offset> <start offset>...} assigns the partition and,
+ * for each start offset in turn (one may fall in a gap the cleaner left), prints {@code FROM
+ * <start>}, seeks there and reads until it has a record at or past the last offset (or 30 s),
+ * printing {@code REC <offset> <key> <value>} (tab-separated; {@code <null>} for a missing key or
+ * value) for each. One JVM for every read. Exits 0 when every read got there, 1 otherwise.
  */
 public final class CompactedReader {
     static final long DEADLINE_MS = 30_000;
@@ -24,8 +25,11 @@ public final class CompactedReader {
 
     public static void main(String[] args) {
         try {
-            boolean reached = read(args[0], args[1], Integer.parseInt(args[2]), Long.parseLong(args[3]),
-                    Long.parseLong(args[4]));
+            long[] starts = new long[args.length - 4];
+            for (int index = 0; index < starts.length; index++) {
+                starts[index] = Long.parseLong(args[4 + index]);
+            }
+            boolean reached = read(args[0], args[1], Integer.parseInt(args[2]), Long.parseLong(args[3]), starts);
             System.out.flush();
             System.exit(reached ? 0 : 1);
         } catch (Throwable error) {
@@ -35,7 +39,7 @@ public final class CompactedReader {
         }
     }
 
-    static boolean read(String bootstrap, String topic, int partition, long start, long last) {
+    static boolean read(String bootstrap, String topic, int partition, long last, long[] starts) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         props.put("enable.auto.commit", "false");
@@ -48,20 +52,31 @@ public final class CompactedReader {
         try {
             TopicPartition tp = new TopicPartition(topic, partition);
             consumer.assign(Collections.singletonList(tp));
-            consumer.seek(tp, start);
-            long deadline = System.currentTimeMillis() + DEADLINE_MS;
-            while (System.currentTimeMillis() < deadline) {
-                for (ConsumerRecord<String, String> record : consumer.poll(200)) {
-                    System.out.println("REC\t" + record.offset() + "\t" + (record.key() == null ? NULL : record.key())
-                            + "\t" + (record.value() == null ? NULL : record.value()));
-                    if (record.offset() >= last) {
-                        return true;
-                    }
+            for (long start : starts) {
+                System.out.println("FROM\t" + start);
+                consumer.seek(tp, start);
+                if (!readUntil(consumer, last)) {
+                    return false;
                 }
             }
-            return false;
+            return true;
         } finally {
             consumer.close();
         }
+    }
+
+    /** Polls until a record at or past {@code last} (records after it in the same poll are dropped). */
+    static boolean readUntil(KafkaConsumer<String, String> consumer, long last) {
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        while (System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> record : consumer.poll(200)) {
+                System.out.println("REC\t" + record.offset() + "\t" + (record.key() == null ? NULL : record.key())
+                        + "\t" + (record.value() == null ? NULL : record.value()));
+                if (record.offset() >= last) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 }
