@@ -92,14 +92,16 @@ def parse_args(argv):
     parser.add_argument("--skiff-bin", help="the Skiff broker binary (default: SKIFF_BIN or target/release/skiff)")
     parser.add_argument("--skiff-set", action="append", default=[], metavar="KEY=VALUE",
                         help="one more broker setting, e.g. skiff.test.mutation=ack-before-hw (repeatable)")
+    parser.add_argument("--lab", type=int, default=0,
+                        help="the network lab's number (0-9): runs with partitions side by side need their own")
     parser.add_argument("--mutant", action="store_true",
                         help="the run is expected to show anomalies: exit 0 only when it does")
     return parser.parse_args(argv)
 
 
-def in_lab(argv):
-    """Sets up the network lab, runs this command again inside its hub and removes the lab."""
-    lab = netns.Lab().setup()
+def in_lab(argv, number):
+    """Sets up network lab `number`, runs this command again inside its hub and removes the lab."""
+    lab = netns.Lab(number).setup()
     try:
         return subprocess.call(lab.hub_command([sys.executable, os.path.abspath(__file__), *argv]))
     finally:
@@ -120,13 +122,13 @@ def main(argv=None):
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     kinds = [] if args.faults == "none" or args.bootstrap else args.faults.split(",")
     needs_lab = any(kind in NEEDS_LAB for kind in kinds)
-    if needs_lab and not netns.inside():
+    if needs_lab and netns.inside() is None:
         # The seed is fixed here so that both runs use the same one.
-        return in_lab([*argv, "--seed", str(seed)] if args.seed is None else argv)
+        return in_lab([*argv, "--seed", str(seed)] if args.seed is None else argv, args.lab)
     history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-queue-{seed}-", suffix=".jsonl")[1]
     print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, "
           f"faults {kinds or 'none'}, history {history_path}", flush=True)
-    target = make_target(args, netns.Lab() if needs_lab else None)
+    target = make_target(args, netns.Lab(args.lab) if needs_lab else None)
     try:
         result = run_queue(target, seed, args.minutes * 60, kinds, history_path, partitions=args.partitions,
                            fault_interval_s=args.fault_interval, rate_per_s=args.rate)

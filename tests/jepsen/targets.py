@@ -36,7 +36,6 @@ if str(CLIENT_TESTS) not in sys.path:
 
 import conftest  # noqa: E402 (found through the path set just above)
 from conftest import free_port  # noqa: E402
-from netns import ETCD_IP, node_ip  # noqa: E402
 
 REPLICATION_FACTOR = 3
 METADATA_TIMEOUT_S = 5
@@ -126,8 +125,8 @@ class SkiffTarget:
             conftest.BROKER_BIN = binary
         self.lab = lab
         self.session_s = SESSION_MS / 1000
-        self.etcd = EtcdCluster(host=ETCD_IP if lab else "127.0.0.1").start()
-        hosts = {i: node_ip(i) if lab else "127.0.0.1" for i in range(self.size)}
+        self.etcd = EtcdCluster(host=lab.etcd_ip if lab else "127.0.0.1").start()
+        hosts = {i: lab.node_ip(i) if lab else "127.0.0.1" for i in range(self.size)}
         prefixes = {i: lab.prefix(i) for i in range(self.size)} if lab else None
         try:
             self.cluster = start_cluster(self.etcd, hosts=hosts, prefixes=prefixes,
@@ -149,10 +148,10 @@ class SkiffTarget:
         return coordinator_of(self.bootstrap, group)
 
     def cut(self, index, other):
-        self.lab.cut(index, node_ip(other))
+        self.lab.cut(index, self.lab.node_ip(other))
 
     def cut_from_etcd(self, index):
-        self.lab.cut(index, ETCD_IP)
+        self.lab.cut(index, self.lab.etcd_ip)
 
     def heal_cuts(self):
         self.lab.heal()
@@ -242,7 +241,7 @@ class KafkaTarget:
 
     def __init__(self, libs=KAFKA_LIBS, lab=None):
         self.libs, self.lab = libs, lab
-        self.hosts = [node_ip(i) if lab else "127.0.0.1" for i in range(self.size)]
+        self.hosts = [lab.node_ip(i) if lab else "127.0.0.1" for i in range(self.size)]
         self.dir = tempfile.mkdtemp(prefix="jepsen-kafka-")
         self.ports = [free_port() for _ in range(self.size)]
         controllers = [free_port() for _ in range(self.size)]
@@ -302,7 +301,7 @@ class KafkaTarget:
         return coordinator_of(self.bootstrap, group)
 
     def cut(self, index, other):
-        self.lab.cut(index, node_ip(other))
+        self.lab.cut(index, self.lab.node_ip(other))
 
     def heal_cuts(self):
         self.lab.heal()
