@@ -16,7 +16,9 @@ returned. Then:
 - nonmonotonic-send: within one producer session, two acknowledged sends to one partition whose
   offsets are not in the order the sends were invoked (the idempotent producer keeps that order).
 - nonmonotonic-poll: within one consumer session and without an assign, subscribe or rebalance in
-  between, a poll returns a record of a partition at or below one it already returned.
+  between, a poll returns a record of a partition at or below one it already returned. A rebalance
+  recorded while a poll was under way (its callbacks run inside the poll) comes before that poll's
+  records.
 - poll-skip: likewise, a poll's next record of a partition is further along the partition's
   version order than the next one: records the consumer should have returned were skipped. The
   version order is every offset known to hold a record (offsets may be sparse), as Jepsen's is.
@@ -141,9 +143,11 @@ def check_sends(ops, report):
 
 
 def check_polls(ops, report, orders):
-    """nonmonotonic-poll and poll-skip, per consumer session."""
+    """nonmonotonic-poll and poll-skip, per consumer session, in the order things happened to each
+    session: by completion. A session is one thread, and its rebalance callbacks run inside a poll
+    (between that poll's invocation and its completion), before the records that poll returns."""
     positions = collections.defaultdict(dict)  # process -> {partition: last offset returned}
-    for op in ops:
+    for op in sorted(ops, key=_completed_at):
         if op.f in POSITION_RESETS:
             positions[op.process].clear()
         elif op.f == "poll" and op.outcome != OK:
@@ -154,6 +158,10 @@ def check_polls(ops, report, orders):
                 if partition in last:
                     _compare(report, op, partition, last[partition], offset, orders[partition])
                 last[partition] = offset
+
+
+def _completed_at(op):
+    return (op.complete_time if op.complete_time is not None else op.invoke_time, op.id)
 
 
 def _compare(report, op, partition, before, after, order):

@@ -7,7 +7,8 @@ print the table row (seed, minutes, operations, faults injected, anomaly counts)
     nice -n 10 python3 tests/jepsen/run.py --minutes 10 --seed 7 --faults kill,pause
 
 Exits 1 when any anomaly that Kafka's model forbids was counted (or the final read did not
-complete), 0 otherwise. The history stays in --history (default: a new file under /tmp).
+complete), 0 otherwise. The history stays in --history (default: a new file under /tmp), each
+broker's log beside it (HISTORY.brokerN.log).
 
 A network-partition fault (partition-leader, partition-etcd, partition-majority) needs the network
 lab (netns.py, root): the run sets it up, runs itself again inside the lab's hub namespace, and
@@ -133,6 +134,7 @@ def main(argv=None):
         result = run_queue(target, seed, args.minutes * 60, kinds, history_path, partitions=args.partitions,
                            fault_interval_s=args.fault_interval, rate_per_s=args.rate)
     finally:
+        target.save_logs(history_path)
         target.stop()
     print(TABLE_HEADER)
     print(result.row)

@@ -102,6 +102,9 @@ class BootstrapTarget:
     def wait_healthy(self, topic, timeout_s):
         _wait(lambda: describe(self.bootstrap, topic), timeout_s, "the topic's metadata")
 
+    def save_logs(self, prefix):
+        pass
+
     def stop(self):
         pass
 
@@ -199,6 +202,11 @@ class SkiffTarget:
 
     def log_tail(self, lines=40):
         return {index: "".join(broker.log_lines[-lines:]) for index, broker in enumerate(self.cluster.brokers)}
+
+    def save_logs(self, prefix):
+        """Writes each broker's log (every session of it) to `prefix`.brokerN.log."""
+        for index, broker in enumerate(self.cluster.brokers):
+            pathlib.Path(f"{prefix}.broker{index}.log").write_text("".join(broker.log_lines))
 
     def stop(self):
         if self.lab:
@@ -331,6 +339,11 @@ class KafkaTarget:
 
     def pause(self, index):
         self.processes[index].send_signal(signal.SIGSTOP)
+
+    def save_logs(self, prefix):
+        """Copies each node's log to `prefix`.brokerN.log (stop() removes the node directories)."""
+        for index in range(self.size):
+            shutil.copyfile(os.path.join(self.dir, f"node{index}", "kafka.log"), f"{prefix}.broker{index}.log")
 
     def resume(self, index):
         if self.processes[index] is not None:

@@ -179,6 +179,18 @@ def test_a_jump_after_a_rebalance_is_no_skip(builder):
     assert report.forbidden == 0, report.counts
 
 
+def test_a_rebalance_inside_a_poll_comes_before_its_records(builder):
+    """librdkafka runs the revocation and assignment callbacks inside consume(): the rebalance is
+    recorded after the poll's invocation, and the poll returns records from the committed offset."""
+    clean(builder, skip_final=True)
+    op = builder.writer.invoke(2, "poll")
+    builder.rebalance(2, [0])
+    builder.writer.complete(op, 2, "poll", OK, records=records(0, [1, 2, 3]))
+    builder.final_read(records(0, range(4)) + records(1, range(3)), {0: 4, 1: 3})
+    report = builder.report()
+    assert report.forbidden == 0, report.counts
+
+
 def test_a_gap_of_unknown_offsets_is_no_skip(builder):
     """Offsets may be sparse: only offsets known to hold a record count as skipped."""
     builder.send(0, 0, 0, 0)
