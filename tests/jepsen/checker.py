@@ -81,11 +81,19 @@ def _acked_sends(ops):
     return [op for op in ops if op.f == "send" and op.outcome == OK]
 
 
+def _placed_sends(ops):
+    """Acknowledged sends whose offset the client reported. librdkafka acknowledges a retry the
+    broker recognised as a duplicate of a batch older than the ones it keeps (Kafka's
+    DUPLICATE_SEQUENCE_NUMBER) without an offset: such a send counts for lost-write by its value
+    only."""
+    return [op for op in _acked_sends(ops) if op.get("offset") is not None]
+
+
 def check_offsets(ops, report):
     """inconsistent-offsets and duplicate, from acknowledged offsets and polled records."""
     values_at = collections.defaultdict(set)
     places_of = collections.defaultdict(set)
-    for op in _acked_sends(ops):
+    for op in _placed_sends(ops):
         place = (op.get("partition"), op.get("offset"))
         values_at[place].add(op.get("value"))
         places_of[op.get("value")].add(place)
@@ -114,7 +122,7 @@ def check_lost(ops, report):
         if value in seen:
             continue
         example = {"value": value, "partition": partition, "offset": offset, "process": op.process}
-        if final_read or highest[partition] > offset:
+        if final_read or (offset is not None and highest[partition] > offset):
             report.add("lost-write", dict(example, highest_read=highest[partition]))
         else:
             report.add("unseen", example)
@@ -132,7 +140,7 @@ def version_orders(values_at):
 def check_sends(ops, report):
     """nonmonotonic-send."""
     last = {}
-    for op in sorted(_acked_sends(ops), key=lambda op: op.id):
+    for op in sorted(_placed_sends(ops), key=lambda op: op.id):
         session = (op.process, op.get("partition"))
         offset = op.get("offset")
         if session in last and offset <= last[session][0]:

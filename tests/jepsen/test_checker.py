@@ -191,6 +191,18 @@ def test_a_rebalance_inside_a_poll_comes_before_its_records(builder):
     assert report.forbidden == 0, report.counts
 
 
+def test_a_send_acknowledged_without_an_offset_counts_by_its_value(builder):
+    """librdkafka acknowledges a retry Kafka recognised as an old duplicate without an offset."""
+    clean(builder, skip_final=True)
+    builder.send(0, 0, 4)  # read back below: fine
+    builder.send(0, 0, 99)  # never read, although the final read completed: lost
+    log = {0: [0, 1, 2, 3, 4], 1: [10, 11, 12]}
+    builder.final_read(records(0, range(5), log) + records(1, range(3), log), {0: 5, 1: 3})
+    report = builder.report()
+    only(report, "lost-write")
+    assert report.examples["lost-write"][0]["value"] == 99
+
+
 def test_a_gap_of_unknown_offsets_is_no_skip(builder):
     """Offsets may be sparse: only offsets known to hold a record count as skipped."""
     builder.send(0, 0, 0, 0)
