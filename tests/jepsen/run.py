@@ -122,6 +122,10 @@ def main(argv=None):
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     kinds = [] if args.faults == "none" or args.bootstrap else args.faults.split(",")
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        print(f"unknown fault kinds {unknown}: the kinds are {sorted(KINDS)}", file=sys.stderr)
+        return 2
     needs_lab = any(kind in NEEDS_LAB for kind in kinds)
     if needs_lab and netns.inside() is None:
         # The seed is fixed here so that both runs use the same one.
