@@ -35,7 +35,7 @@ import collections
 import json
 import sys
 
-from history import OK, read
+from history import FAIL, OK, read
 
 EXAMPLES_PER_CLASS = 5
 
@@ -182,20 +182,38 @@ def _compare(report, op, partition, before, after, order):
 
 
 def check_committed(ops, report):
-    """committed-offset-regression."""
-    commits = [op for op in ops if op.f == "commit" and op.outcome == OK]
+    """committed-offset-regression. A group's committed offset for a partition is a register its
+    commits write. A read that returns `found` regresses when a commit acknowledged before the read
+    was invoked wrote more than `found`, and every commit that wrote `found` had completed before
+    that commit was invoked: no order of the commits puts `found` last. (A consumer may commit a
+    lower offset, one that started over from the beginning when it could not read the committed
+    offsets: such a commit, not finished before the higher one began, explains the read.)"""
+    commits = [op for op in ops if op.f == "commit" and op.outcome != FAIL]
     for read_op in ops:
         if read_op.f != "committed" or read_op.outcome != OK:
             continue
         group = read_op.get("group")
+        written = [(commit, offsets) for commit in commits if commit.get("group") == group
+                   for offsets in [commit.get("offsets") or {}]]
         for partition, found in read_op.get("offsets", {}).items():
-            floor = max((int(commit.get("offsets")[partition]) for commit in commits
-                         if commit.get("group") == group and partition in commit.get("offsets", {})
-                         and commit.complete_time < read_op.invoke_time), default=None)
-            if floor is not None and int(found) < floor:
+            found = int(found)
+            writes = [commit for commit, offsets in written if partition in offsets]
+            of_found = [commit for commit in writes if int(commit.get("offsets")[partition]) == found
+                        and commit.invoke_time < read_op.complete_time]
+            stale = [int(commit.get("offsets")[partition]) for commit in writes
+                     if commit.outcome == OK and commit.complete_time < read_op.invoke_time
+                     and int(commit.get("offsets")[partition]) > found
+                     and not any(_may_follow(write, commit) for write in of_found)]
+            if stale:
                 report.add("committed-offset-regression", {"group": group, "partition": int(partition),
-                                                           "read": int(found), "committed_before": floor,
+                                                           "read": found, "committed_before": max(stale),
                                                            "op": read_op.id})
+
+
+def _may_follow(later, earlier):
+    """Whether operation `later` may take effect after `earlier` (it did not finish before
+    `earlier` began)."""
+    return later.complete_time is None or later.complete_time > earlier.invoke_time
 
 
 def check(header, ops):

@@ -221,6 +221,15 @@ def test_a_committed_offset_going_backwards_is_caught(builder):
     assert report.examples["committed-offset-regression"][0]["committed_before"] == 4
 
 
+def test_a_lower_commit_after_a_higher_one_is_no_regression(builder):
+    """A consumer that could not read the committed offsets starts over and commits lower ones: the
+    register's last write is the lower value."""
+    clean(builder)
+    builder.commit(2, {0: 1})
+    builder.committed(2, {0: 1, 1: 3})
+    assert builder.report().forbidden == 0
+
+
 def test_committed_offsets_lost_altogether_are_a_regression(builder):
     clean(builder)
     builder.committed(2, {0: -1001, 1: -1001})
