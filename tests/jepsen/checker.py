@@ -16,7 +16,9 @@ returned. Then:
 - nonmonotonic-send: within one producer session, two acknowledged sends to one partition whose
   offsets are not in the order the sends were invoked (the idempotent producer keeps that order).
 - nonmonotonic-poll: within one consumer session and without an assign, subscribe or rebalance in
-  between, a poll returns a record of a partition at or below one it already returned.
+  between, a poll returns a record of a partition at or below one it already returned. A rebalance
+  recorded while a poll was under way (its callbacks run inside the poll) comes before that poll's
+  records.
 - poll-skip: likewise, a poll's next record of a partition is further along the partition's
   version order than the next one: records the consumer should have returned were skipped. The
   version order is every offset known to hold a record (offsets may be sparse), as Jepsen's is.
@@ -33,7 +35,7 @@ import collections
 import json
 import sys
 
-from history import OK, read
+from history import FAIL, OK, read
 
 EXAMPLES_PER_CLASS = 5
 
@@ -79,11 +81,19 @@ def _acked_sends(ops):
     return [op for op in ops if op.f == "send" and op.outcome == OK]
 
 
+def _placed_sends(ops):
+    """Acknowledged sends whose offset the client reported. librdkafka acknowledges a retry the
+    broker recognised as a duplicate of a batch older than the ones it keeps (Kafka's
+    DUPLICATE_SEQUENCE_NUMBER) without an offset: such a send counts for lost-write by its value
+    only."""
+    return [op for op in _acked_sends(ops) if op.get("offset") is not None]
+
+
 def check_offsets(ops, report):
     """inconsistent-offsets and duplicate, from acknowledged offsets and polled records."""
     values_at = collections.defaultdict(set)
     places_of = collections.defaultdict(set)
-    for op in _acked_sends(ops):
+    for op in _placed_sends(ops):
         place = (op.get("partition"), op.get("offset"))
         values_at[place].add(op.get("value"))
         places_of[op.get("value")].add(place)
@@ -112,7 +122,7 @@ def check_lost(ops, report):
         if value in seen:
             continue
         example = {"value": value, "partition": partition, "offset": offset, "process": op.process}
-        if final_read or highest[partition] > offset:
+        if final_read or (offset is not None and highest[partition] > offset):
             report.add("lost-write", dict(example, highest_read=highest[partition]))
         else:
             report.add("unseen", example)
@@ -130,7 +140,7 @@ def version_orders(values_at):
 def check_sends(ops, report):
     """nonmonotonic-send."""
     last = {}
-    for op in sorted(_acked_sends(ops), key=lambda op: op.id):
+    for op in sorted(_placed_sends(ops), key=lambda op: op.id):
         session = (op.process, op.get("partition"))
         offset = op.get("offset")
         if session in last and offset <= last[session][0]:
@@ -141,9 +151,11 @@ def check_sends(ops, report):
 
 
 def check_polls(ops, report, orders):
-    """nonmonotonic-poll and poll-skip, per consumer session."""
+    """nonmonotonic-poll and poll-skip, per consumer session, in the order things happened to each
+    session: by completion. A session is one thread, and its rebalance callbacks run inside a poll
+    (between that poll's invocation and its completion), before the records that poll returns."""
     positions = collections.defaultdict(dict)  # process -> {partition: last offset returned}
-    for op in ops:
+    for op in sorted(ops, key=_completed_at):
         if op.f in POSITION_RESETS:
             positions[op.process].clear()
         elif op.f == "poll" and op.outcome != OK:
@@ -156,6 +168,10 @@ def check_polls(ops, report, orders):
                 last[partition] = offset
 
 
+def _completed_at(op):
+    return (op.complete_time if op.complete_time is not None else op.invoke_time, op.id)
+
+
 def _compare(report, op, partition, before, after, order):
     example = {"process": op.process, "partition": partition, "from": before, "to": after, "op": op.id}
     if after <= before:
@@ -166,20 +182,38 @@ def _compare(report, op, partition, before, after, order):
 
 
 def check_committed(ops, report):
-    """committed-offset-regression."""
-    commits = [op for op in ops if op.f == "commit" and op.outcome == OK]
+    """committed-offset-regression. A group's committed offset for a partition is a register its
+    commits write. A read that returns `found` regresses when a commit acknowledged before the read
+    was invoked wrote more than `found`, and every commit that wrote `found` had completed before
+    that commit was invoked: no order of the commits puts `found` last. (A consumer may commit a
+    lower offset, one that started over from the beginning when it could not read the committed
+    offsets: such a commit, not finished before the higher one began, explains the read.)"""
+    commits = [op for op in ops if op.f == "commit" and op.outcome != FAIL]
     for read_op in ops:
         if read_op.f != "committed" or read_op.outcome != OK:
             continue
         group = read_op.get("group")
+        written = [(commit, offsets) for commit in commits if commit.get("group") == group
+                   for offsets in [commit.get("offsets") or {}]]
         for partition, found in read_op.get("offsets", {}).items():
-            floor = max((int(commit.get("offsets")[partition]) for commit in commits
-                         if commit.get("group") == group and partition in commit.get("offsets", {})
-                         and commit.complete_time < read_op.invoke_time), default=None)
-            if floor is not None and int(found) < floor:
+            found = int(found)
+            writes = [commit for commit, offsets in written if partition in offsets]
+            of_found = [commit for commit in writes if int(commit.get("offsets")[partition]) == found
+                        and commit.invoke_time < read_op.complete_time]
+            stale = [int(commit.get("offsets")[partition]) for commit in writes
+                     if commit.outcome == OK and commit.complete_time < read_op.invoke_time
+                     and int(commit.get("offsets")[partition]) > found
+                     and not any(_may_follow(write, commit) for write in of_found)]
+            if stale:
                 report.add("committed-offset-regression", {"group": group, "partition": int(partition),
-                                                           "read": int(found), "committed_before": floor,
+                                                           "read": found, "committed_before": max(stale),
                                                            "op": read_op.id})
+
+
+def _may_follow(later, earlier):
+    """Whether operation `later` may take effect after `earlier` (it did not finish before
+    `earlier` began)."""
+    return later.complete_time is None or later.complete_time > earlier.invoke_time
 
 
 def check(header, ops):

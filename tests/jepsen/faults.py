@@ -4,21 +4,43 @@ holds it, heals it, and writes both ends into the history. A fault kind owns onl
 heal itself through the target's interface (targets.py); it never sleeps for the scheduler and
 never writes the history.
 
-To add a kind (a network partition in namespaces, an etcd member kill, a coordinator failover):
-write a class with `name`, `start(target, rng) -> description` and `heal(target)`, give it a
-`hold_s(target, rng)`, and list it in KINDS. Only one fault is active at a time, and `stop()` heals
-the active one, so every run's final read meets a whole cluster."""
+A kind is a class with `name`, `needs` (what the target must have: "lab" for a network lab,
+"etcd"), `hold_s(target, rng)`, `start(target, rng) -> description` and `heal(target)`, listed in
+KINDS. Only one fault is active at a time, and `stop()` heals the active one, so every run's final
+read meets a whole cluster. A victim is chosen through the target (the leader of a partition the
+seed picks, the controller, the subscribe group's coordinator): the seed fixes the kinds, the timing
+and the partition, the cluster which broker that is."""
 
 import random
 import threading
 
+from workload import SUBSCRIBE_GROUP
+
 FAULT_PROCESS = "nemesis"
+
+
+class NotApplicable(ValueError):
+    """A fault kind the target cannot take (no network lab, no etcd)."""
+
+
+def leader_victim(target, rng, topic, partitions):
+    """(the leader of a partition the seed picks, or a broker the seed picks when none is known;
+    that partition)."""
+    partition = rng.randrange(partitions)
+    leader = target.leader_of(topic, partition)
+    return (leader if leader >= 0 else rng.randrange(target.size)), partition
+
+
+def past_session_s(target, rng):
+    """A hold that outlasts the broker session: the cluster must act on the fault."""
+    return target.session_s + rng.uniform(1, 4)
 
 
 class LeaderKill:
     """SIGKILL the leader of a partition the seed picks, restart it (same port, same data) later."""
 
     name = "kill"
+    needs = ()
 
     def __init__(self, topic, partitions):
         self.topic, self.partitions, self.victim = topic, partitions, None
@@ -27,9 +49,7 @@ class LeaderKill:
         return rng.uniform(2, 6)
 
     def start(self, target, rng):
-        partition = rng.randrange(self.partitions)
-        leader = target.leader_of(self.topic, partition)
-        self.victim = leader if leader >= 0 else rng.randrange(target.size)
+        self.victim, partition = leader_victim(target, rng, self.topic, self.partitions)
         target.kill(self.victim)
         return {"broker": self.victim, "partition": partition}
 
@@ -41,17 +61,16 @@ class Pause:
     """SIGSTOP the leader of a partition the seed picks past its broker session, then SIGCONT."""
 
     name = "pause"
+    needs = ()
 
     def __init__(self, topic, partitions):
         self.topic, self.partitions, self.victim = topic, partitions, None
 
     def hold_s(self, target, rng):
-        return target.session_s + rng.uniform(1, 4)
+        return past_session_s(target, rng)
 
     def start(self, target, rng):
-        partition = rng.randrange(self.partitions)
-        leader = target.leader_of(self.topic, partition)
-        self.victim = leader if leader >= 0 else rng.randrange(target.size)
+        self.victim, partition = leader_victim(target, rng, self.topic, self.partitions)
         target.pause(self.victim)
         return {"broker": self.victim, "partition": partition}
 
@@ -59,7 +78,175 @@ class Pause:
         target.resume(self.victim)
 
 
-KINDS = {"kill": LeaderKill, "pause": Pause}
+class LeaderFromFollowers:
+    """A network partition: the leader of a partition the seed picks cut off from its followers
+    (both ways), not from etcd nor from the clients; the ISR must shrink and acks=all stop, or
+    (Kafka, whose quorum is the nodes) the cut-off node loses its metadata quorum."""
+
+    name = "partition-leader"
+    needs = ("lab",)
+
+    def __init__(self, topic, partitions):
+        self.topic, self.partitions = topic, partitions
+
+    def hold_s(self, target, rng):
+        return past_session_s(target, rng) + rng.uniform(0, 4)
+
+    def start(self, target, rng):
+        leader, partition = leader_victim(target, rng, self.topic, self.partitions)
+        followers = [index for index in range(target.size) if index != leader]
+        for follower in followers:
+            target.cut(leader, follower)
+            target.cut(follower, leader)
+        return {"broker": leader, "partition": partition, "from": followers}
+
+    def heal(self, target):
+        target.heal_cuts()
+
+
+class BrokerFromEtcd:
+    """A network partition: the leader of a partition the seed picks cut off from etcd (not from
+    the other brokers nor the clients) past its session; a new leader is elected and the old one
+    must acknowledge nothing after that. Skiff only: Kafka has no etcd."""
+
+    name = "partition-etcd"
+    needs = ("lab", "etcd")
+
+    def __init__(self, topic, partitions):
+        self.topic, self.partitions = topic, partitions
+
+    def hold_s(self, target, rng):
+        return past_session_s(target, rng)
+
+    def start(self, target, rng):
+        leader, partition = leader_victim(target, rng, self.topic, self.partitions)
+        target.cut_from_etcd(leader)
+        return {"broker": leader, "partition": partition}
+
+    def heal(self, target):
+        target.heal_cuts()
+
+
+class MajorityFromMinority:
+    """A network partition: the leader of a partition the seed picks (the minority) cut off from
+    the other two brokers and from etcd, both ways, while the clients still reach it; the majority
+    (two brokers and etcd) must go on without it. On Kafka the metadata quorum is the nodes, so
+    this is the minority node cut off from both others."""
+
+    name = "partition-majority"
+    needs = ("lab",)
+
+    def __init__(self, topic, partitions):
+        self.topic, self.partitions = topic, partitions
+
+    def hold_s(self, target, rng):
+        return past_session_s(target, rng) + rng.uniform(0, 4)
+
+    def start(self, target, rng):
+        minority, partition = leader_victim(target, rng, self.topic, self.partitions)
+        majority = [index for index in range(target.size) if index != minority]
+        for other in majority:
+            target.cut(minority, other)
+            target.cut(other, minority)
+        if target.has_etcd:
+            target.cut_from_etcd(minority)
+        return {"broker": minority, "partition": partition, "majority": majority}
+
+    def heal(self, target):
+        target.heal_cuts()
+
+
+class EtcdMemberKill:
+    """SIGKILL one of etcd's 3 members (the seed picks it), restart it later: etcd keeps its quorum,
+    the brokers must fail over to the other endpoints. Skiff only."""
+
+    name = "etcd-kill"
+    needs = ("etcd",)
+    MEMBERS = 3
+
+    def __init__(self, topic, partitions):
+        self.member = None
+
+    def hold_s(self, target, rng):
+        return rng.uniform(2, 8)
+
+    def start(self, target, rng):
+        self.member = rng.randrange(self.MEMBERS)
+        target.kill_etcd(self.member)
+        return {"etcd_member": self.member}
+
+    def heal(self, target):
+        target.restart_etcd(self.member)
+
+
+class ControllerPause:
+    """SIGSTOP the broker that is controller past its session, so a successor takes over with a
+    new controller epoch while it sleeps; SIGCONT brings back a stale controller (Skiff: the broker
+    Metadata names; Kafka: the KRaft quorum's leader)."""
+
+    name = "controller-pause"
+    needs = ()
+
+    def __init__(self, topic, partitions):
+        self.victim = None
+
+    def hold_s(self, target, rng):
+        return past_session_s(target, rng)
+
+    def start(self, target, rng):
+        controller = target.controller()
+        self.victim = controller if controller >= 0 else rng.randrange(target.size)
+        target.pause(self.victim)
+        return {"broker": self.victim, "controller_known": controller >= 0}
+
+    def heal(self, target):
+        target.resume(self.victim)
+
+
+class CoordinatorFailover:
+    """Kill (then restart) or pause past its session (then resume), as the seed picks, the broker
+    that coordinates the subscribe group: its members must find the new coordinator, and committed
+    offsets must not go backwards."""
+
+    name = "coordinator"
+    needs = ()
+
+    def __init__(self, topic, partitions):
+        self.victim, self.how = None, None
+
+    def hold_s(self, target, rng):
+        # The way is picked here because the hold depends on it (the scheduler asks for the hold
+        # before it starts the fault).
+        self.how = rng.choice(("kill", "pause"))
+        return rng.uniform(2, 6) if self.how == "kill" else past_session_s(target, rng)
+
+    def start(self, target, rng):
+        try:
+            coordinator, unknown = target.coordinator_of(SUBSCRIBE_GROUP), None
+        except Exception as error:  # noqa: BLE001 - unknown: the seed picks a broker, the history says why
+            coordinator, unknown = -1, str(error)
+        self.victim = coordinator if coordinator >= 0 else rng.randrange(target.size)
+        (target.kill if self.how == "kill" else target.pause)(self.victim)
+        return {"broker": self.victim, "how": self.how, "coordinator_known": coordinator >= 0,
+                **({"unknown_because": unknown} if unknown else {})}
+
+    def heal(self, target):
+        (target.restart if self.how == "kill" else target.resume)(self.victim)
+
+
+KINDS = {kind.name: kind for kind in (LeaderKill, Pause, LeaderFromFollowers, BrokerFromEtcd,
+                                      MajorityFromMinority, EtcdMemberKill, ControllerPause,
+                                      CoordinatorFailover)}
+NEEDS_LAB = sorted(name for name, kind in KINDS.items() if "lab" in kind.needs)
+
+
+def check_applicable(kinds, target):
+    """Raises NotApplicable for a kind the target cannot take."""
+    has = {"lab": target.lab is not None, "etcd": target.has_etcd}
+    for name in kinds:
+        missing = [need for need in KINDS[name].needs if not has[need]]
+        if missing:
+            raise NotApplicable(f"fault {name} needs {' and '.join(missing)}, which {type(target).__name__} has not")
 
 
 class FaultScheduler(threading.Thread):
@@ -70,6 +257,7 @@ class FaultScheduler(threading.Thread):
         super().__init__(daemon=True, name="faults")
         self.target, self.history = target, history
         self.rng = random.Random(f"faults-{seed}")
+        check_applicable(kinds, target)
         self.kinds = [KINDS[name](topic, partitions) for name in kinds]
         self.interval_s, self.settle_s = interval_s, settle_s
         self._stopping = threading.Event()

@@ -7,18 +7,26 @@ print the table row (seed, minutes, operations, faults injected, anomaly counts)
     nice -n 10 python3 tests/jepsen/run.py --minutes 10 --seed 7 --faults kill,pause
 
 Exits 1 when any anomaly that Kafka's model forbids was counted (or the final read did not
-complete), 0 otherwise. The history stays in --history (default: a new file under /tmp)."""
+complete), 0 otherwise. The history stays in --history (default: a new file under /tmp), each
+broker's log beside it (HISTORY.brokerN.log).
+
+A network-partition fault (partition-leader, partition-etcd, partition-majority) needs the network
+lab (netns.py, root): the run sets it up, runs itself again inside the lab's hub namespace, and
+removes the lab when that run ends."""
 
 import argparse
 import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
 
 from checker import TABLE_HEADER, check_file, table_row
-from faults import KINDS, FaultScheduler
+from faults import KINDS, NEEDS_LAB, FaultScheduler
 from history import HistoryWriter
+import netns
 from targets import BootstrapTarget, KafkaTarget, SkiffTarget
 from workload import Workload
 
@@ -82,24 +90,55 @@ def parse_args(argv):
     parser.add_argument("--bootstrap", help="run against this bootstrap list instead (no faults)")
     parser.add_argument("--history", help="the history file (default: a new one under /tmp)")
     parser.add_argument("--json", action="store_true", help="also print the report as JSON")
+    parser.add_argument("--skiff-bin", help="the Skiff broker binary (default: SKIFF_BIN or target/release/skiff)")
+    parser.add_argument("--skiff-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more broker setting, e.g. skiff.test.mutation=ack-before-hw (repeatable)")
+    parser.add_argument("--lab", type=int, default=0,
+                        help="the network lab's number (0-9): runs with partitions side by side need their own")
+    parser.add_argument("--mutant", action="store_true",
+                        help="the run is expected to show anomalies: exit 0 only when it does")
     return parser.parse_args(argv)
 
 
+def in_lab(argv, number):
+    """Sets up network lab `number`, runs this command again inside its hub and removes the lab."""
+    lab = netns.Lab(number).setup()
+    try:
+        return subprocess.call(lab.hub_command([sys.executable, os.path.abspath(__file__), *argv]))
+    finally:
+        lab.cleanup()
+
+
+def make_target(args, lab):
+    if args.bootstrap:
+        return BootstrapTarget(args.bootstrap)
+    if args.target == "kafka":
+        return KafkaTarget(lab=lab)
+    return SkiffTarget(lab=lab, binary=args.skiff_bin, settings=args.skiff_set)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     kinds = [] if args.faults == "none" or args.bootstrap else args.faults.split(",")
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown:
+        print(f"unknown fault kinds {unknown}: the kinds are {sorted(KINDS)}", file=sys.stderr)
+        return 2
+    needs_lab = any(kind in NEEDS_LAB for kind in kinds)
+    if needs_lab and netns.inside() is None:
+        # The seed is fixed here so that both runs use the same one.
+        return in_lab([*argv, "--seed", str(seed)] if args.seed is None else argv, args.lab)
     history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-queue-{seed}-", suffix=".jsonl")[1]
     print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, "
           f"faults {kinds or 'none'}, history {history_path}", flush=True)
-    if args.bootstrap:
-        target = BootstrapTarget(args.bootstrap)
-    else:
-        target = KafkaTarget() if args.target == "kafka" else SkiffTarget()
+    target = make_target(args, netns.Lab(args.lab) if needs_lab else None)
     try:
         result = run_queue(target, seed, args.minutes * 60, kinds, history_path, partitions=args.partitions,
                            fault_interval_s=args.fault_interval, rate_per_s=args.rate)
     finally:
+        target.save_logs(history_path)
         target.stop()
     print(TABLE_HEADER)
     print(result.row)
@@ -111,6 +150,8 @@ def main(argv=None):
         print(f"client errors: {result.client_errors}")
     if args.json:
         print(json.dumps(result.report.as_dict(), default=str))
+    if args.mutant:
+        return 0 if result.report.forbidden > 0 else 1
     return 0 if result.clean else 1
 
 

@@ -9,11 +9,16 @@ The interface (Skiff's and Kafka's targets implement all of it): `bootstrap`, `s
 `kill(index)` / `restart(index)` (SIGKILL, then start on the same port and data), `pause(index)` /
 `resume(index)` (SIGSTOP / SIGCONT), `wait_healthy(topic, timeout_s)` (every broker running and
 every partition led with a full ISR), `session_s` (how long a paused broker takes to lose its
-session) and `stop()`."""
+session), `controller()` (the broker that is controller, -1 when unknown), `coordinator_of(group)`
+and `stop()`. With a network lab (netns.py: each node in its own namespace) a target also cuts:
+`cut(index, other)` drops what node `index` sends to node `other`, `heal_cuts()` removes every
+cut. Skiff's target has an etcd (`has_etcd`): `cut_from_etcd(index)`, `kill_etcd(member)` and
+`restart_etcd(member)`; Kafka's control has none (its metadata quorum is its own nodes)."""
 
 import base64
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -29,7 +34,8 @@ CLIENT_TESTS = pathlib.Path(__file__).resolve().parents[1] / "clients"
 if str(CLIENT_TESTS) not in sys.path:
     sys.path.append(str(CLIENT_TESTS))
 
-from conftest import free_port  # noqa: E402 (found through the path set just above)
+import conftest  # noqa: E402 (found through the path set just above)
+from conftest import free_port  # noqa: E402
 
 REPLICATION_FACTOR = 3
 METADATA_TIMEOUT_S = 5
@@ -56,11 +62,32 @@ def describe(bootstrap, topic):
     return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in found.partitions.values()}
 
 
+def controller_id(bootstrap):
+    """The controller Metadata names, or -1."""
+    try:
+        return AdminClient(_quiet(bootstrap)).list_topics(timeout=METADATA_TIMEOUT_S).controller_id
+    except Exception:  # noqa: BLE001 - a broker down or paused: unknown
+        return -1
+
+
+def coordinator_of(bootstrap, group):
+    """The broker that coordinates `group` (DescribeGroups after FindCoordinator); raises when
+    none answers (a coordinator moving or down)."""
+    admin = AdminClient(_quiet(bootstrap))  # held until the answer: a collected client cancels it
+    future = admin.describe_consumer_groups([group], request_timeout=METADATA_TIMEOUT_S)[group]
+    coordinator = future.result(METADATA_TIMEOUT_S * 2).coordinator
+    if coordinator is None or coordinator.id < 0:
+        raise LookupError(f"no coordinator of {group} named")
+    return coordinator.id
+
+
 class BootstrapTarget:
     """A cluster the run only talks to: no faults, no health beyond the metadata."""
 
     size = 0
     session_s = 0
+    lab = None
+    has_etcd = False
 
     def __init__(self, bootstrap):
         self.bootstrap = bootstrap
@@ -75,33 +102,69 @@ class BootstrapTarget:
     def wait_healthy(self, topic, timeout_s):
         _wait(lambda: describe(self.bootstrap, topic), timeout_s, "the topic's metadata")
 
+    def save_logs(self, prefix):
+        pass
+
     def stop(self):
         pass
 
 
 class SkiffTarget:
-    """3 Skiff brokers (release binary, etcd feature) on 127.0.0.1 and their own etcd cluster,
-    with the replication settings of the cluster tests (min.insync.replicas=2, 3 s sessions)."""
+    """3 Skiff brokers (release binary, etcd feature) and their own 3-member etcd cluster, with the
+    replication settings of the cluster tests (min.insync.replicas=2, 3 s sessions): on 127.0.0.1,
+    or with a `lab` each broker in its own namespace and etcd on the hub's bridge. `binary` (default:
+    the cluster tests' SKIFF_BIN) and `settings` (more `key=value`) serve the mutation runs."""
 
     size = 3
+    has_etcd = True
 
-    def __init__(self):
+    def __init__(self, lab=None, binary=None, settings=()):
         from etcd_cluster import EtcdCluster
         from test_cluster import SESSION_MS
-        from test_replication import REPLICA_SETTINGS, ready, start_replicated
+        from test_replication import REPLICA_SETTINGS
+        from test_replication_faults import start_cluster
 
+        if binary is not None:
+            conftest.BROKER_BIN = binary
+        self.lab = lab
         self.session_s = SESSION_MS / 1000
-        self.etcd = EtcdCluster().start()
+        self.etcd = EtcdCluster(host=lab.etcd_ip if lab else "127.0.0.1").start()
+        hosts = {i: lab.node_ip(i) if lab else "127.0.0.1" for i in range(self.size)}
+        prefixes = {i: lab.prefix(i) for i in range(self.size)} if lab else None
         try:
-            self.cluster = ready(start_replicated(self.etcd, REPLICA_SETTINGS))
+            self.cluster = start_cluster(self.etcd, hosts=hosts, prefixes=prefixes,
+                                         settings=(*REPLICA_SETTINGS, *settings))
         except Exception:
             self.etcd.stop()
             raise
+        self.hosts = hosts
         self.ports = [broker.port for broker in self.cluster.brokers]
 
     @property
     def bootstrap(self):
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        return ",".join(f"{self.hosts[i]}:{port}" for i, port in enumerate(self.ports))
+
+    def controller(self):
+        return controller_id(self.bootstrap)
+
+    def coordinator_of(self, group):
+        return coordinator_of(self.bootstrap, group)
+
+    def cut(self, index, other):
+        self.lab.cut(index, self.lab.node_ip(other))
+
+    def cut_from_etcd(self, index):
+        self.lab.cut(index, self.lab.etcd_ip)
+
+    def heal_cuts(self):
+        self.lab.heal()
+
+    def kill_etcd(self, member):
+        self.etcd.kill(member)
+
+    def restart_etcd(self, member):
+        self.etcd.start_member(member)
+        self.etcd.wait_healthy(member)
 
     def create_topic(self, topic, partitions):
         BootstrapTarget(self.bootstrap).create_topic(topic, partitions)
@@ -140,7 +203,14 @@ class SkiffTarget:
     def log_tail(self, lines=40):
         return {index: "".join(broker.log_lines[-lines:]) for index, broker in enumerate(self.cluster.brokers)}
 
+    def save_logs(self, prefix):
+        """Writes each broker's log (every session of it) to `prefix`.brokerN.log."""
+        for index, broker in enumerate(self.cluster.brokers):
+            pathlib.Path(f"{prefix}.broker{index}.log").write_text("".join(broker.log_lines))
+
     def stop(self):
+        if self.lab:
+            self.lab.heal()
         for index in range(self.size):
             self.resume(index)
         self.cluster.stop()
@@ -153,6 +223,7 @@ class SkiffTarget:
 KAFKA_LIBS = os.environ.get("JEPSEN_KAFKA_LIBS", "/tmp/jepsen-kafka/kafka-4.1.1/libs")
 KAFKA_JVM = ["-Xmx512m", "-Xms512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 KAFKA_START_TIMEOUT_S = 60
+KAFKA_TOOL_TIMEOUT_S = 60
 KAFKA_SETTINGS = {
     "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
@@ -168,18 +239,21 @@ KAFKA_SETTINGS = {
 
 
 class KafkaTarget:
-    """The control: 3 Apache Kafka 4.1.1 nodes in KRaft mode on 127.0.0.1, each broker and
-    controller at once (node ids 0..2, so broker ids are indexes as in SkiffTarget)."""
+    """The control: 3 Apache Kafka 4.1.1 nodes in KRaft mode, each broker and controller at once
+    (node ids 0..2, so broker ids are indexes as in SkiffTarget), on 127.0.0.1 or with a `lab` each
+    in its own namespace. Its metadata quorum is its own nodes: no etcd."""
 
     size = 3
     session_s = 3.0
+    has_etcd = False
 
-    def __init__(self, libs=KAFKA_LIBS):
-        self.libs = libs
+    def __init__(self, libs=KAFKA_LIBS, lab=None):
+        self.libs, self.lab = libs, lab
+        self.hosts = [lab.node_ip(i) if lab else "127.0.0.1" for i in range(self.size)]
         self.dir = tempfile.mkdtemp(prefix="jepsen-kafka-")
         self.ports = [free_port() for _ in range(self.size)]
         controllers = [free_port() for _ in range(self.size)]
-        voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in enumerate(controllers))
+        voters = ",".join(f"{i}@{self.hosts[i]}:{port}" for i, port in enumerate(controllers))
         cluster_id = "A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22]
         self.processes = [None] * self.size
         for index in range(self.size):
@@ -187,8 +261,9 @@ class KafkaTarget:
             os.makedirs(node_dir)
             settings = dict(KAFKA_SETTINGS, **{
                 "node.id": str(index), "controller.quorum.voters": voters,
-                "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[index]},CONTROLLER://127.0.0.1:{controllers[index]}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[index]}",
+                "listeners": (f"PLAINTEXT://{self.hosts[index]}:{self.ports[index]},"
+                              f"CONTROLLER://{self.hosts[index]}:{controllers[index]}"),
+                "advertised.listeners": f"PLAINTEXT://{self.hosts[index]}:{self.ports[index]}",
                 "log.dirs": os.path.join(node_dir, "data")})
             with open(self._properties(index), "w") as properties:
                 properties.write("".join(f"{key}={value}\n" for key, value in settings.items()))
@@ -211,11 +286,33 @@ class KafkaTarget:
 
     @property
     def bootstrap(self):
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        return ",".join(f"{host}:{port}" for host, port in zip(self.hosts, self.ports))
 
     def create_topic(self, topic, partitions):
         BootstrapTarget(self.bootstrap).create_topic(topic, partitions)
         self.wait_healthy(topic, 60)
+
+    def controller(self):
+        """The KRaft quorum's leader (Metadata names a random broker as controller in KRaft, so
+        ask Kafka's own quorum tool), or -1."""
+        try:
+            answer = subprocess.run(
+                ["java", "-Xmx128m", "-cp", f"{self.libs}/*", "org.apache.kafka.tools.MetadataQuorumCommand",
+                 "--bootstrap-server", self.bootstrap, "describe", "--status"],
+                capture_output=True, text=True, timeout=KAFKA_TOOL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return -1
+        found = re.search(r"LeaderId:\s*(\d+)", answer.stdout)
+        return int(found.group(1)) if found else -1
+
+    def coordinator_of(self, group):
+        return coordinator_of(self.bootstrap, group)
+
+    def cut(self, index, other):
+        self.lab.cut(index, self.lab.node_ip(other))
+
+    def heal_cuts(self):
+        self.lab.heal()
 
     def leader_of(self, topic, partition):
         return describe(self.bootstrap, topic).get(partition, (-1,))[0]
@@ -228,13 +325,13 @@ class KafkaTarget:
     def restart(self, index):
         log = open(os.path.join(self.dir, f"node{index}", "kafka.log"), "a")
         self.processes[index] = subprocess.Popen(
-            ["java", *KAFKA_JVM, "-cp", f"{self.libs}/*", "kafka.Kafka", self._properties(index)],
+            [*(self.lab.prefix(index) if self.lab else ()), "java", *KAFKA_JVM, "-cp", f"{self.libs}/*", "kafka.Kafka", self._properties(index)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
     def _wait_listening(self, index):
         def listening():
             try:
-                socket.create_connection(("127.0.0.1", self.ports[index]), 1).close()
+                socket.create_connection((self.hosts[index], self.ports[index]), 1).close()
                 return True
             except OSError:
                 return False
@@ -242,6 +339,11 @@ class KafkaTarget:
 
     def pause(self, index):
         self.processes[index].send_signal(signal.SIGSTOP)
+
+    def save_logs(self, prefix):
+        """Copies each node's log to `prefix`.brokerN.log (stop() removes the node directories)."""
+        for index in range(self.size):
+            shutil.copyfile(os.path.join(self.dir, f"node{index}", "kafka.log"), f"{prefix}.broker{index}.log")
 
     def resume(self, index):
         if self.processes[index] is not None:
@@ -255,6 +357,8 @@ class KafkaTarget:
         _wait(healthy, timeout_s, "every Kafka node up and every partition led with a full ISR")
 
     def stop(self):
+        if self.lab:
+            self.lab.heal()
         for index, process in enumerate(self.processes):
             if process is not None:
                 self.resume(index)

@@ -179,6 +179,30 @@ def test_a_jump_after_a_rebalance_is_no_skip(builder):
     assert report.forbidden == 0, report.counts
 
 
+def test_a_rebalance_inside_a_poll_comes_before_its_records(builder):
+    """librdkafka runs the revocation and assignment callbacks inside consume(): the rebalance is
+    recorded after the poll's invocation, and the poll returns records from the committed offset."""
+    clean(builder, skip_final=True)
+    op = builder.writer.invoke(2, "poll")
+    builder.rebalance(2, [0])
+    builder.writer.complete(op, 2, "poll", OK, records=records(0, [1, 2, 3]))
+    builder.final_read(records(0, range(4)) + records(1, range(3)), {0: 4, 1: 3})
+    report = builder.report()
+    assert report.forbidden == 0, report.counts
+
+
+def test_a_send_acknowledged_without_an_offset_counts_by_its_value(builder):
+    """librdkafka acknowledges a retry Kafka recognised as an old duplicate without an offset."""
+    clean(builder, skip_final=True)
+    builder.send(0, 0, 4)  # read back below: fine
+    builder.send(0, 0, 99)  # never read, although the final read completed: lost
+    log = {0: [0, 1, 2, 3, 4], 1: [10, 11, 12]}
+    builder.final_read(records(0, range(5), log) + records(1, range(3), log), {0: 5, 1: 3})
+    report = builder.report()
+    only(report, "lost-write")
+    assert report.examples["lost-write"][0]["value"] == 99
+
+
 def test_a_gap_of_unknown_offsets_is_no_skip(builder):
     """Offsets may be sparse: only offsets known to hold a record count as skipped."""
     builder.send(0, 0, 0, 0)
@@ -195,6 +219,15 @@ def test_a_committed_offset_going_backwards_is_caught(builder):
     report = builder.report()
     only(report, "committed-offset-regression")
     assert report.examples["committed-offset-regression"][0]["committed_before"] == 4
+
+
+def test_a_lower_commit_after_a_higher_one_is_no_regression(builder):
+    """A consumer that could not read the committed offsets starts over and commits lower ones: the
+    register's last write is the lower value."""
+    clean(builder)
+    builder.commit(2, {0: 1})
+    builder.committed(2, {0: 1, 1: 3})
+    assert builder.report().forbidden == 0
 
 
 def test_committed_offsets_lost_altogether_are_a_regression(builder):

@@ -85,8 +85,15 @@ class ProducerClient(Client):
             partition = self.rng.randrange(self.workload.partitions)
             value = next(values)
             op = self.history.invoke(process, "send", partition=partition, key=f"k{partition}", value=value)
-            producer.produce(self.workload.topic, key=f"k{partition}", value=str(value), partition=partition,
-                             on_delivery=self._delivered(op, process, value, fatal))
+            try:
+                producer.produce(self.workload.topic, key=f"k{partition}", value=str(value), partition=partition,
+                                 on_delivery=self._delivered(op, process, value, fatal))
+            except KafkaException as error:
+                # Refused before it was queued (the producer is fatally broken): never sent.
+                self.history.complete(op, process, "send", FAIL, error=str(error))
+                if error.args[0].fatal():
+                    break
+                raise
             producer.poll(0)
             time.sleep(self.interval_s)
         producer.flush(FLUSH_TIMEOUT_S)

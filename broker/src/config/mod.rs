@@ -24,6 +24,8 @@ pub mod group;
 mod listeners;
 mod rules;
 mod security;
+#[cfg(feature = "test-mutations")]
+mod test_mutation;
 
 pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
 pub use cleaner::{BytesPerSecond, CleanupPolicy, CleanupPolicyError, Fraction};
@@ -308,11 +310,20 @@ macro_rules! config_keys {
             /// The keys given in the config file or on the command line (DescribeConfigs reports
             /// them as STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG).
             pub explicitly_set: std::collections::BTreeSet<String>,
+            /// `skiff.test.mutation` (only with the feature `test-mutations`): a broker bug a test
+            /// harness turns on; unset by default.
+            #[cfg(feature = "test-mutations")]
+            pub test_mutation: Option<test_mutation::TestMutation>,
         }
 
         impl Default for Config {
             fn default() -> Self {
-                Self { $( $field: $default, )* explicitly_set: Default::default() }
+                Self {
+                    $( $field: $default, )*
+                    explicitly_set: Default::default(),
+                    #[cfg(feature = "test-mutations")]
+                    test_mutation: None,
+                }
             }
         }
 
@@ -340,6 +351,10 @@ macro_rules! config_keys {
             fn set(&mut self, key: &str, value: &toml::Value) -> Result<(), ConfigError> {
                 match key {
                     $( $key => self.$field = FromConfigValue::from_value(key, value)?, )*
+                    #[cfg(feature = "test-mutations")]
+                    test_mutation::KEY => {
+                        self.test_mutation = Some(FromConfigValue::from_value(key, value)?)
+                    }
                     _ => return Err(unknown_or_removed(key)),
                 }
                 self.explicitly_set.insert(key.to_owned());
@@ -746,6 +761,17 @@ config_keys! {
 }
 
 impl Config {
+    /// Whether an acks=all Produce waits for the high watermark to pass its batches before it is
+    /// answered: always, except under the test-only mutation `skiff.test.mutation=ack-before-hw`
+    /// (builds with the feature `test-mutations`).
+    pub fn acks_all_waits_for_high_watermark(&self) -> bool {
+        #[cfg(feature = "test-mutations")]
+        if self.test_mutation == Some(test_mutation::TestMutation::AckBeforeHw) {
+            return false;
+        }
+        true
+    }
+
     /// Reads a TOML file and applies `key=value` overrides over the defaults, then validates.
     pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self, ConfigError> {
         let mut config = Self::default();
@@ -1003,6 +1029,32 @@ mod tests {
             "127.0.0.1:9092".parse().expect("addr")
         );
         assert_eq!(config.log_dirs, PathBuf::from("./skiff-data"));
+    }
+
+    #[cfg(not(feature = "test-mutations"))]
+    #[test]
+    fn the_test_mutation_key_is_unknown_without_its_feature() {
+        let mut config = Config::default();
+        let error = config
+            .apply_override("skiff.test.mutation=ack-before-hw")
+            .expect_err("refused");
+        assert!(matches!(error, ConfigError::UnknownKey { .. }), "{error}");
+        assert!(config.acks_all_waits_for_high_watermark());
+    }
+
+    #[cfg(feature = "test-mutations")]
+    #[test]
+    fn the_test_mutation_ack_before_hw_turns_the_acks_all_wait_off_only_when_set() {
+        let mut config = Config::default();
+        assert!(config.acks_all_waits_for_high_watermark());
+        config
+            .apply_override("skiff.test.mutation=ack-before-hw")
+            .expect("known with the feature");
+        assert!(!config.acks_all_waits_for_high_watermark());
+        let error = config
+            .apply_override("skiff.test.mutation=lose-everything")
+            .expect_err("refused");
+        assert!(matches!(error, ConfigError::InvalidValue { .. }), "{error}");
     }
 
     #[test]

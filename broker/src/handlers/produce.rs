@@ -328,7 +328,10 @@ async fn append(
             -1
         },
         log_start_offset: appended.log_start_offset,
-        replication: appended.replication,
+        // Dropped only by the test-only mutation ack-before-hw (config/test_mutation.rs).
+        replication: appended
+            .replication
+            .filter(|_| ctx.config.acks_all_waits_for_high_watermark()),
     })
 }
 
