@@ -196,6 +196,7 @@ async fn start_connection(
         security_protocol: bound.config.protocol,
         advertised_host: bound.advertised.0.clone(),
         advertised_port: bound.advertised.1,
+        peer_ip: Some(peer.ip()),
     };
     let sasl = bound
         .sasl

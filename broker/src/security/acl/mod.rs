@@ -175,6 +175,7 @@ pub(crate) fn spawn_reload(acl: Option<&Arc<AclState>>, shutdown: watch::Receive
 pub(crate) struct Access<'a> {
     authorizer: Option<Arc<Authorizer>>,
     principal: &'a Principal,
+    peer: Option<std::net::IpAddr>,
     metrics: &'a Metrics,
     api_key: i16,
 }
@@ -191,6 +192,7 @@ impl<'a> Access<'a> {
         Self {
             authorizer: acl.map(|state| state.current()),
             principal: &session.principal,
+            peer: session.peer_ip,
             metrics,
             api_key,
         }
@@ -213,7 +215,8 @@ impl<'a> Access<'a> {
         let Some(authorizer) = &self.authorizer else {
             return true;
         };
-        let allowed = authorizer.authorize(self.principal, operation, resource_type, name);
+        let allowed =
+            authorizer.authorize_from(self.principal, self.peer, operation, resource_type, name);
         if !allowed {
             self.refused(operation, resource_type, name);
         }
@@ -234,7 +237,7 @@ impl<'a> Access<'a> {
         name: &str,
     ) -> bool {
         self.authorizer.as_ref().is_none_or(|authorizer| {
-            authorizer.authorize(self.principal, operation, resource_type, name)
+            authorizer.authorize_from(self.principal, self.peer, operation, resource_type, name)
         })
     }
 
@@ -244,13 +247,18 @@ impl<'a> Access<'a> {
         let Some(authorizer) = &self.authorizer else {
             return true;
         };
-        let allowed =
-            authorizer.authorize(
-                self.principal,
-                Operation::IdempotentWrite,
-                ResourceType::Cluster,
-                model::CLUSTER_NAME,
-            ) || authorizer.authorize_any(self.principal, Operation::Write, ResourceType::Topic);
+        let allowed = authorizer.authorize_from(
+            self.principal,
+            self.peer,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            model::CLUSTER_NAME,
+        ) || authorizer.authorize_any_from(
+            self.principal,
+            self.peer,
+            Operation::Write,
+            ResourceType::Topic,
+        );
         if !allowed {
             self.refused(
                 Operation::IdempotentWrite,
