@@ -9,7 +9,7 @@
 //! unknown one it would auto-create without Create on the cluster or the topic.
 
 use kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
     BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
@@ -25,6 +25,8 @@ use skiff_cluster::records::{PartitionState, NO_LEADER};
 
 /// First Metadata version with partition leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 7;
+/// First Metadata version with the topics' authorized operations (8, KIP-430).
+const TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN: i16 = 8;
 /// First Metadata version with topic ids.
 const TOPIC_ID_VERSION_MIN: i16 = 10;
 
@@ -38,7 +40,7 @@ pub(crate) async fn handle(
     let access = ctx.access(session, header.request_api_key);
     // Read once per request: offline replicas are those not live, and a partition's leader is
     // named only if the response lists it (a client looks the leader up among the brokers).
-    let listed = brokers(ctx, session, version);
+    let listed = super::common::brokers::listed(ctx, session, version);
     let known = KnownBrokers {
         live: ctx
             .cluster
@@ -100,6 +102,23 @@ pub(crate) async fn handle(
             out
         }
     };
+    let mut topics = topics;
+    if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN
+        && request.include_topic_authorized_operations
+    {
+        for topic in topics
+            .iter_mut()
+            .filter(|topic| topic.error_code == error_code::NONE)
+        {
+            let name = topic
+                .name
+                .as_ref()
+                .map(|name| name.0.to_string())
+                .unwrap_or_default();
+            topic.topic_authorized_operations =
+                access.authorized_operations(ResourceType::Topic, &name);
+        }
+    }
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
     let mut response = MetadataResponse::default()
@@ -119,52 +138,8 @@ pub(crate) async fn handle(
     response
 }
 
-/// First Metadata version with racks.
-const RACK_VERSION_MIN: i16 = 1;
 /// First Metadata version with offline replicas.
 const OFFLINE_REPLICAS_VERSION_MIN: i16 = 5;
-
-/// Every live broker, at its endpoint for the session's listener (a broker without that listener
-/// is left out, as Kafka does); this broker at the session's own advertised address.
-pub(crate) fn brokers(ctx: &Ctx, session: &Session, version: i16) -> Vec<MetadataResponseBroker> {
-    let mut brokers: Vec<MetadataResponseBroker> = ctx
-        .cluster
-        .live_brokers()
-        .into_iter()
-        .filter(|broker| broker.node_id != ctx.config.node_id)
-        .filter_map(|broker| {
-            let endpoint = broker
-                .listeners
-                .iter()
-                .find(|listener| listener.name == session.listener_name)?;
-            let entry = MetadataResponseBroker::default()
-                .with_node_id(BrokerId(broker.node_id))
-                .with_host(StrBytes::from_string(endpoint.host.clone()))
-                .with_port(i32::from(endpoint.port));
-            Some(with_rack(entry, broker.rack.as_deref(), version))
-        })
-        .collect();
-    let this = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(ctx.config.node_id))
-        .with_host(StrBytes::from_string(session.advertised_host.clone()))
-        .with_port(i32::from(session.advertised_port));
-    brokers.push(with_rack(this, ctx.config.broker_rack.as_deref(), version));
-    brokers.sort_by_key(|broker| broker.node_id.0);
-    brokers
-}
-
-fn with_rack(
-    broker: MetadataResponseBroker,
-    rack: Option<&str>,
-    version: i16,
-) -> MetadataResponseBroker {
-    match rack {
-        Some(rack) if version >= RACK_VERSION_MIN => {
-            broker.with_rack(Some(StrBytes::from_string(rack.to_owned())))
-        }
-        _ => broker,
-    }
-}
 
 /// The brokers one Metadata answer is built on.
 struct KnownBrokers {

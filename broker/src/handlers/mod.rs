@@ -18,6 +18,14 @@ mod create_partitions;
 mod incremental_alter_configs;
 
 mod create_topics;
+// Security admin APIs.
+mod alter_user_scram_credentials;
+mod create_acls;
+mod delete_acls;
+mod describe_acls;
+mod describe_cluster;
+mod describe_user_scram_credentials;
+
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
@@ -93,6 +101,13 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Cluster admin APIs.
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
+    // Security admin APIs.
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
+    ApiKey::DescribeCluster,
 ];
 
 /// What to do after a frame.
@@ -362,6 +377,31 @@ async fn dispatch(
         Request::AlterPartitionReassignments(request) => encode(
             &header,
             &alter_partition_reassignments::handle(ctx, session, &header, request).await,
+        ),
+        // Security admin APIs.
+        Request::DescribeAcls(request) => encode(
+            &header,
+            &describe_acls::handle(ctx, session, &header, request).await,
+        ),
+        Request::CreateAcls(request) => encode(
+            &header,
+            &create_acls::handle(ctx, session, &header, request).await,
+        ),
+        Request::DeleteAcls(request) => encode(
+            &header,
+            &delete_acls::handle(ctx, session, &header, request).await,
+        ),
+        Request::DescribeUserScramCredentials(request) => encode(
+            &header,
+            &describe_user_scram_credentials::handle(ctx, session, &header, request).await,
+        ),
+        Request::AlterUserScramCredentials(request) => encode(
+            &header,
+            &alter_user_scram_credentials::handle(ctx, session, &header, request).await,
+        ),
+        Request::DescribeCluster(request) => encode(
+            &header,
+            &describe_cluster::handle(ctx, session, &header, request),
         ),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.

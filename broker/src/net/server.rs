@@ -26,12 +26,13 @@ use crate::context::Ctx;
 use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
 use crate::net::frame_capture::FrameCapture;
-use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
+use crate::security::sasl::{Authenticator, LiveCredentials, Mechanism};
 use crate::security::session::{Principal, Session};
 
 /// What SASL listeners check clients against.
 pub(crate) struct SaslSetup {
-    pub(crate) store: Arc<CredentialStore>,
+    /// The credentials in force; each connection takes the set in force when it starts.
+    pub(crate) store: Arc<LiveCredentials>,
     pub(crate) mechanisms: Vec<Mechanism>,
 }
 
@@ -201,7 +202,7 @@ async fn start_connection(
     let sasl = bound
         .sasl
         .as_ref()
-        .map(|setup| Authenticator::new(setup.store.clone(), setup.mechanisms.clone()));
+        .map(|setup| Authenticator::new(setup.store.current(), setup.mechanisms.clone()));
     let mut setup = connection::Setup {
         peer,
         ctx,

@@ -51,15 +51,15 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest,
 };
 use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeUserScramCredentialsRequest,
+};
+use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
     RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
-};
-use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest, ElectLeadersRequest,

@@ -32,18 +32,24 @@ pub(crate) fn decode_alter<S: Source>(
         Ok(deletion)
     })?;
     let upsertion_bytes_min = string_bytes_min(c) + 1 + 4 + 2 * array_bytes_min(c) + tags_min;
-    m.upsertions = array(s, c, upsertion_bytes_min, SCRAM_USERS_PER_REQUEST_MAX, |s| {
-        let mut upsertion = ScramCredentialUpsertion::default();
-        upsertion.name = s.string(c)?;
-        upsertion.mechanism = s.i8()?;
-        upsertion.iterations = s.i32()?;
-        upsertion.salt = s.bytes(c)?;
-        upsertion.salted_password = s.bytes(c)?;
-        if c {
-            upsertion.unknown_tagged_fields = s.unknown_tagged_fields()?;
-        }
-        Ok(upsertion)
-    })?;
+    m.upsertions = array(
+        s,
+        c,
+        upsertion_bytes_min,
+        SCRAM_USERS_PER_REQUEST_MAX,
+        |s| {
+            let mut upsertion = ScramCredentialUpsertion::default();
+            upsertion.name = s.string(c)?;
+            upsertion.mechanism = s.i8()?;
+            upsertion.iterations = s.i32()?;
+            upsertion.salt = s.bytes(c)?;
+            upsertion.salted_password = s.bytes(c)?;
+            if c {
+                upsertion.unknown_tagged_fields = s.unknown_tagged_fields()?;
+            }
+            Ok(upsertion)
+        },
+    )?;
     if c {
         m.unknown_tagged_fields = s.unknown_tagged_fields()?;
     }

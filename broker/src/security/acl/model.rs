@@ -63,6 +63,37 @@ impl ResourceType {
         Self::ALL.into_iter().find(|kind| kind.code() == code)
     }
 
+    /// The operations Kafka's `AclEntry.supportedOperations` lists for this type: what an
+    /// authorized-operations bit field (DescribeCluster, Metadata) may contain.
+    pub fn supported_operations(self) -> &'static [Operation] {
+        use Operation::*;
+        match self {
+            Self::Topic => &[
+                Read,
+                Write,
+                Create,
+                Describe,
+                Delete,
+                Alter,
+                DescribeConfigs,
+                AlterConfigs,
+            ],
+            Self::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+            Self::Cluster => &[
+                Create,
+                ClusterAction,
+                DescribeConfigs,
+                AlterConfigs,
+                IdempotentWrite,
+                Alter,
+                Describe,
+            ],
+            Self::TransactionalId => &[Describe, Write, TwoPhaseCommit],
+            Self::DelegationToken => &[Describe],
+            Self::User => &[CreateTokens, DescribeTokens],
+        }
+    }
+
     /// Parses the file spelling (case-insensitive; `_` may stand for `-`).
     pub fn parse(text: &str) -> Option<Self> {
         let wanted = normalise(text);
