@@ -275,21 +275,6 @@ impl Broker {
             feed,
             shutdown.subscribe(),
         ));
-        let file_acls = acl::spawn_reload(acl.as_ref(), shutdown.subscribe());
-        let security = cluster::security_store::SecurityStore::start(
-            &cluster,
-            cluster::security_store::SecurityBootstrap {
-                acl: acl.clone(),
-                file_acls,
-                credentials: listeners
-                    .iter()
-                    .find_map(|bound| bound.sasl.as_ref().map(|setup| setup.store.clone())),
-                credentials_file: config.sasl_credentials_file.clone(),
-            },
-            config.metadata_start_timeout_ms,
-            shutdown.subscribe(),
-        )
-        .await?;
         let request_bytes_budget = Semaphore::new(config.queued_max_request_bytes);
         let placement = placement::state::PlacementState::new(config.node_id, &config.log_dirs);
         let (isr_proposals, queued_proposals) = partition::replica::proposal_channel();
@@ -298,6 +283,7 @@ impl Broker {
         cluster.register_metrics(&metrics);
         replication::register_metrics(&topics, &metrics);
         let ctx = Arc::new(Ctx {
+            security: load_security(&config, &cluster, acl.as_ref(), &listeners, &shutdown).await?,
             config: config.clone(),
             placement,
             topics,
@@ -309,7 +295,6 @@ impl Broker {
             shutdown,
             isr_proposals,
             acl,
-            security,
         });
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
@@ -532,6 +517,33 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
         });
     }
     Ok(bound_listeners)
+}
+
+/// Starts the mirror of the cluster's ACLs and SCRAM users (importing the files if this broker is
+/// the first) and the ACL file's reload task; the sets in force are the store's from here on.
+async fn load_security(
+    config: &Config,
+    cluster: &cluster::ClusterHandle,
+    acl: Option<&Arc<acl::AclState>>,
+    listeners: &[server::BoundListener],
+    shutdown: &tokio::sync::watch::Sender<bool>,
+) -> Result<Arc<cluster::security_store::SecurityStore>, BrokerError> {
+    let boot = cluster::security_store::SecurityBootstrap {
+        acl: acl.cloned(),
+        file_acls: acl::spawn_reload(acl, shutdown.subscribe()),
+        credentials: listeners
+            .iter()
+            .find_map(|bound| bound.sasl.as_ref().map(|setup| setup.store.clone())),
+        credentials_file: config.sasl_credentials_file.clone(),
+    };
+    let timeout_ms = config.metadata_start_timeout_ms;
+    Ok(cluster::security_store::SecurityStore::start(
+        cluster,
+        boot,
+        timeout_ms,
+        shutdown.subscribe(),
+    )
+    .await?)
 }
 
 /// What authorization is configured with, read from the config here so `security` never reads

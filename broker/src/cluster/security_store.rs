@@ -110,8 +110,16 @@ impl SecurityStore {
         })
         .await?;
         this.reload(&snapshot);
-        this.bootstrap_acls().await;
-        this.bootstrap_scram().await;
+        let acls_imported = this.bootstrap_acls().await;
+        let users_imported = this.bootstrap_scram().await;
+        if acls_imported || users_imported {
+            // The imports' own keys, read back whole (the watch starts after this revision).
+            let snapshot = super::retry_until(&cluster.address, deadline, start_timeout_ms, || {
+                this.store.get(GetRequest::prefix(this.keys.prefix()))
+            })
+            .await?;
+            this.reload(&snapshot);
+        }
         let all = SecurityChanges {
             acls: true,
             scram: true,
@@ -487,22 +495,22 @@ impl SecurityStore {
 
     /// Imports the ACL file when the store has no ACLs and no marker; re-imports it when this
     /// broker's import is the one the store still follows; otherwise warns that it is ignored.
-    async fn bootstrap_acls(&self) {
+    async fn bootstrap_acls(&self) -> bool {
         let Some((path, acls)) = self.acl.as_ref().and_then(|acl| acl.file()) else {
-            return;
+            return false;
         };
         let (marker, stored) = match self.image.read() {
             Ok(image) => (
                 image.bootstrap(BootstrapKind::Acls).cloned(),
                 image.acls().count(),
             ),
-            Err(_) => return,
+            Err(_) => return false,
         };
         match marker {
             None if stored == 0 => {
                 let guard = Compare::absent(self.keys.bootstrap(BootstrapKind::Acls));
                 self.import_acls(guard, self.marker(BootstrapKind::Acls, path), acls)
-                    .await;
+                    .await
             }
             Some(marker) if self.follows(&marker.record, path) => {
                 let guard = Compare::mod_revision(
@@ -510,9 +518,12 @@ impl SecurityStore {
                     CompareOp::Equal,
                     marker.mod_revision,
                 );
-                self.import_acls(guard, marker.record.clone(), acls).await;
+                self.import_acls(guard, marker.record.clone(), acls).await
             }
-            marker => ignored_file_warning("skiff.acl.file", path, marker.map(|m| m.record)),
+            marker => {
+                ignored_file_warning("skiff.acl.file", path, marker.map(|m| m.record));
+                false
+            }
         }
     }
 
@@ -546,8 +557,9 @@ impl SecurityStore {
         }
     }
 
-    /// Makes the stored ACLs exactly `acls` and writes `marker`, the first Txn guarded by `guard`.
-    async fn import_acls(&self, guard: Compare, marker: BootstrapRecord, acls: &[Acl]) {
+    /// Makes the stored ACLs exactly `acls` and writes `marker`, the first Txn guarded by `guard`;
+    /// whether the store took it. Waits for no watch: the follow task that calls it is the watch.
+    async fn import_acls(&self, guard: Compare, marker: BootstrapRecord, acls: &[Acl]) -> bool {
         let wanted: BTreeMap<String, AclRecord> = acls
             .iter()
             .map(|acl| {
@@ -561,7 +573,7 @@ impl SecurityStore {
                 .filter(|(key, _)| !wanted.contains_key(*key))
                 .map(|(key, _)| key.clone())
                 .collect(),
-            Err(_) => return,
+            Err(_) => return false,
         };
         let mut ops = vec![TxnOp::put(
             self.keys.bootstrap(BootstrapKind::Acls),
@@ -574,28 +586,29 @@ impl SecurityStore {
                 .map(|(key, record)| TxnOp::put(key.clone(), encode(record))),
         );
         match self.write(Some(guard), ops, deadline()).await {
-            Ok(revision) => {
+            Ok(_) => {
                 tracing::info!(file = %marker.file, acls = wanted.len(), "ACL file imported into the metadata store");
-                self.caught_up(revision, deadline()).await;
+                true
             }
             Err(error) => {
                 tracing::warn!(file = %marker.file, %error, "ACL file not imported into the metadata store");
+                false
             }
         }
     }
 
     /// Imports the credentials file's users when the store has none and no marker; otherwise
     /// warns that the file is ignored.
-    async fn bootstrap_scram(&self) {
+    async fn bootstrap_scram(&self) -> bool {
         let (Some(live), Some(path)) = (&self.credentials, &self.credentials_file) else {
-            return;
+            return false;
         };
         let (marker, stored) = match self.image.read() {
             Ok(image) => (
                 image.bootstrap(BootstrapKind::Scram).cloned(),
                 image.scram().count(),
             ),
-            Err(_) => return,
+            Err(_) => return false,
         };
         if marker.is_some() || stored > 0 {
             ignored_file_warning(
@@ -603,7 +616,7 @@ impl SecurityStore {
                 path,
                 marker.map(|m| m.record),
             );
-            return;
+            return false;
         }
         let file_users = live.current();
         let marker = self.marker(BootstrapKind::Scram, path);
@@ -621,12 +634,13 @@ impl SecurityStore {
         );
         let guard = Compare::absent(self.keys.bootstrap(BootstrapKind::Scram));
         match self.write(Some(guard), ops, deadline()).await {
-            Ok(revision) => {
+            Ok(_) => {
                 tracing::info!(file = %path.display(), "SASL credentials file imported into the metadata store");
-                self.caught_up(revision, deadline()).await;
+                true
             }
             Err(error) => {
                 tracing::warn!(file = %path.display(), %error, "SASL credentials file not imported into the metadata store");
+                false
             }
         }
     }

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, RequestHeader,
@@ -74,20 +75,53 @@ fn check_user(name: &str, mechanism: i8) -> Result<ScramMechanism, (i16, &'stati
     Ok(mechanism)
 }
 
+/// Kafka's checks of one upsertion, and its stored record (keys derived from the salted
+/// password).
+fn check_upsertion(
+    upsertion: &ScramCredentialUpsertion,
+    name: &str,
+) -> Result<ScramRecord, (i16, &'static str)> {
+    let mechanism = check_user(name, upsertion.mechanism)?;
+    let iterations = u32::try_from(upsertion.iterations).unwrap_or(0);
+    if iterations < SCRAM_ITERATIONS_MIN {
+        return Err((error_code::UNACCEPTABLE_CREDENTIAL, "Too few iterations"));
+    }
+    if iterations > SCRAM_ITERATIONS_MAX {
+        return Err((error_code::UNACCEPTABLE_CREDENTIAL, "Too many iterations"));
+    }
+    if upsertion.salt.is_empty() || upsertion.salt.len() > SCRAM_SALT_BYTES_MAX {
+        return Err((
+            error_code::UNACCEPTABLE_CREDENTIAL,
+            "The salt must be 1 to 64 bytes",
+        ));
+    }
+    if upsertion.salted_password.is_empty() {
+        return Err((
+            error_code::UNACCEPTABLE_CREDENTIAL,
+            "The salted password must not be empty",
+        ));
+    }
+    let credential = credential_from_salted_password(
+        mechanism,
+        &upsertion.salted_password,
+        &upsertion.salt,
+        iterations,
+    );
+    Ok(scram_record(mechanism, name, &credential))
+}
+
 /// Applies Kafka's rules to `request` against the credentials `existing` (mechanism, user).
 fn plan(
     request: &AlterUserScramCredentialsRequest,
     existing: &BTreeSet<(ScramMechanism, String)>,
 ) -> Plan {
     let mut plan = Plan::default();
+    // One change per user and mechanism: a pair named twice refuses the user (Kafka's
+    // DUPLICATE_RESOURCE); one user's two mechanisms are two changes.
     let mut seen = BTreeSet::new();
     for deletion in &request.deletions {
         let name = deletion.name.to_string();
-        if plan.refused.contains_key(&name) {
-            continue;
-        }
-        if !seen.insert(name.clone()) {
-            plan.deletions.retain(|(_, user)| *user != name);
+        if !seen.insert((name.clone(), deletion.mechanism)) {
             plan.refused.insert(name, DUPLICATE);
             continue;
         }
@@ -96,65 +130,36 @@ fn plan(
                 plan.deletions.push((mechanism, name));
             }
             Ok(_) => {
-                plan.refused.insert(
-                    name,
-                    (
-                        error_code::RESOURCE_NOT_FOUND,
-                        "Attempt to delete a user credential that does not exist",
-                    ),
+                let missing = (
+                    error_code::RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist",
                 );
+                plan.refused.entry(name).or_insert(missing);
             }
             Err(refusal) => {
-                plan.refused.insert(name, refusal);
+                plan.refused.entry(name).or_insert(refusal);
             }
         }
     }
     for upsertion in &request.upsertions {
         let name = upsertion.name.to_string();
-        if plan.refused.contains_key(&name) {
-            continue;
-        }
-        if !seen.insert(name.clone()) {
-            plan.deletions.retain(|(_, user)| *user != name);
-            plan.upsertions.retain(|record| record.user != name);
+        if !seen.insert((name.clone(), upsertion.mechanism)) {
             plan.refused.insert(name, DUPLICATE);
             continue;
         }
-        let checked = check_user(&name, upsertion.mechanism).and_then(|mechanism| {
-            let iterations = u32::try_from(upsertion.iterations).unwrap_or(0);
-            if iterations < SCRAM_ITERATIONS_MIN {
-                return Err((error_code::UNACCEPTABLE_CREDENTIAL, "Too few iterations"));
-            }
-            if iterations > SCRAM_ITERATIONS_MAX {
-                return Err((error_code::UNACCEPTABLE_CREDENTIAL, "Too many iterations"));
-            }
-            if upsertion.salt.is_empty() || upsertion.salt.len() > SCRAM_SALT_BYTES_MAX {
-                return Err((
-                    error_code::UNACCEPTABLE_CREDENTIAL,
-                    "The salt must be 1 to 64 bytes",
-                ));
-            }
-            if upsertion.salted_password.is_empty() {
-                return Err((
-                    error_code::UNACCEPTABLE_CREDENTIAL,
-                    "The salted password must not be empty",
-                ));
-            }
-            let credential = credential_from_salted_password(
-                mechanism,
-                &upsertion.salted_password,
-                &upsertion.salt,
-                iterations,
-            );
-            Ok(scram_record(mechanism, &name, &credential))
-        });
-        match checked {
+        match check_upsertion(upsertion, &name) {
             Ok(record) => plan.upsertions.push(record),
             Err(refusal) => {
-                plan.refused.insert(name, refusal);
+                plan.refused.entry(name).or_insert(refusal);
             }
         }
     }
+    // A user refused for one change makes none of its changes.
+    let refused = &plan.refused;
+    plan.deletions
+        .retain(|(_, user)| !refused.contains_key(user));
+    plan.upsertions
+        .retain(|record| !refused.contains_key(&record.user));
     plan
 }
 
@@ -202,12 +207,14 @@ pub(crate) async fn handle(
         .security
         .alter_scram(&plan.deletions, &plan.upsertions)
         .await;
-    let changed = plan
+    let changed: BTreeSet<String> = plan
         .deletions
         .iter()
         .map(|(_, user)| user.clone())
-        .chain(plan.upsertions.iter().map(|record| record.user.clone()));
+        .chain(plan.upsertions.iter().map(|record| record.user.clone()))
+        .collect();
     let mut results: Vec<_> = changed
+        .into_iter()
         .map(|user| match &written {
             Ok(()) => result(user, error_code::NONE, None),
             Err(error) => result(user, error_code::REQUEST_TIMED_OUT, Some(error.to_string())),
@@ -225,9 +232,7 @@ pub(crate) async fn handle(
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use kafka_protocol::messages::alter_user_scram_credentials_request::{
-        ScramCredentialDeletion, ScramCredentialUpsertion,
-    };
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
 
     fn upsert(name: &str, mechanism: i8, iterations: i32) -> ScramCredentialUpsertion {
         ScramCredentialUpsertion::default()
@@ -255,21 +260,35 @@ mod tests {
                 upsert("", 1, 8192),
                 upsert("old", 1, 4096),
                 upsert("twice", 2, 8192),
-                upsert("twice", 1, 8192),
+                upsert("twice", 2, 8192),
+                upsert("both", 1, 8192),
+                upsert("both", 2, 8192),
             ]);
         let existing = BTreeSet::from([(ScramMechanism::Sha512, "old".to_owned())]);
         let plan = plan(&request, &existing);
-        assert!(plan.deletions.is_empty());
-        assert_eq!(plan.upsertions.len(), 1);
-        assert_eq!(plan.upsertions[0].user, "alice");
-        assert_eq!(plan.upsertions[0].mechanism, "SCRAM-SHA-256");
+        assert_eq!(plan.deletions, [(ScramMechanism::Sha512, "old".to_owned())]);
+        let upserted: Vec<(&str, &str)> = plan
+            .upsertions
+            .iter()
+            .map(|r| (r.user.as_str(), r.mechanism.as_str()))
+            .collect();
+        assert_eq!(
+            upserted,
+            [
+                ("alice", "SCRAM-SHA-256"),
+                ("old", "SCRAM-SHA-256"),
+                ("both", "SCRAM-SHA-256"),
+                ("both", "SCRAM-SHA-512")
+            ]
+        );
         let code = |user: &str| plan.refused.get(user).map(|(code, _)| *code);
         assert_eq!(code("gone"), Some(error_code::RESOURCE_NOT_FOUND));
         assert_eq!(code("bad"), Some(error_code::UNSUPPORTED_SASL_MECHANISM));
         assert_eq!(code("few"), Some(error_code::UNACCEPTABLE_CREDENTIAL));
         assert_eq!(code("many"), Some(error_code::UNACCEPTABLE_CREDENTIAL));
         assert_eq!(code(""), Some(error_code::UNACCEPTABLE_CREDENTIAL));
-        assert_eq!(code("old"), Some(error_code::DUPLICATE_RESOURCE));
+        // Deleting one mechanism of a user and setting another are two changes, both made.
+        assert_eq!(code("old"), None);
         assert_eq!(code("twice"), Some(error_code::DUPLICATE_RESOURCE));
     }
 

@@ -8,6 +8,8 @@
 //! Describe; a named one it may not Describe gets TOPIC_AUTHORIZATION_FAILED, and so does an
 //! unknown one it would auto-create without Create on the cluster or the topic.
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::metadata_response::{
     MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -19,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::topics::{Topic, TopicError};
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::{Access, Operation, ResourceType};
 use crate::security::session::Session;
 use skiff_cluster::records::{PartitionState, NO_LEADER};
 
@@ -62,7 +64,8 @@ pub(crate) async fn handle(
     };
     let allow_auto_create =
         ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
-    let topics = match requested {
+    let asked_operations = request.include_topic_authorized_operations;
+    let mut topics = match requested {
         None => ctx
             .topics
             .all()
@@ -74,50 +77,20 @@ pub(crate) async fn handle(
         Some(names) => {
             let mut out = Vec::with_capacity(names.len());
             for name in names {
-                let found = if !access.allows(Operation::Describe, ResourceType::Topic, &name) {
-                    Err(error_code::TOPIC_AUTHORIZATION_FAILED)
-                } else {
-                    match ctx.topics.get(&name) {
-                        Some(topic) => Ok(topic),
-                        None if allow_auto_create
-                            && !super::common::topic_access::may_create(&access, &name) =>
-                        {
-                            Err(error_code::TOPIC_AUTHORIZATION_FAILED)
-                        }
-                        None if allow_auto_create => ctx
-                            .topic_creation()
-                            .auto_create(&name)
-                            .await
-                            .map_err(|error| error.code()),
-                        None => Err(TopicError::Unknown.code()),
-                    }
-                };
-                out.push(match found {
-                    Ok(topic) => describe(ctx, version, &topic, &known),
-                    Err(code) => MetadataResponseTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(name))))
-                        .with_error_code(code),
-                });
+                out.push(
+                    match named_topic(ctx, &access, &name, allow_auto_create).await {
+                        Ok(topic) => describe(ctx, version, &topic, &known),
+                        Err(code) => MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(name))))
+                            .with_error_code(code),
+                    },
+                );
             }
             out
         }
     };
-    let mut topics = topics;
-    if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN
-        && request.include_topic_authorized_operations
-    {
-        for topic in topics
-            .iter_mut()
-            .filter(|topic| topic.error_code == error_code::NONE)
-        {
-            let name = topic
-                .name
-                .as_ref()
-                .map(|name| name.0.to_string())
-                .unwrap_or_default();
-            topic.topic_authorized_operations =
-                access.authorized_operations(ResourceType::Topic, &name);
-        }
+    if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN && asked_operations {
+        with_authorized_operations(&mut topics, &access);
     }
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
@@ -136,6 +109,47 @@ pub(crate) async fn handle(
         response = response.with_cluster_id(Some(StrBytes::from_string(ctx.cluster_id.clone())));
     }
     response
+}
+
+/// A topic the request names: TOPIC_AUTHORIZATION_FAILED without Describe on it (or without
+/// Create when it would be auto-created), auto-created when allowed, else unknown.
+async fn named_topic(
+    ctx: &Ctx,
+    access: &Access<'_>,
+    name: &str,
+    allow_auto_create: bool,
+) -> Result<Arc<Topic>, i16> {
+    if !access.allows(Operation::Describe, ResourceType::Topic, name) {
+        return Err(error_code::TOPIC_AUTHORIZATION_FAILED);
+    }
+    match ctx.topics.get(name) {
+        Some(topic) => Ok(topic),
+        None if allow_auto_create && !super::common::topic_access::may_create(access, name) => {
+            Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+        }
+        None if allow_auto_create => ctx
+            .topic_creation()
+            .auto_create(name)
+            .await
+            .map_err(|error| error.code()),
+        None => Err(TopicError::Unknown.code()),
+    }
+}
+
+/// Kafka's KIP-430 answer: each topic found gets the operations the principal may perform on it.
+fn with_authorized_operations(topics: &mut [MetadataResponseTopic], access: &Access<'_>) {
+    for topic in topics
+        .iter_mut()
+        .filter(|topic| topic.error_code == error_code::NONE)
+    {
+        let name = topic
+            .name
+            .as_ref()
+            .map(|name| name.0.to_string())
+            .unwrap_or_default();
+        topic.topic_authorized_operations =
+            access.authorized_operations(ResourceType::Topic, &name);
+    }
 }
 
 /// First Metadata version with offline replicas.

@@ -177,6 +177,18 @@ fn log_refused_size(set: std::io::Result<()>, key: &str, bytes: usize, peer: Soc
     }
 }
 
+/// The session of a connection on `bound` from `peer` before any authentication.
+fn anonymous_session(bound: &BoundListener, peer: SocketAddr) -> Session {
+    Session {
+        principal: Principal::anonymous(),
+        listener_name: bound.config.name.clone(),
+        security_protocol: bound.config.protocol,
+        advertised_host: bound.advertised.0.clone(),
+        advertised_port: bound.advertised.1,
+        peer_ip: Some(peer.ip()),
+    }
+}
+
 /// Runs the TLS handshake if the listener has TLS, prepares the session and the SASL exchange,
 /// and serves the connection.
 async fn start_connection(
@@ -191,14 +203,7 @@ async fn start_connection(
     set_buffer_sizes(&stream, &ctx.config, peer);
     let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
     let authenticated_by = crate::clock::deadline_after(authentication_timeout);
-    let session = Session {
-        principal: Principal::anonymous(),
-        listener_name: bound.config.name.clone(),
-        security_protocol: bound.config.protocol,
-        advertised_host: bound.advertised.0.clone(),
-        advertised_port: bound.advertised.1,
-        peer_ip: Some(peer.ip()),
-    };
+    let session = anonymous_session(bound, peer);
     let sasl = bound
         .sasl
         .as_ref()

@@ -187,13 +187,12 @@ pub fn parse(text: &str) -> Result<Vec<Acl>, AclFileError> {
                     max: ACL_COUNT_MAX,
                 });
             }
-            acls.push(Acl {
+            acls.push(Acl::from_any_host(
                 permission,
-                principal: principal.clone(),
+                principal.clone(),
                 operation,
-                pattern: pattern.clone(),
-                host: ANY_HOST.to_owned(),
-            });
+                pattern.clone(),
+            ));
         }
     }
     Ok(acls)
@@ -439,12 +438,8 @@ mod tests {
             proptest::sample::select(Operation::ALL.to_vec()),
             pattern,
         )
-            .prop_map(|(permission, principal, operation, pattern)| Acl {
-                permission,
-                principal,
-                operation,
-                pattern,
-                host: ANY_HOST.to_owned(),
+            .prop_map(|(permission, principal, operation, pattern)| {
+                Acl::from_any_host(permission, principal, operation, pattern)
             })
     }
 

@@ -388,6 +388,24 @@ pub struct Acl {
     pub host: String,
 }
 
+impl Acl {
+    /// An ACL from every host (`*`), as the file writes them.
+    pub fn from_any_host(
+        permission: Permission,
+        principal: AclPrincipal,
+        operation: Operation,
+        pattern: ResourcePattern,
+    ) -> Self {
+        Self {
+            permission,
+            principal,
+            operation,
+            pattern,
+            host: ANY_HOST.to_owned(),
+        }
+    }
+}
+
 /// The host of an ACL that applies to every client address.
 pub const ANY_HOST: &str = "*";
 
