@@ -1,7 +1,8 @@
 //! Authorization: Kafka's ACL model ([`model`]), the bindings and filters of Kafka's ACL APIs
 //! ([`binding`]), the decision over an indexed ACL set ([`authorizer`]), the ACL file format
-//! ([`file`], documented there), the task that rereads the file for the broker that imported it
-//! ([`reload`]), the live set, and [`Access`], the one helper every handler asks.
+//! ([`file`], documented there), the task that rereads the file and hands its ACLs to the
+//! security store, which imports them while the store follows this broker's file ([`reload`]),
+//! the live set, and [`Access`], the one helper every handler asks.
 //!
 //! Authorization is on with `authorizer.class.name` or `skiff.acl.file`; otherwise [`Access`]
 //! holds no authorizer and every check is one branch that says yes. The ACLs live in the metadata
