@@ -274,6 +274,16 @@ def test_acl_and_scram_admin_errors_as_kafka(secured):
     assert nobody.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 
+def test_a_topic_below_its_min_isr_is_created_with_a_warning(secured):
+    cluster, _ = secured
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[0].bootstrap})
+    # On a cluster min.insync.replicas defaults to 2 (Kafka's default is 1).
+    admin.create_topics([NewTopic("below-min-isr", 1, replication_factor=1)])["below-min-isr"].result(30)
+    logs = "".join("".join(broker.log_lines) for broker in cluster.brokers)
+    assert ("topic below-min-isr has replication factor 1, below its min.insync.replicas 2" in logs), \
+        logs[-3000:]
+
+
 def test_an_unreachable_store_times_out_the_admin_apis_and_keeps_enforcing(tmp_path):
     from etcd_cluster import EtcdCluster
 
