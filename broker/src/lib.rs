@@ -283,6 +283,7 @@ impl Broker {
         cluster.register_metrics(&metrics);
         replication::register_metrics(&topics, &metrics);
         let ctx = Arc::new(Ctx {
+            security: load_security(&config, &cluster, acl.as_ref(), &listeners, &shutdown).await?,
             config: config.clone(),
             placement,
             topics,
@@ -297,7 +298,6 @@ impl Broker {
         });
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
-        acl::spawn_reload(ctx.acl.as_ref(), ctx.shutdown.subscribe());
         migrate_single_node_offsets(&ctx, files).await?;
         tokio::spawn(group_driver.run(
             ctx.topics.clone(),
@@ -519,11 +519,41 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
     Ok(bound_listeners)
 }
 
+/// Starts the mirror of the cluster's ACLs and SCRAM users (importing the files if this broker is
+/// the first) and the ACL file's reload task; the sets in force are the store's from here on.
+async fn load_security(
+    config: &Config,
+    cluster: &cluster::ClusterHandle,
+    acl: Option<&Arc<acl::AclState>>,
+    listeners: &[server::BoundListener],
+    shutdown: &tokio::sync::watch::Sender<bool>,
+) -> Result<Arc<cluster::security_store::SecurityStore>, BrokerError> {
+    let boot = cluster::security_store::SecurityBootstrap {
+        acl: acl.cloned(),
+        file_acls: acl::spawn_reload(acl, shutdown.subscribe()),
+        credentials: listeners
+            .iter()
+            .find_map(|bound| bound.sasl.as_ref().map(|setup| setup.store.clone())),
+        credentials_file: config.sasl_credentials_file.clone(),
+    };
+    let timeout_ms = config.metadata_start_timeout_ms;
+    Ok(cluster::security_store::SecurityStore::start(
+        cluster,
+        boot,
+        timeout_ms,
+        shutdown.subscribe(),
+    )
+    .await?)
+}
+
 /// What authorization is configured with, read from the config here so `security` never reads
-/// the config: `None` without `skiff.acl.file`.
+/// the config: `None` (authorization off) without `authorizer.class.name` and `skiff.acl.file`.
 fn acl_settings(config: &Config) -> Option<acl::AclSettings> {
+    if config.authorizer_class_name.trim().is_empty() && config.acl_file.is_none() {
+        return None;
+    }
     Some(acl::AclSettings {
-        path: config.acl_file.clone()?,
+        path: config.acl_file.clone(),
         super_users: config.super_users.names.clone(),
         allow_everyone_if_no_acl_found: config.allow_everyone_if_no_acl_found,
         reload_interval_ms: config.acl_reload_interval_ms,
@@ -565,10 +595,18 @@ fn load_sasl(config: &Config) -> Result<server::SaslSetup, BrokerError> {
     // The secret that derives unknown users' fake credentials: fresh per process, never stored.
     let mut server_secret = [0u8; 32];
     rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut server_secret);
-    let store = sasl::CredentialStore::parse(&text, &server_secret)
+    let file = sasl::CredentialStore::parse(&text, &server_secret)
+        .map_err(|error| bad(format!("{}: {error}", path.display())))?;
+    // The file's users are in force until the metadata store's replace them (at once, before
+    // the first client: the security store's start imports the file or reads the store's).
+    let users = file
+        .credentials()
+        .map(|(mechanism, user, credential)| ((mechanism, user.to_owned()), credential.clone()))
+        .collect();
+    let live = sasl::LiveCredentials::new(users, server_secret.to_vec())
         .map_err(|error| bad(format!("{}: {error}", path.display())))?;
     Ok(server::SaslSetup {
-        store: Arc::new(store),
+        store: Arc::new(live),
         mechanisms: config.sasl_enabled_mechanisms.enabled.clone(),
     })
 }

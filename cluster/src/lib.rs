@@ -17,7 +17,8 @@
 //! - [`topics`]: the topic changes a broker writes (creation, growth, configs, the deletion
 //!   intent) and what it materializes of the image;
 //! - [`replica`]: the replica state machine of one partition (leader, follower, ISR, HW);
-//! - [`session`]: when a broker may accept writes as a leader (its session provably alive).
+//! - [`session`]: when a broker may accept writes as a leader (its session provably alive);
+//! - [`security`]: the cluster's ACLs and SCRAM users under `R/security/`, and their mirror.
 //!
 //! The broker's `cluster` module submits these Txns to a `skiff_meta::MetaStore`, feeds the watch
 //! into the image and the clock into the session fence; `tests/controller_sim.rs` drives the same
@@ -42,6 +43,7 @@ pub mod preferred_leaders;
 pub mod reassign;
 pub mod records;
 pub mod replica;
+pub mod security;
 pub mod session;
 #[cfg(test)]
 mod test_world;

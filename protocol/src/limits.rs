@@ -87,3 +87,10 @@ const _: () = assert!(DOWN_CONVERT_READ_BYTES <= DOWN_CONVERT_CHUNK_BYTES);
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first
 /// batch, is an error (MESSAGE_TOO_LARGE).
 pub const DOWN_CONVERT_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Most ACL creations or filters one CreateAcls or DeleteAcls request may carry: far above what
+/// `kafka-acls.sh` sends (one per principal, host and operation).
+pub const ACLS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Most users one AlterUserScramCredentials or DescribeUserScramCredentials request may name.
+pub const SCRAM_USERS_PER_REQUEST_MAX: usize = 10_000;

@@ -23,6 +23,9 @@
 //! the controller carries out the reassignments. Creating and growing topics, for CreateTopics,
 //! CreatePartitions and every auto-creation, is [`topic_creation`].
 //!
+//! The cluster's ACLs and SCRAM users (`R/security/`) have their own watch and writes in
+//! [`security_store`].
+//!
 //! At a graceful shutdown, [`Cluster::controlled_shutdown`] marks the registration
 //! `shutting_down` and waits (the broker still serving) until the image shows the controller has
 //! moved its leaderships away; [`Cluster::leave`] then revokes the lease.
@@ -39,6 +42,7 @@ pub mod materialize;
 pub mod reassignments;
 pub mod requests;
 pub mod roles;
+pub(crate) mod security_store;
 mod session;
 pub mod shedding;
 pub mod topic_changes;

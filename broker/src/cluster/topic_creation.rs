@@ -172,7 +172,7 @@ impl TopicCreation<'_> {
         if taken || self.topics.get(name).is_some() {
             return Err(TopicError::AlreadyExists);
         }
-        self.topics.resolve_config(name, &configs)?;
+        let resolved = self.topics.resolve_config(name, &configs)?;
         let replicas = match requested {
             Replicas::Placed {
                 partition_count,
@@ -184,10 +184,12 @@ impl TopicCreation<'_> {
         if validate_only {
             return Ok([0; 16]);
         }
+        let replication_factor = replicas.first().map_or(0, Vec::len);
         let topic_id = self
             .cluster
             .create_topic(name, replicas, configs, wait)
             .await?;
+        warn_below_min_isr(name, replication_factor, resolved.min_insync_replicas);
         Ok(crate::partition::topics::parse_topic_id(&topic_id))
     }
 
@@ -264,6 +266,21 @@ impl TopicCreation<'_> {
 }
 
 /// [`TopicCreation::checked_broker_lists`] over any view of which brokers are registered.
+/// A topic whose replication factor is below its min.insync.replicas is created, as Kafka
+/// creates it, but no acks=all write to it can succeed: said once, at creation, with the numbers.
+fn warn_below_min_isr(topic: &str, replication_factor: usize, min_insync_replicas: u32) {
+    if u32::try_from(replication_factor).unwrap_or(u32::MAX) < min_insync_replicas {
+        tracing::warn!(
+            topic,
+            replication_factor,
+            min_insync_replicas,
+            "topic {topic} has replication factor {replication_factor}, below its \
+             min.insync.replicas {min_insync_replicas}: every acks=all produce to it will be \
+             refused with NOT_ENOUGH_REPLICAS"
+        );
+    }
+}
+
 fn checked_broker_lists(
     is_live: impl Fn(i32) -> bool,
     lists: impl Iterator<Item = Vec<i32>>,

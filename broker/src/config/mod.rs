@@ -688,10 +688,12 @@ config_keys! {
         "File of SASL users as salted SCRAM keys (`skiff sasl-credential` writes lines); needed by SASL listeners."
     "skiff.authentication.timeout.ms" => authentication_timeout_ms: u64 = 10_000, Bound::AtLeast(1, Unit::Milliseconds);
         "A connection on an SSL or SASL listener that has not finished its TLS handshake and SASL exchange within this long is closed."
+    "authorizer.class.name" => authorizer_class_name: String = String::new();
+        "Kafka's key: any class name (org.apache.kafka.metadata.authorizer.StandardAuthorizer) turns authorization on, with the cluster's ACLs from the metadata store (kafka-acls.sh manages them). Empty (default) with no skiff.acl.file: no authorization, everything is allowed to everyone, and the ACL APIs answer SECURITY_DISABLED."
     "skiff.acl.file" => acl_file: Option<PathBuf> = None;
-        "File of ACLs. Unset (default): no authorization, everything is allowed to everyone."
+        "File of ACLs to bootstrap the cluster's ACLs from; turns authorization on. The first broker that finds no ACLs in the metadata store imports it; until the first change through kafka-acls.sh that broker re-imports the file when it changes. Every other broker's file is ignored (with a warning)."
     "skiff.acl.reload.interval.ms" => acl_reload_interval_ms: u64 = 1000;
-        "How often the ACL file is checked for changes; a changed file that parses replaces the ACLs without a restart."
+        "How often the importing broker checks its ACL file for changes while the store still follows the file."
     "super.users" => super_users: SuperUsers = SuperUsers::default();
         "Semicolon-separated principals (User:name) allowed everything, whatever the ACLs say."
     "skiff.metadata.store" => metadata_store: skiff_meta::StoreAddress = skiff_meta::StoreAddress::Local;

@@ -8,8 +8,10 @@
 //! Describe; a named one it may not Describe gets TOPIC_AUTHORIZATION_FAILED, and so does an
 //! unknown one it would auto-create without Create on the cluster or the topic.
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
     BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
@@ -19,12 +21,14 @@ use kafka_protocol::protocol::StrBytes;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::topics::{Topic, TopicError};
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::{Access, Operation, ResourceType};
 use crate::security::session::Session;
 use skiff_cluster::records::{PartitionState, NO_LEADER};
 
 /// First Metadata version with partition leader epochs.
 const LEADER_EPOCH_VERSION_MIN: i16 = 7;
+/// First Metadata version with the topics' authorized operations (8, KIP-430).
+const TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN: i16 = 8;
 /// First Metadata version with topic ids.
 const TOPIC_ID_VERSION_MIN: i16 = 10;
 
@@ -38,7 +42,7 @@ pub(crate) async fn handle(
     let access = ctx.access(session, header.request_api_key);
     // Read once per request: offline replicas are those not live, and a partition's leader is
     // named only if the response lists it (a client looks the leader up among the brokers).
-    let listed = brokers(ctx, session, version);
+    let listed = super::common::brokers::listed(ctx, session, version);
     let known = KnownBrokers {
         live: ctx
             .cluster
@@ -60,7 +64,8 @@ pub(crate) async fn handle(
     };
     let allow_auto_create =
         ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
-    let topics = match requested {
+    let asked_operations = request.include_topic_authorized_operations;
+    let mut topics = match requested {
         None => ctx
             .topics
             .all()
@@ -72,34 +77,21 @@ pub(crate) async fn handle(
         Some(names) => {
             let mut out = Vec::with_capacity(names.len());
             for name in names {
-                let found = if !access.allows(Operation::Describe, ResourceType::Topic, &name) {
-                    Err(error_code::TOPIC_AUTHORIZATION_FAILED)
-                } else {
-                    match ctx.topics.get(&name) {
-                        Some(topic) => Ok(topic),
-                        None if allow_auto_create
-                            && !super::common::topic_access::may_create(&access, &name) =>
-                        {
-                            Err(error_code::TOPIC_AUTHORIZATION_FAILED)
-                        }
-                        None if allow_auto_create => ctx
-                            .topic_creation()
-                            .auto_create(&name)
-                            .await
-                            .map_err(|error| error.code()),
-                        None => Err(TopicError::Unknown.code()),
-                    }
-                };
-                out.push(match found {
-                    Ok(topic) => describe(ctx, version, &topic, &known),
-                    Err(code) => MetadataResponseTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(name))))
-                        .with_error_code(code),
-                });
+                out.push(
+                    match named_topic(ctx, &access, &name, allow_auto_create).await {
+                        Ok(topic) => describe(ctx, version, &topic, &known),
+                        Err(code) => MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(name))))
+                            .with_error_code(code),
+                    },
+                );
             }
             out
         }
     };
+    if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN && asked_operations {
+        with_authorized_operations(&mut topics, &access);
+    }
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
     let mut response = MetadataResponse::default()
@@ -119,52 +111,49 @@ pub(crate) async fn handle(
     response
 }
 
-/// First Metadata version with racks.
-const RACK_VERSION_MIN: i16 = 1;
-/// First Metadata version with offline replicas.
-const OFFLINE_REPLICAS_VERSION_MIN: i16 = 5;
-
-/// Every live broker, at its endpoint for the session's listener (a broker without that listener
-/// is left out, as Kafka does); this broker at the session's own advertised address.
-pub(crate) fn brokers(ctx: &Ctx, session: &Session, version: i16) -> Vec<MetadataResponseBroker> {
-    let mut brokers: Vec<MetadataResponseBroker> = ctx
-        .cluster
-        .live_brokers()
-        .into_iter()
-        .filter(|broker| broker.node_id != ctx.config.node_id)
-        .filter_map(|broker| {
-            let endpoint = broker
-                .listeners
-                .iter()
-                .find(|listener| listener.name == session.listener_name)?;
-            let entry = MetadataResponseBroker::default()
-                .with_node_id(BrokerId(broker.node_id))
-                .with_host(StrBytes::from_string(endpoint.host.clone()))
-                .with_port(i32::from(endpoint.port));
-            Some(with_rack(entry, broker.rack.as_deref(), version))
-        })
-        .collect();
-    let this = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(ctx.config.node_id))
-        .with_host(StrBytes::from_string(session.advertised_host.clone()))
-        .with_port(i32::from(session.advertised_port));
-    brokers.push(with_rack(this, ctx.config.broker_rack.as_deref(), version));
-    brokers.sort_by_key(|broker| broker.node_id.0);
-    brokers
-}
-
-fn with_rack(
-    broker: MetadataResponseBroker,
-    rack: Option<&str>,
-    version: i16,
-) -> MetadataResponseBroker {
-    match rack {
-        Some(rack) if version >= RACK_VERSION_MIN => {
-            broker.with_rack(Some(StrBytes::from_string(rack.to_owned())))
+/// A topic the request names: TOPIC_AUTHORIZATION_FAILED without Describe on it (or without
+/// Create when it would be auto-created), auto-created when allowed, else unknown.
+async fn named_topic(
+    ctx: &Ctx,
+    access: &Access<'_>,
+    name: &str,
+    allow_auto_create: bool,
+) -> Result<Arc<Topic>, i16> {
+    if !access.allows(Operation::Describe, ResourceType::Topic, name) {
+        return Err(error_code::TOPIC_AUTHORIZATION_FAILED);
+    }
+    match ctx.topics.get(name) {
+        Some(topic) => Ok(topic),
+        None if allow_auto_create && !super::common::topic_access::may_create(access, name) => {
+            Err(error_code::TOPIC_AUTHORIZATION_FAILED)
         }
-        _ => broker,
+        None if allow_auto_create => ctx
+            .topic_creation()
+            .auto_create(name)
+            .await
+            .map_err(|error| error.code()),
+        None => Err(TopicError::Unknown.code()),
     }
 }
+
+/// Kafka's KIP-430 answer: each topic found gets the operations the principal may perform on it.
+fn with_authorized_operations(topics: &mut [MetadataResponseTopic], access: &Access<'_>) {
+    for topic in topics
+        .iter_mut()
+        .filter(|topic| topic.error_code == error_code::NONE)
+    {
+        let name = topic
+            .name
+            .as_ref()
+            .map(|name| name.0.to_string())
+            .unwrap_or_default();
+        topic.topic_authorized_operations =
+            access.authorized_operations(ResourceType::Topic, &name);
+    }
+}
+
+/// First Metadata version with offline replicas.
+const OFFLINE_REPLICAS_VERSION_MIN: i16 = 5;
 
 /// The brokers one Metadata answer is built on.
 struct KnownBrokers {

@@ -18,6 +18,14 @@ mod create_partitions;
 mod incremental_alter_configs;
 
 mod create_topics;
+// Security admin APIs.
+mod alter_user_scram_credentials;
+mod create_acls;
+mod delete_acls;
+mod describe_acls;
+mod describe_cluster;
+mod describe_user_scram_credentials;
+
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
@@ -93,6 +101,13 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Cluster admin APIs.
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
+    // Security admin APIs.
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
+    ApiKey::DescribeCluster,
 ];
 
 /// What to do after a frame.
@@ -350,23 +365,71 @@ async fn dispatch(
             &header,
             &list_partition_reassignments::handle(ctx, session, &header, request),
         ),
-        Request::OffsetDelete(request) => encode(
-            &header,
-            &offset_delete::handle(ctx, session, &header, request).await,
-        ),
-        // Cluster admin APIs.
-        Request::ElectLeaders(request) => encode(
-            &header,
-            &elect_leaders::handle(ctx, session, &header, request).await,
-        ),
-        Request::AlterPartitionReassignments(request) => encode(
-            &header,
-            &alter_partition_reassignments::handle(ctx, session, &header, request).await,
-        ),
+        request @ (Request::OffsetDelete(_)
+        | Request::ElectLeaders(_)
+        | Request::AlterPartitionReassignments(_)
+        | Request::DescribeAcls(_)
+        | Request::CreateAcls(_)
+        | Request::DeleteAcls(_)
+        | Request::DescribeUserScramCredentials(_)
+        | Request::AlterUserScramCredentials(_)
+        | Request::DescribeCluster(_)) => admin(ctx, session, &header, request).await,
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.
     };
     Outcome::encoded(encoded, correlation_id)
+}
+
+/// The group, cluster and security admin APIs, split from [`dispatch`] (whose one arm lists
+/// exactly these, so the compiler still checks that every decoded request has a handler).
+async fn admin(
+    ctx: &Ctx,
+    session: &Session,
+    header: &RequestHeader,
+    request: Request,
+) -> Result<Bytes, EncodeError> {
+    match request {
+        Request::OffsetDelete(request) => encode(
+            header,
+            &offset_delete::handle(ctx, session, header, request).await,
+        ),
+        // Cluster admin APIs.
+        Request::ElectLeaders(request) => encode(
+            header,
+            &elect_leaders::handle(ctx, session, header, request).await,
+        ),
+        Request::AlterPartitionReassignments(request) => encode(
+            header,
+            &alter_partition_reassignments::handle(ctx, session, header, request).await,
+        ),
+        // Security admin APIs.
+        Request::DescribeAcls(request) => encode(
+            header,
+            &describe_acls::handle(ctx, session, header, request).await,
+        ),
+        Request::CreateAcls(request) => encode(
+            header,
+            &create_acls::handle(ctx, session, header, request).await,
+        ),
+        Request::DeleteAcls(request) => encode(
+            header,
+            &delete_acls::handle(ctx, session, header, request).await,
+        ),
+        Request::DescribeUserScramCredentials(request) => encode(
+            header,
+            &describe_user_scram_credentials::handle(ctx, session, header, request).await,
+        ),
+        Request::AlterUserScramCredentials(request) => encode(
+            header,
+            &alter_user_scram_credentials::handle(ctx, session, header, request).await,
+        ),
+        Request::DescribeCluster(request) => encode(
+            header,
+            &describe_cluster::handle(ctx, session, header, request),
+        ),
+        // Only what `dispatch` hands here; anything else would be its bug, answered by closing.
+        _ => Err(EncodeError::NotAdmin),
+    }
 }
 
 /// A frame the decoders refused. ApiVersions at an unknown version is answered (KIP-511: a v0
@@ -405,6 +468,9 @@ pub(crate) enum EncodeError {
         /// What the encoder said.
         source: anyhow::Error,
     },
+    /// A request [`dispatch`] should have answered itself reached [`admin`].
+    #[error("request routed to the admin dispatch by mistake")]
+    NotAdmin,
     /// The response is larger than a frame's i32 size prefix can say.
     #[error("response of {bytes} bytes does not fit a frame")]
     TooLarge {

@@ -272,6 +272,29 @@ fn refused_producer(access: &Access<'_>, request: &ProduceRequest) -> Option<i16
         .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED)
 }
 
+/// The `error_message` of NOT_ENOUGH_REPLICAS (issue 39 item 7): the partition, its replication
+/// factor and the min.insync.replicas in force, and when the factor is below it, that no acks=all
+/// write can ever succeed (clients otherwise retry silently until their timeout).
+fn not_enough_replicas_message(topic: &Topic, partition: i32) -> String {
+    let replication_factor = usize::try_from(partition)
+        .ok()
+        .and_then(|index| topic.record.replicas.get(index))
+        .map_or(0, Vec::len);
+    let min_isr = topic.config.min_insync_replicas;
+    let mut message = format!(
+        "The in-sync replicas of partition {}-{partition} are fewer than min.insync.replicas={min_isr} \
+         (replication factor {replication_factor}), so acks=all is refused",
+        topic.name
+    );
+    if u32::try_from(replication_factor).unwrap_or(u32::MAX) < min_isr {
+        message.push_str(
+            ": the replication factor is below min.insync.replicas, so no acks=all write can ever \
+             succeed; lower the topic's min.insync.replicas or add replicas",
+        );
+    }
+    message
+}
+
 /// Validates (or up-converts) one partition's records and appends them.
 async fn append(
     ctx: &Ctx,
@@ -289,9 +312,15 @@ async fn append(
     let acks = if acks == -1 { Acks::All } else { Acks::Leader };
     // The replica machine has the last word: it may not lead yet (the image moved first), and
     // acks=all needs min.insync.replicas in the ISR (19 before anything is appended).
-    let leader_epoch = partition
-        .admit_produce(acks)
-        .map_err(|error| error.code())?;
+    let leader_epoch = partition.admit_produce(acks).map_err(|error| {
+        let code = error.code();
+        let message = (code == error_code::NOT_ENOUGH_REPLICAS)
+            .then(|| not_enough_replicas_message(topic, partition_index));
+        Refusal {
+            message,
+            ..Refusal::from(code)
+        }
+    })?;
     if leader_epoch != image_epoch {
         return Err(error_code::NOT_LEADER_OR_FOLLOWER.into());
     }

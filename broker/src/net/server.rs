@@ -26,12 +26,13 @@ use crate::context::Ctx;
 use crate::net::admission::{Admissions, Admitted, ConnectionLimits, Refused};
 use crate::net::connection;
 use crate::net::frame_capture::FrameCapture;
-use crate::security::sasl::{Authenticator, CredentialStore, Mechanism};
+use crate::security::sasl::{Authenticator, LiveCredentials, Mechanism};
 use crate::security::session::{Principal, Session};
 
 /// What SASL listeners check clients against.
 pub(crate) struct SaslSetup {
-    pub(crate) store: Arc<CredentialStore>,
+    /// The credentials in force; each connection takes the set in force when it starts.
+    pub(crate) store: Arc<LiveCredentials>,
     pub(crate) mechanisms: Vec<Mechanism>,
 }
 
@@ -176,6 +177,18 @@ fn log_refused_size(set: std::io::Result<()>, key: &str, bytes: usize, peer: Soc
     }
 }
 
+/// The session of a connection on `bound` from `peer` before any authentication.
+fn anonymous_session(bound: &BoundListener, peer: SocketAddr) -> Session {
+    Session {
+        principal: Principal::anonymous(),
+        listener_name: bound.config.name.clone(),
+        security_protocol: bound.config.protocol,
+        advertised_host: bound.advertised.0.clone(),
+        advertised_port: bound.advertised.1,
+        peer_ip: Some(peer.ip()),
+    }
+}
+
 /// Runs the TLS handshake if the listener has TLS, prepares the session and the SASL exchange,
 /// and serves the connection.
 async fn start_connection(
@@ -190,17 +203,11 @@ async fn start_connection(
     set_buffer_sizes(&stream, &ctx.config, peer);
     let authentication_timeout = Duration::from_millis(ctx.config.authentication_timeout_ms);
     let authenticated_by = crate::clock::deadline_after(authentication_timeout);
-    let session = Session {
-        principal: Principal::anonymous(),
-        listener_name: bound.config.name.clone(),
-        security_protocol: bound.config.protocol,
-        advertised_host: bound.advertised.0.clone(),
-        advertised_port: bound.advertised.1,
-    };
+    let session = anonymous_session(bound, peer);
     let sasl = bound
         .sasl
         .as_ref()
-        .map(|setup| Authenticator::new(setup.store.clone(), setup.mechanisms.clone()));
+        .map(|setup| Authenticator::new(setup.store.current(), setup.mechanisms.clone()));
     let mut setup = connection::Setup {
         peer,
         ctx,

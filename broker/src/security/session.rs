@@ -101,6 +101,9 @@ pub struct Session {
     pub advertised_host: String,
     /// The port advertised with it.
     pub advertised_port: u16,
+    /// The client's address as the socket reports it (host ACLs match it); `None` only for
+    /// sessions not made from a socket (tests).
+    pub peer_ip: Option<std::net::IpAddr>,
 }
 
 impl Session {
@@ -112,6 +115,7 @@ impl Session {
             security_protocol: SecurityProtocol::Plaintext,
             advertised_host: "127.0.0.1".to_owned(),
             advertised_port: 9092,
+            peer_ip: None,
         }
     }
 }

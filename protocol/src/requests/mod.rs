@@ -11,6 +11,7 @@
 
 pub mod source;
 
+mod acls;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
@@ -19,6 +20,7 @@ mod create_topics;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
@@ -40,12 +42,17 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 mod sasl;
+mod scram;
 mod sync_group;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreatePartitionsRequest,
     IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
@@ -208,6 +215,13 @@ requests! {
     // Cluster admin APIs.
     ElectLeaders(ElectLeadersRequest) = elect_leaders::decode;
     AlterPartitionReassignments(AlterPartitionReassignmentsRequest) = alter_partition_reassignments::decode;
+    // Security admin APIs.
+    DescribeAcls(DescribeAclsRequest) = acls::decode_describe;
+    CreateAcls(CreateAclsRequest) = acls::decode_create;
+    DeleteAcls(DeleteAclsRequest) = acls::decode_delete;
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) = scram::decode_describe;
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest) = scram::decode_alter;
+    DescribeCluster(DescribeClusterRequest) = describe_cluster::decode;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

@@ -325,6 +325,12 @@ per_api_tests! {
     offset_delete: OffsetDelete;
     elect_leaders: ElectLeaders;
     alter_partition_reassignments: AlterPartitionReassignments;
+    describe_acls: DescribeAcls;
+    create_acls: CreateAcls;
+    delete_acls: DeleteAcls;
+    describe_user_scram_credentials: DescribeUserScramCredentials;
+    alter_user_scram_credentials: AlterUserScramCredentials;
+    describe_cluster: DescribeCluster;
 }
 
 #[test]
@@ -620,6 +626,12 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::ListPartitionReassignments(m) => &mut m.unknown_tagged_fields,
         Request::ElectLeaders(m) => &mut m.unknown_tagged_fields,
         Request::AlterPartitionReassignments(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeAcls(m) => &mut m.unknown_tagged_fields,
+        Request::CreateAcls(m) => &mut m.unknown_tagged_fields,
+        Request::DeleteAcls(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeUserScramCredentials(m) => &mut m.unknown_tagged_fields,
+        Request::AlterUserScramCredentials(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeCluster(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })

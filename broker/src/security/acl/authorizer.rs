@@ -13,18 +13,29 @@
 //! answers questions about one).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
 
 use super::model::{
-    Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType, WILDCARD_NAME,
+    host_matches, Acl, AclPrincipal, Operation, PatternType, Permission, ResourceType,
+    WILDCARD_NAME,
 };
 use crate::security::session::Principal;
 
 /// The rule of one ACL, as the index keeps it (its pattern and principal are the keys it is
 /// stored under).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Rule {
     permission: Permission,
     operation: Operation,
+    /// `*` or one client address ([`host_matches`]).
+    host: String,
+}
+
+/// Who asks: the principal and, when known, the client's address (host ACLs need it).
+#[derive(Debug, Clone, Copy)]
+struct Asker<'a> {
+    principal: &'a Principal,
+    peer: Option<IpAddr>,
 }
 
 /// The ACLs of one pattern, by principal: a check looks up its own principal instead of scanning
@@ -46,19 +57,27 @@ impl PatternAcls {
     }
 
     /// The rules that apply to `principal`.
-    fn rules_for<'a>(&'a self, principal: &Principal) -> impl Iterator<Item = &'a Rule> + 'a {
-        let own = self.by_user.get(&principal.user).into_iter().flatten();
-        self.any_user.iter().chain(own)
+    fn rules_for<'a>(&'a self, asker: Asker<'_>) -> impl Iterator<Item = &'a Rule> + 'a {
+        let own = self
+            .by_user
+            .get(&asker.principal.user)
+            .into_iter()
+            .flatten();
+        let peer = asker.peer;
+        self.any_user
+            .iter()
+            .chain(own)
+            .filter(move |rule| host_matches(&rule.host, peer))
     }
 
-    fn denies(&self, principal: &Principal, operation: Operation) -> bool {
-        self.rules_for(principal).any(|rule| {
+    fn denies(&self, asker: Asker<'_>, operation: Operation) -> bool {
+        self.rules_for(asker).any(|rule| {
             rule.permission == Permission::Deny && rule.operation.deny_refuses(operation)
         })
     }
 
-    fn allows(&self, principal: &Principal, operation: Operation) -> bool {
-        self.rules_for(principal).any(|rule| {
+    fn allows(&self, asker: Asker<'_>, operation: Operation) -> bool {
+        self.rules_for(asker).any(|rule| {
             rule.permission == Permission::Allow && rule.operation.allow_grants(operation)
         })
     }
@@ -102,31 +121,35 @@ impl TypeIndex {
 #[derive(Debug)]
 pub struct Authorizer {
     /// One index per [`ResourceType`], in [`ResourceType::ALL`] order.
-    by_type: [TypeIndex; 4],
+    by_type: [TypeIndex; 6],
     super_users: HashSet<String>,
     allow_everyone_if_no_acl_found: bool,
     acl_count: usize,
 }
 
 /// The index of `resource_type`'s ACLs: one per resource type, in `ResourceType`'s order.
-fn type_index(by_type: &[TypeIndex; 4], resource_type: ResourceType) -> &TypeIndex {
-    let [topic, group, cluster, transactional_id] = by_type;
+fn type_index(by_type: &[TypeIndex; 6], resource_type: ResourceType) -> &TypeIndex {
+    let [topic, group, cluster, transactional_id, token, user] = by_type;
     match resource_type {
         ResourceType::Topic => topic,
         ResourceType::Group => group,
         ResourceType::Cluster => cluster,
         ResourceType::TransactionalId => transactional_id,
+        ResourceType::DelegationToken => token,
+        ResourceType::User => user,
     }
 }
 
 /// [`type_index`], to fill.
-fn type_index_mut(by_type: &mut [TypeIndex; 4], resource_type: ResourceType) -> &mut TypeIndex {
-    let [topic, group, cluster, transactional_id] = by_type;
+fn type_index_mut(by_type: &mut [TypeIndex; 6], resource_type: ResourceType) -> &mut TypeIndex {
+    let [topic, group, cluster, transactional_id, token, user] = by_type;
     match resource_type {
         ResourceType::Topic => topic,
         ResourceType::Group => group,
         ResourceType::Cluster => cluster,
         ResourceType::TransactionalId => transactional_id,
+        ResourceType::DelegationToken => token,
+        ResourceType::User => user,
     }
 }
 
@@ -137,12 +160,13 @@ impl Authorizer {
         super_users: impl IntoIterator<Item = String>,
         allow_everyone_if_no_acl_found: bool,
     ) -> Self {
-        let mut by_type: [TypeIndex; 4] = Default::default();
+        let mut by_type: [TypeIndex; 6] = Default::default();
         for acl in acls {
             let index = type_index_mut(&mut by_type, acl.pattern.resource_type);
             let rule = Rule {
                 permission: acl.permission,
                 operation: acl.operation,
+                host: acl.host.clone(),
             };
             let name = acl.pattern.name.clone();
             let patterns = match acl.pattern.pattern_type {
@@ -167,7 +191,8 @@ impl Authorizer {
         self.acl_count
     }
 
-    /// Whether `principal` may perform `operation` on the resource `resource_type`/`name`.
+    /// Whether `principal`, at an unknown address (only `*`-host ACLs apply), may perform
+    /// `operation` on the resource `resource_type`/`name`.
     pub fn authorize(
         &self,
         principal: &Principal,
@@ -175,6 +200,20 @@ impl Authorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
+        self.authorize_from(principal, None, operation, resource_type, name)
+    }
+
+    /// Whether `principal`, connected from `peer`, may perform `operation` on the resource
+    /// `resource_type`/`name`.
+    pub fn authorize_from(
+        &self,
+        principal: &Principal,
+        peer: Option<IpAddr>,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        let asker = Asker { principal, peer };
         if self.super_users.contains(&principal.user) {
             return true;
         }
@@ -182,7 +221,7 @@ impl Authorizer {
         let mut allowed = false;
         for patterns in type_index(&self.by_type, resource_type).matching(name) {
             found_any = true;
-            for rule in patterns.rules_for(principal) {
+            for rule in patterns.rules_for(asker) {
                 match rule.permission {
                     Permission::Deny if rule.operation.deny_refuses(operation) => return false,
                     Permission::Allow if rule.operation.allow_grants(operation) => allowed = true,
@@ -209,6 +248,18 @@ impl Authorizer {
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
+        self.authorize_any_from(principal, None, operation, resource_type)
+    }
+
+    /// [`Authorizer::authorize_any`] for a client connected from `peer`.
+    pub fn authorize_any_from(
+        &self,
+        principal: &Principal,
+        peer: Option<IpAddr>,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let asker = Asker { principal, peer };
         if self.super_users.contains(&principal.user) {
             return true;
         }
@@ -216,8 +267,8 @@ impl Authorizer {
         if index.is_empty() {
             return self.allow_everyone_if_no_acl_found;
         }
-        let denies = |patterns: &PatternAcls| patterns.denies(principal, operation);
-        let allows = |patterns: &PatternAcls| patterns.allows(principal, operation);
+        let denies = |patterns: &PatternAcls| patterns.denies(asker, operation);
+        let allows = |patterns: &PatternAcls| patterns.allows(asker, operation);
         if index.literal.get(WILDCARD_NAME).is_some_and(denies) {
             return false;
         }
@@ -265,7 +316,25 @@ mod tests {
                 pattern_type,
                 name: name.to_owned(),
             },
+            host: crate::security::acl::model::ANY_HOST.to_owned(),
         }
+    }
+
+    #[test]
+    fn host_acls_apply_to_their_address_only() {
+        let mut from_one = acl(Allow, "alice", Read, Topic, Literal, "orders");
+        from_one.host = "10.0.0.1".to_owned();
+        let mut deny_loopback = acl(Deny, "*", Read, Topic, Literal, "orders");
+        deny_loopback.host = "0:0:0:0:0:0:0:1".to_owned();
+        let authorizer = Authorizer::new(&[from_one, deny_loopback], [], false);
+        let at = |text: &str| Some(text.parse::<IpAddr>().expect("address"));
+        assert!(authorizer.authorize_from(&alice(), at("10.0.0.1"), Read, Topic, "orders"));
+        assert!(!authorizer.authorize_from(&alice(), at("10.0.0.2"), Read, Topic, "orders"));
+        assert!(!authorizer.authorize(&alice(), Read, Topic, "orders"));
+        // Java writes ::1 in full; both spellings are one address.
+        assert!(!authorizer.authorize_from(&alice(), at("::1"), Read, Topic, "orders"));
+        assert!(authorizer.authorize_any_from(&alice(), at("10.0.0.1"), Read, Topic));
+        assert!(!authorizer.authorize_any_from(&alice(), at("10.0.0.3"), Read, Topic));
     }
 
     use Operation::*;

@@ -12,7 +12,8 @@
 //!   every resource of the type), `<type>:prefixed:<prefix>` (every name starting with the
 //!   prefix), `<type>:literal:<name>` (for a literal name that itself starts with `prefixed:` or
 //!   `literal:`), and `cluster` (also `cluster:kafka-cluster`);
-//! - host: only `*` (any host), the default; the session does not carry the peer address yet.
+//! - host: only `*` (any host), the default. ACLs for one client address are made with Kafka's
+//!   `kafka-acls.sh --allow-host` (CreateAcls), which the file, now only a bootstrap, does not need.
 //!
 //! A `#` begins a comment only at the start of a word, so `group:a#b` names the group `a#b`.
 //! Names cannot contain whitespace.
@@ -21,7 +22,7 @@
 //! [`ACL_FILE_BYTES_MAX`] bytes or [`ACL_COUNT_MAX`] ACLs.
 
 use super::model::{
-    Acl, AclPrincipal, Operation, PatternType, Permission, ResourcePattern, ResourceType,
+    Acl, AclPrincipal, Operation, PatternType, Permission, ResourcePattern, ResourceType, ANY_HOST,
     CLUSTER_NAME, WILDCARD_NAME,
 };
 
@@ -30,9 +31,6 @@ use super::model::{
 pub const ACL_FILE_BYTES_MAX: usize = 1024 * 1024;
 /// Most ACLs one file may hold (after comma-separated operations are expanded).
 pub const ACL_COUNT_MAX: usize = 10_000;
-
-/// The only host an ACL may name.
-const ANY_HOST: &str = "*";
 
 /// Why an ACL file was refused.
 #[non_exhaustive]
@@ -189,12 +187,12 @@ pub fn parse(text: &str) -> Result<Vec<Acl>, AclFileError> {
                     max: ACL_COUNT_MAX,
                 });
             }
-            acls.push(Acl {
+            acls.push(Acl::from_any_host(
                 permission,
-                principal: principal.clone(),
+                principal.clone(),
                 operation,
-                pattern: pattern.clone(),
-            });
+                pattern.clone(),
+            ));
         }
     }
     Ok(acls)
@@ -440,11 +438,8 @@ mod tests {
             proptest::sample::select(Operation::ALL.to_vec()),
             pattern,
         )
-            .prop_map(|(permission, principal, operation, pattern)| Acl {
-                permission,
-                principal,
-                operation,
-                pattern,
+            .prop_map(|(permission, principal, operation, pattern)| {
+                Acl::from_any_host(permission, principal, operation, pattern)
             })
     }
 

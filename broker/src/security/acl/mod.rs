@@ -1,17 +1,22 @@
-//! Authorization: Kafka's ACL model ([`model`]), the decision over an indexed ACL set
-//! ([`authorizer`]), the ACL file format ([`file`], documented there), the live set that the
-//! reload task replaces when the file changes ([`reload`]), and [`Access`], the one helper every
-//! handler asks.
+//! Authorization: Kafka's ACL model ([`model`]), the bindings and filters of Kafka's ACL APIs
+//! ([`binding`]), the decision over an indexed ACL set ([`authorizer`]), the ACL file format
+//! ([`file`], documented there), the task that rereads the file and hands its ACLs to the
+//! security store, which imports them while the store follows this broker's file ([`reload`]),
+//! the live set, and [`Access`], the one helper every handler asks.
 //!
-//! With no `skiff.acl.file` there is no authorization at all: [`Access`] holds no authorizer and
-//! every check is one branch that says yes. With a file, the principal of the connection's
-//! [`Session`] is checked against it; `super.users` bypass every ACL, and a resource no ACL names
-//! is refused unless `allow.everyone.if.no.acl.found`.
+//! Authorization is on with `authorizer.class.name` or `skiff.acl.file`; otherwise [`Access`]
+//! holds no authorizer and every check is one branch that says yes. The ACLs live in the metadata
+//! store (the broker's `cluster::security_store` mirrors them and calls
+//! [`AclState::replace_acls`]); the file is only a bootstrap, imported by the first broker that
+//! finds none there. The principal and address of the connection's [`Session`] are checked;
+//! `super.users` bypass every ACL, and a resource no ACL names is refused unless
+//! `allow.everyone.if.no.acl.found`.
 //!
-//! Must never: let a request change the ACLs (only the file does), or keep serving a half-built
-//! set (a new set replaces the old one whole, or not at all).
+//! Must never: read the store on a request's path (checks answer from the in-memory index), or
+//! keep serving a half-built set (a new set replaces the old one whole, or not at all).
 
 pub mod authorizer;
+pub mod binding;
 pub mod file;
 pub mod model;
 pub(crate) mod reload;
@@ -27,23 +32,24 @@ pub use model::{Acl, AclPrincipal, Operation, PatternType, Permission, ResourceT
 use crate::metrics::Metrics;
 use crate::security::session::{Principal, Session};
 
-/// The live ACL set and what is needed to rebuild it from the file.
+/// The live ACL set and what is needed to rebuild it.
 #[derive(Debug)]
 pub(crate) struct AclState {
     current: RwLock<Arc<Authorizer>>,
     settings: AclSettings,
     /// The file text loaded at start-up, so the reload task's first look does not reload it.
     loaded_text: String,
+    /// The file's ACLs as loaded at start-up (empty without a file): the bootstrap.
+    file_acls: Vec<Acl>,
 }
 
 /// What authorization is configured with (`skiff.acl.file`, `super.users`,
 /// `allow.everyone.if.no.acl.found`, `skiff.acl.reload.interval.ms`): whoever reads the config
-/// builds it, so this module never reads the config itself. The file is reread when it changes;
-/// the other settings do not reload.
+/// builds it, so this module never reads the config itself. The settings do not reload.
 #[derive(Debug, Clone)]
 pub(crate) struct AclSettings {
-    /// The ACL file.
-    pub(crate) path: std::path::PathBuf,
+    /// The ACL file to bootstrap the store from, if any.
+    pub(crate) path: Option<std::path::PathBuf>,
     /// Principal names (after `User:`) that bypass every ACL.
     pub(crate) super_users: Vec<String>,
     /// Whether a resource no ACL names is allowed to everyone.
@@ -103,27 +109,29 @@ impl AclState {
         }
     }
 
-    fn replace(&self, authorizer: Authorizer) {
-        let authorizer = Arc::new(authorizer);
+    /// Replaces the set in force with `acls` (the store's, as the security store's mirror holds
+    /// them), whole.
+    pub(crate) fn replace_acls(&self, acls: &[Acl]) {
+        let authorizer = Arc::new(build(&self.settings, acls));
         match self.current.write() {
             Ok(mut current) => *current = authorizer,
             Err(poisoned) => *poisoned.into_inner() = authorizer,
         }
     }
 
-    /// Builds a set from the file's text.
-    fn build(&self, text: &str) -> Result<Authorizer, file::AclFileError> {
-        build(&self.settings, text)
+    /// The file and its ACLs as loaded at start-up, if a file is configured.
+    pub(crate) fn file(&self) -> Option<(&Path, &[Acl])> {
+        let path = self.settings.path.as_deref()?;
+        Some((path, &self.file_acls))
     }
 }
 
-fn build(settings: &AclSettings, text: &str) -> Result<Authorizer, file::AclFileError> {
-    let acls = file::parse(text)?;
-    Ok(Authorizer::new(
-        &acls,
+fn build(settings: &AclSettings, acls: &[Acl]) -> Authorizer {
+    Authorizer::new(
+        acls,
         settings.super_users.iter().cloned(),
         settings.allow_everyone_if_no_acl_found,
-    ))
+    )
 }
 
 /// The shortest reload interval, so a tiny setting cannot turn the reload task into a busy loop.
@@ -143,7 +151,8 @@ fn read_file(path: &Path) -> Result<String, ReadError> {
     Ok(std::fs::read_to_string(path)?)
 }
 
-/// Loads the ACL file at start-up: `None` when no ACL file is configured (no authorization).
+/// Loads the ACL file, if one is configured, at start-up: `None` when authorization is off. The
+/// set in force starts as the file's (or empty) until the store's mirror replaces it.
 pub(crate) fn load_at_start(
     settings: Option<AclSettings>,
 ) -> Result<Option<Arc<AclState>>, AclLoadError> {
@@ -151,22 +160,39 @@ pub(crate) fn load_at_start(
         return Ok(None);
     };
     settings.reload_interval_ms = settings.reload_interval_ms.max(RELOAD_INTERVAL_MS_MIN);
-    let path = settings.path.clone();
-    let text = read_file(&path).map_err(|error| error.at(&path))?;
-    let authorizer = build(&settings, &text).map_err(|error| ReadError::from(error).at(&path))?;
-    tracing::info!(path = %path.display(), acls = authorizer.acl_count(), "ACLs loaded");
+    let (text, file_acls) = match &settings.path {
+        None => (String::new(), Vec::new()),
+        Some(path) => {
+            let text = read_file(path).map_err(|error| error.at(path))?;
+            let acls = file::parse(&text).map_err(|error| ReadError::from(error).at(path))?;
+            tracing::info!(path = %path.display(), acls = acls.len(), "ACL file loaded");
+            (text, acls)
+        }
+    };
+    let authorizer = build(&settings, &file_acls);
     Ok(Some(Arc::new(AclState {
         current: RwLock::new(Arc::new(authorizer)),
         settings,
         loaded_text: text,
+        file_acls,
     })))
 }
 
-/// Starts the reload task when an ACL file is configured; it stops with the broker.
-pub(crate) fn spawn_reload(acl: Option<&Arc<AclState>>, shutdown: watch::Receiver<bool>) {
-    if let Some(state) = acl {
-        tokio::spawn(reload::run(state.clone(), shutdown));
-    }
+/// The ACLs of the file each time its text changes and parses, as the reload task sends them.
+pub(crate) type FileAcls = watch::Receiver<Option<Arc<Vec<Acl>>>>;
+
+/// Starts the reload task when an ACL file is configured; it stops with the broker. The
+/// receiver gets the file's ACLs whenever the file changes (the security store decides whether
+/// this broker still follows its file).
+pub(crate) fn spawn_reload(
+    acl: Option<&Arc<AclState>>,
+    shutdown: watch::Receiver<bool>,
+) -> Option<FileAcls> {
+    let state = acl?;
+    let path = state.settings.path.clone()?;
+    let (sender, receiver) = watch::channel(None);
+    tokio::spawn(reload::run(state.clone(), path, sender, shutdown));
+    Some(receiver)
 }
 
 /// What one request's principal may do: built once per request by its handler (through
@@ -175,6 +201,7 @@ pub(crate) fn spawn_reload(acl: Option<&Arc<AclState>>, shutdown: watch::Receive
 pub(crate) struct Access<'a> {
     authorizer: Option<Arc<Authorizer>>,
     principal: &'a Principal,
+    peer: Option<std::net::IpAddr>,
     metrics: &'a Metrics,
     api_key: i16,
 }
@@ -191,6 +218,7 @@ impl<'a> Access<'a> {
         Self {
             authorizer: acl.map(|state| state.current()),
             principal: &session.principal,
+            peer: session.peer_ip,
             metrics,
             api_key,
         }
@@ -213,7 +241,8 @@ impl<'a> Access<'a> {
         let Some(authorizer) = &self.authorizer else {
             return true;
         };
-        let allowed = authorizer.authorize(self.principal, operation, resource_type, name);
+        let allowed =
+            authorizer.authorize_from(self.principal, self.peer, operation, resource_type, name);
         if !allowed {
             self.refused(operation, resource_type, name);
         }
@@ -234,8 +263,23 @@ impl<'a> Access<'a> {
         name: &str,
     ) -> bool {
         self.authorizer.as_ref().is_none_or(|authorizer| {
-            authorizer.authorize(self.principal, operation, resource_type, name)
+            authorizer.authorize_from(self.principal, self.peer, operation, resource_type, name)
         })
+    }
+
+    /// The operations the principal may perform on `resource_type`/`name`, as Kafka's bit field
+    /// (bit `1 << code` per operation of [`ResourceType::supported_operations`]); refusals are not
+    /// counted.
+    pub(crate) fn authorized_operations(&self, resource_type: ResourceType, name: &str) -> i32 {
+        resource_type
+            .supported_operations()
+            .iter()
+            .filter(|operation| self.may(**operation, resource_type, name))
+            .fold(0i32, |bits, operation| {
+                bits | 1i32
+                    .checked_shl(u32::from(operation.code().unsigned_abs()))
+                    .unwrap_or(0)
+            })
     }
 
     /// Idempotent production: IdempotentWrite on the cluster, or (Kafka 3.x, KIP-679) Write on
@@ -244,13 +288,18 @@ impl<'a> Access<'a> {
         let Some(authorizer) = &self.authorizer else {
             return true;
         };
-        let allowed =
-            authorizer.authorize(
-                self.principal,
-                Operation::IdempotentWrite,
-                ResourceType::Cluster,
-                model::CLUSTER_NAME,
-            ) || authorizer.authorize_any(self.principal, Operation::Write, ResourceType::Topic);
+        let allowed = authorizer.authorize_from(
+            self.principal,
+            self.peer,
+            Operation::IdempotentWrite,
+            ResourceType::Cluster,
+            model::CLUSTER_NAME,
+        ) || authorizer.authorize_any_from(
+            self.principal,
+            self.peer,
+            Operation::Write,
+            ResourceType::Topic,
+        );
         if !allowed {
             self.refused(
                 Operation::IdempotentWrite,
@@ -284,7 +333,7 @@ mod tests {
         assert!(load_at_start(None).expect("no file").is_none());
         let path = directory.path().join("acls.txt");
         let settings = AclSettings {
-            path: path.clone(),
+            path: Some(path.clone()),
             super_users: vec!["admin".to_owned()],
             allow_everyone_if_no_acl_found: false,
             reload_interval_ms: 0,

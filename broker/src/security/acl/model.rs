@@ -17,15 +17,21 @@ pub enum ResourceType {
     Cluster,
     /// A transactional producer id.
     TransactionalId,
+    /// A delegation token (stored and listed; Skiff issues no tokens, so nothing checks it).
+    DelegationToken,
+    /// A user, for CreateTokens on another user's behalf (stored and listed, never checked).
+    User,
 }
 
 impl ResourceType {
     /// Every resource type, in file order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 6] = [
         Self::Topic,
         Self::Group,
         Self::Cluster,
         Self::TransactionalId,
+        Self::DelegationToken,
+        Self::User,
     ];
 
     /// The spelling in the ACL file.
@@ -35,6 +41,56 @@ impl ResourceType {
             Self::Group => "group",
             Self::Cluster => "cluster",
             Self::TransactionalId => "transactional-id",
+            Self::DelegationToken => "delegation-token",
+            Self::User => "user",
+        }
+    }
+
+    /// Kafka's wire code (`ResourceType` in the ACL APIs).
+    pub fn code(self) -> i8 {
+        match self {
+            Self::Topic => 2,
+            Self::Group => 3,
+            Self::Cluster => 4,
+            Self::TransactionalId => 5,
+            Self::DelegationToken => 6,
+            Self::User => 7,
+        }
+    }
+
+    /// The resource type of a wire code; `None` for UNKNOWN (0), ANY (1) and codes Kafka lacks.
+    pub fn from_code(code: i8) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.code() == code)
+    }
+
+    /// The operations Kafka's `AclEntry.supportedOperations` lists for this type: what an
+    /// authorized-operations bit field (DescribeCluster, Metadata) may contain.
+    pub fn supported_operations(self) -> &'static [Operation] {
+        use Operation::*;
+        match self {
+            Self::Topic => &[
+                Read,
+                Write,
+                Create,
+                Describe,
+                Delete,
+                Alter,
+                DescribeConfigs,
+                AlterConfigs,
+            ],
+            Self::Group => &[Read, Describe, Delete, DescribeConfigs, AlterConfigs],
+            Self::Cluster => &[
+                Create,
+                ClusterAction,
+                DescribeConfigs,
+                AlterConfigs,
+                IdempotentWrite,
+                Alter,
+                Describe,
+            ],
+            Self::TransactionalId => &[Describe, Write, TwoPhaseCommit],
+            Self::DelegationToken => &[Describe],
+            Self::User => &[CreateTokens, DescribeTokens],
         }
     }
 
@@ -60,6 +116,23 @@ pub enum PatternType {
     Literal,
     /// Resource names that start with the pattern's name.
     Prefixed,
+}
+
+impl PatternType {
+    /// Kafka's wire code (LITERAL 3, PREFIXED 4).
+    pub fn code(self) -> i8 {
+        match self {
+            Self::Literal => 3,
+            Self::Prefixed => 4,
+        }
+    }
+
+    /// The pattern type of a wire code; `None` for UNKNOWN, ANY, MATCH and codes Kafka lacks.
+    pub fn from_code(code: i8) -> Option<Self> {
+        [Self::Literal, Self::Prefixed]
+            .into_iter()
+            .find(|kind| kind.code() == code)
+    }
 }
 
 /// What an ACL applies to: a resource type and a name pattern.
@@ -109,11 +182,17 @@ pub enum Operation {
     AlterConfigs,
     /// Produce idempotently.
     IdempotentWrite,
+    /// Create delegation tokens (stored and listed; Skiff issues no tokens).
+    CreateTokens,
+    /// Describe delegation tokens (stored and listed; Skiff issues no tokens).
+    DescribeTokens,
+    /// Two-phase commit of transactions (KIP-939; stored and listed, never checked).
+    TwoPhaseCommit,
 }
 
 impl Operation {
     /// Every operation, in file order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 14] = [
         Self::All,
         Self::Read,
         Self::Write,
@@ -125,6 +204,9 @@ impl Operation {
         Self::DescribeConfigs,
         Self::AlterConfigs,
         Self::IdempotentWrite,
+        Self::CreateTokens,
+        Self::DescribeTokens,
+        Self::TwoPhaseCommit,
     ];
 
     /// The spelling in the ACL file.
@@ -141,7 +223,37 @@ impl Operation {
             Self::DescribeConfigs => "describe-configs",
             Self::AlterConfigs => "alter-configs",
             Self::IdempotentWrite => "idempotent-write",
+            Self::CreateTokens => "create-tokens",
+            Self::DescribeTokens => "describe-tokens",
+            Self::TwoPhaseCommit => "two-phase-commit",
         }
+    }
+
+    /// Kafka's wire code (`AclOperation`: ALL 2 … TWO_PHASE_COMMIT 15).
+    pub fn code(self) -> i8 {
+        match self {
+            Self::All => 2,
+            Self::Read => 3,
+            Self::Write => 4,
+            Self::Create => 5,
+            Self::Delete => 6,
+            Self::Alter => 7,
+            Self::Describe => 8,
+            Self::ClusterAction => 9,
+            Self::DescribeConfigs => 10,
+            Self::AlterConfigs => 11,
+            Self::IdempotentWrite => 12,
+            Self::CreateTokens => 13,
+            Self::DescribeTokens => 14,
+            Self::TwoPhaseCommit => 15,
+        }
+    }
+
+    /// The operation of a wire code; `None` for UNKNOWN (0), ANY (1) and codes Kafka lacks.
+    pub fn from_code(code: i8) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|operation| operation.code() == code)
     }
 
     /// Parses the file spelling, case-insensitive, with `-`, `_` or nothing between words
@@ -190,6 +302,21 @@ impl Permission {
             Self::Allow => "allow",
             Self::Deny => "deny",
         }
+    }
+
+    /// Kafka's wire code (`AclPermissionType`: DENY 2, ALLOW 3).
+    pub fn code(self) -> i8 {
+        match self {
+            Self::Deny => 2,
+            Self::Allow => 3,
+        }
+    }
+
+    /// The permission of a wire code; `None` for UNKNOWN (0), ANY (1) and codes Kafka lacks.
+    pub fn from_code(code: i8) -> Option<Self> {
+        [Self::Deny, Self::Allow]
+            .into_iter()
+            .find(|permission| permission.code() == code)
     }
 }
 
@@ -246,8 +373,7 @@ impl fmt::Display for AclPrincipal {
 }
 
 /// One ACL: `permission` for `principal` to perform `operation` on resources matching `pattern`,
-/// from any host (host-specific ACLs are refused by the parser: the session carries no peer
-/// address yet).
+/// from `host` (`*` for every host, else one client address as Kafka writes it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Acl {
     /// Allow or deny.
@@ -258,6 +384,45 @@ pub struct Acl {
     pub operation: Operation,
     /// On what.
     pub pattern: ResourcePattern,
+    /// From which client address: [`ANY_HOST`] or an IP address.
+    pub host: String,
+}
+
+impl Acl {
+    /// An ACL from every host (`*`), as the file writes them.
+    pub fn from_any_host(
+        permission: Permission,
+        principal: AclPrincipal,
+        operation: Operation,
+        pattern: ResourcePattern,
+    ) -> Self {
+        Self {
+            permission,
+            principal,
+            operation,
+            pattern,
+            host: ANY_HOST.to_owned(),
+        }
+    }
+}
+
+/// The host of an ACL that applies to every client address.
+pub const ANY_HOST: &str = "*";
+
+/// Whether an ACL for `acl_host` applies to a client at `peer`: `*` always; an address when it is
+/// the client's (compared as addresses, so `::1` and Java's `0:0:0:0:0:0:0:1` agree); nothing else
+/// when the client's address is unknown.
+pub fn host_matches(acl_host: &str, peer: Option<std::net::IpAddr>) -> bool {
+    if acl_host == ANY_HOST {
+        return true;
+    }
+    let Some(peer) = peer else {
+        return false;
+    };
+    match acl_host.parse::<std::net::IpAddr>() {
+        Ok(address) => address == peer,
+        Err(_) => acl_host == peer.to_string(),
+    }
 }
 
 /// Lower case without `-` and `_`, so `ClusterAction`, `cluster-action` and `CLUSTER_ACTION` are

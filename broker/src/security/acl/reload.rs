@@ -1,23 +1,28 @@
 //! The ACL reload task: every `skiff.acl.reload.interval.ms` it reads the ACL file and, when the
-//! text differs from the last one it saw, parses it; a set that parses replaces the live one
-//! whole, one that does not is logged as an error and the live set stays. Comparing the text
+//! text differs from the last one it saw, parses it; a set that parses is sent whole to the
+//! security store (which imports it while this broker's file is the one the store follows), one
+//! that does not is logged as an error and nothing is sent. Comparing the text
 //! (rather than the modification time) catches rewrites within the file system's time
 //! granularity; the file is at most [`super::file::ACL_FILE_BYTES_MAX`] bytes.
 //!
-//! Must never: leave the broker without an ACL set (a missing or broken file keeps the old one),
-//! or outlive the broker (it stops when `shutdown` turns true).
+//! Must never: send a half-parsed set (a missing or broken file sends nothing), or outlive the
+//! broker (it stops when `shutdown` turns true).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::AclState;
+use super::{Acl, AclState};
 
 /// Runs until `stop` turns true.
-pub(crate) async fn run(state: Arc<AclState>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn run(
+    state: Arc<AclState>,
+    path: std::path::PathBuf,
+    changed: watch::Sender<Option<Arc<Vec<Acl>>>>,
+    mut stop: watch::Receiver<bool>,
+) {
     let interval = Duration::from_millis(state.settings.reload_interval_ms);
-    let path = state.settings.path.clone();
     // The text the live set was built from, or the last text refused (so a broken file is
     // reported once, not at every tick).
     let mut last_text: Option<String> = Some(state.loaded_text.clone());
@@ -51,11 +56,10 @@ pub(crate) async fn run(state: Arc<AclState>, mut stop: watch::Receiver<bool>) {
         if last_text.as_ref() == Some(&text) {
             continue;
         }
-        match state.build(&text) {
-            Ok(authorizer) => {
-                let acls = authorizer.acl_count();
-                state.replace(authorizer);
-                tracing::info!(path = %path.display(), acls, "ACLs reloaded");
+        match super::file::parse(&text) {
+            Ok(acls) => {
+                tracing::info!(path = %path.display(), acls = acls.len(), "ACL file changed");
+                changed.send_replace(Some(Arc::new(acls)));
             }
             Err(error) => {
                 tracing::error!(path = %path.display(), %error, "the ACL file does not parse; the ACLs in force stay");

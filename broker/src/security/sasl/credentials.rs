@@ -1,5 +1,6 @@
-//! The SCRAM credentials store: users' salted keys, never their passwords, loaded from a text
-//! file; and the fake credential that stands in for an unknown user.
+//! The SCRAM credentials store: users' salted keys, never their passwords, from the metadata
+//! store or (the bootstrap) a text file; and the fake credential that stands in for an unknown
+//! user.
 //!
 //! File format, one credential a line, fields separated by single spaces; blank lines and lines
 //! starting with `#` are ignored:
@@ -72,6 +73,23 @@ pub fn credential_from_password(
 ) -> ScramCredential {
     let salted = crypto::salted_password(mechanism, password.as_bytes(), salt, iterations);
     let (stored_key, server_key) = crypto::stored_and_server_keys(mechanism, &salted);
+    ScramCredential {
+        salt: salt.to_vec(),
+        iterations,
+        stored_key,
+        server_key,
+    }
+}
+
+/// The credential of a salted password (AlterUserScramCredentials sends the salted password,
+/// never the password): StoredKey and ServerKey as RFC 5802 derives them.
+pub fn credential_from_salted_password(
+    mechanism: ScramMechanism,
+    salted_password: &[u8],
+    salt: &[u8],
+    iterations: u32,
+) -> ScramCredential {
+    let (stored_key, server_key) = crypto::stored_and_server_keys(mechanism, salted_password);
     ScramCredential {
         salt: salt.to_vec(),
         iterations,
@@ -160,6 +178,21 @@ impl CredentialStore {
             }
         }
         Self::with_users(users, server_secret)
+    }
+
+    /// A store of `users` (the metadata store's, as the security store's mirror holds them).
+    pub fn from_users(
+        users: HashMap<(ScramMechanism, String), ScramCredential>,
+        server_secret: &[u8],
+    ) -> Result<Self, SaslError> {
+        Self::with_users(users, server_secret)
+    }
+
+    /// Every credential: the bootstrap import writes them to the metadata store.
+    pub fn credentials(&self) -> impl Iterator<Item = (ScramMechanism, &str, &ScramCredential)> {
+        self.users
+            .iter()
+            .map(|((mechanism, user), credential)| (*mechanism, user.as_str(), credential))
     }
 
     fn with_users(

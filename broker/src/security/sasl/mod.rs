@@ -6,6 +6,9 @@
 //! password (a fake credential derived from a server secret stands in for the missing one, and
 //! every check runs to the end before the answer is decided).
 //!
+//! [`live`] holds the set in force, which the metadata store's mirror replaces whole when a user
+//! changes; each connection takes the set in force when it starts its exchange.
+//!
 //! [`authenticator`] runs one connection's exchange (SaslHandshake v0 with bare tokens, v1 with
 //! SaslAuthenticate); the broker's connection task feeds it frames and sends what comes out. Fresh
 //! server nonces are passed in (see [`scram::fresh_nonce`]), so tests are deterministic.
@@ -16,11 +19,13 @@
 pub mod authenticator;
 pub mod credentials;
 mod crypto;
+pub mod live;
 pub mod plain;
 pub mod scram;
 
 pub use authenticator::{Authenticator, HandshakeError, Mechanism, TokenFraming, TokenOutcome};
 pub use credentials::{CredentialStore, ScramCredential};
+pub use live::LiveCredentials;
 pub use scram::ScramMechanism;
 
 /// Largest SASL message accepted from a client. PLAIN and SCRAM messages are a few hundred bytes;

@@ -23,7 +23,7 @@ use super::{check_size, crypto, SaslError, SaslStep};
 pub const SERVER_NONCE_BYTES: usize = 24;
 
 /// The SCRAM hash functions served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScramMechanism {
     /// SCRAM-SHA-256 (RFC 7677).
     Sha256,
