@@ -69,6 +69,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // v1 (Kafka 4.1, KIP-860's allow_replication_factor_change) is not decoded: clients that do
     // not refuse replication factor changes send v0.
     row(ApiKey::AlterPartitionReassignments, 0, 0, 0),
+    // Client quota admin APIs: every version Kafka 4.1 accepts.
+    row(ApiKey::DescribeClientQuotas, 0, 1, 1),
+    row(ApiKey::AlterClientQuotas, 0, 1, 1),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

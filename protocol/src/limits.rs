@@ -87,3 +87,7 @@ const _: () = assert!(DOWN_CONVERT_READ_BYTES <= DOWN_CONVERT_CHUNK_BYTES);
 /// conversion's source buffer; a stored batch above it ends conversion (padding) or, as the first
 /// batch, is an error (MESSAGE_TOO_LARGE).
 pub const DOWN_CONVERT_BATCH_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Quota entries or filter components in one AlterClientQuotas or DescribeClientQuotas request,
+/// and entity parts or quota operations in one entry: an operator's tool sends a handful.
+pub const QUOTA_ENTRIES_PER_REQUEST_MAX: usize = 10_000;

@@ -14,6 +14,7 @@ pub mod source;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
+mod client_quotas;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -43,6 +44,7 @@ mod sasl;
 mod sync_group;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreatePartitionsRequest,
     IncrementalAlterConfigsRequest,
@@ -208,6 +210,9 @@ requests! {
     // Cluster admin APIs.
     ElectLeaders(ElectLeadersRequest) = elect_leaders::decode;
     AlterPartitionReassignments(AlterPartitionReassignmentsRequest) = alter_partition_reassignments::decode;
+    // Client quota admin APIs.
+    DescribeClientQuotas(DescribeClientQuotasRequest) = client_quotas::decode_describe;
+    AlterClientQuotas(AlterClientQuotasRequest) = client_quotas::decode_alter;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

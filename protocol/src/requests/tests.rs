@@ -325,6 +325,8 @@ per_api_tests! {
     offset_delete: OffsetDelete;
     elect_leaders: ElectLeaders;
     alter_partition_reassignments: AlterPartitionReassignments;
+    describe_client_quotas: DescribeClientQuotas;
+    alter_client_quotas: AlterClientQuotas;
 }
 
 #[test]
@@ -620,6 +622,8 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::ListPartitionReassignments(m) => &mut m.unknown_tagged_fields,
         Request::ElectLeaders(m) => &mut m.unknown_tagged_fields,
         Request::AlterPartitionReassignments(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeClientQuotas(m) => &mut m.unknown_tagged_fields,
+        Request::AlterClientQuotas(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })
