@@ -2,8 +2,8 @@
 //! every connection and handler behind an `Arc`: the configuration, the topics and their
 //! partitions, the metrics, the request-bytes budget, the cluster handle (membership, the
 //! image, the controller) and the cluster id, the placement state, the group driver's handle,
-//! the shutdown signal, the queue of ISR proposals for the replication driver, and the live
-//! ACLs. It also answers two questions every handler asks: what time it is (through
+//! the shutdown signal, the queue of ISR proposals for the replication driver, the live
+//! ACLs, and the client quotas. It also answers two questions every handler asks: what time it is (through
 //! `crate::clock`) and what this session may do in this request ([`Ctx::access`]).
 //!
 //! Long-polling fetches wait on their own partitions' [`crate::partition::readable_end`], not on
@@ -46,6 +46,8 @@ pub(crate) struct Ctx {
     pub(crate) isr_proposals: crate::partition::replica::ProposalSender,
     /// The live ACLs; `None` without `skiff.acl.file` (no authorization at all).
     pub(crate) acl: Option<Arc<crate::security::acl::AclState>>,
+    /// Client quotas as last applied from the metadata store, and their sensors.
+    pub(crate) quotas: Arc<crate::quota::ClientQuotas>,
 }
 
 impl Ctx {

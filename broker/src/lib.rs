@@ -56,6 +56,7 @@ pub mod net;
 pub mod ops;
 pub mod partition;
 pub mod placement;
+mod quota;
 pub mod replication;
 mod response;
 pub mod security;
@@ -226,15 +227,7 @@ impl Broker {
             })
             .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
-        let endpoints = listeners
-            .iter()
-            .map(|bound| skiff_cluster::records::Endpoint {
-                name: bound.config.name.clone(),
-                host: bound.advertised.0.clone(),
-                port: bound.advertised.1,
-                security_protocol: bound.config.protocol.to_string(),
-            })
-            .collect();
+        let endpoints = registered_endpoints(&listeners);
         let cluster =
             cluster::Cluster::start(&config, files.clone(), endpoints, shutdown.subscribe())
                 .await?;
@@ -282,6 +275,7 @@ impl Broker {
         let metrics = Arc::new(metrics::Metrics::default());
         cluster.register_metrics(&metrics);
         replication::register_metrics(&topics, &metrics);
+        let quotas = quota::start(&config, &cluster, &metrics, shutdown.subscribe());
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
@@ -294,6 +288,7 @@ impl Broker {
             shutdown,
             isr_proposals,
             acl,
+            quotas,
         });
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
@@ -521,6 +516,22 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
 
 /// What authorization is configured with, read from the config here so `security` never reads
 /// the config: `None` without `skiff.acl.file`.
+/// The endpoints a broker registers in the store: each listener's name, advertised address and
+/// security protocol.
+fn registered_endpoints(
+    listeners: &[server::BoundListener],
+) -> Vec<skiff_cluster::records::Endpoint> {
+    listeners
+        .iter()
+        .map(|bound| skiff_cluster::records::Endpoint {
+            name: bound.config.name.clone(),
+            host: bound.advertised.0.clone(),
+            port: bound.advertised.1,
+            security_protocol: bound.config.protocol.to_string(),
+        })
+        .collect()
+}
+
 fn acl_settings(config: &Config) -> Option<acl::AclSettings> {
     Some(acl::AclSettings {
         path: config.acl_file.clone()?,

@@ -270,6 +270,17 @@ impl Cluster {
         self.node_id
     }
 
+    /// The metadata store, for the parts of the broker that keep their own records in it
+    /// (client quotas, dynamic broker configs) under [`Self::store_root`].
+    pub fn store(&self) -> &MetaStore {
+        &self.store
+    }
+
+    /// The root every key of this cluster lives under (`R` of docs/design/cluster.md §2a).
+    pub fn store_root(&self) -> &str {
+        self.layout.root()
+    }
+
     /// The controller's id, if the image knows one.
     pub fn controller_id(&self) -> Option<i32> {
         self.image.read().ok()?.controller().map(|(id, _)| id)

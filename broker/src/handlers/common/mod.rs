@@ -1,7 +1,8 @@
 //! What several handlers share, and the only way one handler reaches another's code: what this
 //! broker serves and the hand-off of group requests ([`leadership`]), the config resources and
 //! the topic-config path of the config APIs ([`config_resources`]), the mapping of storage
-//! errors to error codes ([`errors`]), and who may create a topic ([`topic_access`]).
+//! errors to error codes ([`errors`]), who may create a topic ([`topic_access`]), and one
+//! request's side of the client quotas ([`throttle`]).
 //!
 //! Must never: hold one handler's request logic, or import a handler (the checker,
 //! `scripts/import-cycles.py`, fails a handler that imports another outside this folder).
@@ -9,4 +10,5 @@
 pub(crate) mod config_resources;
 pub(crate) mod errors;
 pub(crate) mod leadership;
+pub(crate) mod throttle;
 pub(crate) mod topic_access;
