@@ -264,11 +264,15 @@ fn legacy_message_set(value_bytes: usize) -> Vec<u8> {
     message.push(0u8); // attributes
     message.extend_from_slice(&0i64.to_be_bytes()); // timestamp
     message.extend_from_slice(&(-1i32).to_be_bytes()); // null key
-    message.extend_from_slice(&i32::try_from(value.len()).unwrap().to_be_bytes());
+    message.extend_from_slice(&i32::try_from(value.len()).expect("small").to_be_bytes());
     message.extend_from_slice(&value);
     let mut set = Vec::new();
     set.extend_from_slice(&0i64.to_be_bytes()); // offset
-    set.extend_from_slice(&i32::try_from(message.len() + 4).unwrap().to_be_bytes());
+    set.extend_from_slice(
+        &i32::try_from(message.len() + 4)
+            .expect("small")
+            .to_be_bytes(),
+    );
     set.extend_from_slice(&[0; 4]); // crc, computed below
     set.extend_from_slice(&message);
     let crc = skiff_protocol::records::legacy::parse_entry(&set)
