@@ -49,6 +49,7 @@ mod clock;
 pub mod cluster;
 pub mod config;
 mod context;
+mod dynamic;
 pub mod group;
 mod handlers;
 pub mod metrics;
@@ -276,6 +277,7 @@ impl Broker {
         cluster.register_metrics(&metrics);
         replication::register_metrics(&topics, &metrics);
         let quotas = quota::start(&config, &cluster, &metrics, shutdown.subscribe());
+        let dynamic = dynamic::start(config.clone(), &cluster, shutdown.subscribe());
         let ctx = Arc::new(Ctx {
             config: config.clone(),
             placement,
@@ -289,6 +291,7 @@ impl Broker {
             isr_proposals,
             acl,
             quotas,
+            dynamic,
         });
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
@@ -460,21 +463,24 @@ pub type MetricsHandle = Arc<metrics::Metrics>;
 /// Raises the open-file limit and checks that it holds `max.connections` (before anything is
 /// opened, so a limit that cannot stops the start cleanly).
 fn connection_limits(config: &Config) -> Result<net::admission::ConnectionLimits, BrokerError> {
-    let capacity = match net::fd_limit::raise_to_hard_limit() {
+    let (capacity, ceiling) = match net::fd_limit::raise_to_hard_limit() {
         Ok(limit) => {
             tracing::info!(
                 soft = limit.soft,
                 hard = limit.hard,
                 "open-file limit (RLIMIT_NOFILE) in force"
             );
-            net::fd_limit::connection_capacity(config, limit)?
+            let ceiling = net::fd_limit::connections_that_fit(config, limit).0;
+            (net::fd_limit::connection_capacity(config, limit)?, ceiling)
         }
         Err(error) => {
             tracing::warn!(%error, "cannot read the open-file limit; max.connections is unchecked");
-            config.max_connections
+            (config.max_connections, usize::MAX)
         }
     };
-    Ok(net::admission::ConnectionLimits::new(config, capacity))
+    Ok(net::admission::ConnectionLimits::new(
+        config, capacity, ceiling,
+    ))
 }
 
 /// Binds every listener of `listeners`, with the TLS acceptor and the SASL credentials their

@@ -18,6 +18,9 @@
 //!
 //! Every task stops at shutdown.
 //!
+//! Parts of the broker that keep their own records in the store (client quotas, dynamic broker
+//! configs) follow their prefix with [`prefix_watch`], and write through its bounded calls.
+//!
 //! ElectLeaders and AlterPartitionReassignments requests are planned and written by the broker
 //! that receives them ([`requests`]: [`elections`], [`reassignments`]), fenced on its session;
 //! the controller carries out the reassignments. Creating and growing topics, for CreateTopics,
@@ -36,6 +39,7 @@ mod figures;
 pub mod identity;
 pub mod isr;
 pub mod materialize;
+pub(crate) mod prefix_watch;
 pub mod reassignments;
 pub mod requests;
 pub mod roles;

@@ -7,41 +7,20 @@
 //! The store is the one source of truth; a broker that loses it keeps enforcing the quotas it last
 //! applied, and its watch resumes (or re-reads the prefix after a compaction) when it returns.
 //!
-//! Must never: block a request on the store beyond [`STORE_CALL_TIMEOUT`], or apply half a record.
+//! Must never: block a request on the store beyond its bounded calls
+//! (`crate::cluster::prefix_watch`), or apply half a record.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use skiff_meta::{Compare, CompareOp, EventKind, GetRequest, KeyRange, MetaStore, Txn, TxnOp};
+use skiff_meta::{GetRequest, MetaStore};
 use tokio::sync::watch;
+
+use crate::cluster::prefix_watch::{bounded, follow_prefix, read_modify_write, StoreCallError};
 
 use super::entity::{EntityName, QuotaConfigs, QuotaEntity, QuotaKey};
 use super::ClientQuotas;
-
-/// The longest an admin request waits for one store call; past it the request answers
-/// REQUEST_TIMED_OUT (the Java admin client waits 30 s per request, so it sees the error).
-pub(crate) const STORE_CALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// Pause before the watch is opened again after a store error.
-const WATCH_RETRY: Duration = Duration::from_millis(250);
-/// Compare-and-set attempts of one entity's change before giving up (another broker changing
-/// the same entity at the same moment).
-const ALTER_ATTEMPTS_MAX: usize = 5;
-
-/// The store could not be used for a quota request.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum QuotaStoreError {
-    /// The store did not answer within [`STORE_CALL_TIMEOUT`].
-    #[error("the metadata store did not answer within {0:?}")]
-    TimedOut(Duration),
-    /// The store answered with an error.
-    #[error("metadata store: {0}")]
-    Store(#[from] skiff_meta::Error),
-    /// Other brokers kept changing the entity.
-    #[error("the quota entity changed under {0} attempts")]
-    Contended(usize),
-}
 
 /// An entity's quotas as stored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,10 +135,6 @@ impl StoredQuotas {
         }
     }
 
-    fn delete(&mut self, key: &[u8]) {
-        self.by_key.remove(key);
-    }
-
     /// The configs the broker enforces.
     pub(crate) fn configs(&self) -> QuotaConfigs {
         self.by_key
@@ -170,101 +145,29 @@ impl StoredQuotas {
     }
 }
 
-/// Follows `R/client-quotas/` until shutdown: reads the prefix, applies it, then applies every
-/// watched change; after an error resumes from the last revision (or re-reads everything after a
-/// compaction). Until the first read succeeds the broker enforces no quota.
+/// Follows `R/client-quotas/` until shutdown, applying each revision's quotas to `quotas`. Until
+/// the first read succeeds the broker enforces no quota; after that, a broker that loses the
+/// store keeps enforcing what it last applied.
 pub(crate) async fn follow(
     store: MetaStore,
     root: String,
     quotas: Arc<ClientQuotas>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let prefix = prefix(&root);
-    let mut stored = StoredQuotas::default();
-    let mut revision: Option<i64> = None;
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let from = match revision {
-            Some(revision) => revision + 1,
-            None => match store.get(GetRequest::prefix(prefix.clone())).await {
-                Ok(snapshot) => {
-                    stored = StoredQuotas::default();
-                    for kv in &snapshot.kvs {
-                        stored.put(&kv.key, &kv.value);
-                    }
-                    quotas.apply(stored.configs());
-                    revision = Some(snapshot.revision);
-                    snapshot.revision + 1
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "client quotas: reading the store failed; retrying");
-                    pause(&mut shutdown).await;
-                    continue;
-                }
-            },
-        };
-        let mut watcher = match store.watch(KeyRange::prefix(prefix.clone()), from).await {
-            Ok(watcher) => watcher,
-            Err(error) => {
-                revision = resume_from(revision, &error);
-                pause(&mut shutdown).await;
-                continue;
+    follow_prefix(
+        store,
+        prefix(&root),
+        "client quotas",
+        shutdown,
+        |snapshot| {
+            let mut stored = StoredQuotas::default();
+            for (key, value) in snapshot {
+                stored.put(key, value);
             }
-        };
-        loop {
-            let next = tokio::select! {
-                next = watcher.next() => next,
-                _ = shutdown.changed() => return,
-            };
-            match next {
-                Ok(batch) => {
-                    for event in &batch.events {
-                        match event.kind {
-                            EventKind::Put => stored.put(&event.kv.key, &event.kv.value),
-                            EventKind::Delete => stored.delete(&event.kv.key),
-                        }
-                    }
-                    quotas.apply(stored.configs());
-                    revision = Some(batch.revision);
-                }
-                Err(error) => {
-                    revision = resume_from(revision, &error);
-                    pause(&mut shutdown).await;
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Where the watch resumes after `error`: from the last revision, or from a fresh read when the
-/// history it needs was compacted.
-fn resume_from(revision: Option<i64>, error: &skiff_meta::Error) -> Option<i64> {
-    tracing::warn!(%error, "client quotas: the store's watch failed; resuming");
-    if matches!(error, skiff_meta::Error::Compacted { .. }) {
-        None
-    } else {
-        revision
-    }
-}
-
-async fn pause(shutdown: &mut watch::Receiver<bool>) {
-    tokio::select! {
-        _ = tokio::time::sleep(WATCH_RETRY) => {}
-        _ = shutdown.changed() => {}
-    }
-}
-
-/// A store call bounded by [`STORE_CALL_TIMEOUT`].
-async fn bounded<T>(
-    call: impl std::future::Future<Output = skiff_meta::Result<T>>,
-) -> Result<T, QuotaStoreError> {
-    match tokio::time::timeout(STORE_CALL_TIMEOUT, call).await {
-        Ok(result) => Ok(result?),
-        Err(_) => Err(QuotaStoreError::TimedOut(STORE_CALL_TIMEOUT)),
-    }
+            quotas.apply(stored.configs());
+        },
+    )
+    .await;
 }
 
 /// Every stored entity with its known quotas, read from the store itself (DescribeClientQuotas
@@ -272,7 +175,7 @@ async fn bounded<T>(
 pub(crate) async fn read_all(
     store: &MetaStore,
     root: &str,
-) -> Result<QuotaConfigs, QuotaStoreError> {
+) -> Result<QuotaConfigs, StoreCallError> {
     let snapshot = bounded(store.get(GetRequest::prefix(prefix(root)))).await?;
     let mut stored = StoredQuotas::default();
     for kv in &snapshot.kvs {
@@ -295,37 +198,21 @@ pub(crate) async fn alter(
     root: &str,
     entity: &QuotaEntity,
     change: &EntityChange,
-) -> Result<(), QuotaStoreError> {
-    let key = key(root, entity);
-    for _ in 0..ALTER_ATTEMPTS_MAX {
-        let current = bounded(store.get(GetRequest::key(key.clone()))).await?;
-        let (mod_revision, mut quotas) = match current.kvs.first() {
-            Some(kv) => (
-                kv.mod_revision,
-                decode(&kv.value)
-                    .map(|(_, quotas)| quotas)
-                    .unwrap_or_default(),
-            ),
-            None => (0, BTreeMap::new()),
-        };
+) -> Result<(), StoreCallError> {
+    read_modify_write(store, &key(root, entity), |current| {
+        let mut quotas = current
+            .and_then(|value| decode(value).ok())
+            .map(|(_, quotas)| quotas)
+            .unwrap_or_default();
         for removed in &change.remove {
             quotas.remove(removed.name());
         }
         for (set, value) in &change.set {
             quotas.insert(set.name().to_owned(), *value);
         }
-        let write = if quotas.is_empty() {
-            TxnOp::delete(key.clone())
-        } else {
-            TxnOp::put(key.clone(), encode(entity, &quotas))
-        };
-        let guard = Compare::mod_revision(key.clone(), CompareOp::Equal, mod_revision);
-        let answer = bounded(store.txn(Txn::new().when(vec![guard]).and_then(vec![write]))).await?;
-        if answer.succeeded {
-            return Ok(());
-        }
-    }
-    Err(QuotaStoreError::Contended(ALTER_ATTEMPTS_MAX))
+        (!quotas.is_empty()).then(|| encode(entity, &quotas))
+    })
+    .await
 }
 
 #[cfg(test)]
