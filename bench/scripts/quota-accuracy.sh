@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Client-quota accuracy beside Apache Kafka 4.1.1 (issue 39): the same producer_byte_rate of
-# 1 MiB/s set with Kafka's kafka-configs (ConfigCommand) for client id `quota-producer`, the same
+# 1 MiB/s set with Kafka 4.1.1's kafka-configs (kafka.admin.ConfigCommand) for client id `quota-producer`, the same
 # librdkafka producer (tests/clients/test_admin_quotas.py run as a script: 1000-byte records as
 # fast as the broker lets it, for 25 s), the acknowledged bytes per second over seconds 5-25;
 # QUOTA_RUNS runs each, alternating brokers. Kafka is installed with Maven as bench/scripts/peers.sh
@@ -66,7 +66,7 @@ measure() { # broker run
     sleep 3
     java -cp "$LIBS/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$port" \
         --create --topic quota-topic --partitions 1 --replication-factor 1 >/dev/null
-    java -cp "$LIBS/*" org.apache.kafka.tools.ConfigCommand --bootstrap-server "127.0.0.1:$port" \
+    java -cp "$LIBS/*" kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$port" \
         --alter --entity-type clients --entity-name quota-producer --add-config "producer_byte_rate=$QUOTA" >/dev/null
     sleep 1
     echo "$1 $(python3 "$ROOT/tests/clients/test_admin_quotas.py" --bootstrap "127.0.0.1:$port")"
