@@ -22,10 +22,13 @@ use tokio::sync::watch;
 use crate::config::Config;
 
 /// The keys that change without a restart, each applied live by its owner: `max.connections`
-/// (`crate::net::admission`) and the reassignment throttle (`crate::replication`).
+/// (`crate::net::admission`), the reassignment throttle (`crate::replication`), the log cleaner's
+/// I/O throttle and backoff (`crate::ops::cleaner`).
 pub(crate) const DYNAMIC_KEYS: &[&str] = &[
     "max.connections",
     "skiff.reassignment.throttle.bytes.per.second",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
 ];
 
 /// Whether `key` may change at runtime.
