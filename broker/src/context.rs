@@ -3,7 +3,7 @@
 //! partitions, the metrics, the request-bytes budget, the cluster handle (membership, the
 //! image, the controller) and the cluster id, the placement state, the group driver's handle,
 //! the shutdown signal, the queue of ISR proposals for the replication driver, the live
-//! ACLs and the security store (the cluster's ACLs and users in the metadata store). It also answers two questions every handler asks: what time it is (through
+//! ACLs and the security store (the cluster's ACLs and users in the metadata store), the client quotas and the dynamic broker configs. It also answers two questions every handler asks: what time it is (through
 //! `crate::clock`) and what this session may do in this request ([`Ctx::access`]).
 //!
 //! Long-polling fetches wait on their own partitions' [`crate::partition::readable_end`], not on
@@ -48,6 +48,10 @@ pub(crate) struct Ctx {
     pub(crate) acl: Option<Arc<crate::security::acl::AclState>>,
     /// The cluster's ACLs and SCRAM users in the metadata store: the admin APIs' reads and writes.
     pub(crate) security: Arc<crate::cluster::security_store::SecurityStore>,
+    /// Client quotas as last applied from the metadata store, and their sensors.
+    pub(crate) quotas: Arc<crate::quota::ClientQuotas>,
+    /// Dynamic broker configs as last applied from the metadata store.
+    pub(crate) dynamic: Arc<crate::dynamic::DynamicConfigs>,
 }
 
 impl Ctx {

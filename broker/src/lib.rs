@@ -49,6 +49,7 @@ mod clock;
 pub mod cluster;
 pub mod config;
 mod context;
+mod dynamic;
 pub mod group;
 mod handlers;
 pub mod metrics;
@@ -56,6 +57,7 @@ pub mod net;
 pub mod ops;
 pub mod partition;
 pub mod placement;
+mod quota;
 pub mod replication;
 mod response;
 pub mod security;
@@ -226,15 +228,7 @@ impl Broker {
             })
             .await??;
         let shutdown = tokio::sync::watch::channel(false).0;
-        let endpoints = listeners
-            .iter()
-            .map(|bound| skiff_cluster::records::Endpoint {
-                name: bound.config.name.clone(),
-                host: bound.advertised.0.clone(),
-                port: bound.advertised.1,
-                security_protocol: bound.config.protocol.to_string(),
-            })
-            .collect();
+        let endpoints = registered_endpoints(&listeners);
         let cluster =
             cluster::Cluster::start(&config, files.clone(), endpoints, shutdown.subscribe())
                 .await?;
@@ -282,6 +276,8 @@ impl Broker {
         let metrics = Arc::new(metrics::Metrics::default());
         cluster.register_metrics(&metrics);
         replication::register_metrics(&topics, &metrics);
+        let quotas = quota::start(&config, &cluster, &metrics, shutdown.subscribe());
+        let dynamic = dynamic::start(config.clone(), &cluster, shutdown.subscribe());
         let ctx = Arc::new(Ctx {
             security: load_security(&config, &cluster, acl.as_ref(), &listeners, &shutdown).await?,
             config: config.clone(),
@@ -295,6 +291,8 @@ impl Broker {
             shutdown,
             isr_proposals,
             acl,
+            quotas,
+            dynamic,
         });
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
@@ -465,21 +463,24 @@ pub type MetricsHandle = Arc<metrics::Metrics>;
 /// Raises the open-file limit and checks that it holds `max.connections` (before anything is
 /// opened, so a limit that cannot stops the start cleanly).
 fn connection_limits(config: &Config) -> Result<net::admission::ConnectionLimits, BrokerError> {
-    let capacity = match net::fd_limit::raise_to_hard_limit() {
+    let (capacity, ceiling) = match net::fd_limit::raise_to_hard_limit() {
         Ok(limit) => {
             tracing::info!(
                 soft = limit.soft,
                 hard = limit.hard,
                 "open-file limit (RLIMIT_NOFILE) in force"
             );
-            net::fd_limit::connection_capacity(config, limit)?
+            let ceiling = net::fd_limit::connections_that_fit(config, limit).0;
+            (net::fd_limit::connection_capacity(config, limit)?, ceiling)
         }
         Err(error) => {
             tracing::warn!(%error, "cannot read the open-file limit; max.connections is unchecked");
-            config.max_connections
+            (config.max_connections, usize::MAX)
         }
     };
-    Ok(net::admission::ConnectionLimits::new(config, capacity))
+    Ok(net::admission::ConnectionLimits::new(
+        config, capacity, ceiling,
+    ))
 }
 
 /// Binds every listener of `listeners`, with the TLS acceptor and the SASL credentials their
@@ -544,6 +545,22 @@ async fn load_security(
         shutdown.subscribe(),
     )
     .await?)
+}
+
+/// The endpoints a broker registers in the store: each listener's name, advertised address and
+/// security protocol.
+fn registered_endpoints(
+    listeners: &[server::BoundListener],
+) -> Vec<skiff_cluster::records::Endpoint> {
+    listeners
+        .iter()
+        .map(|bound| skiff_cluster::records::Endpoint {
+            name: bound.config.name.clone(),
+            host: bound.advertised.0.clone(),
+            port: bound.advertised.1,
+            security_protocol: bound.config.protocol.to_string(),
+        })
+        .collect()
 }
 
 /// What authorization is configured with, read from the config here so `security` never reads

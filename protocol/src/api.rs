@@ -77,6 +77,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
     row(ApiKey::AlterUserScramCredentials, 0, 0, 0),
     row(ApiKey::DescribeCluster, 0, 1, 0),
+    // Client quota admin APIs: every version Kafka 4.1 accepts.
+    row(ApiKey::DescribeClientQuotas, 0, 1, 1),
+    row(ApiKey::AlterClientQuotas, 0, 1, 1),
 ];
 
 /// The table row of `api_key`, if Skiff supports it at all.

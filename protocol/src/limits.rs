@@ -94,3 +94,7 @@ pub const ACLS_PER_REQUEST_MAX: usize = 10_000;
 
 /// Most users one AlterUserScramCredentials or DescribeUserScramCredentials request may name.
 pub const SCRAM_USERS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Quota entries or filter components in one AlterClientQuotas or DescribeClientQuotas request,
+/// and entity parts or quota operations in one entry: an operator's tool sends a handful.
+pub const QUOTA_ENTRIES_PER_REQUEST_MAX: usize = 10_000;

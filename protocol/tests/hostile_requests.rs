@@ -127,6 +127,12 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::AlterPartitionReassignments => {
             Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default())
         }
+        ApiKey::DescribeClientQuotas => {
+            Request::DescribeClientQuotas(DescribeClientQuotasRequest::default())
+        }
+        ApiKey::AlterClientQuotas => {
+            Request::AlterClientQuotas(AlterClientQuotasRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }

@@ -685,6 +685,9 @@ const EXERCISED_APIS: &[ApiKey] = &[
     // Cluster admin APIs (tests/every_admin_version.rs).
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
+    // Client quota admin APIs (tests/client_quotas.rs).
+    ApiKey::DescribeClientQuotas,
+    ApiKey::AlterClientQuotas,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -18,6 +18,9 @@
 //!
 //! Every task stops at shutdown.
 //!
+//! Parts of the broker that keep their own records in the store (client quotas, dynamic broker
+//! configs) follow their prefix with [`prefix_watch`], and write through its bounded calls.
+//!
 //! ElectLeaders and AlterPartitionReassignments requests are planned and written by the broker
 //! that receives them ([`requests`]: [`elections`], [`reassignments`]), fenced on its session;
 //! the controller carries out the reassignments. Creating and growing topics, for CreateTopics,
@@ -39,6 +42,7 @@ mod figures;
 pub mod identity;
 pub mod isr;
 pub mod materialize;
+pub(crate) mod prefix_watch;
 pub mod reassignments;
 pub mod requests;
 pub mod roles;
@@ -272,6 +276,17 @@ impl Cluster {
     /// This broker's `node.id`.
     pub fn node_id(&self) -> i32 {
         self.node_id
+    }
+
+    /// The metadata store, for the parts of the broker that keep their own records in it
+    /// (client quotas, dynamic broker configs) under [`Self::store_root`].
+    pub fn store(&self) -> &MetaStore {
+        &self.store
+    }
+
+    /// The root every key of this cluster lives under (`R` of docs/design/cluster.md §2a).
+    pub fn store_root(&self) -> &str {
+        self.layout.root()
     }
 
     /// The controller's id, if the image knows one.

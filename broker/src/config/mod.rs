@@ -443,6 +443,14 @@ fn unescape_debug_str(quoted: &str) -> Option<String> {
     Some(text)
 }
 
+/// `quota.window.num` default: Kafka's 11 samples.
+pub const QUOTA_WINDOW_NUM_DEFAULT: usize = 11;
+/// The most `quota.window.num` accepted: each quota sensor keeps one sample per window.
+pub const QUOTA_WINDOW_NUM_MAX: i128 = 1000;
+/// `quota.window.size.seconds` default: Kafka's 1 s.
+pub const QUOTA_WINDOW_SECONDS_DEFAULT: u64 = 1;
+/// The longest `quota.window.size.seconds` accepted: an hour.
+pub const QUOTA_WINDOW_SECONDS_MAX: i128 = 3600;
 /// `max.connections` default. Kafka has no limit by default; Skiff bounds connections and picks
 /// 16384: the issue-14 load of 10,000 idle clients with 60 % to spare, about 180 MiB at the
 /// ~11 KiB an idle connection costs, and 16384 plus the file reserve (`net::fd_limit`) fits the
@@ -652,6 +660,10 @@ config_keys! {
         "Cap on one Fetch response's record bytes, whatever the client asks."
     "fetch.wait.max.ms" => fetch_wait_max_ms: u64 = 30_000;
         "Cap on a Fetch request's max_wait_ms (long polling)."
+    "quota.window.num" => quota_window_num: usize = QUOTA_WINDOW_NUM_DEFAULT, Bound::Between(2, QUOTA_WINDOW_NUM_MAX, Unit::Count);
+        "Samples a client quota's rate is measured over (Kafka's key and default, 11): a rate is the bytes (or request time) of the last quota.window.num windows over their length, at least quota.window.num - 1 windows. Between 2 and 1000."
+    "quota.window.size.seconds" => quota_window_size_seconds: u64 = QUOTA_WINDOW_SECONDS_DEFAULT, Bound::Between(1, QUOTA_WINDOW_SECONDS_MAX, Unit::Seconds);
+        "Length in seconds of one client-quota sample (Kafka's key and default, 1). Between 1 and 3600."
     "log.message.downconversion.enable" => log_message_downconversion_enable: bool = true;
         "Default of the topic config message.downconversion.enable: serve Fetch v0-v3 by conversion."
     "skiff.down.conversion.chunk.bytes" => down_conversion_chunk_bytes: usize = DOWN_CONVERSION_CHUNK_BYTES_DEFAULT, Bound::Between(DOWN_CONVERSION_BYTES_MIN, DOWN_CONVERSION_BYTES_MAX, Unit::Bytes);

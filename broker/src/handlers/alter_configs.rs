@@ -1,8 +1,8 @@
 //! AlterConfigs (the legacy, whole-set variant of IncrementalAlterConfigs; kafka-python's
 //! `alter_configs`): each topic resource's overrides become exactly the keys given, effective at
-//! once and durable; validate_only checks without changing. Broker resources are answered as
-//! Kafka answers a key it cannot change dynamically (what both alter handlers share, the
-//! duplicate-resource rule and the topic path, is `common::config_resources`). A topic needs
+//! once and durable; validate_only checks without changing. A broker resource's dynamic configs
+//! become exactly the keys given (what both alter handlers share, the duplicate-resource rule,
+//! the topic and the broker paths, is `common::config_resources`). A topic needs
 //! AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker AlterConfigs on the cluster
 //! (CLUSTER_AUTHORIZATION_FAILED).
 
@@ -11,7 +11,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, Reques
 use kafka_protocol::protocol::StrBytes;
 
 use super::common::config_resources::{
-    alter_topic, change_broker_configs, duplicate_resources, Refusal, RESOURCE_TYPE_BROKER,
+    alter_broker, alter_topic, duplicate_resources, Refusal, RESOURCE_TYPE_BROKER,
     RESOURCE_TYPE_TOPIC,
 };
 use super::error_code;
@@ -19,6 +19,21 @@ use crate::context::Ctx;
 use crate::partition::config_change;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
+
+/// A broker resource's dynamic configs become exactly the keys given (Kafka's AlterConfigs
+/// replaces the whole set).
+async fn alter_broker_whole(
+    ctx: &Ctx,
+    name: &str,
+    validate_only: bool,
+    changes: &[(String, Option<String>)],
+) -> Result<(), Refusal> {
+    config_change::check_whole(changes)?;
+    alter_broker(ctx, name, validate_only, |_| {
+        config_change::apply_whole(changes)
+    })
+    .await
+}
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -64,15 +79,7 @@ pub(crate) async fn handle(
                     if !access.allows_cluster(Operation::AlterConfigs) {
                         Err(Refusal::code(error_code::CLUSTER_AUTHORIZATION_FAILED))
                     } else {
-                        config_change::check_whole(&changes)
-                            .and_then(|()| {
-                                change_broker_configs(
-                                    ctx,
-                                    &name,
-                                    changes.iter().map(|(key, _)| key.as_str()),
-                                )
-                            })
-                            .map_err(Refusal::from)
+                        alter_broker_whole(ctx, &name, request.validate_only, &changes).await
                     }
                 }
                 // The legacy API never had broker loggers (Kafka refuses them the same way).

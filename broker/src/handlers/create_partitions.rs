@@ -15,6 +15,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
+use super::common::throttle::Turn;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::topics::{TopicError, PARTITIONS_PER_TOPIC_MAX};
@@ -121,13 +122,19 @@ async fn grow(
     Ok(())
 }
 
+/// First version whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599): an exhausted
+/// `controller_mutation_rate` refuses the topic; older versions are throttled only.
+const STRICT_MUTATION_QUOTA_VERSION_MIN: i16 = 3;
+
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
+    turn: &Turn<'_>,
     header: &RequestHeader,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let access = ctx.access(session, header.request_api_key);
+    let strict = header.request_api_version >= STRICT_MUTATION_QUOTA_VERSION_MIN;
     let mut seen = BTreeSet::new();
     let repeated: BTreeSet<&str> = request
         .topics
@@ -148,8 +155,16 @@ pub(crate) async fn handle(
                 error_code::TOPIC_AUTHORIZATION_FAILED,
                 "not authorized to alter the topic".to_owned(),
             ))
+        } else if let Some(refusal) = turn.mutation_refused(strict) {
+            Err(refusal)
         } else {
-            grow(ctx, topic, request.validate_only, request.timeout_ms).await
+            let before = ctx.topics.get(name).map_or(0, |t| t.record.replicas.len());
+            let grown = grow(ctx, topic, request.validate_only, request.timeout_ms).await;
+            if grown.is_ok() && !request.validate_only {
+                let count = usize::try_from(topic.count).unwrap_or(0);
+                turn.record_mutation(count.saturating_sub(before));
+            }
+            grown
         };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         results.push(match outcome {

@@ -9,12 +9,16 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+
+use super::common::throttle::Turn;
 use super::common::topic_access::may_create;
 use super::error_code;
 use crate::cluster::topic_changes::change_wait;
 use crate::cluster::topic_creation::Replicas;
 use crate::context::Ctx;
 use crate::partition::topics::TopicError;
+use crate::security::acl::Access;
 use crate::security::session::Session;
 
 /// The replicas of a CreateTopics topic: its assignment when it has one (then its partition
@@ -22,7 +26,7 @@ use crate::security::session::Session;
 /// requires), else placement's choice for the count and factor.
 fn requested_replicas(
     ctx: &Ctx,
-    topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    topic: &CreatableTopic,
     partition_count: i32,
     replication_factor: i16,
 ) -> Result<Replicas, (i16, String)> {
@@ -67,6 +71,68 @@ fn requested_replicas(
         .map_err(|error| (error_code::INVALID_REPLICA_ASSIGNMENT, error.to_string()))
 }
 
+/// First version whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599): an exhausted
+/// `controller_mutation_rate` refuses the topic; older versions are throttled only.
+const STRICT_MUTATION_QUOTA_VERSION_MIN: i16 = 6;
+
+/// Creates one topic of a request (`options`: validate only, timeout) within the client's
+/// mutation quota, its partitions counted once created; `shape` (partition count, replication
+/// factor) becomes what an explicit assignment made.
+async fn create_one(
+    ctx: &Ctx,
+    access: &Access<'_>,
+    turn: &Turn<'_>,
+    strict: bool,
+    (validate_only, timeout_ms): (bool, i32),
+    topic: &CreatableTopic,
+    (partition_count, replication_factor): (&mut i32, &mut i16),
+) -> Result<[u8; 16], (i16, String)> {
+    let name = topic.name.0.to_string();
+    if !may_create(access, &name) {
+        return Err((
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+            "not authorized to create the topic".to_owned(),
+        ));
+    }
+    if skiff_cluster::topics::is_internal(&name) {
+        let error = TopicError::Internal(name.clone());
+        return Err((error.code(), error.to_string()));
+    }
+    let requested = requested_replicas(ctx, topic, *partition_count, *replication_factor)?;
+    if let Replicas::Assigned(assigned) = &requested {
+        // What the answer reports is what the assignment made.
+        *partition_count = i32::try_from(assigned.len()).unwrap_or(i32::MAX);
+        *replication_factor =
+            i16::try_from(assigned.first().map_or(0, Vec::len)).unwrap_or(i16::MAX);
+    }
+    let configs = topic
+        .configs
+        .iter()
+        .map(|config| {
+            let value = config.value.as_ref().map(|value| value.to_string());
+            (config.name.to_string(), value.unwrap_or_default())
+        })
+        .collect();
+    if let Some(refusal) = turn.mutation_refused(strict) {
+        return Err(refusal);
+    }
+    let created = ctx
+        .topic_creation()
+        .create(
+            &name,
+            requested,
+            configs,
+            validate_only,
+            change_wait(timeout_ms),
+        )
+        .await
+        .map_err(|error| (error.code(), error.to_string()))?;
+    if !validate_only {
+        turn.record_mutation(usize::try_from(*partition_count).unwrap_or(0));
+    }
+    Ok(created)
+}
+
 /// First CreateTopics response version with error messages.
 const ERROR_MESSAGE_VERSION_MIN: i16 = 1;
 /// First version echoing partition count and replication factor.
@@ -77,13 +143,13 @@ const TOPIC_ID_VERSION_MIN: i16 = 7;
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
+    turn: &Turn<'_>,
     header: &RequestHeader,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let access = ctx.access(session, header.request_api_key);
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
-        let name = topic.name.0.to_string();
         let mut partition_count = if topic.num_partitions == -1 {
             ctx.config.num_partitions
         } else {
@@ -94,50 +160,16 @@ pub(crate) async fn handle(
         } else {
             topic.replication_factor
         };
-        let outcome = if !may_create(&access, &name) {
-            Err((
-                error_code::TOPIC_AUTHORIZATION_FAILED,
-                "not authorized to create the topic".to_owned(),
-            ))
-        } else if skiff_cluster::topics::is_internal(&name) {
-            let error = TopicError::Internal(name.clone());
-            Err((error.code(), error.to_string()))
-        } else {
-            let requested = requested_replicas(ctx, &topic, partition_count, replication_factor);
-            if let Ok(Replicas::Assigned(assigned)) = &requested {
-                // What the answer reports is what the assignment made.
-                partition_count = i32::try_from(assigned.len()).unwrap_or(i32::MAX);
-                replication_factor =
-                    i16::try_from(assigned.first().map_or(0, Vec::len)).unwrap_or(i16::MAX);
-            }
-            let configs = topic
-                .configs
-                .into_iter()
-                .map(|config| {
-                    (
-                        config.name.to_string(),
-                        config
-                            .value
-                            .map(|value| value.to_string())
-                            .unwrap_or_default(),
-                    )
-                })
-                .collect();
-            match requested {
-                Ok(requested) => ctx
-                    .topic_creation()
-                    .create(
-                        &name,
-                        requested,
-                        configs,
-                        request.validate_only,
-                        change_wait(request.timeout_ms),
-                    )
-                    .await
-                    .map_err(|error| (error.code(), error.to_string())),
-                Err(refusal) => Err(refusal),
-            }
-        };
+        let outcome = create_one(
+            ctx,
+            &access,
+            turn,
+            header.request_api_version >= STRICT_MUTATION_QUOTA_VERSION_MIN,
+            (request.validate_only, request.timeout_ms),
+            &topic,
+            (&mut partition_count, &mut replication_factor),
+        )
+        .await;
         let version = header.request_api_version;
         let mut result = CreatableTopicResult::default().with_name(topic.name);
         match outcome {

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::common::throttle::Turn;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::topics::TopicError;
@@ -20,13 +21,39 @@ const ERROR_MESSAGE_VERSION_MIN: i16 = 5;
 /// First version naming topics by id.
 const TOPIC_ID_VERSION_MIN: i16 = 6;
 
+/// First version whose clients know THROTTLING_QUOTA_EXCEEDED (KIP-599): an exhausted
+/// `controller_mutation_rate` refuses the topic; older versions are throttled only.
+const STRICT_MUTATION_QUOTA_VERSION_MIN: i16 = 5;
+
+/// Deletes one topic within the client's mutation quota (its partitions count against it).
+async fn delete_one(
+    ctx: &Ctx,
+    turn: &Turn<'_>,
+    strict: bool,
+    name: &str,
+    wait: std::time::Duration,
+) -> Result<(), (i16, String)> {
+    if let Some(refusal) = turn.mutation_refused(strict) {
+        return Err(refusal);
+    }
+    let partitions = ctx.topics.get(name).map_or(0, |t| t.record.replicas.len());
+    ctx.cluster
+        .delete_topic(name, wait)
+        .await
+        .map_err(|error| (error.code(), error.to_string()))?;
+    turn.record_mutation(partitions);
+    Ok(())
+}
+
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
+    turn: &Turn<'_>,
     header: &RequestHeader,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let access = ctx.access(session, header.request_api_key);
+    let strict = header.request_api_version >= STRICT_MUTATION_QUOTA_VERSION_MIN;
     let mut targets: Vec<(Option<TopicName>, uuid::Uuid)> = request
         .topic_names
         .into_iter()
@@ -55,11 +82,7 @@ pub(crate) async fn handle(
                     "not authorized to delete the topic".to_owned(),
                 ))
             }
-            Some(resolved) => ctx
-                .cluster
-                .delete_topic(resolved, wait)
-                .await
-                .map_err(|error| (error.code(), error.to_string())),
+            Some(resolved) => delete_one(ctx, turn, strict, resolved, wait).await,
             None => Err((TopicError::Unknown.code(), TopicError::Unknown.to_string())),
         };
         let version = header.request_api_version;

@@ -3,8 +3,10 @@
 //! broker key's: STATIC_BROKER_CONFIG when set in the config file, DEFAULT_CONFIG otherwise); with
 //! `include_synonyms` (v1+) each carries Kafka's synonyms, the override first, then the broker key
 //! it defaults to. A broker (named by this node's id) shows every broker key by Kafka's name,
-//! read-only (Skiff changes none at runtime), sensitive values hidden; the empty broker name (the
-//! cluster's dynamic defaults) has none. A topic needs DescribeConfigs on it
+//! sensitive values hidden, read-only unless it is a dynamic key (`crate::dynamic`), with its
+//! source and synonyms as Kafka gives them (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+//! STATIC_BROKER_CONFIG, DEFAULT_CONFIG, most specific first); the empty broker name (the
+//! cluster's dynamic defaults) shows the keys set there. A topic needs DescribeConfigs on it
 //! (TOPIC_AUTHORIZATION_FAILED), a broker DescribeConfigs on the cluster
 //! (CLUSTER_AUTHORIZATION_FAILED).
 
@@ -23,6 +25,7 @@ use super::common::config_resources::{
 };
 use super::error_code;
 use crate::context::Ctx;
+use crate::dynamic::{is_dynamic, Source};
 use crate::partition::topic_config::{broker_synonym, TopicConfig, TOPIC_CONFIG_KEYS};
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
@@ -170,8 +173,17 @@ fn describe_broker(
     let name = resource.resource_name.as_str();
     let invalid = |message: String| (error_code::INVALID_REQUEST, Some(message));
     if name.is_empty() {
-        // The cluster-wide dynamic defaults: Skiff has no dynamic broker config.
-        return Ok(Vec::new());
+        // The cluster-wide dynamic defaults: the keys set there, and only those (as Kafka).
+        let defaults = ctx.dynamic.layers().default;
+        return Ok(defaults
+            .into_iter()
+            .filter(|(key, _)| wanted.key(key))
+            .map(|(key, value)| {
+                let source = Source::DynamicDefault.code();
+                let synonyms = vec![(key.clone(), Some(value.clone()), source)];
+                wanted.entry(&key, Some(value), false, is_sensitive(&key), synonyms, None)
+            })
+            .collect());
     }
     let id: i32 = name
         .parse()
@@ -186,14 +198,21 @@ fn describe_broker(
         .into_iter()
         .filter(|(key, _, _)| wanted.key(key))
         .map(|(key, _, documentation)| {
-            let synonym = broker_key_synonym(ctx, key, None);
-            let value = synonym.1.clone();
+            // Kafka's synonyms of a broker key: its dynamic values (this broker's, then the
+            // cluster default), then the static one; the first is the value in force.
+            let synonyms: Vec<(String, Option<String>, i8)> = ctx
+                .dynamic
+                .synonyms(key)
+                .into_iter()
+                .map(|(name, value, source)| (name, value, source.code()))
+                .collect();
+            let value = synonyms.first().and_then(|(_, value, _)| value.clone());
             wanted.entry(
                 key,
                 value,
-                true,
+                !is_dynamic(key),
                 is_sensitive(key),
-                vec![synonym],
+                synonyms,
                 Some(documentation),
             )
         })

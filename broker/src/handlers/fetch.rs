@@ -36,6 +36,7 @@ use skiff_protocol::responses::fetch::{
 };
 use skiff_storage::FetchSlice;
 
+use super::common::throttle::Turn;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::readable_end::any_advanced;
@@ -116,10 +117,16 @@ fn target_magic(version: i16) -> Option<Magic> {
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
+    turn: &Turn<'_>,
     header: &RequestHeader,
     request: FetchRequest,
 ) -> Vec<ResponsePart> {
     let version = header.request_api_version;
+    let follower = request.replica_id.0 >= 0;
+    if follower {
+        // Replication is not a client: no client quota applies to it.
+        turn.exempt();
+    }
     let refused = refused_topics(ctx, session, header, &request);
     let wait_ms = u64::try_from(request.max_wait_ms)
         .unwrap_or(0)
@@ -163,7 +170,8 @@ pub(crate) async fn handle(
             _ = tokio::time::sleep_until(deadline) => {}
         }
     };
-    build_response(ctx, version, header.correlation_id, reads)
+    let quota = (!follower).then_some(turn);
+    build_response(ctx, version, header.correlation_id, reads, quota)
 }
 
 /// Per requested topic, the error its partitions get from the ACLs (checked once per request,
@@ -475,6 +483,28 @@ fn read_partition(
     }
 }
 
+/// A throttled Fetch: answered at once with its throttle and no partitions, as Kafka's
+/// `getThrottledResponse` answers it (the records read are not sent, nor counted as sent).
+fn throttled_response(version: i16, correlation_id: i32, turn: &Turn<'_>) -> Vec<ResponsePart> {
+    let shape = FetchResponseShape {
+        throttle_time_ms: turn.throttle_field(),
+        ..FetchResponseShape::default()
+    };
+    match encode_fetch_response(version, correlation_id, &shape) {
+        Ok(layout) => layout
+            .into_iter()
+            .filter_map(|part| match part {
+                FetchPart::Bytes(bytes) => Some(ResponsePart::Bytes(bytes)),
+                FetchPart::Records { .. } => None,
+            })
+            .collect(),
+        Err(error) => {
+            tracing::error!(%error, "cannot lay out a throttled fetch response");
+            Vec::new()
+        }
+    }
+}
+
 /// One partition's records in a response, with the partition whose traffic they count as.
 type Hole = (ResponsePart, Arc<Partition>);
 
@@ -483,6 +513,7 @@ fn build_response(
     version: i16,
     correlation_id: i32,
     reads: Vec<ReadTopic>,
+    quota: Option<&Turn<'_>>,
 ) -> Vec<ResponsePart> {
     let mut shape = FetchResponseShape::default();
     let mut holes: Vec<Vec<Option<Hole>>> = Vec::with_capacity(reads.len());
@@ -586,13 +617,31 @@ fn build_response(
         shape.topics.push(topic_shape);
         holes.push(topic_holes);
     }
-    let layout = match encode_fetch_response(version, correlation_id, &shape) {
+    lay_out(version, correlation_id, &shape, holes, quota)
+}
+
+/// The response plan of `shape` with its records in `holes`; when the client is over its
+/// consumer or request quota ([`Turn::fetch_throttled`]), the throttled empty answer instead.
+fn lay_out(
+    version: i16,
+    correlation_id: i32,
+    shape: &FetchResponseShape,
+    mut holes: Vec<Vec<Option<Hole>>>,
+    quota: Option<&Turn<'_>>,
+) -> Vec<ResponsePart> {
+    let layout = match encode_fetch_response(version, correlation_id, shape) {
         Ok(layout) => layout,
         Err(error) => {
             tracing::error!(%error, "cannot lay out fetch response");
             return Vec::new();
         }
     };
+    if let Some(turn) = quota {
+        let response_bytes: usize = layout.iter().map(FetchPart::len).sum();
+        if turn.fetch_throttled(response_bytes) {
+            return throttled_response(version, correlation_id, turn);
+        }
+    }
     layout
         .into_iter()
         .filter_map(|part| match part {

@@ -1,10 +1,10 @@
 //! IncrementalAlterConfigs (`kafka-configs --alter`, AdminClient.incrementalAlterConfigs): per-key
 //! SET, DELETE, APPEND and SUBTRACT on a topic's overrides, written to the metadata store
 //! (`common::config_resources::alter_topic`); validate_only checks without changing. Broker
-//! resources are answered as Kafka answers a key it cannot change dynamically (Skiff changes no
-//! broker key at runtime), except that deleting Kafka's reassignment throttles (never set here)
-//! succeeds, as deleting an unset dynamic config does in Kafka (`kafka-reassign-partitions
-//! --verify` deletes them). A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker
+//! resources change the dynamic broker configs (`common::config_resources::alter_broker`: the
+//! keys Kafka marks dynamic that Skiff has, for the cluster default or this broker), and deleting
+//! Kafka's reassignment throttles (never set here) succeeds, as deleting an unset dynamic config
+//! does in Kafka (`kafka-reassign-partitions --verify` deletes them). A topic needs AlterConfigs on it (TOPIC_AUTHORIZATION_FAILED), a broker
 //! or broker logger AlterConfigs on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::common::config_resources::{
-    alter_topic, change_broker_configs, duplicate_resources, without_unset_deletes, Refusal,
+    alter_broker, alter_topic, duplicate_resources, without_unset_deletes, Refusal,
     RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC,
 };
 use super::error_code;
@@ -23,6 +23,34 @@ use crate::partition::config_change::{self, IncrementalChange};
 use crate::partition::topic_config::is_list_key;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
+
+/// A broker resource's changes, checked as Kafka checks them, applied to its dynamic configs;
+/// deletes of Kafka's reassignment throttles (never set here) are left out.
+async fn alter_broker_incrementally(
+    ctx: &Ctx,
+    name: &str,
+    validate_only: bool,
+    changes: &[IncrementalChange],
+) -> Result<(), Refusal> {
+    config_change::check_incremental(changes)?;
+    let kept = without_unset_deletes(changes.iter().map(|(key, op, _)| (key.as_str(), *op)))
+        .collect::<Vec<&str>>();
+    let changes: Vec<IncrementalChange> = changes
+        .iter()
+        .filter(|(key, _, _)| kept.contains(&key.as_str()))
+        .cloned()
+        .collect();
+    let defaults = ctx.dynamic.static_config();
+    alter_broker(ctx, name, validate_only, |current| {
+        config_change::apply_incremental(
+            current,
+            &changes,
+            |_| false,
+            |key| defaults.value_text(key).flatten(),
+        )
+    })
+    .await
+}
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -73,12 +101,9 @@ pub(crate) async fn handle(
                 {
                     Err(Refusal::code(error_code::CLUSTER_AUTHORIZATION_FAILED))
                 }
-                RESOURCE_TYPE_BROKER => config_change::check_incremental(&changes)
-                    .and_then(|()| {
-                        let keys = changes.iter().map(|(key, op, _)| (key.as_str(), *op));
-                        change_broker_configs(ctx, &name, without_unset_deletes(keys))
-                    })
-                    .map_err(Refusal::from),
+                RESOURCE_TYPE_BROKER => {
+                    alter_broker_incrementally(ctx, &name, request.validate_only, &changes).await
+                }
                 RESOURCE_TYPE_BROKER_LOGGER => Err(Refusal::invalid_request(
                     "broker log levels cannot be changed at runtime: Skiff's log filter is set at start (RUST_LOG)",
                 )),

@@ -12,6 +12,7 @@ mod api_versions;
 mod common;
 
 // Config and partition admin APIs.
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod create_partitions;
@@ -29,6 +30,7 @@ mod describe_user_scram_credentials;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_client_quotas;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
@@ -64,6 +66,7 @@ use crate::context::Ctx;
 use crate::response::ResponsePart;
 use crate::security::sasl::Authenticator;
 use crate::security::session::Session;
+use common::throttle::{Busy, ThrottleField, Timed, Turn};
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
 /// protocol crate decodes), and `every_advertised_api_has_a_handler` checks the match below.
@@ -108,6 +111,9 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // Client quota admin APIs.
+    ApiKey::DescribeClientQuotas,
+    ApiKey::AlterClientQuotas,
 ];
 
 /// What to do after a frame.
@@ -118,6 +124,9 @@ pub(crate) struct Outcome {
     pub(crate) close: bool,
     /// The SASL exchange succeeded with this frame, for this user.
     pub(crate) authenticated: Option<String>,
+    /// Milliseconds the connection reads nothing after writing the response: the client went
+    /// over a quota (KIP-219; the response's `throttle_time_ms` says the same where it has one).
+    pub(crate) throttle_ms: u64,
 }
 
 impl Outcome {
@@ -126,6 +135,7 @@ impl Outcome {
             response: Some(parts),
             close: false,
             authenticated: None,
+            throttle_ms: 0,
         }
     }
 
@@ -134,6 +144,7 @@ impl Outcome {
             response: None,
             close: true,
             authenticated: None,
+            throttle_ms: 0,
         }
     }
 
@@ -142,6 +153,7 @@ impl Outcome {
             response: None,
             close: false,
             authenticated: None,
+            throttle_ms: 0,
         }
     }
 
@@ -182,12 +194,27 @@ pub(crate) async fn handle_frame(
     let started = ctx.instant();
     let frame_bytes = frame.len();
     let api_key = header.request_api_key;
-    let outcome = match sasl {
+    let busy = Busy::default();
+    let client_id = header.client_id.as_deref().unwrap_or("").to_owned();
+    let turn = Turn::new(
+        &ctx.quotas,
+        &session.principal.user,
+        &client_id,
+        &busy,
+        frame_bytes,
+    );
+    let mut outcome = match sasl {
         Some(authenticator) if !authenticator.is_authenticated() => {
-            sasl_gate(ctx, session, authenticator, header, request).await
+            // The SASL exchange is never throttled (Kafka's authenticator runs before quotas).
+            turn.exempt();
+            sasl_gate(ctx, session, authenticator, &turn, header, request).await
         }
-        _ => dispatch(ctx, session, header, request).await,
+        _ => {
+            let handling = std::pin::pin!(dispatch(ctx, session, &turn, header, request));
+            Timed::new(handling, &busy).await
+        }
     };
+    outcome.throttle_ms = turn.finish_request_time();
     let bytes_out: u64 = outcome
         .response
         .iter()
@@ -208,12 +235,13 @@ async fn sasl_gate(
     ctx: &Ctx,
     session: &Session,
     authenticator: &mut Authenticator,
+    turn: &Turn<'_>,
     header: RequestHeader,
     request: Request,
 ) -> Outcome {
     let correlation_id = header.correlation_id;
     match request {
-        Request::ApiVersions(_) => dispatch(ctx, session, header, request).await,
+        Request::ApiVersions(_) => dispatch(ctx, session, turn, header, request).await,
         Request::SaslHandshake(request) => {
             let (response, close) = sasl_handshake::handle(Some(authenticator), &header, request);
             let mut outcome = Outcome::encoded(encode(&header, &response), correlation_id);
@@ -246,190 +274,108 @@ pub(crate) fn handle_bare_sasl_token(authenticator: &mut Authenticator, token: &
 async fn dispatch(
     ctx: &Ctx,
     session: &Session,
+    turn: &Turn<'_>,
     header: RequestHeader,
     request: Request,
 ) -> Outcome {
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
     tracing::trace!(api = ?request.api_key(), version, correlation_id, "request");
+    // The usual handler: `<module>::handle(ctx, session, &header, request).await`, answered.
+    macro_rules! handled {
+        ($module:ident, $request:expr) => {
+            answer(
+                turn,
+                &header,
+                $module::handle(ctx, session, &header, $request).await,
+            )
+        };
+    }
     let encoded = match request {
-        Request::ApiVersions(request) => {
-            encode(&header, &api_versions::handle(ctx, &header, request))
+        Request::ApiVersions(r) => answer(turn, &header, api_versions::handle(ctx, &header, r)),
+        Request::Metadata(r) => handled!(metadata, r),
+        Request::CreateTopics(r) => {
+            let response = create_topics::handle(ctx, session, turn, &header, r).await;
+            answer(turn, &header, response)
         }
-        Request::Metadata(request) => encode(
-            &header,
-            &metadata::handle(ctx, session, &header, request).await,
-        ),
-        Request::CreateTopics(request) => encode(
-            &header,
-            &create_topics::handle(ctx, session, &header, request).await,
-        ),
-        Request::DeleteTopics(request) => encode(
-            &header,
-            &delete_topics::handle(ctx, session, &header, request).await,
-        ),
-        Request::DescribeConfigs(request) => encode(
-            &header,
-            &describe_configs::handle(ctx, session, &header, request),
-        ),
-        Request::ListOffsets(request) => encode(
-            &header,
-            &list_offsets::handle(ctx, session, &header, request).await,
-        ),
-        Request::Produce(request) => match produce::handle(ctx, session, &header, request).await {
-            Some(response) => encode(&header, &response),
-            None => return Outcome::nothing(),
-        },
-        Request::Fetch(request) => {
-            return Outcome::respond(fetch::handle(ctx, session, &header, request).await)
+        Request::DeleteTopics(r) => {
+            let response = delete_topics::handle(ctx, session, turn, &header, r).await;
+            answer(turn, &header, response)
         }
-        Request::FindCoordinator(request) => encode(
+        Request::DescribeConfigs(r) => answer(
+            turn,
             &header,
-            &find_coordinator::handle(ctx, session, &header, request).await,
+            describe_configs::handle(ctx, session, &header, r),
         ),
-        Request::JoinGroup(request) => encode(
-            &header,
-            &join_group::handle(ctx, session, &header, request).await,
-        ),
-        Request::SyncGroup(request) => encode(
-            &header,
-            &sync_group::handle(ctx, session, &header, request).await,
-        ),
-        Request::Heartbeat(request) => encode(
-            &header,
-            &heartbeat::handle(ctx, session, &header, request).await,
-        ),
-        Request::LeaveGroup(request) => encode(
-            &header,
-            &leave_group::handle(ctx, session, &header, request).await,
-        ),
-        Request::OffsetCommit(request) => encode(
-            &header,
-            &offset_commit::handle(ctx, session, &header, request).await,
-        ),
-        Request::OffsetFetch(request) => encode(
-            &header,
-            &offset_fetch::handle(ctx, session, &header, request).await,
-        ),
-        Request::DescribeGroups(request) => encode(
-            &header,
-            &describe_groups::handle(ctx, session, &header, request).await,
-        ),
-        Request::ListGroups(request) => encode(
-            &header,
-            &list_groups::handle(ctx, session, &header, request).await,
-        ),
-        Request::InitProducerId(request) => encode(
-            &header,
-            &init_producer_id::handle(ctx, session, &header, request).await,
-        ),
+        Request::ListOffsets(r) => handled!(list_offsets, r),
+        Request::Produce(r) => {
+            let response = produce::handle(ctx, session, &header, r).await;
+            // Counted after the append, as Kafka does; acks=0 is throttled too (muted, no answer).
+            turn.record_produce();
+            match response {
+                Some(response) => answer(turn, &header, response),
+                None => return Outcome::nothing(),
+            }
+        }
+        Request::Fetch(r) => {
+            return Outcome::respond(fetch::handle(ctx, session, turn, &header, r).await)
+        }
+        Request::FindCoordinator(r) => handled!(find_coordinator, r),
+        Request::JoinGroup(r) => handled!(join_group, r),
+        Request::SyncGroup(r) => handled!(sync_group, r),
+        Request::Heartbeat(r) => handled!(heartbeat, r),
+        Request::LeaveGroup(r) => handled!(leave_group, r),
+        Request::OffsetCommit(r) => handled!(offset_commit, r),
+        Request::OffsetFetch(r) => handled!(offset_fetch, r),
+        Request::DescribeGroups(r) => handled!(describe_groups, r),
+        Request::ListGroups(r) => handled!(list_groups, r),
+        Request::InitProducerId(r) => handled!(init_producer_id, r),
         // Outside the SASL gate (a listener without SASL, or after authentication): Kafka answers
         // ILLEGAL_SASL_STATE and keeps the connection.
-        Request::SaslHandshake(request) => {
-            encode(&header, &sasl_handshake::handle(None, &header, request).0)
+        Request::SaslHandshake(r) => {
+            answer(turn, &header, sasl_handshake::handle(None, &header, r).0)
         }
-        Request::SaslAuthenticate(request) => encode(
-            &header,
-            &sasl_authenticate::handle(None, &header, request).0,
-        ),
+        Request::SaslAuthenticate(r) => {
+            answer(turn, &header, sasl_authenticate::handle(None, &header, r).0)
+        }
         // Config and partition admin APIs.
-        Request::AlterConfigs(request) => encode(
+        Request::AlterConfigs(r) => handled!(alter_configs, r),
+        Request::CreatePartitions(r) => {
+            let response = create_partitions::handle(ctx, session, turn, &header, r).await;
+            answer(turn, &header, response)
+        }
+        Request::IncrementalAlterConfigs(r) => handled!(incremental_alter_configs, r),
+        Request::OffsetForLeaderEpoch(r) => handled!(offsets_for_leader_epoch, r),
+        Request::DeleteRecords(r) => handled!(delete_records, r),
+        Request::DescribeLogDirs(r) => handled!(describe_log_dirs, r),
+        Request::DeleteGroups(r) => handled!(delete_groups, r),
+        Request::ListPartitionReassignments(r) => answer(
+            turn,
             &header,
-            &alter_configs::handle(ctx, session, &header, request).await,
+            list_partition_reassignments::handle(ctx, session, &header, r),
         ),
-        Request::CreatePartitions(request) => encode(
+        Request::OffsetDelete(r) => handled!(offset_delete, r),
+        // Cluster admin APIs.
+        Request::ElectLeaders(r) => handled!(elect_leaders, r),
+        Request::AlterPartitionReassignments(r) => handled!(alter_partition_reassignments, r),
+        // Security admin APIs.
+        Request::DescribeAcls(r) => handled!(describe_acls, r),
+        Request::CreateAcls(r) => handled!(create_acls, r),
+        Request::DeleteAcls(r) => handled!(delete_acls, r),
+        Request::DescribeUserScramCredentials(r) => handled!(describe_user_scram_credentials, r),
+        Request::AlterUserScramCredentials(r) => handled!(alter_user_scram_credentials, r),
+        Request::DescribeCluster(r) => answer(
+            turn,
             &header,
-            &create_partitions::handle(ctx, session, &header, request).await,
+            describe_cluster::handle(ctx, session, &header, r),
         ),
-        Request::IncrementalAlterConfigs(request) => encode(
-            &header,
-            &incremental_alter_configs::handle(ctx, session, &header, request).await,
-        ),
-        Request::OffsetForLeaderEpoch(request) => encode(
-            &header,
-            &offsets_for_leader_epoch::handle(ctx, session, &header, request).await,
-        ),
-        Request::DeleteRecords(request) => encode(
-            &header,
-            &delete_records::handle(ctx, session, &header, request).await,
-        ),
-        Request::DescribeLogDirs(request) => encode(
-            &header,
-            &describe_log_dirs::handle(ctx, session, &header, request).await,
-        ),
-        Request::DeleteGroups(request) => encode(
-            &header,
-            &delete_groups::handle(ctx, session, &header, request).await,
-        ),
-        Request::ListPartitionReassignments(request) => encode(
-            &header,
-            &list_partition_reassignments::handle(ctx, session, &header, request),
-        ),
-        request @ (Request::OffsetDelete(_)
-        | Request::ElectLeaders(_)
-        | Request::AlterPartitionReassignments(_)
-        | Request::DescribeAcls(_)
-        | Request::CreateAcls(_)
-        | Request::DeleteAcls(_)
-        | Request::DescribeUserScramCredentials(_)
-        | Request::AlterUserScramCredentials(_)
-        | Request::DescribeCluster(_)) => admin(ctx, session, &header, request).await,
+        // Client quota admin APIs.
+        Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
+        Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
         // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
         // decoder without a handler does not compile.
     };
     Outcome::encoded(encoded, correlation_id)
-}
-
-/// The group, cluster and security admin APIs, split from [`dispatch`] (whose one arm lists
-/// exactly these, so the compiler still checks that every decoded request has a handler).
-async fn admin(
-    ctx: &Ctx,
-    session: &Session,
-    header: &RequestHeader,
-    request: Request,
-) -> Result<Bytes, EncodeError> {
-    match request {
-        Request::OffsetDelete(request) => encode(
-            header,
-            &offset_delete::handle(ctx, session, header, request).await,
-        ),
-        // Cluster admin APIs.
-        Request::ElectLeaders(request) => encode(
-            header,
-            &elect_leaders::handle(ctx, session, header, request).await,
-        ),
-        Request::AlterPartitionReassignments(request) => encode(
-            header,
-            &alter_partition_reassignments::handle(ctx, session, header, request).await,
-        ),
-        // Security admin APIs.
-        Request::DescribeAcls(request) => encode(
-            header,
-            &describe_acls::handle(ctx, session, header, request).await,
-        ),
-        Request::CreateAcls(request) => encode(
-            header,
-            &create_acls::handle(ctx, session, header, request).await,
-        ),
-        Request::DeleteAcls(request) => encode(
-            header,
-            &delete_acls::handle(ctx, session, header, request).await,
-        ),
-        Request::DescribeUserScramCredentials(request) => encode(
-            header,
-            &describe_user_scram_credentials::handle(ctx, session, header, request).await,
-        ),
-        Request::AlterUserScramCredentials(request) => encode(
-            header,
-            &alter_user_scram_credentials::handle(ctx, session, header, request).await,
-        ),
-        Request::DescribeCluster(request) => encode(
-            header,
-            &describe_cluster::handle(ctx, session, header, request),
-        ),
-        // Only what `dispatch` hands here; anything else would be its bug, answered by closing.
-        _ => Err(EncodeError::NotAdmin),
-    }
 }
 
 /// A frame the decoders refused. ApiVersions at an unknown version is answered (KIP-511: a v0
@@ -468,15 +414,24 @@ pub(crate) enum EncodeError {
         /// What the encoder said.
         source: anyhow::Error,
     },
-    /// A request [`dispatch`] should have answered itself reached [`admin`].
-    #[error("request routed to the admin dispatch by mistake")]
-    NotAdmin,
     /// The response is larger than a frame's i32 size prefix can say.
     #[error("response of {bytes} bytes does not fit a frame")]
     TooLarge {
         /// Header and body bytes.
         bytes: usize,
     },
+}
+
+/// Fills in the request's throttle (its time recorded now, its byte and mutation throttles
+/// already) and encodes.
+fn answer<R: Encodable + ThrottleField>(
+    turn: &Turn<'_>,
+    header: &RequestHeader,
+    mut response: R,
+) -> Result<Bytes, EncodeError> {
+    turn.finish_request_time();
+    response.set_throttle_time_ms(turn.throttle_field());
+    encode(header, &response)
 }
 
 /// Encodes `response` at the request's version, with the size prefix and response header.

@@ -104,11 +104,15 @@ impl Slot {
     }
 }
 
-/// The limits, from the config (parsed once there).
+/// The limits, from the config (parsed once there; `max.connections` may change at runtime,
+/// [`Admissions::set_max_connections`]).
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionLimits {
     /// Connections across listeners (`max.connections`, after the open-file check).
     pub(crate) max_connections: usize,
+    /// The most connections the open-file limit holds: a dynamic `max.connections` above it is
+    /// capped to it.
+    pub(crate) max_connections_ceiling: usize,
     /// `max.connections.per.ip`.
     pub(crate) per_ip: usize,
     /// `max.connections.per.ip.overrides`.
@@ -117,10 +121,11 @@ pub(crate) struct ConnectionLimits {
 
 impl ConnectionLimits {
     /// The config's limits with `max_connections` the capacity the open-file limit allows.
-    pub(crate) fn new(config: &Config, max_connections: usize) -> Self {
+    pub(crate) fn new(config: &Config, max_connections: usize, ceiling: usize) -> Self {
         let count = |limit: i32| usize::try_from(limit).unwrap_or(0);
         Self {
             max_connections,
+            max_connections_ceiling: ceiling.max(max_connections),
             per_ip: count(config.max_connections_per_ip),
             per_ip_overrides: config
                 .max_connections_per_ip_overrides
@@ -197,7 +202,11 @@ impl ConnectionTable {
             return Decision::RefusedPerIp { limit };
         }
         let mut evicted = false;
-        if self.open.len() >= self.limits.max_connections {
+        if self.open.len() > self.limits.max_connections {
+            // Above a limit lowered at runtime: no room until enough connections close.
+            return Decision::RefusedFull;
+        }
+        if self.open.len() == self.limits.max_connections {
             if !self.evict_longest_idle(now_ms) {
                 return Decision::RefusedFull;
             }
@@ -300,6 +309,39 @@ impl Admissions {
         })
     }
 
+    /// Applies a `max.connections` set at runtime (a dynamic broker config), capped to what the
+    /// open-file limit holds. Connections above a lowered limit stay; new ones wait for room.
+    pub(crate) fn set_max_connections(&self, wanted: usize) {
+        let Ok(mut table) = self.table.lock() else {
+            return;
+        };
+        let ceiling = table.limits.max_connections_ceiling;
+        if wanted > ceiling {
+            tracing::warn!(
+                wanted,
+                serving = ceiling,
+                "max.connections above what the open-file limit holds; capped"
+            );
+        }
+        table.limits.max_connections = wanted.min(ceiling).max(1);
+    }
+
+    /// Follows the dynamic broker configs' `max.connections` until shutdown.
+    pub(crate) async fn follow_max_connections(
+        self: Arc<Self>,
+        mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            let wanted = configs.borrow_and_update().max_connections;
+            self.set_max_connections(wanted);
+            tokio::select! {
+                changed = configs.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
     /// Milliseconds since the table was made.
     pub(crate) fn now_ms(&self) -> u64 {
         let elapsed = crate::clock::timer_now().saturating_duration_since(self.epoch);
@@ -394,6 +436,7 @@ mod tests {
     ) -> ConnectionLimits {
         ConnectionLimits {
             max_connections,
+            max_connections_ceiling: usize::MAX,
             per_ip,
             per_ip_overrides: overrides
                 .iter()

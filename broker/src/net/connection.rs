@@ -8,6 +8,8 @@
 //!
 //! Between requests the connection is idle as far as admission goes (`net::admission`): it may be
 //! closed then to make room for a new client, never while a request is read, handled or answered.
+//! After an answer that throttles the client (a client quota, `crate::quota`), the connection
+//! reads nothing for the throttle time: Kafka's channel mute of KIP-219.
 //!
 //! Must never: allocate a frame before its size is checked, let a bad frame take down anything but
 //! this connection, or serve a request on a SASL listener before authentication (ApiVersions and
@@ -184,22 +186,7 @@ async fn serve<S: Transport>(
         } else {
             ctx.config.socket_request_max_bytes as usize
         };
-        let frame_len = match skiff_protocol::frame::check(&size_prefix, request_bytes_max) {
-            FrameCheck::NeedMore {
-                frame_bytes: Some(frame_bytes),
-            } => frame_bytes - size_prefix.len(),
-            FrameCheck::Ready { body_bytes } => body_bytes,
-            FrameCheck::TooLarge { body_bytes, .. } => {
-                return Err(CloseReason::FrameTooLarge {
-                    body_bytes,
-                    max_bytes: request_bytes_max,
-                })
-            }
-            FrameCheck::Negative { size } => return Err(CloseReason::NegativeFrameSize(size)),
-            FrameCheck::NeedMore { frame_bytes: None } => {
-                return Err(CloseReason::IncompleteSizePrefix)
-            }
-        };
+        let frame_len = frame_body_len(&size_prefix, request_bytes_max)?;
         // The broker-wide budget bounds the memory all connections' frames hold together.
         let _budget = ctx
             .request_bytes_budget
@@ -238,6 +225,42 @@ async fn serve<S: Transport>(
             return Err(CloseReason::Unanswerable);
         }
         admitted.end_request();
+        mute(outcome.throttle_ms, stop, admitted).await?;
+    }
+}
+
+/// The body length a size prefix announces, or why the connection closes instead.
+fn frame_body_len(size_prefix: &[u8; 4], request_bytes_max: usize) -> Result<usize, CloseReason> {
+    match skiff_protocol::frame::check(size_prefix, request_bytes_max) {
+        FrameCheck::NeedMore {
+            frame_bytes: Some(frame_bytes),
+        } => Ok(frame_bytes - size_prefix.len()),
+        FrameCheck::Ready { body_bytes } => Ok(body_bytes),
+        FrameCheck::TooLarge { body_bytes, .. } => Err(CloseReason::FrameTooLarge {
+            body_bytes,
+            max_bytes: request_bytes_max,
+        }),
+        FrameCheck::Negative { size } => Err(CloseReason::NegativeFrameSize(size)),
+        FrameCheck::NeedMore { frame_bytes: None } => Err(CloseReason::IncompleteSizePrefix),
+    }
+}
+
+/// Reads nothing for `throttle_ms` after a throttled answer (KIP-219: the client was told its
+/// `throttle_time_ms` and, if it does not wait by itself, waits here, old clients included).
+/// Shutdown or an eviction ends the wait. Nothing to wait for when `throttle_ms` is 0.
+async fn mute(
+    throttle_ms: u64,
+    stop: &mut watch::Receiver<bool>,
+    admitted: &Admitted,
+) -> Result<(), CloseReason> {
+    if throttle_ms == 0 {
+        return Ok(());
+    }
+    tokio::select! {
+        biased;
+        _ = stop.changed() => Err(CloseReason::ShuttingDown),
+        _ = admitted.evicted() => Err(CloseReason::Evicted),
+        _ = tokio::time::sleep(Duration::from_millis(throttle_ms)) => Ok(()),
     }
 }
 

@@ -48,11 +48,9 @@ pub fn raise_to_hard_limit() -> std::io::Result<FileLimit> {
     Ok(FileLimit { soft, hard })
 }
 
-/// How many connections the broker serves at once: `max.connections` if `limit` holds it with
-/// [`FILES_RESERVED`] and the segment files' share to spare. Otherwise an explicitly set value is
-/// an error naming the limit, and the default shrinks to what fits (with a warning), so a broker
-/// on a machine with a low hard limit still starts.
-pub(crate) fn connection_capacity(config: &Config, limit: FileLimit) -> Result<usize, ConfigError> {
+/// The connections the open-file limit holds besides the logs' files and the broker's own, and
+/// the files reserved for those.
+pub(crate) fn connections_that_fit(config: &Config, limit: FileLimit) -> (usize, u64) {
     // The storage engine keeps at most this many segment files open (`LogDir` caps the setting
     // at a quarter of the limit the same way).
     let log_files = (config.log_files_max as u64).min(limit.soft / 4);
@@ -61,6 +59,15 @@ pub(crate) fn connection_capacity(config: &Config, limit: FileLimit) -> Result<u
     let fits = usize::try_from(limit.soft - reserved)
         .unwrap_or(usize::MAX)
         .max(1);
+    (fits, reserved)
+}
+
+/// How many connections the broker serves at once: `max.connections` if `limit` holds it with
+/// [`FILES_RESERVED`] and the segment files' share to spare. Otherwise an explicitly set value is
+/// an error naming the limit, and the default shrinks to what fits (with a warning), so a broker
+/// on a machine with a low hard limit still starts.
+pub(crate) fn connection_capacity(config: &Config, limit: FileLimit) -> Result<usize, ConfigError> {
+    let (fits, reserved) = connections_that_fit(config, limit);
     if config.max_connections <= fits {
         return Ok(config.max_connections);
     }

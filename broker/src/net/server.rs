@@ -64,6 +64,16 @@ pub(crate) fn bind(address: SocketAddr, backlog: u32) -> std::io::Result<TcpList
     socket.listen(backlog)
 }
 
+/// The admission table, following the dynamic `max.connections` until shutdown.
+fn following_admissions(limits: ConnectionLimits, ctx: &Ctx) -> Arc<Admissions> {
+    let admissions = Admissions::new(limits);
+    let follow = admissions
+        .clone()
+        .follow_max_connections(ctx.dynamic.subscribe(), ctx.shutdown.subscribe());
+    tokio::spawn(follow);
+    admissions
+}
+
 /// Serves `listeners` until `shutdown` resolves, then drains connections.
 pub(crate) async fn serve(
     listeners: Vec<BoundListener>,
@@ -73,7 +83,7 @@ pub(crate) async fn serve(
 ) {
     let listeners: Vec<Arc<BoundListener>> = listeners.into_iter().map(Arc::new).collect();
     let mut next_first = 0usize;
-    let admissions = Admissions::new(limits);
+    let admissions = following_admissions(limits, &ctx);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {

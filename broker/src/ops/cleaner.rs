@@ -6,7 +6,8 @@
 //! sleeps `log.cleaner.backoff.ms`. Every replica cleans its own log, leader or follower, as in
 //! Kafka; the bound it may clean up to is the partition's high watermark (records above it may
 //! still be truncated away). A log whose cleaning fails is marked uncleanable, counted, and left
-//! serving. The threads share one I/O throttle (`log.cleaner.io.max.bytes.per.second`).
+//! serving. The threads share one I/O throttle (`log.cleaner.io.max.bytes.per.second`); it and
+//! `log.cleaner.backoff.ms` are dynamic broker configs, followed live (`crate::dynamic`).
 //!
 //! Must never: clean past a partition's high watermark, run two cleanings of one log at once,
 //! stop the broker or other logs' cleaning over one log's failure, or outlive the broker's
@@ -44,7 +45,10 @@ pub(crate) struct CleanerShared {
     in_progress: Mutex<BTreeSet<LogName>>,
     uncleanable: Mutex<BTreeSet<LogName>>,
     throttle: Mutex<ThrottleWindow>,
-    bytes_per_second: f64,
+    /// `log.cleaner.io.max.bytes.per.second` as f64 bits, and `log.cleaner.backoff.ms`: dynamic
+    /// broker configs (`crate::dynamic`), read at each use.
+    bytes_per_second: AtomicU64,
+    backoff_ms: AtomicU64,
     figures: CleanerFigures,
 }
 
@@ -127,13 +131,21 @@ pub(crate) fn start(
             start: Instant::now(),
             bytes: 0,
         }),
-        bytes_per_second: config.log_cleaner_io_max_bytes_per_second.get(),
+        bytes_per_second: AtomicU64::new(
+            config.log_cleaner_io_max_bytes_per_second.get().to_bits(),
+        ),
+        backoff_ms: AtomicU64::new(config.log_cleaner_backoff_ms),
         figures: CleanerFigures {
             threads: (0..threads).map(|_| ThreadFigures::default()).collect(),
             ..CleanerFigures::default()
         },
     });
     metrics.register(Arc::new(CleanerMetrics(shared.clone())));
+    tokio::spawn(follow_dynamic(
+        shared.clone(),
+        ctx.dynamic.subscribe(),
+        ctx.shutdown.subscribe(),
+    ));
     // Kafka caps each thread's share too; storage refuses a larger map.
     let map_bytes = usize::try_from(config.log_cleaner_dedupe_buffer_size / threads.max(1) as u64)
         .unwrap_or(usize::MAX)
@@ -156,10 +168,36 @@ pub(crate) fn start(
 
 /// One thread: clean the filthiest log, or sleep the backoff, until the stop flag.
 fn run_thread(ctx: &Ctx, shared: &CleanerShared, id: usize, mut cleaner: Cleaner) {
-    let backoff = Duration::from_millis(ctx.config.log_cleaner_backoff_ms);
     while !shared.stopping() {
         if !clean_filthiest(ctx, shared, &mut cleaner, id) {
-            shared.sleep(backoff);
+            shared.sleep(Duration::from_millis(
+                shared.backoff_ms.load(Ordering::Relaxed),
+            ));
+        }
+    }
+}
+
+/// Follows the dynamic `log.cleaner.io.max.bytes.per.second` and `log.cleaner.backoff.ms` until
+/// shutdown (Kafka changes them live too; the thread count and buffer sizes need a restart here).
+async fn follow_dynamic(
+    shared: Arc<CleanerShared>,
+    mut configs: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        {
+            let config = configs.borrow_and_update();
+            let rate = config.log_cleaner_io_max_bytes_per_second.get();
+            shared
+                .bytes_per_second
+                .store(rate.to_bits(), Ordering::Relaxed);
+            shared
+                .backoff_ms
+                .store(config.log_cleaner_backoff_ms, Ordering::Relaxed);
+        }
+        tokio::select! {
+            changed = configs.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
         }
     }
 }
@@ -294,7 +332,11 @@ impl CleanHooks for PassHooks<'_> {
             if elapsed < THROTTLE_WINDOW {
                 return;
             }
-            let pause = throttle_pause(window.bytes, elapsed, self.shared.bytes_per_second);
+            let pause = throttle_pause(
+                window.bytes,
+                elapsed,
+                f64::from_bits(self.shared.bytes_per_second.load(Ordering::Relaxed)),
+            );
             // The next window starts after the pause, which every thread's bytes share.
             window.start = Instant::now() + pause;
             window.bytes = 0;

@@ -178,17 +178,51 @@ impl Fetchers {
     }
 }
 
+impl Fetchers {
+    /// No fetchers yet; their shared throttle follows the dynamic
+    /// `skiff.reassignment.throttle.bytes.per.second` until shutdown.
+    fn following_the_throttle(ctx: &Ctx) -> Self {
+        let throttle = Arc::new(std::sync::Mutex::new(TokenBucket::new(
+            ctx.config.reassignment_throttle_bytes_per_second,
+            crate::clock::mono_ms(),
+        )));
+        tokio::spawn(follow_throttle_rate(
+            throttle.clone(),
+            ctx.dynamic.subscribe(),
+            ctx.shutdown.subscribe(),
+        ));
+        Self {
+            by_leader: BTreeMap::new(),
+            throttle,
+        }
+    }
+}
+
+/// Follows the dynamic `skiff.reassignment.throttle.bytes.per.second` until shutdown.
+async fn follow_throttle_rate(
+    throttle: Arc<std::sync::Mutex<TokenBucket>>,
+    mut configs: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let rate = configs
+            .borrow_and_update()
+            .reassignment_throttle_bytes_per_second;
+        if let Ok(mut bucket) = throttle.lock() {
+            bucket.set_rate(rate, crate::clock::mono_ms());
+        }
+        tokio::select! {
+            changed = configs.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
 /// Runs the driver until shutdown.
 pub(crate) async fn run(ctx: Arc<Ctx>, mut queued: ProposalReceiver) {
     let mut shutdown = ctx.shutdown.subscribe();
     let mut materialized = ctx.cluster.materialized_changes();
-    let mut fetchers = Fetchers {
-        by_leader: BTreeMap::new(),
-        throttle: Arc::new(std::sync::Mutex::new(TokenBucket::new(
-            ctx.config.reassignment_throttle_bytes_per_second,
-            crate::clock::mono_ms(),
-        ))),
-    };
+    let mut fetchers = Fetchers::following_the_throttle(&ctx);
     let mut poll = tokio::time::interval(LEADER_POLL_INTERVAL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut checkpoint = tokio::time::interval(Duration::from_millis(

@@ -68,6 +68,18 @@ impl TokenBucket {
         }
     }
 
+    /// Changes the rate at `now_ms` (the dynamic `skiff.reassignment.throttle.bytes.per.second`):
+    /// what was earned so far stays, within the new second's worth; 0 lifts the throttle.
+    pub fn set_rate(&mut self, rate_bytes_per_second: u64, now_ms: u64) {
+        self.refill(now_ms);
+        if self.rate == 0 {
+            // Unthrottled until now: start from a full bucket at the new rate.
+            self.milli_tokens = Self::capacity(rate_bytes_per_second);
+        }
+        self.rate = rate_bytes_per_second;
+        self.milli_tokens = self.milli_tokens.min(Self::capacity(self.rate));
+    }
+
     /// Charges `bytes` fetched at `now_ms` (possibly past the allowance: the bucket goes into
     /// debt).
     pub fn take(&mut self, bytes: u64, now_ms: u64) {
@@ -93,6 +105,19 @@ mod tests {
         assert_eq!(bucket.allowance(250), Allowance::Bytes(250));
         // Never more than a second's worth, however long it idles.
         assert_eq!(bucket.allowance(60_000), Allowance::Bytes(1000));
+    }
+
+    #[test]
+    fn the_rate_changes_live() {
+        let mut bucket = TokenBucket::new(0, 0);
+        assert_eq!(bucket.allowance(0), Allowance::Unlimited);
+        bucket.set_rate(500, 0);
+        assert_eq!(bucket.allowance(0), Allowance::Bytes(500));
+        bucket.take(500, 0);
+        bucket.set_rate(2000, 0);
+        assert_eq!(bucket.allowance(500), Allowance::Bytes(1000));
+        bucket.set_rate(0, 500);
+        assert_eq!(bucket.allowance(500), Allowance::Unlimited);
     }
 
     #[test]

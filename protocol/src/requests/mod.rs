@@ -15,6 +15,7 @@ mod acls;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
+mod client_quotas;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -46,6 +47,7 @@ mod scram;
 mod sync_group;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreatePartitionsRequest,
     IncrementalAlterConfigsRequest,
@@ -222,6 +224,9 @@ requests! {
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest) = scram::decode_describe;
     AlterUserScramCredentials(AlterUserScramCredentialsRequest) = scram::decode_alter;
     DescribeCluster(DescribeClusterRequest) = describe_cluster::decode;
+    // Client quota admin APIs.
+    DescribeClientQuotas(DescribeClientQuotasRequest) = client_quotas::decode_describe;
+    AlterClientQuotas(AlterClientQuotasRequest) = client_quotas::decode_alter;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

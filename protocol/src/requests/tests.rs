@@ -331,6 +331,8 @@ per_api_tests! {
     describe_user_scram_credentials: DescribeUserScramCredentials;
     alter_user_scram_credentials: AlterUserScramCredentials;
     describe_cluster: DescribeCluster;
+    describe_client_quotas: DescribeClientQuotas;
+    alter_client_quotas: AlterClientQuotas;
 }
 
 #[test]
@@ -632,6 +634,8 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::DescribeUserScramCredentials(m) => &mut m.unknown_tagged_fields,
         Request::AlterUserScramCredentials(m) => &mut m.unknown_tagged_fields,
         Request::DescribeCluster(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeClientQuotas(m) => &mut m.unknown_tagged_fields,
+        Request::AlterClientQuotas(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })

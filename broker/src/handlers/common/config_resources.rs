@@ -1,18 +1,19 @@
 //! The config resources that DescribeConfigs, AlterConfigs and IncrementalAlterConfigs name, and
 //! what those three share: Kafka's resource type and config source codes, the rule that a broker
-//! resource names this broker (or is empty: the cluster-wide default), and the answer for a
-//! broker config change, which Skiff cannot make at runtime (deleting one of Kafka's
-//! reassignment throttles, which Skiff never sets, changes nothing and succeeds); and what both
-//! alter handlers share: a resource's [`Refusal`], the duplicate-resource rule and the topic path
-//! ([`alter_topic`]), which changes a topic's overrides through the metadata store.
+//! resource names this broker (or is empty: the cluster-wide default); and what both alter
+//! handlers share: a resource's [`Refusal`], the duplicate-resource rule, the topic path
+//! ([`alter_topic`]), which changes a topic's overrides through the metadata store, and the broker
+//! path ([`alter_broker`]), which changes the dynamic broker configs there (deleting one of
+//! Kafka's reassignment throttles, which Skiff never sets, changes nothing and succeeds).
 //!
-//! Must never: change a config but through the metadata store (`Cluster::alter_topic_configs`),
-//! or hold one handler's logic.
+//! Must never: change a config but through the metadata store (`Cluster::alter_topic_configs`,
+//! `crate::dynamic::store`), or hold one handler's logic.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::error_code;
 use crate::context::Ctx;
+use crate::dynamic::store::{self as dynamic_store, Scope};
 use crate::partition::config_change::{ConfigChangeError, ConfigOp};
 use crate::partition::topic_config::TopicConfig;
 use crate::partition::topics::TopicError;
@@ -69,29 +70,78 @@ pub(crate) fn check_broker_name(ctx: &Ctx, name: &str) -> Result<(), ConfigChang
     Ok(())
 }
 
-/// The answer to changing broker config `keys`: Skiff reads every broker key once, at start, so
-/// none can change at runtime. A key Skiff knows is INVALID_REQUEST with Kafka's message for a
-/// key that is not dynamically updatable (Kafka answers INVALID_REQUEST for those, KAFKA-13609);
-/// a key it does not know is INVALID_CONFIG. No keys at all is a change that changes nothing.
-pub(crate) fn change_broker_configs<'a>(
+/// Changes a broker resource's dynamic configs (the cluster default for the empty name, else
+/// this broker's own) to what `change` makes of the current ones, through the metadata store;
+/// every broker applies them from the store's watch (`crate::dynamic`). A key Skiff does not know
+/// is INVALID_CONFIG; a known key that cannot change at runtime is INVALID_REQUEST with Kafka's
+/// message naming it (Kafka answers INVALID_REQUEST for those, KAFKA-13609); a value the key's
+/// bound or the rules between keys refuse is INVALID_CONFIG; the store out of reach is
+/// REQUEST_TIMED_OUT. `change` may run again on a newer record (another writer came first).
+pub(crate) async fn alter_broker(
     ctx: &Ctx,
     name: &str,
-    keys: impl Iterator<Item = &'a str>,
-) -> Result<(), ConfigChangeError> {
+    validate_only: bool,
+    change: impl Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ConfigChangeError>,
+) -> Result<(), Refusal> {
     check_broker_name(ctx, name)?;
-    let keys: Vec<&str> = keys.collect();
-    if let Some(unknown) = keys.iter().find(|key| ctx.config.value_text(key).is_none()) {
+    let scope = if name.is_empty() {
+        Scope::Default
+    } else {
+        Scope::Broker(ctx.config.node_id)
+    };
+    let mut layers = ctx.dynamic.layers();
+    let current = match scope {
+        Scope::Default => &mut layers.default,
+        Scope::Broker(_) => &mut layers.broker,
+    };
+    let next = change(current)?;
+    check_dynamic_keys(ctx, &next)?;
+    *current = next.clone();
+    crate::dynamic::layered(ctx.dynamic.static_config(), &layers)
+        .map_err(|error| ConfigChangeError::InvalidConfig(error.to_string()))?;
+    if validate_only {
+        return Ok(());
+    }
+    dynamic_store::alter(
+        ctx.cluster.store(),
+        ctx.cluster.store_root(),
+        scope,
+        |stored| change(stored).unwrap_or_else(|_| next.clone()),
+    )
+    .await
+    .map_err(|error| Refusal {
+        code: error_code::REQUEST_TIMED_OUT,
+        message: Some(error.to_string()),
+    })
+}
+
+/// Every key of `values` is a broker key Skiff knows (INVALID_CONFIG) and may change at runtime
+/// (INVALID_REQUEST naming those that cannot).
+fn check_dynamic_keys(
+    ctx: &Ctx,
+    values: &BTreeMap<String, String>,
+) -> Result<(), ConfigChangeError> {
+    if let Some(unknown) = values
+        .keys()
+        .find(|key| ctx.config.value_text(key).is_none())
+    {
         return Err(ConfigChangeError::InvalidConfig(format!(
             "Unknown broker config {unknown}"
         )));
     }
-    if keys.is_empty() {
+    let fixed: Vec<&str> = values
+        .keys()
+        .map(String::as_str)
+        .filter(|key| !crate::dynamic::is_dynamic(key))
+        .collect();
+    if fixed.is_empty() {
         return Ok(());
     }
     Err(ConfigChangeError::InvalidRequest(format!(
-        "Cannot update these configs dynamically: {}. Skiff reads broker configs at start only: \
-         set them in the config file (or with --set) and restart the broker",
-        keys.join(", ")
+        "Cannot update these configs dynamically: {}. The broker configs that change at runtime \
+         are {}; set the others in the config file (or with --set) and restart the broker",
+        fixed.join(", "),
+        crate::dynamic::DYNAMIC_KEYS.join(", ")
     )))
 }
 

@@ -1,0 +1,278 @@
+//! Dynamic broker configs, as Kafka's `DynamicBrokerConfig` keeps them: the keys Kafka marks
+//! dynamic that Skiff has ([`DYNAMIC_KEYS`]) may be set for the whole cluster (the default, the
+//! empty broker name) or for one broker, in the metadata store (`R/broker-configs/<default|id>`,
+//! [`store`]); every broker follows both records it cares about and its owners apply the
+//! effective values live ([`DynamicConfigs::subscribe`]). Precedence, most specific first, as in
+//! Kafka: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG (the file or
+//! `--set`), DEFAULT_CONFIG.
+//!
+//! A value is checked as a start-up value is (the key's bound, the rules between keys) on the
+//! static config with the dynamic layers over it; a stored value this broker refuses (written by
+//! a newer broker, or made invalid by this broker's file) is logged and left out.
+//!
+//! Must never: apply a key that is not in [`DYNAMIC_KEYS`], or block the request path on the store.
+
+pub(crate) mod store;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+
+/// The keys that change without a restart, each applied live by its owner: `max.connections`
+/// (`crate::net::admission`), the reassignment throttle (`crate::replication`), the log cleaner's
+/// I/O throttle and backoff (`crate::ops::cleaner`).
+pub(crate) const DYNAMIC_KEYS: &[&str] = &[
+    "max.connections",
+    "skiff.reassignment.throttle.bytes.per.second",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+];
+
+/// Whether `key` may change at runtime.
+pub(crate) fn is_dynamic(key: &str) -> bool {
+    DYNAMIC_KEYS.contains(&key)
+}
+
+/// Kafka's config source codes a broker key can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Set for this broker in the store.
+    DynamicBroker,
+    /// Set for every broker (the cluster default) in the store.
+    DynamicDefault,
+    /// Set in the config file or with `--set`.
+    Static,
+    /// Skiff's default.
+    Default,
+}
+
+impl Source {
+    /// Kafka's `ConfigSource` id.
+    pub(crate) fn code(self) -> i8 {
+        match self {
+            Source::DynamicBroker => 2,
+            Source::DynamicDefault => 3,
+            Source::Static => 4,
+            Source::Default => 5,
+        }
+    }
+}
+
+/// The two dynamic layers a broker applies: the cluster default and its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Layers {
+    pub(crate) default: BTreeMap<String, String>,
+    pub(crate) broker: BTreeMap<String, String>,
+}
+
+/// Why a dynamic value cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DynamicConfigError {
+    /// The key is not one of [`DYNAMIC_KEYS`].
+    #[error("Cannot update these configs dynamically: {0}")]
+    NotDynamic(String),
+    /// The value breaks the key's bound or a rule between keys.
+    #[error(transparent)]
+    Invalid(#[from] crate::config::ConfigError),
+}
+
+/// `base` with `layers` over it (the default first, then the broker's own), checked.
+pub(crate) fn layered(base: &Config, layers: &Layers) -> Result<Config, DynamicConfigError> {
+    let mut config = base.clone();
+    for (key, value) in layers.default.iter().chain(&layers.broker) {
+        if !is_dynamic(key) {
+            return Err(DynamicConfigError::NotDynamic(key.clone()));
+        }
+        config.apply_override(&format!("{key}={value}"))?;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// The broker's dynamic configs: the layers last applied from the store and the effective config
+/// they make, which owners of dynamic keys follow.
+#[derive(Debug)]
+pub(crate) struct DynamicConfigs {
+    node_id: i32,
+    static_config: Arc<Config>,
+    layers: RwLock<Layers>,
+    effective: watch::Sender<Arc<Config>>,
+}
+
+impl DynamicConfigs {
+    /// No dynamic values yet: the effective config is the static one.
+    pub(crate) fn new(static_config: Arc<Config>) -> Self {
+        Self {
+            node_id: static_config.node_id,
+            effective: watch::channel(static_config.clone()).0,
+            static_config,
+            layers: RwLock::new(Layers::default()),
+        }
+    }
+
+    /// This broker's `node.id`.
+    pub(crate) fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// The config as started (file and `--set`), under every dynamic value.
+    pub(crate) fn static_config(&self) -> &Config {
+        &self.static_config
+    }
+
+    /// The effective config now, and each later one.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Config>> {
+        self.effective.subscribe()
+    }
+
+    /// The layers in force.
+    pub(crate) fn layers(&self) -> Layers {
+        self.layers
+            .read()
+            .map(|layers| layers.clone())
+            .unwrap_or_default()
+    }
+
+    /// Applies the layers read from the store. A value this broker refuses is left out (and
+    /// logged), the others apply.
+    pub(crate) fn apply(&self, wanted: Layers) {
+        let mut layers = wanted;
+        let effective = loop {
+            match layered(&self.static_config, &layers) {
+                Ok(config) => break config,
+                Err(error) => {
+                    tracing::warn!(%error, "dynamic broker config refused; applying the others");
+                    // Leave out the most specific value that fails on its own, then try again.
+                    let Some(bad) = first_bad(&self.static_config, &layers) else {
+                        break (*self.static_config).clone();
+                    };
+                    layers.default.remove(&bad);
+                    layers.broker.remove(&bad);
+                }
+            }
+        };
+        if let Ok(mut current) = self.layers.write() {
+            *current = layers;
+        }
+        self.effective.send_replace(Arc::new(effective));
+    }
+
+    /// Where the value of `key` comes from, with its synonyms in Kafka's order (most specific
+    /// first): (name, value, source).
+    pub(crate) fn synonyms(&self, key: &str) -> Vec<(String, Option<String>, Source)> {
+        let layers = self.layers();
+        let mut synonyms = Vec::new();
+        if let Some(value) = layers.broker.get(key) {
+            synonyms.push((key.to_owned(), Some(value.clone()), Source::DynamicBroker));
+        }
+        if let Some(value) = layers.default.get(key) {
+            synonyms.push((key.to_owned(), Some(value.clone()), Source::DynamicDefault));
+        }
+        let value = self.static_config.value_text(key).flatten();
+        let source = if self.static_config.explicitly_set.contains(key) {
+            Source::Static
+        } else {
+            Source::Default
+        };
+        synonyms.push((key.to_owned(), value, source));
+        synonyms
+    }
+}
+
+/// A key of `layers` whose value alone (over the static config) is refused.
+fn first_bad(base: &Config, layers: &Layers) -> Option<String> {
+    layers
+        .broker
+        .iter()
+        .chain(&layers.default)
+        .find(|(key, value)| {
+            let single = Layers {
+                default: BTreeMap::new(),
+                broker: BTreeMap::from([((*key).clone(), (*value).clone())]),
+            };
+            layered(base, &single).is_err()
+        })
+        .map(|(key, _)| key.clone())
+}
+
+/// Makes the broker's dynamic configs and starts following the store.
+pub(crate) fn start(
+    config: Arc<Config>,
+    cluster: &crate::cluster::Cluster,
+    shutdown: watch::Receiver<bool>,
+) -> Arc<DynamicConfigs> {
+    let dynamic = Arc::new(DynamicConfigs::new(config));
+    tokio::spawn(store::follow(
+        cluster.store().clone(),
+        cluster.store_root().to_owned(),
+        dynamic.clone(),
+        shutdown,
+    ));
+    dynamic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layers(default: &[(&str, &str)], broker: &[(&str, &str)]) -> Layers {
+        let map = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        Layers {
+            default: map(default),
+            broker: map(broker),
+        }
+    }
+
+    #[test]
+    fn the_broker_layer_wins_over_the_default_which_wins_over_the_file() {
+        let mut file = Config::default();
+        file.apply_override("max.connections=100").unwrap();
+        let dynamic = DynamicConfigs::new(Arc::new(file));
+        let effective = dynamic.subscribe();
+        dynamic.apply(layers(&[("max.connections", "200")], &[]));
+        assert_eq!(effective.borrow().max_connections, 200);
+        dynamic.apply(layers(
+            &[("max.connections", "200")],
+            &[("max.connections", "300")],
+        ));
+        assert_eq!(effective.borrow().max_connections, 300);
+        let sources: Vec<i8> = dynamic
+            .synonyms("max.connections")
+            .iter()
+            .map(|(_, _, source)| source.code())
+            .collect();
+        assert_eq!(sources, vec![2, 3, 4]);
+        dynamic.apply(Layers::default());
+        assert_eq!(effective.borrow().max_connections, 100);
+    }
+
+    #[test]
+    fn a_refused_value_is_left_out_and_the_rest_applies() {
+        let dynamic = DynamicConfigs::new(Arc::new(Config::default()));
+        dynamic.apply(layers(
+            &[
+                ("max.connections", "0"),
+                ("skiff.reassignment.throttle.bytes.per.second", "1000"),
+            ],
+            &[],
+        ));
+        let effective = dynamic.subscribe();
+        assert_eq!(
+            effective.borrow().reassignment_throttle_bytes_per_second,
+            1000
+        );
+        assert_eq!(
+            effective.borrow().max_connections,
+            Config::default().max_connections
+        );
+        assert!(layered(&Config::default(), &layers(&[("log.dirs", "/x")], &[])).is_err());
+    }
+}
