@@ -133,6 +133,16 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::AlterClientQuotas => {
             Request::AlterClientQuotas(AlterClientQuotasRequest::default())
         }
+        ApiKey::DescribeAcls => Request::DescribeAcls(DescribeAclsRequest::default()),
+        ApiKey::CreateAcls => Request::CreateAcls(CreateAclsRequest::default()),
+        ApiKey::DeleteAcls => Request::DeleteAcls(DeleteAclsRequest::default()),
+        ApiKey::DescribeUserScramCredentials => {
+            Request::DescribeUserScramCredentials(DescribeUserScramCredentialsRequest::default())
+        }
+        ApiKey::AlterUserScramCredentials => {
+            Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
+        }
+        ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest::default()),
         other => panic!("no default for {other:?}"),
     }
 }

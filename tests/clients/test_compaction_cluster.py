@@ -8,9 +8,10 @@ import glob
 import os
 import signal
 import struct
+import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from test_cluster import SESSION_MS, dump_logs, metrics, wait_for
@@ -98,7 +99,18 @@ def produce_versions(bootstrap):
 def latest_per_key(bootstrap):
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+    high = None
+    for _ in range(150):
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+            break
+        except KafkaException as error:
+            # A new leader answers OFFSET_NOT_AVAILABLE until its HW reaches its epoch's start
+            # (KIP-207); clients retry it.
+            if error.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE:
+                raise
+            time.sleep(0.1)
+    assert high is not None, "the high watermark never became available"
     seen, last_offset = {}, -1
     deadline_polls = 600
     while last_offset < high - 1 and deadline_polls:
