@@ -66,11 +66,11 @@ SAMPLE_SECONDS = 0.2
 # Kafka's cleaner backoff is 15 s by default; both brokers get 1 s so a lowered ratio is seen soon.
 BACKOFF_MS = 1000
 THROTTLE_BYTES_PER_SECOND = 50 * MIB
+# The report: bench/reports/<REPORT_NAME>.md and its plots.
+REPORT_NAME = "compaction"
 SMALL_DEDUPE_BYTES = 16 * MIB
-# docs/benchmarks.md, partitions at scale: resident memory per idle partition.
-PARTITION_RSS_BYTES = 5 * 1024
-# log.cleaner.io.buffer.size's default (both brokers'): a read and a write buffer per thread.
-IO_BUFFER_BYTES = 512 * 1024
+# docs/benchmarks.md, partitions at scale: the open files' cap (skiff.log.files.max's default).
+LOG_FILES_MAX = 4096
 DEFAULT_DEDUPE_BYTES = 128 * MIB
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STAMP = re.compile(r"^\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?")
@@ -407,19 +407,22 @@ def throughput(broker, out_dir, messages_per_partition):
 
 # --- phases -----------------------------------------------------------------------------------------
 
-def wait_for_cleanings(broker, topic, known, timeout, quiet_seconds=0.0):
-    """Waits until `topic` has a cleaning past `known` and then none for `quiet_seconds` (a pass
-    that fills the key map is followed by another); returns every cleaning of it."""
+def active_base(data, topic):
+    """The base offset of `topic`-0's active segment: where a complete cleaning ends."""
+    directory = os.path.join(data, f"{topic}-0")
+    return max(int(name[:-4]) for name in os.listdir(directory) if name.endswith(".log"))
+
+
+def wait_for_cleanings(broker, topic, known, timeout, end_offset):
+    """Waits until a cleaning of `topic` past the first `known` reaches `end_offset` (a key map
+    that fills up ends a pass early and the next pass goes on); returns every cleaning of it."""
     deadline = time.time() + timeout
-    seen, since = known, time.time()
     while time.time() < deadline:
         found = cleanings(broker.log_path, topic)
-        if len(found) != seen:
-            seen, since = len(found), time.time()
-        if seen > known and time.time() - since >= quiet_seconds:
+        if any(c["dirty"][1] >= end_offset for c in found[known:]):
             return found
         time.sleep(0.5)
-    raise RuntimeError(f"{broker.kind}: no cleaning of {topic} within {timeout} s")
+    raise RuntimeError(f"{broker.kind}: {topic} not cleaned up to {end_offset} within {timeout} s")
 
 
 def windows_figures(samples, found):
@@ -451,7 +454,8 @@ def phase_clean(broker, args, topic, versions):
     time.sleep(1)
     lowered = time.time()
     set_topic_config(broker.bootstrap, topic, "min.cleanable.dirty.ratio", "0.5")
-    found = wait_for_cleanings(broker, topic, len(early), args.clean_timeout, quiet_seconds=3.0)
+    found = wait_for_cleanings(broker, topic, len(early), args.clean_timeout,
+                               active_base(broker.data, topic))
     time.sleep(1)
     samples = sampler.stop()
     after = dirty_ratio(broker.data, topic)
@@ -491,7 +495,8 @@ def phase_interference(broker, args, topic):
         if len(cleanings(broker.log_path, topic)) > known:
             break
         runs.append({"when": "during", **throughput(broker, f"{out}/during-{i}", args.bench_messages)})
-    found = wait_for_cleanings(broker, topic, known, args.clean_timeout, quiet_seconds=3.0)[known:]
+    found = wait_for_cleanings(broker, topic, known, args.clean_timeout,
+                               active_base(broker.data, topic))[known:]
     samples = sampler.stop()
     first_start = min(c["end"] - c["seconds"] for c in found)
     last_end = max(c["end"] for c in found)
@@ -577,8 +582,10 @@ def measure(kind, name, settings, run, args, results):
         with open(broker.log_path, errors="replace") as f:
             lines = [ANSI.sub("", line) for line in f]
         with open(os.path.join(out, f"{kind}-{name}-broker.log"), "w") as f:
-            f.writelines(line for line in lines if "clean" in line.lower() or "\t" in line[:2]
-                         or "ERROR" in line or "WARN" in line)
+            # A thousand cleanings' whole blocks are megabytes: there, one line of two each.
+            wanted = (lambda line: CLEANED.search(line) or PROCESSED.search(line)) if name == "partitions" \
+                else (lambda line: "clean" in line.lower() or "\t" in line[:2])
+            f.writelines(line for line in lines if wanted(line) or "ERROR" in line or "WARN" in line)
         shutil.rmtree(broker.state, ignore_errors=True)
     with open(os.path.join(out, f"{kind}.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -681,6 +688,9 @@ def render(data_dir, reports_dir):
     lines = [
         "# Log cleaner against Apache Kafka 4.1.1 (issue 37, performance)", "",
         "```sh", run["command"], "```", "",
+        "Its arguments, defaults included: " + ", ".join(
+            f"`--{k.replace('_', '-')} {v}`" for k, v in run["args"].items()
+            if k not in ("out", "reports", "state", "work", "render", "skip_build", "phases", "brokers")) + ".", "",
         f"Run {run['started']} – {run['finished']} UTC, commit {run['commit']}, {run['machine']}; "
         f"load average (1/5/15 min) {run['load_before']} before and {run['load_after']} after: "
         "the machine's 2 cores were shared with other sessions, so compare only within this run, "
@@ -696,6 +706,11 @@ def render(data_dir, reports_dir):
         "`log.cleaner.dedupe.buffer.size` 128 MiB (Kafka's default) unless said. Kafka runs on Java 17 "
         "with `-Xmx1g -Xms1g` and G1 (its scripts' flags). MB = 2^20 bytes, as both brokers' log lines.", "",
     ]
+    # The reading of the run (targets met or missed and why), written after it beside its data.
+    notes = os.path.join(data_dir, "notes.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            lines += [f.read().rstrip(), ""]
     lines += render_clean(skiff.get("clean"), kafka.get("clean"))
     lines += render_memory(skiff, kafka)
     lines += render_interference(skiff, kafka)
@@ -705,7 +720,7 @@ def render(data_dir, reports_dir):
     lines += ["Raw data: `bench/reports/data/compaction/` (`skiff.json`, `kafka.json`: every phase "
               "with its /proc samples and cleanings; `*-broker.log`: the cleaner's lines). "
               "`bench/scripts/compaction.py --render` writes this report again from them.", ""]
-    with open(os.path.join(reports_dir, "compaction.md"), "w") as f:
+    with open(os.path.join(reports_dir, REPORT_NAME + ".md"), "w") as f:
         f.write("\n".join(lines))
 
 
@@ -720,6 +735,10 @@ def render_clean(s, k):
         ("**MB/s of log cleaned**", s["mb_per_s"], k["mb_per_s"], 1, "≥ 1: "),
         ("**broker CPU s per GB cleaned** (process user+system)", s["cpu_seconds_per_gb"],
          k["cpu_seconds_per_gb"], 2, "≤ 1: "),
+        ("log cleaned by the files (MB: sealed segments before)", s["dirty_before"]["sealed_bytes"] / MIB,
+         k["dirty_before"]["sealed_bytes"] / MIB, 1, None),
+        ("**MB/s by the files** (sealed MB before / seconds)", files_rate(s), files_rate(k), 1, "≥ 1: "),
+        ("**broker CPU s per GB by the files**", files_cpu(s), files_cpu(k), 2, "≤ 1: "),
         ("cleaner thread CPU s per GB cleaned", s["cleaner_thread_cpu_seconds"] / (s["mb"] / 1024),
          k["cleaner_thread_cpu_seconds"] / (k["mb"] / 1024), 2, None),
         ("fill (s, confluent-kafka, same for both)", s["fill_seconds"], k["fill_seconds"], 1, None),
@@ -744,6 +763,20 @@ def render_clean(s, k):
             f"Kafka {fmt(k['dirty_before']['log_bytes'] / MIB, 0)} → {fmt(k['dirty_after']['log_bytes'] / MIB, 0)} MiB. "
             f"Cleanings before the ratio was lowered: Skiff {s['cleaned_early']}, Kafka {k['cleaned_early']}.", ""]
     return out
+
+
+def files_rate(phase):
+    """MB/s with the megabytes the log's sealed segments held before a one-pass cleaning (the
+    bytes each broker had to read once), so both count alike whatever their lines count."""
+    if len(phase["cleanings"]) != 1 or not phase["seconds"]:
+        return None
+    return phase["dirty_before"]["sealed_bytes"] / MIB / phase["seconds"]
+
+
+def files_cpu(phase):
+    if len(phase["cleanings"]) != 1:
+        return None
+    return phase["cpu_seconds"] / (phase["dirty_before"]["sealed_bytes"] / GIB)
 
 
 def render_memory(skiff, kafka):
@@ -810,27 +843,27 @@ def render_partitions(s, k, run):
            f"{a['many_partitions']:,} partitions of one compacted topic (`segment.ms={a['many_segment_ms']}`), "
            f"{a['many_keys_per_partition']} keys per partition × 3 versions, then one more version after "
            "`segment.ms` so every partition rolls and has a cleanable segment; RSS and open files sampled "
-           "while the cleaner goes through them. Documented bounds (docs/benchmarks.md, partitions at "
-           "scale): about 5 KiB of RSS per partition and open files at most `skiff.log.files.max` (4,096) "
-           "+ 14. Skiff allocates its key map (the dedupe buffer) at start, so the idle figure holds it; "
-           "the bound is that figure, 5 KiB per partition and the cleaner's two 512 KiB I/O buffers.", "",
-           "| broker | cleanings | RSS idle (before the topic) | RSS peak | open files idle → peak | bound RSS | bound files |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+           "from just before that last version until the cleaner has gone through them. Documented "
+           "bounds (docs/benchmarks.md, partitions at scale): about 5 KiB of RSS per idle partition, "
+           "and open files at most `skiff.log.files.max` (4,096) + 14. Skiff allocates its key map (the "
+           "dedupe buffer) when it starts, so every figure here holds it.", "",
+           "| broker | cleanings | RSS idle → topic created → records in (before the cleaner) → peak | per partition: created, records in | peak − before the cleaner | open files idle → created → peak | files bound |",
+           "|---|---:|---|---|---:|---|---|"]
     for kind, p in (("Skiff", s), ("Kafka 4.1.1", k)):
         if not p or "error" in p:
             out.append(f"| {kind} | {p and p.get('error')} | | | | | |")
             continue
-        bound_rss = bound_files = "–"
+        n, idle, created, first = p["partitions"], p["idle"], p["created"], p["rss_first"]
+        files_bound = "–"
         if kind == "Skiff":
-            # The key map is allocated (and touched) when the broker starts, so it is in the idle
-            # figure already; the cleaning adds its two I/O buffers.
-            limit = p["idle"]["rss"] + p["partitions"] * PARTITION_RSS_BYTES + 2 * IO_BUFFER_BYTES
-            verdict = "met" if p["rss_peak"] <= limit else "**missed**"
-            bound_rss = f"{fmt(limit / MIB, 0)} MiB: {verdict}"
-            bound_files = f"4,110: {'met' if p['fds_peak'] <= 4110 else '**missed**'}"
-        out.append(f"| {kind} | {p['cleanings']:,} | {fmt(p['idle']['rss'] / MIB, 0)} MiB | "
-                   f"{fmt(p['rss_peak'] / MIB, 0)} MiB | {p['idle']['fds']:,} → {p['fds_peak']:,} | "
-                   f"{bound_rss} | {bound_files} |")
+            limit = LOG_FILES_MAX + 14
+            files_bound = f"{limit:,}: {'met' if p['fds_peak'] <= limit else '**missed**'}"
+        out.append(
+            f"| {kind} | {p['cleanings']:,} | {fmt(idle['rss'] / MIB, 0)} → {fmt(created['rss'] / MIB, 0)} → "
+            f"{fmt(first / MIB, 0)} → {fmt(p['rss_peak'] / MIB, 0)} MiB | "
+            f"{fmt((created['rss'] - idle['rss']) / n / 1024, 1)} KiB, {fmt((first - idle['rss']) / n / 1024, 1)} KiB | "
+            f"{fmt((p['rss_peak'] - first) / MIB, 1)} MiB | {idle['fds']:,} → {created['fds']:,} → {p['fds_peak']:,} | "
+            f"{files_bound} |")
     return out + [""]
 
 
@@ -890,8 +923,8 @@ def main():
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--segment-bytes", type=int, default=64 * MIB)
     parser.add_argument("--bench-messages", type=int, default=8192, help="skiff-bench messages per partition")
-    parser.add_argument("--idle-runs", type=int, default=2, help="idle throughput runs before and after")
-    parser.add_argument("--during-runs", type=int, default=6, help="most throughput runs during a cleaning")
+    parser.add_argument("--idle-runs", type=int, default=3, help="idle throughput runs before and after")
+    parser.add_argument("--during-runs", type=int, default=20, help="most throughput runs during a cleaning")
     parser.add_argument("--many-partitions", type=int, default=1000)
     parser.add_argument("--many-keys-per-partition", type=int, default=20)
     parser.add_argument("--many-segment-ms", type=int, default=10000)
