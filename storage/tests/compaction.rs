@@ -207,6 +207,32 @@ fn a_group_emptied_by_a_cleaning_keeps_the_log_start_through_retention() {
 }
 
 #[test]
+fn the_bytes_read_count_each_batch_once_though_chunks_cut_batches() {
+    let dir = temp_dir();
+    let config = LogConfig {
+        segment_bytes: 64 * 1024,
+        ..compacted()
+    };
+    let data = LogDir::open(dir.path(), config).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    let value = vec![b'v'; 700];
+    for round in 0..40 {
+        let key = format!("k{}", round % 5).into_bytes();
+        let records: Vec<KeyValue<'_>> = vec![(Some(&key[..]), Some(&value[..]))];
+        log.append(&mut keyed_batch(&records, 1_000, Compression::None), 1_000)
+            .unwrap();
+    }
+    log.roll_if_needed(i64::MAX / 2).unwrap();
+    let size_before = log.size_bytes().unwrap();
+    // The 4 KiB I/O buffer ends its chunks inside batches of ~760 bytes, which are read again
+    // with the next chunk: Kafka's "MB of log processed" counts each batch once, and so do these.
+    let stats = clean_once(&log, &mut cleaner(), 10_000);
+    assert!(stats.complete);
+    assert_eq!(stats.map_bytes_read, size_before);
+    assert_eq!(stats.bytes_read, size_before);
+}
+
+#[test]
 fn the_upper_bound_and_the_active_segment_are_left_alone() {
     let dir = temp_dir();
     let data = LogDir::open(dir.path(), compacted()).unwrap();

@@ -349,7 +349,9 @@ type Buffers<'a> = (&'a mut Vec<u8>, &'a mut Vec<u8>, &'a mut Vec<u8>);
 impl Log {
     /// Calls `visit` with each whole batch of the first `size_bytes` of `file`, in order, until
     /// it answers `false`. Reads through `buffer` (grown to a batch larger than it, up to
-    /// `batch_max`); reports each read to `hooks`. Returns the bytes read.
+    /// `batch_max`); reports each read to `hooks` (the throttle counts what the disk read).
+    /// Returns the bytes of the batches visited (each batch once, as Kafka's "MB of log processed"
+    /// counts them, though a batch cut by a chunk's end is read again with the next chunk).
     #[allow(clippy::too_many_arguments)] // the file, its extent, the buffer and its bound, the callbacks
     fn for_each_batch(
         &self,
@@ -365,7 +367,7 @@ impl Log {
             CleanError::Failed(Error::corrupt(path, position, reason))
         };
         let mut position = 0u64;
-        let mut bytes_read = 0u64;
+        let mut visited_bytes = 0u64;
         while position < size_bytes {
             let want = usize::try_from(size_bytes - position)
                 .unwrap_or(usize::MAX)
@@ -375,7 +377,6 @@ impl Log {
                 .read_exact_at(file, chunk, position)
                 .map_err(|error| Error::io(path, error))?;
             hooks.on_io(want as u64);
-            bytes_read += want as u64;
             let mut at = 0usize;
             let mut grow_to = None;
             while let Some(rest) = chunk
@@ -392,8 +393,9 @@ impl Log {
                     break;
                 };
                 if !visit(batch, &header, &mut *hooks)? {
-                    return Ok(bytes_read);
+                    return Ok(visited_bytes);
                 }
+                visited_bytes += total as u64;
                 at += total;
             }
             if at == 0 {
@@ -415,7 +417,7 @@ impl Log {
             }
             position += at as u64;
         }
-        Ok(bytes_read)
+        Ok(visited_bytes)
     }
 
     /// Maps the keys of the dirty section into the cleaner's map, whole batches only, until the
