@@ -75,6 +75,21 @@ pub struct TopicConfigError {
     pub reason: &'static str,
 }
 
+impl TopicConfigError {
+    fn new(key: &str, value: &str, reason: &'static str) -> Self {
+        Self {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason,
+        }
+    }
+}
+
+/// A number from a config value's text (surrounding spaces allowed, as Kafka's parser).
+fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
+    value.trim().parse().ok()
+}
+
 /// Every topic key Skiff understands, for DescribeConfigs.
 pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "cleanup.policy",
@@ -179,24 +194,15 @@ impl TopicConfig {
     /// wait longer before it may be compacted than it may wait before it must be.
     fn check_compaction_lags(&self) -> Result<(), TopicConfigError> {
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
-            return Err(TopicConfigError {
-                key: "min.compaction.lag.ms".to_owned(),
-                value: self.min_compaction_lag_ms.to_string(),
-                reason: "conflicts with max.compaction.lag.ms, which is smaller",
-            });
+            let lag = self.min_compaction_lag_ms.to_string();
+            let reason = "conflicts with max.compaction.lag.ms, which is smaller";
+            return Err(TopicConfigError::new("min.compaction.lag.ms", &lag, reason));
         }
         Ok(())
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), TopicConfigError> {
-        let error = |reason| TopicConfigError {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            reason,
-        };
-        fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
-            value.trim().parse().ok()
-        }
+        let error = |reason| TopicConfigError::new(key, value, reason);
         match key {
             "segment.bytes" => {
                 self.segment_bytes = number(value)
@@ -269,14 +275,7 @@ impl TopicConfig {
 
     /// The log cleaner's keys (`set`'s other half).
     fn set_cleaning(&mut self, key: &str, value: &str) -> Result<(), TopicConfigError> {
-        let error = |reason| TopicConfigError {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            reason,
-        };
-        fn number<T: std::str::FromStr>(value: &str) -> Option<T> {
-            value.trim().parse().ok()
-        }
+        let error = |reason| TopicConfigError::new(key, value, reason);
         match key {
             "cleanup.policy" => {
                 self.cleanup_policy = CleanupPolicy::parse(value)
