@@ -223,3 +223,97 @@ async fn scram_users_and_describe_cluster() -> anyhow::Result<()> {
     broker.stop().await;
     Ok(())
 }
+
+/// Every version of the security admin APIs that ApiVersions advertises answers a well-formed
+/// response (what `every_version.rs` asks of each advertised API): on a broker with an ACL file
+/// the ACL APIs serve, and the SCRAM and DescribeCluster APIs answer as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_version_of_the_security_apis_answers() -> anyhow::Result<()> {
+    let directory = tempfile::tempdir()?;
+    let acl_path = directory.path().join("acls.txt");
+    std::fs::write(&acl_path, "allow User:ANONYMOUS all cluster\n")?;
+    let file = format!("skiff.acl.file={}", acl_path.display());
+    let broker = TestBroker::start(&[file.as_str()]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    let range = |key: ApiKey| {
+        let entry = versions
+            .api_keys
+            .iter()
+            .find(|entry| entry.api_key == key as i16)
+            .unwrap_or_else(|| panic!("{key:?} is not advertised"));
+        entry.min_version..=entry.max_version
+    };
+    let any_filter = DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    for version in range(ApiKey::DescribeAcls) {
+        let response: DescribeAclsResponse = client
+            .request(ApiKey::DescribeAcls, version, &any_filter)
+            .await?;
+        assert_eq!(response.error_code, 0, "DescribeAcls v{version}");
+    }
+    for version in range(ApiKey::CreateAcls) {
+        let create = CreateAclsRequest::default().with_creations(vec![creation("v", "*", 3)]);
+        let response: CreateAclsResponse =
+            client.request(ApiKey::CreateAcls, version, &create).await?;
+        assert_eq!(response.results[0].error_code, 0, "CreateAcls v{version}");
+    }
+    for version in range(ApiKey::DeleteAcls) {
+        let delete = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+            .with_resource_type_filter(2)
+            .with_resource_name_filter(Some(text("v")))
+            .with_pattern_type_filter(3)
+            .with_operation(1)
+            .with_permission_type(1)]);
+        let response: DeleteAclsResponse =
+            client.request(ApiKey::DeleteAcls, version, &delete).await?;
+        assert_eq!(
+            response.filter_results[0].error_code, 0,
+            "DeleteAcls v{version}"
+        );
+    }
+    for version in range(ApiKey::DescribeUserScramCredentials) {
+        let response: DescribeUserScramCredentialsResponse = client
+            .request(
+                ApiKey::DescribeUserScramCredentials,
+                version,
+                &DescribeUserScramCredentialsRequest::default(),
+            )
+            .await?;
+        assert_eq!(
+            response.error_code, 0,
+            "DescribeUserScramCredentials v{version}"
+        );
+    }
+    for version in range(ApiKey::AlterUserScramCredentials) {
+        let response: AlterUserScramCredentialsResponse = client
+            .request(
+                ApiKey::AlterUserScramCredentials,
+                version,
+                &AlterUserScramCredentialsRequest::default(),
+            )
+            .await?;
+        assert!(
+            response.results.is_empty(),
+            "AlterUserScramCredentials v{version}"
+        );
+    }
+    for version in range(ApiKey::DescribeCluster) {
+        let response: DescribeClusterResponse = client
+            .request(
+                ApiKey::DescribeCluster,
+                version,
+                &DescribeClusterRequest::default(),
+            )
+            .await?;
+        assert_eq!(response.error_code, 0, "DescribeCluster v{version}");
+        assert!(!response.brokers.is_empty(), "DescribeCluster v{version}");
+    }
+    broker.stop().await;
+    Ok(())
+}

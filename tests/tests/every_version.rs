@@ -688,6 +688,13 @@ const EXERCISED_APIS: &[ApiKey] = &[
     // Client quota admin APIs (tests/client_quotas.rs).
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    // Security admin APIs (tests/acl_api.rs, every advertised version).
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
+    ApiKey::DescribeCluster,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case
