@@ -13,7 +13,7 @@
 //! stop the broker or other logs' cleaning over one log's failure, or outlive the broker's
 //! shutdown (each pass is asked to stop and the threads are joined before the logs close).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -361,11 +361,7 @@ fn clean_one(
     now_ms: i64,
 ) {
     let (topic, index) = &candidate.name;
-    let live_producers: BTreeMap<i64, i64> = candidate
-        .partition
-        .live_producer_batches()
-        .into_iter()
-        .collect();
+    let live_producers = candidate.partition.live_producer_batches();
     let started = Instant::now();
     let mut hooks = PassHooks { shared };
     let outcome = candidate.partition.log().clean(

@@ -676,7 +676,7 @@ impl Partition {
 
     /// Each idempotent producer of this partition with the last offset of its last batch: the
     /// batches the log cleaner keeps so deduplication survives a cleaning.
-    pub fn live_producer_batches(&self) -> Vec<(i64, i64)> {
+    pub fn live_producer_batches(&self) -> std::collections::BTreeMap<i64, i64> {
         self.producers_recovered().last_batch_ends()
     }
 

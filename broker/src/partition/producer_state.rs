@@ -226,7 +226,7 @@ impl PartitionProducers {
     /// Each tracked producer with the last offset of its last batch: the batches the log cleaner
     /// keeps (even emptied of records), so that a restart or a new leader replays every live
     /// producer's epoch and last sequence and still deduplicates its retries.
-    pub fn last_batch_ends(&self) -> Vec<(i64, i64)> {
+    pub fn last_batch_ends(&self) -> BTreeMap<i64, i64> {
         self.producers
             .iter()
             .filter_map(|(producer_id, entry)| {

@@ -134,7 +134,8 @@ impl<'a> Turn<'a> {
 
     /// Records the request's polling time so far, once, and returns the throttle earned.
     pub(crate) fn finish_request_time(&self) -> u64 {
-        if self.exempt.load(Ordering::Relaxed)
+        if !self.quotas.active()
+            || self.exempt.load(Ordering::Relaxed)
             || self.request_recorded.swap(true, Ordering::Relaxed)
         {
             return self.throttle_ms();
@@ -148,6 +149,9 @@ impl<'a> Turn<'a> {
 
     /// Records the Produce request's bytes (`producer_byte_rate`).
     pub(crate) fn record_produce(&self) -> u64 {
+        if !self.quotas.active() {
+            return self.throttle_ms();
+        }
         let bytes = self.request_bytes;
         let now_ms = self.quotas.now_ms();
         let throttle = self.quotas.record(
@@ -163,6 +167,9 @@ impl<'a> Turn<'a> {
     /// whether the response must go without records: then the bytes are taken back, as Kafka
     /// takes them back from a throttled Fetch it answers empty.
     pub(crate) fn fetch_throttled(&self, bytes: usize) -> bool {
+        if !self.quotas.active() {
+            return false;
+        }
         let now_ms = self.quotas.now_ms();
         let client = self.client();
         let bandwidth =
