@@ -7,6 +7,7 @@ pub mod compression;
 pub mod error;
 pub mod legacy;
 pub mod record;
+pub mod txn;
 pub mod v2;
 
 pub use error::RecordError;
