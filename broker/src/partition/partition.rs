@@ -553,9 +553,7 @@ impl Partition {
         self.log.append_replicated(&mut batches, now_ms)?;
         self.traffic.count_replicated(batches.len() as u64);
         let mut producers = self.producers_recovered();
-        for (_, header) in v2::batch_positions(&batches).flatten() {
-            producers.replay(&header);
-        }
+        replay_batches(&mut producers, &batches);
         Ok(())
     }
 
@@ -783,15 +781,24 @@ pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_st
         .max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX));
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset)?;
-        for (_, header) in skiff_protocol::records::v2::batch_positions(&bytes).flatten() {
-            producers.replay(&header);
-        }
+        replay_batches(&mut producers, &bytes);
         if next <= offset {
             break;
         }
         offset = next;
     }
     Ok(producers)
+}
+
+/// Replays every whole batch of `batches` (data batches and end-transaction markers) into
+/// `producers`, oldest first.
+fn replay_batches(producers: &mut PartitionProducers, batches: &[u8]) {
+    for (position, header) in v2::batch_positions(batches).flatten() {
+        let bytes = batches
+            .get(position..position + header.total_bytes())
+            .unwrap_or_default();
+        producers.replay(&header, bytes);
+    }
 }
 
 #[cfg(test)]
