@@ -530,6 +530,17 @@ impl PartitionProducers {
             .map_or(high_watermark, |first| first.min(high_watermark))
     }
 
+    /// The last stable offset right after `completed`'s marker was recorded, as its
+    /// aborted-transaction index entry keeps it (Kafka's `lastStableOffset(completedTxn)`): the
+    /// first offset of the oldest transaction still open, else the offset after the marker.
+    pub fn stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+        self.open_txns
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(completed.last_offset + 1)
+    }
+
     /// The epoch and open transaction's first offset of a producer, if tracked (KIP-890's
     /// shortcut: a producer already in a transaction here with this epoch needs no verification).
     pub fn open_transaction(&self, producer_id: i64) -> Option<(i16, i64)> {
