@@ -53,6 +53,7 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+mod write_txn_markers;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -114,6 +115,7 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Client quota admin APIs.
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    ApiKey::WriteTxnMarkers,
 ];
 
 /// What to do after a frame.
@@ -375,6 +377,8 @@ async fn dispatch(
         // Client quota admin APIs.
         Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
         Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
+        // Transactions (issue 38): the partition side.
+        Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
         // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
         // refuses them and these variants never reach here; should one, it is answered as Kafka
         // answers an API it does not serve: the connection closes. Each arm becomes its handler
@@ -382,7 +386,6 @@ async fn dispatch(
         Request::AddPartitionsToTxn(_)
         | Request::AddOffsetsToTxn(_)
         | Request::EndTxn(_)
-        | Request::WriteTxnMarkers(_)
         | Request::TxnOffsetCommit(_)
         | Request::DescribeProducers(_)
         | Request::DescribeTransactions(_)

@@ -873,6 +873,6 @@ fn replay_batches_at(producers: &mut PartitionProducers, batches: &[u8], base_of
 
 #[cfg(test)]
 pub(crate) mod tests;
-mod txn;
+pub mod txn;
 #[cfg(test)]
 mod txn_tests;
