@@ -94,6 +94,7 @@ mod deletion;
 mod loading;
 mod membership;
 mod offsets;
+mod txn_offsets;
 
 #[cfg(test)]
 mod sim;
@@ -104,5 +105,6 @@ pub use config::{GroupConfig, GroupKeys};
 pub use coordinated::{coordinator_partition, Coordinated};
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use loading::{Loaded, UNPARTITIONED};
-pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue, Replayed, TxnProducer};
 pub use state::GroupState;
+pub use txn_offsets::TxnCompletion;
