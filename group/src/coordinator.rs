@@ -359,7 +359,8 @@ impl Coordinator {
         )
     }
 
-    /// Records a durable commit unless a later one for the same partition is already in.
+    /// Records a durable commit unless a later one for the same partition is already in. Within
+    /// one persist (equal sequences) the later record wins, as a replay of the log applies it.
     pub(super) fn apply_commit(&mut self, key: OffsetKey, value: OffsetValue, sequence: u64) {
         let group = self
             .groups
@@ -374,7 +375,7 @@ impl Coordinator {
         };
         match group.offsets.get_mut(&(key.topic.clone(), key.partition)) {
             Some(existing) => {
-                if existing.persist_sequence < sequence {
+                if existing.persist_sequence <= sequence {
                     *existing = committed;
                 }
             }

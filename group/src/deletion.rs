@@ -166,9 +166,7 @@ impl Coordinator {
                     partition_response.error_code = code;
                 } else if is_subscribed(name) {
                     partition_response.error_code = ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC.code();
-                } else if self.committed_offset(group_id, name, index).is_some()
-                    || self.has_pending_txn_offset(group_id, name, index)
-                {
+                } else if self.holds_offset(group_id, name, index) {
                     keys.push(OffsetKey {
                         group: group_id.to_owned(),
                         topic: name.to_owned(),
@@ -187,6 +185,13 @@ impl Coordinator {
                 kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
             },
         );
+    }
+
+    /// Whether the group has an offset of the partition to tombstone: committed, or pending in a
+    /// transaction.
+    fn holds_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        self.committed_offset(group_id, topic, partition).is_some()
+            || self.has_pending_txn_offset(group_id, topic, partition)
     }
 
     /// Hands the tombstones to the driver (or, with none to write, finishes at once).

@@ -277,26 +277,7 @@ impl Coordinator {
                 let mut group_response = OffsetFetchResponseGroup::default();
                 group_response.group_id = group.group_id.clone();
                 group_response.error_code = error_code;
-                group_response.topics = topics
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        let mut topic = OffsetFetchResponseTopics::default();
-                        topic.name = TopicName(StrBytes::from_string(name));
-                        topic.partitions = partitions
-                            .into_iter()
-                            .map(|p| {
-                                let mut out = OffsetFetchResponsePartitions::default();
-                                out.partition_index = p.partition;
-                                out.committed_offset = p.offset;
-                                out.committed_leader_epoch = p.leader_epoch;
-                                out.metadata = Some(StrBytes::from_string(p.metadata));
-                                out.error_code = p.error_code;
-                                out
-                            })
-                            .collect();
-                        topic
-                    })
-                    .collect();
+                group_response.topics = topics.into_iter().map(group_topic).collect();
                 response.groups.push(group_response);
             }
         } else {
@@ -407,6 +388,25 @@ impl Coordinator {
         };
         (0, topics)
     }
+}
+
+/// One topic of a v8 group answer.
+fn group_topic((name, partitions): (String, Vec<FetchedPartition>)) -> OffsetFetchResponseTopics {
+    let mut topic = OffsetFetchResponseTopics::default();
+    topic.name = TopicName(StrBytes::from_string(name));
+    topic.partitions = partitions
+        .into_iter()
+        .map(|p| {
+            let mut out = OffsetFetchResponsePartitions::default();
+            out.partition_index = p.partition;
+            out.committed_offset = p.offset;
+            out.committed_leader_epoch = p.leader_epoch;
+            out.metadata = Some(StrBytes::from_string(p.metadata));
+            out.error_code = p.error_code;
+            out
+        })
+        .collect();
+    topic
 }
 
 /// One partition's committed offset, or "none" (−1; v0, which read ZooKeeper in Kafka, answers

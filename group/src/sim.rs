@@ -28,6 +28,8 @@
 //!
 //! Must never: read a clock or sleep.
 
+mod txn;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;

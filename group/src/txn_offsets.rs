@@ -9,6 +9,7 @@
 //! acknowledge a TxnOffsetCommit before the driver reported its records durable, or hold more
 //! pending entries than `pending_txn_offsets_max` (entries replayed at load excepted).
 
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -36,6 +37,17 @@ pub(super) struct PendingTxnCommit {
     producer: TxnProducer,
     commits: Vec<(OffsetKey, OffsetValue)>,
     /// The persist sequence of the records: their place in the log.
+    persist_sequence: u64,
+}
+
+/// What every partition of one TxnOffsetCommit shares.
+struct TxnCommitContext {
+    now_ms: i64,
+    version: i16,
+    producer: TxnProducer,
+    /// The group-level refusal, answered for every partition.
+    group_error: Option<ErrorCode>,
+    /// Where the request's records go in the log.
     persist_sequence: u64,
 }
 
@@ -70,12 +82,16 @@ impl Coordinator {
     ) {
         let version = meta.version;
         let group_id = request.group_id.0.as_str().to_owned();
-        let producer = TxnProducer {
-            producer_id: request.producer_id.0,
-            producer_epoch: request.producer_epoch,
+        let context = TxnCommitContext {
+            now_ms,
+            version,
+            producer: TxnProducer {
+                producer_id: request.producer_id.0,
+                producer_epoch: request.producer_epoch,
+            },
+            group_error: self.txn_commit_permission(version, &request).err(),
+            persist_sequence: self.next_persist_sequence(),
         };
-        let group_error = self.txn_commit_permission(version, &request);
-        let persist_sequence = self.next_persist_sequence();
         let mut response = TxnOffsetCommitResponse::default();
         let mut commits: Vec<(OffsetKey, OffsetValue)> = Vec::new();
         for topic in &request.topics {
@@ -87,40 +103,13 @@ impl Coordinator {
                     topic: topic.name.0.as_str().to_owned(),
                     partition: partition.partition_index,
                 };
-                let metadata = partition
-                    .committed_metadata
-                    .as_ref()
-                    .map_or("", StrBytes::as_str);
-                let error = if let Err(error) = group_error {
-                    Some(error)
-                } else if metadata.len() > self.config.offset_metadata_bytes_max {
-                    Some(ErrorCode::OFFSET_METADATA_TOO_LARGE)
-                } else if !partition_exists(&key.topic, key.partition) {
-                    Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
-                } else if !self.pending_txn_fits(producer.producer_id, &key) {
-                    Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
-                } else {
-                    None
-                };
                 let mut partition_response = TxnOffsetCommitResponsePartition::default();
                 partition_response.partition_index = partition.partition_index;
-                partition_response.error_code = error.map_or(0, |error| error.code());
-                topic_response.partitions.push(partition_response);
-                if error.is_some() {
-                    continue;
+                match self.accept_txn_partition(&context, key, partition, &partition_exists) {
+                    Ok(commit) => commits.push(commit),
+                    Err(error) => partition_response.error_code = error.code(),
                 }
-                let value = OffsetValue {
-                    offset: partition.committed_offset,
-                    leader_epoch: if version >= LEADER_EPOCH_VERSION_MIN {
-                        partition.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    metadata: metadata.to_owned(),
-                    commit_timestamp_ms: now_ms,
-                };
-                self.stage_txn_offset(producer, &key, &value, persist_sequence, false);
-                commits.push((key, value));
+                topic_response.partitions.push(partition_response);
             }
             response.topics.push(topic_response);
         }
@@ -133,21 +122,79 @@ impl Coordinator {
             );
             return;
         }
+        let pending = PendingTxnCommit {
+            version,
+            response,
+            producer: context.producer,
+            commits,
+            persist_sequence: context.persist_sequence,
+        };
+        self.start_txn_persist(meta.request_id, pending);
+    }
+
+    /// One partition of a TxnOffsetCommit: its error, or the commit, staged as pending.
+    fn accept_txn_partition(
+        &mut self,
+        context: &TxnCommitContext,
+        key: OffsetKey,
+        partition: &TxnOffsetCommitRequestPartition,
+        partition_exists: impl Fn(&str, i32) -> bool,
+    ) -> Result<(OffsetKey, OffsetValue), ErrorCode> {
+        if let Some(error) = context.group_error {
+            return Err(error);
+        }
+        let metadata = partition
+            .committed_metadata
+            .as_ref()
+            .map_or("", StrBytes::as_str);
+        let producer = context.producer;
+        if let Some(error) =
+            self.txn_partition_error(producer.producer_id, &key, metadata, partition_exists)
+        {
+            return Err(error);
+        }
+        let leader_epoch = if context.version >= LEADER_EPOCH_VERSION_MIN {
+            partition.committed_leader_epoch
+        } else {
+            -1
+        };
+        let value = OffsetValue {
+            offset: partition.committed_offset,
+            leader_epoch,
+            metadata: metadata.to_owned(),
+            commit_timestamp_ms: context.now_ms,
+        };
+        self.stage_txn_offset(producer, &key, &value, context.persist_sequence, false);
+        Ok((key, value))
+    }
+
+    /// Hands the accepted commits to the driver; the answer waits for them.
+    fn start_txn_persist(&mut self, request_id: RequestId, pending: PendingTxnCommit) {
         self.outputs.push_back(Output::PersistTxnOffsets {
-            request_id: meta.request_id,
-            producer,
-            commits: commits.clone(),
+            request_id,
+            producer: pending.producer,
+            commits: pending.commits.clone(),
         });
-        self.pending_txn_commits.insert(
-            meta.request_id,
-            PendingTxnCommit {
-                version,
-                response,
-                producer,
-                commits,
-                persist_sequence,
-            },
-        );
+        self.pending_txn_commits.insert(request_id, pending);
+    }
+
+    /// The error of one partition of an accepted TxnOffsetCommit, if any.
+    fn txn_partition_error(
+        &self,
+        producer_id: i64,
+        key: &OffsetKey,
+        metadata: &str,
+        partition_exists: impl Fn(&str, i32) -> bool,
+    ) -> Option<ErrorCode> {
+        if metadata.len() > self.config.offset_metadata_bytes_max {
+            Some(ErrorCode::OFFSET_METADATA_TOO_LARGE)
+        } else if !partition_exists(&key.topic, key.partition) {
+            Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+        } else if !self.pending_txn_fits(producer_id, key) {
+            Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+        } else {
+            None
+        }
     }
 
     /// Whether the request may commit for its group (Kafka 4.x's rules for transactional commits):
