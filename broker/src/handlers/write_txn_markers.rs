@@ -13,7 +13,7 @@
 //! CLUSTER_AUTHORIZATION_FAILED.
 //!
 //! Markers in `__consumer_offsets` end transactional offset commits: once replicated, the group
-//! coordinator is told (see [`complete_group_transaction`]).
+//! coordinator is told (`GroupHandle::complete_transaction`) and answers when it applied it.
 //!
 //! Must never: answer a partition before its marker is replicated, or append a marker to a
 //! partition this broker does not lead at the image's epoch.
@@ -53,6 +53,7 @@ const GROUP_TOPIC: &str = "__consumer_offsets";
 /// One partition's appended marker waiting for replication.
 struct Pending {
     at: (usize, usize, usize),
+    marker: EndTxnMarker,
     wait: ReplicationWait,
 }
 
@@ -90,6 +91,7 @@ pub(crate) async fn handle(
                     Ok(wait) => {
                         pending.push(Pending {
                             at: (marker_index, topic_index, partition_slot),
+                            marker: end,
                             wait,
                         });
                         error_code::NONE
@@ -127,7 +129,7 @@ async fn await_replication(
     pending: Vec<Pending>,
 ) {
     let wait_max = Duration::from_millis(MARKER_REPLICATION_TIMEOUT_MS) + REPLICATION_WAIT_GRACE;
-    for Pending { at, wait } in pending {
+    for Pending { at, marker, wait } in pending {
         let error = match tokio::time::timeout(wait_max, wait).await {
             Ok(Ok(error)) => error.map(|code| code.code()),
             // The replica went away (its topic deleted, leadership lost) without answering.
@@ -135,11 +137,10 @@ async fn await_replication(
             Err(_) => Some(error_code::REQUEST_TIMED_OUT),
         };
         let (marker_index, topic_index, partition_slot) = at;
-        let Some(marker) = results.get_mut(marker_index) else {
+        let Some(result) = results.get_mut(marker_index) else {
             continue;
         };
-        let producer_id = marker.producer_id.0;
-        let Some(topic) = marker.topics.get_mut(topic_index) else {
+        let Some(topic) = result.topics.get_mut(topic_index) else {
             continue;
         };
         let is_group_topic = topic.name.as_str() == GROUP_TOPIC;
@@ -149,24 +150,25 @@ async fn await_replication(
         match error {
             Some(code) => partition.error_code = code,
             None if is_group_topic => {
-                complete_group_transaction(ctx, partition.partition_index, producer_id)
+                // The group coordinator makes the producer's pending offsets committed (COMMIT)
+                // or drops them (ABORT). A stopped task (shutdown) is NOT_COORDINATOR: the
+                // coordinator retries, and the next leader replays the marker from the log.
+                let applied = ctx
+                    .groups
+                    .complete_transaction(
+                        partition.partition_index,
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.marker_type,
+                    )
+                    .await;
+                if applied.is_none() {
+                    partition.error_code = error_code::NOT_COORDINATOR;
+                }
             }
             None => {}
         }
     }
-}
-
-/// A marker replicated in `__consumer_offsets` partition `partition`: the group coordinator makes
-/// the producer's pending transactional offsets visible (COMMIT) or drops them (ABORT). The group
-/// coordinator's side of this (txngroup's `GroupHandle::complete_transaction`) is not on this
-/// branch yet: until it is, the marker is in the log and replayed by the coordinator's load, and
-/// this logs that the live coordinator was not told.
-fn complete_group_transaction(_ctx: &Ctx, partition: i32, producer_id: i64) {
-    tracing::warn!(
-        partition,
-        producer_id,
-        "transaction marker in __consumer_offsets: the group coordinator has no completion call yet"
-    );
 }
 
 /// Appends `marker` to partition `index` of `topic` as its leader; returns the wait for its

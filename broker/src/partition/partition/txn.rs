@@ -7,7 +7,7 @@
 
 use std::sync::atomic::Ordering;
 
-use skiff_protocol::records::txn::EndTxnMarker;
+use skiff_protocol::records::txn::{AbortedTxn, EndTxnMarker};
 
 use super::{AppendError, Partition};
 use crate::partition::producer_state::{CompletedTxn, DescribedProducer};
@@ -73,6 +73,16 @@ impl Partition {
             .log
             .append_with_epoch(&mut batch, append.leader_epoch, append.now_ms)?;
         let completed = producers.record_marker(&append.marker, info.base_offset, append.now_ms);
+        if completed.aborted {
+            // Storage holds a marker without its entry back from the recovery point, so a crash
+            // between the two never leaves an ABORT a read_committed fetch cannot see.
+            self.log.append_aborted_txn(AbortedTxn {
+                producer_id: completed.producer_id,
+                first_offset: completed.first_offset,
+                last_offset: completed.last_offset,
+                last_stable_offset: producers.stable_offset_after(&completed),
+            })?;
+        }
         drop(producers);
         self.readable_end.advance();
         let now = self.settle_after_append(&mut proposals);
