@@ -695,6 +695,9 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // Transactions, the partition side (tests/transactions_partition.rs, every advertised
+    // version).
+    ApiKey::WriteTxnMarkers,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case
