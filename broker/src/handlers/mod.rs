@@ -53,6 +53,7 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -114,6 +115,8 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Client quota admin APIs.
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    // Transactions.
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// What to do after a frame.
@@ -375,6 +378,7 @@ async fn dispatch(
         // Client quota admin APIs.
         Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
         Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
+        Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
         // refuses them and these variants never reach here; should one, it is answered as Kafka
         // answers an API it does not serve: the connection closes. Each arm becomes its handler
@@ -383,7 +387,6 @@ async fn dispatch(
         | Request::AddOffsetsToTxn(_)
         | Request::EndTxn(_)
         | Request::WriteTxnMarkers(_)
-        | Request::TxnOffsetCommit(_)
         | Request::DescribeProducers(_)
         | Request::DescribeTransactions(_)
         | Request::ListTransactions(_) => {
