@@ -281,3 +281,8 @@ impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
 impl ThrottleField for kafka_protocol::messages::SaslAuthenticateResponse {
     fn set_throttle_time_ms(&mut self, _ms: i32) {}
 }
+
+/// Inter-broker: WriteTxnMarkers has no throttle field (Kafka never throttles it).
+impl ThrottleField for kafka_protocol::messages::WriteTxnMarkersResponse {
+    fn set_throttle_time_ms(&mut self, _ms: i32) {}
+}
