@@ -649,8 +649,8 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
 }
 
 /// The APIs the two tests above exercise at every advertised version, the SASL ones, which
-/// `tests/security.rs` exercises at every version (they need a SASL listener), and the admin ones
-/// `tests/every_admin_version.rs` exercises.
+/// `tests/security.rs` exercises at every version (they need a SASL listener), the admin ones
+/// `tests/every_admin_version.rs` exercises, and the transactional ones of `tests/txn_offsets.rs`.
 const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
@@ -695,6 +695,10 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // Transactions (tests/txn_offsets.rs: TxnOffsetCommit at every advertised version, and
+    // WriteTxnMarkers v1, its only version, appending the markers).
+    ApiKey::TxnOffsetCommit,
+    ApiKey::WriteTxnMarkers,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case
