@@ -85,8 +85,10 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DescribeClientQuotas, 0, 1, 1),
     row(ApiKey::AlterClientQuotas, 0, 1, 1),
     // Transactions (issue 38). WriteTxnMarkers: Kafka 4.0 removed v0; Kafka 4.1.1 refuses it as
-    // an unsupported version, and so does Skiff.
+    // an unsupported version, and so does Skiff. TxnOffsetCommit v5 marks a transaction
+    // version 2 client (KIP-890).
     row(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    row(ApiKey::TxnOffsetCommit, 0, 5, 3),
 ];
 
 /// Decoders written ahead of their handlers (issue 38, transactions): neither advertised in
@@ -108,7 +110,6 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
     row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
     row(ApiKey::EndTxn, 0, 5, 3),
-    row(ApiKey::TxnOffsetCommit, 0, 5, 3),
     row(ApiKey::DescribeProducers, 0, 0, 0),
     row(ApiKey::DescribeTransactions, 0, 0, 0),
     // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.

@@ -245,6 +245,9 @@ pub(crate) struct GroupDriver {
     next_request_id: RequestId,
     /// Persists whose HW wait ended. Bounded like the requests: each is a parked request.
     replicated: (mpsc::Sender<Replicated>, mpsc::Receiver<Replicated>),
+    /// Whether this broker's session was provably alive when leadership was last followed: a
+    /// change either way is followed before the next request is served.
+    session_alive: bool,
 }
 
 /// One loaded partition's log. The log is compacted by key by the log cleaner (`ops::cleaner`),
@@ -252,6 +255,9 @@ pub(crate) struct GroupDriver {
 struct LoadedLog {
     /// The `__consumer_offsets` partition (its log and its replica).
     partition: Arc<Partition>,
+    /// The leader epoch this broker led it at when it was loaded: at any other epoch the
+    /// partition was led elsewhere in between, and what was loaded is stale.
+    leader_epoch: i32,
 }
 
 /// Replays the offsets log from its start, oldest first, with the bytes read: plain entries,
@@ -451,6 +457,7 @@ impl GroupDriver {
                 waiting: BTreeMap::new(),
                 next_request_id: 0,
                 replicated: mpsc::channel(GROUP_REQUESTS_QUEUED_MAX),
+                session_alive: false,
             },
             GroupHandle { requests: sender },
         ))
@@ -500,7 +507,9 @@ impl GroupDriver {
                             changes.borrow_and_update();
                             moved
                         });
-                        if image_moved {
+                        // A session that lapsed (or came back) since leadership was last followed:
+                        // unload (or load) before answering from what was loaded.
+                        if image_moved || cluster.may_lead() != self.session_alive {
                             self.follow_leadership(&topics, &cluster).await;
                         }
                         self.accept(envelope, &topics);
@@ -529,12 +538,36 @@ impl GroupDriver {
     /// Tells the coordinator which `__consumer_offsets` partitions this broker leads now, and
     /// loads the logs of those it gained (one at a time, on a blocking thread: the requests of
     /// groups already loaded wait meanwhile, those of the loading partition get
-    /// COORDINATOR_LOAD_IN_PROGRESS until it is done).
+    /// COORDINATOR_LOAD_IN_PROGRESS until it is done). While the session is not provably alive
+    /// nothing is led (a broker cut off from the metadata store may have been replaced already);
+    /// a partition led now at another leader epoch than the one it was loaded at is unloaded and
+    /// loaded again, since others led it in between.
     async fn follow_leadership(&mut self, topics: &Arc<Topics>, cluster: &crate::cluster::Cluster) {
-        self.coordinator.set_coordinated(cluster.coordinated());
+        self.session_alive = cluster.may_lead();
+        let (coordinated, epochs) = cluster.coordinated();
+        let stale: Vec<i32> = self
+            .logs
+            .iter()
+            .filter(|(partition, loaded)| epochs.get(partition) != Some(&loaded.leader_epoch))
+            .map(|(partition, _)| *partition)
+            .collect();
+        if !stale.is_empty() {
+            let mut current = coordinated.clone();
+            current.led.retain(|partition| !stale.contains(partition));
+            self.coordinator.set_coordinated(current);
+            if !self.session_alive {
+                tracing::warn!(
+                    partitions = ?stale,
+                    "session not provably alive: offsets partitions unloaded until it is"
+                );
+            }
+        }
+        self.coordinator.set_coordinated(coordinated);
         let coordinator = &self.coordinator;
-        self.logs
-            .retain(|partition, _| coordinator.is_partition_loaded(*partition));
+        self.logs.retain(|partition, loaded| {
+            coordinator.is_partition_loaded(*partition)
+                && epochs.get(partition) == Some(&loaded.leader_epoch)
+        });
         let now = now_ms();
         for partition in self.coordinator.partitions_to_load() {
             if self
@@ -561,10 +594,11 @@ impl GroupDriver {
             })
             .await
             .unwrap_or_else(|join| Err(GroupDriverError::OffsetsLog(join.to_string())));
+            let leader_epoch = epochs.get(&partition).copied().unwrap_or(-1);
             match replayed {
                 Ok((entries, bytes)) => {
                     self.load_retry_at_ms.remove(&partition);
-                    self.install(partition, led, entries, bytes);
+                    self.install(partition, led, leader_epoch, entries, bytes);
                 }
                 Err(error) => {
                     tracing::error!(partition, %error, "offsets partition cannot be loaded; retrying");
@@ -577,7 +611,14 @@ impl GroupDriver {
 
     /// Hands a replayed partition log to the coordinator and keeps it for the partition's
     /// commits (unless leadership went while it was read).
-    fn install(&mut self, partition: i32, led: Arc<Partition>, entries: Vec<Replayed>, bytes: u64) {
+    fn install(
+        &mut self,
+        partition: i32,
+        led: Arc<Partition>,
+        leader_epoch: i32,
+        entries: Vec<Replayed>,
+        bytes: u64,
+    ) {
         let loaded = self.coordinator.load_partition(partition, entries);
         if self.coordinator.is_partition_loaded(partition) {
             tracing::info!(
@@ -585,9 +626,16 @@ impl GroupDriver {
                 applied = loaded.applied,
                 foreign = loaded.foreign,
                 bytes_replayed = bytes,
+                leader_epoch,
                 "offsets partition loaded"
             );
-            self.logs.insert(partition, LoadedLog { partition: led });
+            self.logs.insert(
+                partition,
+                LoadedLog {
+                    partition: led,
+                    leader_epoch,
+                },
+            );
         }
     }
 

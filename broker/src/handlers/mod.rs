@@ -53,6 +53,7 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+mod txn_offset_commit;
 mod write_txn_markers;
 
 use bytes::{Bytes, BytesMut};
@@ -115,6 +116,8 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Client quota admin APIs.
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    // Transactions.
+    ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
 ];
 
@@ -377,7 +380,8 @@ async fn dispatch(
         // Client quota admin APIs.
         Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
         Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
-        // Transactions (issue 38): the partition side.
+        // Transactions (issue 38).
+        Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
         // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
         // refuses them and these variants never reach here; should one, it is answered as Kafka
@@ -386,7 +390,6 @@ async fn dispatch(
         Request::AddPartitionsToTxn(_)
         | Request::AddOffsetsToTxn(_)
         | Request::EndTxn(_)
-        | Request::TxnOffsetCommit(_)
         | Request::DescribeProducers(_)
         | Request::DescribeTransactions(_)
         | Request::ListTransactions(_) => {

@@ -271,6 +271,7 @@ throttle_fields!(
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
     DescribeClusterResponse,
+    TxnOffsetCommitResponse,
 );
 
 impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
