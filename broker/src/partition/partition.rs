@@ -45,10 +45,11 @@ use skiff_cluster::replica::{
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::v2;
-use skiff_storage::{Log, LogConfig};
+use skiff_storage::{AppendInfo, Log, LogConfig};
 
 use super::producer_state::{
     PartitionProducers, ProducerBatch, ProducerError, SequenceCheck, NO_PRODUCER_ID,
+    PRODUCERS_PER_PARTITION_MAX_DEFAULT,
 };
 use super::readable_end::{ReadableEnd, Waiter};
 use super::replica::{
@@ -355,8 +356,8 @@ impl Partition {
                 replication: None,
             });
         }
-        let appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, base| {
-            let mut base_offset = base;
+        let appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, info| {
+            let mut base_offset = info.base_offset;
             for (_, header) in v2::batch_positions(buffer).flatten() {
                 let batch = ProducerBatch::from(&header);
                 if batch.producer_id != NO_PRODUCER_ID && !header.is_control() {
@@ -364,6 +365,7 @@ impl Partition {
                 }
                 base_offset += i64::from(header.last_offset_delta) + 1;
             }
+            self.snapshot_at_roll(&producers, info);
         })?;
         drop(producers);
         self.readable_end.advance();
@@ -385,8 +387,9 @@ impl Partition {
             .producers
             .lock()
             .map_err(|_| AppendError::ProducersPoisoned)?;
-        let mut appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, base| {
-            replay_batches_at(&mut producers, buffer, base);
+        let mut appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, info| {
+            replay_batches_at(&mut producers, buffer, info.base_offset);
+            self.snapshot_at_roll(&producers, info);
         })?;
         drop(producers);
         self.log.sync()?;
@@ -396,13 +399,13 @@ impl Partition {
     }
 
     /// Appends each buffer stamped with `leader_epoch`, telling `appended` each one's bytes and
-    /// base offset.
+    /// where they went.
     fn write_batches(
         &self,
         batches: &mut [Vec<u8>],
         leader_epoch: i32,
         now_ms: i64,
-        mut appended: impl FnMut(&[u8], i64),
+        mut appended: impl FnMut(&[u8], &AppendInfo),
     ) -> Result<LeaderAppended, AppendError> {
         let mut written = LeaderAppended {
             base_offset: -1,
@@ -414,7 +417,7 @@ impl Partition {
         };
         for (position, buffer) in batches.iter_mut().enumerate() {
             let info = self.log.append_with_epoch(buffer, leader_epoch, now_ms)?;
-            appended(buffer, info.base_offset);
+            appended(buffer, &info);
             if position == 0 {
                 written.base_offset = info.base_offset;
             }
@@ -603,10 +606,11 @@ impl Partition {
         }
         // The leader's offsets and epochs are kept; storage refuses a batch that does not continue
         // the log or whose epoch is below the latest (a divergence the machine missed).
-        self.log.append_replicated(&mut batches, now_ms)?;
+        let info = self.log.append_replicated(&mut batches, now_ms)?;
         self.traffic.count_replicated(batches.len() as u64);
         let mut producers = self.producers_recovered();
         replay_batches(&mut producers, &batches);
+        self.snapshot_at_roll(&producers, &info);
         Ok(())
     }
 
@@ -827,14 +831,36 @@ pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_stor
     Ok((bytes, next))
 }
 
-/// Rebuilds a partition's producer state from the batch headers of its last
-/// [`PRODUCER_REPLAY_OFFSETS_MAX`] offsets.
+/// Rebuilds a partition's producer state: from the newest producer snapshot that reads back
+/// (written at each segment roll) and the batches after it; without one (a log of the previous
+/// release, or none written yet), from the batches of its last [`PRODUCER_REPLAY_OFFSETS_MAX`]
+/// offsets.
 pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
-    let mut producers = PartitionProducers::default();
     let log_end = log.log_end_offset()?;
-    let mut offset = log
-        .log_start_offset()?
-        .max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX));
+    let log_start = log.log_start_offset()?;
+    let snapshot = log
+        .latest_producer_snapshot()?
+        .filter(|snapshot| snapshot.offset <= log_end)
+        .and_then(|snapshot| {
+            let decoded = PartitionProducers::decode_snapshot(
+                &snapshot.bytes,
+                PRODUCERS_PER_PARTITION_MAX_DEFAULT,
+            );
+            match decoded {
+                Ok(producers) => Some((producers, snapshot.offset)),
+                Err(error) => {
+                    tracing::warn!(topic = %log.topic(), %error, "producer snapshot ignored; replaying");
+                    None
+                }
+            }
+        });
+    let (mut producers, mut offset) = match snapshot {
+        Some((producers, offset)) => (producers, offset.max(log_start)),
+        None => (
+            PartitionProducers::default(),
+            log_start.max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX)),
+        ),
+    };
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset)?;
         replay_batches(&mut producers, &bytes);

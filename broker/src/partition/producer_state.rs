@@ -759,6 +759,7 @@ impl ProducerIdAllocator {
     }
 }
 
+pub mod snapshot;
 #[cfg(test)]
 mod txn_tests;
 

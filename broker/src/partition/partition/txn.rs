@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use skiff_protocol::records::txn::{AbortedTxn, EndTxnMarker};
 
 use super::{AppendError, Partition};
-use crate::partition::producer_state::{CompletedTxn, DescribedProducer};
+use skiff_storage::AppendInfo;
+
+use crate::partition::producer_state::{CompletedTxn, DescribedProducer, PartitionProducers};
 use crate::partition::replica::{ProposalSink, ReplicationWait};
 
 /// One end-transaction marker to append as leader (from a WriteTxnMarkers request).
@@ -73,6 +75,7 @@ impl Partition {
             .log
             .append_with_epoch(&mut batch, append.leader_epoch, append.now_ms)?;
         let completed = producers.record_marker(&append.marker, info.base_offset, append.now_ms);
+        self.snapshot_at_roll(&producers, &info);
         if completed.aborted {
             // Storage holds a marker without its entry back from the recovery point, so a crash
             // between the two never leaves an ABORT a read_committed fetch cannot see.
@@ -92,6 +95,23 @@ impl Partition {
             completed,
             replication,
         })
+    }
+
+    /// When `info`'s append opened a new segment, writes the producers (`producers`, which
+    /// include that append) as a snapshot at the offset after it, so a restart replays only
+    /// what follows and still knows every open transaction. A failed write is logged: the
+    /// previous snapshot and a longer replay still rebuild the same state.
+    pub(super) fn snapshot_at_roll(&self, producers: &PartitionProducers, info: &AppendInfo) {
+        if info.segment_base_offset != info.base_offset {
+            return;
+        }
+        let bytes = producers.encode_snapshot();
+        if let Err(error) = self
+            .log
+            .write_producer_snapshot(info.last_offset + 1, &bytes)
+        {
+            tracing::warn!(topic = %self.log.topic(), partition = self.index, %error, "producer snapshot not written");
+        }
     }
 
     /// Every producer this partition tracks, as DescribeProducers reports them.

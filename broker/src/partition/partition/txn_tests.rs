@@ -200,3 +200,60 @@ fn a_reopened_partition_still_holds_the_stable_offset_at_an_open_transaction() {
     );
     assert_eq!(partition.open_transaction(5), Some((0, 1)));
 }
+
+/// `count` records of `producer_id` from `sequence`, non-transactional.
+fn many(producer_id: i64, sequence: i32, count: i32) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(0, Compression::None);
+    builder.producer_id = producer_id;
+    builder.producer_epoch = 0;
+    builder.base_sequence = sequence;
+    for delta in 0..count {
+        builder
+            .push(&NewRecord {
+                offset_delta: delta,
+                timestamp: 1_000,
+                key: None,
+                value: Some(b"v"),
+                headers: &[],
+            })
+            .expect("fits");
+    }
+    builder.build().expect("builds")
+}
+
+#[test]
+fn a_transaction_older_than_the_replay_window_survives_a_restart_through_the_snapshots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_bytes: 256 * 1024,
+        batch_bytes_max: 128 * 1024,
+        ..LogConfig::default()
+    };
+    let records_per_batch = 5_000;
+    let batches = PRODUCER_REPLAY_OFFSETS_MAX / i64::from(records_per_batch) + 2;
+    {
+        let log_dir = LogDir::open(dir.path(), config.clone()).expect("log dir");
+        let partition = led_with_follower(&log_dir);
+        assert_eq!(produce(&partition, batch(5, 0, true)), 0);
+        for index in 0..batches {
+            let sequence = i32::try_from(index).expect("small") * records_per_batch;
+            produce(&partition, many(6, sequence, records_per_batch));
+        }
+        let end = partition.log().log_end_offset().expect("end");
+        assert!(
+            end > PRODUCER_REPLAY_OFFSETS_MAX + 1,
+            "the transaction is out of the window"
+        );
+        follower_caught_up_to(&partition, end);
+        assert_eq!(partition.last_stable_offset(), 0);
+        partition.log().sync().expect("synced");
+    }
+    let log_dir = LogDir::open(dir.path(), config).expect("reopened");
+    let partition = led_with_follower(&log_dir);
+    assert_eq!(
+        partition.open_transaction(5),
+        Some((0, 0)),
+        "the snapshot carried the open transaction"
+    );
+    assert_eq!(partition.last_stable_offset(), 0);
+}
