@@ -89,6 +89,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // version 2 client (KIP-890).
     row(ApiKey::WriteTxnMarkers, 1, 1, 1),
     row(ApiKey::TxnOffsetCommit, 0, 5, 3),
+    // DescribeProducers (KIP-664): its one version.
+    row(ApiKey::DescribeProducers, 0, 0, 0),
 ];
 
 /// Decoders written ahead of their handlers (issue 38, transactions): neither advertised in
@@ -110,7 +112,6 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
     row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
     row(ApiKey::EndTxn, 0, 5, 3),
-    row(ApiKey::DescribeProducers, 0, 0, 0),
     row(ApiKey::DescribeTransactions, 0, 0, 0),
     // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
     row(ApiKey::ListTransactions, 0, 1, 0),

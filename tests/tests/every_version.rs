@@ -699,6 +699,8 @@ const EXERCISED_APIS: &[ApiKey] = &[
     // WriteTxnMarkers v1, its only version (tests/transactions_partition.rs, tests/txn_offsets.rs).
     ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
+    // DescribeProducers at every advertised version (tests/transactions_partition.rs).
+    ApiKey::DescribeProducers,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -1,7 +1,8 @@
 //! Issue 38, the partition side over the wire: transactional batches produced, ended by
 //! WriteTxnMarkers (every advertised version), and read back with read_committed (below the last
 //! stable offset, with the aborted transactions) and read_uncommitted (below the high watermark);
-//! ListOffsets with the isolation level; Kafka's per-partition marker errors.
+//! ListOffsets with the isolation level; Kafka's per-partition marker errors; DescribeProducers
+//! (every advertised version) showing the open transaction and the last marker's coordinator.
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -135,6 +136,34 @@ async fn end_txn(
     Ok(marker.topics[0].partitions[0].error_code)
 }
 
+/// DescribeProducers of partition 0 of `topic`: (error, [(producer, epoch, coordinator epoch,
+/// open transaction's first offset)]).
+async fn producers(
+    client: &mut Connection,
+    version: i16,
+    topic: &str,
+) -> anyhow::Result<(i16, Vec<(i64, i32, i32, i64)>)> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(topic_name(topic))
+        .with_partition_indexes(vec![0])]);
+    let response: DescribeProducersResponse = client
+        .request(ApiKey::DescribeProducers, version, &request)
+        .await?;
+    let partition = &response.topics[0].partitions[0];
+    let active = partition.active_producers.iter();
+    let active = active.map(|p| {
+        let id = p.producer_id.0;
+        (
+            id,
+            p.producer_epoch,
+            p.coordinator_epoch,
+            p.current_txn_start_offset,
+        )
+    });
+    Ok((partition.error_code, active.collect()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markers_end_transactions_and_read_committed_stops_at_the_last_stable_offset(
 ) -> anyhow::Result<()> {
@@ -169,6 +198,16 @@ async fn markers_end_transactions_and_read_committed_stops_at_the_last_stable_of
     assert_eq!(committed.records_bytes, 0, "nothing is stable yet");
     assert_eq!(latest(&mut client, 1).await?, 0);
     assert_eq!(latest(&mut client, 0).await?, 2);
+    for version in advertised(&versions, ApiKey::DescribeProducers) {
+        let open = producers(&mut client, version, TOPIC).await?;
+        assert_eq!(
+            open,
+            (0, vec![(producer, 0, -1, 0)]),
+            "DescribeProducers v{version}"
+        );
+        let unknown = producers(&mut client, version, "nowhere").await?;
+        assert_eq!(unknown.0, error_code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
     // Inside the transaction, a non-transactional batch of the producer is INVALID_TXN_STATE.
     let refused = produce(&mut client, batch(producer, 0, 2, 1, false)).await?;
     assert_eq!(refused.0, error_code::INVALID_TXN_STATE);
@@ -210,6 +249,12 @@ async fn markers_end_transactions_and_read_committed_stops_at_the_last_stable_of
     assert_eq!(commit, error_code::NONE);
     let committed = read(&mut client, 3, 1).await?;
     assert_eq!(committed.last_stable_offset, 6);
+    let ended = producers(&mut client, 0, TOPIC).await?;
+    assert_eq!(
+        ended,
+        (0, vec![(producer, 2, 3, -1)]),
+        "no transaction open, coordinator 3"
+    );
     assert!(committed.aborted.is_empty(), "{:?}", committed.aborted);
     // An older producer epoch than the partition's is INVALID_PRODUCER_EPOCH.
     let old = end_txn(&mut client, 1, TOPIC, (producer, 1, 3), false).await?;

@@ -34,6 +34,7 @@ mod describe_client_quotas;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_producers;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -119,6 +120,7 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Transactions.
     ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
+    ApiKey::DescribeProducers,
 ];
 
 /// What to do after a frame.
@@ -383,6 +385,7 @@ async fn dispatch(
         // Transactions (issue 38).
         Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
+        Request::DescribeProducers(r) => handled!(describe_producers, r),
         // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
         // refuses them and these variants never reach here; should one, it is answered as Kafka
         // answers an API it does not serve: the connection closes. Each arm becomes its handler
@@ -390,7 +393,6 @@ async fn dispatch(
         Request::AddPartitionsToTxn(_)
         | Request::AddOffsetsToTxn(_)
         | Request::EndTxn(_)
-        | Request::DescribeProducers(_)
         | Request::DescribeTransactions(_)
         | Request::ListTransactions(_) => {
             tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");

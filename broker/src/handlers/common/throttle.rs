@@ -272,6 +272,7 @@ throttle_fields!(
     AlterUserScramCredentialsResponse,
     DescribeClusterResponse,
     TxnOffsetCommitResponse,
+    DescribeProducersResponse,
 );
 
 impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
