@@ -41,7 +41,7 @@ impl PartitionProducers {
         let mut out = Vec::with_capacity(16 + self.producers.len() * (PRODUCER_BYTES + 40));
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&(self.append_order as i64).to_be_bytes());
-        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        out.extend_from_slice(&count(self.producers.len()).to_be_bytes());
         for (producer_id, entry) in &self.producers {
             out.extend_from_slice(&producer_id.to_be_bytes());
             out.extend_from_slice(&entry.epoch.to_be_bytes());
@@ -49,7 +49,8 @@ impl PartitionProducers {
             out.extend_from_slice(&entry.last_timestamp.to_be_bytes());
             out.extend_from_slice(&entry.open_txn_first_offset.unwrap_or(-1).to_be_bytes());
             out.extend_from_slice(&(entry.last_append_order as i64).to_be_bytes());
-            out.push(entry.batches.len() as u8);
+            // At most BATCHES_RETAINED_PER_PRODUCER (5).
+            out.push(u8::try_from(entry.batches.len()).unwrap_or(u8::MAX));
             for batch in &entry.batches {
                 out.extend_from_slice(&batch.first_sequence.to_be_bytes());
                 out.extend_from_slice(&batch.last_sequence.to_be_bytes());
@@ -57,7 +58,7 @@ impl PartitionProducers {
                 out.extend_from_slice(&batch.last_offset_delta.to_be_bytes());
             }
         }
-        out.extend_from_slice(&(self.unreplicated_txns.len() as u32).to_be_bytes());
+        out.extend_from_slice(&count(self.unreplicated_txns.len()).to_be_bytes());
         for (first_offset, marker_offset) in &self.unreplicated_txns {
             out.extend_from_slice(&first_offset.to_be_bytes());
             out.extend_from_slice(&marker_offset.to_be_bytes());
@@ -100,6 +101,12 @@ impl PartitionProducers {
         state.unreplicated_txns = unreplicated;
         Ok(state)
     }
+}
+
+/// A count as the layout stores it. Past `u32::MAX` (never: the producers are bounded far below)
+/// the count no longer matches the entries and the snapshot is refused when read back.
+fn count(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
 }
 
 fn decode_producer(reader: &mut Reader<'_>) -> Result<(i64, ProducerEntry), SnapshotError> {
