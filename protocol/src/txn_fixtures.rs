@@ -315,3 +315,32 @@ fn api_versions_features_are_kafkas() {
         ApiVersionsResponse::default()
     );
 }
+
+#[test]
+fn transaction_version_2_needs_every_kip_890_version_switched_on() {
+    use crate::api::{decodable, SupportedApi, PENDING_APIS, SUPPORTED_APIS};
+    // Today no transaction API is switched on.
+    assert_eq!(TransactionVersion::servable_max(), TransactionVersion::V0);
+    // Switched on one row at a time (in PENDING_APIS order): level 1 once the classic APIs are
+    // served, level 2 only once Produce v12, EndTxn v5, TxnOffsetCommit v5 and
+    // AddPartitionsToTxn v5 all are.
+    let mut table: Vec<SupportedApi> = SUPPORTED_APIS.to_vec();
+    let mut levels = Vec::new();
+    for pending in PENDING_APIS {
+        table.retain(|row| row.api_key != pending.api_key);
+        table.push(*decodable(pending.api_key).unwrap());
+        levels.push(TransactionVersion::servable_max_of(&table));
+    }
+    assert_eq!(levels.last(), Some(&TransactionVersion::V2));
+    // Through WriteTxnMarkers (the 6th row) TxnOffsetCommit is missing: level 0; with it (the
+    // 7th) every classic API and every KIP-890 version is there: level 2.
+    assert_eq!(levels[5], TransactionVersion::V0);
+    assert_eq!(levels[6], TransactionVersion::V2);
+    let mut without_produce_12 = table.clone();
+    without_produce_12.retain(|row| row.api_key != ApiKey::Produce);
+    without_produce_12.push(*crate::api::supported(ApiKey::Produce).unwrap());
+    assert_eq!(
+        TransactionVersion::servable_max_of(&without_produce_12),
+        TransactionVersion::V1
+    );
+}

@@ -136,6 +136,45 @@ impl TransactionVersion {
     pub const SUPPORTED_MIN: Self = Self::V0;
     /// The highest level this broker supports.
     pub const SUPPORTED_MAX: Self = Self::V2;
+
+    /// The highest level the advertised table ([`SUPPORTED_APIS`]) can serve. Finalizing a
+    /// higher one would break clients: a Kafka 4.x client that sees level 2 stops adding
+    /// partitions itself and sends Produce, EndTxn and TxnOffsetCommit at the highest versions the
+    /// broker advertises, so those must be v12, v5 and v5 (and AddPartitionsToTxn v5 served, for
+    /// the leaders' implicit adds) before level 2 is finalized.
+    pub fn servable_max() -> Self {
+        Self::servable_max_of(SUPPORTED_APIS)
+    }
+
+    /// [`Self::servable_max`] of any table (for tests of the switch-on order).
+    pub fn servable_max_of(table: &[api::SupportedApi]) -> Self {
+        let serves = |api_key: ApiKey, version: i16| {
+            table
+                .iter()
+                .any(|row| row.api_key == api_key && row.supports(version))
+        };
+        let classic = [
+            (ApiKey::InitProducerId, 0),
+            (ApiKey::AddPartitionsToTxn, 0),
+            (ApiKey::AddOffsetsToTxn, 0),
+            (ApiKey::EndTxn, 0),
+            (ApiKey::WriteTxnMarkers, 1),
+            (ApiKey::TxnOffsetCommit, 0),
+        ];
+        let kip_890 = [
+            (ApiKey::Produce, 12),
+            (ApiKey::EndTxn, 5),
+            (ApiKey::TxnOffsetCommit, 5),
+            (ApiKey::AddPartitionsToTxn, 5),
+        ];
+        if !classic.iter().all(|(key, version)| serves(*key, *version)) {
+            Self::V0
+        } else if kip_890.iter().all(|(key, version)| serves(*key, *version)) {
+            Self::V2
+        } else {
+            Self::V1
+        }
+    }
 }
 
 /// The cluster's finalized features as an ApiVersions response states them.
@@ -154,6 +193,7 @@ pub struct FinalizedFeatures {
 /// and the finalized level with min = max = level (left out at level 0). Versions before
 /// [`FEATURES_VERSION_MIN`] have no such fields and are returned unchanged. A Kafka 4.x client
 /// uses transaction version 2 when the highest-epoch response it has seen finalizes level 2.
+/// The caller finalizes no higher than [`TransactionVersion::servable_max`].
 pub fn with_features(
     response: ApiVersionsResponse,
     request_version: i16,
