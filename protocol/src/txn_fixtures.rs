@@ -70,6 +70,26 @@ const REQUESTS: &[(ApiKey, i16, &str)] = &[
 ];
 
 #[test]
+fn offset_fetch_require_stable_is_read_from_kafkas_bytes() {
+    // Streams' read_committed consumers send require_stable (v7+) and need UNSTABLE_OFFSET_COMMIT
+    // while a transactional commit is pending: group "g", topic "a" partition [0], require_stable.
+    for (version, body) in [
+        (7, "02670202610200000000000100"),
+        (8, "020267020261020000000000000100"),
+    ] {
+        let body = hex(body);
+        let Ok(Request::OffsetFetch(fetch)) =
+            crate::requests::decode_body(ApiKey::OffsetFetch, version, &body)
+        else {
+            panic!("OffsetFetch v{version}")
+        };
+        assert!(fetch.require_stable, "v{version}");
+        let again = Request::OffsetFetch(fetch).encode_body(version).unwrap();
+        assert_eq!(again.as_ref(), body.as_ref());
+    }
+}
+
+#[test]
 fn kafkas_request_bytes_decode_and_re_encode_to_themselves() {
     for (api_key, version, body) in REQUESTS {
         let body = hex(body);
