@@ -151,11 +151,13 @@ mod log_files;
 mod mmap;
 mod offset_checkpoint;
 mod offset_index;
+mod producer_snapshot;
 mod recovery;
 mod resources;
 mod segment;
 mod sparse_index;
 mod time_index;
+mod txn_index;
 
 #[cfg(test)]
 #[path = "../tests/support/batch.rs"]
@@ -177,8 +179,9 @@ pub use leader_epoch::{
     EpochCache, EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use limits::{BATCH_BYTES_MAX_DEFAULT, CLEANER_IO_BUFFER_BYTES_MAX, OFFSET_MAP_BYTES_MAX};
-pub use log::{AppendInfo, Log, TimestampOffset};
+pub use log::{AppendInfo, Log, TimestampOffset, ABORTED_TXNS_PER_READ_MAX};
 pub use log_dir::LogDir;
+pub use producer_snapshot::{ProducerSnapshot, PRODUCER_SNAPSHOT_BYTES_MAX};
 /// What [`Log::verify_indexes`] reports (feature `power-sim`).
 #[cfg(feature = "power-sim")]
 pub use segment::IndexMismatch;

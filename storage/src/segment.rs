@@ -1,5 +1,5 @@
 //! One segment: the `.log` file of whole v2 batches plus its `.index` and `.timeindex`, named by
-//! the base offset. Owns appending bytes at the end, keeping the indexes in step with the log
+//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one. Owns appending bytes at the end, keeping the indexes in step with the log
 //! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
 //! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access
 //! (and writes an append's bytes through an [`AppendTarget`] outside its state lock).
@@ -20,7 +20,9 @@ use skiff_protocol::records::RecordError;
 
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
-use crate::fs::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX};
+use crate::fs::{
+    self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX, TXN_INDEX_SUFFIX,
+};
 use crate::io::{FileIo, OpenMode};
 use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 use crate::log_files::{LogFiles, NOT_IN_SET};
@@ -28,6 +30,7 @@ use crate::mmap;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
 use crate::recovery::{self, ScanEnd, ScanProblem};
 use crate::time_index::{TimeEntry, TimeIndex};
+use crate::txn_index::{self, TxnIndex};
 
 /// Bytes copied per step when truncation copies a shared file's kept prefix.
 const TRUNCATE_COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -57,6 +60,8 @@ pub(crate) struct Segment {
     pub(crate) next_offset: i64,
     index: OffsetIndex,
     time_index: TimeIndex,
+    /// The aborted transactions whose ABORT marker this segment holds (`.txnindex`).
+    pub(crate) txn: TxnIndex,
     /// Index interval in force (`LogConfig::index_interval_bytes`).
     pub(crate) index_interval_bytes: u32,
     bytes_since_index_entry: u64,
@@ -105,6 +110,9 @@ impl Segment {
             .open(&log_path, OpenMode::CreateNew)
             .map_err(|error| Error::io(&log_path, error))?;
         let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
+        // A new segment has no aborted transaction: a file left by an older one at this base
+        // (deleted with its log) must not lend it entries.
+        txn_index::remove_if_present(io, &fs::segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
         let mut segment = Self::assemble(
             base_offset,
             &log_path,
@@ -266,6 +274,7 @@ impl Segment {
                 let mut segment = assemble(index, time_index);
                 if segment.resume_tail(io, file_bytes)? {
                     segment.first_append_ms = segment.first_batch_timestamp(io)?;
+                    segment.open_txn_index(io, true)?;
                     return Ok((segment, false));
                 }
             }
@@ -290,7 +299,16 @@ impl Segment {
                 .map_err(|error| Error::io(&log_path, error))?;
         }
         segment.first_append_ms = segment.first_batch_timestamp(io)?;
+        segment.open_txn_index(io, trusted)?;
         Ok((segment, cut))
+    }
+
+    /// Reads the `.txnindex` as recovery finds it (see [`TxnIndex::open`]; `strict` for synced
+    /// data) and drops the entries whose marker lies past the recovered end.
+    fn open_txn_index(&mut self, io: &dyn FileIo, strict: bool) -> Result<()> {
+        let path = self.txn.path().to_path_buf();
+        self.txn = TxnIndex::open(io, path, self.base_offset, strict)?;
+        self.txn.truncate_from(io, self.next_offset)
     }
 
     #[allow(clippy::too_many_arguments)] // the parts of a segment, each from a different source
@@ -316,6 +334,7 @@ impl Segment {
             next_offset: expected_offset,
             index,
             time_index,
+            txn: TxnIndex::empty(log_path.with_extension(TXN_INDEX_SUFFIX), base_offset),
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_index_entry: 0,
             max_timestamp_ms: -1,
@@ -801,6 +820,10 @@ impl Segment {
         fs::sync_parent(io, &log_path)?;
         let (index, time_index) = Self::create_indexes(io, dir, self.base_offset, config)?;
         let log_files = Arc::clone(&self.log_files);
+        let txn = std::mem::replace(
+            &mut self.txn,
+            TxnIndex::empty(log_path.with_extension(TXN_INDEX_SUFFIX), self.base_offset),
+        );
         *self = Self::assemble(
             self.base_offset,
             &log_path,
@@ -820,7 +843,8 @@ impl Segment {
             ));
         }
         self.first_append_ms = self.first_batch_timestamp(io)?;
-        Ok(())
+        self.txn = txn;
+        self.txn.truncate_from(io, self.next_offset)
     }
 
     /// Unlinks the segment's files. Readers holding the log file keep its inode and bytes.
@@ -946,7 +970,12 @@ fn first_record_at_or_after(
 
 /// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
 pub(crate) fn remove_segment_files(io: &dyn FileIo, dir: &Path, base_offset: i64) -> Result<()> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ] {
         let path = fs::segment_file(dir, base_offset, suffix);
         match io.remove_file(&path) {
             Ok(()) => {}

@@ -4,7 +4,7 @@
 //! writer lock, before the log serves anything; must never guess past a corrupt batch below the
 //! flushed point.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -154,6 +154,8 @@ fn recover_state(
         last_flush_ms: None,
         closed: false,
         epochs: EpochCache::default(),
+        unindexed_aborts: BTreeMap::new(),
+        snapshots: BTreeSet::new(),
     };
     state.check_recovered(checkpoints, key, first_base)?;
     state.epochs = recover_epochs(io, dir, &state)?;
@@ -328,6 +330,8 @@ impl Log {
             last_flush_ms: None,
             closed: false,
             epochs: EpochCache::default(),
+            unindexed_aborts: BTreeMap::new(),
+            snapshots: BTreeSet::new(),
         };
         Ok(Self {
             dir: dir.to_owned(),
