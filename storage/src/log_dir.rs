@@ -555,7 +555,8 @@ impl LogDir {
     }
 
     /// Closes every log and then writes the clean-shutdown marker, so the next open skips
-    /// recovery. If any log fails, no marker is written and the first error is returned. Logs
+    /// recovery (not if a log holds an ABORT marker still waiting for its aborted-transaction
+    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the first error is returned. Logs
     /// still shared elsewhere refuse writes afterwards.
     ///
     /// The order, and why a crash at any point is safe: every log is closed without I/O (a log
@@ -581,6 +582,11 @@ impl LogDir {
         }
         self.sync_unflushed(&logs)?;
         self.checkpoints.write()?;
+        // An ABORT marker still waiting for its aborted-transaction entry must meet the next
+        // open's recovery (which cuts it, as the crash it is), not a trusted clean open.
+        if logs.iter().any(|log| log.has_unindexed_aborts()) {
+            return Ok(());
+        }
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
     }
 }

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use memmap2::Mmap;
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::batch_records;
+use skiff_protocol::records::txn::{EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
 use skiff_protocol::records::RecordError;
 
@@ -845,6 +846,71 @@ impl Segment {
         self.first_append_ms = self.first_batch_timestamp(io)?;
         self.txn = txn;
         self.txn.truncate_from(io, self.next_offset)
+    }
+
+    /// After the recovery of unsynced data (the segment was scanned, not trusted): checks the
+    /// `.txnindex` entries whose marker lies at or after `recovery_point` against the ABORT
+    /// markers there, in order (same offset, same producer). Entries from the first that does
+    /// not match are cut (durably); the position of the first ABORT marker left without an
+    /// entry is returned, for the caller to cut the log there as it cuts a torn tail (the crash
+    /// fell between the marker and its entry: `Log::append_aborted_txn`). Entries and markers
+    /// below the recovery point were synced together and are kept as they are.
+    pub(crate) fn reconcile_txn_index(
+        &mut self,
+        io: &dyn FileIo,
+        recovery_point: i64,
+    ) -> Result<Option<u64>> {
+        let from = recovery_point.max(self.base_offset);
+        let markers = self.abort_markers_from(io, from)?;
+        let mut next_marker = markers.iter().peekable();
+        let (mut kept, mut last, mut mismatch) = (0u64, None, false);
+        self.txn.for_each(io, |entry| {
+            if entry.last_offset >= from {
+                match next_marker.peek() {
+                    Some((_, offset, producer_id))
+                        if *offset == entry.last_offset && *producer_id == entry.producer_id =>
+                    {
+                        next_marker.next();
+                    }
+                    _ => {
+                        mismatch = true;
+                        return Ok(false);
+                    }
+                }
+            }
+            kept += 1;
+            last = Some(entry);
+            Ok(true)
+        })?;
+        if mismatch {
+            self.txn.truncate_to_entries(io, kept, last)?;
+        }
+        Ok(next_marker.next().map(|(position, _, _)| *position))
+    }
+
+    /// The ABORT markers of this segment at or after offset `from`: (position, offset,
+    /// producer id). Reads batch headers from the batch holding `from`, and the records of
+    /// control batches only.
+    fn abort_markers_from(&self, io: &dyn FileIo, from: i64) -> Result<Vec<(u64, i64, i64)>> {
+        let mut markers = Vec::new();
+        let Some((mut position, _)) = self.find_batch(io, from)? else {
+            return Ok(markers);
+        };
+        let mut batch = Vec::new();
+        while position < self.size_bytes {
+            let header = self.read_header(io, position)?;
+            if header.is_control() && header.is_transactional() && header.base_offset >= from {
+                batch.resize(header.total_bytes(), 0);
+                io.read_exact_at(&*self.log_file(io)?, &mut batch, position)
+                    .map_err(|error| Error::io(&*self.log_path, error))?;
+                let marker = EndTxnMarker::decode_with_header(&batch, &header);
+                if marker.is_ok_and(|marker| marker.marker_type == MarkerType::Abort) {
+                    markers.push((position, header.base_offset, header.producer_id));
+                }
+            }
+            position += header.total_bytes() as u64;
+        }
+        Ok(markers)
     }
 
     /// Unlinks the segment's files. Readers holding the log file keep its inode and bytes.

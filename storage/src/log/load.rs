@@ -17,15 +17,18 @@ use crate::io::FileIo;
 use crate::leader_epoch::EpochCache;
 use crate::log_files::LogFiles;
 use crate::offset_checkpoint::{LogKey, OffsetCheckpoints};
+use crate::producer_snapshot;
 use crate::segment::{self, Segment};
 
 use super::{Log, LogState};
 
-/// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
+/// The base offsets of the segments in `dir`, in order, and the offsets of its producer
+/// snapshots. Removes the temporary files a crash
 /// left before their rename (the original is still in place), and cleaned segments a cleaning
 /// left without committing their swap (called after `finish_swap`).
-fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
+fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<(Vec<i64>, BTreeSet<i64>)> {
     let mut bases = Vec::new();
+    let mut snapshots = BTreeSet::new();
     for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
         let extension = path.extension().and_then(|e| e.to_str());
         let leftover = [TEMP_SUFFIX, TRUNCATING_SUFFIX, CLEANED_SUFFIX];
@@ -34,10 +37,12 @@ fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
                 .map_err(|error| Error::io(&path, error))?;
         } else if let Some(base) = fs::parse_log_file_name(&path) {
             bases.push(base);
+        } else if let Some(offset) = producer_snapshot::parse_name(&path) {
+            snapshots.insert(offset);
         }
     }
     bases.sort_unstable();
-    Ok(bases)
+    Ok((bases, snapshots))
 }
 
 /// Recovers the segments at `bases` (not empty) in order: segments wholly below the recovery
@@ -70,6 +75,15 @@ fn recover_segments(
             recovery_point,
             log_files,
         )?;
+        let (mut segment, mut cut) = (segment, cut);
+        if !trusted {
+            if let Some(position) = segment.reconcile_txn_index(io, recovery_point)? {
+                // An ABORT marker lost its entry in the crash: it was never durable (the
+                // recovery point stays below such a marker), so it goes like a torn tail.
+                segment.truncate_at(io, dir, position, config)?;
+                cut = true;
+            }
+        }
         expected_offset = segment.next_offset;
         // Rolls start the next segment at the log end offset, so a segment that ends
         // before the next one begins has lost its tail (say, truncated at a batch
@@ -121,7 +135,7 @@ fn recover_state(
 ) -> Result<LogState> {
     config.validate()?;
     let swapped_to = finish_swap(io, dir)?;
-    let bases = segment_bases(io, dir)?;
+    let (bases, snapshots) = segment_bases(io, dir)?;
     let first_base = bases.first().copied();
     let (checkpoint, legacy) = starting_offsets(io, dir, checkpoints, key, first_base)?;
     let Checkpoint {
@@ -158,6 +172,12 @@ fn recover_state(
         snapshots: BTreeSet::new(),
     };
     state.check_recovered(checkpoints, key, first_base)?;
+    state.snapshots = snapshots;
+    // Snapshots past the recovered end describe batches the crash took.
+    let log_end = state.log_end_offset();
+    if state.forget_from(io, dir, log_end)? {
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+    }
     state.epochs = recover_epochs(io, dir, &state)?;
     checkpoints.set(key, state.checkpoint())?;
     if legacy {

@@ -195,6 +195,57 @@ impl Log {
         Ok(found)
     }
 
+    /// For the cleaner's swap (`clean.rs`): writes the cleaned segment's aborted-transaction
+    /// index, `<base>.txnindex.cleaned` (base: the first of `bases`, the group's segments),
+    /// holding the entries of the group whose ABORT marker the cleaned copy keeps
+    /// (`kept_markers`, ascending: Kafka keeps an entry exactly while its marker is kept),
+    /// fsynced (its name with the cleaned `.log`'s directory fsync). Returns how many; with none
+    /// no file is written. Which markers survive is the cleaner's rule, not this.
+    pub(super) fn write_cleaned_txn_index(
+        &self,
+        bases: &[i64],
+        kept_markers: &[i64],
+    ) -> Result<u64> {
+        let Some(base) = bases.first().copied() else {
+            return Ok(0);
+        };
+        let path = super::clean::cleaned_txn_path(&self.dir, base);
+        let mut bytes = Vec::new();
+        {
+            let state = self.read_state()?;
+            for segment in bases.iter().filter_map(|base| state.segments.get(base)) {
+                segment.txn.for_each(self.io.as_ref(), |entry| {
+                    if kept_markers.binary_search(&entry.last_offset).is_ok() {
+                        bytes.extend_from_slice(&crate::txn_index::encode(&entry));
+                    }
+                    Ok(true)
+                })?;
+            }
+        }
+        if bytes.is_empty() {
+            crate::txn_index::remove_if_present(self.io.as_ref(), &path)?;
+            return Ok(0);
+        }
+        let file = self
+            .io
+            .open(&path, crate::io::OpenMode::CreateTruncate)
+            .map_err(|error| Error::io(&path, error))?;
+        self.io
+            .write_all_at(&file, &bytes, 0)
+            .map_err(|error| Error::io(&path, error))?;
+        self.io
+            .sync(&file, crate::config::PersistMode::SyncData)
+            .map_err(|error| Error::io(&path, error))?;
+        Ok((bytes.len() / crate::txn_index::TXN_ENTRY_BYTES) as u64)
+    }
+
+    /// Whether an ABORT marker appended to this log still waits for its entry.
+    pub(crate) fn has_unindexed_aborts(&self) -> bool {
+        self.state
+            .read()
+            .map_or(true, |state| !state.unindexed_aborts.is_empty())
+    }
+
     /// Bytes of the log's aborted-transaction indexes (beside [`Log::size_bytes`], which counts
     /// the `.log` files only, as Kafka's log size does).
     pub fn txn_index_bytes(&self) -> Result<u64> {
