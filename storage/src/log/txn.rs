@@ -434,3 +434,7 @@ fn check_snapshot_offset(state: &LogState, offset: i64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "txn_tests.rs"]
+mod tests;
