@@ -207,6 +207,22 @@ impl Broker {
                     open_config.offsets_commit_timeout_ms,
                 )?;
                 let files = log_dir.files();
+                let topics_file = MaterializedTopicsFile::new(&log_dir_path, files.clone());
+                // The previous release must refuse this directory once it holds transactional
+                // batches: the topics file goes to a version it refuses before the first one.
+                let marker = topics_file.clone();
+                let marker_path = log_dir_path.clone();
+                log_dir.set_transactional_guard(
+                    std::sync::Arc::new(move || {
+                        marker
+                            .mark_transactional()
+                            .map_err(|source| skiff_storage::Error::Io {
+                                path: marker_path.clone(),
+                                source,
+                            })
+                    }),
+                    false,
+                )?;
                 let opened_clean = log_dir.opened_clean();
                 if let Some(damage) = log_dir.checkpoint_damage() {
                     tracing::warn!(
@@ -214,11 +230,7 @@ impl Broker {
                         "offset checkpoint unreadable; every partition is recovered from its first segment"
                     );
                 }
-                let (topics, to_migrate) = Topics::open(
-                    open_config,
-                    log_dir,
-                    MaterializedTopicsFile::new(&log_dir_path, files.clone()),
-                )?;
+                let (topics, to_migrate) = Topics::open(open_config, log_dir, topics_file)?;
                 Ok::<_, BrokerError>((
                     topics,
                     to_migrate,

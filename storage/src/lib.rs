@@ -137,6 +137,7 @@
 
 mod cleaner;
 mod config;
+mod downgrade_guard;
 mod error;
 mod fetch;
 mod fs;
@@ -171,6 +172,7 @@ pub use cleaner::{
     NoHooks, OffsetMap, OFFSET_MAP_SLOT_BYTES,
 };
 pub use config::{CleanupPolicy, DirConfig, LogConfig, PersistMode, Ratio};
+pub use downgrade_guard::TransactionalHook;
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, AppendFile, DurableFiles};

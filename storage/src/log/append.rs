@@ -22,6 +22,8 @@ use super::{AppendInfo, Log, LogState};
 struct InputSummary {
     records_count: u64,
     offsets_count: i64,
+    /// Some batch is transactional (a transactional producer's, or a marker).
+    transactional: bool,
 }
 
 /// Checks that `batches` is a sequence of whole, valid v2 producer batches no larger than
@@ -35,6 +37,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
     let mut summary = InputSummary {
         records_count: 0,
         offsets_count: 0,
+        transactional: false,
     };
     let mut at = 0usize;
     while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
@@ -73,6 +76,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
                 ));
             }
         }
+        summary.transactional |= header.is_transactional();
         summary.records_count += u64::from(header.records_count.unsigned_abs());
         summary.offsets_count += i64::from(header.last_offset_delta) + 1;
         at += size_bytes;
@@ -257,7 +261,13 @@ impl Log {
             state.config.batch_bytes_max
         };
         let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
-        let abort_positions = super::txn::abort_markers(batches);
+        let mut abort_positions = Vec::new();
+        if summary.transactional {
+            // Before anything of the batch is on disk (one atomic load after the first time).
+            self.downgrade_guard.before_transactional_write()?;
+            // Markers are transactional: other appends skip this walk.
+            abort_positions = super::txn::abort_markers(batches);
+        }
         let size_bytes = batches.len() as u64;
         let pending_aborts: Vec<i64>;
         let (target, segment_base_offset, assigned, new_epochs) = {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::cleaner::{CleanerCheckpoints, SwapManifest, SWAP_MANIFEST_FILE};
 use crate::config::LogConfig;
+use crate::downgrade_guard::DowngradeGuard;
 use crate::error::{Error, Result};
 use crate::fs::{self, Checkpoint, CLEANED_SUFFIX, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
@@ -336,7 +337,11 @@ impl Log {
         config: LogConfig,
         clean: bool,
         log_files: Arc<LogFiles>,
-        (checkpoints, cleaner_offsets): (Arc<OffsetCheckpoints>, Arc<CleanerCheckpoints>),
+        (checkpoints, cleaner_offsets, downgrade_guard): (
+            Arc<OffsetCheckpoints>,
+            Arc<CleanerCheckpoints>,
+            Arc<DowngradeGuard>,
+        ),
     ) -> Result<Self> {
         config.validate()?;
         let placeholder = LogState {
@@ -366,6 +371,7 @@ impl Log {
             clean,
             checkpoints,
             cleaner_offsets,
+            downgrade_guard,
             key,
         })
     }

@@ -116,6 +116,8 @@ pub struct Log {
     checkpoints: Arc<OffsetCheckpoints>,
     /// The data directory's cleaner checkpoint, where this log's first dirty offset lives.
     cleaner_offsets: Arc<CleanerCheckpoints>,
+    /// The data directory's guard, run before this log's first transactional batch is written.
+    downgrade_guard: Arc<crate::downgrade_guard::DowngradeGuard>,
     /// Topic and partition: the log's name in `checkpoints`.
     key: LogKey,
 }

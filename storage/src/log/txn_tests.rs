@@ -6,6 +6,8 @@ use skiff_protocol::records::record::{BatchBuilder, NewRecord};
 use skiff_protocol::records::txn::{AbortedTxn, EndTxnMarker, MarkerType};
 use skiff_protocol::records::Compression;
 
+use std::sync::Arc;
+
 use super::*;
 use crate::config::LogConfig;
 use crate::error::Error;
@@ -356,4 +358,54 @@ fn snapshots_survive_a_crash_a_damaged_one_falls_back_and_bad_ones_are_refused()
     let data = LogDir::open(dir.path(), config()).unwrap();
     let log = data.log("t", 0).unwrap().unwrap();
     assert_eq!(log.producer_snapshot_offsets().unwrap(), vec![1, 2]);
+}
+
+#[test]
+fn the_downgrade_guard_runs_before_the_first_transactional_batch_and_a_failure_writes_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = temp_dir();
+    let data = LogDir::open(dir.path(), config()).unwrap();
+    let log = data.create("t", 0, None).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let seen_end = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&seen_end);
+    let watched = Arc::clone(&log);
+    data.set_transactional_guard(
+        Arc::new(move || {
+            // The log has not taken the batch yet when the hook runs (the writer lock is held,
+            // so only the files can say: the active segment is still empty).
+            seen.lock().unwrap().push(
+                std::fs::metadata(watched.dir.join(format!("{:020}.log", 0)))
+                    .unwrap()
+                    .len(),
+            );
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(Error::Closed);
+            }
+            Ok(())
+        }),
+        false,
+    )
+    .unwrap();
+    // A plain batch does not run it.
+    log.append(&mut crate::testing::batch(0, 1, 10), 0).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let end = log.log_end_offset().unwrap();
+    assert!(log.append(&mut txn_batch(1), 0).is_err());
+    assert_eq!(log.log_end_offset().unwrap(), end, "nothing written");
+    log.append(&mut txn_batch(1), 0).unwrap();
+    log.append(&mut marker(1, MarkerType::Commit), 0).unwrap();
+    let other = data.create("t", 1, None).unwrap();
+    other.append(&mut txn_batch(2), 0).unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "once it succeeded, never again"
+    );
+    let sizes = seen_end.lock().unwrap().clone();
+    assert_eq!(
+        sizes[0], sizes[1],
+        "the transactional batch was not on disk yet"
+    );
 }
