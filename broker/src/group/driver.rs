@@ -1047,6 +1047,7 @@ mod tests {
             .expect("log")
             .expect("present");
         let (replayed, bytes) = replay_offsets(&log).expect("replay");
+        let written: Vec<Replayed> = written.into_iter().map(Replayed::from).collect();
         assert_eq!(replayed, written);
         assert_eq!(bytes, log.size_bytes().expect("size"));
     }
