@@ -29,6 +29,11 @@
 //! single-node data directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`],
 //! is only read, as the floor below which no id is handed out again.
 //!
+//! Transactions: a TxnOffsetCommit's records are appended the same way, as transactional batches
+//! of its producer; a replay hands the coordinator transactional records and end-transaction
+//! markers in log order; and [`GroupHandle::complete_transaction`] is how WriteTxnMarkers reports
+//! a replicated marker in a `__consumer_offsets` partition.
+//!
 //! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
 //! the flush returned and the HW passed it, write a group's commits to another partition's log
 //! or to one it does not lead, or queue requests without a bound.
