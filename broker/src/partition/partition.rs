@@ -585,7 +585,8 @@ impl Partition {
     }
 
     /// Appends the fetched batches below `up_to` unchanged (the leader's offsets and epochs) and
-    /// records their producers, so a new leader still deduplicates idempotent retries.
+    /// records their producers, so a new leader still deduplicates idempotent retries and knows
+    /// the open transactions; an ABORT marker gets its index entry here as on the leader.
     fn append_fetched(
         &self,
         records: &[u8],
@@ -609,7 +610,7 @@ impl Partition {
         let info = self.log.append_replicated(&mut batches, now_ms)?;
         self.traffic.count_replicated(batches.len() as u64);
         let mut producers = self.producers_recovered();
-        replay_batches(&mut producers, &batches);
+        self.replay_fetched(&mut producers, &batches)?;
         self.snapshot_at_roll(&producers, &info);
         Ok(())
     }

@@ -79,12 +79,8 @@ impl Partition {
         if completed.aborted {
             // Storage holds a marker without its entry back from the recovery point, so a crash
             // between the two never leaves an ABORT a read_committed fetch cannot see.
-            self.log.append_aborted_txn(AbortedTxn {
-                producer_id: completed.producer_id,
-                first_offset: completed.first_offset,
-                last_offset: completed.last_offset,
-                last_stable_offset: producers.stable_offset_after(&completed),
-            })?;
+            self.log
+                .append_aborted_txn(aborted_entry(&producers, &completed))?;
         }
         drop(producers);
         self.readable_end.advance();
@@ -95,6 +91,29 @@ impl Partition {
             completed,
             replication,
         })
+    }
+
+    /// A follower's fetched batches (appended, in order): each replayed into `producers`, and
+    /// each ABORT marker's index entry written as the leader wrote it, so a new leader answers
+    /// read_committed fetches with the same aborted transactions (storage also cuts a log back
+    /// to a marker left without its entry at recovery).
+    pub(super) fn replay_fetched(
+        &self,
+        producers: &mut PartitionProducers,
+        batches: &[u8],
+    ) -> Result<(), skiff_storage::Error> {
+        for (position, header) in skiff_protocol::records::v2::batch_positions(batches).flatten() {
+            let bytes = batches
+                .get(position..position + header.total_bytes())
+                .unwrap_or_default();
+            match producers.replay(&header, bytes) {
+                Some(completed) if completed.aborted => self
+                    .log
+                    .append_aborted_txn(aborted_entry(producers, &completed))?,
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// When `info`'s append opened a new segment, writes the producers (`producers`, which
@@ -123,5 +142,17 @@ impl Partition {
     /// (KIP-890: such a producer's batches at that epoch need no verification).
     pub fn open_transaction(&self, producer_id: i64) -> Option<(i16, i64)> {
         self.producers_recovered().open_transaction(producer_id)
+    }
+}
+
+/// The aborted-transaction index entry of `completed`, with the last stable offset right after
+/// its marker (Kafka's `lastStableOffset(completedTxn)`), from `producers` as they stand once the
+/// marker is recorded.
+fn aborted_entry(producers: &PartitionProducers, completed: &CompletedTxn) -> AbortedTxn {
+    AbortedTxn {
+        producer_id: completed.producer_id,
+        first_offset: completed.first_offset,
+        last_offset: completed.last_offset,
+        last_stable_offset: producers.stable_offset_after(completed),
     }
 }

@@ -257,3 +257,40 @@ fn a_transaction_older_than_the_replay_window_survives_a_restart_through_the_sna
     );
     assert_eq!(partition.last_stable_offset(), 0);
 }
+
+#[test]
+fn a_follower_writes_the_index_entry_of_a_fetched_abort_marker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_dir = LogDir::open(dir.path(), LogConfig::default()).expect("log dir");
+    let partition = led_with_follower(&log_dir);
+    // As a leader would send them: a transactional batch at 0, its ABORT marker at 1, epoch 0.
+    let mut fetched = batch(5, 0, true);
+    let mut marker = EndTxnMarker {
+        producer_id: 5,
+        producer_epoch: 1,
+        coordinator_epoch: 3,
+        marker_type: MarkerType::Abort,
+    }
+    .encode_batch(2_000)
+    .expect("marker");
+    // Base offset and leader epoch are outside the CRC.
+    marker[..8].copy_from_slice(&1i64.to_be_bytes());
+    for batch in [&mut fetched, &mut marker] {
+        batch[12..16].copy_from_slice(&0i32.to_be_bytes());
+    }
+    fetched.extend_from_slice(&marker);
+    partition
+        .append_fetched(&fetched, 2, 2_000)
+        .expect("appended");
+    let aborted = partition.log().aborted_transactions(0, 2).expect("index");
+    assert_eq!(
+        aborted,
+        vec![skiff_protocol::records::txn::AbortedTxn {
+            producer_id: 5,
+            first_offset: 0,
+            last_offset: 1,
+            last_stable_offset: 2,
+        }]
+    );
+    assert_eq!(partition.open_transaction(5), None);
+}
