@@ -332,3 +332,48 @@ async fn an_unconfirmed_transactional_batch_is_not_appended() -> anyhow::Result<
     broker.stop().await;
     Ok(())
 }
+
+/// A read_committed long poll parked on an open transaction answers as soon as the marker ends it
+/// (the last stable offset's rise wakes it like the high watermark's), not at its `max_wait_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_committed_long_poll_wakes_when_the_transaction_ends() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[NO_VERIFICATION]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let mut consumer = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, TOPIC, &[]).await?;
+    assert_eq!(produce(&mut client, batch(9, 0, 0, 3, true)).await?, (0, 0));
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(20_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(TOPIC))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let started = std::time::Instant::now();
+    let parked = tokio::spawn(async move { fetch(&mut consumer, 11, &request).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !parked.is_finished(),
+        "nothing is stable yet: the fetch waits"
+    );
+    let commit = end_txn(&mut client, 1, TOPIC, (9, 1, 0), true).await?;
+    assert_eq!(commit, error_code::NONE);
+    let response = parked.await??;
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.last_stable_offset, 4);
+    assert!(partition
+        .records
+        .as_ref()
+        .is_some_and(|records| !records.is_empty()));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "woken by the marker, not by max_wait_ms"
+    );
+    broker.stop().await;
+    Ok(())
+}
