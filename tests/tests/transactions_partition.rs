@@ -377,3 +377,43 @@ async fn a_read_committed_long_poll_wakes_when_the_transaction_ends() -> anyhow:
     broker.stop().await;
     Ok(())
 }
+
+/// ACLs as Kafka checks them: WriteTxnMarkers needs ClusterAction on the cluster (every partition
+/// CLUSTER_AUTHORIZATION_FAILED otherwise), DescribeProducers Read on the topic
+/// (TOPIC_AUTHORIZATION_FAILED otherwise, whether the topic exists or not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_need_cluster_action_and_describing_producers_needs_read() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let acls = dir.path().join("acls");
+    std::fs::write(
+        &acls,
+        "allow User:ANONYMOUS create cluster\nallow User:ANONYMOUS write topic:txn\n",
+    )?;
+    let file = format!("skiff.acl.file={}", acls.display());
+    let broker = TestBroker::start(&[&file, NO_VERIFICATION]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, TOPIC, &[]).await?;
+    let refused = end_txn(&mut client, 1, TOPIC, (1, 0, 0), false).await?;
+    assert_eq!(refused, error_code::CLUSTER_AUTHORIZATION_FAILED);
+    assert_eq!(
+        producers(&mut client, 0, TOPIC).await?.0,
+        error_code::TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(
+        producers(&mut client, 0, "nowhere").await?.0,
+        error_code::TOPIC_AUTHORIZATION_FAILED
+    );
+    broker.stop().await;
+    let allowed = TestBroker::start(&[NO_VERIFICATION]).await?;
+    let mut client = Connection::connect(&allowed.bootstrap()).await?;
+    create_topic(&mut client, TOPIC, &[]).await?;
+    // Without ACLs both are served: an ABORT for a producer this partition never saw ends an
+    // empty transaction at the marker.
+    assert_eq!(end_txn(&mut client, 1, TOPIC, (1, 0, 0), false).await?, 0);
+    assert_eq!(
+        producers(&mut client, 0, TOPIC).await?,
+        (0, vec![(1, 0, 0, -1)])
+    );
+    allowed.stop().await;
+    Ok(())
+}
