@@ -363,6 +363,32 @@ async fn the_release_offsets_logs_are_compacted_by_key_after_the_upgrade() -> an
 }
 
 /// A transactional batch: one record of producer `producer_id`, epoch 0, sequence 0.
+/// Produces `records` to partition 0 of `topic` as a transactional producer does (with a
+/// transactional id: Kafka refuses transactional records without one).
+async fn produce_transactional(
+    client: &mut Connection,
+    topic: &str,
+    records: bytes::Bytes,
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let request = kafka_protocol::messages::ProduceRequest::default()
+        .with_transactional_id(Some(kafka_protocol::messages::TransactionalId(
+            StrBytes::from_static_str("txn-guard"),
+        )))
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let response: kafka_protocol::messages::ProduceResponse =
+        client.request(ApiKey::Produce, 9, &request).await?;
+    let code = response.responses[0].partition_responses[0].error_code;
+    anyhow::ensure!(code == 0, "transactional produce failed with error {code}");
+    Ok(())
+}
+
 fn transactional_batch(producer_id: i64) -> Vec<u8> {
     let mut builder = skiff_protocol::records::record::BatchBuilder::new(0, Compression::None);
     builder.producer_id = producer_id;
@@ -401,7 +427,9 @@ async fn the_first_transactional_batch_marks_the_directory_against_a_downgrade(
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     unpack_fixture(dir.path())?;
-    let broker = TestBroker::start_in(dir.path(), &[]).await?;
+    // No transaction coordinator takes part: KIP-890's check is off for the transactional batch.
+    let no_verification = "transaction.partition.verification.enable=false";
+    let broker = TestBroker::start_in(dir.path(), &[no_verification]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     client.await_partitions_ready("release-plain", 3).await?;
     skiff_tests::create_topic(&mut client, "txn-guard", &[]).await?;
@@ -412,7 +440,7 @@ async fn the_first_transactional_batch_marks_the_directory_against_a_downgrade(
         .await?;
     assert_eq!(topics_file_version(dir.path())?, 2, "no transaction yet");
     let transactional = bytes::Bytes::from(transactional_batch(4_000));
-    client.produce("txn-guard", 0, transactional).await?;
+    produce_transactional(&mut client, "txn-guard", transactional).await?;
     assert_eq!(topics_file_version(dir.path())?, 3);
     broker.stop().await;
     assert_eq!(topics_file_version(dir.path())?, 3, "later saves keep it");
