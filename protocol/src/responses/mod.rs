@@ -41,8 +41,10 @@ pub fn encode_response<M: Encodable>(
         api_version: version,
         reason,
     };
+    // Past kafka-protocol's range the crate encodes the older version with the same bytes.
+    let crate_version = api::response_crate_version(api_key, version);
     let body_bytes = message
-        .compute_size(version)
+        .compute_size(crate_version)
         .map_err(|error| message_error(error.to_string()))?;
     let too_large = EncodeError::TooLarge {
         what: "response size",
@@ -59,7 +61,7 @@ pub fn encode_response<M: Encodable>(
     out.put_i32(size_field);
     put_response_header(&mut out, header_version, correlation_id);
     message
-        .encode(&mut out, version)
+        .encode(&mut out, crate_version)
         .map_err(|error| message_error(error.to_string()))?;
     Ok(out)
 }
