@@ -27,7 +27,9 @@
 //!   fetches waiting on it); topic configs, producer state, traffic;
 //! - [`replication`]: the driver feeding replicas the store's states and timers, the follower's
 //!   fetcher, the reassignment throttle;
-//! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs, producer-id blocks);
+//! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs);
+//! - [`txn`]: the driver of `skiff-txn`'s transaction coordinator (`__transaction_state`,
+//!   producer-id blocks) and the marker writer;
 //! - [`interbroker`]: the client for requests to other brokers (markers, transaction checks);
 //! - [`cluster`]: membership, the controller loop, topic creation and changes, the
 //!   materializer, ISR writes, elections, reassignments, shedding;
@@ -63,6 +65,7 @@ mod quota;
 pub mod replication;
 mod response;
 pub mod security;
+pub mod txn;
 
 use std::sync::Arc;
 
@@ -98,9 +101,12 @@ pub enum BrokerError {
     /// The topics (their metadata or their logs) could not be opened or closed.
     #[error("topics: {0}")]
     Topics(#[from] partition::topics::TopicError),
-    /// The group coordinator's offsets log or producer-id checkpoint could not be opened.
+    /// The group coordinator's offsets log could not be opened.
     #[error("group coordinator: {0}")]
     Groups(#[from] group::driver::GroupDriverError),
+    /// The transaction coordinator could not start.
+    #[error("transaction coordinator: {0}")]
+    Transactions(#[from] txn::driver::TxnDriverError),
     /// The placement state could not be built from the topics.
     #[error("placement: {0}")]
     Placement(#[from] skiff_placement::PlacementError),
@@ -185,7 +191,8 @@ impl Broker {
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
         let group_config = group::driver::group_config(&config);
-        let (topics, to_migrate, group_driver, groups, files, opened_clean) =
+        let txn_config = txn::driver::txn_config(&config);
+        let (topics, to_migrate, group_driver, groups, txn_driver, txns, files, opened_clean) =
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                     BrokerError::DataDirectory {
@@ -201,9 +208,13 @@ impl Broker {
                     open_config.dir_config(),
                 )?;
                 let (group_driver, groups) = group::driver::GroupDriver::open(
+                    group_config,
+                    open_config.offsets_commit_timeout_ms,
+                );
+                let (txn_driver, txns) = txn::driver::TxnDriver::open(
                     &log_dir,
                     &log_dir_path,
-                    group_config,
+                    txn_config,
                     open_config.offsets_commit_timeout_ms,
                 )?;
                 let files = log_dir.files();
@@ -224,6 +235,8 @@ impl Broker {
                     to_migrate,
                     group_driver,
                     groups,
+                    txn_driver,
+                    txns,
                     files,
                     opened_clean,
                 ))
@@ -295,6 +308,7 @@ impl Broker {
             ),
             cluster,
             groups,
+            txns,
             shutdown,
             isr_proposals,
             acl,
@@ -308,6 +322,12 @@ impl Broker {
             ctx.topics.clone(),
             ctx.cluster.clone(),
             ctx.isr_proposals.clone(),
+        ));
+        tokio::spawn(txn_driver.run(
+            ctx.topics.clone(),
+            ctx.cluster.clone(),
+            ctx.isr_proposals.clone(),
+            txn::markers::MarkerWriter::new(ctx.interbroker.clone(), ctx.cluster.clone()),
         ));
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)

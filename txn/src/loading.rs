@@ -120,6 +120,20 @@ impl Coordinator {
         }
     }
 
+    /// The partition count of `__transaction_state` as the cluster has it (the config's count
+    /// only decides the topic's creation). A change unloads every partition: ids map to other
+    /// partitions now.
+    pub fn set_state_log_partitions(&mut self, partitions: i32) {
+        if partitions <= 0 || partitions == self.config.state_log_partitions {
+            return;
+        }
+        let led: Vec<i32> = self.led.keys().copied().collect();
+        for partition in led {
+            self.unload_partition(partition);
+        }
+        self.config.state_log_partitions = partitions;
+    }
+
     /// The state partitions led here (with their coordinator epochs and whether loaded).
     pub fn led_partitions(&self) -> Vec<(i32, i32, bool)> {
         self.led

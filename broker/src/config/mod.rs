@@ -21,12 +21,12 @@ mod bounds;
 mod cleaner;
 mod connections;
 pub mod group;
-pub mod txn;
 mod listeners;
 mod rules;
 mod security;
 #[cfg(feature = "test-mutations")]
 mod test_mutation;
+pub mod txn;
 
 pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
 pub use cleaner::{BytesPerSecond, CleanupPolicy, CleanupPolicyError, Fraction};
@@ -882,7 +882,8 @@ impl Config {
             self.min_insync_replicas = CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT;
         }
         if unset("transaction.state.log.replication.factor") {
-            self.transaction_state_log_replication_factor = txn::STATE_LOG_CLUSTER_REPLICATION_FACTOR;
+            self.transaction_state_log_replication_factor =
+                txn::STATE_LOG_CLUSTER_REPLICATION_FACTOR;
         }
         if unset("transaction.state.log.min.isr") {
             self.transaction_state_log_min_isr = txn::STATE_LOG_CLUSTER_MIN_ISR;

@@ -53,6 +53,12 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+// Transactions (issue 38).
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
+mod describe_transactions;
+mod end_txn;
+mod list_transactions;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -114,6 +120,12 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Client quota admin APIs.
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
+    // Transactions (issue 38): the coordinator's APIs.
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
 
 /// What to do after a frame.
@@ -375,18 +387,19 @@ async fn dispatch(
         // Client quota admin APIs.
         Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
         Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
-        // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
+        // Transactions (issue 38): the coordinator's APIs.
+        Request::AddPartitionsToTxn(r) => handled!(add_partitions_to_txn, r),
+        Request::AddOffsetsToTxn(r) => handled!(add_offsets_to_txn, r),
+        Request::EndTxn(r) => handled!(end_txn, r),
+        Request::DescribeTransactions(r) => handled!(describe_transactions, r),
+        Request::ListTransactions(r) => handled!(list_transactions, r),
+        // The partition side's APIs: their rows are in `api::PENDING_APIS`, so `decode_request`
         // refuses them and these variants never reach here; should one, it is answered as Kafka
         // answers an API it does not serve: the connection closes. Each arm becomes its handler
         // when the API's row moves into `api::SUPPORTED_APIS`.
-        Request::AddPartitionsToTxn(_)
-        | Request::AddOffsetsToTxn(_)
-        | Request::EndTxn(_)
-        | Request::WriteTxnMarkers(_)
+        Request::WriteTxnMarkers(_)
         | Request::TxnOffsetCommit(_)
-        | Request::DescribeProducers(_)
-        | Request::DescribeTransactions(_)
-        | Request::ListTransactions(_) => {
+        | Request::DescribeProducers(_) => {
             tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
             return Outcome::close();
         } // No catch-all arm: every request the protocol crate decodes has its handler here, so a new

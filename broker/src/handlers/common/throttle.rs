@@ -271,6 +271,11 @@ throttle_fields!(
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
     DescribeClusterResponse,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
 );
 
 impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
