@@ -327,7 +327,11 @@ impl Broker {
             ctx.topics.clone(),
             ctx.cluster.clone(),
             ctx.isr_proposals.clone(),
-            txn::markers::MarkerWriter::new(ctx.interbroker.clone(), ctx.cluster.clone()),
+            txn::markers::MarkerWriter::new(
+                ctx.interbroker.clone(),
+                ctx.cluster.clone(),
+                ctx.shutdown.subscribe(),
+            ),
         ));
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)

@@ -695,6 +695,12 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // The transaction coordinator's APIs (tests/transactions.rs, every advertised version).
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -266,6 +266,54 @@ fn idempotent_producers_get_fresh_ids_and_wait_for_a_block() {
 }
 
 #[test]
+fn producer_ids_come_from_claimed_blocks_one_claim_at_a_time_and_a_failed_claim_answers() {
+    let mut coordinator = Coordinator::new(TxnConfig::default());
+    let idempotent = InitProducerId {
+        transactional_id: None,
+        timeout_ms: 1,
+        producer_id: -1,
+        producer_epoch: -1,
+    };
+    let meta = |request_id| RequestMeta {
+        request_id,
+        version: 4,
+    };
+    coordinator.handle_init_producer_id(0, meta(1), idempotent.clone());
+    coordinator.handle_init_producer_id(0, meta(2), idempotent.clone());
+    assert_eq!(coordinator.poll_output(), Some(Output::NeedProducerIds));
+    assert_eq!(
+        coordinator.poll_output(),
+        None,
+        "one claim at a time; replies wait"
+    );
+    // Another broker took 0..1000 meanwhile: the store hands this one the next block.
+    coordinator.producer_ids_granted(0, Some((1000, 2000)));
+    let ids: Vec<i64> = std::iter::from_fn(|| coordinator.poll_output())
+        .map(|output| match output {
+            Output::Reply {
+                response: Response::InitProducerId { producer_id, .. },
+                ..
+            } => producer_id,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(ids, vec![1000, 1001]);
+    // A claim that fails answers the waiting request COORDINATOR_NOT_AVAILABLE (clients retry).
+    let mut failing = Coordinator::new(TxnConfig::default());
+    failing.handle_init_producer_id(0, meta(3), idempotent);
+    assert_eq!(failing.poll_output(), Some(Output::NeedProducerIds));
+    failing.producer_ids_granted(0, None);
+    assert_eq!(
+        failing.poll_output(),
+        Some(Output::Reply {
+            request_id: 3,
+            version: 4,
+            response: init::init_error(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        })
+    );
+}
+
+#[test]
 fn init_bumps_the_epoch_and_fences_the_older_producer() {
     let mut harness = Harness::new();
     let first = harness.init_ok(ID);

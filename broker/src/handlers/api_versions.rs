@@ -174,6 +174,10 @@ mod tests {
             (DescribeGroups, 0, 1),
             (ListGroups, 0, 1),
             (InitProducerId, 0, 0),
+            // KIP-98's client APIs of the transaction coordinator (0.11.0 shipped them at v0).
+            (AddPartitionsToTxn, 0, 0),
+            (AddOffsetsToTxn, 0, 0),
+            (EndTxn, 0, 0),
             // KIP-101 shipped OffsetsForLeaderEpoch v0 in 0.11.0.
             (OffsetForLeaderEpoch, 0, 0),
             (SaslHandshake, 0, 0),

@@ -6,7 +6,7 @@
 //! or INVALID_PRODUCER_EPOCH, or this broker no longer leading the transaction's state partition
 //! at the coordinator epoch, stops the job (the new coordinator resends after its load). When
 //! every partition answered, the driver is told (`Event::MarkersWritten`) and writes the
-//! Complete record.
+//! Complete record. Every job stops when the broker shuts down.
 //!
 //! Bounds: at most [`MARKER_JOBS_MAX`] transactions' markers in flight at once (the others wait
 //! for a slot); a response body at most [`MARKER_RESPONSE_BYTES_MAX`] bytes, decoded with a
@@ -31,7 +31,7 @@ use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::txn::MarkerType;
 use skiff_protocol::DecodeError;
 use skiff_txn::TopicPartition;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use super::driver::Event;
 use crate::cluster::roles::Role;
@@ -78,6 +78,8 @@ pub(crate) struct MarkerWriter {
     client: InterBrokerClient,
     cluster: ClusterHandle,
     slots: Arc<Semaphore>,
+    /// Turns true when the broker shuts down: every job stops (the next coordinator resends).
+    shutdown: watch::Receiver<bool>,
 }
 
 /// What a partition's answer means for its marker.
@@ -104,22 +106,36 @@ fn classify(code: ErrorCode) -> Answer {
 }
 
 impl MarkerWriter {
-    pub(crate) fn new(client: InterBrokerClient, cluster: ClusterHandle) -> Self {
+    pub(crate) fn new(
+        client: InterBrokerClient,
+        cluster: ClusterHandle,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
         Self {
             client,
             cluster,
             slots: Arc::new(Semaphore::new(MARKER_JOBS_MAX)),
+            shutdown,
         }
     }
 
     /// Writes `job`'s markers beside the caller, then sends `Event::MarkersWritten` to `done`.
     pub(crate) fn start(&self, job: MarkerJob, done: mpsc::UnboundedSender<Event>) {
         let writer = self.clone();
+        let mut shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            let Ok(_slot) = writer.slots.clone().acquire_owned().await else {
-                return;
+            let written = async {
+                let Ok(_slot) = writer.slots.clone().acquire_owned().await else {
+                    return false;
+                };
+                writer.write(&job).await
             };
-            if writer.write(&job).await {
+            let stopped = shutdown.wait_for(|stopping| *stopping);
+            let written = tokio::select! {
+                written = written => written,
+                _ = stopped => false,
+            };
+            if written {
                 let _ = done.send(Event::MarkersWritten {
                     transactional_id: job.transactional_id,
                     producer_id: job.producer_id,

@@ -1,0 +1,348 @@
+//! The transaction coordinator over the wire on a single node: FindCoordinator for a
+//! transactional id (creating `__transaction_state`), InitProducerId (epochs, fencing, the
+//! timeout bound), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
+//! ListTransactions, and the coordinator's state surviving a restart (replayed from
+//! `__transaction_state`). The markers themselves are the partition side's (WriteTxnMarkers);
+//! until it is served here, a committed transaction stays in PrepareCommit, which is what a
+//! coordinator whose markers are not written yet must show.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
+    InitProducerIdResponse, ListTransactionsRequest, ListTransactionsResponse, ProducerId,
+    TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use skiff_bench::client::Connection;
+use skiff_protocol::error_code;
+use skiff_tests::{create_topic, topic_name, TestBroker};
+
+const ID: &str = "txn-e2e";
+
+fn txn_id(text: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(text.to_owned()))
+}
+
+/// InitProducerId v3, retried while the coordinator loads its partition (as clients retry).
+async fn init(
+    client: &mut Connection,
+    id: &str,
+    timeout_ms: i32,
+) -> anyhow::Result<InitProducerIdResponse> {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(txn_id(id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    for _ in 0..100 {
+        let response: InitProducerIdResponse =
+            client.request(ApiKey::InitProducerId, 3, &request).await?;
+        let retriable = [
+            error_code::COORDINATOR_LOAD_IN_PROGRESS,
+            error_code::NOT_COORDINATOR,
+            error_code::COORDINATOR_NOT_AVAILABLE,
+        ];
+        if !retriable.contains(&response.error_code) {
+            return Ok(response);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("the coordinator never loaded")
+}
+
+async fn describe(
+    client: &mut Connection,
+    id: &str,
+) -> anyhow::Result<DescribeTransactionsResponse> {
+    let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]);
+    client
+        .request(ApiKey::DescribeTransactions, 0, &request)
+        .await
+}
+
+async fn add_partition(
+    client: &mut Connection,
+    producer: (i64, i16),
+    topic: &str,
+) -> anyhow::Result<i16> {
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id(ID))
+        .with_v3_and_below_producer_id(ProducerId(producer.0))
+        .with_v3_and_below_producer_epoch(producer.1)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![0])]);
+    let response: AddPartitionsToTxnResponse = client
+        .request(ApiKey::AddPartitionsToTxn, 3, &request)
+        .await?;
+    Ok(response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+}
+
+#[tokio::test]
+async fn a_transaction_is_coordinated_over_the_wire_and_survives_a_restart() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let broker =
+        TestBroker::start_in(dir.path(), &["transaction.state.log.num.partitions=5"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    // The coordinator of a transactional id is this broker; __transaction_state is created.
+    let found: FindCoordinatorResponse = client
+        .request(
+            ApiKey::FindCoordinator,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str(ID))
+                .with_key_type(1),
+        )
+        .await?;
+    assert_eq!(found.error_code, 0, "{:?}", found.error_message);
+    assert_eq!(found.node_id.0, 1);
+    // A timeout above transaction.max.timeout.ms is refused.
+    let refused = init(&mut client, ID, 900_001).await?;
+    assert_eq!(refused.error_code, error_code::INVALID_TRANSACTION_TIMEOUT);
+    let first = init(&mut client, ID, 60_000).await?;
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    // A second InitProducerId bumps the epoch: the first producer is fenced.
+    let second = init(&mut client, ID, 60_000).await?;
+    assert_eq!(second.producer_id, first.producer_id);
+    assert_eq!(second.producer_epoch, 1);
+    let producer = (second.producer_id.0, second.producer_epoch);
+    create_topic(&mut client, "orders", &[]).await?;
+    assert_eq!(
+        add_partition(
+            &mut client,
+            (first.producer_id.0, first.producer_epoch),
+            "orders"
+        )
+        .await?,
+        error_code::PRODUCER_FENCED,
+        "the first producer is fenced"
+    );
+    assert_eq!(add_partition(&mut client, producer, "orders").await?, 0);
+    assert_eq!(
+        add_partition(&mut client, producer, "missing").await?,
+        error_code::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let offsets: AddOffsetsToTxnResponse = client
+        .request(
+            ApiKey::AddOffsetsToTxn,
+            3,
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn_id(ID))
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_group_id(GroupId(StrBytes::from_static_str("readers"))),
+        )
+        .await?;
+    assert_eq!(offsets.error_code, 0);
+    let described = describe(&mut client, ID).await?;
+    let state = &described.transaction_states[0];
+    assert_eq!(state.error_code, 0);
+    assert_eq!(state.transaction_state.as_str(), "Ongoing");
+    assert_eq!(state.producer_epoch, 1);
+    let topics: Vec<&str> = state.topics.iter().map(|t| t.topic.as_str()).collect();
+    assert_eq!(topics, vec!["__consumer_offsets", "orders"]);
+    // Commit: answered once PrepareCommit is durable.
+    let end = EndTxnRequest::default()
+        .with_transactional_id(txn_id(ID))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_committed(true);
+    let ended: EndTxnResponse = client.request(ApiKey::EndTxn, 3, &end).await?;
+    assert_eq!(ended.error_code, 0);
+    let after_end = describe(&mut client, ID).await?.transaction_states[0].clone();
+    assert!(
+        ["PrepareCommit", "CompleteCommit"].contains(&after_end.transaction_state.as_str()),
+        "{after_end:?}"
+    );
+    // An abort now is the wrong state for that transaction.
+    let abort = end.clone().with_committed(false);
+    let wrong: EndTxnResponse = client.request(ApiKey::EndTxn, 3, &abort).await?;
+    assert_ne!(wrong.error_code, 0);
+    let listed: ListTransactionsResponse = client
+        .request(
+            ApiKey::ListTransactions,
+            1,
+            &ListTransactionsRequest::default().with_duration_filter(-1),
+        )
+        .await?;
+    assert_eq!(listed.error_code, 0);
+    assert!(
+        listed
+            .transaction_states
+            .iter()
+            .any(|listed| listed.transactional_id.as_str() == ID
+                && listed.producer_id.0 == producer.0)
+    );
+    // Idempotent producers still get fresh ids from the same supply.
+    let idempotent: InitProducerIdResponse = client
+        .request(
+            ApiKey::InitProducerId,
+            1,
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(-1),
+        )
+        .await?;
+    assert_eq!(idempotent.error_code, 0);
+    assert_ne!(idempotent.producer_id, first.producer_id);
+    // ApiVersions v3 finalizes transaction.version 0 (the classic protocol served here).
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+        .await?;
+    let finalized = versions
+        .finalized_features
+        .iter()
+        .find(|feature| feature.name.as_str() == "transaction.version")
+        .map(|feature| feature.max_version_level);
+    assert_eq!(finalized, Some(0));
+    broker.stop().await;
+
+    // After a restart the coordinator replays __transaction_state: the same state and epoch.
+    let broker =
+        TestBroker::start_in(dir.path(), &["transaction.state.log.num.partitions=5"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let mut reloaded = None;
+    for _ in 0..100 {
+        let state = describe(&mut client, ID).await?.transaction_states[0].clone();
+        if state.error_code == 0 {
+            reloaded = Some(state);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reloaded = reloaded.expect("the transactional id is described after the restart");
+    assert_eq!(reloaded.producer_id.0, producer.0);
+    assert_eq!(reloaded.producer_epoch, producer.1);
+    assert!(
+        ["PrepareCommit", "CompleteCommit"].contains(&reloaded.transaction_state.as_str()),
+        "{reloaded:?}"
+    );
+    broker.stop().await;
+    Ok(())
+}
+
+/// The versions ApiVersions advertises for `api_key`.
+fn advertised(versions: &ApiVersionsResponse, api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let entry = versions
+        .api_keys
+        .iter()
+        .find(|entry| entry.api_key == api_key as i16)
+        .unwrap_or_else(|| panic!("{api_key:?} is not advertised"));
+    entry.min_version..=entry.max_version
+}
+
+/// Every advertised version of the coordinator's APIs is answered, with the error Kafka gives a
+/// transactional id the coordinator does not know (it is loaded: another id was initialized).
+#[tokio::test]
+async fn every_advertised_version_of_the_coordinator_apis_answers() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&["transaction.state.log.num.partitions=1"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let versions: ApiVersionsResponse = client
+        .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
+        .await?;
+    create_topic(&mut client, "t", &[]).await?;
+    let found: FindCoordinatorResponse = client
+        .request(
+            ApiKey::FindCoordinator,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str("warm-up"))
+                .with_key_type(1),
+        )
+        .await?;
+    assert_eq!(found.error_code, 0);
+    let warm = init(&mut client, "warm-up", 60_000).await?;
+    assert_eq!(warm.error_code, 0);
+    let unknown = txn_id("never-initialized");
+    let topics = vec![AddPartitionsToTxnTopic::default()
+        .with_name(topic_name("t"))
+        .with_partitions(vec![0])];
+    for version in advertised(&versions, ApiKey::AddPartitionsToTxn) {
+        let request = if version >= 4 {
+            AddPartitionsToTxnRequest::default().with_transactions(vec![
+                kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(unknown.clone())
+                    .with_producer_id(ProducerId(5))
+                    .with_producer_epoch(0)
+                    .with_verify_only(true)
+                    .with_topics(topics.clone()),
+            ])
+        } else {
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(unknown.clone())
+                .with_v3_and_below_producer_id(ProducerId(5))
+                .with_v3_and_below_topics(topics.clone())
+        };
+        let response: AddPartitionsToTxnResponse = client
+            .request(ApiKey::AddPartitionsToTxn, version, &request)
+            .await?;
+        let results = if version >= 4 {
+            assert_eq!(response.error_code, 0, "AddPartitionsToTxn v{version}");
+            response.results_by_transaction[0].topic_results.clone()
+        } else {
+            response.results_by_topic_v3_and_below.clone()
+        };
+        assert_eq!(
+            results[0].results_by_partition[0].partition_error_code,
+            error_code::INVALID_PRODUCER_ID_MAPPING,
+            "AddPartitionsToTxn v{version}"
+        );
+    }
+    for version in advertised(&versions, ApiKey::AddOffsetsToTxn) {
+        let request = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(unknown.clone())
+            .with_producer_id(ProducerId(5))
+            .with_group_id(GroupId(StrBytes::from_static_str("g")));
+        let response: AddOffsetsToTxnResponse = client
+            .request(ApiKey::AddOffsetsToTxn, version, &request)
+            .await?;
+        assert_eq!(
+            response.error_code,
+            error_code::INVALID_PRODUCER_ID_MAPPING,
+            "AddOffsetsToTxn v{version}"
+        );
+    }
+    for version in advertised(&versions, ApiKey::EndTxn) {
+        let request = EndTxnRequest::default()
+            .with_transactional_id(unknown.clone())
+            .with_producer_id(ProducerId(5))
+            .with_committed(true);
+        let response: EndTxnResponse = client.request(ApiKey::EndTxn, version, &request).await?;
+        assert_eq!(
+            response.error_code,
+            error_code::INVALID_PRODUCER_ID_MAPPING,
+            "EndTxn v{version}"
+        );
+    }
+    for version in advertised(&versions, ApiKey::DescribeTransactions) {
+        let request =
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![unknown.clone()]);
+        let response: DescribeTransactionsResponse = client
+            .request(ApiKey::DescribeTransactions, version, &request)
+            .await?;
+        assert_eq!(
+            response.transaction_states[0].error_code,
+            error_code::TRANSACTIONAL_ID_NOT_FOUND,
+            "DescribeTransactions v{version}"
+        );
+    }
+    for version in advertised(&versions, ApiKey::ListTransactions) {
+        let request = ListTransactionsRequest::default()
+            .with_state_filters(vec![StrBytes::from_static_str("Empty")])
+            .with_duration_filter(-1);
+        let response: ListTransactionsResponse = client
+            .request(ApiKey::ListTransactions, version, &request)
+            .await?;
+        assert_eq!(response.error_code, 0, "ListTransactions v{version}");
+        assert_eq!(
+            response.transaction_states.len(),
+            1,
+            "ListTransactions v{version}"
+        );
+    }
+    broker.stop().await;
+    Ok(())
+}
