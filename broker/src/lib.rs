@@ -171,6 +171,51 @@ async fn migrate_single_node_offsets(
     Ok(())
 }
 
+/// The coordinator tasks and their handles, opened with the data directory.
+struct Coordinators {
+    group: (group::driver::GroupDriver, group::driver::GroupHandle),
+    txn: (txn::driver::TxnDriver, txn::driver::TxnHandle),
+}
+
+impl Coordinators {
+    /// Opens both coordinator tasks (blocking: the transaction coordinator reads the legacy
+    /// producer-id checkpoint).
+    fn open(log_dir: &skiff_storage::LogDir, config: &Config) -> Result<Self, BrokerError> {
+        let timeout_ms = config.offsets_commit_timeout_ms;
+        let group_config = group::driver::group_config(config);
+        let txn_config = txn::driver::txn_config(config);
+        Ok(Self {
+            group: group::driver::GroupDriver::open(group_config, timeout_ms),
+            txn: txn::driver::TxnDriver::open(log_dir, &config.log_dirs, txn_config, timeout_ms)?,
+        })
+    }
+}
+
+/// Starts the group and transaction coordinator tasks (the transaction coordinator's markers go
+/// out through the inter-broker client and stop at shutdown).
+fn spawn_coordinators(
+    ctx: &Arc<Ctx>,
+    group_driver: group::driver::GroupDriver,
+    txn_driver: txn::driver::TxnDriver,
+) {
+    tokio::spawn(group_driver.run(
+        ctx.topics.clone(),
+        ctx.cluster.clone(),
+        ctx.isr_proposals.clone(),
+    ));
+    let markers = txn::markers::MarkerWriter::new(
+        ctx.interbroker.clone(),
+        ctx.cluster.clone(),
+        ctx.shutdown.subscribe(),
+    );
+    tokio::spawn(txn_driver.run(
+        ctx.topics.clone(),
+        ctx.cluster.clone(),
+        ctx.isr_proposals.clone(),
+        markers,
+    ));
+}
+
 impl Broker {
     /// Opens the data directory (recovering it if the last stop was not clean), loads the topics
     /// and binds the first listener.
@@ -190,9 +235,7 @@ impl Broker {
         }
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
-        let group_config = group::driver::group_config(&config);
-        let txn_config = txn::driver::txn_config(&config);
-        let (topics, to_migrate, group_driver, groups, txn_driver, txns, files, opened_clean) =
+        let (topics, to_migrate, coordinators, files, opened_clean) =
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                     BrokerError::DataDirectory {
@@ -207,16 +250,7 @@ impl Broker {
                     skiff_storage::LogConfig::default(),
                     open_config.dir_config(),
                 )?;
-                let (group_driver, groups) = group::driver::GroupDriver::open(
-                    group_config,
-                    open_config.offsets_commit_timeout_ms,
-                );
-                let (txn_driver, txns) = txn::driver::TxnDriver::open(
-                    &log_dir,
-                    &log_dir_path,
-                    txn_config,
-                    open_config.offsets_commit_timeout_ms,
-                )?;
+                let coordinators = Coordinators::open(&log_dir, &open_config)?;
                 let files = log_dir.files();
                 let opened_clean = log_dir.opened_clean();
                 if let Some(damage) = log_dir.checkpoint_damage() {
@@ -233,10 +267,7 @@ impl Broker {
                 Ok::<_, BrokerError>((
                     topics,
                     to_migrate,
-                    group_driver,
-                    groups,
-                    txn_driver,
-                    txns,
+                    coordinators,
                     files,
                     opened_clean,
                 ))
@@ -307,8 +338,8 @@ impl Broker {
                 config.node_id,
             ),
             cluster,
-            groups,
-            txns,
+            groups: coordinators.group.1,
+            txns: coordinators.txn.1,
             shutdown,
             isr_proposals,
             acl,
@@ -318,21 +349,7 @@ impl Broker {
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         migrate_single_node_offsets(&ctx, files).await?;
-        tokio::spawn(group_driver.run(
-            ctx.topics.clone(),
-            ctx.cluster.clone(),
-            ctx.isr_proposals.clone(),
-        ));
-        tokio::spawn(txn_driver.run(
-            ctx.topics.clone(),
-            ctx.cluster.clone(),
-            ctx.isr_proposals.clone(),
-            txn::markers::MarkerWriter::new(
-                ctx.interbroker.clone(),
-                ctx.cluster.clone(),
-                ctx.shutdown.subscribe(),
-            ),
-        ));
+        spawn_coordinators(&ctx, coordinators.group.0, coordinators.txn.0);
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)
                 .await
