@@ -470,7 +470,7 @@ fn encode<R: Encodable>(header: &RequestHeader, response: &R) -> Result<Bytes, E
     let schema = |source| EncodeError::Schema { version, source };
     let api_key = ApiKey::try_from(header.request_api_key).ok();
     let header_version = api_key
-        .and_then(api::supported)
+        .and_then(api::decodable)
         .map(|row| row.response_header_version(version))
         .unwrap_or(0);
     // Past kafka-protocol's range (Produce v12, TxnOffsetCommit v5) the crate encodes the older
