@@ -88,8 +88,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // broker's batched form (verify-only, KIP-890).
     row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
     row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
-    // v5 (transaction version 2) is served once its response encoder is: its pending row stays.
-    row(ApiKey::EndTxn, 0, 4, 3),
+    // v5: transaction version 2 (its response adds the producer id and epoch; encoded by
+    // `crate::responses::end_txn`).
+    row(ApiKey::EndTxn, 0, 5, 3),
     row(ApiKey::DescribeTransactions, 0, 0, 0),
     // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
     row(ApiKey::ListTransactions, 0, 1, 0),
@@ -110,8 +111,6 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     row(ApiKey::Produce, 0, 12, 9),
     // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
     row(ApiKey::InitProducerId, 0, 5, 2),
-    // v5: transaction version 2 (its response adds the producer id and epoch).
-    row(ApiKey::EndTxn, 0, 5, 3),
     // Kafka 4.0 removed v0; Kafka 4.1.1 refuses it as an unsupported version, and so does Skiff.
     row(ApiKey::WriteTxnMarkers, 1, 1, 1),
     row(ApiKey::TxnOffsetCommit, 0, 5, 3),

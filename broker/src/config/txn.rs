@@ -32,12 +32,3 @@ pub const PARTITIONS_PER_TRANSACTION_MAX_DEFAULT: u64 = 10_000;
 /// `transaction.state.log` appends use `request.timeout.ms`-like bounds; Skiff reuses
 /// `offsets.commit.timeout.ms`' default).
 pub const APPEND_TIMEOUT_MS_DEFAULT: u64 = 5_000;
-/// The `transaction.version` feature level this broker finalizes in ApiVersions (v3+). Level 2
-/// (KIP-890's epoch bump at every end, EndTxn v5, Produce v12) needs EndTxn v5's response encoder
-/// and the partition leader adding partitions itself; until both are served, 0: Kafka 4.x clients
-/// then use the classic transaction protocol (AddPartitionsToTxn from the client, EndTxn <= v4),
-/// which is what the coordinator serves end to end. Not a config key: a level the broker cannot
-/// serve must not be selectable.
-pub const TRANSACTION_VERSION_FINALIZED: i16 = 0;
-/// The highest `transaction.version` level this broker advertises as supported.
-pub const TRANSACTION_VERSION_SUPPORTED_MAX: i16 = 0;

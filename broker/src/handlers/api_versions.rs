@@ -1,29 +1,23 @@
 //! ApiVersions: advertises exactly the APIs this broker handles, at the versions the protocol crate
 //! decodes — optionally capped to an old Kafka release (`skiff.advertised.kafka.version`) so that
 //! unmodified modern clients speak the legacy protocol to it (they negotiate down to Fetch v2/v3).
-//! From v3 on it also says which `transaction.version` the broker supports and has finalized
-//! (`crate::config::txn::TRANSACTION_VERSION_FINALIZED`): Kafka 4.x clients choose their
-//! transaction protocol by it.
+//! From v3 on it also says which `transaction.version` the broker supports and has finalized:
+//! the highest level the advertised API table can serve (`TransactionVersion::servable_max`), so
+//! Kafka 4.x clients choose the transaction protocol this broker answers end to end.
 
-use kafka_protocol::messages::api_versions_response::{
-    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
-};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
-use kafka_protocol::protocol::StrBytes;
 use skiff_protocol::api;
 use skiff_protocol::release::{self, KafkaRelease};
+use skiff_protocol::responses::{with_features, FinalizedFeatures, TransactionVersion};
 
 use super::{error_code, HANDLED_APIS};
-use crate::config::txn::{TRANSACTION_VERSION_FINALIZED, TRANSACTION_VERSION_SUPPORTED_MAX};
 use crate::context::Ctx;
 
-/// First ApiVersions version with the feature fields (KIP-584).
-const FEATURES_VERSION_MIN: i16 = 3;
-/// Kafka's name of the transaction protocol feature (KIP-1022).
-const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
-/// The finalized features' epoch: they never change while the broker runs, so any fixed
-/// non-negative value (a negative one tells clients there are no finalized features).
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
+/// The finalized features' epoch below the level's own value. The finalized level follows the
+/// advertised table, which only changes with a new build; a build that serves a higher level
+/// states a higher epoch with it (clients keep the levels of the highest epoch they have seen).
+const FINALIZED_FEATURES_EPOCH_BASE: i64 = 1;
 
 /// The advertised (api key, min, max) list: every API Skiff handles at the versions it decodes, or,
 /// under a release cap, every API that release advertised to clients and Skiff handles, at
@@ -60,25 +54,12 @@ pub(crate) fn handle(
     let response = ApiVersionsResponse::default()
         .with_error_code(error_code::NONE)
         .with_api_keys(advertised(ctx.config.advertised_kafka_version));
-    if header.request_api_version < FEATURES_VERSION_MIN {
-        return response;
-    }
-    with_features(response)
-}
-
-/// The supported and finalized `transaction.version` levels.
-fn with_features(response: ApiVersionsResponse) -> ApiVersionsResponse {
-    let name = || StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
-    response
-        .with_supported_features(vec![SupportedFeatureKey::default()
-            .with_name(name())
-            .with_min_version(0)
-            .with_max_version(TRANSACTION_VERSION_SUPPORTED_MAX)])
-        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
-        .with_finalized_features(vec![FinalizedFeatureKey::default()
-            .with_name(name())
-            .with_min_version_level(TRANSACTION_VERSION_FINALIZED)
-            .with_max_version_level(TRANSACTION_VERSION_FINALIZED)])
+    let level = TransactionVersion::servable_max();
+    let finalized = FinalizedFeatures {
+        epoch: FINALIZED_FEATURES_EPOCH_BASE + i64::from(level as i16),
+        transaction_version: level,
+    };
+    with_features(response, header.request_api_version, finalized)
 }
 
 /// The KIP-511 answer to an ApiVersions request newer than we know: v0 layout, error 35, and our

@@ -1,13 +1,15 @@
 //! EndTxn: commit or abort the open transaction, handed to the transaction coordinator's task,
 //! which answers once PrepareCommit/PrepareAbort is durable and writes the markers after. Versions
-//! 0-4 (transaction version 1: the epoch stays); v5 (transaction version 2, whose response carries
-//! the bumped epoch) is served once its response encoder is.
+//! 0-4 are transaction version 1 (the epoch stays); v5 is transaction version 2 (KIP-890): the
+//! epoch bumps at every end and the response carries the producer id and epoch to continue with
+//! (encoded by the protocol crate past kafka-protocol 0.15.1).
 //!
 //! Authorization as Kafka: Write on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //!
 //! Must never: answer NONE before the coordinator did.
 
-use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, RequestHeader};
+use kafka_protocol::messages::{EndTxnRequest, ProducerId, RequestHeader};
+use skiff_protocol::responses::end_txn::EndTxnResponse;
 use skiff_txn::{EndTxn, Response};
 
 use super::common::txn::{call, for_version};
@@ -36,8 +38,10 @@ pub(crate) async fn handle(
         ResourceType::TransactionalId,
         &transactional_id,
     ) {
-        return EndTxnResponse::default()
-            .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return EndTxnResponse {
+            error_code: error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ..EndTxnResponse::default()
+        };
     }
     let asked = TxnRequest::EndTxn(EndTxn {
         transactional_id,
@@ -46,11 +50,20 @@ pub(crate) async fn handle(
         commit: request.committed,
         client_tv: if version >= TV2_VERSION_MIN { 2 } else { 1 },
     });
-    let code = match call(ctx, version, asked).await {
-        Some(Response::EndTxn { error, .. }) => {
-            for_version(error, version, PRODUCER_FENCED_VERSION_MIN)
-        }
-        _ => error_code::COORDINATOR_NOT_AVAILABLE,
-    };
-    EndTxnResponse::default().with_error_code(code)
+    match call(ctx, version, asked).await {
+        Some(Response::EndTxn {
+            error,
+            producer_id,
+            producer_epoch,
+        }) => EndTxnResponse {
+            error_code: for_version(error, version, PRODUCER_FENCED_VERSION_MIN),
+            producer_id: ProducerId(producer_id),
+            producer_epoch,
+            ..EndTxnResponse::default()
+        },
+        _ => EndTxnResponse {
+            error_code: error_code::COORDINATOR_NOT_AVAILABLE,
+            ..EndTxnResponse::default()
+        },
+    }
 }

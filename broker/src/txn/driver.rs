@@ -210,7 +210,8 @@ pub(crate) fn txn_config(config: &crate::config::Config) -> TxnConfig {
         transactional_ids_max: usize::try_from(config.transactional_ids_max).unwrap_or(usize::MAX),
         partitions_per_transaction_max: usize::try_from(config.transaction_partitions_max)
             .unwrap_or(usize::MAX),
-        transaction_version: crate::config::txn::TRANSACTION_VERSION_FINALIZED,
+        // The level ApiVersions finalizes: state values in version 1 from level 2 on, as Kafka.
+        transaction_version: skiff_protocol::responses::TransactionVersion::servable_max() as i16,
     }
 }
 

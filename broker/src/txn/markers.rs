@@ -9,8 +9,8 @@
 //! Complete record. Every job stops when the broker shuts down.
 //!
 //! Bounds: at most [`MARKER_JOBS_MAX`] transactions' markers in flight at once (the others wait
-//! for a slot); a response body at most [`MARKER_RESPONSE_BYTES_MAX`] bytes, decoded with a
-//! bounded reader.
+//! for a slot); a response body at most [`MARKER_RESPONSE_BYTES_MAX`] bytes, decoded by the
+//! protocol crate's bounded decoder.
 //!
 //! Must never: report a transaction's markers written before every partition answered NONE (or
 //! is gone), or keep retrying after this broker stopped coordinating it.
@@ -26,9 +26,11 @@ use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, WriteTxnMarkersReq
 use kafka_protocol::protocol::StrBytes;
 use skiff_cluster::records::NO_LEADER;
 use skiff_cluster::topics::TRANSACTION_STATE_TOPIC;
-use skiff_protocol::codec::Reader;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::txn::MarkerType;
+use skiff_protocol::responses::txn_peer::{
+    decode_write_txn_markers_response, WRITE_TXN_MARKERS_VERSION,
+};
 use skiff_protocol::DecodeError;
 use skiff_txn::TopicPartition;
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -40,18 +42,12 @@ use crate::interbroker::InterBrokerClient;
 
 /// Transactions whose markers are written at once; more wait for a slot.
 pub const MARKER_JOBS_MAX: usize = 256;
-/// The WriteTxnMarkers version sent (Kafka 4.x serves only v1).
-pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 /// Largest WriteTxnMarkers response read: an error code per partition of one transaction.
 pub const MARKER_RESPONSE_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// First pause before a retry; doubles up to [`MARKER_RETRY_PAUSE_MAX`].
 const MARKER_RETRY_PAUSE_MIN: Duration = Duration::from_millis(50);
 /// Longest pause between retries.
 const MARKER_RETRY_PAUSE_MAX: Duration = Duration::from_secs(2);
-/// Elements of any array in a response (partitions of one transaction are far fewer).
-const RESPONSE_COUNT_MAX: usize = 1_000_000;
-/// Tagged fields accepted per structure of the response.
-const RESPONSE_TAGGED_FIELDS_MAX: usize = 64;
 
 /// One transaction's markers to write.
 #[derive(Debug, Clone)]
@@ -240,13 +236,31 @@ impl MarkerWriter {
             )
             .await
             .map_err(|error| MarkerError::Call(error.to_string()))?;
-        let answers = decode_response(&body)?;
-        Ok(answers
-            .into_iter()
-            .filter(|(producer_id, _, _)| *producer_id == job.producer_id)
-            .map(|(_, tp, code)| (tp, code))
-            .collect())
+        let response = decode_write_txn_markers_response(&body, WRITE_TXN_MARKERS_VERSION)?;
+        Ok(answers_for(job.producer_id, response))
     }
+}
+
+/// Each partition's answer for `producer_id`'s marker.
+fn answers_for(
+    producer_id: i64,
+    response: kafka_protocol::messages::WriteTxnMarkersResponse,
+) -> Vec<(TopicPartition, ErrorCode)> {
+    response
+        .markers
+        .into_iter()
+        .filter(|marker| marker.producer_id.0 == producer_id)
+        .flat_map(|marker| marker.topics)
+        .flat_map(|topic| {
+            let name = topic.name.to_string();
+            topic.partitions.into_iter().map(move |partition| {
+                (
+                    TopicPartition::new(name.clone(), partition.partition_index),
+                    ErrorCode(partition.error_code),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Why one WriteTxnMarkers exchange failed (the job retries).
@@ -280,43 +294,6 @@ fn marker_request(job: &MarkerJob, partitions: &[TopicPartition]) -> WriteTxnMar
         .with_coordinator_epoch(job.coordinator_epoch)])
 }
 
-/// Decodes a WriteTxnMarkers v1 response body (flexible): per marker the producer id, per topic
-/// and partition the error code. Bounded: every count is checked against the bytes that remain.
-fn decode_response(body: &[u8]) -> Result<Vec<(i64, TopicPartition, ErrorCode)>, DecodeError> {
-    let mut reader = Reader::new(body);
-    let mut answers = Vec::new();
-    let markers = reader
-        .compact_array_len(10, RESPONSE_COUNT_MAX)?
-        .ok_or(DecodeError::UnexpectedNull)?;
-    for _ in 0..markers {
-        let producer_id = reader.i64()?;
-        let topics = reader
-            .compact_array_len(3, RESPONSE_COUNT_MAX)?
-            .ok_or(DecodeError::UnexpectedNull)?;
-        for _ in 0..topics {
-            let topic = reader.compact_string()?.to_owned();
-            let partitions = reader
-                .compact_array_len(7, RESPONSE_COUNT_MAX)?
-                .ok_or(DecodeError::UnexpectedNull)?;
-            for _ in 0..partitions {
-                let partition = reader.i32()?;
-                let code = ErrorCode(reader.i16()?);
-                reader.tagged_fields(RESPONSE_TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
-                answers.push((
-                    producer_id,
-                    TopicPartition::new(topic.clone(), partition),
-                    code,
-                ));
-            }
-            reader.tagged_fields(RESPONSE_TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
-        }
-        reader.tagged_fields(RESPONSE_TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
-    }
-    reader.tagged_fields(RESPONSE_TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
-    reader.expect_end()?;
-    Ok(answers)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,7 +305,7 @@ mod tests {
     use kafka_protocol::protocol::Encodable;
 
     #[test]
-    fn responses_decode_as_kafka_protocol_encodes_them_and_garbage_is_an_error() {
+    fn answers_are_read_per_partition_for_the_job_producer_only() {
         let response = WriteTxnMarkersResponse::default().with_markers(vec![
             WritableTxnMarkerResult::default()
                 .with_producer_id(ProducerId(9))
@@ -342,25 +319,21 @@ mod tests {
                             .with_partition_index(3)
                             .with_error_code(6),
                     ])]),
+            WritableTxnMarkerResult::default().with_producer_id(ProducerId(10)),
         ]);
         let mut body = BytesMut::new();
         response.encode(&mut body, 1).expect("encode");
-        let answers = decode_response(&body).expect("decode");
+        let decoded = decode_write_txn_markers_response(&body.freeze(), 1).expect("decode");
         assert_eq!(
-            answers,
+            answers_for(9, decoded),
             vec![
-                (9, TopicPartition::new("t", 0), ErrorCode::NONE),
+                (TopicPartition::new("t", 0), ErrorCode::NONE),
                 (
-                    9,
                     TopicPartition::new("t", 3),
                     ErrorCode::NOT_LEADER_OR_FOLLOWER
                 ),
             ]
         );
-        for cut in 0..body.len() {
-            assert!(decode_response(&body[..cut]).is_err(), "cut at {cut}");
-        }
-        assert!(decode_response(&[0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
     }
 
     #[test]

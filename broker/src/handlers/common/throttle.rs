@@ -273,7 +273,6 @@ throttle_fields!(
     DescribeClusterResponse,
     AddPartitionsToTxnResponse,
     AddOffsetsToTxnResponse,
-    EndTxnResponse,
     DescribeTransactionsResponse,
     ListTransactionsResponse,
 );
