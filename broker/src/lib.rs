@@ -31,6 +31,7 @@
 //! - [`txn`]: the driver of `skiff-txn`'s transaction coordinator (`__transaction_state`,
 //!   producer-id blocks) and the marker writer;
 //! - [`interbroker`]: the client for requests to other brokers (markers, transaction checks);
+//! - `txn_verify`: KIP-890's check of a transactional Produce with its coordinator;
 //! - [`cluster`]: membership, the controller loop, topic creation and changes, the
 //!   materializer, ISR writes, elections, reassignments, shedding;
 //! - [`placement`]: the load sampler and placement state over `skiff-placement`;
@@ -66,6 +67,7 @@ pub mod replication;
 mod response;
 pub mod security;
 pub mod txn;
+mod txn_verify;
 
 use std::sync::Arc;
 
@@ -252,6 +254,22 @@ impl Broker {
                 )?;
                 let coordinators = Coordinators::open(&log_dir, &open_config)?;
                 let files = log_dir.files();
+                let topics_file = MaterializedTopicsFile::new(&log_dir_path, files.clone());
+                // The previous release must refuse this directory once it holds transactional
+                // batches: the topics file goes to a version it refuses before the first one.
+                let marker = topics_file.clone();
+                let marker_path = log_dir_path.clone();
+                log_dir.set_transactional_guard(
+                    std::sync::Arc::new(move || {
+                        marker
+                            .mark_transactional()
+                            .map_err(|source| skiff_storage::Error::Io {
+                                path: marker_path.clone(),
+                                source,
+                            })
+                    }),
+                    false,
+                )?;
                 let opened_clean = log_dir.opened_clean();
                 if let Some(damage) = log_dir.checkpoint_damage() {
                     tracing::warn!(
@@ -259,11 +277,7 @@ impl Broker {
                         "offset checkpoint unreadable; every partition is recovered from its first segment"
                     );
                 }
-                let (topics, to_migrate) = Topics::open(
-                    open_config,
-                    log_dir,
-                    MaterializedTopicsFile::new(&log_dir_path, files.clone()),
-                )?;
+                let (topics, to_migrate) = Topics::open(open_config, log_dir, topics_file)?;
                 Ok::<_, BrokerError>((
                     topics,
                     to_migrate,

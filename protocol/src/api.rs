@@ -84,6 +84,13 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // Client quota admin APIs: every version Kafka 4.1 accepts.
     row(ApiKey::DescribeClientQuotas, 0, 1, 1),
     row(ApiKey::AlterClientQuotas, 0, 1, 1),
+    // Transactions (issue 38). WriteTxnMarkers: Kafka 4.0 removed v0; Kafka 4.1.1 refuses it as
+    // an unsupported version, and so does Skiff. TxnOffsetCommit v5 marks a transaction
+    // version 2 client (KIP-890).
+    row(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    row(ApiKey::TxnOffsetCommit, 0, 5, 3),
+    // DescribeProducers (KIP-664): its one version.
+    row(ApiKey::DescribeProducers, 0, 0, 0),
     // Transactions (issue 38), the coordinator's APIs. v0-v3 the client's form; v4-v5 the
     // broker's batched form (verify-only, KIP-890).
     row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
@@ -111,10 +118,6 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     row(ApiKey::Produce, 0, 12, 9),
     // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
     row(ApiKey::InitProducerId, 0, 5, 2),
-    // Kafka 4.0 removed v0; Kafka 4.1.1 refuses it as an unsupported version, and so does Skiff.
-    row(ApiKey::WriteTxnMarkers, 1, 1, 1),
-    row(ApiKey::TxnOffsetCommit, 0, 5, 3),
-    row(ApiKey::DescribeProducers, 0, 0, 0),
 ];
 
 /// A version past kafka-protocol 0.15.1's range (it stops at Produce v11, EndTxn v4 and

@@ -339,13 +339,21 @@ fn api_versions_features_are_kafkas() {
 #[test]
 fn transaction_version_2_needs_every_kip_890_version_switched_on() {
     use crate::api::{decodable, SupportedApi, PENDING_APIS, SUPPORTED_APIS};
-    // Until the classic APIs are all served (the markers and TxnOffsetCommit are the partition's
-    // and the group's), level 0.
+    // Level 0 until the classic APIs are all served, 1 with them, 2 once Produce v12 is too.
     let served =
         |table: &[SupportedApi], api_key: ApiKey| table.iter().any(|row| row.api_key == api_key);
-    if !served(SUPPORTED_APIS, ApiKey::WriteTxnMarkers) {
-        assert_eq!(TransactionVersion::servable_max(), TransactionVersion::V0);
-    }
+    let classic_served = served(SUPPORTED_APIS, ApiKey::WriteTxnMarkers)
+        && served(SUPPORTED_APIS, ApiKey::TxnOffsetCommit)
+        && served(SUPPORTED_APIS, ApiKey::EndTxn);
+    let produce_12 = SUPPORTED_APIS
+        .iter()
+        .any(|row| row.api_key == ApiKey::Produce && row.supports(12));
+    let expected = match (classic_served, produce_12) {
+        (false, _) => TransactionVersion::V0,
+        (true, false) => TransactionVersion::V1,
+        (true, true) => TransactionVersion::V2,
+    };
+    assert_eq!(TransactionVersion::servable_max(), expected);
     // Every pending row switched on: level 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5 and
     // AddPartitionsToTxn v5 are all there).
     let mut table: Vec<SupportedApi> = SUPPORTED_APIS.to_vec();

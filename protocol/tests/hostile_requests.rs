@@ -152,6 +152,11 @@ fn default_request(api_key: ApiKey) -> Request {
             Request::DescribeTransactions(DescribeTransactionsRequest::default())
         }
         ApiKey::ListTransactions => Request::ListTransactions(ListTransactionsRequest::default()),
+        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+        ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+        ApiKey::DescribeProducers => {
+            Request::DescribeProducers(DescribeProducersRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }

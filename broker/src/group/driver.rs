@@ -35,7 +35,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+    OffsetFetchRequest, RequestHeader, SyncGroupRequest, TxnOffsetCommitRequest,
 };
 use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
@@ -47,9 +47,11 @@ use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
-    Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestId, RequestMeta, Response,
+    Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed, RequestId, RequestMeta,
+    Response, TxnCompletion, TxnProducer,
 };
 use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::records::txn::MarkerType;
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
 pub const OFFSETS_TOPIC: &str = skiff_cluster::topics::OFFSETS_TOPIC;
@@ -87,12 +89,22 @@ pub(crate) enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     /// With the partitions the handler refused (authorization, unknown topic) and their error.
     OffsetDelete(OffsetDeleteRequest, BTreeMap<(String, i32), i16>),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// Not a client's: an end-transaction marker reached a `__consumer_offsets` partition
+    /// ([`GroupHandle::complete_transaction`]).
+    CompleteTransaction {
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: MarkerType,
+    },
 }
 
 /// The coordinator task's answer.
 #[derive(Debug)]
 pub(crate) enum GroupReply {
     Group(Response),
+    TxnCompleted(TxnCompletion),
 }
 
 struct Envelope {
@@ -133,6 +145,39 @@ impl GroupHandle {
         self.requests.send(envelope).await.ok()?;
         answer.await.ok()
     }
+
+    /// Tells the coordinator that an end-transaction marker of `producer_id` at
+    /// `producer_epoch` was appended to `__consumer_offsets` partition `partition` and
+    /// replicated (the WriteTxnMarkers handler calls it, TXN-PLAN seam 2): a COMMIT makes that
+    /// producer's pending transactional offsets of the partition's groups committed, an ABORT
+    /// drops them. Returns once the coordinator applied it, with what it did; `None` if the task
+    /// has stopped (shutdown: the next leader replays the marker from the log).
+    pub(crate) async fn complete_transaction(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: MarkerType,
+    ) -> Option<TxnCompletion> {
+        let (reply, answer) = oneshot::channel();
+        let envelope = Envelope {
+            version: 0,
+            client_id: String::new(),
+            client_host: String::new(),
+            request: GroupRequest::CompleteTransaction {
+                partition,
+                producer_id,
+                producer_epoch,
+                marker,
+            },
+            reply,
+        };
+        self.requests.send(envelope).await.ok()?;
+        match answer.await.ok()? {
+            GroupReply::TxnCompleted(completion) => Some(completion),
+            _ => None,
+        }
+    }
 }
 
 /// A persist appended to its partitions' logs whose answer waits for their HWs.
@@ -146,7 +191,19 @@ struct Replicated {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PersistKind {
     Commits,
+    /// A TxnOffsetCommit's: written as transactional batches of the producer.
+    TxnCommits(TxnProducer),
     Deletes,
+}
+
+impl PersistKind {
+    /// The producer whose transactional batches carry the records, if any.
+    fn producer(self) -> Option<TxnProducer> {
+        match self {
+            Self::TxnCommits(producer) => Some(producer),
+            Self::Commits | Self::Deletes => None,
+        }
+    }
 }
 
 /// Everything the coordinator task needs, opened before the broker serves.
@@ -178,9 +235,10 @@ struct LoadedLog {
     leader_epoch: i32,
 }
 
-/// Replays the offsets log from its start, oldest first, with the bytes read. A damaged record
-/// stops the replay with an error rather than silently forgetting the offsets after it.
-pub fn replay_offsets(log: &Log) -> Result<(Vec<OffsetLogEntry>, u64), GroupDriverError> {
+/// Replays the offsets log from its start, oldest first, with the bytes read: plain entries,
+/// transactional entries and end-transaction markers in log order. A damaged record stops the
+/// replay with an error rather than silently forgetting the offsets after it.
+pub fn replay_offsets(log: &Log) -> Result<(Vec<Replayed>, u64), GroupDriverError> {
     let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
     let log_end = log.log_end_offset().map_err(|error| failed(&error))?;
     let mut offset = log.log_start_offset().map_err(|error| failed(&error))?;
@@ -189,7 +247,7 @@ pub fn replay_offsets(log: &Log) -> Result<(Vec<OffsetLogEntry>, u64), GroupDriv
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset).map_err(|error| failed(&error))?;
         bytes_read += bytes.len() as u64;
-        offsets_log::decode_batches(&bytes, &mut |entry| entries.push(entry))
+        offsets_log::decode_replayed_batches(&bytes, &mut |item| entries.push(item))
             .map_err(|error| failed(&error))?;
         if next <= offset {
             return Err(failed(&format!("no complete batch at offset {offset}")));
@@ -261,7 +319,18 @@ pub(crate) fn migrate_single_node_offsets(
         source.recover_deferred().map_err(|error| failed(&error))?;
         let (entries, _) = replay_offsets(source)?;
         let mut latest: BTreeMap<OffsetKey, Option<OffsetValue>> = BTreeMap::new();
-        for entry in entries {
+        for item in entries {
+            // Releases that kept a single-node offsets log had no transactions, and this layout
+            // is migrated at the first start, before any: a transactional record here is not
+            // guessed at.
+            let entry = match item {
+                Replayed::Entry(entry) => entry,
+                Replayed::Txn(..) | Replayed::Marker(..) => {
+                    return Err(failed(
+                        &"transactional records in a single-node offsets log",
+                    ))
+                }
+            };
             match entry {
                 OffsetLogEntry::Commit(key, value) => latest.insert(key, Some(value)),
                 OffsetLogEntry::Delete(key) => latest.insert(key, None),
@@ -491,7 +560,7 @@ impl GroupDriver {
         partition: i32,
         led: Arc<Partition>,
         leader_epoch: i32,
-        entries: Vec<OffsetLogEntry>,
+        entries: Vec<Replayed>,
         bytes: u64,
     ) {
         let loaded = self.coordinator.load_partition(partition, entries);
@@ -515,6 +584,30 @@ impl GroupDriver {
     }
 
     fn accept(&mut self, envelope: Envelope, topics: &Topics) {
+        if let GroupRequest::CompleteTransaction {
+            partition,
+            producer_id,
+            producer_epoch,
+            marker,
+        } = envelope.request
+        {
+            let completion = self.coordinator.complete_transaction(
+                partition,
+                producer_id,
+                producer_epoch,
+                marker,
+            );
+            tracing::debug!(
+                partition,
+                producer_id,
+                ?marker,
+                ?completion,
+                "transaction completed"
+            );
+            // The caller may have gone (its connection closed); the marker took effect anyway.
+            let _ = envelope.reply.send(GroupReply::TxnCompleted(completion));
+            return;
+        }
         self.next_request_id += 1;
         let request_id = self.next_request_id;
         let meta = RequestMeta {
@@ -544,6 +637,16 @@ impl GroupDriver {
             }
             GroupRequest::ListGroups(request) => coordinator.handle_list_groups(meta, request),
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
+            GroupRequest::TxnOffsetCommit(request) => {
+                coordinator.handle_txn_offset_commit(now, meta, request, |topic, partition| {
+                    topics
+                        .get(topic)
+                        .is_some_and(|topic| topic.has_partition(partition))
+                })
+            }
+            GroupRequest::CompleteTransaction { .. } => {
+                unreachable!("answered above, before a request id is taken")
+            }
             GroupRequest::OffsetDelete(request, refused) => {
                 coordinator.handle_offset_delete(now, meta, request, |topic, partition| {
                     refused.get(&(topic.to_owned(), partition)).copied()
@@ -580,6 +683,18 @@ impl GroupDriver {
                         self.persist(request_id, PersistKind::Commits, entries, proposals)
                             .await;
                     }
+                    Output::PersistTxnOffsets {
+                        request_id,
+                        producer,
+                        commits,
+                    } => {
+                        let entries = commits
+                            .into_iter()
+                            .map(|(key, value)| OffsetLogEntry::Commit(key, value))
+                            .collect();
+                        let kind = PersistKind::TxnCommits(producer);
+                        self.persist(request_id, kind, entries, proposals).await;
+                    }
                     Output::PersistOffsetDeletes { request_id, keys } => {
                         let entries = keys.into_iter().map(OffsetLogEntry::Delete).collect();
                         self.persist(request_id, PersistKind::Deletes, entries, proposals)
@@ -611,7 +726,7 @@ impl GroupDriver {
         entries: Vec<OffsetLogEntry>,
         proposals: &ProposalSender,
     ) {
-        let appended = self.append_led(entries, proposals).await;
+        let appended = self.append_led(entries, kind.producer(), proposals).await;
         let waits = match appended {
             Ok(waits) => waits,
             Err(error) => {
@@ -668,7 +783,9 @@ impl GroupDriver {
         result: Result<(), PersistError>,
     ) {
         match kind {
-            PersistKind::Commits => self.coordinator.offsets_persisted(request_id, result),
+            PersistKind::Commits | PersistKind::TxnCommits(_) => {
+                self.coordinator.offsets_persisted(request_id, result)
+            }
             PersistKind::Deletes => self.coordinator.deletes_persisted(request_id, result),
         }
     }
@@ -680,6 +797,7 @@ impl GroupDriver {
     async fn append_led(
         &mut self,
         entries: Vec<OffsetLogEntry>,
+        producer: Option<TxnProducer>,
         proposals: &ProposalSender,
     ) -> Result<Vec<(i32, ReplicationWait)>, PersistError> {
         let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
@@ -702,7 +820,8 @@ impl GroupDriver {
             writes
                 .into_iter()
                 .map(|(index, partition, entries)| {
-                    append_as_leader(&partition, &entries, (now_ms(), timeout_ms), &proposals)
+                    let records = (&entries[..], producer);
+                    append_as_leader(&partition, records, (now_ms(), timeout_ms), &proposals)
                         .map(|wait| (index, wait))
                 })
                 .collect::<Result<Vec<_>, PersistError>>()
@@ -725,18 +844,22 @@ fn replication_outcome(outcome: Option<ErrorCode>) -> Result<(), PersistError> {
 /// acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE below
 /// `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once without
 /// followers) and its ISR proposals queued. Returns the wait for the HW to pass them
-/// (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
+/// (REQUEST_TIMED_OUT after `timeout_ms`). With a producer, the batches are that producer's
+/// transactional batches (a TxnOffsetCommit's). Blocking.
 fn append_as_leader(
     partition: &Partition,
-    entries: &[OffsetLogEntry],
+    (entries, producer): (&[OffsetLogEntry], Option<TxnProducer>),
     (now_ms, timeout_ms): (i64, u64),
     proposals: &ProposalSender,
 ) -> Result<ReplicationWait, PersistError> {
     let leader_epoch = partition
         .admit_produce(Acks::All)
         .map_err(PersistError::from_append_error)?;
-    let mut batches =
-        offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
+    let encoded = match producer {
+        Some(producer) => offsets_log::encode_txn_batches(entries, producer, now_ms),
+        None => offsets_log::encode_batches(entries, now_ms),
+    };
+    let mut batches = encoded.map_err(|_| PersistError::TooLarge)?;
     let append = LeaderAppend {
         batches: &mut batches,
         origin: AppendOrigin::Coordinator,

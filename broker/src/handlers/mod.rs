@@ -34,6 +34,7 @@ mod describe_client_quotas;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_producers;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
@@ -59,6 +60,8 @@ mod add_partitions_to_txn;
 mod describe_transactions;
 mod end_txn;
 mod list_transactions;
+mod txn_offset_commit;
+mod write_txn_markers;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -126,6 +129,10 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::EndTxn,
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
+    // Transactions (issue 38): the partition's and the group's APIs.
+    ApiKey::TxnOffsetCommit,
+    ApiKey::WriteTxnMarkers,
+    ApiKey::DescribeProducers,
 ];
 
 /// What to do after a frame.
@@ -393,17 +400,12 @@ async fn dispatch(
         Request::EndTxn(r) => handled!(end_txn, r),
         Request::DescribeTransactions(r) => handled!(describe_transactions, r),
         Request::ListTransactions(r) => handled!(list_transactions, r),
-        // The partition side's APIs: their rows are in `api::PENDING_APIS`, so `decode_request`
-        // refuses them and these variants never reach here; should one, it is answered as Kafka
-        // answers an API it does not serve: the connection closes. Each arm becomes its handler
-        // when the API's row moves into `api::SUPPORTED_APIS`.
-        Request::WriteTxnMarkers(_)
-        | Request::TxnOffsetCommit(_)
-        | Request::DescribeProducers(_) => {
-            tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
-            return Outcome::close();
-        } // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
-          // decoder without a handler does not compile.
+        // The partition's and the group's.
+        Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
+        Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
+        Request::DescribeProducers(r) => handled!(describe_producers, r),
+        // No catch-all arm: every request the protocol crate decodes has its handler here, so a
+        // new decoder without a handler does not compile.
     };
     Outcome::encoded(encoded, correlation_id)
 }

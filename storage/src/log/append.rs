@@ -22,6 +22,8 @@ use super::{AppendInfo, Log, LogState};
 struct InputSummary {
     records_count: u64,
     offsets_count: i64,
+    /// Some batch is transactional (a transactional producer's, or a marker).
+    transactional: bool,
 }
 
 /// Checks that `batches` is a sequence of whole, valid v2 producer batches no larger than
@@ -35,6 +37,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
     let mut summary = InputSummary {
         records_count: 0,
         offsets_count: 0,
+        transactional: false,
     };
     let mut at = 0usize;
     while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
@@ -73,6 +76,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
                 ));
             }
         }
+        summary.transactional |= header.is_transactional();
         summary.records_count += u64::from(header.records_count.unsigned_abs());
         summary.offsets_count += i64::from(header.last_offset_delta) + 1;
         at += size_bytes;
@@ -257,7 +261,15 @@ impl Log {
             state.config.batch_bytes_max
         };
         let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
+        let mut abort_positions = Vec::new();
+        if summary.transactional {
+            // Before anything of the batch is on disk (one atomic load after the first time).
+            self.downgrade_guard.before_transactional_write()?;
+            // Markers are transactional: other appends skip this walk.
+            abort_positions = super::txn::abort_markers(batches);
+        }
         let size_bytes = batches.len() as u64;
+        let pending_aborts: Vec<i64>;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
@@ -266,6 +278,7 @@ impl Log {
                 // Before the roll: a refused append writes nothing.
                 check_kept(batches, log_end, state.epochs.latest_epoch())?;
             }
+            state.check_unindexed_room(abort_positions.len())?;
             self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
             let active = state.active()?;
             if active.size_bytes + size_bytes > limits::SEGMENT_BYTES_MAX {
@@ -278,6 +291,7 @@ impl Log {
                 (active.append_target(self.io.as_ref())?, active.base_offset);
             let (assigned, epochs_changed) =
                 assign_offsets(batches, log_end, offsets, &mut state.epochs)?;
+            pending_aborts = super::txn::abort_marker_offsets(batches, &abort_positions);
             let new_epochs = epochs_changed.then(|| state.epochs.clone());
             (target, segment_base_offset, assigned, new_epochs)
         };
@@ -303,6 +317,9 @@ impl Log {
                 return Err(self.poison(Error::Poisoned));
             }
             let flush_due = flush_due(&state, summary.records_count, now_ms);
+            for offset in &pending_aborts {
+                state.unindexed_aborts.insert(*offset, flush_due);
+            }
             state.unflushed_records += summary.records_count;
             state.last_flush_ms.get_or_insert(now_ms);
             if flush_due {
@@ -429,7 +446,7 @@ impl Log {
     }
 
     fn flush_with(&self, mode_override: Option<PersistMode>) -> Result<()> {
-        let (files, end_offset, mode, truncations) = {
+        let (files, txn_indexes, end_offset, mode, truncations) = {
             let state = self.read_state()?;
             if self.poisoned.load(Ordering::SeqCst) {
                 return Err(Error::Poisoned);
@@ -450,12 +467,25 @@ impl Log {
                     ))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            (files, state.log_end_offset(), mode, state.truncations)
+            // The aborted-transaction entries of those segments are made durable with them: the
+            // recovery point never passes a marker whose entry a crash could still lose.
+            let txn_indexes: Vec<_> = state
+                .segments
+                .values()
+                .filter(|segment| segment.next_offset > recovery_point && !segment.txn.is_empty())
+                .map(|segment| segment.txn.path().to_path_buf())
+                .collect();
+            let end_offset = state.log_end_offset();
+            (files, txn_indexes, end_offset, mode, state.truncations)
         };
         for (file, path) in &files {
             self.io
                 .sync(file, mode)
                 .map_err(|error| self.poison(Error::io(&**path, error)))?;
+        }
+        for path in &txn_indexes {
+            crate::txn_index::sync_file(self.io.as_ref(), path, mode)
+                .map_err(|error| self.poison(error))?;
         }
         self.advance_recovery_point(end_offset, truncations)
     }
@@ -470,7 +500,8 @@ impl Log {
             return Ok(());
         }
         let log_end = state.log_end_offset();
-        state.recovery_point = state.recovery_point.max(end_offset.min(log_end));
+        let end_offset = state.recovery_point_cap(end_offset.min(log_end));
+        state.recovery_point = state.recovery_point.max(end_offset);
         if !state.deleted {
             self.checkpoints.set(&self.key, state.checkpoint())?;
         }

@@ -275,6 +275,8 @@ throttle_fields!(
     AddOffsetsToTxnResponse,
     DescribeTransactionsResponse,
     ListTransactionsResponse,
+    TxnOffsetCommitResponse,
+    DescribeProducersResponse,
 );
 
 // EndTxn's response is Skiff's own type: kafka-protocol 0.15.1 cannot encode its v5.
@@ -289,5 +291,10 @@ impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
 }
 
 impl ThrottleField for kafka_protocol::messages::SaslAuthenticateResponse {
+    fn set_throttle_time_ms(&mut self, _ms: i32) {}
+}
+
+/// Inter-broker: WriteTxnMarkers has no throttle field (Kafka never throttles it).
+impl ThrottleField for kafka_protocol::messages::WriteTxnMarkersResponse {
     fn set_throttle_time_ms(&mut self, _ms: i32) {}
 }
