@@ -38,8 +38,7 @@ pub struct ProducerSnapshot {
 
 /// The file bytes of a snapshot of `payload` at `offset` (the caller checked the payload's size).
 pub(crate) fn encode(offset: i64, payload: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
-    bytes.extend_from_slice(MAGIC);
+    let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&VERSION.to_be_bytes());
     bytes.extend_from_slice(&offset.to_be_bytes());
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);

@@ -821,10 +821,6 @@ impl Segment {
         fs::sync_parent(io, &log_path)?;
         let (index, time_index) = Self::create_indexes(io, dir, self.base_offset, config)?;
         let log_files = Arc::clone(&self.log_files);
-        let txn = std::mem::replace(
-            &mut self.txn,
-            TxnIndex::empty(log_path.with_extension(TXN_INDEX_SUFFIX), self.base_offset),
-        );
         *self = Self::assemble(
             self.base_offset,
             &log_path,
@@ -844,8 +840,7 @@ impl Segment {
             ));
         }
         self.first_append_ms = self.first_batch_timestamp(io)?;
-        self.txn = txn;
-        self.txn.truncate_from(io, self.next_offset)
+        self.open_txn_index(io, true)
     }
 
     /// After the recovery of unsynced data (the segment was scanned, not trusted): checks the

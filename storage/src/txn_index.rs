@@ -57,7 +57,8 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<AbortedTxn, &'static s
         field.copy_from_slice(bytes.get(at..at + 8).unwrap_or(&[0; 8]));
         i64::from_be_bytes(field)
     };
-    if i16::from_be_bytes([bytes[0], bytes[1]]) != TXN_ENTRY_VERSION {
+    let version = bytes.get(..2).and_then(|v| <[u8; 2]>::try_from(v).ok());
+    if version.map(i16::from_be_bytes) != Some(TXN_ENTRY_VERSION) {
         return Err("unknown aborted-transaction entry version");
     }
     let entry = AbortedTxn {
@@ -165,9 +166,11 @@ impl TxnIndex {
         let mut buffer = vec![0u8; TXN_READ_CHUNK_ENTRIES * TXN_ENTRY_BYTES];
         let mut done = 0u64;
         while done < self.entries {
-            let count = (self.entries - done).min(TXN_READ_CHUNK_ENTRIES as u64);
+            let count = usize::try_from(self.entries - done)
+                .unwrap_or(usize::MAX)
+                .min(TXN_READ_CHUNK_ENTRIES);
             let chunk = buffer
-                .get_mut(..count as usize * TXN_ENTRY_BYTES)
+                .get_mut(..count * TXN_ENTRY_BYTES)
                 .unwrap_or_default();
             let position = done * TXN_ENTRY_BYTES as u64;
             io.read_exact_at(&file, chunk, position)
@@ -184,7 +187,7 @@ impl TxnIndex {
                     return Ok(());
                 }
             }
-            done += count;
+            done += count as u64;
         }
         Ok(())
     }

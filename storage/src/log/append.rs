@@ -261,15 +261,8 @@ impl Log {
             state.config.batch_bytes_max
         };
         let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
-        let mut abort_positions = Vec::new();
-        if summary.transactional {
-            // Before anything of the batch is on disk (one atomic load after the first time).
-            self.downgrade_guard.before_transactional_write()?;
-            // Markers are transactional: other appends skip this walk.
-            abort_positions = super::txn::abort_markers(batches);
-        }
+        let abort_positions = self.before_transactional(summary.transactional, batches)?;
         let size_bytes = batches.len() as u64;
-        let pending_aborts: Vec<i64>;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
@@ -278,7 +271,6 @@ impl Log {
                 // Before the roll: a refused append writes nothing.
                 check_kept(batches, log_end, state.epochs.latest_epoch())?;
             }
-            state.check_unindexed_room(abort_positions.len())?;
             self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
             let active = state.active()?;
             if active.size_bytes + size_bytes > limits::SEGMENT_BYTES_MAX {
@@ -291,7 +283,6 @@ impl Log {
                 (active.append_target(self.io.as_ref())?, active.base_offset);
             let (assigned, epochs_changed) =
                 assign_offsets(batches, log_end, offsets, &mut state.epochs)?;
-            pending_aborts = super::txn::abort_marker_offsets(batches, &abort_positions);
             let new_epochs = epochs_changed.then(|| state.epochs.clone());
             (target, segment_base_offset, assigned, new_epochs)
         };
@@ -316,16 +307,8 @@ impl Log {
                 // longer says where the log ends.
                 return Err(self.poison(Error::Poisoned));
             }
-            let flush_due = flush_due(&state, summary.records_count, now_ms);
-            for offset in &pending_aborts {
-                state.unindexed_aborts.insert(*offset, flush_due);
-            }
-            state.unflushed_records += summary.records_count;
-            state.last_flush_ms.get_or_insert(now_ms);
-            if flush_due {
-                state.unflushed_records = 0;
-                state.last_flush_ms = Some(now_ms);
-            }
+            let flush_due = state.count_unflushed(summary.records_count, now_ms);
+            state.note_unindexed_aborts(batches, &abort_positions, flush_due);
             let info = AppendInfo {
                 base_offset: assigned.base_offset,
                 last_offset: assigned.next_offset - 1,
@@ -554,6 +537,21 @@ impl Log {
             .write(self.io.as_ref(), &self.dir)
             .map_err(|error| self.poison(error))?;
         Ok(true)
+    }
+}
+
+impl LogState {
+    /// Counts `records_count` appended records at `now_ms` against the flush policy; returns
+    /// whether they are due for a flush now (the counters then start afresh).
+    fn count_unflushed(&mut self, records_count: u64, now_ms: i64) -> bool {
+        let due = flush_due(self, records_count, now_ms);
+        self.unflushed_records += records_count;
+        self.last_flush_ms.get_or_insert(now_ms);
+        if due {
+            self.unflushed_records = 0;
+            self.last_flush_ms = Some(now_ms);
+        }
+        due
     }
 }
 
