@@ -139,8 +139,8 @@ impl Log {
     /// durable without its entry; a flush syncs the `.txnindex` files with the `.log` files.
     /// Recovery of unflushed data drops entries past the recovered end and cuts the log at an
     /// ABORT marker left without its entry (a crash between the two), as it cuts a torn tail. If
-    /// the marker's own append was flushed by the flush policy, this flushes again once the
-    /// entry is written. Up to [`UNINDEXED_ABORTS_MAX`] markers may wait for their entries; an
+    /// the marker's append was due for a flush under the flush policy, its `AppendInfo::flushed`
+    /// is false and this flushes once the entry is written. Up to [`UNINDEXED_ABORTS_MAX`] markers may wait for their entries; an
     /// append of more is refused ([`Error::LimitReached`]).
     ///
     /// Refused with [`Error::InvalidTxnEntry`], writing nothing: a marker offset outside
