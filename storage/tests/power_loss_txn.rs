@@ -9,8 +9,12 @@
 //! its entry reported synced is still there; and every producer snapshot left lies within the
 //! log and reads back whole.
 //!
-//! CI runs [`CI_SEEDS`] seeds; `SKIFF_POWER_SEEDS=N` runs N, `SKIFF_SEED=<seed>` replays one. A
-//! failing seed prints itself.
+//! A cleaning (the log cleaner's swap carrying the cleaned segment's `.txnindex`) gets a test of
+//! its own: the power is cut at steps spread over one cleaning; after the reopen the same ABORT
+//! markers are there, each with its entry, and a new cleaning completes and keeps that.
+//!
+//! CI runs [`CI_SEEDS`] seeds ([`CI_CLEANING_SEEDS`] for cleanings); `SKIFF_POWER_SEEDS=N` runs
+//! N of each, `SKIFF_SEED=<seed>` replays one. A failing seed prints itself.
 
 // Test code: a failed unwrap, expect or index is the report.
 #![allow(
@@ -22,6 +26,8 @@
     clippy::cast_sign_loss
 )]
 
+#[path = "support/keyed.rs"]
+mod keyed;
 #[path = "support/temp.rs"]
 mod temp;
 
@@ -35,11 +41,18 @@ use skiff_protocol::records::txn::{AbortedTxn, EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
 use skiff_protocol::records::Compression;
 use skiff_storage::sim::{self, CutMode, SimIo};
-use skiff_storage::{DirConfig, Log, LogConfig, LogDir, PersistMode};
+use skiff_storage::{
+    Cleaner, CleanupPolicy, DirConfig, Log, LogConfig, LogDir, NoHooks, PersistMode,
+};
 use temp::temp_dir;
 
 /// Seeds CI runs.
-const CI_SEEDS: u64 = 40;
+const CI_SEEDS: u64 = 25;
+/// Seeds of the cleaning test CI runs (each cuts the power at up to [`CLEANING_CUTS_MAX`]
+/// steps of one cleaning; some 4 s each on a loaded 2-core machine).
+const CI_CLEANING_SEEDS: u64 = 1;
+/// Most cuts per cleaning seed: evenly spread over its file operations.
+const CLEANING_CUTS_MAX: u64 = 12;
 /// Power cycles per seed.
 const CYCLES_MAX: u32 = 5;
 /// Operations per cycle, at most.
@@ -330,6 +343,143 @@ fn power_loss_keeps_each_abort_marker_with_its_index_entry() {
         if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run_seed(seed))) {
             eprintln!("power_loss_txn: seed {seed} failed (replay with SKIFF_SEED={seed})");
             std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// A compacted log with keyed records and aborted and committed transactions over several
+/// segments, every entry written and synced: what the cleaning test cuts the power under.
+fn fill_compacted(log: &Log, rng: &mut ChaCha8Rng) {
+    for round in 0..12 {
+        let producer = rng.gen_range(0..PRODUCERS);
+        let first = log
+            .append(&mut txn_batch(producer, 40), 1_000)
+            .unwrap()
+            .base_offset;
+        for key in 0..3 {
+            let key = format!("k{key}");
+            let value = format!("v{round}");
+            let records = [(Some(key.as_bytes()), Some(value.as_bytes()))];
+            let mut batch = keyed::keyed_batch(&records, 1_000, Compression::None);
+            log.append(&mut batch, 1_000).unwrap();
+        }
+        let abort = rng.gen_bool(0.6);
+        let kind = if abort {
+            MarkerType::Abort
+        } else {
+            MarkerType::Commit
+        };
+        let last = log
+            .append(&mut marker(producer, kind), 1_000)
+            .unwrap()
+            .base_offset;
+        if abort {
+            let entry = AbortedTxn {
+                producer_id: producer,
+                first_offset: first,
+                last_offset: last,
+                last_stable_offset: first,
+            };
+            log.append_aborted_txn(entry).unwrap();
+        }
+    }
+    log.sync().unwrap();
+}
+
+/// One cleaning with the machine stopped after `crash_at` file operations (or not at all), then
+/// a cut of the power and a reopen: the index still pairs every ABORT marker with its entry, and
+/// a cleaning of the reopened log completes and keeps that.
+fn cut_cleaning(seed: u64, crash_at: Option<u64>) -> u64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let temp = temp_dir();
+    let root = temp.path().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    let sim = Arc::new(SimIo::new(temp.path()).unwrap());
+    let config = LogConfig {
+        segment_bytes: rng.gen_range(400..1200),
+        batch_bytes_max: 400,
+        index_interval_bytes: 128,
+        cleanup_policy: CleanupPolicy::Compact,
+        ..LogConfig::default()
+    };
+    let open = || {
+        LogDir::open_simulated_with(
+            &root,
+            config.clone(),
+            DirConfig::default(),
+            Arc::clone(&sim),
+        )
+        .unwrap()
+    };
+    let data = open();
+    let log = data.create("t", 0, None).unwrap();
+    fill_compacted(&log, &mut rng);
+    let before = abort_markers(&log);
+    assert!(log.txn_index_bytes().unwrap() > 0);
+    let mut cleaner = Cleaner::new(64 * 1024, 0.9, 4096).unwrap();
+    let plan = log.cleaning_plan(i64::MAX, 10_000).unwrap().unwrap();
+    let ops_before = sim.ops();
+    if let Some(crash_at) = crash_at {
+        sim.crash_after_ops(crash_at);
+    }
+    let cleaned = log.clean(
+        &plan,
+        &mut cleaner,
+        &Default::default(),
+        &mut NoHooks,
+        10_000,
+    );
+    let steps = sim.ops() - ops_before;
+    if crash_at.is_none() {
+        cleaned.unwrap();
+        // The current cleaner keeps every control batch, so every entry is carried.
+        assert_eq!(abort_markers(&log), before);
+        let entries: Vec<(i64, i64)> = log
+            .aborted_transactions(0, i64::MAX)
+            .unwrap()
+            .iter()
+            .map(|entry| (entry.last_offset, entry.producer_id))
+            .collect();
+        assert_eq!(entries, before);
+    }
+    drop(log);
+    drop(data);
+    sim.power_cut(CutMode::RandomPages, rng.gen()).unwrap();
+    let data = open();
+    let log = data.log("t", 0).unwrap().unwrap();
+    let mut model = Model::default();
+    check_recovered(&log, &mut model);
+    assert_eq!(
+        abort_markers(&log),
+        before,
+        "a cleaning lost or added an ABORT marker"
+    );
+    let plan = log.cleaning_plan(i64::MAX, 20_000).unwrap();
+    if let Some(plan) = plan {
+        log.clean(
+            &plan,
+            &mut cleaner,
+            &Default::default(),
+            &mut NoHooks,
+            20_000,
+        )
+        .unwrap();
+    }
+    check_recovered(&log, &mut model);
+    steps
+}
+
+#[test]
+fn power_loss_during_a_cleaning_keeps_each_abort_marker_with_its_entry() {
+    for seed in sim::seeds(CI_CLEANING_SEEDS, &[]) {
+        let steps = cut_cleaning(seed, None);
+        for crash_at in (0..steps).step_by((steps / CLEANING_CUTS_MAX).max(1) as usize) {
+            if let Err(panic) =
+                catch_unwind(AssertUnwindSafe(|| cut_cleaning(seed, Some(crash_at))))
+            {
+                eprintln!("power_loss_txn cleaning: seed {seed}, crash after {crash_at} ops");
+                std::panic::resume_unwind(panic);
+            }
         }
     }
 }
