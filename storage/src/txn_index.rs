@@ -421,7 +421,9 @@ mod tests {
         }
 
         #[test]
-        fn any_bytes_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+        fn any_bytes_decode_or_refuse_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
             let _ = decode(&bytes);
         }
     }
