@@ -1,7 +1,8 @@
 //! One segment: the `.log` file of whole v2 batches plus its `.index` and `.timeindex`, named by
-//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one. Owns appending bytes at the end, keeping the indexes in step with the log
-//! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
-//! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access
+//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one.
+//! Owns appending bytes at the end, keeping the indexes in step with the log (one function,
+//! [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch that holds an
+//! offset, truncation, and checking the `.txnindex` against the ABORT markers after a crash. Not thread-safe on its own: `Log` serializes access
 //! (and writes an append's bytes through an [`AppendTarget`] outside its state lock).
 //! Must never write below `size_bytes` of a file a reader may hold (truncation of a shared file
 //! writes a new inode instead), nor trust an index entry without checking the header it names,
