@@ -255,21 +255,7 @@ impl Broker {
                 let coordinators = Coordinators::open(&log_dir, &open_config)?;
                 let files = log_dir.files();
                 let topics_file = MaterializedTopicsFile::new(&log_dir_path, files.clone());
-                // The previous release must refuse this directory once it holds transactional
-                // batches: the topics file goes to a version it refuses before the first one.
-                let marker = topics_file.clone();
-                let marker_path = log_dir_path.clone();
-                log_dir.set_transactional_guard(
-                    std::sync::Arc::new(move || {
-                        marker
-                            .mark_transactional()
-                            .map_err(|source| skiff_storage::Error::Io {
-                                path: marker_path.clone(),
-                                source,
-                            })
-                    }),
-                    false,
-                )?;
+                topics_file.guard_downgrades(&log_dir)?;
                 let opened_clean = log_dir.opened_clean();
                 if let Some(damage) = log_dir.checkpoint_damage() {
                     tracing::warn!(

@@ -199,23 +199,12 @@ impl LogDir {
                     .min(usize::try_from(limit / 4).unwrap_or(usize::MAX))
             });
         let log_files = Arc::new(LogFiles::new(log_files_max));
-        let mut logs = BTreeMap::new();
-        for ((topic, partition), dir) in found {
-            let log = Log::deferred(
-                Arc::clone(&io),
-                &dir,
-                (topic.clone(), partition),
-                default_config.clone(),
-                clean,
-                Arc::clone(&log_files),
-                (
-                    Arc::clone(&checkpoints),
-                    Arc::clone(&cleaner_offsets),
-                    Arc::clone(&downgrade_guard),
-                ),
-            )?;
-            logs.insert((topic, partition), Arc::new(log));
-        }
+        let shared = (
+            Arc::clone(&checkpoints),
+            Arc::clone(&cleaner_offsets),
+            Arc::clone(&downgrade_guard),
+        );
+        let logs = deferred_logs(&io, found, &default_config, clean, &log_files, &shared)?;
         Ok(Self {
             path: path.to_owned(),
             io,
@@ -582,8 +571,8 @@ impl LogDir {
 
     /// Closes every log and then writes the clean-shutdown marker, so the next open skips
     /// recovery (not if a log holds an ABORT marker still waiting for its aborted-transaction
-    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the first error is returned. Logs
-    /// still shared elsewhere refuse writes afterwards.
+    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the
+    /// first error is returned. Logs still shared elsewhere refuse writes afterwards.
     ///
     /// The order, and why a crash at any point is safe: every log is closed without I/O (a log
     /// not yet recovered is recovered first; then it refuses writes, so nothing new becomes
@@ -615,6 +604,39 @@ impl LogDir {
         }
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
     }
+}
+
+/// What every log of a directory shares: its offset checkpoint, its cleaner checkpoint and its
+/// downgrade guard.
+type Shared = (
+    Arc<OffsetCheckpoints>,
+    Arc<CleanerCheckpoints>,
+    Arc<DowngradeGuard>,
+);
+
+/// The logs `found` at open, each waiting for its recovery ([`Log::recover_deferred`]).
+fn deferred_logs(
+    io: &Arc<dyn FileIo>,
+    found: Vec<(LogKey, PathBuf)>,
+    default_config: &LogConfig,
+    clean: bool,
+    log_files: &Arc<LogFiles>,
+    shared: &Shared,
+) -> Result<BTreeMap<LogKey, Arc<Log>>> {
+    let mut logs = BTreeMap::new();
+    for ((topic, partition), dir) in found {
+        let log = Log::deferred(
+            Arc::clone(io),
+            &dir,
+            (topic.clone(), partition),
+            default_config.clone(),
+            clean,
+            Arc::clone(log_files),
+            shared.clone(),
+        )?;
+        logs.insert((topic, partition), Arc::new(log));
+    }
+    Ok(logs)
 }
 
 /// `work` applied to every item on at most `threads` threads, each taking the next item; the

@@ -38,8 +38,7 @@ pub struct ProducerSnapshot {
 
 /// The file bytes of a snapshot of `payload` at `offset` (the caller checked the payload's size).
 pub(crate) fn encode(offset: i64, payload: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
-    bytes.extend_from_slice(MAGIC);
+    let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&VERSION.to_be_bytes());
     bytes.extend_from_slice(&offset.to_be_bytes());
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
@@ -125,12 +124,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_bytes_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64), offset in any::<i64>()) {
+        fn any_bytes_decode_or_refuse_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+            offset in any::<i64>(),
+        ) {
             let _ = decode(&bytes, offset);
         }
 
         #[test]
-        fn any_payload_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..256), offset in 0i64..i64::MAX) {
+        fn any_payload_round_trips(
+            payload in proptest::collection::vec(any::<u8>(), 0..256),
+            offset in 0i64..i64::MAX,
+        ) {
             let decoded = decode(&encode(offset, &payload), offset).unwrap();
             prop_assert_eq!(decoded.bytes, payload);
         }

@@ -57,7 +57,8 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<AbortedTxn, &'static s
         field.copy_from_slice(bytes.get(at..at + 8).unwrap_or(&[0; 8]));
         i64::from_be_bytes(field)
     };
-    if i16::from_be_bytes([bytes[0], bytes[1]]) != TXN_ENTRY_VERSION {
+    let version = bytes.get(..2).and_then(|v| <[u8; 2]>::try_from(v).ok());
+    if version.map(i16::from_be_bytes) != Some(TXN_ENTRY_VERSION) {
         return Err("unknown aborted-transaction entry version");
     }
     let entry = AbortedTxn {
@@ -134,7 +135,8 @@ impl TxnIndex {
         self.last.as_ref()
     }
 
-    /// Appends `entry` (checked against the last one: [`check_order`]); not yet durable.
+    /// Appends `entry` (checked against the last one: [`check_order`]); not yet durable (the
+    /// file's name is, when this creates it).
     pub(crate) fn append(&mut self, io: &dyn FileIo, entry: &AbortedTxn) -> Result<()> {
         check_order(self.base_offset, self.last.as_ref(), entry)
             .map_err(|reason| Error::InvalidTxnEntry(reason.to_owned()))?;
@@ -143,6 +145,11 @@ impl TxnIndex {
             .map_err(|error| Error::io(&self.path, error))?;
         io.write_all_at(&file, &encode(entry), self.size_bytes())
             .map_err(|error| Error::io(&self.path, error))?;
+        if self.entries == 0 {
+            // A new file's name must be durable before its entries can be (a flush syncs the
+            // file, not the directory): once per segment with aborted transactions.
+            crate::fs::sync_parent(io, &self.path)?;
+        }
         self.entries += 1;
         self.last = Some(*entry);
         Ok(())
@@ -165,9 +172,11 @@ impl TxnIndex {
         let mut buffer = vec![0u8; TXN_READ_CHUNK_ENTRIES * TXN_ENTRY_BYTES];
         let mut done = 0u64;
         while done < self.entries {
-            let count = (self.entries - done).min(TXN_READ_CHUNK_ENTRIES as u64);
+            let count = usize::try_from(self.entries - done)
+                .unwrap_or(usize::MAX)
+                .min(TXN_READ_CHUNK_ENTRIES);
             let chunk = buffer
-                .get_mut(..count as usize * TXN_ENTRY_BYTES)
+                .get_mut(..count * TXN_ENTRY_BYTES)
                 .unwrap_or_default();
             let position = done * TXN_ENTRY_BYTES as u64;
             io.read_exact_at(&file, chunk, position)
@@ -184,7 +193,7 @@ impl TxnIndex {
                     return Ok(());
                 }
             }
-            done += count;
+            done += count as u64;
         }
         Ok(())
     }
@@ -412,7 +421,9 @@ mod tests {
         }
 
         #[test]
-        fn any_bytes_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+        fn any_bytes_decode_or_refuse_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
             let _ = decode(&bytes);
         }
     }

@@ -145,6 +145,21 @@ impl MaterializedTopicsFile {
             .map_err(std::io::Error::other)
     }
 
+    /// Has `log_dir` (the directory holding this file) call [`Self::mark_transactional`] before
+    /// its first transactional batch is written, so that the previous release refuses it.
+    pub fn guard_downgrades(&self, log_dir: &skiff_storage::LogDir) -> skiff_storage::Result<()> {
+        let marker = self.clone();
+        let hook = move || {
+            marker
+                .mark_transactional()
+                .map_err(|source| skiff_storage::Error::Io {
+                    path: marker.path.clone(),
+                    source,
+                })
+        };
+        log_dir.set_transactional_guard(std::sync::Arc::new(hook), false)
+    }
+
     /// Rewrites the file, durably, at the version the previous release refuses, keeping its
     /// topics (nothing if it is there already): before the data directory's first
     /// transactional batch. A file still to migrate (version 1) keeps its topics for the

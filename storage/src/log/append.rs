@@ -261,15 +261,8 @@ impl Log {
             state.config.batch_bytes_max
         };
         let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
-        let mut abort_positions = Vec::new();
-        if summary.transactional {
-            // Before anything of the batch is on disk (one atomic load after the first time).
-            self.downgrade_guard.before_transactional_write()?;
-            // Markers are transactional: other appends skip this walk.
-            abort_positions = super::txn::abort_markers(batches);
-        }
+        let abort_positions = self.before_transactional(summary.transactional, batches)?;
         let size_bytes = batches.len() as u64;
-        let pending_aborts: Vec<i64>;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
@@ -278,7 +271,6 @@ impl Log {
                 // Before the roll: a refused append writes nothing.
                 check_kept(batches, log_end, state.epochs.latest_epoch())?;
             }
-            state.check_unindexed_room(abort_positions.len())?;
             self.maybe_roll(&mut state, now_ms, size_bytes, summary.offsets_count)?;
             let active = state.active()?;
             if active.size_bytes + size_bytes > limits::SEGMENT_BYTES_MAX {
@@ -291,7 +283,6 @@ impl Log {
                 (active.append_target(self.io.as_ref())?, active.base_offset);
             let (assigned, epochs_changed) =
                 assign_offsets(batches, log_end, offsets, &mut state.epochs)?;
-            pending_aborts = super::txn::abort_marker_offsets(batches, &abort_positions);
             let new_epochs = epochs_changed.then(|| state.epochs.clone());
             (target, segment_base_offset, assigned, new_epochs)
         };
@@ -316,16 +307,8 @@ impl Log {
                 // longer says where the log ends.
                 return Err(self.poison(Error::Poisoned));
             }
-            let flush_due = flush_due(&state, summary.records_count, now_ms);
-            for offset in &pending_aborts {
-                state.unindexed_aborts.insert(*offset, flush_due);
-            }
-            state.unflushed_records += summary.records_count;
-            state.last_flush_ms.get_or_insert(now_ms);
-            if flush_due {
-                state.unflushed_records = 0;
-                state.last_flush_ms = Some(now_ms);
-            }
+            let flush_due = state.count_unflushed(summary.records_count, now_ms);
+            state.note_unindexed_aborts(batches, &abort_positions, flush_due);
             let info = AppendInfo {
                 base_offset: assigned.base_offset,
                 last_offset: assigned.next_offset - 1,
@@ -346,9 +329,10 @@ impl Log {
         drop(writer);
         if flush_due {
             self.flush()?;
-            // Under `PersistMode::Buffer` the flush synced nothing: the append is not durable.
+            // Under `PersistMode::Buffer` the flush synced nothing, and an ABORT marker is durable
+            // only once its entry is (`Log::append_aborted_txn` flushes again): not durable.
             return Ok(AppendInfo {
-                flushed: persist_mode != PersistMode::Buffer,
+                flushed: persist_mode != PersistMode::Buffer && abort_positions.is_empty(),
                 ..info
             });
         }
@@ -475,7 +459,8 @@ impl Log {
                 .filter(|segment| segment.next_offset > recovery_point && !segment.txn.is_empty())
                 .map(|segment| segment.txn.path().to_path_buf())
                 .collect();
-            let end_offset = state.log_end_offset();
+            // Taken now: an entry written after this may be in a file not synced here.
+            let end_offset = state.recovery_point_cap(state.log_end_offset());
             (files, txn_indexes, end_offset, mode, state.truncations)
         };
         for (file, path) in &files {
@@ -519,7 +504,8 @@ impl Log {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
         }
-        let end = state.log_end_offset();
+        // Capped now, as a flush caps it (the sync that follows may miss a later entry).
+        let end = state.recovery_point_cap(state.log_end_offset());
         Ok((state.recovery_point < end).then_some((end, state.truncations)))
     }
 
@@ -554,6 +540,21 @@ impl Log {
             .write(self.io.as_ref(), &self.dir)
             .map_err(|error| self.poison(error))?;
         Ok(true)
+    }
+}
+
+impl LogState {
+    /// Counts `records_count` appended records at `now_ms` against the flush policy; returns
+    /// whether they are due for a flush now (the counters then start afresh).
+    fn count_unflushed(&mut self, records_count: u64, now_ms: i64) -> bool {
+        let due = flush_due(self, records_count, now_ms);
+        self.unflushed_records += records_count;
+        self.last_flush_ms.get_or_insert(now_ms);
+        if due {
+            self.unflushed_records = 0;
+            self.last_flush_ms = Some(now_ms);
+        }
+        due
     }
 }
 

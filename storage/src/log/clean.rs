@@ -35,8 +35,8 @@ type CleanResult<T> = std::result::Result<T, CleanError>;
 
 /// A sealed segment as the pass found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Source {
-    base_offset: i64,
+pub(super) struct Source {
+    pub(super) base_offset: i64,
     next_offset: i64,
     size_bytes: u64,
     /// Bytes of its aborted-transaction index (an entry written meanwhile aborts the swap).
@@ -520,8 +520,7 @@ impl Log {
         stats: &mut CleanStats,
     ) -> CleanResult<(u64, u32, u64)> {
         let base = group.first().map_or(0, |source| source.base_offset);
-        // The ABORT markers kept: their aborted-transaction entries go with them.
-        let mut kept_markers = Vec::new();
+        let mut kept_markers = Vec::new(); // their aborted-transaction entries go with them
         let path = cleaned_path(&self.dir, base);
         let out = self
             .io
@@ -570,15 +569,13 @@ impl Log {
             self.io
                 .sync(&out, PersistMode::SyncData)
                 .map_err(|error| Error::io(&path, error))?;
-            let bases: Vec<i64> = group.iter().map(|source| source.base_offset).collect();
-            let txn_entries = self.write_cleaned_txn_index(&bases, &kept_markers)?;
+            let txn_entries = self.write_cleaned_txn_index(group, &kept_markers)?;
             fs::sync_parent(self.io.as_ref(), &path)?;
             Ok((sink.written, sink.crc, txn_entries))
         })();
         add_counts(stats, &counts, sink.written);
         if result.is_err() {
-            let _ = self.io.remove_file(&path);
-            let _ = self.io.remove_file(&cleaned_txn_path(&self.dir, base));
+            self.remove_cleaned(base);
         }
         result
     }
@@ -664,8 +661,7 @@ impl Log {
         let held = match self.hold_group(snapshot, group) {
             Ok(held) => held,
             Err(error) => {
-                let _ = self.io.remove_file(&cleaned);
-                let _ = self.io.remove_file(&cleaned_txn_path(&self.dir, base));
+                self.remove_cleaned(base);
                 return Err(error);
             }
         };
@@ -704,6 +700,13 @@ impl Log {
             }
             Err(error) => Err(CleanError::Failed(self.poison(error))),
         }
+    }
+
+    /// Removes a cleaned copy that will not be swapped in (`.log` and `.txnindex`), best effort:
+    /// the next open removes what is left.
+    fn remove_cleaned(&self, base: i64) {
+        let _ = self.io.remove_file(&cleaned_path(&self.dir, base));
+        let _ = self.io.remove_file(&cleaned_txn_path(&self.dir, base));
     }
 
     /// The open `.log` of each old segment of `group`, if the log still matches the snapshot.

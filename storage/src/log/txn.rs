@@ -23,9 +23,10 @@ use super::{Log, LogState};
 pub const ABORTED_TXNS_PER_READ_MAX: usize = 1 << 17;
 
 /// The ABORT markers among `batches` (whole, validated v2 batches), as their byte positions in
-/// `batches`. Only a control batch's records are read. A control batch that is not an end-transaction marker of Kafka's layout is
-/// not one (the partition validates markers before appending them).
-pub(super) fn abort_markers(batches: &[u8]) -> Vec<usize> {
+/// `batches`. Only a control batch's records are read. A control batch that is not an
+/// end-transaction marker of Kafka's layout is not one (the partition validates markers before
+/// appending them).
+fn abort_markers(batches: &[u8]) -> Vec<usize> {
     let mut markers = Vec::new();
     let mut at = 0usize;
     while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
@@ -47,7 +48,7 @@ pub(super) fn abort_markers(batches: &[u8]) -> Vec<usize> {
 }
 
 /// The base offsets of the batches at `positions` in `batches` (after offsets were assigned).
-pub(super) fn abort_marker_offsets(batches: &[u8], positions: &[usize]) -> Vec<i64> {
+fn abort_marker_offsets(batches: &[u8], positions: &[usize]) -> Vec<i64> {
     positions
         .iter()
         .filter_map(|at| {
@@ -91,7 +92,42 @@ impl LogState {
     }
 }
 
+impl LogState {
+    /// Notes the ABORT markers at `positions` of `batches` (just appended, offsets assigned) as
+    /// waiting for their entries; `flushed`: the append's flush policy syncs it.
+    pub(super) fn note_unindexed_aborts(
+        &mut self,
+        batches: &[u8],
+        positions: &[usize],
+        flushed: bool,
+    ) {
+        for offset in abort_marker_offsets(batches, positions) {
+            self.unindexed_aborts.insert(offset, flushed);
+        }
+    }
+}
+
 impl Log {
+    /// Before an append writes anything, under the writer lock: for a `transactional` one (some
+    /// batch is), runs the data directory's downgrade guard (one atomic load after its first
+    /// run) and finds the ABORT markers (their positions in `batches`), refusing the append if
+    /// more than [`UNINDEXED_ABORTS_MAX`] would then wait for their entries. Other appends skip
+    /// both.
+    pub(super) fn before_transactional(
+        &self,
+        transactional: bool,
+        batches: &[u8],
+    ) -> Result<Vec<usize>> {
+        if !transactional {
+            return Ok(Vec::new());
+        }
+        self.downgrade_guard.before_transactional_write()?;
+        let positions = abort_markers(batches);
+        // Exact: appends and entry writes all hold the writer lock.
+        self.read_state()?.check_unindexed_room(positions.len())?;
+        Ok(positions)
+    }
+
     /// Records an aborted transaction in the aborted-transaction index (Kafka's `.txnindex`
     /// entry: producer id, first offset, offset of its ABORT marker, last stable offset once the
     /// marker was appended), in the segment holding `entry.last_offset` — the active one when
@@ -104,9 +140,11 @@ impl Log {
     /// durable without its entry; a flush syncs the `.txnindex` files with the `.log` files.
     /// Recovery of unflushed data drops entries past the recovered end and cuts the log at an
     /// ABORT marker left without its entry (a crash between the two), as it cuts a torn tail. If
-    /// the marker's own append was flushed by the flush policy, this flushes again once the
-    /// entry is written. Up to [`UNINDEXED_ABORTS_MAX`] markers may wait for their entries; an
-    /// append of more is refused ([`Error::LimitReached`]).
+    /// the marker's append was due for a flush under the flush policy, its `AppendInfo::flushed`
+    /// is false and this flushes once the entry is written. Up to 1,024 markers
+    /// (`UNINDEXED_ABORTS_MAX`) may wait for their entries; an append of more is refused
+    /// ([`Error::LimitReached`]). A clean close with one still waiting writes no clean-shutdown
+    /// marker, so the next open recovers (and cuts it).
     ///
     /// Refused with [`Error::InvalidTxnEntry`], writing nothing: a marker offset outside
     /// `[log start, log end)` or not after the last entry's, a first offset past the marker or
@@ -203,9 +241,10 @@ impl Log {
     /// no file is written. Which markers survive is the cleaner's rule, not this.
     pub(super) fn write_cleaned_txn_index(
         &self,
-        bases: &[i64],
+        group: &[super::clean::Source],
         kept_markers: &[i64],
     ) -> Result<u64> {
+        let bases: Vec<i64> = group.iter().map(|source| source.base_offset).collect();
         let Some(base) = bases.first().copied() else {
             return Ok(0);
         };
