@@ -479,3 +479,158 @@ async fn every_advertised_version_of_the_coordinator_apis_answers() -> anyhow::R
     broker.stop().await;
     Ok(())
 }
+
+/// `count` transactional records of `producer`, from `sequence`.
+fn transactional_batch(producer: (i64, i16), sequence: i32, count: i32) -> Vec<u8> {
+    use skiff_protocol::records::record::{BatchBuilder, NewRecord};
+    let mut builder = BatchBuilder::new(0, skiff_protocol::records::Compression::None);
+    builder.producer_id = producer.0;
+    builder.producer_epoch = producer.1;
+    builder.base_sequence = sequence;
+    builder.transactional = true;
+    for delta in 0..count {
+        builder
+            .push(&NewRecord {
+                offset_delta: delta,
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(b"value"),
+                headers: &[],
+            })
+            .expect("fits");
+    }
+    builder.build().expect("builds")
+}
+
+/// Produce v9 of `records` to partition 0 of `topic` for transactional id [`ID`]: its error.
+async fn produce_transactional(
+    client: &mut Connection,
+    topic: &str,
+    records: Vec<u8>,
+) -> anyhow::Result<i16> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let request = ProduceRequest::default()
+        .with_transactional_id(Some(txn_id(ID)))
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(bytes::Bytes::from(records)))])]);
+    let response: ProduceResponse = client.request(ApiKey::Produce, 9, &request).await?;
+    Ok(response.responses[0].partition_responses[0].error_code)
+}
+
+/// A read_committed Fetch v11 of partition 0 of `topic` from 0: (last stable offset, high
+/// watermark, aborted transactions' (producer id, first offset)).
+async fn read_committed(
+    client: &mut Connection,
+    topic: &str,
+) -> anyhow::Result<(i64, i64, Vec<(i64, i64)>)> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest};
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response = skiff_tests::fetch(client, 11, &request).await?;
+    let partition = &response.responses[0].partitions[0];
+    anyhow::ensure!(partition.error_code == 0, "Fetch {}", partition.error_code);
+    let aborted = partition
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|aborted| (aborted.producer_id.0, aborted.first_offset))
+        .collect();
+    Ok((
+        partition.last_stable_offset,
+        partition.high_watermark,
+        aborted,
+    ))
+}
+
+/// Waits (bounded) until [`ID`] is in `state`, as a client waits for its markers.
+async fn await_state(client: &mut Connection, state: &str) -> anyhow::Result<()> {
+    for _ in 0..100 {
+        let described = describe(client, ID).await?.transaction_states[0].clone();
+        if described.transaction_state.as_str() == state {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("{ID} never reached {state}")
+}
+
+/// End to end on one node with transaction version 1: a transaction's records are produced
+/// (the leader checks them with the coordinator, KIP-890), invisible to read_committed until the
+/// commit, whose COMMIT marker the coordinator writes to the partition; an aborted transaction's
+/// records are listed among the aborted transactions once its ABORT marker is written.
+#[tokio::test]
+async fn committed_and_aborted_transactions_end_with_markers_on_their_partition(
+) -> anyhow::Result<()> {
+    let broker = TestBroker::start(&["transaction.state.log.num.partitions=3"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let found: FindCoordinatorResponse = client
+        .request(
+            ApiKey::FindCoordinator,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str(ID))
+                .with_key_type(1),
+        )
+        .await?;
+    assert_eq!(found.error_code, 0);
+    let topic = "ledger";
+    create_topic(&mut client, topic, &[]).await?;
+    let init = init(&mut client, ID, 60_000).await?;
+    let producer = (init.producer_id.0, init.producer_epoch);
+    assert_eq!(add_partition(&mut client, producer, topic).await?, 0);
+    let records = transactional_batch(producer, 0, 3);
+    assert_eq!(produce_transactional(&mut client, topic, records).await?, 0);
+    let (stable, high_watermark, _) = read_committed(&mut client, topic).await?;
+    assert_eq!((stable, high_watermark), (0, 3), "open: nothing is stable");
+    let end = EndTxnRequest::default()
+        .with_transactional_id(txn_id(ID))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1);
+    let committed: EndTxnResponse = client
+        .request(ApiKey::EndTxn, 3, &end.clone().with_committed(true))
+        .await?;
+    assert_eq!(committed.error_code, 0);
+    await_state(&mut client, "CompleteCommit").await?;
+    let (stable, high_watermark, aborted) = read_committed(&mut client, topic).await?;
+    assert_eq!(
+        (stable, high_watermark),
+        (4, 4),
+        "3 records and the COMMIT marker"
+    );
+    assert!(aborted.is_empty());
+    // A second transaction, aborted: its records are listed as aborted for read_committed.
+    assert_eq!(add_partition(&mut client, producer, topic).await?, 0);
+    let records = transactional_batch(producer, 3, 2);
+    assert_eq!(produce_transactional(&mut client, topic, records).await?, 0);
+    let ended: EndTxnResponse = client
+        .request(ApiKey::EndTxn, 3, &end.with_committed(false))
+        .await?;
+    assert_eq!(ended.error_code, 0);
+    await_state(&mut client, "CompleteAbort").await?;
+    let (stable, high_watermark, aborted) = read_committed(&mut client, topic).await?;
+    assert_eq!(
+        (stable, high_watermark),
+        (7, 7),
+        "2 records and the ABORT marker"
+    );
+    assert_eq!(aborted, vec![(producer.0, 4)]);
+    broker.stop().await;
+    Ok(())
+}
