@@ -61,6 +61,13 @@ fi
 if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' group/src; then
   echo "skiff-group must be pure"; exit 1
 fi
+# The transaction coordinator (skiff-txn) is pure in the same way: broker/src/txn/ is its edge.
+if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' txn/src; then
+  echo "skiff-txn must be pure"; exit 1
+fi
+if cargo tree -p skiff-txn -e normal --prefix none | grep -E '^(skiff-broker|tokio) '; then
+  echo "skiff-txn must not depend on the broker or tokio"; exit 1
+fi
 if grep -rnE 'tokio::|Instant::now|SystemTime::now|std::(fs|net)' meta/src/core; then
   echo "the metadata store core must be pure"; exit 1
 fi

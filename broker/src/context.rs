@@ -36,14 +36,13 @@ pub(crate) struct Ctx {
     /// Membership, the controller, and this broker's image of the metadata store.
     pub(crate) cluster: crate::cluster::ClusterHandle,
     /// Requests to other brokers (transaction markers, KIP-890 checks with a coordinator).
-    // Read by the transaction coordinator's marker sender and the Produce check (issue 38), which
-    // land on top of this commit; remove this allow with them.
-    #[allow(dead_code)]
     pub(crate) interbroker: crate::interbroker::InterBrokerClient,
     /// Replica assignment, bundles and this node's load.
     pub(crate) placement: crate::placement::state::PlacementState,
-    /// The group coordinator and producer-id allocator task.
+    /// The group coordinator task.
     pub(crate) groups: GroupHandle,
+    /// The transaction coordinator task (it also hands out every producer id).
+    pub(crate) txns: crate::txn::driver::TxnHandle,
     /// Turns true when the broker shuts down: connections finish their response and close,
     /// long-polling fetches answer at once, background tasks stop.
     pub(crate) shutdown: watch::Sender<bool>,

@@ -27,7 +27,9 @@
 //!   fetches waiting on it); topic configs, producer state, traffic;
 //! - [`replication`]: the driver feeding replicas the store's states and timers, the follower's
 //!   fetcher, the reassignment throttle;
-//! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs, producer-id blocks);
+//! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs);
+//! - [`txn`]: the driver of `skiff-txn`'s transaction coordinator (`__transaction_state`,
+//!   producer-id blocks) and the marker writer;
 //! - [`interbroker`]: the client for requests to other brokers (markers, transaction checks);
 //! - `txn_verify`: KIP-890's check of a transactional Produce with its coordinator;
 //! - [`cluster`]: membership, the controller loop, topic creation and changes, the
@@ -64,6 +66,7 @@ mod quota;
 pub mod replication;
 mod response;
 pub mod security;
+pub mod txn;
 mod txn_verify;
 
 use std::sync::Arc;
@@ -100,9 +103,12 @@ pub enum BrokerError {
     /// The topics (their metadata or their logs) could not be opened or closed.
     #[error("topics: {0}")]
     Topics(#[from] partition::topics::TopicError),
-    /// The group coordinator's offsets log or producer-id checkpoint could not be opened.
+    /// The group coordinator's offsets log could not be opened.
     #[error("group coordinator: {0}")]
     Groups(#[from] group::driver::GroupDriverError),
+    /// The transaction coordinator could not start.
+    #[error("transaction coordinator: {0}")]
+    Transactions(#[from] txn::driver::TxnDriverError),
     /// The placement state could not be built from the topics.
     #[error("placement: {0}")]
     Placement(#[from] skiff_placement::PlacementError),
@@ -167,6 +173,51 @@ async fn migrate_single_node_offsets(
     Ok(())
 }
 
+/// The coordinator tasks and their handles, opened with the data directory.
+struct Coordinators {
+    group: (group::driver::GroupDriver, group::driver::GroupHandle),
+    txn: (txn::driver::TxnDriver, txn::driver::TxnHandle),
+}
+
+impl Coordinators {
+    /// Opens both coordinator tasks (blocking: the transaction coordinator reads the legacy
+    /// producer-id checkpoint).
+    fn open(log_dir: &skiff_storage::LogDir, config: &Config) -> Result<Self, BrokerError> {
+        let timeout_ms = config.offsets_commit_timeout_ms;
+        let group_config = group::driver::group_config(config);
+        let txn_config = txn::driver::txn_config(config);
+        Ok(Self {
+            group: group::driver::GroupDriver::open(group_config, timeout_ms),
+            txn: txn::driver::TxnDriver::open(log_dir, &config.log_dirs, txn_config, timeout_ms)?,
+        })
+    }
+}
+
+/// Starts the group and transaction coordinator tasks (the transaction coordinator's markers go
+/// out through the inter-broker client and stop at shutdown).
+fn spawn_coordinators(
+    ctx: &Arc<Ctx>,
+    group_driver: group::driver::GroupDriver,
+    txn_driver: txn::driver::TxnDriver,
+) {
+    tokio::spawn(group_driver.run(
+        ctx.topics.clone(),
+        ctx.cluster.clone(),
+        ctx.isr_proposals.clone(),
+    ));
+    let markers = txn::markers::MarkerWriter::new(
+        ctx.interbroker.clone(),
+        ctx.cluster.clone(),
+        ctx.shutdown.subscribe(),
+    );
+    tokio::spawn(txn_driver.run(
+        ctx.topics.clone(),
+        ctx.cluster.clone(),
+        ctx.isr_proposals.clone(),
+        markers,
+    ));
+}
+
 impl Broker {
     /// Opens the data directory (recovering it if the last stop was not clean), loads the topics
     /// and binds the first listener.
@@ -186,8 +237,7 @@ impl Broker {
         }
         let log_dir_path = config.log_dirs.clone();
         let open_config = config.clone();
-        let group_config = group::driver::group_config(&config);
-        let (topics, to_migrate, group_driver, groups, files, opened_clean) =
+        let (topics, to_migrate, coordinators, files, opened_clean) =
             tokio::task::spawn_blocking(move || {
                 std::fs::create_dir_all(&log_dir_path).map_err(|source| {
                     BrokerError::DataDirectory {
@@ -202,12 +252,7 @@ impl Broker {
                     skiff_storage::LogConfig::default(),
                     open_config.dir_config(),
                 )?;
-                let (group_driver, groups) = group::driver::GroupDriver::open(
-                    &log_dir,
-                    &log_dir_path,
-                    group_config,
-                    open_config.offsets_commit_timeout_ms,
-                )?;
+                let coordinators = Coordinators::open(&log_dir, &open_config)?;
                 let files = log_dir.files();
                 let topics_file = MaterializedTopicsFile::new(&log_dir_path, files.clone());
                 topics_file.guard_downgrades(&log_dir)?;
@@ -222,8 +267,7 @@ impl Broker {
                 Ok::<_, BrokerError>((
                     topics,
                     to_migrate,
-                    group_driver,
-                    groups,
+                    coordinators,
                     files,
                     opened_clean,
                 ))
@@ -290,7 +334,8 @@ impl Broker {
             cluster_id: cluster.cluster_id().to_owned(),
             interbroker: interbroker::InterBrokerClient::for_broker(cluster.clone(), &config),
             cluster,
-            groups,
+            groups: coordinators.group.1,
+            txns: coordinators.txn.1,
             shutdown,
             isr_proposals,
             acl,
@@ -300,11 +345,7 @@ impl Broker {
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         migrate_single_node_offsets(&ctx, files).await?;
-        tokio::spawn(group_driver.run(
-            ctx.topics.clone(),
-            ctx.cluster.clone(),
-            ctx.isr_proposals.clone(),
-        ));
+        spawn_coordinators(&ctx, coordinators.group.0, coordinators.txn.0);
         if let Some(address) = config.metrics_listener {
             let metrics_listener = TcpListener::bind(address)
                 .await

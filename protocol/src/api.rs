@@ -91,6 +91,16 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::TxnOffsetCommit, 0, 5, 3),
     // DescribeProducers (KIP-664): its one version.
     row(ApiKey::DescribeProducers, 0, 0, 0),
+    // Transactions (issue 38), the coordinator's APIs. v0-v3 the client's form; v4-v5 the
+    // broker's batched form (verify-only, KIP-890).
+    row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
+    row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
+    // v5: transaction version 2 (its response adds the producer id and epoch; encoded by
+    // `crate::responses::end_txn`).
+    row(ApiKey::EndTxn, 0, 5, 3),
+    row(ApiKey::DescribeTransactions, 0, 0, 0),
+    // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
+    row(ApiKey::ListTransactions, 0, 1, 0),
 ];
 
 /// Decoders written ahead of their handlers (issue 38, transactions): neither advertised in
@@ -108,13 +118,6 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     row(ApiKey::Produce, 0, 12, 9),
     // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
     row(ApiKey::InitProducerId, 0, 5, 2),
-    // v0-v3 the client's form; v4-v5 the broker's batched form (verify-only, KIP-890).
-    row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
-    row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
-    row(ApiKey::EndTxn, 0, 5, 3),
-    row(ApiKey::DescribeTransactions, 0, 0, 0),
-    // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
-    row(ApiKey::ListTransactions, 0, 1, 0),
 ];
 
 /// A version past kafka-protocol 0.15.1's range (it stops at Produce v11, EndTxn v4 and

@@ -339,24 +339,46 @@ fn api_versions_features_are_kafkas() {
 #[test]
 fn transaction_version_2_needs_every_kip_890_version_switched_on() {
     use crate::api::{decodable, SupportedApi, PENDING_APIS, SUPPORTED_APIS};
-    // Today the partition side's APIs (WriteTxnMarkers, DescribeProducers) and TxnOffsetCommit
-    // are switched on, the coordinator's not yet: level 0.
-    assert_eq!(TransactionVersion::servable_max(), TransactionVersion::V0);
-    // Switched on one row at a time (in PENDING_APIS order): level 1 once the classic APIs are
-    // served, level 2 only once Produce v12, EndTxn v5, TxnOffsetCommit v5 and
-    // AddPartitionsToTxn v5 all are.
+    // Level 0 until the classic APIs are all served, 1 with them, 2 once Produce v12 is too.
+    let served =
+        |table: &[SupportedApi], api_key: ApiKey| table.iter().any(|row| row.api_key == api_key);
+    let classic_served = served(SUPPORTED_APIS, ApiKey::WriteTxnMarkers)
+        && served(SUPPORTED_APIS, ApiKey::TxnOffsetCommit)
+        && served(SUPPORTED_APIS, ApiKey::EndTxn);
+    let produce_12 = SUPPORTED_APIS
+        .iter()
+        .any(|row| row.api_key == ApiKey::Produce && row.supports(12));
+    let expected = match (classic_served, produce_12) {
+        (false, _) => TransactionVersion::V0,
+        (true, false) => TransactionVersion::V1,
+        (true, true) => TransactionVersion::V2,
+    };
+    assert_eq!(TransactionVersion::servable_max(), expected);
+    // Every pending row switched on: level 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5 and
+    // AddPartitionsToTxn v5 are all there).
     let mut table: Vec<SupportedApi> = SUPPORTED_APIS.to_vec();
-    let mut levels = Vec::new();
     for pending in PENDING_APIS {
         table.retain(|row| row.api_key != pending.api_key);
         table.push(*decodable(pending.api_key).unwrap());
-        levels.push(TransactionVersion::servable_max_of(&table));
     }
-    assert_eq!(levels.last(), Some(&TransactionVersion::V2));
-    // Through AddOffsetsToTxn (the 4th pending row) EndTxn is missing: level 0; with it (the
-    // 5th) every classic API and every KIP-890 version is there: level 2.
-    assert_eq!(levels[3], TransactionVersion::V0);
-    assert_eq!(levels[4], TransactionVersion::V2);
+    assert_eq!(
+        TransactionVersion::servable_max_of(&table),
+        TransactionVersion::V2
+    );
+    // Any classic API missing: level 0.
+    for missing in [
+        ApiKey::WriteTxnMarkers,
+        ApiKey::TxnOffsetCommit,
+        ApiKey::EndTxn,
+    ] {
+        let mut without: Vec<SupportedApi> = table.clone();
+        without.retain(|row| row.api_key != missing);
+        assert_eq!(
+            TransactionVersion::servable_max_of(&without),
+            TransactionVersion::V0,
+            "without {missing:?}"
+        );
+    }
     let mut without_produce_12 = table.clone();
     without_produce_12.retain(|row| row.api_key != ApiKey::Produce);
     without_produce_12.push(*crate::api::supported(ApiKey::Produce).unwrap());

@@ -143,6 +143,15 @@ fn default_request(api_key: ApiKey) -> Request {
             Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
         }
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::AddPartitionsToTxn => {
+            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest::default())
+        }
+        ApiKey::AddOffsetsToTxn => Request::AddOffsetsToTxn(AddOffsetsToTxnRequest::default()),
+        ApiKey::EndTxn => Request::EndTxn(EndTxnRequest::default()),
+        ApiKey::DescribeTransactions => {
+            Request::DescribeTransactions(DescribeTransactionsRequest::default())
+        }
+        ApiKey::ListTransactions => Request::ListTransactions(ListTransactionsRequest::default()),
         ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
         ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
         ApiKey::DescribeProducers => {

@@ -695,6 +695,12 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // The transaction coordinator's APIs (tests/transactions.rs, every advertised version).
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
     // Transactions: TxnOffsetCommit at every advertised version (tests/txn_offsets.rs), and
     // WriteTxnMarkers v1, its only version (tests/transactions_partition.rs, tests/txn_offsets.rs).
     ApiKey::TxnOffsetCommit,

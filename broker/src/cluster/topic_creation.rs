@@ -263,6 +263,48 @@ impl TopicCreation<'_> {
             Err(error) => Err(error),
         }
     }
+
+    /// Creates `__transaction_state` with `transaction.state.log.num.partitions` partitions,
+    /// `transaction.state.log.replication.factor` replicas and `transaction.state.log.min.isr`,
+    /// compacted by key (the latest state of each transactional id) with its own segment size,
+    /// unless it exists (Kafka creates it on the first FindCoordinator for a transactional id).
+    pub(crate) async fn ensure_transaction_state_topic(&self) -> Result<(), TopicError> {
+        let config = self.config;
+        let created = self
+            .create(
+                skiff_cluster::topics::TRANSACTION_STATE_TOPIC,
+                Replicas::Placed {
+                    partition_count: config.transaction_state_log_num_partitions,
+                    replication_factor: config.transaction_state_log_replication_factor,
+                },
+                BTreeMap::from([
+                    (
+                        "segment.bytes".to_owned(),
+                        config.transaction_state_log_segment_bytes.to_string(),
+                    ),
+                    ("cleanup.policy".to_owned(), "compact".to_owned()),
+                    (
+                        "min.insync.replicas".to_owned(),
+                        config.transaction_state_log_min_isr.to_string(),
+                    ),
+                ]),
+                false,
+                AUTO_CREATE_WAIT,
+            )
+            .await;
+        match created {
+            Ok(_) => {
+                tracing::info!(
+                    partitions = config.transaction_state_log_num_partitions,
+                    "created {}",
+                    skiff_cluster::topics::TRANSACTION_STATE_TOPIC
+                );
+                Ok(())
+            }
+            Err(TopicError::AlreadyExists) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
 }
 
 /// [`TopicCreation::checked_broker_lists`] over any view of which brokers are registered.

@@ -26,6 +26,7 @@ mod rules;
 mod security;
 #[cfg(feature = "test-mutations")]
 mod test_mutation;
+pub mod txn;
 
 pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
 pub use cleaner::{BytesPerSecond, CleanupPolicy, CleanupPolicyError, Fraction};
@@ -684,6 +685,26 @@ config_keys! {
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
     "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = group::INITIAL_REBALANCE_DELAY_MS_DEFAULT, Bound::Between(0, group::INITIAL_REBALANCE_DELAY_MS_MAX as i128, Unit::Milliseconds);
         "How long the first rebalance of an empty group waits for more members (extended by each newcomer, up to the rebalance timeout); 0 rebalances at once."
+    "transaction.state.log.num.partitions" => transaction_state_log_num_partitions: i32 = txn::STATE_LOG_PARTITIONS_DEFAULT, Bound::Between(1, skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i128, Unit::Count);
+        "Partitions of __transaction_state, created on the first FindCoordinator for a transactional id: the coordinator of a transactional id is the leader of its partition (Kafka's hash of the id). Fixed once the topic exists."
+    "transaction.state.log.replication.factor" => transaction_state_log_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);
+        "Replicas of each __transaction_state partition. 3 (Kafka's default) with a shared skiff.metadata.store unless set; 1 on a single node."
+    "transaction.state.log.min.isr" => transaction_state_log_min_isr: i32 = 1, Bound::AtLeast(1, Unit::Count);
+        "min.insync.replicas of __transaction_state: a transaction state change is acknowledged only once this many replicas hold it. 2 (Kafka's default) with a shared skiff.metadata.store unless set; 1 on a single node."
+    "transaction.state.log.segment.bytes" => transaction_state_log_segment_bytes: u64 = txn::STATE_LOG_SEGMENT_BYTES_DEFAULT, Bound::Between(1, SEGMENT_BYTES_MAX, Unit::Bytes);
+        "segment.bytes of the __transaction_state partitions (compacted by key), set when the topic is created."
+    "transaction.max.timeout.ms" => transaction_max_timeout_ms: i32 = txn::MAX_TIMEOUT_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "Longest transaction.timeout.ms a producer may ask for; InitProducerId asking more gets INVALID_TRANSACTION_TIMEOUT."
+    "transactional.id.expiration.ms" => transactional_id_expiration_ms: i64 = txn::ID_EXPIRATION_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "How long a transactional id with no transaction open is kept after its last change; then it is removed (a tombstone in __transaction_state)."
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms" => transaction_abort_timed_out_interval_ms: i64 = txn::ABORT_TIMED_OUT_INTERVAL_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "How often the coordinator aborts transactions open longer than their timeout (bumping the epoch, which fences their producer)."
+    "transaction.remove.expired.transaction.cleanup.interval.ms" => transaction_remove_expired_interval_ms: i64 = txn::REMOVE_EXPIRED_INTERVAL_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "How often the coordinator removes transactional ids past transactional.id.expiration.ms."
+    "skiff.transactional.ids.max" => transactional_ids_max: u64 = txn::IDS_MAX_DEFAULT, Bound::AtLeast(1, Unit::Count);
+        "Transactional ids one broker coordinates (bounds the coordinator's memory); an InitProducerId for a new id beyond it gets COORDINATOR_NOT_AVAILABLE until ids expire."
+    "skiff.transaction.partitions.max" => transaction_partitions_max: u64 = txn::PARTITIONS_PER_TRANSACTION_MAX_DEFAULT, Bound::AtLeast(1, Unit::Count);
+        "Partitions one transaction may span; AddPartitionsToTxn beyond it gets POLICY_VIOLATION."
     "skiff.metrics.listener" => metrics_listener: Option<SocketAddr> = None;
         "host:port of the Prometheus endpoint (GET /metrics); empty (default) serves none. Off by default so a broker never opens a second port nobody asked for."
     "listener.security.protocol.map" => listener_security_protocol_map: ProtocolMap = ProtocolMap::default();
@@ -843,8 +864,9 @@ impl Config {
     }
 
     /// The defaults of a cluster (a shared `skiff.metadata.store`) for the keys not set:
-    /// `default.replication.factor` and `offsets.topic.replication.factor` 3 and
-    /// `min.insync.replicas` 2, so that a broker's loss loses no acknowledged record and acks=all
+    /// `default.replication.factor`, `offsets.topic.replication.factor` and
+    /// `transaction.state.log.replication.factor` 3 and `min.insync.replicas` and
+    /// `transaction.state.log.min.isr` 2, so that a broker's loss loses no acknowledged record and acks=all
     /// still has a follower to wait for. The embedded single node keeps 1, 1 and 1 (it has one
     /// broker). Called by `Broker::start` before it validates.
     pub fn apply_cluster_defaults(&mut self) {
@@ -860,6 +882,13 @@ impl Config {
         }
         if unset("min.insync.replicas") {
             self.min_insync_replicas = CLUSTER_MIN_INSYNC_REPLICAS_DEFAULT;
+        }
+        if unset("transaction.state.log.replication.factor") {
+            self.transaction_state_log_replication_factor =
+                txn::STATE_LOG_CLUSTER_REPLICATION_FACTOR;
+        }
+        if unset("transaction.state.log.min.isr") {
+            self.transaction_state_log_min_isr = txn::STATE_LOG_CLUSTER_MIN_ISR;
         }
     }
 

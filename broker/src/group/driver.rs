@@ -1,8 +1,7 @@
-//! The tokio edge of the group coordinator and the producer-id allocator: one task owns the
-//! sans-IO [`Coordinator`] and [`ProducerIdAllocator`], takes requests from a bounded channel,
-//! reads the clock, sleeps until the coordinator's next deadline, makes committed offsets durable
-//! in the internal offsets logs and producer-id blocks durable in the metadata store, and hands
-//! each reply back through a oneshot channel.
+//! The tokio edge of the group coordinator: one task owns the sans-IO [`Coordinator`], takes
+//! requests from a bounded channel, reads the clock, sleeps until the coordinator's next deadline,
+//! makes committed offsets durable in the internal offsets logs, and hands each reply back through
+//! a oneshot channel. (Producer ids are the transaction coordinator's: `crate::txn::driver`.)
 //!
 //! Offsets logs: a group's commits go to the log of its `__consumer_offsets` partition
 //! ([`Coordinator::offsets_partition`]), a partition of the internal topic the materializer opens
@@ -23,11 +22,7 @@
 //! appended to it still waits for the HW), the partition's committed offsets are appended again
 //! and, once the HW has passed that snapshot, the log before it is dropped
 //! (`Log::delete_records_before`), so a replay stays short and the disk bounded without a log
-//! cleaner. A producer-id block is claimed in the
-//! metadata store (`crate::cluster::Cluster::claim_producer_id_block`, a compare-and-set that
-//! makes it unique across the cluster and durable) before any id of it is handed out; a
-//! single-node data directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`],
-//! is only read, as the floor below which no id is handed out again.
+//! cleaner.
 //!
 //! Transactions: a TxnOffsetCommit's records are appended the same way, as transactional batches
 //! of its producer; a replay hands the coordinator transactional records and end-transaction
@@ -39,21 +34,19 @@
 //! or to one it does not lead, or queue requests without a bound.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, InitProducerIdRequest,
-    InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
-    TxnOffsetCommitRequest,
+    DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, RequestHeader, SyncGroupRequest, TxnOffsetCommitRequest,
 };
 use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::now_ms;
 use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend};
-use crate::partition::producer_state::{AllocatorOutput, ProducerIdAllocator};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
@@ -74,12 +67,7 @@ pub const SINGLE_NODE_OFFSETS_PARTITION: i32 = 0;
 pub const OFFSETS_LAYOUT_FILE: &str = "offsets-partitioned";
 /// Pause before a partition whose log could not be replayed is tried again.
 const LOAD_RETRY_MS: i64 = 5_000;
-/// File under `log.dirs` where single-node Skiff kept the durable end of its reserved producer-id
-/// range; read at start as a floor (ids below it may be in use), never written any more.
-pub const PRODUCER_ID_CHECKPOINT_FILE: &str = "producer-id-reserved";
-/// Longest producer-id checkpoint file accepted at start (an i64 in decimal plus a newline).
-const PRODUCER_ID_CHECKPOINT_BYTES_MAX: u64 = 32;
-/// Group and InitProducerId requests waiting for the coordinator task. Every connection has one
+/// Group requests waiting for the coordinator task. Every connection has one
 /// request in flight, so this only decides when a flood of connections starts to wait.
 pub const GROUP_REQUESTS_QUEUED_MAX: usize = 1024;
 
@@ -90,14 +78,6 @@ pub enum GroupDriverError {
     /// The offsets log could not be opened or read.
     #[error("offsets log: {0}")]
     OffsetsLog(String),
-    /// The producer-id checkpoint could not be read.
-    #[error("producer-id checkpoint {path}: {reason}")]
-    ProducerIdCheckpoint {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
 }
 
 /// A request the coordinator task answers.
@@ -111,7 +91,6 @@ pub(crate) enum GroupRequest {
     OffsetFetch(OffsetFetchRequest),
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
-    InitProducerId(InitProducerIdRequest),
     DeleteGroups(DeleteGroupsRequest),
     /// With the partitions the handler refused (authorization, unknown topic) and their error.
     OffsetDelete(OffsetDeleteRequest, BTreeMap<(String, i32), i16>),
@@ -130,7 +109,6 @@ pub(crate) enum GroupRequest {
 #[derive(Debug)]
 pub(crate) enum GroupReply {
     Group(Response),
-    InitProducerId(InitProducerIdResponse),
     TxnCompleted(TxnCompletion),
 }
 
@@ -236,13 +214,10 @@ impl PersistKind {
 /// Everything the coordinator task needs, opened before the broker serves.
 pub(crate) struct GroupDriver {
     coordinator: Coordinator,
-    allocator: ProducerIdAllocator,
     /// The logs of the loaded `__consumer_offsets` partitions, by partition.
     logs: BTreeMap<i32, LoadedLog>,
     /// Partitions whose replay failed, and when to try again.
     load_retry_at_ms: BTreeMap<i32, i64>,
-    /// No producer id below this is handed out (the legacy checkpoint's reservation).
-    producer_id_floor: i64,
     /// `offsets.commit.timeout.ms`: how long a commit waits for the HW.
     commit_timeout_ms: u64,
     requests: mpsc::Receiver<Envelope>,
@@ -285,27 +260,6 @@ pub fn replay_offsets(log: &Log) -> Result<(Vec<Replayed>, u64), GroupDriverErro
         offset = next;
     }
     Ok((entries, bytes_read))
-}
-
-/// Reads the durable end of the reserved producer-id range (0 if the file does not exist yet),
-/// through the log directory's file operations.
-fn read_checkpoint(files: &DurableFiles, path: &Path) -> Result<i64, GroupDriverError> {
-    let error = |reason: String| GroupDriverError::ProducerIdCheckpoint {
-        path: path.to_owned(),
-        reason,
-    };
-    let Some(bytes) = files
-        .read_small(path, PRODUCER_ID_CHECKPOINT_BYTES_MAX)
-        .map_err(|other| error(other.to_string()))?
-    else {
-        return Ok(0);
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|end| *end >= 0)
-        .ok_or_else(|| error(format!("'{}' is not a producer id", text.trim())))
 }
 
 /// What [`migrate_single_node_offsets`] did.
@@ -442,25 +396,15 @@ fn write_layout_marker(files: &DurableFiles, data_dir: &Path) -> Result<(), Grou
 }
 
 impl GroupDriver {
-    /// Reads the producer-id checkpoint and returns the task with the handle the handlers use;
-    /// the offsets are loaded per partition once the task runs and follows its leaderships.
-    /// Blocking: call it where blocking is allowed.
-    pub(crate) fn open(
-        log_dir: &skiff_storage::LogDir,
-        data_dir: &Path,
-        group_config: GroupConfig,
-        commit_timeout_ms: u64,
-    ) -> Result<(Self, GroupHandle), GroupDriverError> {
-        let checkpoint_path = data_dir.join(PRODUCER_ID_CHECKPOINT_FILE);
-        let producer_id_floor = read_checkpoint(&log_dir.files(), &checkpoint_path)?;
+    /// The task with the handle the handlers use; the offsets are loaded per partition once the
+    /// task runs and follows its leaderships.
+    pub(crate) fn open(group_config: GroupConfig, commit_timeout_ms: u64) -> (Self, GroupHandle) {
         let (sender, requests) = mpsc::channel(GROUP_REQUESTS_QUEUED_MAX);
-        Ok((
+        (
             Self {
                 coordinator: Coordinator::new(group_config),
-                allocator: ProducerIdAllocator::new(producer_id_floor),
                 logs: BTreeMap::new(),
                 load_retry_at_ms: BTreeMap::new(),
-                producer_id_floor,
                 commit_timeout_ms,
                 requests,
                 waiting: BTreeMap::new(),
@@ -469,7 +413,7 @@ impl GroupDriver {
                 session_alive: false,
             },
             GroupHandle { requests: sender },
-        ))
+        )
     }
 
     /// Runs until every handle is dropped (the broker's shared state holds one, so: until the
@@ -483,7 +427,7 @@ impl GroupDriver {
     ) {
         let mut image_changes = Some(cluster.materialized_changes());
         self.follow_leadership(&topics, &cluster).await;
-        self.drain(&cluster, &proposals).await;
+        self.drain(&proposals).await;
         loop {
             let now = now_ms();
             let deadline = self
@@ -539,7 +483,7 @@ impl GroupDriver {
                     }
                 }
             }
-            self.drain(&cluster, &proposals).await;
+            self.drain(&proposals).await;
         }
         tracing::debug!("group coordinator stopped");
     }
@@ -713,10 +657,6 @@ impl GroupDriver {
                 coordinator.handle_describe_groups(meta, request)
             }
             GroupRequest::ListGroups(request) => coordinator.handle_list_groups(meta, request),
-            GroupRequest::InitProducerId(request) => {
-                self.allocator
-                    .handle_init_producer_id(request_id, meta.version, &request)
-            }
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
             GroupRequest::TxnOffsetCommit(request) => {
                 coordinator.handle_txn_offset_commit(now, meta, request, partition_exists(topics))
@@ -735,10 +675,10 @@ impl GroupDriver {
         self.coordinator.tick(now);
     }
 
-    /// Acts on every output of the coordinator and the allocator until both are quiet. Disk work
+    /// Acts on every output of the coordinator until it is quiet. Disk work
     /// (offsets-log appends and flushes) runs on a blocking thread; this task waits for it, so
     /// outputs are still acted on one at a time, in order.
-    async fn drain(&mut self, cluster: &crate::cluster::Cluster, proposals: &ProposalSender) {
+    async fn drain(&mut self, proposals: &ProposalSender) {
         loop {
             let mut progressed = false;
             while let Some(output) = self.coordinator.poll_output() {
@@ -776,24 +716,6 @@ impl GroupDriver {
                         let entries = keys.into_iter().map(OffsetLogEntry::Delete).collect();
                         self.persist(request_id, PersistKind::Deletes, entries, proposals)
                             .await;
-                    }
-                }
-            }
-            while let Some(output) = self.allocator.poll_output() {
-                progressed = true;
-                match output {
-                    AllocatorOutput::Reply {
-                        request_id,
-                        response,
-                        ..
-                    } => self.send(request_id, GroupReply::InitProducerId(response)),
-                    AllocatorOutput::ClaimBlock { at_least } => {
-                        let at_least = at_least.max(self.producer_id_floor);
-                        let claimed = cluster.claim_producer_id_block(at_least).await;
-                        if let Err(error) = &claimed {
-                            tracing::error!(%error, "producer-id block claim failed");
-                        }
-                        self.allocator.block_claimed(at_least, claimed.ok());
                     }
                 }
             }
@@ -1076,19 +998,5 @@ mod tests {
         let written: Vec<Replayed> = written.into_iter().map(Replayed::from).collect();
         assert_eq!(replayed, written);
         assert_eq!(bytes, log.size_bytes().expect("size"));
-    }
-
-    #[test]
-    fn producer_id_checkpoint_round_trips_and_refuses_garbage() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(PRODUCER_ID_CHECKPOINT_FILE);
-        let files = DurableFiles::real();
-        assert_eq!(read_checkpoint(&files, &path).expect("missing is 0"), 0);
-        std::fs::write(&path, "3000\n").expect("write");
-        assert_eq!(read_checkpoint(&files, &path).expect("read"), 3000);
-        std::fs::write(&path, "-5\n").expect("write");
-        assert!(read_checkpoint(&files, &path).is_err());
-        std::fs::write(&path, "x".repeat(100)).expect("write");
-        assert!(read_checkpoint(&files, &path).is_err());
     }
 }

@@ -1,14 +1,23 @@
 //! ApiVersions: advertises exactly the APIs this broker handles, at the versions the protocol crate
 //! decodes — optionally capped to an old Kafka release (`skiff.advertised.kafka.version`) so that
 //! unmodified modern clients speak the legacy protocol to it (they negotiate down to Fetch v2/v3).
+//! From v3 on it also says which `transaction.version` the broker supports and has finalized:
+//! the highest level the advertised API table can serve (`TransactionVersion::servable_max`), so
+//! Kafka 4.x clients choose the transaction protocol this broker answers end to end.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
 use skiff_protocol::api;
 use skiff_protocol::release::{self, KafkaRelease};
+use skiff_protocol::responses::{with_features, FinalizedFeatures, TransactionVersion};
 
 use super::{error_code, HANDLED_APIS};
 use crate::context::Ctx;
+
+/// The finalized features' epoch below the level's own value. The finalized level follows the
+/// advertised table, which only changes with a new build; a build that serves a higher level
+/// states a higher epoch with it (clients keep the levels of the highest epoch they have seen).
+const FINALIZED_FEATURES_EPOCH_BASE: i64 = 1;
 
 /// The advertised (api key, min, max) list: every API Skiff handles at the versions it decodes, or,
 /// under a release cap, every API that release advertised to clients and Skiff handles, at
@@ -39,12 +48,18 @@ pub(crate) fn advertised(release: Option<KafkaRelease>) -> Vec<ApiVersion> {
 
 pub(crate) fn handle(
     ctx: &Ctx,
-    _header: &RequestHeader,
+    header: &RequestHeader,
     _request: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
-    ApiVersionsResponse::default()
+    let response = ApiVersionsResponse::default()
         .with_error_code(error_code::NONE)
-        .with_api_keys(advertised(ctx.config.advertised_kafka_version))
+        .with_api_keys(advertised(ctx.config.advertised_kafka_version));
+    let level = TransactionVersion::servable_max();
+    let finalized = FinalizedFeatures {
+        epoch: FINALIZED_FEATURES_EPOCH_BASE + i64::from(level as i16),
+        transaction_version: level,
+    };
+    with_features(response, header.request_api_version, finalized)
 }
 
 /// The KIP-511 answer to an ApiVersions request newer than we know: v0 layout, error 35, and our
@@ -140,6 +155,10 @@ mod tests {
             (DescribeGroups, 0, 1),
             (ListGroups, 0, 1),
             (InitProducerId, 0, 0),
+            // KIP-98's client APIs of the transaction coordinator (0.11.0 shipped them at v0).
+            (AddPartitionsToTxn, 0, 0),
+            (AddOffsetsToTxn, 0, 0),
+            (EndTxn, 0, 0),
             // KIP-101 shipped OffsetsForLeaderEpoch v0 in 0.11.0.
             (OffsetForLeaderEpoch, 0, 0),
             (SaslHandshake, 0, 0),

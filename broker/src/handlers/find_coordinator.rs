@@ -1,11 +1,11 @@
 //! FindCoordinator (GroupCoordinator v0), answered from the cluster image: a group's coordinator
-//! is the leader of its `__consumer_offsets` partition (Kafka's hash of the group id), named by
-//! node id at its endpoint for the listener the client came in on. The offsets topic is created
-//! on the first FindCoordinator, as Kafka does. Each key needs Describe on its group (or
+//! is the leader of its `__consumer_offsets` partition, a transactional id's the leader of its
+//! `__transaction_state` partition (Kafka's hash of the key in both), named by node id at its
+//! endpoint for the listener the client came in on. Each internal topic is created on the first
+//! FindCoordinator for its key type, as Kafka does. Each key needs Describe on its group (or
 //! transactional id), else GROUP_AUTHORIZATION_FAILED (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //!
-//! Must never: name a broker the image does not have live, or a coordinator for a transactional
-//! id (transactions are not served: COORDINATOR_NOT_AVAILABLE).
+//! Must never: name a broker the image does not have live.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
@@ -34,14 +34,16 @@ type Located = Result<(i32, String, i32), (i16, String)>;
 /// The error a key of `key_type` gets before its coordinator is looked up, if any. A group's key
 /// may be empty: Kafka locates the coordinator of the empty group id like any other (only the
 /// membership APIs refuse it), and old Java consumers (0.10.0) that assign partitions without a
-/// `group.id` look it up on every poll.
-fn refused(key_type: i8) -> Option<(i16, String)> {
+/// `group.id` look it up on every poll. A transactional id may not be empty (INVALID_REQUEST, as
+/// Kafka answers).
+fn refused(key_type: i8, key: &str) -> Option<(i16, String)> {
     match key_type {
         KEY_TYPE_GROUP => None,
-        KEY_TYPE_TRANSACTION => Some((
-            error_code::COORDINATOR_NOT_AVAILABLE,
-            "transactions are not served".to_owned(),
+        KEY_TYPE_TRANSACTION if key.is_empty() => Some((
+            error_code::INVALID_REQUEST,
+            "the transactional id is empty".to_owned(),
         )),
+        KEY_TYPE_TRANSACTION => None,
         other => Some((
             error_code::INVALID_REQUEST,
             format!("unknown key type {other}"),
@@ -49,18 +51,34 @@ fn refused(key_type: i8) -> Option<(i16, String)> {
     }
 }
 
+/// Where the coordinator of `key` is: the leader of its internal topic's partition, creating that
+/// topic first if it does not exist yet.
+async fn find(ctx: &Ctx, key_type: i8, key: &str) -> Result<GroupCoordinator, (i16, String)> {
+    let lookup = |ctx: &Ctx| match key_type {
+        KEY_TYPE_TRANSACTION => ctx.cluster.transaction_coordinator_of(key),
+        _ => ctx.cluster.coordinator_of(key),
+    };
+    let found = lookup(ctx);
+    if found != GroupCoordinator::NoOffsetsTopic {
+        return Ok(found);
+    }
+    let creation = ctx.topic_creation();
+    let created = match key_type {
+        KEY_TYPE_TRANSACTION => creation.ensure_transaction_state_topic().await,
+        _ => creation.ensure_offsets_topic().await,
+    };
+    match created {
+        Ok(()) => Ok(lookup(ctx)),
+        Err(error) => Err((error_code::COORDINATOR_NOT_AVAILABLE, error.to_string())),
+    }
+}
+
 /// Where the coordinator of `key` is.
 async fn locate(ctx: &Ctx, session: &Session, key_type: i8, key: &str) -> Located {
-    if let Some(error) = refused(key_type) {
+    if let Some(error) = refused(key_type, key) {
         return Err(error);
     }
-    let mut found = ctx.cluster.coordinator_of(key);
-    if found == GroupCoordinator::NoOffsetsTopic {
-        if let Err(error) = ctx.topic_creation().ensure_offsets_topic().await {
-            return Err((error_code::COORDINATOR_NOT_AVAILABLE, error.to_string()));
-        }
-        found = ctx.cluster.coordinator_of(key);
-    }
+    let found = find(ctx, key_type, key).await?;
     let not_available = |why: &str| Err((error_code::COORDINATOR_NOT_AVAILABLE, why.to_owned()));
     match found {
         GroupCoordinator::Broker(broker) if broker.node_id == ctx.config.node_id => Ok((
@@ -83,7 +101,7 @@ async fn locate(ctx: &Ctx, session: &Session, key_type: i8, key: &str) -> Locate
             }
         }
         GroupCoordinator::Unavailable | GroupCoordinator::NoOffsetsTopic => {
-            not_available("the group's offsets partition has no leader")
+            not_available("the coordinator's partition has no leader")
         }
     }
 }
@@ -156,15 +174,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_transactions_and_unknown_key_types_are_refused() {
+    fn only_empty_transactional_ids_and_unknown_key_types_are_refused() {
         // The empty group id included: the key is not looked at.
-        assert_eq!(refused(KEY_TYPE_GROUP), None);
+        assert_eq!(refused(KEY_TYPE_GROUP, ""), None);
+        assert_eq!(refused(KEY_TYPE_TRANSACTION, "txn"), None);
         assert_eq!(
-            refused(KEY_TYPE_TRANSACTION).map(|(code, _)| code),
-            Some(error_code::COORDINATOR_NOT_AVAILABLE)
+            refused(KEY_TYPE_TRANSACTION, "").map(|(code, _)| code),
+            Some(error_code::INVALID_REQUEST)
         );
         assert_eq!(
-            refused(7).map(|(code, _)| code),
+            refused(7, "x").map(|(code, _)| code),
             Some(error_code::INVALID_REQUEST)
         );
     }

@@ -54,6 +54,12 @@ mod produce;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod sync_group;
+// Transactions (issue 38).
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
+mod describe_transactions;
+mod end_txn;
+mod list_transactions;
 mod txn_offset_commit;
 mod write_txn_markers;
 
@@ -117,7 +123,13 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     // Client quota admin APIs.
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterClientQuotas,
-    // Transactions.
+    // Transactions (issue 38): the coordinator's APIs.
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
+    // Transactions (issue 38): the partition's and the group's APIs.
     ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
     ApiKey::DescribeProducers,
@@ -382,23 +394,18 @@ async fn dispatch(
         // Client quota admin APIs.
         Request::DescribeClientQuotas(r) => handled!(describe_client_quotas, r),
         Request::AlterClientQuotas(r) => handled!(alter_client_quotas, r),
-        // Transactions (issue 38).
+        // Transactions (issue 38): the coordinator's APIs.
+        Request::AddPartitionsToTxn(r) => handled!(add_partitions_to_txn, r),
+        Request::AddOffsetsToTxn(r) => handled!(add_offsets_to_txn, r),
+        Request::EndTxn(r) => handled!(end_txn, r),
+        Request::DescribeTransactions(r) => handled!(describe_transactions, r),
+        Request::ListTransactions(r) => handled!(list_transactions, r),
+        // The partition's and the group's.
         Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
         Request::DescribeProducers(r) => handled!(describe_producers, r),
-        // Transactions (issue 38): their rows are in `api::PENDING_APIS`, so `decode_request`
-        // refuses them and these variants never reach here; should one, it is answered as Kafka
-        // answers an API it does not serve: the connection closes. Each arm becomes its handler
-        // when the API's row moves into `api::SUPPORTED_APIS`.
-        Request::AddPartitionsToTxn(_)
-        | Request::AddOffsetsToTxn(_)
-        | Request::EndTxn(_)
-        | Request::DescribeTransactions(_)
-        | Request::ListTransactions(_) => {
-            tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
-            return Outcome::close();
-        } // No catch-all arm: every request the protocol crate decodes has its handler here, so a new
-          // decoder without a handler does not compile.
+        // No catch-all arm: every request the protocol crate decodes has its handler here, so a
+        // new decoder without a handler does not compile.
     };
     Outcome::encoded(encoded, correlation_id)
 }

@@ -1,47 +1,37 @@
-//! Idempotent producers, as pure state: handing out producer ids (InitProducerId) from a durable
-//! counter, and the per-partition sequence checks Kafka makes on every batch that carries a
-//! producer id (KIP-98).
+//! Idempotent producers, as pure state: the per-partition sequence checks Kafka makes on every
+//! batch that carries a producer id (KIP-98). Producer ids themselves are handed out by the
+//! transaction coordinator (skiff-txn, driven by `crate::txn::driver`), from blocks of
+//! [`PRODUCER_ID_BLOCK_COUNT`] claimed in the metadata store.
 //!
-//! It owns two things:
-//! - [`ProducerIdAllocator`]: ids come from blocks claimed durably and cluster-wide (Kafka's
-//!   producer-id blocks): when its block is used up it emits [`AllocatorOutput::ClaimBlock`],
-//!   parks the InitProducerId requests, and answers them once the driver reports the block it
-//!   claimed (by compare-and-set on the metadata store's `R/ids/producer_id_block`, so no two
-//!   brokers ever hold one block). After a restart the allocator claims a fresh block, so no id is
-//!   ever handed out twice (the unused rest of a block is skipped, as in Kafka).
-//! - [`PartitionProducers`]: per partition, per producer id, the epoch and the last
-//!   [`BATCHES_RETAINED_PER_PRODUCER`] batches' sequence ranges and offsets. A retried batch that
-//!   matches one of them is a duplicate (acknowledged with its original offsets, not appended
-//!   again); a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH; an
-//!   unknown producer whose first batch does not start at sequence 0 is UNKNOWN_PRODUCER_ID. The
-//!   state is rebuilt from the v2 batch headers in the log ([`PartitionProducers::replay`]), so it
-//!   survives a restart.
-//! - Transactions (KIP-98), in the same [`PartitionProducers`]: a transactional batch opens the
-//!   producer's transaction at its base offset if none is open; a non-transactional batch while
-//!   one is open is INVALID_TXN_STATE; an end-transaction marker is checked
-//!   ([`PartitionProducers::check_marker`]: an older producer epoch is INVALID_PRODUCER_EPOCH, an
-//!   older coordinator epoch TRANSACTION_COORDINATOR_FENCED) and ends it
-//!   ([`PartitionProducers::record_marker`], returning the [`CompletedTxn`]). The first unstable
-//!   offset is the smallest first offset of the open transactions and of the ended ones whose
-//!   marker the high watermark has not passed; [`PartitionProducers::last_stable_offset`] is it
-//!   capped by the high watermark. A producer with an open transaction is never evicted by the
-//!   bound. Replay reads markers too, so the state is the same at open and on followers.
+//! It owns [`PartitionProducers`]: per partition, per producer id, the epoch and the last
+//! [`BATCHES_RETAINED_PER_PRODUCER`] batches' sequence ranges and offsets. A retried batch that
+//! matches one of them is a duplicate (acknowledged with its original offsets, not appended
+//! again); a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH; an
+//! unknown producer whose first batch does not start at sequence 0 is UNKNOWN_PRODUCER_ID. The
+//! state is rebuilt from the v2 batch headers in the log ([`PartitionProducers::replay`]), so it
+//! survives a restart.
+//!
+//! Transactions (KIP-98), in the same [`PartitionProducers`]: a transactional batch opens the
+//! producer's transaction at its base offset if none is open; a non-transactional batch while
+//! one is open is INVALID_TXN_STATE; an end-transaction marker is checked
+//! ([`PartitionProducers::check_marker`]: an older producer epoch is INVALID_PRODUCER_EPOCH, an
+//! older coordinator epoch TRANSACTION_COORDINATOR_FENCED) and ends it
+//! ([`PartitionProducers::record_marker`], returning the [`CompletedTxn`]). The first unstable
+//! offset is the smallest first offset of the open transactions and of the ended ones whose
+//! marker the high watermark has not passed; [`PartitionProducers::last_stable_offset`] is it
+//! capped by the high watermark. A producer with an open transaction is never evicted by the
+//! bound. Replay reads markers too, so the state is the same at open and on followers.
 //!
 //! Epoch bumps: idempotent (non-transactional) clients bump their epoch themselves after a
 //! sequence error, or ask InitProducerId for a fresh id (Kafka always hands a non-transactional
 //! producer a new id with epoch 0, whatever id and epoch the request carries); a partition accepts
-//! a higher epoch when it restarts at sequence 0. The allocator serves non-transactional
-//! InitProducerId only: one with a transactional id gets INVALID_REQUEST (the transaction
-//! coordinator serves those).
+//! a higher epoch when it restarts at sequence 0.
 //!
-//! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the floor below
-//! which ids may already be in use (a single-node data directory's old reservation checkpoint, 0
-//! otherwise); [`AllocatorOutput::ClaimBlock`] is a compare-and-set on the metadata store. One
-//! [`PartitionProducers`] next to each partition's log: on Produce, for every v2 batch with a
-//! producer id, [`PartitionProducers::check`] before the append; [`SequenceCheck::Duplicate`]
-//! answers with the original base offset and appends nothing; after an append,
-//! [`PartitionProducers::record_append`] with the assigned base offset (under the same partition
-//! lock, so check and record see the same state); a marker likewise with
+//! Wiring: one [`PartitionProducers`] next to each partition's log: on Produce, for every v2 batch
+//! with a producer id, [`PartitionProducers::check`] before the append;
+//! [`SequenceCheck::Duplicate`] answers with the original base offset and appends nothing; after
+//! an append, [`PartitionProducers::record_append`] with the assigned base offset (under the same
+//! partition lock, so check and record see the same state); a marker likewise with
 //! [`PartitionProducers::check_marker`] and [`PartitionProducers::record_marker`]. When a log is
 //! opened, [`PartitionProducers::replay`] every batch in order.
 //!
@@ -50,8 +40,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-use skiff_group::RequestId;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::txn::{EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
@@ -69,11 +57,6 @@ pub const PRODUCERS_PER_PARTITION_MAX_DEFAULT: usize = 10_000;
 /// Producer ids claimed at a time: one metadata-store write per this many InitProducerId calls; a
 /// crash wastes at most this many ids (of 2^63). The cluster layout's one definition.
 pub const PRODUCER_ID_BLOCK_COUNT: i64 = skiff_cluster::membership::PRODUCER_ID_BLOCK_SIZE;
-
-/// InitProducerId requests parked while a block is being reserved. Each connection has one
-/// request in flight, so this bounds the memory only against a flood of connections; beyond it the
-/// request gets COORDINATOR_NOT_AVAILABLE and the client retries.
-pub const INIT_PRODUCER_ID_WAITING_MAX: usize = 10_000;
 
 /// "No producer id" in a batch header: the batch is not idempotent.
 pub const NO_PRODUCER_ID: i64 = -1;
@@ -621,144 +604,6 @@ impl PartitionProducers {
     }
 }
 
-/// What the allocator asks the driver to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AllocatorOutput {
-    /// Send this InitProducerId response (encode it with `version`).
-    Reply {
-        /// The request answered.
-        request_id: RequestId,
-        /// Its API version.
-        version: i16,
-        /// The response.
-        response: InitProducerIdResponse,
-    },
-    /// Claim a block of [`PRODUCER_ID_BLOCK_COUNT`] ids that starts at `at_least` or above (ids
-    /// below it may have been handed out), then call [`ProducerIdAllocator::block_claimed`].
-    ClaimBlock {
-        /// The lowest first id the block may have.
-        at_least: i64,
-    },
-}
-
-/// Hands out producer ids from durably claimed blocks.
-#[derive(Debug, Clone)]
-pub struct ProducerIdAllocator {
-    next_id: i64,
-    /// The end (exclusive) of the block ids are handed out from.
-    reserved_end: i64,
-    /// The `at_least` of the claim in flight, if any.
-    reserving: Option<i64>,
-    waiting: VecDeque<(RequestId, i16)>,
-    outputs: VecDeque<AllocatorOutput>,
-}
-
-impl ProducerIdAllocator {
-    /// An allocator that never hands out an id below `floor` (ids below it may have been used
-    /// before a restart). It holds no block until its first claim.
-    pub fn new(floor: i64) -> Self {
-        let start = floor.max(0);
-        Self {
-            next_id: start,
-            reserved_end: start,
-            reserving: None,
-            waiting: VecDeque::new(),
-            outputs: VecDeque::new(),
-        }
-    }
-
-    /// The next output to act on, oldest first.
-    pub fn poll_output(&mut self) -> Option<AllocatorOutput> {
-        self.outputs.pop_front()
-    }
-
-    /// InitProducerId, every version. A non-transactional producer gets a fresh id with epoch 0
-    /// (at once if the reserved block has one left, else after the next block is durable).
-    pub fn handle_init_producer_id(
-        &mut self,
-        request_id: RequestId,
-        version: i16,
-        request: &InitProducerIdRequest,
-    ) {
-        let transactional = request
-            .transactional_id
-            .as_ref()
-            .is_some_and(|id| !id.0.is_empty());
-        if transactional {
-            self.reply_error(request_id, version, ErrorCode::INVALID_REQUEST);
-            return;
-        }
-        if self.waiting.len() >= INIT_PRODUCER_ID_WAITING_MAX {
-            self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
-            return;
-        }
-        self.waiting.push_back((request_id, version));
-        self.serve_waiting();
-    }
-
-    /// The driver's answer to [`AllocatorOutput::ClaimBlock`]: the block claimed (first id, end
-    /// exclusive), or `None` if the claim failed. On failure the parked requests get
-    /// COORDINATOR_NOT_AVAILABLE (clients retry) and the next request tries again.
-    pub fn block_claimed(&mut self, at_least: i64, block: Option<(i64, i64)>) {
-        if self.reserving != Some(at_least) {
-            return;
-        }
-        self.reserving = None;
-        match block {
-            Some((start, end)) if start >= at_least && end > start => {
-                self.next_id = start;
-                self.reserved_end = end;
-                self.serve_waiting();
-            }
-            _ => {
-                debug_assert!(
-                    block.is_none(),
-                    "a claimed block below the floor: {block:?}"
-                );
-                while let Some((request_id, version)) = self.waiting.pop_front() {
-                    self.reply_error(request_id, version, ErrorCode::COORDINATOR_NOT_AVAILABLE);
-                }
-            }
-        }
-    }
-
-    fn serve_waiting(&mut self) {
-        while !self.waiting.is_empty() && self.next_id < self.reserved_end {
-            let Some((request_id, version)) = self.waiting.pop_front() else {
-                break;
-            };
-            let mut response = InitProducerIdResponse::default();
-            response.producer_id = ProducerId(self.next_id);
-            response.producer_epoch = 0;
-            self.next_id += 1;
-            self.outputs.push_back(AllocatorOutput::Reply {
-                request_id,
-                version,
-                response,
-            });
-        }
-        if !self.waiting.is_empty() && self.reserving.is_none() {
-            // Every id below the current block's end may have been handed out.
-            let at_least = self.reserved_end;
-            self.reserving = Some(at_least);
-            self.outputs
-                .push_back(AllocatorOutput::ClaimBlock { at_least });
-        }
-    }
-
-    fn reply_error(&mut self, request_id: RequestId, version: i16, error: ErrorCode) {
-        let mut response = InitProducerIdResponse::default();
-        response.error_code = error.code();
-        response.producer_id = ProducerId(NO_PRODUCER_ID);
-        response.producer_epoch = -1;
-        self.outputs.push_back(AllocatorOutput::Reply {
-            request_id,
-            version,
-            response,
-        });
-    }
-}
-
 pub mod snapshot;
 #[cfg(test)]
 mod txn_tests;
@@ -903,87 +748,6 @@ mod tests {
             state.check(&batch(2, 0, 1, 1)).unwrap_err().error_code(),
             ErrorCode::UNKNOWN_PRODUCER_ID.code()
         );
-    }
-
-    #[test]
-    fn allocator_claims_blocks_and_never_reuses_after_restart() {
-        let mut allocator = ProducerIdAllocator::new(0);
-        let request = InitProducerIdRequest::default();
-        allocator.handle_init_producer_id(1, 4, &request);
-        assert_eq!(
-            allocator.poll_output(),
-            Some(AllocatorOutput::ClaimBlock { at_least: 0 })
-        );
-        assert_eq!(
-            allocator.poll_output(),
-            None,
-            "the reply waits for the claim"
-        );
-        allocator.handle_init_producer_id(2, 0, &request);
-        assert_eq!(allocator.poll_output(), None, "one claim at a time");
-        // Another broker took 0..1000 meanwhile: the store hands this one the next block.
-        allocator.block_claimed(0, Some((1000, 2000)));
-        let ids: Vec<i64> = std::iter::from_fn(|| allocator.poll_output())
-            .map(|output| match output {
-                AllocatorOutput::Reply { response, .. } => response.producer_id.0,
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect();
-        assert_eq!(ids, vec![1000, 1001]);
-        // After a restart (floor: the old single-node checkpoint) nothing below the floor.
-        let mut restarted = ProducerIdAllocator::new(5000);
-        restarted.handle_init_producer_id(3, 4, &request);
-        assert_eq!(
-            restarted.poll_output(),
-            Some(AllocatorOutput::ClaimBlock { at_least: 5000 })
-        );
-        restarted.block_claimed(5000, Some((5000, 5000 + PRODUCER_ID_BLOCK_COUNT)));
-        match restarted.poll_output() {
-            Some(AllocatorOutput::Reply { response, .. }) => {
-                assert_eq!(response.producer_id.0, 5000);
-                assert_eq!(response.error_code, 0);
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn allocator_failure_and_transactions_answer_errors() {
-        let mut allocator = ProducerIdAllocator::new(0);
-        let mut request = InitProducerIdRequest::default();
-        allocator.handle_init_producer_id(1, 4, &request);
-        assert!(matches!(
-            allocator.poll_output(),
-            Some(AllocatorOutput::ClaimBlock { at_least: 0 })
-        ));
-        allocator.block_claimed(0, None);
-        match allocator.poll_output() {
-            Some(AllocatorOutput::Reply {
-                request_id: 1,
-                response,
-                ..
-            }) => {
-                assert_eq!(
-                    response.error_code,
-                    ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
-                );
-            }
-            other => panic!("unexpected {other:?}"),
-        }
-        request.transactional_id = Some(kafka_protocol::messages::TransactionalId(
-            kafka_protocol::protocol::StrBytes::from_static_str("txn"),
-        ));
-        allocator.handle_init_producer_id(2, 4, &request);
-        match allocator.poll_output() {
-            Some(AllocatorOutput::Reply {
-                request_id: 2,
-                response,
-                ..
-            }) => {
-                assert_eq!(response.error_code, ErrorCode::INVALID_REQUEST.code());
-            }
-            other => panic!("unexpected {other:?}"),
-        }
     }
 
     /// The header a batch with these producer fields has in the log at `base_offset`.

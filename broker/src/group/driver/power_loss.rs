@@ -97,8 +97,7 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
         ..LogConfig::default()
     };
     let log_dir = LogDir::open_simulated(data, config.clone(), sim.clone()).expect("log dir opens");
-    let (mut driver, _handle) =
-        GroupDriver::open(&log_dir, data, group_config(), 1_000).expect("driver opens");
+    let (mut driver, _handle) = GroupDriver::open(group_config(), 1_000);
     // As the materializer opens the topic's logs without a flush policy, and the task loads
     // every partition it leads.
     let partition_config = LogConfig {

@@ -3,7 +3,8 @@
 //! the topic-config path of the config APIs ([`config_resources`]), the mapping of storage
 //! errors to error codes ([`errors`]), who may create a topic ([`topic_access`]), the gate
 //! and filters of the ACL and SCRAM admin APIs ([`security_admin`]), and one request's side of
-//! the client quotas ([`throttle`]).
+//! the client quotas ([`throttle`]), and the transaction APIs' hand-off to the coordinator
+//! ([`txn`]).
 //!
 //! Must never: hold one handler's request logic, or import a handler (the checker,
 //! `scripts/import-cycles.py`, fails a handler that imports another outside this folder).
@@ -15,3 +16,4 @@ pub(crate) mod leadership;
 pub(crate) mod security_admin;
 pub(crate) mod throttle;
 pub(crate) mod topic_access;
+pub(crate) mod txn;

@@ -271,6 +271,10 @@ throttle_fields!(
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
     DescribeClusterResponse,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
     TxnOffsetCommitResponse,
     DescribeProducersResponse,
 );

@@ -1,0 +1,93 @@
+//! DescribeTransactions and ListTransactions (KIP-664): read-only views of the ids held here.
+//!
+//! Must never: change an id, or describe an id of a partition not loaded here.
+
+use skiff_protocol::error_code::ErrorCode;
+
+use crate::coordinator::{Coordinator, RequestMeta, Response, TxnDescription, TxnListing};
+use crate::state::TxnState;
+
+/// ListTransactions' filters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilters {
+    /// State names (empty: every state).
+    pub states: Vec<String>,
+    /// Producer ids (empty: every producer).
+    pub producer_ids: Vec<i64>,
+    /// v1: only transactions running longer than this (ms); negative: no filter.
+    pub duration_ms: i64,
+}
+
+impl Coordinator {
+    /// DescribeTransactions for `ids`, in order.
+    pub fn handle_describe(&mut self, meta: RequestMeta, ids: Vec<String>) {
+        let descriptions = ids.into_iter().map(|id| self.describe_one(id)).collect();
+        self.reply(meta, Response::DescribeTransactions(descriptions));
+    }
+
+    fn describe_one(&self, transactional_id: String) -> TxnDescription {
+        let error = match self.coordination_error(&transactional_id) {
+            ErrorCode::NONE => match self.entries.get(&transactional_id) {
+                Some(entry) if entry.meta.state != TxnState::Dead => {
+                    return TxnDescription {
+                        transactional_id,
+                        error: ErrorCode::NONE,
+                        state: entry.meta.state.name().to_owned(),
+                        metadata: Some(entry.meta.clone()),
+                    };
+                }
+                _ => ErrorCode::TRANSACTIONAL_ID_NOT_FOUND,
+            },
+            error => error,
+        };
+        TxnDescription {
+            transactional_id,
+            error,
+            state: String::new(),
+            metadata: None,
+        }
+    }
+
+    /// ListTransactions: the ids of every loaded partition passing `filters`.
+    pub fn handle_list(&mut self, now_ms: i64, meta: RequestMeta, filters: ListFilters) {
+        let mut unknown_state_filters = Vec::new();
+        let mut states = Vec::new();
+        for name in &filters.states {
+            match TxnState::from_name(name) {
+                Some(state) => states.push(state),
+                None => unknown_state_filters.push(name.clone()),
+            }
+        }
+        let loading = self.led.values().any(|led| !led.loaded);
+        let error = if loading {
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        } else {
+            ErrorCode::NONE
+        };
+        let transactions = if loading {
+            Vec::new()
+        } else {
+            self.entries
+                .iter()
+                .filter(|(_, entry)| {
+                    let meta = &entry.meta;
+                    (filters.states.is_empty() || states.contains(&meta.state))
+                        && (filters.producer_ids.is_empty()
+                            || filters.producer_ids.contains(&meta.producer_id))
+                        && (filters.duration_ms < 0
+                            || now_ms.saturating_sub(meta.start_ms) > filters.duration_ms)
+                        && meta.state != TxnState::Dead
+                })
+                .map(|(id, entry)| (id.clone(), entry.meta.producer_id, entry.meta.state.name()))
+                .collect()
+        };
+        self.reply(
+            meta,
+            Response::ListTransactions(TxnListing {
+                error,
+                unknown_state_filters,
+                transactions,
+            }),
+        );
+    }
+}
