@@ -381,7 +381,10 @@ fn transaction_version_2_needs_every_kip_890_version_switched_on() {
     }
     let mut without_produce_12 = table.clone();
     without_produce_12.retain(|row| row.api_key != ApiKey::Produce);
-    without_produce_12.push(*crate::api::supported(ApiKey::Produce).unwrap());
+    without_produce_12.push(SupportedApi {
+        version_max: 11,
+        ..*crate::api::supported(ApiKey::Produce).unwrap()
+    });
     assert_eq!(
         TransactionVersion::servable_max_of(&without_produce_12),
         TransactionVersion::V1
