@@ -9,7 +9,6 @@ With SKIFF_ECO_KAFKA_LIBS set to Apache Kafka 4.1.1's jars the same checks run a
 (ecosystem.py): that run checks the test itself."""
 
 import os
-import signal
 
 import pytest
 

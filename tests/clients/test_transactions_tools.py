@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from ecosystem import JavaProcess, admin, SingleNode, create_topic, wait_for
-from java_programs import JVM_OPTIONS, classpath, run_tools
+from java_programs import classpath, run_tools
 
 TOOL = "org.apache.kafka.tools.TransactionsCommand"
 TOPIC = "tools-txn"
