@@ -14,7 +14,8 @@ Phases per broker (a fresh broker on a fresh data directory for each broker):
                  --txn-records records one transaction (begin, send, commit); none aborted;
   read_uncommitted, read_committed
                  a consumer reads the transactional topic (no aborts) from its start to the end
-                 offsets of its isolation level (the last stable offset for read_committed).
+                 offsets of its isolation level (the last stable offset for read_committed),
+                 --read-passes times each in alternating order; the fastest pass of each counts.
 MB/s is the client's (records x record bytes over its own send-to-last-ack or first-poll-to-end
 time); broker CPU is the broker process's user+system time from /proc/<pid>/stat over the phase,
 per GB of record values. A phase a broker refuses (Skiff before transactions land) is reported
@@ -44,6 +45,7 @@ RESULT = re.compile(r"RESULT records=(\d+) bytes=(\d+) seconds=([\d.]+)")
 # Each client phase is bounded: a broker that stops answering fails the phase, never the run.
 PHASE_TIMEOUT_S = 900
 PHASES = ("idempotent", "transactional", "read_uncommitted", "read_committed")
+ISOLATIONS = ("read_uncommitted", "read_committed")
 # The issue's targets, shown beside the measured ratios.
 TARGETS = {"transactional / idempotent": "≥ 0.8", "read_committed / read_uncommitted": "≥ 0.95",
            "transactional Skiff / Kafka": "≥ 2"}
@@ -58,6 +60,7 @@ def parse_args():
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch-bytes", type=int, default=65536, help="batch.size of both producers")
     parser.add_argument("--linger-ms", type=int, default=5, help="linger.ms of both producers")
+    parser.add_argument("--read-passes", type=int, default=3, help="reads per isolation level (the fastest kept)")
     parser.add_argument("--work", default="/tmp/skiff-peers", help="Kafka's jars (installed if missing)")
     parser.add_argument("--out", default="/tmp/skiff-bench-transactions", help="broker state and results.json")
     return parser.parse_args()
@@ -125,13 +128,26 @@ def run_broker(kind, args, classpath):
                                                                 "bench-transactional", *common, args.txn_records,
                                                                 f"bench-{kind}-{os.getpid()}"])
         read_topic = "bench-transactional" if "error" not in results["transactional"] else "bench-idempotent"
-        for isolation in ("read_uncommitted", "read_committed"):
-            compaction.log(f"{kind}: {isolation} fetch of {read_topic}")
-            results[isolation] = measured(broker, classpath, ["consume", isolation, bootstrap, read_topic])
-            results[isolation]["topic"] = read_topic
+        results.update(reads(broker, classpath, read_topic, args.read_passes))
         return results
     finally:
         broker.stop()
+
+
+def reads(broker, classpath, topic, passes):
+    """Both isolation levels, `passes` times in alternating order (a warm-up or a neighbour's burst
+    does not always fall on the same one); the fastest pass of each."""
+    best = {}
+    for index in range(passes):
+        order = ISOLATIONS if index % 2 == 0 else ISOLATIONS[::-1]
+        for isolation in order:
+            compaction.log(f"{broker.kind}: {isolation} fetch of {topic}, pass {index + 1}")
+            figures = measured(broker, classpath, ["consume", isolation, broker.bootstrap, topic])
+            figures.update(topic=topic, passes=passes)
+            kept = best.get(isolation)
+            if kept is None or figures.get("mb_per_s", 0) > kept.get("mb_per_s", 0):
+                best[isolation] = figures
+    return best
 
 
 def ratio(a, b, key="mb_per_s"):
@@ -158,7 +174,7 @@ def table(results, args):
     skiff, kafka = results.get("skiff", {}), results.get("kafka", {})
     lines = [f"{args.records} records of {args.record_bytes} B on {args.partitions} partitions, batch.size "
              f"{args.batch_bytes}, linger.ms {args.linger_ms}, transactions of {args.txn_records} records, "
-             "Kafka 4.1.1's Java client", "",
+             f"Kafka 4.1.1's Java client; reads: the fastest of {args.read_passes} passes", "",
              "| phase | Skiff MB/s | Kafka 4.1.1 MB/s | Skiff / Kafka | Skiff CPU s/GB | Kafka CPU s/GB |",
              "|---|---|---|---|---|---|"]
     for phase in PHASES:

@@ -1,8 +1,9 @@
 """Kafka Streams `exactly_once_v2` on 3 brokers (issue 38): the word count of Streams' examples
 (tests/clients/java/ecosystem/src/skiff/eco/WordCountEos.java, kafka-streams 4.1.1, one JVM)
-counts the words of 10,000 input lines; half-way through, the leader of its output partition is
-killed with SIGKILL. Read with read_committed, the output's counts per word only ever rise and end
-exactly at the truth: no update lost, none counted twice, none of an aborted transaction seen.
+counts the words of 10,000 input lines; half-way through, while the second half is being written
+and counted, the leader of its output partition is killed with SIGKILL. Read with read_committed,
+the output's counts per word only ever rise and end exactly at the truth: no update lost, none
+counted twice, none of an aborted transaction seen.
 
 With SKIFF_ECO_KAFKA_LIBS set to Apache Kafka 4.1.1's jars it runs against a 3-node Kafka quorum
 (ecosystem.py), the check of the test itself."""
@@ -14,6 +15,7 @@ import signal
 import struct
 import tempfile
 import pathlib
+import threading
 import time
 
 import pytest
@@ -36,6 +38,9 @@ APP_START_S = 90
 # restarted transactions fit well inside this.
 COUNTED_WITHIN_S = 150
 NEW_LEADER_WITHIN_S = 30
+CHUNK_LINES = 250
+KILL_AFTER_LINES = 1000
+WRITE_WITHIN_S = 120
 JVM = ["-Xmx384m"]
 
 
@@ -53,6 +58,29 @@ def write(bootstrap, batch):
                          on_delivery=lambda error, _m: error is not None and errors.append(error))
         producer.poll(0)
     assert producer.flush(60) == 0 and not errors, errors[:3]
+
+
+class Writer(threading.Thread):
+    """Writes `batch` in chunks of CHUNK_LINES on a thread of its own; `written` counts the lines
+    acknowledged so far."""
+
+    def __init__(self, bootstrap, batch):
+        super().__init__(daemon=True)
+        self.bootstrap, self.batch, self.written, self.failure = bootstrap, batch, 0, None
+        self.start()
+
+    def run(self):
+        try:
+            for first in range(0, len(self.batch), CHUNK_LINES):
+                write(self.bootstrap, self.batch[first:first + CHUNK_LINES])
+                self.written = first + CHUNK_LINES
+        except Exception as error:  # noqa: BLE001 - reported by join()
+            self.failure = error
+
+    def join(self, timeout=None):
+        super().join(WRITE_WITHIN_S if timeout is None else timeout)
+        assert not self.is_alive(), f"the second half not written within {WRITE_WITHIN_S} s ({self.written} lines)"
+        assert self.failure is None, f"writing the second half: {self.failure!r}"
 
 
 def output_leader(bootstrap):
@@ -108,13 +136,15 @@ def test_exactly_once_word_count_survives_the_output_leader_killed(classes, etcd
         started = time.monotonic()
         write(bootstrap, text[:LINES // 2])
         wait_for(lambda: sum(map(len, committed_updates(bootstrap).values())) > 0, 60, "committed counts", 0.5)
+        # The second half goes in chunks while the app counts; the leader dies a few chunks in.
+        writer = Writer(bootstrap, text[LINES // 2:])
+        wait_for(lambda: writer.written >= KILL_AFTER_LINES or writer.failure, 60, "the second half under way", 0.1)
         leader = output_leader(bootstrap)
         assert leader >= 0, "the output partition has no leader"
-        victim = cluster.brokers[leader]
-        victim.stop(signal.SIGKILL)
+        cluster.brokers[leader].stop(signal.SIGKILL)
         survivors = ",".join(b.bootstrap for i, b in enumerate(cluster.brokers) if i != leader)
         wait_for(lambda: output_leader(survivors) not in (-1, leader), NEW_LEADER_WITHIN_S, "a new output leader")
-        write(survivors, text[LINES // 2:])
+        writer.join()
 
         def exact():
             assert app.alive(), f"the app exited:\n{app.tail()}"

@@ -160,8 +160,10 @@ public final class Transactions {
                     fenced = error;
                 }
                 Checks.check(fenced != null, "the zombie's send and commit succeeded after it was fenced");
-                Checks.check(isFencing(fenced), "the zombie failed with " + Checks.oneLine(fenced)
+                Throwable fencing = fencingCause(fenced);
+                Checks.check(fencing != null, "the zombie failed with " + Checks.oneLine(fenced)
                         + ", not ProducerFencedException / InvalidProducerEpochException");
+                System.out.println("NOTE zombie-fenced-by " + fencing.getClass().getSimpleName());
                 successor.beginTransaction();
                 successor.send(new ProducerRecord<>(topic, "successor", "successor-0")).get();
                 successor.commitTransaction();
@@ -213,13 +215,14 @@ public final class Transactions {
         T get() throws Exception;
     }
 
-    static boolean isFencing(Throwable error) {
+    /** The ProducerFencedException or InvalidProducerEpochException in {@code error}'s causes, or null. */
+    static Throwable fencingCause(Throwable error) {
         for (Throwable cause = error; cause != null; cause = cause.getCause()) {
             if (cause instanceof ProducerFencedException || cause instanceof InvalidProducerEpochException) {
-                return true;
+                return cause;
             }
         }
-        return false;
+        return null;
     }
 
     void transformInTransaction(KafkaProducer<String, String> producer, KafkaConsumer<String, String> consumer,
