@@ -4,9 +4,10 @@
 # prometheus (Debian's packages; the operator-view test loads the status page headless and
 # scrapes the cluster with a real Prometheus), kafka-python,
 # confluent-kafka and pytest (PyPI), kafka-node 5.0.0 (npm), and Apache Kafka's Java client and tools
-# plus old Java clients, and Kafka 4.1.1's Connect worker, file connectors and Kafka Streams for the
-# compaction tests (Maven, into the user's Maven cache; tests/clients/java/target gets their
-# classpaths and is never committed).
+# plus old Java clients, Kafka 4.1.1's Connect worker, file connectors and Kafka Streams for the
+# compaction tests, and Flink 2.0 with its exactly-once Kafka sink for the transaction tests
+# (Maven, into the user's Maven cache; tests/clients/java/target gets their classpaths and is
+# never committed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +59,7 @@ if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
 fi
 resolve "$java_dir/pom.xml" "$java_dir/target/classpath.txt"
 resolve "$java_dir/ecosystem/pom.xml" "$java_dir/target/classpath-ecosystem.txt"
+resolve "$java_dir/flink/pom.xml" "$java_dir/target/classpath-flink.txt"
 grep -v '^#' "$java_dir/legacy/versions.txt" | while read -r version; do
   [ -n "$version" ] || continue
   resolve "$java_dir/legacy/pom.xml" "$java_dir/target/classpath-legacy-$version.txt" -Dkafka.version="$version"

@@ -51,6 +51,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench", "scripts", "peers"))
 import report as peers_report  # noqa: E402  (svg_bars, shared with peers.sh's report)
 
+# The broker under test: the worktree's release build unless SKIFF_BIN names another (as the client
+# tests take it).
+SKIFF_BIN = os.environ.get("SKIFF_BIN", os.path.join(ROOT, "target/release/skiff"))
 MIB = 1 << 20
 GIB = 1 << 30
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -135,7 +138,7 @@ class Broker:
         os.makedirs(state)
         out = open(self.log_path, "wb")
         if kind == "skiff":
-            command = [os.path.join(ROOT, "target/release/skiff"), "serve",
+            command = [SKIFF_BIN, "serve",
                        "--set", f"log.dirs={self.data}",
                        "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
             for key, value in settings.items():

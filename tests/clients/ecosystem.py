@@ -1,6 +1,6 @@
-"""What the compaction tests (issue 37) share: the broker they run against, topic admin, bounded
-waits, and the Java programs of the Kafka ecosystem (Connect's worker, a Streams app), each run
-the way its users run it.
+"""What the compaction tests (issue 37) and the transaction tests (issue 38) share: the broker they
+run against, topic admin, bounded waits, and the Java programs of the Kafka ecosystem (Connect's
+worker, Streams apps), each run the way its users run it.
 
 The target is Skiff: a single node (conftest.Broker) or 3 brokers on the session's etcd
 (test_cluster.SkiffCluster). With SKIFF_ECO_KAFKA_LIBS set to a directory of Apache Kafka 4.1.1's
@@ -13,6 +13,9 @@ Fetch v0-v3, it checks the legacy readers too). Install the jars and run, from t
     SKIFF_ECO_KAFKA_LIBS=/tmp/kafka-4.1.1/libs python3 -m pytest tests/clients/test_connect.py \\
         tests/clients/test_schema_store.py tests/clients/test_streams.py \\
         tests/clients/test_compacted_topics.py -q
+    SKIFF_ECO_KAFKA_LIBS=/tmp/kafka-4.1.1/libs python3 -m pytest tests/clients/test_transactions_*.py -q
+
+(the transaction tests of issue 38; test_transactions_legacy.py is Skiff-only and skipped there).
 
 Both targets get the same topic configs and the same cleaner setting (log.cleaner.backoff.ms, so
 a cleaning starts within a fraction of a second); only what each needs to start differs."""
