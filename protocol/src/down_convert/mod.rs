@@ -57,6 +57,10 @@
 //! Must never: read a file, socket or clock; hold more than one source piece and its conversion;
 //! allocate by a length read from the source before checking it against `batch_bytes_max`.
 
+mod aborted;
+
+pub use aborted::AbortedFilter;
+
 use crate::records::compression::Compressor;
 use crate::records::legacy::{self, DeepOptions, LegacySetBuilder};
 use crate::records::record::batch_records;
@@ -125,6 +129,8 @@ pub struct Stats {
     pub largest_source_piece_bytes: usize,
     /// Largest converted output held at once (a chunk being built, or the kept first batch).
     pub largest_output_piece_bytes: usize,
+    /// Records of aborted transactions left out (legacy read_committed, [`AbortedFilter`]).
+    pub aborted_records_skipped: u64,
 }
 
 /// A byte range of the slice, relative to its start.
@@ -202,6 +208,9 @@ pub struct DownConverter {
     kept: Option<(u64, u64)>,
     yielded_bytes: u64,
     stats: Stats,
+    /// Legacy read_committed: the aborted-transaction filter, fed every source entry once in
+    /// order (the kept first batch twice, which changes nothing).
+    filter: Option<Box<AbortedFilter>>,
     /// Decompressed records (dropped after each piece) and the compressor, which is reused from
     /// batch to batch while this partition is written and dropped after the prepare phase and at
     /// the end, so a response's many prepared-but-waiting partitions hold none (the memory rule of
@@ -289,8 +298,18 @@ impl DownConverter {
             kept: None,
             yielded_bytes: 0,
             stats: Stats::default(),
+            filter: None,
             workspace: Workspace::default(),
         })
+    }
+
+    /// This converter for a legacy read_committed fetch: the records of aborted transactions
+    /// (as `filter` tells them) are left out like control batches. Call before the first step.
+    #[must_use]
+    pub fn read_committed(mut self, filter: AbortedFilter) -> Self {
+        debug_assert!(self.position == 0 && self.prepared.is_none());
+        self.filter = Some(Box::new(filter));
+        self
     }
 
     /// Counts so far (complete once [`Write::Done`] was returned).
@@ -415,6 +434,13 @@ impl DownConverter {
         let mut failure = None;
         for entry in EntrySlices::new(bytes.get(..used).unwrap_or_default()) {
             let before = out.len();
+            if skips_aborted(self.filter.as_deref_mut(), entry, &mut self.stats) {
+                converted += entry.len();
+                if preparing {
+                    self.dropped_bytes += u64::try_from(entry.len()).unwrap_or(0);
+                }
+                continue;
+            }
             if let Err(error) = convert_entry(
                 entry,
                 self.target,
@@ -587,6 +613,7 @@ impl DownConverter {
             next_entry_bytes: self.next_entry_bytes.unwrap_or(0),
             prepared,
             stats: self.stats,
+            filter: self.filter,
         })
     }
 
@@ -613,6 +640,7 @@ impl DownConverter {
             kept: None,
             yielded_bytes: 0,
             stats: parked.stats,
+            filter: parked.filter,
             workspace: Workspace::default(),
         }
     }
@@ -673,7 +701,7 @@ impl DownConverter {
 }
 
 /// A prepared converter waiting for its turn on the wire ([`DownConverter::park`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parked {
     target: Magic,
     exhausted: bool,
@@ -684,6 +712,8 @@ pub struct Parked {
     next_entry_bytes: u64,
     prepared: Prepared,
     stats: Stats,
+    /// The read_committed filter's state, carried to the write phase.
+    filter: Option<Box<AbortedFilter>>,
 }
 
 impl Parked {
@@ -751,6 +781,26 @@ pub fn overflow_piece(remaining: u64) -> Vec<u8> {
         dst.copy_from_slice(src);
     }
     piece
+}
+
+/// Whether `entry` is a v2 data batch of an aborted transaction that `filter` (legacy
+/// read_committed; none: read_uncommitted) leaves out; counts its records. A batch whose header
+/// does not parse is not skipped here: its conversion reports it.
+fn skips_aborted(filter: Option<&mut AbortedFilter>, entry: &[u8], stats: &mut Stats) -> bool {
+    let Some(filter) = filter else {
+        return false;
+    };
+    if entry.get(MAGIC_OFFSET).copied() != Some(2) {
+        return false;
+    }
+    let Ok(header) = BatchHeader::parse(entry) else {
+        return false;
+    };
+    if header.total_bytes() != entry.len() || !filter.skips(entry, &header) {
+        return false;
+    }
+    stats.aborted_records_skipped += u64::from(header.records_count.unsigned_abs());
+    true
 }
 
 /// Converts one complete source entry (a v2 batch, or a legacy v0/v1 entry of a mixed log) to
@@ -902,6 +952,17 @@ pub fn down_convert_eager(
     fetch_offset: i64,
     config: &DownConvertConfig,
 ) -> Result<(Vec<u8>, Stats), RecordError> {
+    down_convert_eager_with(slice, target, fetch_offset, config, None)
+}
+
+/// [`down_convert_eager`] with the legacy read_committed filter when `filter` is given.
+pub fn down_convert_eager_with(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: &DownConvertConfig,
+    mut filter: Option<AbortedFilter>,
+) -> Result<(Vec<u8>, Stats), RecordError> {
     let mut stats = Stats::default();
     let mut workspace = Workspace::default();
     let mut out = Vec::new();
@@ -929,6 +990,10 @@ pub fn down_convert_eager(
             break;
         }
         let entry = rest.get(..total).unwrap_or_default();
+        if skips_aborted(filter.as_mut(), entry, &mut stats) {
+            position += total;
+            continue;
+        }
         convert_entry(
             entry,
             target,
@@ -960,6 +1025,10 @@ pub fn down_convert_eager(
             break;
         }
         let entry = rest.get(..total).unwrap_or_default();
+        if skips_aborted(filter.as_mut(), entry, &mut stats) {
+            position += total;
+            continue;
+        }
         let before = out.len();
         if convert_entry(
             entry,
@@ -993,12 +1062,26 @@ pub fn down_convert_lazy(
     fetch_offset: i64,
     config: DownConvertConfig,
 ) -> Result<(u64, Vec<u8>, Stats), RecordError> {
+    down_convert_lazy_with(slice, target, fetch_offset, config, None)
+}
+
+/// [`down_convert_lazy`] with the legacy read_committed filter when `filter` is given.
+pub fn down_convert_lazy_with(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+    filter: Option<AbortedFilter>,
+) -> Result<(u64, Vec<u8>, Stats), RecordError> {
     let mut converter = DownConverter::new(
         u64::try_from(slice.len()).unwrap_or(u64::MAX),
         target,
         fetch_offset,
         config,
     )?;
+    if let Some(filter) = filter {
+        converter = converter.read_committed(filter);
+    }
     let read = |range: SourceRange| {
         let start = usize::try_from(range.start).unwrap_or(usize::MAX);
         let end = start.saturating_add(range.len).min(slice.len());
