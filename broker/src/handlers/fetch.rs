@@ -582,9 +582,8 @@ fn build_response(
                                 },
                                 &ctx.metrics,
                                 &topic,
-                                slice,
-                                magic,
-                                fetch_offset,
+                                (slice, magic, fetch_offset),
+                                None,
                             ) {
                                 Ok(records) => (
                                     error_code::NONE,
