@@ -205,6 +205,8 @@ impl Broker {
                     open_config.offsets_commit_timeout_ms,
                 )?;
                 let files = log_dir.files();
+                let topics_file = MaterializedTopicsFile::new(&log_dir_path, files.clone());
+                topics_file.guard_downgrades(&log_dir)?;
                 let opened_clean = log_dir.opened_clean();
                 if let Some(damage) = log_dir.checkpoint_damage() {
                     tracing::warn!(
@@ -212,11 +214,7 @@ impl Broker {
                         "offset checkpoint unreadable; every partition is recovered from its first segment"
                     );
                 }
-                let (topics, to_migrate) = Topics::open(
-                    open_config,
-                    log_dir,
-                    MaterializedTopicsFile::new(&log_dir_path, files.clone()),
-                )?;
+                let (topics, to_migrate) = Topics::open(open_config, log_dir, topics_file)?;
                 Ok::<_, BrokerError>((
                     topics,
                     to_migrate,

@@ -108,6 +108,30 @@ pub enum Error {
     /// already open are not affected.
     #[error("limit reached: {0}")]
     LimitReached(String),
+    /// An aborted-transaction entry handed to [`crate::Log::append_aborted_txn`] that the index
+    /// cannot take: its marker is outside the log, not after the last entry's, or its offsets
+    /// are inconsistent. Nothing is written.
+    #[error("invalid aborted-transaction entry: {0}")]
+    InvalidTxnEntry(String),
+    /// [`crate::Log::aborted_transactions`] found more entries in the range than one call
+    /// returns ([`crate::ABORTED_TXNS_PER_READ_MAX`]); the caller asks for a smaller range
+    /// (a lower upper bound, as a fetch of fewer bytes has).
+    #[error(
+        "more than {limit} aborted transactions between offsets {from_offset} and {upper_bound}"
+    )]
+    TooManyAbortedTxns {
+        /// The bound passed.
+        limit: usize,
+        /// The range asked for: its first offset.
+        from_offset: i64,
+        /// The range asked for: its upper bound (exclusive).
+        upper_bound: i64,
+    },
+    /// A producer-state snapshot handed to [`crate::Log::write_producer_snapshot`] that the log
+    /// cannot keep (an offset outside the log, or more bytes than
+    /// [`crate::PRODUCER_SNAPSHOT_BYTES_MAX`]). Nothing is written.
+    #[error("invalid producer snapshot: {0}")]
+    InvalidSnapshot(String),
     /// The log was opened with recovery deferred ([`crate::LogDir::open_deferred`]) and is not
     /// recovered yet; retry once it is.
     #[error("log {topic}-{partition} is not recovered yet")]

@@ -16,6 +16,10 @@ pub(crate) const LOG_SUFFIX: &str = "log";
 pub(crate) const INDEX_SUFFIX: &str = "index";
 /// Suffix of a segment's time index.
 pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
+/// Suffix of a segment's aborted-transaction index (Kafka's name).
+pub(crate) const TXN_INDEX_SUFFIX: &str = "txnindex";
+/// Suffix of a producer-state snapshot, named by its offset (Kafka's name).
+pub(crate) const SNAPSHOT_SUFFIX: &str = "snapshot";
 /// Suffix of a segment's log file while truncation writes its replacement.
 pub(crate) const TRUNCATING_SUFFIX: &str = "truncating";
 /// A partition's checkpoint as Skiff wrote it before the directory's offset checkpoint: log

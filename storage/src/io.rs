@@ -22,6 +22,9 @@ pub(crate) enum OpenMode {
     CreateTruncate,
     /// Open an existing file for reading and writing.
     ReadWrite,
+    /// Open a file for reading and writing, creating it empty if it does not exist (never
+    /// truncating one that does).
+    CreateKeep,
 }
 
 /// The file-system operations of the engine. Positioned reads and writes take the `File` so the
@@ -74,6 +77,7 @@ impl FileIo for StdIo {
             OpenMode::CreateNew => options.read(true).write(true).create_new(true),
             OpenMode::CreateTruncate => options.read(true).write(true).create(true).truncate(true),
             OpenMode::ReadWrite => options.read(true).write(true),
+            OpenMode::CreateKeep => options.read(true).write(true).create(true),
         };
         options.open(path)
     }

@@ -137,6 +137,7 @@
 
 mod cleaner;
 mod config;
+mod downgrade_guard;
 mod error;
 mod fetch;
 mod fs;
@@ -151,11 +152,13 @@ mod log_files;
 mod mmap;
 mod offset_checkpoint;
 mod offset_index;
+mod producer_snapshot;
 mod recovery;
 mod resources;
 mod segment;
 mod sparse_index;
 mod time_index;
+mod txn_index;
 
 #[cfg(test)]
 #[path = "../tests/support/batch.rs"]
@@ -169,6 +172,7 @@ pub use cleaner::{
     NoHooks, OffsetMap, OFFSET_MAP_SLOT_BYTES,
 };
 pub use config::{CleanupPolicy, DirConfig, LogConfig, PersistMode, Ratio};
+pub use downgrade_guard::TransactionalHook;
 pub use error::{Error, Result};
 pub use fetch::FetchSlice;
 pub use fs::{write_file_atomically, AppendFile, DurableFiles};
@@ -177,8 +181,9 @@ pub use leader_epoch::{
     EpochCache, EpochEndOffset, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use limits::{BATCH_BYTES_MAX_DEFAULT, CLEANER_IO_BUFFER_BYTES_MAX, OFFSET_MAP_BYTES_MAX};
-pub use log::{AppendInfo, Log, TimestampOffset};
+pub use log::{AppendInfo, Log, TimestampOffset, ABORTED_TXNS_PER_READ_MAX};
 pub use log_dir::LogDir;
+pub use producer_snapshot::{ProducerSnapshot, PRODUCER_SNAPSHOT_BYTES_MAX};
 /// What [`Log::verify_indexes`] reports (feature `power-sim`).
 #[cfg(feature = "power-sim")]
 pub use segment::IndexMismatch;

@@ -34,6 +34,11 @@ pub const CLEANER_IO_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// Largest swap manifest read back: a group's base offsets (a few thousand segments at most)
 /// and four short lines.
 pub(crate) const SWAP_MANIFEST_BYTES_MAX: u64 = 1 << 20;
+/// Most ABORT markers a log holds whose aborted-transaction entry is not written yet
+/// (`Log::append_aborted_txn`): the partition writes each entry right after its marker, so a
+/// handful is the most that is ever pending; more means a caller never writes them, and the
+/// recovery point would stay behind, so further ABORT markers are refused.
+pub(crate) const UNINDEXED_ABORTS_MAX: usize = 1024;
 /// Bytes of an offset-index entry: relative offset (u32) and position (u32).
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Bytes of a time-index entry: timestamp (i64) and relative offset (u32).

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::cleaner::CleanerCheckpoints;
 use crate::config::{DirConfig, LogConfig};
+use crate::downgrade_guard::{DowngradeGuard, TransactionalHook};
 use crate::error::{Error, Result};
 use crate::fs::{self, DurableFiles, CLEAN_SHUTDOWN_FILE, DELETING_SUFFIX, LOCK_FILE};
 use crate::high_watermark::{self, HighWatermark, HIGH_WATERMARK_CHECKPOINT_FILE};
@@ -42,6 +43,8 @@ pub struct LogDir {
     checkpoints: Arc<OffsetCheckpoints>,
     /// Every compacted log's first dirty offset, and their one file.
     cleaner_offsets: Arc<CleanerCheckpoints>,
+    /// Runs the embedder's hook before the first transactional batch is written.
+    downgrade_guard: Arc<DowngradeGuard>,
     /// Why the offset checkpoint could not be read at open, if it could not (its logs were then
     /// recovered from scratch).
     checkpoint_damage: Option<String>,
@@ -180,6 +183,7 @@ impl LogDir {
         // A damaged cleaner checkpoint only costs work (logs are cleaned from their start).
         let (cleaner_offsets, _damage) = CleanerCheckpoints::load(Arc::clone(&io), path)?;
         let cleaner_offsets = Arc::new(cleaner_offsets);
+        let downgrade_guard = Arc::new(DowngradeGuard::default());
         if marker_found {
             // From here on a crash must mean recovery again.
             io.remove_file(&marker)
@@ -195,19 +199,12 @@ impl LogDir {
                     .min(usize::try_from(limit / 4).unwrap_or(usize::MAX))
             });
         let log_files = Arc::new(LogFiles::new(log_files_max));
-        let mut logs = BTreeMap::new();
-        for ((topic, partition), dir) in found {
-            let log = Log::deferred(
-                Arc::clone(&io),
-                &dir,
-                (topic.clone(), partition),
-                default_config.clone(),
-                clean,
-                Arc::clone(&log_files),
-                (Arc::clone(&checkpoints), Arc::clone(&cleaner_offsets)),
-            )?;
-            logs.insert((topic, partition), Arc::new(log));
-        }
+        let shared = (
+            Arc::clone(&checkpoints),
+            Arc::clone(&cleaner_offsets),
+            Arc::clone(&downgrade_guard),
+        );
+        let logs = deferred_logs(&io, found, &default_config, clean, &log_files, &shared)?;
         Ok(Self {
             path: path.to_owned(),
             io,
@@ -218,6 +215,7 @@ impl LogDir {
             high_watermarks_writer: Mutex::new(()),
             checkpoints,
             cleaner_offsets,
+            downgrade_guard,
             checkpoint_damage: damage.map(|error| error.to_string()),
             opened_clean: clean,
             _lock: lock,
@@ -247,6 +245,22 @@ impl LogDir {
             }
         }
         Ok((marker_found, found))
+    }
+
+    /// Sets the hook that runs once before the first transactional batch (a transactional
+    /// producer's batch, or an end-transaction marker) is written to any log of this directory,
+    /// for the embedder to record durably, where the previous release checks it, that the
+    /// directory now holds transactional data (the broker rewrites its topics file at a version
+    /// the previous release refuses). `already_marked`: the mark is on disk from an earlier run,
+    /// the hook never runs. The append that triggers it waits for it, and fails, writing
+    /// nothing, if it fails (the next transactional append runs it again). Without a hook,
+    /// nothing is marked.
+    pub fn set_transactional_guard(
+        &self,
+        hook: TransactionalHook,
+        already_marked: bool,
+    ) -> Result<()> {
+        self.downgrade_guard.set(hook, already_marked)
     }
 
     /// Whether the directory was closed cleanly before this open (its logs then need no scan:
@@ -387,6 +401,7 @@ impl LogDir {
                 (
                     Arc::clone(&self.checkpoints),
                     Arc::clone(&self.cleaner_offsets),
+                    Arc::clone(&self.downgrade_guard),
                 ),
             )?;
             log.recover_deferred()?;
@@ -555,7 +570,8 @@ impl LogDir {
     }
 
     /// Closes every log and then writes the clean-shutdown marker, so the next open skips
-    /// recovery. If any log fails, no marker is written and the first error is returned. Logs
+    /// recovery (not if a log holds an ABORT marker still waiting for its aborted-transaction
+    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the first error is returned. Logs
     /// still shared elsewhere refuse writes afterwards.
     ///
     /// The order, and why a crash at any point is safe: every log is closed without I/O (a log
@@ -581,8 +597,46 @@ impl LogDir {
         }
         self.sync_unflushed(&logs)?;
         self.checkpoints.write()?;
+        // An ABORT marker still waiting for its aborted-transaction entry must meet the next
+        // open's recovery (which cuts it, as the crash it is), not a trusted clean open.
+        if logs.iter().any(|log| log.has_unindexed_aborts()) {
+            return Ok(());
+        }
         fs::write_atomic(self.io.as_ref(), &self.path.join(CLEAN_SHUTDOWN_FILE), b"")
     }
+}
+
+/// What every log of a directory shares: its offset checkpoint, its cleaner checkpoint and its
+/// downgrade guard.
+type Shared = (
+    Arc<OffsetCheckpoints>,
+    Arc<CleanerCheckpoints>,
+    Arc<DowngradeGuard>,
+);
+
+/// The logs `found` at open, each waiting for its recovery ([`Log::recover_deferred`]).
+fn deferred_logs(
+    io: &Arc<dyn FileIo>,
+    found: Vec<(LogKey, PathBuf)>,
+    default_config: &LogConfig,
+    clean: bool,
+    log_files: &Arc<LogFiles>,
+    shared: &Shared,
+) -> Result<BTreeMap<LogKey, Arc<Log>>> {
+    let mut logs = BTreeMap::new();
+    for ((topic, partition), dir) in found {
+        let log = Log::deferred(
+            Arc::clone(io),
+            &dir,
+            (topic.clone(), partition),
+            default_config.clone(),
+            clean,
+            Arc::clone(log_files),
+            shared.clone(),
+        )?;
+        logs.insert((topic, partition), Arc::new(log));
+    }
+    Ok(logs)
 }
 
 /// `work` applied to every item on at most `threads` threads, each taking the next item; the

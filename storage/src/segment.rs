@@ -1,5 +1,5 @@
 //! One segment: the `.log` file of whole v2 batches plus its `.index` and `.timeindex`, named by
-//! the base offset. Owns appending bytes at the end, keeping the indexes in step with the log
+//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one. Owns appending bytes at the end, keeping the indexes in step with the log
 //! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
 //! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access
 //! (and writes an append's bytes through an [`AppendTarget`] outside its state lock).
@@ -15,12 +15,15 @@ use std::sync::{Arc, Mutex, Weak};
 use memmap2::Mmap;
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::batch_records;
+use skiff_protocol::records::txn::{EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
 use skiff_protocol::records::RecordError;
 
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
-use crate::fs::{self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX};
+use crate::fs::{
+    self, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TRUNCATING_SUFFIX, TXN_INDEX_SUFFIX,
+};
 use crate::io::{FileIo, OpenMode};
 use crate::limits::{self, HEADER_READ_BYTES, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 use crate::log_files::{LogFiles, NOT_IN_SET};
@@ -28,6 +31,7 @@ use crate::mmap;
 use crate::offset_index::{OffsetEntry, OffsetIndex};
 use crate::recovery::{self, ScanEnd, ScanProblem};
 use crate::time_index::{TimeEntry, TimeIndex};
+use crate::txn_index::{self, TxnIndex};
 
 /// Bytes copied per step when truncation copies a shared file's kept prefix.
 const TRUNCATE_COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -57,6 +61,8 @@ pub(crate) struct Segment {
     pub(crate) next_offset: i64,
     index: OffsetIndex,
     time_index: TimeIndex,
+    /// The aborted transactions whose ABORT marker this segment holds (`.txnindex`).
+    pub(crate) txn: TxnIndex,
     /// Index interval in force (`LogConfig::index_interval_bytes`).
     pub(crate) index_interval_bytes: u32,
     bytes_since_index_entry: u64,
@@ -105,6 +111,9 @@ impl Segment {
             .open(&log_path, OpenMode::CreateNew)
             .map_err(|error| Error::io(&log_path, error))?;
         let (index, time_index) = Self::create_indexes(io, dir, base_offset, config)?;
+        // A new segment has no aborted transaction: a file left by an older one at this base
+        // (deleted with its log) must not lend it entries.
+        txn_index::remove_if_present(io, &fs::segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
         let mut segment = Self::assemble(
             base_offset,
             &log_path,
@@ -266,6 +275,7 @@ impl Segment {
                 let mut segment = assemble(index, time_index);
                 if segment.resume_tail(io, file_bytes)? {
                     segment.first_append_ms = segment.first_batch_timestamp(io)?;
+                    segment.open_txn_index(io, true)?;
                     return Ok((segment, false));
                 }
             }
@@ -290,7 +300,16 @@ impl Segment {
                 .map_err(|error| Error::io(&log_path, error))?;
         }
         segment.first_append_ms = segment.first_batch_timestamp(io)?;
+        segment.open_txn_index(io, trusted)?;
         Ok((segment, cut))
+    }
+
+    /// Reads the `.txnindex` as recovery finds it (see [`TxnIndex::open`]; `strict` for synced
+    /// data) and drops the entries whose marker lies past the recovered end.
+    fn open_txn_index(&mut self, io: &dyn FileIo, strict: bool) -> Result<()> {
+        let path = self.txn.path().to_path_buf();
+        self.txn = TxnIndex::open(io, path, self.base_offset, strict)?;
+        self.txn.truncate_from(io, self.next_offset)
     }
 
     #[allow(clippy::too_many_arguments)] // the parts of a segment, each from a different source
@@ -316,6 +335,7 @@ impl Segment {
             next_offset: expected_offset,
             index,
             time_index,
+            txn: TxnIndex::empty(log_path.with_extension(TXN_INDEX_SUFFIX), base_offset),
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_index_entry: 0,
             max_timestamp_ms: -1,
@@ -820,7 +840,72 @@ impl Segment {
             ));
         }
         self.first_append_ms = self.first_batch_timestamp(io)?;
-        Ok(())
+        self.open_txn_index(io, true)
+    }
+
+    /// After the recovery of unsynced data (the segment was scanned, not trusted): checks the
+    /// `.txnindex` entries whose marker lies at or after `recovery_point` against the ABORT
+    /// markers there, in order (same offset, same producer). Entries from the first that does
+    /// not match are cut (durably); the position of the first ABORT marker left without an
+    /// entry is returned, for the caller to cut the log there as it cuts a torn tail (the crash
+    /// fell between the marker and its entry: `Log::append_aborted_txn`). Entries and markers
+    /// below the recovery point were synced together and are kept as they are.
+    pub(crate) fn reconcile_txn_index(
+        &mut self,
+        io: &dyn FileIo,
+        recovery_point: i64,
+    ) -> Result<Option<u64>> {
+        let from = recovery_point.max(self.base_offset);
+        let markers = self.abort_markers_from(io, from)?;
+        let mut next_marker = markers.iter().peekable();
+        let (mut kept, mut last, mut mismatch) = (0u64, None, false);
+        self.txn.for_each(io, |entry| {
+            if entry.last_offset >= from {
+                match next_marker.peek() {
+                    Some((_, offset, producer_id))
+                        if *offset == entry.last_offset && *producer_id == entry.producer_id =>
+                    {
+                        next_marker.next();
+                    }
+                    _ => {
+                        mismatch = true;
+                        return Ok(false);
+                    }
+                }
+            }
+            kept += 1;
+            last = Some(entry);
+            Ok(true)
+        })?;
+        if mismatch {
+            self.txn.truncate_to_entries(io, kept, last)?;
+        }
+        Ok(next_marker.next().map(|(position, _, _)| *position))
+    }
+
+    /// The ABORT markers of this segment at or after offset `from`: (position, offset,
+    /// producer id). Reads batch headers from the batch holding `from`, and the records of
+    /// control batches only.
+    fn abort_markers_from(&self, io: &dyn FileIo, from: i64) -> Result<Vec<(u64, i64, i64)>> {
+        let mut markers = Vec::new();
+        let Some((mut position, _)) = self.find_batch(io, from)? else {
+            return Ok(markers);
+        };
+        let mut batch = Vec::new();
+        while position < self.size_bytes {
+            let header = self.read_header(io, position)?;
+            if header.is_control() && header.is_transactional() && header.base_offset >= from {
+                batch.resize(header.total_bytes(), 0);
+                io.read_exact_at(&*self.log_file(io)?, &mut batch, position)
+                    .map_err(|error| Error::io(&*self.log_path, error))?;
+                let marker = EndTxnMarker::decode_with_header(&batch, &header);
+                if marker.is_ok_and(|marker| marker.marker_type == MarkerType::Abort) {
+                    markers.push((position, header.base_offset, header.producer_id));
+                }
+            }
+            position += header.total_bytes() as u64;
+        }
+        Ok(markers)
     }
 
     /// Unlinks the segment's files. Readers holding the log file keep its inode and bytes.
@@ -946,7 +1031,12 @@ fn first_record_at_or_after(
 
 /// Unlinks the files of the segment at `base_offset` in `dir` (those that exist).
 pub(crate) fn remove_segment_files(io: &dyn FileIo, dir: &Path, base_offset: i64) -> Result<()> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [
+        LOG_SUFFIX,
+        INDEX_SUFFIX,
+        TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
+    ] {
         let path = fs::segment_file(dir, base_offset, suffix);
         match io.remove_file(&path) {
             Ok(()) => {}

@@ -21,6 +21,10 @@ pub(crate) struct SwapManifest {
     /// The group's end: the next segment's base offset (every offset below it is in fsynced
     /// files once the swap is done).
     pub(crate) end_offset: i64,
+    /// Entries of the new segment's aborted-transaction index (`<base>.txnindex.cleaned` until
+    /// the swap; none: the group's first `.txnindex` is removed). A manifest of a Skiff before
+    /// transactions has no such line: none.
+    pub(crate) txn_entries: u64,
 }
 
 impl SwapManifest {
@@ -31,13 +35,17 @@ impl SwapManifest {
 
     pub(crate) fn to_text(&self) -> String {
         let bases: Vec<String> = self.old_bases.iter().map(i64::to_string).collect();
-        format!(
+        let mut text = format!(
             "{HEADER}\nold {}\nbytes {}\ncrc {}\nend {}\n",
             bases.join(" "),
             self.log_bytes,
             self.crc,
             self.end_offset
-        )
+        );
+        if self.txn_entries > 0 {
+            text.push_str(&format!("txn {}\n", self.txn_entries));
+        }
+        text
     }
 
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, &'static str> {
@@ -59,6 +67,14 @@ impl SwapManifest {
         let log_bytes = field("bytes")?.parse().map_err(|_| "bad length")?;
         let crc = field("crc")?.parse().map_err(|_| "bad crc")?;
         let end_offset = field("end")?.parse().map_err(|_| "bad end offset")?;
+        let txn_entries = match lines.next() {
+            None => 0,
+            Some(line) => line
+                .strip_prefix("txn ")
+                .and_then(|count| count.parse::<u64>().ok())
+                .filter(|count| *count > 0)
+                .ok_or("swap manifest has trailing lines")?,
+        };
         if lines.next().is_some() {
             return Err("swap manifest has trailing lines");
         }
@@ -67,6 +83,7 @@ impl SwapManifest {
             log_bytes,
             crc,
             end_offset,
+            txn_entries,
         };
         let ordered = manifest
             .old_bases
@@ -96,12 +113,22 @@ mod tests {
             log_bytes: 4096,
             crc: 0xdead_beef,
             end_offset: 300,
+            txn_entries: 0,
         };
         assert_eq!(
             SwapManifest::parse(manifest.to_text().as_bytes()),
             Ok(manifest.clone())
         );
         assert_eq!(manifest.base_offset(), Some(0));
+        let with_txn = SwapManifest {
+            txn_entries: 3,
+            ..manifest.clone()
+        };
+        assert!(with_txn.to_text().ends_with("end 300\ntxn 3\n"));
+        assert_eq!(
+            SwapManifest::parse(with_txn.to_text().as_bytes()),
+            Ok(with_txn)
+        );
         let text = manifest.to_text();
         for bad in [
             &text[..text.len() - 5],
@@ -109,6 +136,8 @@ mod tests {
             "skiff-cleaner-swap 1\nold 5 3\nbytes 1\ncrc 1\nend 9\n",
             "skiff-cleaner-swap 1\nold 5\nbytes 1\ncrc 1\nend 5\n",
             "skiff-cleaner-swap 1\nold \nbytes 1\ncrc 1\nend 5\n",
+            "skiff-cleaner-swap 1\nold 1\nbytes 1\ncrc 1\nend 5\ntxn 0\n",
+            "skiff-cleaner-swap 1\nold 1\nbytes 1\ncrc 1\nend 5\ntxn 2\nx\n",
         ] {
             assert!(SwapManifest::parse(bad.as_bytes()).is_err(), "{bad:?}");
         }

@@ -22,6 +22,8 @@ use super::{AppendInfo, Log, LogState};
 struct InputSummary {
     records_count: u64,
     offsets_count: i64,
+    /// Some batch is transactional (a transactional producer's, or a marker).
+    transactional: bool,
 }
 
 /// Checks that `batches` is a sequence of whole, valid v2 producer batches no larger than
@@ -35,6 +37,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
     let mut summary = InputSummary {
         records_count: 0,
         offsets_count: 0,
+        transactional: false,
     };
     let mut at = 0usize;
     while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
@@ -73,6 +76,7 @@ fn check_input(batches: &[u8], batch_bytes_max: u32, compacted: bool) -> Result<
                 ));
             }
         }
+        summary.transactional |= header.is_transactional();
         summary.records_count += u64::from(header.records_count.unsigned_abs());
         summary.offsets_count += i64::from(header.last_offset_delta) + 1;
         at += size_bytes;
@@ -257,6 +261,7 @@ impl Log {
             state.config.batch_bytes_max
         };
         let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
+        let abort_positions = self.before_transactional(summary.transactional, batches)?;
         let size_bytes = batches.len() as u64;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
@@ -302,13 +307,8 @@ impl Log {
                 // longer says where the log ends.
                 return Err(self.poison(Error::Poisoned));
             }
-            let flush_due = flush_due(&state, summary.records_count, now_ms);
-            state.unflushed_records += summary.records_count;
-            state.last_flush_ms.get_or_insert(now_ms);
-            if flush_due {
-                state.unflushed_records = 0;
-                state.last_flush_ms = Some(now_ms);
-            }
+            let flush_due = state.count_unflushed(summary.records_count, now_ms);
+            state.note_unindexed_aborts(batches, &abort_positions, flush_due);
             let info = AppendInfo {
                 base_offset: assigned.base_offset,
                 last_offset: assigned.next_offset - 1,
@@ -429,7 +429,7 @@ impl Log {
     }
 
     fn flush_with(&self, mode_override: Option<PersistMode>) -> Result<()> {
-        let (files, end_offset, mode, truncations) = {
+        let (files, txn_indexes, end_offset, mode, truncations) = {
             let state = self.read_state()?;
             if self.poisoned.load(Ordering::SeqCst) {
                 return Err(Error::Poisoned);
@@ -450,12 +450,25 @@ impl Log {
                     ))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            (files, state.log_end_offset(), mode, state.truncations)
+            // The aborted-transaction entries of those segments are made durable with them: the
+            // recovery point never passes a marker whose entry a crash could still lose.
+            let txn_indexes: Vec<_> = state
+                .segments
+                .values()
+                .filter(|segment| segment.next_offset > recovery_point && !segment.txn.is_empty())
+                .map(|segment| segment.txn.path().to_path_buf())
+                .collect();
+            let end_offset = state.log_end_offset();
+            (files, txn_indexes, end_offset, mode, state.truncations)
         };
         for (file, path) in &files {
             self.io
                 .sync(file, mode)
                 .map_err(|error| self.poison(Error::io(&**path, error)))?;
+        }
+        for path in &txn_indexes {
+            crate::txn_index::sync_file(self.io.as_ref(), path, mode)
+                .map_err(|error| self.poison(error))?;
         }
         self.advance_recovery_point(end_offset, truncations)
     }
@@ -470,7 +483,8 @@ impl Log {
             return Ok(());
         }
         let log_end = state.log_end_offset();
-        state.recovery_point = state.recovery_point.max(end_offset.min(log_end));
+        let end_offset = state.recovery_point_cap(end_offset.min(log_end));
+        state.recovery_point = state.recovery_point.max(end_offset);
         if !state.deleted {
             self.checkpoints.set(&self.key, state.checkpoint())?;
         }
@@ -523,6 +537,21 @@ impl Log {
             .write(self.io.as_ref(), &self.dir)
             .map_err(|error| self.poison(error))?;
         Ok(true)
+    }
+}
+
+impl LogState {
+    /// Counts `records_count` appended records at `now_ms` against the flush policy; returns
+    /// whether they are due for a flush now (the counters then start afresh).
+    fn count_unflushed(&mut self, records_count: u64, now_ms: i64) -> bool {
+        let due = flush_due(self, records_count, now_ms);
+        self.unflushed_records += records_count;
+        self.last_flush_ms.get_or_insert(now_ms);
+        if due {
+            self.unflushed_records = 0;
+            self.last_flush_ms = Some(now_ms);
+        }
+        due
     }
 }
 

@@ -22,7 +22,9 @@ use crate::cleaner::{
 };
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
-use crate::fs::{self, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::fs::{
+    self, CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
+};
 use crate::io::OpenMode;
 use crate::limits::TIME_INDEX_ENTRY_BYTES;
 use crate::segment::{self, Segment};
@@ -33,10 +35,12 @@ type CleanResult<T> = std::result::Result<T, CleanError>;
 
 /// A sealed segment as the pass found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Source {
-    base_offset: i64,
+pub(super) struct Source {
+    pub(super) base_offset: i64,
     next_offset: i64,
     size_bytes: u64,
+    /// Bytes of its aborted-transaction index (an entry written meanwhile aborts the swap).
+    txn_bytes: u64,
 }
 
 /// What the pass took from the log when it began; a swap checks the log still matches.
@@ -55,6 +59,16 @@ struct Snapshot {
 /// `dir/<base>.log.cleaned`.
 fn cleaned_path(dir: &Path, base_offset: i64) -> PathBuf {
     fs::segment_file(dir, base_offset, &format!("{LOG_SUFFIX}.{CLEANED_SUFFIX}"))
+}
+
+/// `dir/<base>.txnindex.cleaned`: the cleaned segment's aborted-transaction index before its
+/// swap.
+pub(super) fn cleaned_txn_path(dir: &Path, base_offset: i64) -> PathBuf {
+    fs::segment_file(
+        dir,
+        base_offset,
+        &format!("{TXN_INDEX_SUFFIX}.{CLEANED_SUFFIX}"),
+    )
 }
 
 /// Kafka's `groupSegmentsBySize`: consecutive segments whose bytes together fit `segment_bytes`,
@@ -272,6 +286,7 @@ impl Log {
                 base_offset: segment.base_offset,
                 next_offset: segment.next_offset,
                 size_bytes: segment.size_bytes,
+                txn_bytes: segment.txn.size_bytes(),
             })
             .collect();
         let last = sources.last().map_or(i64::MIN, |source| source.base_offset);
@@ -503,8 +518,9 @@ impl Log {
         (read_buffer, write_buffer, scratch): Buffers<'_>,
         hooks: &mut dyn CleanHooks,
         stats: &mut CleanStats,
-    ) -> CleanResult<(u64, u32)> {
+    ) -> CleanResult<(u64, u32, u64)> {
         let base = group.first().map_or(0, |source| source.base_offset);
+        let mut kept_markers = Vec::new(); // their aborted-transaction entries go with them
         let path = cleaned_path(&self.dir, base);
         let out = self
             .io
@@ -537,6 +553,9 @@ impl Log {
                                 .map_err(|error| {
                                     Error::corrupt(&source_path, 0, error.to_string())
                                 })?;
+                        if header.is_control() && !matches!(filtered, Filtered::Dropped) {
+                            kept_markers.push(header.base_offset);
+                        }
                         match filtered {
                             Filtered::Original => sink.push(batch, hooks)?,
                             Filtered::Rebuilt(bytes) => sink.push(&bytes, hooks)?,
@@ -550,12 +569,13 @@ impl Log {
             self.io
                 .sync(&out, PersistMode::SyncData)
                 .map_err(|error| Error::io(&path, error))?;
+            let txn_entries = self.write_cleaned_txn_index(group, &kept_markers)?;
             fs::sync_parent(self.io.as_ref(), &path)?;
-            Ok((sink.written, sink.crc))
+            Ok((sink.written, sink.crc, txn_entries))
         })();
         add_counts(stats, &counts, sink.written);
         if result.is_err() {
-            let _ = self.io.remove_file(&path);
+            self.remove_cleaned(base);
         }
         result
     }
@@ -633,7 +653,7 @@ impl Log {
         snapshot: &Snapshot,
         group: &[Source],
         group_end: i64,
-        (log_bytes, crc): (u64, u32),
+        (log_bytes, crc, txn_entries): (u64, u32, u64),
     ) -> CleanResult<()> {
         let base = group.first().map_or(0, |source| source.base_offset);
         let cleaned = cleaned_path(&self.dir, base);
@@ -641,7 +661,7 @@ impl Log {
         let held = match self.hold_group(snapshot, group) {
             Ok(held) => held,
             Err(error) => {
-                let _ = self.io.remove_file(&cleaned);
+                self.remove_cleaned(base);
                 return Err(error);
             }
         };
@@ -650,6 +670,7 @@ impl Log {
             log_bytes,
             crc,
             end_offset: group_end,
+            txn_entries,
         };
         let manifest_path = self.dir.join(SWAP_MANIFEST_FILE);
         if let Err(error) = fs::write_atomic(
@@ -681,6 +702,13 @@ impl Log {
         }
     }
 
+    /// Removes a cleaned copy that will not be swapped in (`.log` and `.txnindex`), best effort:
+    /// the next open removes what is left.
+    fn remove_cleaned(&self, base: i64) {
+        let _ = self.io.remove_file(&cleaned_path(&self.dir, base));
+        let _ = self.io.remove_file(&cleaned_txn_path(&self.dir, base));
+    }
+
     /// The open `.log` of each old segment of `group`, if the log still matches the snapshot.
     /// Held until the new segment is in the state: a reader of an old segment then gets this
     /// descriptor (the old inode), never the new file under the old name.
@@ -690,7 +718,10 @@ impl Log {
         group
             .iter()
             .map(|source| match state.segments.get(&source.base_offset) {
-                Some(segment) if segment.size_bytes == source.size_bytes => {
+                Some(segment)
+                    if segment.size_bytes == source.size_bytes
+                        && segment.txn.size_bytes() == source.txn_bytes =>
+                {
                     Ok(segment.log_file(self.io.as_ref())?)
                 }
                 _ => Err(CleanError::Aborted("a segment being cleaned changed")),
@@ -784,6 +815,9 @@ pub(super) fn complete_swap(
                 Err(error) => return Err(Error::io(&path, error)),
             }
         }
+        // The aborted-transaction index moves before the log: once the new `.log` is in
+        // place (the commit recovery recognises), the new `.txnindex` is too.
+        place_cleaned_txn_index(io, dir, base, manifest.txn_entries)?;
         io.rename(&cleaned, &log)
             .map_err(|error| Error::io(&log, error))?;
         fs::sync_parent(io, &log)?;
@@ -795,6 +829,29 @@ pub(super) fn complete_swap(
     }
     fs::sync_parent(io, &log)?;
     Ok(true)
+}
+
+/// Puts the cleaned segment's `.txnindex` in place of the group's first segment's: renamed from
+/// `<base>.txnindex.cleaned` when the manifest counts entries (already renamed if that file is
+/// gone: this runs again after a crash), removed when it counts none; fsynced.
+fn place_cleaned_txn_index(
+    io: &dyn crate::io::FileIo,
+    dir: &Path,
+    base: i64,
+    txn_entries: u64,
+) -> Result<()> {
+    let path = fs::segment_file(dir, base, TXN_INDEX_SUFFIX);
+    if txn_entries == 0 {
+        crate::txn_index::remove_if_present(io, &path)?;
+    } else {
+        let cleaned = cleaned_txn_path(dir, base);
+        match io.rename(&cleaned, &path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Error::io(&path, error)),
+        }
+    }
+    fs::sync_parent(io, &path)
 }
 
 /// Whether `path` holds exactly the manifest's length and CRC32C.

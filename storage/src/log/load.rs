@@ -4,28 +4,32 @@
 //! writer lock, before the log serves anything; must never guess past a corrupt batch below the
 //! flushed point.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::cleaner::{CleanerCheckpoints, SwapManifest, SWAP_MANIFEST_FILE};
 use crate::config::LogConfig;
+use crate::downgrade_guard::DowngradeGuard;
 use crate::error::{Error, Result};
 use crate::fs::{self, Checkpoint, CLEANED_SUFFIX, TEMP_SUFFIX, TRUNCATING_SUFFIX};
 use crate::io::FileIo;
 use crate::leader_epoch::EpochCache;
 use crate::log_files::LogFiles;
 use crate::offset_checkpoint::{LogKey, OffsetCheckpoints};
+use crate::producer_snapshot;
 use crate::segment::{self, Segment};
 
 use super::{Log, LogState};
 
-/// The base offsets of the segments in `dir`, in order. Removes the temporary files a crash
+/// The base offsets of the segments in `dir`, in order, and the offsets of its producer
+/// snapshots. Removes the temporary files a crash
 /// left before their rename (the original is still in place), and cleaned segments a cleaning
 /// left without committing their swap (called after `finish_swap`).
-fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
+fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<(Vec<i64>, BTreeSet<i64>)> {
     let mut bases = Vec::new();
+    let mut snapshots = BTreeSet::new();
     for path in io.read_dir(dir).map_err(|error| Error::io(dir, error))? {
         let extension = path.extension().and_then(|e| e.to_str());
         let leftover = [TEMP_SUFFIX, TRUNCATING_SUFFIX, CLEANED_SUFFIX];
@@ -34,10 +38,12 @@ fn segment_bases(io: &dyn FileIo, dir: &Path) -> Result<Vec<i64>> {
                 .map_err(|error| Error::io(&path, error))?;
         } else if let Some(base) = fs::parse_log_file_name(&path) {
             bases.push(base);
+        } else if let Some(offset) = producer_snapshot::parse_name(&path) {
+            snapshots.insert(offset);
         }
     }
     bases.sort_unstable();
-    Ok(bases)
+    Ok((bases, snapshots))
 }
 
 /// Recovers the segments at `bases` (not empty) in order: segments wholly below the recovery
@@ -70,6 +76,15 @@ fn recover_segments(
             recovery_point,
             log_files,
         )?;
+        let (mut segment, mut cut) = (segment, cut);
+        if !trusted {
+            if let Some(position) = segment.reconcile_txn_index(io, recovery_point)? {
+                // An ABORT marker lost its entry in the crash: it was never durable (the
+                // recovery point stays below such a marker), so it goes like a torn tail.
+                segment.truncate_at(io, dir, position, config)?;
+                cut = true;
+            }
+        }
         expected_offset = segment.next_offset;
         // Rolls start the next segment at the log end offset, so a segment that ends
         // before the next one begins has lost its tail (say, truncated at a batch
@@ -121,7 +136,7 @@ fn recover_state(
 ) -> Result<LogState> {
     config.validate()?;
     let swapped_to = finish_swap(io, dir)?;
-    let bases = segment_bases(io, dir)?;
+    let (bases, snapshots) = segment_bases(io, dir)?;
     let first_base = bases.first().copied();
     let (checkpoint, legacy) = starting_offsets(io, dir, checkpoints, key, first_base)?;
     let Checkpoint {
@@ -154,8 +169,16 @@ fn recover_state(
         last_flush_ms: None,
         closed: false,
         epochs: EpochCache::default(),
+        unindexed_aborts: BTreeMap::new(),
+        snapshots: BTreeSet::new(),
     };
     state.check_recovered(checkpoints, key, first_base)?;
+    state.snapshots = snapshots;
+    // Snapshots past the recovered end describe batches the crash took.
+    let log_end = state.log_end_offset();
+    if state.forget_from(io, dir, log_end)? {
+        fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
+    }
     state.epochs = recover_epochs(io, dir, &state)?;
     checkpoints.set(key, state.checkpoint())?;
     if legacy {
@@ -314,7 +337,11 @@ impl Log {
         config: LogConfig,
         clean: bool,
         log_files: Arc<LogFiles>,
-        (checkpoints, cleaner_offsets): (Arc<OffsetCheckpoints>, Arc<CleanerCheckpoints>),
+        (checkpoints, cleaner_offsets, downgrade_guard): (
+            Arc<OffsetCheckpoints>,
+            Arc<CleanerCheckpoints>,
+            Arc<DowngradeGuard>,
+        ),
     ) -> Result<Self> {
         config.validate()?;
         let placeholder = LogState {
@@ -328,6 +355,8 @@ impl Log {
             last_flush_ms: None,
             closed: false,
             epochs: EpochCache::default(),
+            unindexed_aborts: BTreeMap::new(),
+            snapshots: BTreeSet::new(),
         };
         Ok(Self {
             dir: dir.to_owned(),
@@ -342,6 +371,7 @@ impl Log {
             clean,
             checkpoints,
             cleaner_offsets,
+            downgrade_guard,
             key,
         })
     }

@@ -18,7 +18,8 @@
 //! assigns offsets, rolls, flushes and stamps leader epochs; `read` serves reads, time lookups and
 //! the leader-epoch queries; `truncate` cuts a diverged tail or starts afresh; `retention` moves
 //! the log start and deletes old segments (by time and size only under a deleting policy);
-//! `clean` plans and runs the log cleaner's pass (`crate::cleaner`); `tests` covers them together.
+//! `clean` plans and runs the log cleaner's pass (`crate::cleaner`); `txn` keeps the
+//! aborted-transaction index and the producer-state snapshots; `tests` covers them together.
 
 mod append;
 mod clean;
@@ -28,8 +29,11 @@ mod retention;
 #[cfg(test)]
 mod tests;
 mod truncate;
+mod txn;
 
-use std::collections::BTreeMap;
+pub use txn::ABORTED_TXNS_PER_READ_MAX;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -112,6 +116,8 @@ pub struct Log {
     checkpoints: Arc<OffsetCheckpoints>,
     /// The data directory's cleaner checkpoint, where this log's first dirty offset lives.
     cleaner_offsets: Arc<CleanerCheckpoints>,
+    /// The data directory's guard, run before this log's first transactional batch is written.
+    downgrade_guard: Arc<crate::downgrade_guard::DowngradeGuard>,
     /// Topic and partition: the log's name in `checkpoints`.
     key: LogKey,
 }
@@ -134,6 +140,12 @@ struct LogState {
     /// The leader-epoch cache; its checkpoint is written whenever it changes, before the batches
     /// that changed it (so recovery only ever trims it).
     epochs: EpochCache,
+    /// ABORT markers appended whose aborted-transaction entry is not written yet, by offset,
+    /// with whether their append was flushed (see [`Log::append_aborted_txn`]): the recovery
+    /// point stays below the first.
+    unindexed_aborts: BTreeMap<i64, bool>,
+    /// Offsets of the producer-state snapshots on disk (`<offset>.snapshot`).
+    snapshots: BTreeSet<i64>,
 }
 
 impl LogState {

@@ -108,6 +108,9 @@ impl Log {
                     removed.push(segment);
                 }
             }
+            if let Some(first_base) = state.segments.keys().next().copied() {
+                state.forget_below(io, &self.dir, first_base)?;
+            }
             if !doomed.is_empty() {
                 fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             }

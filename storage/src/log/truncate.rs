@@ -65,8 +65,9 @@ impl Log {
             let segment = state.segments.get_mut(&cut_base).ok_or(Error::Closed)?;
             segment.truncate_at(io, &self.dir, cut_position, &config)?;
             segment.unseal(io, &config)?;
-            fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             let new_end = state.log_end_offset();
+            state.forget_from(io, &self.dir, new_end)?;
+            fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
             if new_end < state.log_start_offset {
                 // The log is now empty below its old start: it starts at its end.
                 state.log_start_offset = new_end;
@@ -118,6 +119,8 @@ impl Log {
             state.recovery_point = state.recovery_point.min(first_base).min(offset);
             state.truncations += 1;
             self.write_checkpoint(&state)?;
+            state.forget_from(io, &self.dir, -1)?;
+            state.unindexed_aborts.clear();
             while let Some((_, segment)) = state.segments.pop_last() {
                 segment.delete_files(io, &self.dir)?;
                 removed.push(segment);
