@@ -29,6 +29,7 @@ use std::time::Duration;
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use skiff_cluster::replica::{FetchAnswer, FollowerFetch};
+use skiff_protocol::down_convert::AbortedFilter;
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
     encode_fetch_response, DivergingEpoch, FetchPart, FetchPartitionShape, FetchResponseShape,
@@ -38,6 +39,7 @@ use skiff_storage::FetchSlice;
 
 use super::common::throttle::Turn;
 use super::error_code;
+use crate::config::LegacyIsolationLevel;
 use crate::context::Ctx;
 use crate::partition::readable_end::any_advanced;
 use crate::partition::topics::{Partition, Topic};
@@ -84,6 +86,8 @@ enum PartitionRead {
         convert_to: Option<Magic>,
         /// A follower's log diverges here (KIP-279): no records, the leader's epoch end.
         diverging_epoch: Option<DivergingEpoch>,
+        /// A legacy read_committed read's aborted-transaction filter ([`legacy_read_committed`]).
+        legacy_filter: Option<AbortedFilter>,
     },
 }
 
@@ -438,6 +442,22 @@ fn read_partition(
             }
         }
     };
+    let legacy_committed = match legacy_read_committed(
+        topic,
+        partition,
+        is_consumer && convert_to.is_some(),
+        fetch_offset,
+        (read_end, partition.high_watermark()),
+    ) {
+        Ok(committed) => committed,
+        Err(error) => {
+            tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "aborted transactions read failed");
+            return PartitionRead::Failed {
+                error_code: storage_error_code,
+            };
+        }
+    };
+    let read_end = legacy_committed.as_ref().map_or(read_end, |(end, _)| *end);
     let slice = if fetch_offset >= read_end || bytes_max == 0 && !first_with_data {
         // Past the HW but within the log (a consumer ahead of a new leader's HW) is no error:
         // Kafka answers no records. Past the log end is OFFSET_OUT_OF_RANGE.
@@ -480,7 +500,34 @@ fn read_partition(
         log_start_offset,
         convert_to: convert_to.filter(|_| version < STORED_FORMAT_FETCH_VERSION_MIN),
         diverging_epoch,
+        legacy_filter: legacy_committed.map(|(_, filter)| filter),
     }
+}
+
+/// A legacy consumer's read (Fetch v0–v3) of a topic whose `skiff.legacy.isolation.level` is
+/// `read_committed` (docs/design/downconversion.md §3.8): where it ends (the last stable offset,
+/// if below `read_end`) and the converter's filter of the aborted transactions of
+/// `[fetch_offset, end)`. `None` for every other read: Kafka's behaviour, up to the high
+/// watermark with aborted records.
+fn legacy_read_committed(
+    topic: &Topic,
+    partition: &Partition,
+    legacy_consumer: bool,
+    fetch_offset: i64,
+    (read_end, last_stable_offset): (i64, i64),
+) -> Result<Option<(i64, AbortedFilter)>, skiff_storage::Error> {
+    if !legacy_consumer
+        || topic.config.legacy_isolation_level != LegacyIsolationLevel::ReadCommitted
+    {
+        return Ok(None);
+    }
+    let end = read_end.min(last_stable_offset);
+    let aborted = if fetch_offset < end {
+        partition.log().aborted_transactions(fetch_offset, end)?
+    } else {
+        Vec::new()
+    };
+    Ok(Some((end, AbortedFilter::new(aborted))))
 }
 
 /// A throttled Fetch: answered at once with its throttle and no partitions, as Kafka's
@@ -557,6 +604,7 @@ fn build_response(
                     log_start_offset,
                     convert_to,
                     diverging_epoch,
+                    legacy_filter,
                 } => {
                     let base = FetchPartitionShape {
                         partition_index,
@@ -583,7 +631,7 @@ fn build_response(
                                 &ctx.metrics,
                                 &topic,
                                 (slice, magic, fetch_offset),
-                                None,
+                                legacy_filter,
                             ) {
                                 Ok(records) => (
                                     error_code::NONE,

@@ -14,11 +14,13 @@ use std::sync::Arc;
 
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::batch_records;
+use skiff_protocol::records::txn::AbortedTxn;
 use skiff_protocol::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 
 use crate::cleaner::{
-    filter_batch, plan, CleanError, CleanHooks, CleanPlan, CleanStats, Cleaner, FilterCounts,
-    FilterRules, Filtered, LogOffsets, SegmentSummary, SwapManifest, SWAP_MANIFEST_FILE,
+    filter_batch, plan, CleanError, CleanHooks, CleanPlan, CleanStats, CleanedTxns, Cleaner,
+    FilterCounts, FilterRules, Filtered, LogOffsets, SegmentSummary, SwapManifest,
+    SWAP_MANIFEST_FILE,
 };
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
@@ -144,7 +146,12 @@ impl Log {
     /// dropping records without a key and tombstones past their delete horizon (a tombstone
     /// first passed gets the horizon `now_ms + delete_retention_ms`, KIP-534), and keeping the
     /// last batch of each producer in `live_producers` (producer id → last offset of its last
-    /// batch), empty if need be. Small cleaned segments are merged up to `segment_bytes`. The
+    /// batch), empty if need be (a marker whole). Transactions as Kafka's cleaner treats them
+    /// (`cleaner::txn`, from the aborted-transaction index): the batches of aborted
+    /// transactions go (and never enter the map), a marker stays while its transaction has data
+    /// in the log and otherwise gets the delete horizon and goes after it, and the cleaned
+    /// segment keeps the index entries of the ABORT markers kept with their data. The caller's
+    /// upper bound must not pass the last stable offset. Small cleaned segments are merged up to `segment_bytes`. The
     /// log's first dirty offset becomes the end of the mapped section.
     ///
     /// Appends and reads go on meanwhile. A truncation, a move of the log start, a deletion or
@@ -227,7 +234,16 @@ impl Log {
             .filter(|source| source.base_offset < stats.end_offset)
             .collect();
         stats.segments_before = sources.len();
-        for group in group_by_size(&sources, &snapshot.config) {
+        // One transaction state for the whole pass (a transaction's data may lie in an earlier
+        // group than its marker), fed each group's aborted transactions as it comes.
+        let mut txns = CleanedTxns::default();
+        for (index, group) in group_by_size(&sources, &snapshot.config).iter().enumerate() {
+            let group_base = group.first().map_or(0, |source| source.base_offset);
+            let group_end = self.base_after(snapshot, group).min(stats.end_offset);
+            txns.add_range(
+                self.aborted_transactions(group_base, group_end)?,
+                (index > 0).then_some(group_base),
+            );
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
@@ -244,17 +260,44 @@ impl Log {
             );
             let written = self.write_cleaned(
                 snapshot,
-                &group,
-                &rules,
+                group,
+                (&rules, &mut txns),
                 live_producers,
                 buffers,
                 hooks,
                 stats,
             )?;
-            self.swap_group(snapshot, &group, self.base_after(snapshot, &group), written)?;
+            self.swap_group(snapshot, group, self.base_after(snapshot, group), written)?;
             stats.segments_after += 1;
         }
         Ok(())
+    }
+
+    /// The aborted-transaction index entries of the segment a group `[group_base, group_end)`
+    /// becomes (Kafka's `cleanedIndex`): those of the ABORT markers the transaction rules kept
+    /// with their data, and those of the markers at or past `mapped_end`, which the pass copied
+    /// as they were. Entries of markers that went, or whose data is all gone, go.
+    fn cleaned_aborted_entries(
+        &self,
+        txns: &mut CleanedTxns,
+        group_base: i64,
+        group_end: i64,
+        mapped_end: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let mut entries = txns.take_kept_entries();
+        let copied_from = mapped_end.max(group_base);
+        if copied_from < group_end {
+            entries.extend(
+                self.aborted_transactions(copied_from, group_end)?
+                    .into_iter()
+                    .filter(|entry| (copied_from..group_end).contains(&entry.last_offset)),
+            );
+        }
+        debug_assert!(entries
+            .iter()
+            .all(|entry| (group_base..group_end).contains(&entry.last_offset)));
+        entries.sort_by_key(|entry| entry.last_offset);
+        Ok(entries)
     }
 
     /// The base offset of the segment after `group` in the snapshot.
@@ -461,14 +504,23 @@ impl Log {
         let mut mapped_end = start;
         let mut full = false;
         let batch_max = (snapshot.config.batch_bytes_max as usize).max(read_buffer.len());
-        for source in snapshot
+        // Records of aborted transactions never enter the map: an aborted later value must not
+        // make the cleaner drop the committed one before it (Kafka's `buildOffsetMapForSegment`).
+        let mut txns = CleanedTxns::default();
+        for (index, source) in snapshot
             .sources
             .iter()
             .filter(|source| source.next_offset > start)
+            .enumerate()
         {
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
+            let range_base = source.base_offset.max(start);
+            txns.add_range(
+                self.aborted_transactions(range_base, source.next_offset.min(stop))?,
+                (index > 0).then_some(range_base),
+            );
             let file = self.source_file(snapshot, source)?;
             let path = fs::segment_file(&self.dir, source.base_offset, LOG_SUFFIX);
             let mut done = false;
@@ -488,6 +540,12 @@ impl Log {
                         return Ok(false);
                     }
                     if header.is_control() {
+                        txns.on_control_batch(batch, header);
+                        mapped_end = header.next_offset();
+                        return Ok(true);
+                    }
+                    if txns.on_data_batch(header) {
+                        stats.map_records_read += u64::from(header.records_count.unsigned_abs());
                         mapped_end = header.next_offset();
                         return Ok(true);
                     }
@@ -513,14 +571,13 @@ impl Log {
         &self,
         snapshot: &Snapshot,
         group: &[Source],
-        rules: &FilterRules<'_>,
+        (rules, txns): (&FilterRules<'_>, &mut CleanedTxns),
         live_producers: &BTreeMap<i64, i64>,
         (read_buffer, write_buffer, scratch): Buffers<'_>,
         hooks: &mut dyn CleanHooks,
         stats: &mut CleanStats,
     ) -> CleanResult<(u64, u32, u64)> {
         let base = group.first().map_or(0, |source| source.base_offset);
-        let mut kept_markers = Vec::new(); // their aborted-transaction entries go with them
         let path = cleaned_path(&self.dir, base);
         let out = self
             .io
@@ -548,14 +605,22 @@ impl Log {
                         let retain_empty = header.producer_id >= 0
                             && live_producers.get(&header.producer_id)
                                 == Some(&header.last_offset());
-                        let filtered =
-                            filter_batch(batch, header, rules, retain_empty, scratch, &mut counts)
-                                .map_err(|error| {
-                                    Error::corrupt(&source_path, 0, error.to_string())
-                                })?;
-                        if header.is_control() && !matches!(filtered, Filtered::Dropped) {
-                            kept_markers.push(header.base_offset);
-                        }
+                        // Past the mapped end everything is copied as it is, markers included.
+                        let discardable = header.base_offset < rules.mapped_end
+                            && if header.is_control() {
+                                txns.on_control_batch(batch, header)
+                            } else {
+                                txns.on_data_batch(header)
+                            };
+                        let filtered = filter_batch(
+                            batch,
+                            header,
+                            rules,
+                            (retain_empty, discardable),
+                            scratch,
+                            &mut counts,
+                        )
+                        .map_err(|error| Error::corrupt(&source_path, 0, error.to_string()))?;
                         match filtered {
                             Filtered::Original => sink.push(batch, hooks)?,
                             Filtered::Rebuilt(bytes) => sink.push(&bytes, hooks)?,
@@ -569,6 +634,9 @@ impl Log {
             self.io
                 .sync(&out, PersistMode::SyncData)
                 .map_err(|error| Error::io(&path, error))?;
+            let group_end = self.base_after(snapshot, group);
+            let entries = self.cleaned_aborted_entries(txns, base, group_end, rules.mapped_end)?;
+            let kept_markers: Vec<i64> = entries.iter().map(|entry| entry.last_offset).collect();
             let txn_entries = self.write_cleaned_txn_index(group, &kept_markers)?;
             fs::sync_parent(self.io.as_ref(), &path)?;
             Ok((sink.written, sink.crc, txn_entries))
@@ -587,6 +655,8 @@ fn add_counts(stats: &mut CleanStats, counts: &FilterCounts, bytes_written: u64)
     stats.records_written += counts.records_kept;
     stats.invalid_records += counts.keyless_dropped;
     stats.tombstones_dropped += counts.tombstones_dropped;
+    stats.aborted_records_dropped += counts.aborted_dropped;
+    stats.markers_dropped += counts.markers_dropped;
     stats.bytes_written += bytes_written;
 }
 
