@@ -521,13 +521,21 @@ fn legacy_read_committed(
     {
         return Ok(None);
     }
-    let end = read_end.min(last_stable_offset);
-    let aborted = if fetch_offset < end {
-        partition.log().aborted_transactions(fetch_offset, end)?
-    } else {
-        Vec::new()
-    };
-    Ok(Some((end, AbortedFilter::new(aborted))))
+    let mut end = read_end.min(last_stable_offset);
+    loop {
+        if fetch_offset >= end {
+            return Ok(Some((end, AbortedFilter::default())));
+        }
+        match partition.log().aborted_transactions(fetch_offset, end) {
+            Ok(aborted) => return Ok(Some((end, AbortedFilter::new(aborted)))),
+            // More aborted transactions than one read may hold: this fetch reads a shorter
+            // range (the consumer goes on from where it stops).
+            Err(skiff_storage::Error::TooManyAbortedTxns { .. }) if end - fetch_offset > 1 => {
+                end = fetch_offset + (end - fetch_offset) / 2;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// A throttled Fetch: answered at once with its throttle and no partitions, as Kafka's
