@@ -225,7 +225,8 @@ impl Connection {
                 bail!("unexpected response header tagged fields");
             }
         }
-        S::decode(&mut body, version).context("decoding response")
+        let crate_version = skiff_protocol::api::response_crate_version(api_key, version);
+        S::decode(&mut body, crate_version).context("decoding response")
     }
 
     /// Metadata for `topics` (auto-creating them on brokers that allow it).
@@ -382,7 +383,12 @@ pub fn encode_request_frame<R: Encodable>(
     frame.clear();
     frame.extend_from_slice(&[0; 4]);
     header.encode(frame, row.request_header_version(version))?;
-    request.encode(frame, version)?;
+    // Past kafka-protocol's range (Produce v12, TxnOffsetCommit v5) the same bytes as an older
+    // version the crate encodes.
+    request.encode(
+        frame,
+        skiff_protocol::api::request_crate_version(api_key, version),
+    )?;
     let size = i32::try_from(frame.len() - 4)?;
     frame[..4].copy_from_slice(&size.to_be_bytes());
     Ok(())

@@ -28,6 +28,7 @@
 //! - [`replication`]: the driver feeding replicas the store's states and timers, the follower's
 //!   fetcher, the reassignment throttle;
 //! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs, producer-id blocks);
+//! - [`interbroker`]: the client for requests to other brokers (markers, transaction checks);
 //! - [`cluster`]: membership, the controller loop, topic creation and changes, the
 //!   materializer, ISR writes, elections, reassignments, shedding;
 //! - [`placement`]: the load sampler and placement state over `skiff-placement`;
@@ -52,6 +53,7 @@ mod context;
 mod dynamic;
 pub mod group;
 mod handlers;
+pub mod interbroker;
 pub mod metrics;
 pub mod net;
 pub mod ops;
@@ -284,6 +286,11 @@ impl Broker {
             metrics,
             request_bytes_budget,
             cluster_id: cluster.cluster_id().to_owned(),
+            interbroker: interbroker::InterBrokerClient::new(
+                cluster.clone(),
+                config.inter_broker_listener().unwrap_or_default(),
+                config.node_id,
+            ),
             cluster,
             groups,
             shutdown,

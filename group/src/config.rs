@@ -30,6 +30,16 @@ pub const OFFSET_METADATA_BYTES_MAX_DEFAULT: usize = 4096;
 /// partitions.
 pub const COMMITTED_OFFSETS_MAX_DEFAULT: usize = 10_000_000;
 
+/// Transactional offset commits (TxnOffsetCommit: one per group, producer and partition) held
+/// pending until their transaction's marker, in all. Kafka has no such bound. A TxnOffsetCommit
+/// that would add entries beyond it gets COORDINATOR_NOT_AVAILABLE for those partitions (the
+/// producer retries; entries free up as transactions end); a partition already pending for that
+/// producer still updates. A TxnOffsetCommit of a partition without a committed offset also
+/// counts its pending entries against `committed_offsets_max`, so committing every pending
+/// transaction never takes the committed offsets past their bound. A log replayed at load may
+/// hold more (they were accepted before): they are kept, and new ones wait until it drains.
+pub const PENDING_TXN_OFFSETS_MAX_DEFAULT: usize = 1_000_000;
+
 /// How long an Empty group outlives the OffsetDelete that removed its last committed offset
 /// (Kafka's `offsets.retention.check.interval.ms` default: Kafka 4.x keeps such a group until its
 /// periodic cleanup, so `kafka-consumer-groups --delete-offsets` then `--delete` succeeds). The
@@ -79,6 +89,8 @@ pub struct GroupConfig {
     pub offset_metadata_bytes_max: usize,
     /// See [`COMMITTED_OFFSETS_MAX_DEFAULT`].
     pub committed_offsets_max: usize,
+    /// See [`PENDING_TXN_OFFSETS_MAX_DEFAULT`].
+    pub pending_txn_offsets_max: usize,
     /// See [`GroupKeys::initial_rebalance_delay_ms`]; 0 completes the first join as soon as every
     /// member has joined. The broker config bounds it; the coordinator treats a negative value
     /// as 0.
@@ -102,6 +114,7 @@ impl GroupConfig {
             member_assignment_bytes_max: MEMBER_ASSIGNMENT_BYTES_MAX_DEFAULT,
             offset_metadata_bytes_max: OFFSET_METADATA_BYTES_MAX_DEFAULT,
             committed_offsets_max: COMMITTED_OFFSETS_MAX_DEFAULT,
+            pending_txn_offsets_max: PENDING_TXN_OFFSETS_MAX_DEFAULT,
             initial_rebalance_delay_ms: keys.initial_rebalance_delay_ms,
             emptied_group_retention_ms: EMPTIED_GROUP_RETENTION_MS_DEFAULT,
             member_id_salt,

@@ -8,15 +8,16 @@ use std::collections::{BTreeMap, VecDeque};
 use kafka_protocol::messages::{
     DeleteGroupsResponse, DescribeGroupsResponse, HeartbeatResponse, JoinGroupResponse,
     LeaveGroupResponse, ListGroupsResponse, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchResponse, SyncGroupResponse,
+    OffsetFetchResponse, SyncGroupResponse, TxnOffsetCommitResponse,
 };
 use skiff_protocol::error_code::ErrorCode;
 
 use super::config::GroupConfig;
 use super::deletion::PendingDelete;
 use super::offsets::PendingCommit;
-use super::offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+use super::offsets_log::{OffsetKey, OffsetValue, Replayed, TxnProducer};
 use super::state::{CommittedOffset, Group, GroupState};
+use super::txn_offsets::PendingTxnCommit;
 
 /// Chosen by the driver for every request it hands in; comes back on the outputs for it.
 pub type RequestId = u64;
@@ -57,6 +58,8 @@ pub enum Response {
     DeleteGroups(DeleteGroupsResponse),
     /// OffsetDelete.
     OffsetDelete(OffsetDeleteResponse),
+    /// TxnOffsetCommit.
+    TxnOffsetCommit(TxnOffsetCommitResponse),
 }
 
 /// What the coordinator asks the driver to do.
@@ -76,6 +79,18 @@ pub enum Output {
     PersistOffsets {
         /// The OffsetCommit waiting for it.
         request_id: RequestId,
+        /// The commits, in request order.
+        commits: Vec<(OffsetKey, OffsetValue)>,
+    },
+    /// Append these transactional commits durably to the offsets log, in order, as transactional
+    /// batches of `producer` ([`crate::offsets_log::encode_txn_batches`]), then call
+    /// [`Coordinator::offsets_persisted`] with `request_id` (TxnOffsetCommit). They take effect
+    /// only at the producer's COMMIT marker ([`Coordinator::complete_transaction`]).
+    PersistTxnOffsets {
+        /// The TxnOffsetCommit waiting for it.
+        request_id: RequestId,
+        /// The transactional producer the batches belong to.
+        producer: TxnProducer,
         /// The commits, in request order.
         commits: Vec<(OffsetKey, OffsetValue)>,
     },
@@ -156,6 +171,11 @@ pub struct Coordinator {
     pub(super) pending_commits: BTreeMap<RequestId, PendingCommit>,
     /// DeleteGroups and OffsetDeletes waiting for their tombstones to be durable, by request id.
     pub(super) pending_deletes: BTreeMap<RequestId, PendingDelete>,
+    /// TxnOffsetCommits waiting for their records to be durable, by request id.
+    pub(super) pending_txn_commits: BTreeMap<RequestId, PendingTxnCommit>,
+    /// Pending transactional offsets across all groups and producers (bounded by
+    /// `pending_txn_offsets_max`).
+    pub(super) pending_txn_count: usize,
     /// Committed-offset entries across all groups (bounded by `committed_offsets_max`).
     pub(super) offsets_count: usize,
     /// Member ids handed out so far (made unique per start by the config's salt).
@@ -176,6 +196,8 @@ impl Coordinator {
             outputs: VecDeque::new(),
             pending_commits: BTreeMap::new(),
             pending_deletes: BTreeMap::new(),
+            pending_txn_commits: BTreeMap::new(),
+            pending_txn_count: 0,
             offsets_count: 0,
             member_id_count: 0,
             persist_sequence: 0,
@@ -188,11 +210,11 @@ impl Coordinator {
     }
 
     /// Replays the offsets log (oldest first): the last commit of a (group, topic, partition) wins
-    /// and a tombstone deletes it. Marks the coordinator loaded; call it once at start, before any
+    /// and a tombstone deletes it; transactional commits wait for their producer's marker. Marks the coordinator loaded; call it once at start, before any
     /// request, even with an empty log.
-    pub fn load_offsets(&mut self, entries: impl IntoIterator<Item = OffsetLogEntry>) {
-        for entry in entries {
-            self.apply_entry(entry);
+    pub fn load_offsets(&mut self, entries: impl IntoIterator<Item = Replayed>) {
+        for item in entries {
+            self.apply_replayed(item);
         }
         self.loaded = true;
     }
@@ -337,7 +359,8 @@ impl Coordinator {
         )
     }
 
-    /// Records a durable commit unless a later one for the same partition is already in.
+    /// Records a durable commit unless a later one for the same partition is already in. Within
+    /// one persist (equal sequences) the later record wins, as a replay of the log applies it.
     pub(super) fn apply_commit(&mut self, key: OffsetKey, value: OffsetValue, sequence: u64) {
         let group = self
             .groups
@@ -352,7 +375,7 @@ impl Coordinator {
         };
         match group.offsets.get_mut(&(key.topic.clone(), key.partition)) {
             Some(existing) => {
-                if existing.persist_sequence < sequence {
+                if existing.persist_sequence <= sequence {
                     *existing = committed;
                 }
             }
@@ -371,6 +394,7 @@ impl Coordinator {
             group.state == GroupState::Empty
                 && group.size() == 0
                 && group.offsets.is_empty()
+                && group.pending_txn.is_empty()
                 && group.kept_until_ms.is_none()
         });
         if unused {
@@ -378,6 +402,8 @@ impl Coordinator {
         }
     }
 
+    /// A replayed tombstone: the committed offset goes, and so does every transactional commit
+    /// of the key still pending (it was written before the tombstone, as Kafka replays it).
     pub(super) fn apply_delete(&mut self, key: &OffsetKey) {
         if let Some(group) = self.groups.get_mut(&key.group) {
             if group
@@ -388,6 +414,7 @@ impl Coordinator {
                 self.offsets_count -= 1;
             }
         }
+        self.drop_pending_txn_before(key, u64::MAX);
         self.forget_if_unused(&key.group);
     }
 }

@@ -1,7 +1,8 @@
 //! DeleteGroups (v0–v2) and OffsetDelete (v0): which groups and committed offsets may go (Kafka's
 //! rules: only an Empty group is deleted, NON_EMPTY_GROUP otherwise; an offset goes unless an
 //! active member of a consumer group subscribes to its topic), the tombstones that make the
-//! deletion durable, and the answers.
+//! deletion durable (they also remove transactional commits of the same keys still pending, as
+//! Kafka 4.x does), and the answers.
 //!
 //! Must never: answer a deletion before the driver reported its tombstones durable, or let a
 //! tombstone remove a commit that was handed to the driver after it.
@@ -79,7 +80,15 @@ impl Coordinator {
             match outcome {
                 Err(error) => result.error_code = error.code(),
                 Ok(group) => {
-                    keys.extend(group.offsets.keys().map(|(topic, partition)| OffsetKey {
+                    // Pending transactional commits are tombstoned too (as Kafka 4.x does):
+                    // the tombstone removes them, and their marker then finds nothing.
+                    let pending = group
+                        .pending_txn
+                        .values()
+                        .flat_map(|pending| pending.offsets.keys());
+                    let slots: BTreeSet<&(String, i32)> =
+                        group.offsets.keys().chain(pending).collect();
+                    keys.extend(slots.into_iter().map(|(topic, partition)| OffsetKey {
                         group: group.group_id.clone(),
                         topic: topic.clone(),
                         partition: *partition,
@@ -157,7 +166,7 @@ impl Coordinator {
                     partition_response.error_code = code;
                 } else if is_subscribed(name) {
                     partition_response.error_code = ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC.code();
-                } else if self.committed_offset(group_id, name, index).is_some() {
+                } else if self.holds_offset(group_id, name, index) {
                     keys.push(OffsetKey {
                         group: group_id.to_owned(),
                         topic: name.to_owned(),
@@ -176,6 +185,13 @@ impl Coordinator {
                 kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
             },
         );
+    }
+
+    /// Whether the group has an offset of the partition to tombstone: committed, or pending in a
+    /// transaction.
+    fn holds_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        self.committed_offset(group_id, topic, partition).is_some()
+            || self.has_pending_txn_offset(group_id, topic, partition)
     }
 
     /// Hands the tombstones to the driver (or, with none to write, finishes at once).
@@ -274,8 +290,10 @@ impl Coordinator {
     }
 
     /// Removes one committed offset unless it was handed to the driver after the tombstone (a
-    /// commit that landed meanwhile is newer than the deletion and stays, as on replay).
+    /// commit that landed meanwhile is newer than the deletion and stays, as on replay); the same
+    /// for the transactional commits of the key pending for any producer.
     fn remove_offset_before(&mut self, key: &OffsetKey, persist_sequence: u64) {
+        self.drop_pending_txn_before(key, persist_sequence);
         let Some(group) = self.groups.get_mut(&key.group) else {
             return;
         };
@@ -295,7 +313,10 @@ impl Coordinator {
     /// after an OffsetDelete); a group that gained members or offsets meanwhile stays.
     fn forget_deleted_group(&mut self, group_id: &str) {
         let empty = self.groups.get(group_id).is_some_and(|group| {
-            group.state == GroupState::Empty && group.members.is_empty() && group.offsets.is_empty()
+            group.state == GroupState::Empty
+                && group.members.is_empty()
+                && group.offsets.is_empty()
+                && group.pending_txn.is_empty()
         });
         if empty {
             self.groups.remove(group_id);

@@ -1,11 +1,12 @@
 //! skiff-group: the classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat,
-//! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete;
-//! every version from 0) as a sans-IO state machine, the record codec of the internal offsets log,
-//! and the seeded simulation that checks them.
+//! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
+//! TxnOffsetCommit; every version from 0) as a sans-IO state machine, the record codec of the
+//! internal offsets log, and the seeded simulations that check them.
 //!
 //! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
 //! leader's assignment), session / rebalance / pending-member deadlines, the committed offsets,
-//! which `__consumer_offsets` partition coordinates a group, and the bytes of the offsets log.
+//! the transactional offsets pending per producer until their end-transaction marker, which
+//! `__consumer_offsets` partition coordinates a group, and the bytes of the offsets log.
 //!
 //! Must never: read a clock, touch files or sockets, depend on tokio or on the broker (CI greps
 //! `group/src` and checks `cargo tree`) — time arrives as `now_ms` arguments, the broker's settings
@@ -33,9 +34,18 @@
 //!      outputs come out), then call [`Coordinator::offsets_persisted`] with the same request id;
 //!      only that call produces the OffsetCommit reply, so a commit is acknowledged only once it is
 //!      durable;
+//!    - [`Output::PersistTxnOffsets`]: the same for a TxnOffsetCommit's commits, written as
+//!      transactional batches of its producer ([`offsets_log::encode_txn_batches`]), answered with
+//!      [`Coordinator::offsets_persisted`]; they stay pending (invisible to OffsetFetch) until
+//!      the producer's marker;
 //!    - [`Output::PersistOffsetDeletes`]: the same for tombstones ([`OffsetLogEntry::Delete`]),
 //!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete).
-//! 4. The driver calls [`Coordinator::tick`] with the current time whenever
+//! 4. After an end-transaction marker was appended to a led `__consumer_offsets` partition and
+//!    replicated (the partition's WriteTxnMarkers), the driver calls
+//!    [`Coordinator::complete_transaction`]: a COMMIT makes the producer's pending offsets of
+//!    that partition's groups committed, an ABORT drops them. A replay ([`Replayed`], from
+//!    [`offsets_log::decode_replayed_batches`]) meets the markers in the log itself.
+//! 5. The driver calls [`Coordinator::tick`] with the current time whenever
 //!    [`Coordinator::next_deadline_ms`] has passed (calling it more often is harmless). `now_ms`
 //!    must never decrease between calls.
 //!
@@ -53,7 +63,8 @@
 //!   partition's log, then calls [`Coordinator::offsets_persisted`]. The log cleaner compacts
 //!   the logs by key (the latest commit or tombstone of each group's partition wins, as replay
 //!   reads them).
-//! - OffsetCommit needs `partition_exists(topic, partition)` from the topic table.
+//! - OffsetCommit and TxnOffsetCommit need `partition_exists(topic, partition)` from the topic
+//!   table.
 //!
 //! # Layout
 //!
@@ -66,11 +77,14 @@
 //!   one partition's groups.
 //! - `membership.rs`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance itself.
 //! - `offsets.rs`: OffsetCommit, OffsetFetch and the committed-offset table.
+//! - `txn_offsets.rs`: TxnOffsetCommit (KIP-447's fencing), the pending transactional offsets,
+//!   their completion by a marker (live or replayed), and their bound.
 //! - `admin.rs`: DescribeGroups, ListGroups.
 //! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
 //!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
 //! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
-//! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants;
+//! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants, and
+//!   `sim/txn.rs` one of transactional producers, markers and restarts;
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
@@ -94,6 +108,7 @@ mod deletion;
 mod loading;
 mod membership;
 mod offsets;
+mod txn_offsets;
 
 #[cfg(test)]
 mod sim;
@@ -104,5 +119,6 @@ pub use config::{GroupConfig, GroupKeys};
 pub use coordinated::{coordinator_partition, Coordinated};
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use loading::{Loaded, UNPARTITIONED};
-pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue};
+pub use offsets_log::{OffsetKey, OffsetLogEntry, OffsetValue, Replayed, TxnProducer};
 pub use state::GroupState;
+pub use txn_offsets::TxnCompletion;

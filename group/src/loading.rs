@@ -17,7 +17,7 @@ use super::coordinated::{coordinator_partition, Coordinated};
 use skiff_protocol::error_code::ErrorCode;
 
 use super::coordinator::{Coordinator, Response};
-use super::offsets_log::OffsetLogEntry;
+use super::offsets_log::{OffsetLogEntry, Replayed};
 
 /// The offsets partition every group uses while no [`Coordinated`] was set (a coordinator on its
 /// own, as tests and single-log drivers use it).
@@ -108,14 +108,15 @@ impl Coordinator {
     }
 
     /// Replays one partition's offsets log (oldest first) and serves its groups from now on. The
-    /// last commit of a (group, topic, partition) wins and a tombstone deletes it; entries of
-    /// groups that belong to another partition are skipped. Ignored (nothing applied) when the
+    /// last commit of a (group, topic, partition) wins and a tombstone deletes it; transactional
+    /// commits stay pending until their producer's marker (a transaction without one stays
+    /// pending after the load); entries of groups that belong to another partition are skipped. Ignored (nothing applied) when the
     /// partition is not led here any more, or already loaded: the driver read its log while
     /// leadership moved.
     pub fn load_partition(
         &mut self,
         partition: i32,
-        entries: impl IntoIterator<Item = OffsetLogEntry>,
+        entries: impl IntoIterator<Item = Replayed>,
     ) -> Loaded {
         let mut loaded = Loaded::default();
         let Some(coordinated) = &self.coordinated else {
@@ -125,16 +126,19 @@ impl Coordinator {
         if !coordinated.led.contains(&partition) || self.loaded_partitions.contains(&partition) {
             return loaded;
         }
-        for entry in entries {
-            let group = match &entry {
-                OffsetLogEntry::Commit(key, _) | OffsetLogEntry::Delete(key) => key.group.as_str(),
+        for item in entries {
+            let group = match &item {
+                Replayed::Entry(entry) | Replayed::Txn(_, entry) => {
+                    Some(entry.key().group.as_str())
+                }
+                Replayed::Marker(..) => None,
             };
-            if coordinator_partition(group, partitions) != partition {
+            if group.is_some_and(|group| coordinator_partition(group, partitions) != partition) {
                 loaded.foreign += 1;
                 continue;
             }
             loaded.applied += 1;
-            self.apply_entry(entry);
+            self.apply_replayed(item);
         }
         self.loaded_partitions.insert(partition);
         loaded
@@ -158,6 +162,7 @@ impl Coordinator {
             return;
         };
         self.offsets_count -= group.offsets.len();
+        self.pending_txn_count -= group.pending_txn_count();
         let not_coordinator = ErrorCode::NOT_COORDINATOR.code();
         for (member_id, member) in group.members {
             if let Some(parked) = member.pending_join {

@@ -1,7 +1,8 @@
 //! OffsetCommit (v0–v8) and OffsetFetch (v0–v8): who may commit (Kafka's generation and member
 //! rules, standalone commits with a negative generation), the per-partition checks, the wait for
 //! durability, and the answers in each version's layout (v0/v1 OffsetFetch copy a group error into
-//! every partition; v2–v7 carry it at the top; v8 per group).
+//! every partition; v2–v7 carry it at the top; v8 per group); OffsetFetch's `require_stable`
+//! (v7+) against the pending transactional commits of `txn_offsets.rs`.
 //!
 //! Must never: acknowledge a commit before the driver reported it durable, or let an older commit
 //! that became durable later overwrite a newer one.
@@ -44,6 +45,9 @@ struct FetchedPartition {
     metadata: String,
     error_code: i16,
 }
+
+/// First OffsetFetch version with `require_stable` (KIP-447).
+const REQUIRE_STABLE_VERSION_MIN: i16 = 7;
 
 /// OffsetFetch topics: `None` asks for every committed partition (v2+).
 type TopicQuery = Option<Vec<(String, Vec<i32>)>>;
@@ -201,10 +205,14 @@ impl Coordinator {
         Ok(())
     }
 
-    /// The driver's answer to [`Output::PersistOffsets`]: on success the commits take effect and
-    /// the OffsetCommit is answered; on failure the accepted partitions get the failure's error.
-    /// An unknown request id (answered already, or never issued) is ignored.
+    /// The driver's answer to [`Output::PersistOffsets`] and [`Output::PersistTxnOffsets`]: on
+    /// success the commits take effect (a TxnOffsetCommit's stay pending until their marker) and
+    /// the request is answered; on failure the accepted partitions get the failure's error. An
+    /// unknown request id (answered already, or never issued) is ignored.
     pub fn offsets_persisted(&mut self, request_id: RequestId, result: Result<(), PersistError>) {
+        if self.txn_offsets_persisted(request_id, result) {
+            return;
+        }
         let Some(pending) = self.pending_commits.remove(&request_id) else {
             return;
         };
@@ -246,9 +254,12 @@ impl Coordinator {
         self.reply(request_id, version, Response::OffsetCommit(response));
     }
 
-    /// OffsetFetch, every version. Answers at once with the durable offsets.
+    /// OffsetFetch, every version. Answers at once with the durable offsets; with `require_stable`
+    /// (v7+) a partition with a transactional commit awaiting its marker answers
+    /// UNSTABLE_OFFSET_COMMIT instead (the client retries until the transaction ends).
     pub fn handle_offset_fetch(&mut self, meta: RequestMeta, request: OffsetFetchRequest) {
         let version = meta.version;
+        let require_stable = version >= REQUIRE_STABLE_VERSION_MIN && request.require_stable;
         let mut response = OffsetFetchResponse::default();
         if version >= 8 {
             for group in &request.groups {
@@ -258,31 +269,15 @@ impl Coordinator {
                         .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
                         .collect()
                 });
-                let (error_code, topics) =
-                    self.fetch_offsets(group.group_id.0.as_str(), &query, version);
+                let (error_code, topics) = self.fetch_offsets(
+                    group.group_id.0.as_str(),
+                    &query,
+                    (version, require_stable),
+                );
                 let mut group_response = OffsetFetchResponseGroup::default();
                 group_response.group_id = group.group_id.clone();
                 group_response.error_code = error_code;
-                group_response.topics = topics
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        let mut topic = OffsetFetchResponseTopics::default();
-                        topic.name = TopicName(StrBytes::from_string(name));
-                        topic.partitions = partitions
-                            .into_iter()
-                            .map(|p| {
-                                let mut out = OffsetFetchResponsePartitions::default();
-                                out.partition_index = p.partition;
-                                out.committed_offset = p.offset;
-                                out.committed_leader_epoch = p.leader_epoch;
-                                out.metadata = Some(StrBytes::from_string(p.metadata));
-                                out.error_code = p.error_code;
-                                out
-                            })
-                            .collect();
-                        topic
-                    })
-                    .collect();
+                group_response.topics = topics.into_iter().map(group_topic).collect();
                 response.groups.push(group_response);
             }
         } else {
@@ -297,8 +292,11 @@ impl Coordinator {
                 None if version < 2 => Some(Vec::new()),
                 None => None,
             };
-            let (error_code, topics) =
-                self.fetch_offsets(request.group_id.0.as_str(), &query, version);
+            let (error_code, topics) = self.fetch_offsets(
+                request.group_id.0.as_str(),
+                &query,
+                (version, require_stable),
+            );
             if version >= 2 {
                 response.error_code = error_code;
             }
@@ -335,7 +333,7 @@ impl Coordinator {
         &self,
         group_id: &str,
         query: &TopicQuery,
-        version: i16,
+        (version, require_stable): (i16, bool),
     ) -> (i16, Vec<(String, Vec<FetchedPartition>)>) {
         let group_error = self.unavailable_for(group_id).map(ErrorCode::code);
         if let Some(error_code) = group_error {
@@ -368,7 +366,9 @@ impl Coordinator {
                 .map(|(topic, partitions)| {
                     let answers = partitions
                         .iter()
-                        .map(|partition| fetched(group, topic, *partition, version))
+                        .map(|partition| {
+                            fetched(group, topic, *partition, (version, require_stable))
+                        })
                         .collect();
                     (topic.clone(), answers)
                 })
@@ -376,10 +376,12 @@ impl Coordinator {
             None => {
                 let mut by_topic: BTreeMap<String, Vec<FetchedPartition>> = BTreeMap::new();
                 for ((topic, partition), _) in group.iter().flat_map(|group| group.offsets.iter()) {
-                    by_topic
-                        .entry(topic.clone())
-                        .or_default()
-                        .push(fetched(group, topic, *partition, version));
+                    by_topic.entry(topic.clone()).or_default().push(fetched(
+                        group,
+                        topic,
+                        *partition,
+                        (version, require_stable),
+                    ));
                 }
                 by_topic.into_iter().collect()
             }
@@ -388,9 +390,43 @@ impl Coordinator {
     }
 }
 
+/// One topic of a v8 group answer.
+fn group_topic((name, partitions): (String, Vec<FetchedPartition>)) -> OffsetFetchResponseTopics {
+    let mut topic = OffsetFetchResponseTopics::default();
+    topic.name = TopicName(StrBytes::from_string(name));
+    topic.partitions = partitions
+        .into_iter()
+        .map(|p| {
+            let mut out = OffsetFetchResponsePartitions::default();
+            out.partition_index = p.partition;
+            out.committed_offset = p.offset;
+            out.committed_leader_epoch = p.leader_epoch;
+            out.metadata = Some(StrBytes::from_string(p.metadata));
+            out.error_code = p.error_code;
+            out
+        })
+        .collect();
+    topic
+}
+
 /// One partition's committed offset, or "none" (−1; v0, which read ZooKeeper in Kafka, answers
-/// UNKNOWN_TOPIC_OR_PARTITION instead).
-fn fetched(group: Option<&Group>, topic: &str, partition: i32, version: i16) -> FetchedPartition {
+/// UNKNOWN_TOPIC_OR_PARTITION instead); UNSTABLE_OFFSET_COMMIT (and −1) when the request requires
+/// stable offsets and a transactional commit of the partition is pending.
+fn fetched(
+    group: Option<&Group>,
+    topic: &str,
+    partition: i32,
+    (version, require_stable): (i16, bool),
+) -> FetchedPartition {
+    if require_stable && group.is_some_and(|group| group.has_pending_txn(topic, partition)) {
+        return FetchedPartition {
+            partition,
+            offset: -1,
+            leader_epoch: -1,
+            metadata: String::new(),
+            error_code: ErrorCode::UNSTABLE_OFFSET_COMMIT.code(),
+        };
+    }
     match group.and_then(|group| group.offsets.get(&(topic.to_owned(), partition))) {
         Some(committed) => FetchedPartition {
             partition,

@@ -11,12 +11,19 @@
 //! layout with a leader epoch), so a reader that meets any other version stops with an error
 //! rather than guessing.
 //!
+//! Transactional offset commits (TxnOffsetCommit) are the same records in a transactional batch
+//! carrying the producer's id and epoch ([`encode_txn_batches`]); they take effect only at that
+//! producer's COMMIT marker (a control batch) later in the same log. A replay therefore reads
+//! [`Replayed`] items ([`decode_replayed_batches`]): plain entries, transactional entries and
+//! markers, in log order.
+//!
 //! Must never: trust a length read from the file before checking it against the bytes that remain
 //! (every read goes through the protocol crate's bounded `Reader`), or decompress without a cap.
 
 use skiff_protocol::codec::Reader;
 use skiff_protocol::records::compression::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::{batch_records, BatchBuilder, NewRecord};
+use skiff_protocol::records::txn::{EndTxnMarker, MarkerType, MARKER_SEQUENCE};
 use skiff_protocol::records::v2::{batch_positions, validate};
 use skiff_protocol::records::{Compression, RecordError};
 use skiff_protocol::DecodeError;
@@ -112,6 +119,33 @@ impl OffsetLogEntry {
     }
 }
 
+/// The transactional producer a batch of offset commits belongs to (TxnOffsetCommit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TxnProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch when it committed the offsets.
+    pub producer_epoch: i16,
+}
+
+/// One item of an offsets log replay, in log order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replayed {
+    /// A record of a non-transactional batch: takes effect at once.
+    Entry(OffsetLogEntry),
+    /// A record of a transactional batch: a commit stays pending until the producer's marker.
+    Txn(TxnProducer, OffsetLogEntry),
+    /// An end-transaction marker: the producer's pending commits take effect (COMMIT) or are
+    /// dropped (ABORT).
+    Marker(TxnProducer, MarkerType),
+}
+
+impl From<OffsetLogEntry> for Replayed {
+    fn from(entry: OffsetLogEntry) -> Self {
+        Self::Entry(entry)
+    }
+}
+
 fn put_string(out: &mut Vec<u8>, text: &str) -> Result<(), OffsetLogError> {
     let len = i16::try_from(text.len())
         .map_err(|_| OffsetLogError::StringTooLong { bytes: text.len() })?;
@@ -185,6 +219,16 @@ pub fn encode_batch(
     entries: &[OffsetLogEntry],
     timestamp_ms: i64,
 ) -> Result<Vec<u8>, OffsetLogError> {
+    encode_batch_of(entries, None, timestamp_ms)
+}
+
+/// As [`encode_batch`], as a transactional batch of `producer` when given (Kafka's layout for a
+/// TxnOffsetCommit: the producer's id and epoch, no sequence, the transactional bit).
+fn encode_batch_of(
+    entries: &[OffsetLogEntry],
+    producer: Option<TxnProducer>,
+    timestamp_ms: i64,
+) -> Result<Vec<u8>, OffsetLogError> {
     if entries.len() > RECORDS_PER_BATCH_MAX {
         return Err(OffsetLogError::TooManyRecords {
             count: entries.len(),
@@ -192,6 +236,12 @@ pub fn encode_batch(
         });
     }
     let mut builder = BatchBuilder::new(0, Compression::None);
+    if let Some(producer) = producer {
+        builder.producer_id = producer.producer_id;
+        builder.producer_epoch = producer.producer_epoch;
+        builder.base_sequence = MARKER_SEQUENCE;
+        builder.transactional = true;
+    }
     for (index, entry) in entries.iter().enumerate() {
         let key = encode_key(entry.key())?;
         let value = match entry {
@@ -225,15 +275,52 @@ pub fn encode_batches(
         .collect()
 }
 
-/// Decodes one complete batch (CRC checked), calling `visit` for each record in order. Control
-/// batches are skipped. Returns the records visited.
+/// As [`encode_batches`], each batch transactional for `producer` (a TxnOffsetCommit's records).
+pub fn encode_txn_batches(
+    entries: &[OffsetLogEntry],
+    producer: TxnProducer,
+    timestamp_ms: i64,
+) -> Result<Vec<Vec<u8>>, OffsetLogError> {
+    entries
+        .chunks(RECORDS_PER_BATCH_MAX)
+        .map(|chunk| encode_batch_of(chunk, Some(producer), timestamp_ms))
+        .collect()
+}
+
+/// Decodes one complete batch (CRC checked), calling `visit` for each record in order, whether
+/// its batch is transactional or not. Control batches are skipped. Returns the records visited.
+/// For a log that may hold transactions, replay with [`decode_replayed_batch`] instead.
 pub fn decode_batch(
     batch: &[u8],
     visit: &mut impl FnMut(OffsetLogEntry),
 ) -> Result<usize, OffsetLogError> {
+    decode_replayed_batch(batch, &mut |item| match item {
+        Replayed::Entry(entry) | Replayed::Txn(_, entry) => visit(entry),
+        Replayed::Marker(..) => {}
+    })
+    .map(|(records, _)| records)
+}
+
+/// Decodes one complete batch (CRC checked) into [`Replayed`] items, in order: the records of a
+/// data batch (as [`Replayed::Txn`] when the batch is transactional), or the end-transaction
+/// marker of a transactional control batch. A non-transactional control batch (none is written
+/// to an offsets log) is skipped. Returns (records visited, markers visited).
+pub fn decode_replayed_batch(
+    batch: &[u8],
+    visit: &mut impl FnMut(Replayed),
+) -> Result<(usize, usize), OffsetLogError> {
     let header = validate(batch)?;
+    let producer = TxnProducer {
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+    };
     if header.is_control() {
-        return Ok(0);
+        if !header.is_transactional() {
+            return Ok((0, 0));
+        }
+        let marker = EndTxnMarker::decode_with_header(batch, &header)?;
+        visit(Replayed::Marker(producer, marker.marker_type));
+        return Ok((0, 1));
     }
     let count = usize::try_from(header.records_count).unwrap_or(usize::MAX);
     if count > RECORDS_PER_BATCH_MAX {
@@ -242,6 +329,7 @@ pub fn decode_batch(
             count_max: RECORDS_PER_BATCH_MAX,
         });
     }
+    let transactional = header.is_transactional();
     let mut scratch = Vec::new();
     let records = batch_records(batch, &header, &mut scratch, DECOMPRESSED_BYTES_MAX)?;
     let mut visited = 0;
@@ -252,17 +340,34 @@ pub fn decode_batch(
             Some(value) => OffsetLogEntry::Commit(key, decode_value(value)?),
             None => OffsetLogEntry::Delete(key),
         };
-        visit(entry);
+        visit(if transactional {
+            Replayed::Txn(producer, entry)
+        } else {
+            Replayed::Entry(entry)
+        });
         visited += 1;
     }
-    Ok(visited)
+    Ok((visited, 0))
 }
 
 /// Decodes every complete batch at the start of `bytes` (a slice of the offsets log), stopping
-/// before a partial tail. Returns the bytes consumed, so the caller can continue from there.
+/// before a partial tail, visiting each record whether transactional or not (markers skipped).
+/// Returns the bytes consumed, so the caller can continue from there.
 pub fn decode_batches(
     bytes: &[u8],
     visit: &mut impl FnMut(OffsetLogEntry),
+) -> Result<usize, OffsetLogError> {
+    decode_replayed_batches(bytes, &mut |item| match item {
+        Replayed::Entry(entry) | Replayed::Txn(_, entry) => visit(entry),
+        Replayed::Marker(..) => {}
+    })
+}
+
+/// As [`decode_batches`], visiting [`Replayed`] items: what a coordinator loading a log that may
+/// hold transactions replays.
+pub fn decode_replayed_batches(
+    bytes: &[u8],
+    visit: &mut impl FnMut(Replayed),
 ) -> Result<usize, OffsetLogError> {
     let mut consumed = 0;
     for item in batch_positions(bytes) {
@@ -273,7 +378,7 @@ pub fn decode_batches(
             .ok_or(RecordError::InvalidBatchLength {
                 batch_length: header.batch_length,
             })?;
-        decode_batch(batch, visit)?;
+        decode_replayed_batch(batch, visit)?;
         consumed = end;
     }
     Ok(consumed)

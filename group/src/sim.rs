@@ -28,6 +28,8 @@
 //!
 //! Must never: read a clock or sleep.
 
+mod txn;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
@@ -50,7 +52,7 @@ use kafka_protocol::protocol::StrBytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::offsets_log::{decode_batches, encode_batch};
+use super::offsets_log::{decode_replayed_batches, encode_batch};
 use super::*;
 
 /// Seeds run by the normal test run (each a few thousand steps).
@@ -643,8 +645,8 @@ impl Sim {
         }
         self.coordinator = new_coordinator(self.rng.gen(), self.initial_rebalance_delay_ms);
         let mut entries = Vec::new();
-        let consumed =
-            decode_batches(&self.log, &mut |entry| entries.push(entry)).expect("replay log");
+        let consumed = decode_replayed_batches(&self.log, &mut |entry| entries.push(entry))
+            .expect("replay log");
         assert_eq!(consumed, self.log.len(), "the log is made of whole batches");
         self.coordinator.load_offsets(entries);
         let loaded: BTreeMap<Partition, i64> = self
@@ -681,6 +683,9 @@ impl Sim {
                 } => self
                     .persist_queue
                     .push_back((request_id, Write::Commits(commits))),
+                Output::PersistTxnOffsets { .. } => {
+                    panic!("this simulation sends no TxnOffsetCommit (see `sim/txn.rs`)")
+                }
                 Output::PersistOffsetDeletes { request_id, keys } => {
                     self.tombstoned.insert(
                         request_id,

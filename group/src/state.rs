@@ -113,6 +113,40 @@ pub struct CommittedOffset {
     pub(super) persist_sequence: u64,
 }
 
+/// One producer's transactional offset commits for a group (TxnOffsetCommit), pending until its
+/// end-transaction marker in the group's offsets log: invisible to OffsetFetch until a COMMIT.
+#[derive(Debug, Clone)]
+pub(super) struct PendingTxn {
+    /// The producer's epoch at its latest TxnOffsetCommit: a marker of an older epoch is stale.
+    pub producer_epoch: i16,
+    /// By (topic, partition).
+    pub offsets: BTreeMap<(String, i32), PendingTxnOffset>,
+}
+
+/// One partition's transactional commits of one producer: the latest accepted, and the latest
+/// whose record is durable (the one a COMMIT makes visible). Each `persist_sequence` is its
+/// record's place in the log.
+#[derive(Debug, Clone)]
+pub(super) struct PendingTxnOffset {
+    /// The latest commit accepted.
+    pub latest: CommittedOffset,
+    /// Whether `latest`'s record is durable.
+    pub latest_durable: bool,
+    /// While `latest` is not durable: the latest earlier record that is.
+    pub durable: Option<CommittedOffset>,
+}
+
+impl PendingTxnOffset {
+    /// What a COMMIT marker makes visible: the latest durable record, if any.
+    pub(crate) fn committable(self) -> Option<CommittedOffset> {
+        if self.latest_durable {
+            Some(self.latest)
+        } else {
+            self.durable
+        }
+    }
+}
+
 /// One group.
 #[derive(Debug, Clone)]
 pub(super) struct Group {
@@ -142,6 +176,8 @@ pub(super) struct Group {
     /// Kept, though it may hold nothing, until this time: an OffsetDelete removed its last offset
     /// (see `EMPTIED_GROUP_RETENTION_MS_DEFAULT`).
     pub kept_until_ms: Option<i64>,
+    /// Transactional offset commits waiting for their producer's marker, by producer id.
+    pub pending_txn: BTreeMap<i64, PendingTxn>,
 }
 
 impl Group {
@@ -160,7 +196,23 @@ impl Group {
             initial_wait: None,
             offsets: BTreeMap::new(),
             kept_until_ms: None,
+            pending_txn: BTreeMap::new(),
         }
+    }
+
+    /// Whether some producer's transactional commit of (topic, partition) awaits its marker.
+    pub(crate) fn has_pending_txn(&self, topic: &str, partition: i32) -> bool {
+        self.pending_txn
+            .values()
+            .any(|pending| pending.offsets.contains_key(&(topic.to_owned(), partition)))
+    }
+
+    /// Pending transactional offsets of the group, over all producers.
+    pub(crate) fn pending_txn_count(&self) -> usize {
+        self.pending_txn
+            .values()
+            .map(|pending| pending.offsets.len())
+            .sum()
     }
 
     /// Members plus member ids handed out and not yet used: what `group_members_max` bounds.

@@ -18,6 +18,7 @@ use skiff_protocol::error_code::ErrorCode;
 use super::*;
 
 mod deletion;
+mod txn;
 
 const SESSION_MS: i32 = 10_000;
 
@@ -250,6 +251,7 @@ fn encode(response: &Response, version: i16) -> BytesMut {
         Response::ListGroups(r) => r.encode(&mut buf, version),
         Response::DeleteGroups(r) => r.encode(&mut buf, version),
         Response::OffsetDelete(r) => r.encode(&mut buf, version),
+        Response::TxnOffsetCommit(r) => r.encode(&mut buf, version),
     };
     if let Err(error) = result {
         panic!("{response:?} does not encode at v{version}: {error}");
@@ -677,7 +679,9 @@ fn commits_are_acknowledged_only_once_durable_and_survive_a_restart() {
         topic: "t".into(),
         partition: 1,
     }));
-    restarted.coordinator.load_offsets(log);
+    restarted
+        .coordinator
+        .load_offsets(log.into_iter().map(Replayed::from));
     let offsets = restarted.coordinator.committed_offsets();
     assert_eq!(offsets.len(), 1);
     assert_eq!(offsets.get(&("g".into(), "t".into(), 0)), Some(&42));
@@ -900,7 +904,9 @@ fn every_reply_encodes_at_every_version() {
                     } => {
                         encode(&response, version);
                     }
-                    Output::PersistOffsets { .. } | Output::PersistOffsetDeletes { .. } => {}
+                    Output::PersistOffsets { .. }
+                    | Output::PersistOffsetDeletes { .. }
+                    | Output::PersistTxnOffsets { .. } => {}
                 }
             }
         }
@@ -1392,6 +1398,7 @@ mod hostile {
                     Output::PersistOffsetDeletes { request_id, .. } => {
                         self.persists.push_back((request_id, true))
                     }
+                    Output::PersistTxnOffsets { .. } => panic!("no TxnOffsetCommit is sent here"),
                 }
             }
         }
@@ -1705,9 +1712,9 @@ mod loading {
         let loaded = h.coordinator.load_partition(
             first_partition,
             [
-                commit_entry(&first, 5),
-                commit_entry(&second, 9),
-                commit_entry(&first, 7),
+                commit_entry(&first, 5).into(),
+                commit_entry(&second, 9).into(),
+                commit_entry(&first, 7).into(),
             ],
         );
         assert_eq!(
@@ -1731,9 +1738,9 @@ mod loading {
         h.coordinator
             .set_coordinated(leading(&[first_partition, second_partition]));
         h.coordinator
-            .load_partition(first_partition, [commit_entry(&first, 3)]);
+            .load_partition(first_partition, [commit_entry(&first, 3).into()]);
         h.coordinator
-            .load_partition(second_partition, [commit_entry(&second, 4)]);
+            .load_partition(second_partition, [commit_entry(&second, 4).into()]);
         // A member of `first` is parked in its join (the group holds it for a second member).
         let mut delayed = Harness::delayed(3_000);
         delayed
@@ -1775,7 +1782,7 @@ mod loading {
             .set_coordinated(leading(&[first_partition, second_partition]));
         assert_eq!(h.coordinator.partitions_to_load(), vec![first_partition]);
         h.coordinator
-            .load_partition(first_partition, [commit_entry(&first, 3)]);
+            .load_partition(first_partition, [commit_entry(&first, 3).into()]);
         assert_eq!(h.coordinator.committed_offsets().len(), 2);
     }
 

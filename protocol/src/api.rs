@@ -1,9 +1,13 @@
 //! The APIs Skiff speaks: one table of supported versions (what the broker advertises in
 //! ApiVersions and what request decoding accepts), the first flexible (tagged-field) version of
-//! each API, and from it which request and response header version each (api, version) uses.
+//! each API, and from it which request and response header version each (api, version) uses; the
+//! staged rows of APIs whose decoders exist but whose handlers have not landed
+//! ([`PENDING_APIS`]); and which versions past kafka-protocol 0.15.1's range share their bytes
+//! with a version the crate encodes ([`PAST_CRATE`]).
 //!
 //! Must never: hold a second copy of the version table, or let decoding accept a version that
-//! ApiVersions does not advertise.
+//! ApiVersions does not advertise (a pending row is decoded only by the test and fuzz entry
+//! points, never by [`crate::requests::decode_request`]).
 
 pub use kafka_protocol::messages::ApiKey;
 
@@ -80,11 +84,120 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // Client quota admin APIs: every version Kafka 4.1 accepts.
     row(ApiKey::DescribeClientQuotas, 0, 1, 1),
     row(ApiKey::AlterClientQuotas, 0, 1, 1),
+    // Transactions (issue 38). WriteTxnMarkers: Kafka 4.0 removed v0; Kafka 4.1.1 refuses it as
+    // an unsupported version, and so does Skiff. TxnOffsetCommit v5 marks a transaction
+    // version 2 client (KIP-890).
+    row(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    row(ApiKey::TxnOffsetCommit, 0, 5, 3),
+    // DescribeProducers (KIP-664): its one version.
+    row(ApiKey::DescribeProducers, 0, 0, 0),
 ];
+
+/// Decoders written ahead of their handlers (issue 38, transactions): neither advertised in
+/// ApiVersions nor accepted by [`crate::requests::decode_request`], so a client never sends them
+/// and a frame that does is refused like any unsupported version. The decoders, their round trips
+/// and their fuzz targets run against these rows ([`crate::requests::decode_pending_body`]).
+///
+/// To switch an API on when its handler lands: move its row into [`SUPPORTED_APIS`], replacing
+/// the API's row there if it has one (Produce, InitProducerId: the row here is the wider range),
+/// and delete it here. The tests below check that every pending row is new or widens its
+/// supported row, so a row left here after the switch fails them.
+pub const PENDING_APIS: &[SupportedApi] = &[
+    // v10 and v11 add nothing to the request; v12 marks a TV2 producer (the leader adds the
+    // partition to the transaction itself, KIP-890). v13 (topic ids) is not decoded.
+    row(ApiKey::Produce, 0, 12, 9),
+    // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
+    row(ApiKey::InitProducerId, 0, 5, 2),
+    // v0-v3 the client's form; v4-v5 the broker's batched form (verify-only, KIP-890).
+    row(ApiKey::AddPartitionsToTxn, 0, 5, 3),
+    row(ApiKey::AddOffsetsToTxn, 0, 4, 3),
+    row(ApiKey::EndTxn, 0, 5, 3),
+    row(ApiKey::DescribeTransactions, 0, 0, 0),
+    // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
+    row(ApiKey::ListTransactions, 0, 1, 0),
+];
+
+/// A version past kafka-protocol 0.15.1's range (it stops at Produce v11, EndTxn v4 and
+/// TxnOffsetCommit v4) and the crate's version with the same bytes (Kafka 4.1.1's schemas add no
+/// field at these versions, only meaning).
+///
+/// Why not kafka-protocol 0.18 beside 0.15.1 (two renamed versions): 0.18 no longer encodes
+/// Produce v0–v2 or Fetch v0–v3, so both would stay, every shared struct would exist twice and
+/// each handler would pick a crate by version; three versions reuse the older layout and one
+/// response (EndTxn v5) adds two fixed fields, so the hand-written part is one small encoder,
+/// checked byte for byte against Kafka 4.1.1's own classes (`txn_fixtures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PastCrate {
+    /// The API.
+    pub api_key: ApiKey,
+    /// The version past the crate.
+    pub version: i16,
+    /// The crate's version whose request bytes are the same.
+    pub request_as: i16,
+    /// The crate's version whose response bytes are the same; `None` when the response adds
+    /// fields and has its own encoder (EndTxn v5: `crate::responses::end_txn`).
+    pub response_as: Option<i16>,
+}
+
+/// Every version Skiff decodes or encodes past kafka-protocol 0.15.1, and how it is encoded.
+pub const PAST_CRATE: &[PastCrate] = &[
+    // "Version 12 is the same as version 11" (request) and "the same as version 10" (response).
+    PastCrate {
+        api_key: ApiKey::Produce,
+        version: 12,
+        request_as: 11,
+        response_as: Some(11),
+    },
+    // "Version 5 is the same with version 3" for the response; no request field either.
+    PastCrate {
+        api_key: ApiKey::TxnOffsetCommit,
+        version: 5,
+        request_as: 4,
+        response_as: Some(4),
+    },
+    // The request is v4's; the response adds the producer id and epoch (TV2's epoch bump).
+    PastCrate {
+        api_key: ApiKey::EndTxn,
+        version: 5,
+        request_as: 4,
+        response_as: None,
+    },
+];
+
+fn past_crate(api_key: ApiKey, version: i16) -> Option<&'static PastCrate> {
+    PAST_CRATE
+        .iter()
+        .find(|row| row.api_key == api_key && row.version == version)
+}
+
+/// The version to hand kafka-protocol's request encoder for `version` of `api_key` (tests and
+/// the inter-broker client encode requests with the crate).
+pub fn request_crate_version(api_key: ApiKey, version: i16) -> i16 {
+    past_crate(api_key, version).map_or(version, |row| row.request_as)
+}
+
+/// The version to hand kafka-protocol's response encoder for `version` of `api_key`: the same
+/// version inside the crate's range, the equal older one past it. A version whose response has
+/// its own encoder (see [`PastCrate::response_as`]) is passed through to that encoder.
+pub fn response_crate_version(api_key: ApiKey, version: i16) -> i16 {
+    past_crate(api_key, version)
+        .and_then(|row| row.response_as)
+        .unwrap_or(version)
+}
 
 /// The table row of `api_key`, if Skiff supports it at all.
 pub fn supported(api_key: ApiKey) -> Option<&'static SupportedApi> {
     SUPPORTED_APIS.iter().find(|row| row.api_key == api_key)
+}
+
+/// The row the decoders follow for `api_key`: its pending row if it has one, else its supported
+/// row. Only for the decoders' own tests and fuzzing ([`crate::requests::decode_pending_body`])
+/// and for the flexible-encoding choice, never for what a peer may send.
+pub fn decodable(api_key: ApiKey) -> Option<&'static SupportedApi> {
+    PENDING_APIS
+        .iter()
+        .find(|row| row.api_key == api_key)
+        .or_else(|| supported(api_key))
 }
 
 impl SupportedApi {
@@ -125,10 +238,15 @@ impl SupportedApi {
 mod tests {
     use super::*;
 
+    fn all_rows() -> impl Iterator<Item = &'static SupportedApi> {
+        SUPPORTED_APIS.iter().chain(PENDING_APIS)
+    }
+
     #[test]
     fn header_versions_agree_with_kafka_protocol() {
-        for row in SUPPORTED_APIS {
-            for version in row.version_min..=row.version_max {
+        for row in all_rows() {
+            let crate_max = row.api_key.valid_versions().max;
+            for version in row.version_min..=row.version_max.min(crate_max) {
                 assert_eq!(
                     row.request_header_version(version),
                     row.api_key.request_header_version(version),
@@ -146,14 +264,60 @@ mod tests {
     }
 
     #[test]
+    fn versions_past_the_crate_take_their_flexible_header_from_the_table() {
+        // Kafka 4.1.1's schemas: Produce flexible from 9, EndTxn and TxnOffsetCommit from 3.
+        for past in PAST_CRATE {
+            let row = decodable(past.api_key).unwrap();
+            assert!(row.supports(past.version), "{past:?}");
+            assert_eq!(row.request_header_version(past.version), 2);
+            assert_eq!(row.response_header_version(past.version), 1);
+            assert_eq!(
+                row.api_key.request_header_version(past.request_as),
+                row.request_header_version(past.version)
+            );
+        }
+    }
+
+    #[test]
     fn table_is_within_kafka_protocol_ranges_and_unique() {
-        for (index, row) in SUPPORTED_APIS.iter().enumerate() {
-            let range = row.api_key.valid_versions();
-            assert!(row.version_min >= range.min && row.version_max <= range.max);
-            assert!(SUPPORTED_APIS
-                .iter()
-                .skip(index + 1)
-                .all(|other| other.api_key != row.api_key));
+        for table in [SUPPORTED_APIS, PENDING_APIS] {
+            for (index, row) in table.iter().enumerate() {
+                let range = row.api_key.valid_versions();
+                let max = request_crate_version(row.api_key, row.version_max);
+                assert!(row.version_min >= range.min && max <= range.max, "{row:?}");
+                assert!(table
+                    .iter()
+                    .skip(index + 1)
+                    .all(|other| other.api_key != row.api_key));
+            }
+        }
+    }
+
+    #[test]
+    fn every_version_past_the_crate_is_listed() {
+        for row in all_rows() {
+            for version in row.version_min..=row.version_max {
+                let crate_version = request_crate_version(row.api_key, version);
+                assert!(
+                    crate_version <= row.api_key.valid_versions().max,
+                    "{row:?} v{version}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pending_rows_are_new_apis_or_widen_their_supported_row() {
+        // A row switched on but left here would make the decoders' tests follow a stale range.
+        for pending in PENDING_APIS {
+            if let Some(row) = supported(pending.api_key) {
+                assert_eq!(row.version_min, pending.version_min, "{pending:?}");
+                assert_eq!(row.flexible_version_min, pending.flexible_version_min);
+                assert!(
+                    row.version_max < pending.version_max,
+                    "{pending:?} is switched on"
+                );
+            }
         }
     }
 

@@ -28,4 +28,7 @@ pub mod responses;
 pub mod topic_name;
 pub mod up_convert;
 
+#[cfg(test)]
+mod txn_fixtures;
+
 pub use error::DecodeError;

@@ -47,6 +47,12 @@ pub const REPLICAS_PER_PARTITION_MAX: usize = 1_000;
 /// them only by the response size; a leader lists those overlapping the fetched range).
 pub const ABORTED_TRANSACTIONS_PER_PARTITION_MAX: usize = 100_000;
 
+/// Transactions named in one request: AddPartitionsToTxn v4+ batches (one entry per transactional
+/// id a leader verifies for), WriteTxnMarkers markers (one per ended transaction), DescribeTransactions
+/// ids, ListTransactions state and producer-id filters. A coordinator batches what it has pending
+/// for one broker; Kafka bounds these only by the frame size.
+pub const TRANSACTIONS_PER_REQUEST_MAX: usize = 100_000;
+
 /// Tagged fields in one tagged-field section. Kafka's schemas define at most a handful per struct.
 pub const TAGGED_FIELDS_MAX: usize = 64;
 

@@ -143,6 +143,8 @@ fn default_request(api_key: ApiKey) -> Request {
             Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
         }
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+        ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
         other => panic!("no default for {other:?}"),
     }
 }

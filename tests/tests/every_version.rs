@@ -649,8 +649,8 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
 }
 
 /// The APIs the two tests above exercise at every advertised version, the SASL ones, which
-/// `tests/security.rs` exercises at every version (they need a SASL listener), and the admin ones
-/// `tests/every_admin_version.rs` exercises.
+/// `tests/security.rs` exercises at every version (they need a SASL listener), the admin ones
+/// `tests/every_admin_version.rs` exercises, and the transactional ones of `tests/txn_offsets.rs`.
 const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
@@ -695,6 +695,12 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeCluster,
+    // Transactions: TxnOffsetCommit at every advertised version (tests/txn_offsets.rs), and
+    // WriteTxnMarkers v1, its only version (tests/transactions_partition.rs, tests/txn_offsets.rs).
+    ApiKey::TxnOffsetCommit,
+    ApiKey::WriteTxnMarkers,
+    // DescribeProducers at every advertised version (tests/transactions_partition.rs).
+    ApiKey::DescribeProducers,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

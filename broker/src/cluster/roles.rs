@@ -5,7 +5,7 @@
 //! Must never: answer "leader" without the session fence (`skiff_cluster::session`): a broker
 //! whose session may have lapsed accepts no write, whatever its image still says.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use skiff_cluster::records::{BrokerRegistration, PartitionState, NO_LEADER};
 use skiff_cluster::topics::OFFSETS_TOPIC;
@@ -119,34 +119,45 @@ impl Cluster {
         .unwrap_or(GroupCoordinator::Unavailable)
     }
 
-    /// The groups this broker coordinates now.
-    pub fn coordinated(&self) -> Coordinated {
+    /// The groups this broker coordinates now, and the leader epoch of each `__consumer_offsets`
+    /// partition it leads (a coordinator loaded at another epoch is stale: the partition was led
+    /// elsewhere in between, so it must be loaded again). Nothing while this broker's session is
+    /// not provably alive ([`Self::may_lead`]): a broker cut off from the metadata store may
+    /// already have been replaced as leader, and must not answer from what it loaded.
+    pub fn coordinated(&self) -> (Coordinated, BTreeMap<i32, i32>) {
+        let (partitions, led) = self.led_partitions(OFFSETS_TOPIC);
+        let coordinated = Coordinated {
+            partitions,
+            led: led.keys().copied().collect(),
+        };
+        (coordinated, led)
+    }
+
+    /// `topic`'s partition count and the partitions of it this broker leads, with their leader
+    /// epochs; none while the session is not provably alive or the topic is not ready.
+    pub fn led_partitions(&self, topic: &str) -> (i32, BTreeMap<i32, i32>) {
+        let may_lead = self.may_lead();
         self.with_image(|image| {
-            let Some(topic) = image.ready_topic(OFFSETS_TOPIC) else {
-                return Coordinated {
-                    partitions: 0,
-                    led: BTreeSet::new(),
-                };
+            let Some(ready) = image.ready_topic(topic) else {
+                return (0, BTreeMap::new());
             };
+            let count = i32::try_from(ready.value.replicas.len()).unwrap_or(i32::MAX);
+            if !may_lead {
+                return (count, BTreeMap::new());
+            }
             let led = image
-                .partitions(OFFSETS_TOPIC)
+                .partitions(topic)
                 .map(|states| {
                     states
                         .iter()
                         .filter(|(_, state)| state.value.leader == self.node_id)
-                        .map(|(partition, _)| *partition)
+                        .map(|(partition, state)| (*partition, state.value.leader_epoch))
                         .collect()
                 })
                 .unwrap_or_default();
-            Coordinated {
-                partitions: i32::try_from(topic.value.replicas.len()).unwrap_or(i32::MAX),
-                led,
-            }
+            (count, led)
         })
-        .unwrap_or(Coordinated {
-            partitions: 0,
-            led: BTreeSet::new(),
-        })
+        .unwrap_or((0, BTreeMap::new()))
     }
 
     /// The running brokers as placement sees them: rack from the registration, load from

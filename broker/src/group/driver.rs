@@ -41,6 +41,7 @@ use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, InitProducerIdRequest,
     InitProducerIdResponse, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
     OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestHeader, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 };
 use skiff_storage::{DurableFiles, Log};
 use tokio::sync::{mpsc, oneshot};
@@ -53,9 +54,11 @@ use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
-    Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestId, RequestMeta, Response,
+    Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed, RequestId, RequestMeta,
+    Response, TxnCompletion, TxnProducer,
 };
 use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::records::txn::MarkerType;
 
 /// The internal topic name of the offsets log (Kafka's name, so operators recognise it).
 pub const OFFSETS_TOPIC: &str = skiff_cluster::topics::OFFSETS_TOPIC;
@@ -107,6 +110,15 @@ pub(crate) enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     /// With the partitions the handler refused (authorization, unknown topic) and their error.
     OffsetDelete(OffsetDeleteRequest, BTreeMap<(String, i32), i16>),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// Not a client's: an end-transaction marker reached a `__consumer_offsets` partition
+    /// ([`GroupHandle::complete_transaction`]).
+    CompleteTransaction {
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: MarkerType,
+    },
 }
 
 /// The coordinator task's answer.
@@ -114,6 +126,7 @@ pub(crate) enum GroupRequest {
 pub(crate) enum GroupReply {
     Group(Response),
     InitProducerId(InitProducerIdResponse),
+    TxnCompleted(TxnCompletion),
 }
 
 struct Envelope {
@@ -154,6 +167,39 @@ impl GroupHandle {
         self.requests.send(envelope).await.ok()?;
         answer.await.ok()
     }
+
+    /// Tells the coordinator that an end-transaction marker of `producer_id` at
+    /// `producer_epoch` was appended to `__consumer_offsets` partition `partition` and
+    /// replicated (the WriteTxnMarkers handler calls it, TXN-PLAN seam 2): a COMMIT makes that
+    /// producer's pending transactional offsets of the partition's groups committed, an ABORT
+    /// drops them. Returns once the coordinator applied it, with what it did; `None` if the task
+    /// has stopped (shutdown: the next leader replays the marker from the log).
+    pub(crate) async fn complete_transaction(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: MarkerType,
+    ) -> Option<TxnCompletion> {
+        let (reply, answer) = oneshot::channel();
+        let envelope = Envelope {
+            version: 0,
+            client_id: String::new(),
+            client_host: String::new(),
+            request: GroupRequest::CompleteTransaction {
+                partition,
+                producer_id,
+                producer_epoch,
+                marker,
+            },
+            reply,
+        };
+        self.requests.send(envelope).await.ok()?;
+        match answer.await.ok()? {
+            GroupReply::TxnCompleted(completion) => Some(completion),
+            _ => None,
+        }
+    }
 }
 
 /// A persist appended to its partitions' logs whose answer waits for their HWs.
@@ -167,7 +213,19 @@ struct Replicated {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PersistKind {
     Commits,
+    /// A TxnOffsetCommit's: written as transactional batches of the producer.
+    TxnCommits(TxnProducer),
     Deletes,
+}
+
+impl PersistKind {
+    /// The producer whose transactional batches carry the records, if any.
+    fn producer(self) -> Option<TxnProducer> {
+        match self {
+            Self::TxnCommits(producer) => Some(producer),
+            Self::Commits | Self::Deletes => None,
+        }
+    }
 }
 
 /// Everything the coordinator task needs, opened before the broker serves.
@@ -187,6 +245,9 @@ pub(crate) struct GroupDriver {
     next_request_id: RequestId,
     /// Persists whose HW wait ended. Bounded like the requests: each is a parked request.
     replicated: (mpsc::Sender<Replicated>, mpsc::Receiver<Replicated>),
+    /// Whether this broker's session was provably alive when leadership was last followed: a
+    /// change either way is followed before the next request is served.
+    session_alive: bool,
 }
 
 /// One loaded partition's log. The log is compacted by key by the log cleaner (`ops::cleaner`),
@@ -194,11 +255,15 @@ pub(crate) struct GroupDriver {
 struct LoadedLog {
     /// The `__consumer_offsets` partition (its log and its replica).
     partition: Arc<Partition>,
+    /// The leader epoch this broker led it at when it was loaded: at any other epoch the
+    /// partition was led elsewhere in between, and what was loaded is stale.
+    leader_epoch: i32,
 }
 
-/// Replays the offsets log from its start, oldest first, with the bytes read. A damaged record
-/// stops the replay with an error rather than silently forgetting the offsets after it.
-pub fn replay_offsets(log: &Log) -> Result<(Vec<OffsetLogEntry>, u64), GroupDriverError> {
+/// Replays the offsets log from its start, oldest first, with the bytes read: plain entries,
+/// transactional entries and end-transaction markers in log order. A damaged record stops the
+/// replay with an error rather than silently forgetting the offsets after it.
+pub fn replay_offsets(log: &Log) -> Result<(Vec<Replayed>, u64), GroupDriverError> {
     let failed = |error: &dyn std::fmt::Display| GroupDriverError::OffsetsLog(error.to_string());
     let log_end = log.log_end_offset().map_err(|error| failed(&error))?;
     let mut offset = log.log_start_offset().map_err(|error| failed(&error))?;
@@ -207,7 +272,7 @@ pub fn replay_offsets(log: &Log) -> Result<(Vec<OffsetLogEntry>, u64), GroupDriv
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset).map_err(|error| failed(&error))?;
         bytes_read += bytes.len() as u64;
-        offsets_log::decode_batches(&bytes, &mut |entry| entries.push(entry))
+        offsets_log::decode_replayed_batches(&bytes, &mut |item| entries.push(item))
             .map_err(|error| failed(&error))?;
         if next <= offset {
             return Err(failed(&format!("no complete batch at offset {offset}")));
@@ -300,7 +365,18 @@ pub(crate) fn migrate_single_node_offsets(
         source.recover_deferred().map_err(|error| failed(&error))?;
         let (entries, _) = replay_offsets(source)?;
         let mut latest: BTreeMap<OffsetKey, Option<OffsetValue>> = BTreeMap::new();
-        for entry in entries {
+        for item in entries {
+            // Releases that kept a single-node offsets log had no transactions, and this layout
+            // is migrated at the first start, before any: a transactional record here is not
+            // guessed at.
+            let entry = match item {
+                Replayed::Entry(entry) => entry,
+                Replayed::Txn(..) | Replayed::Marker(..) => {
+                    return Err(failed(
+                        &"transactional records in a single-node offsets log",
+                    ))
+                }
+            };
             match entry {
                 OffsetLogEntry::Commit(key, value) => latest.insert(key, Some(value)),
                 OffsetLogEntry::Delete(key) => latest.insert(key, None),
@@ -381,6 +457,7 @@ impl GroupDriver {
                 waiting: BTreeMap::new(),
                 next_request_id: 0,
                 replicated: mpsc::channel(GROUP_REQUESTS_QUEUED_MAX),
+                session_alive: false,
             },
             GroupHandle { requests: sender },
         ))
@@ -430,7 +507,9 @@ impl GroupDriver {
                             changes.borrow_and_update();
                             moved
                         });
-                        if image_moved {
+                        // A session that lapsed (or came back) since leadership was last followed:
+                        // unload (or load) before answering from what was loaded.
+                        if image_moved || cluster.may_lead() != self.session_alive {
                             self.follow_leadership(&topics, &cluster).await;
                         }
                         self.accept(envelope, &topics);
@@ -459,12 +538,36 @@ impl GroupDriver {
     /// Tells the coordinator which `__consumer_offsets` partitions this broker leads now, and
     /// loads the logs of those it gained (one at a time, on a blocking thread: the requests of
     /// groups already loaded wait meanwhile, those of the loading partition get
-    /// COORDINATOR_LOAD_IN_PROGRESS until it is done).
+    /// COORDINATOR_LOAD_IN_PROGRESS until it is done). While the session is not provably alive
+    /// nothing is led (a broker cut off from the metadata store may have been replaced already);
+    /// a partition led now at another leader epoch than the one it was loaded at is unloaded and
+    /// loaded again, since others led it in between.
     async fn follow_leadership(&mut self, topics: &Arc<Topics>, cluster: &crate::cluster::Cluster) {
-        self.coordinator.set_coordinated(cluster.coordinated());
+        self.session_alive = cluster.may_lead();
+        let (coordinated, epochs) = cluster.coordinated();
+        let stale: Vec<i32> = self
+            .logs
+            .iter()
+            .filter(|(partition, loaded)| epochs.get(partition) != Some(&loaded.leader_epoch))
+            .map(|(partition, _)| *partition)
+            .collect();
+        if !stale.is_empty() {
+            let mut current = coordinated.clone();
+            current.led.retain(|partition| !stale.contains(partition));
+            self.coordinator.set_coordinated(current);
+            if !self.session_alive {
+                tracing::warn!(
+                    partitions = ?stale,
+                    "session not provably alive: offsets partitions unloaded until it is"
+                );
+            }
+        }
+        self.coordinator.set_coordinated(coordinated);
         let coordinator = &self.coordinator;
-        self.logs
-            .retain(|partition, _| coordinator.is_partition_loaded(*partition));
+        self.logs.retain(|partition, loaded| {
+            coordinator.is_partition_loaded(*partition)
+                && epochs.get(partition) == Some(&loaded.leader_epoch)
+        });
         let now = now_ms();
         for partition in self.coordinator.partitions_to_load() {
             if self
@@ -491,10 +594,11 @@ impl GroupDriver {
             })
             .await
             .unwrap_or_else(|join| Err(GroupDriverError::OffsetsLog(join.to_string())));
+            let leader_epoch = epochs.get(&partition).copied().unwrap_or(-1);
             match replayed {
                 Ok((entries, bytes)) => {
                     self.load_retry_at_ms.remove(&partition);
-                    self.install(partition, led, entries, bytes);
+                    self.install(partition, led, leader_epoch, entries, bytes);
                 }
                 Err(error) => {
                     tracing::error!(partition, %error, "offsets partition cannot be loaded; retrying");
@@ -511,7 +615,8 @@ impl GroupDriver {
         &mut self,
         partition: i32,
         led: Arc<Partition>,
-        entries: Vec<OffsetLogEntry>,
+        leader_epoch: i32,
+        entries: Vec<Replayed>,
         bytes: u64,
     ) {
         let loaded = self.coordinator.load_partition(partition, entries);
@@ -521,13 +626,44 @@ impl GroupDriver {
                 applied = loaded.applied,
                 foreign = loaded.foreign,
                 bytes_replayed = bytes,
+                leader_epoch,
                 "offsets partition loaded"
             );
-            self.logs.insert(partition, LoadedLog { partition: led });
+            self.logs.insert(
+                partition,
+                LoadedLog {
+                    partition: led,
+                    leader_epoch,
+                },
+            );
         }
     }
 
     fn accept(&mut self, envelope: Envelope, topics: &Topics) {
+        if let GroupRequest::CompleteTransaction {
+            partition,
+            producer_id,
+            producer_epoch,
+            marker,
+        } = envelope.request
+        {
+            let completion = self.coordinator.complete_transaction(
+                partition,
+                producer_id,
+                producer_epoch,
+                marker,
+            );
+            tracing::debug!(
+                partition,
+                producer_id,
+                ?marker,
+                ?completion,
+                "transaction completed"
+            );
+            // The caller may have gone (its connection closed); the marker took effect anyway.
+            let _ = envelope.reply.send(GroupReply::TxnCompleted(completion));
+            return;
+        }
         self.next_request_id += 1;
         let request_id = self.next_request_id;
         let meta = RequestMeta {
@@ -561,6 +697,16 @@ impl GroupDriver {
                     .handle_init_producer_id(request_id, meta.version, &request)
             }
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
+            GroupRequest::TxnOffsetCommit(request) => {
+                coordinator.handle_txn_offset_commit(now, meta, request, |topic, partition| {
+                    topics
+                        .get(topic)
+                        .is_some_and(|topic| topic.has_partition(partition))
+                })
+            }
+            GroupRequest::CompleteTransaction { .. } => {
+                unreachable!("answered above, before a request id is taken")
+            }
             GroupRequest::OffsetDelete(request, refused) => {
                 coordinator.handle_offset_delete(now, meta, request, |topic, partition| {
                     refused.get(&(topic.to_owned(), partition)).copied()
@@ -596,6 +742,18 @@ impl GroupDriver {
                             .collect();
                         self.persist(request_id, PersistKind::Commits, entries, proposals)
                             .await;
+                    }
+                    Output::PersistTxnOffsets {
+                        request_id,
+                        producer,
+                        commits,
+                    } => {
+                        let entries = commits
+                            .into_iter()
+                            .map(|(key, value)| OffsetLogEntry::Commit(key, value))
+                            .collect();
+                        let kind = PersistKind::TxnCommits(producer);
+                        self.persist(request_id, kind, entries, proposals).await;
                     }
                     Output::PersistOffsetDeletes { request_id, keys } => {
                         let entries = keys.into_iter().map(OffsetLogEntry::Delete).collect();
@@ -646,7 +804,7 @@ impl GroupDriver {
         entries: Vec<OffsetLogEntry>,
         proposals: &ProposalSender,
     ) {
-        let appended = self.append_led(entries, proposals).await;
+        let appended = self.append_led(entries, kind.producer(), proposals).await;
         let waits = match appended {
             Ok(waits) => waits,
             Err(error) => {
@@ -703,7 +861,9 @@ impl GroupDriver {
         result: Result<(), PersistError>,
     ) {
         match kind {
-            PersistKind::Commits => self.coordinator.offsets_persisted(request_id, result),
+            PersistKind::Commits | PersistKind::TxnCommits(_) => {
+                self.coordinator.offsets_persisted(request_id, result)
+            }
             PersistKind::Deletes => self.coordinator.deletes_persisted(request_id, result),
         }
     }
@@ -715,6 +875,7 @@ impl GroupDriver {
     async fn append_led(
         &mut self,
         entries: Vec<OffsetLogEntry>,
+        producer: Option<TxnProducer>,
         proposals: &ProposalSender,
     ) -> Result<Vec<(i32, ReplicationWait)>, PersistError> {
         let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
@@ -737,7 +898,8 @@ impl GroupDriver {
             writes
                 .into_iter()
                 .map(|(index, partition, entries)| {
-                    append_as_leader(&partition, &entries, (now_ms(), timeout_ms), &proposals)
+                    let records = (&entries[..], producer);
+                    append_as_leader(&partition, records, (now_ms(), timeout_ms), &proposals)
                         .map(|wait| (index, wait))
                 })
                 .collect::<Result<Vec<_>, PersistError>>()
@@ -760,18 +922,22 @@ fn replication_outcome(outcome: Option<ErrorCode>) -> Result<(), PersistError> {
 /// acks=all produce (NOT_COORDINATOR when it does not lead, COORDINATOR_NOT_AVAILABLE below
 /// `min.insync.replicas`), stamped with the leader epoch, synced, the HW moved (at once without
 /// followers) and its ISR proposals queued. Returns the wait for the HW to pass them
-/// (REQUEST_TIMED_OUT after `timeout_ms`). Blocking.
+/// (REQUEST_TIMED_OUT after `timeout_ms`). With a producer, the batches are that producer's
+/// transactional batches (a TxnOffsetCommit's). Blocking.
 fn append_as_leader(
     partition: &Partition,
-    entries: &[OffsetLogEntry],
+    (entries, producer): (&[OffsetLogEntry], Option<TxnProducer>),
     (now_ms, timeout_ms): (i64, u64),
     proposals: &ProposalSender,
 ) -> Result<ReplicationWait, PersistError> {
     let leader_epoch = partition
         .admit_produce(Acks::All)
         .map_err(PersistError::from_append_error)?;
-    let mut batches =
-        offsets_log::encode_batches(entries, now_ms).map_err(|_| PersistError::TooLarge)?;
+    let encoded = match producer {
+        Some(producer) => offsets_log::encode_txn_batches(entries, producer, now_ms),
+        None => offsets_log::encode_batches(entries, now_ms),
+    };
+    let mut batches = encoded.map_err(|_| PersistError::TooLarge)?;
     let append = LeaderAppend {
         batches: &mut batches,
         origin: AppendOrigin::Coordinator,

@@ -30,13 +30,15 @@ use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use skiff_cluster::replica::{FetchAnswer, FollowerFetch};
 use skiff_protocol::down_convert::AbortedFilter;
+use skiff_protocol::records::txn::IsolationLevel;
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
-    encode_fetch_response, DivergingEpoch, FetchPart, FetchPartitionShape, FetchResponseShape,
-    FetchTopicShape,
+    encode_fetch_response, AbortedTransactionShape, DivergingEpoch, FetchPart, FetchPartitionShape,
+    FetchResponseShape, FetchTopicShape,
 };
 use skiff_storage::FetchSlice;
 
+use super::common::leadership::led_partition;
 use super::common::throttle::Turn;
 use super::error_code;
 use crate::config::LegacyIsolationLevel;
@@ -62,6 +64,8 @@ const TOPIC_ID_FETCH_VERSION_MIN: i16 = 13;
 /// First Fetch version a follower may use: `last_fetched_epoch` and `DivergingEpoch` (KIP-320,
 /// KIP-595); Skiff's own fetcher sends it, and an older replica fetch cannot be fenced.
 const REPLICA_FETCH_VERSION_MIN: i16 = 12;
+/// First Fetch version with `isolation_level` (KIP-98).
+const ISOLATION_FETCH_VERSION_MIN: i16 = 4;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// What one partition of the request found.
@@ -82,12 +86,13 @@ enum PartitionRead {
         fetch_offset: i64,
         slice: Option<FetchSlice>,
         high_watermark: i64,
+        last_stable_offset: i64,
+        /// read_committed: the aborted transactions the records returned overlap.
+        aborted: Vec<AbortedTransactionShape>,
         log_start_offset: i64,
         convert_to: Option<Magic>,
         /// A follower's log diverges here (KIP-279): no records, the leader's epoch end.
         diverging_epoch: Option<DivergingEpoch>,
-        /// A legacy read_committed read's aborted-transaction filter ([`legacy_read_committed`]).
-        legacy_filter: Option<AbortedFilter>,
     },
 }
 
@@ -107,6 +112,33 @@ struct ReadTopic {
     name: String,
     topic_id: uuid::Uuid,
     partitions: Vec<(i32, PartitionRead)>,
+}
+
+/// Who reads a partition: a follower (replica id ≥ 0), or a consumer at an isolation level.
+#[derive(Debug, Clone, Copy)]
+struct Reader {
+    replica_id: i32,
+    isolation: IsolationLevel,
+}
+
+impl Reader {
+    /// The request's reader (read_uncommitted for an isolation byte that is neither 0 nor 1:
+    /// such a request's partitions are all refused before any read).
+    fn of(version: i16, request: &FetchRequest) -> Self {
+        Self {
+            replica_id: request.replica_id.0,
+            isolation: isolation_of(version, request).unwrap_or_default(),
+        }
+    }
+}
+
+/// The request's isolation level: read_uncommitted below v4 and for followers; `None` for a byte
+/// that is neither 0 nor 1 (every partition answers INVALID_REQUEST).
+fn isolation_of(version: i16, request: &FetchRequest) -> Option<IsolationLevel> {
+    if version < ISOLATION_FETCH_VERSION_MIN || request.replica_id.0 >= 0 {
+        return Some(IsolationLevel::ReadUncommitted);
+    }
+    IsolationLevel::from_byte(request.isolation_level)
 }
 
 /// The magic a legacy Fetch version reads (docs/design/downconversion.md §2.4).
@@ -131,7 +163,10 @@ pub(crate) async fn handle(
         // Replication is not a client: no client quota applies to it.
         turn.exempt();
     }
-    let refused = refused_topics(ctx, session, header, &request);
+    let refused = match isolation_of(version, &request) {
+        Some(_) => refused_topics(ctx, session, header, &request),
+        None => vec![Some(error_code::INVALID_REQUEST); request.topics.len()],
+    };
     let wait_ms = u64::try_from(request.max_wait_ms)
         .unwrap_or(0)
         .min(ctx.config.fetch_wait_max_ms);
@@ -260,6 +295,7 @@ fn read_partitions(
         usize::MAX
     }
     .min(ctx.config.fetch_max_bytes as usize);
+    let reader = Reader::of(version, request);
     let mut taken_bytes = 0usize;
     let mut topics = Vec::with_capacity(request.topics.len());
     for (topic_index, fetch_topic) in request.topics.iter().enumerate() {
@@ -282,23 +318,19 @@ fn read_partitions(
                     let partition_bytes_max = usize::try_from(fetch_partition.partition_max_bytes)
                         .unwrap_or(0)
                         .min(response_bytes_max.saturating_sub(taken_bytes));
-                    let read = match super::common::leadership::led_partition(
-                        ctx,
-                        topic,
-                        fetch_partition.partition,
-                    ) {
+                    let read = match led_partition(ctx, topic, fetch_partition.partition) {
                         Ok(partition) => for_follower(
                             read_partition(
                                 ctx,
                                 version,
-                                request.replica_id.0,
+                                reader,
                                 topic,
                                 partition,
                                 fetch_partition,
                                 partition_bytes_max,
                                 taken_bytes == 0,
                             ),
-                            request.replica_id.0,
+                            reader.replica_id,
                             partition,
                         ),
                         Err(error_code) => PartitionRead::Failed { error_code },
@@ -321,11 +353,51 @@ fn read_partitions(
     (topics, taken_bytes)
 }
 
-/// What a read may return: consumers up to the high watermark, a follower what its leader's
-/// machine answered (records up to the log end, or where its log diverges).
+/// What a read may return: consumers up to the high watermark (read_uncommitted) or the last
+/// stable offset (read_committed), a follower what its leader's machine answered (records up to
+/// the log end, or where its log diverges).
 enum ReadBound {
-    Consumer { high_watermark: i64 },
+    Consumer {
+        read_end: i64,
+        high_watermark: i64,
+        last_stable_offset: i64,
+    },
     Follower(FetchAnswer),
+}
+
+impl ReadBound {
+    /// A consumer's bound. The last stable offset is read before the high watermark: both only
+    /// rise and it never passes the high watermark it was computed from, so the pair answered
+    /// keeps last stable offset ≤ high watermark.
+    fn consumer(partition: &Partition, isolation: IsolationLevel) -> Self {
+        let last_stable_offset = partition.last_stable_offset();
+        let high_watermark = partition.high_watermark();
+        let read_end = match isolation {
+            IsolationLevel::ReadCommitted => last_stable_offset,
+            IsolationLevel::ReadUncommitted => high_watermark,
+        };
+        Self::Consumer {
+            read_end,
+            high_watermark,
+            last_stable_offset,
+        }
+    }
+}
+
+/// The reader of a legacy consumer's read (Fetch v0–v3 carries no isolation level): at its
+/// topic's `skiff.legacy.isolation.level` (docs/design/downconversion.md §3.8), so a
+/// `read_committed` topic's legacy read ends at the last stable offset and returns the aborted
+/// transactions its converter leaves out. Every other reader as it asked.
+fn legacy_reader(reader: Reader, topic: &Topic, convert_to: Option<Magic>) -> Reader {
+    let committed = topic.config.legacy_isolation_level == LegacyIsolationLevel::ReadCommitted;
+    if convert_to.is_some() && reader.replica_id < 0 && committed {
+        Reader {
+            isolation: IsolationLevel::ReadCommitted,
+            ..reader
+        }
+    } else {
+        reader
+    }
 }
 
 /// A follower's fetch as the leader's partition answers it (the ISR changes, acks=all
@@ -374,7 +446,7 @@ fn for_follower(read: PartitionRead, replica_id: i32, partition: &Partition) -> 
 fn read_partition(
     ctx: &Ctx,
     version: i16,
-    replica_id: i32,
+    reader: Reader,
     topic: &Arc<Topic>,
     partition: &Arc<Partition>,
     fetch_partition: &kafka_protocol::messages::fetch_request::FetchPartition,
@@ -388,6 +460,8 @@ fn read_partition(
         };
     }
     let convert_to = target_magic(version);
+    let reader = legacy_reader(reader, topic, convert_to);
+    let replica_id = reader.replica_id;
     let is_consumer = replica_id < 0;
     if convert_to.is_some() && is_consumer && !topic.config.downconversion_enable {
         return PartitionRead::Failed {
@@ -412,9 +486,7 @@ fn read_partition(
         };
     };
     let bound = if is_consumer {
-        ReadBound::Consumer {
-            high_watermark: partition.high_watermark(),
-        }
+        ReadBound::consumer(partition, reader.isolation)
     } else {
         match follower_answer(ctx, version, replica_id, partition, fetch_partition) {
             Ok(answer) => ReadBound::Follower(answer),
@@ -422,18 +494,22 @@ fn read_partition(
         }
     };
     // Consumers read below the HW; a follower up to the leader's log end as its answer says.
-    let (read_end, high_watermark, diverging_epoch) = match bound {
-        ReadBound::Consumer { high_watermark } => (high_watermark, high_watermark, None),
+    let (read_end, (high_watermark, last_stable_offset), diverging_epoch) = match bound {
+        ReadBound::Consumer {
+            read_end,
+            high_watermark,
+            last_stable_offset,
+        } => (read_end, (high_watermark, last_stable_offset), None),
         ReadBound::Follower(FetchAnswer::Records {
             to, high_watermark, ..
-        }) => (to, high_watermark, None),
+        }) => (to, (high_watermark, high_watermark), None),
         ReadBound::Follower(FetchAnswer::Diverging {
             epoch,
             end_offset,
             high_watermark,
         }) => (
             fetch_offset,
-            high_watermark,
+            (high_watermark, high_watermark),
             Some(DivergingEpoch { epoch, end_offset }),
         ),
         ReadBound::Follower(FetchAnswer::Error(error)) => {
@@ -442,53 +518,26 @@ fn read_partition(
             }
         }
     };
-    let legacy_committed = match legacy_read_committed(
-        topic,
-        partition,
-        is_consumer && convert_to.is_some(),
+    let read = SliceRead {
         fetch_offset,
-        (read_end, partition.high_watermark()),
-    ) {
-        Ok(committed) => committed,
-        Err(error) => {
-            tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "aborted transactions read failed");
+        read_end,
+        log_start_offset,
+        bytes_max: (bytes_max > 0 || first_with_data).then_some(bytes_max),
+        first_with_data,
+        committed: reader.isolation == IsolationLevel::ReadCommitted,
+    };
+    let (slice, aborted) = match read_slice(log, &read) {
+        Ok(read) => read,
+        Err(None) => {
+            return PartitionRead::Failed {
+                error_code: error_code::OFFSET_OUT_OF_RANGE,
+            }
+        }
+        Err(Some(error)) => {
+            tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "fetch read failed");
             return PartitionRead::Failed {
                 error_code: storage_error_code,
             };
-        }
-    };
-    let read_end = legacy_committed.as_ref().map_or(read_end, |(end, _)| *end);
-    let slice = if fetch_offset >= read_end || bytes_max == 0 && !first_with_data {
-        // Past the HW but within the log (a consumer ahead of a new leader's HW) is no error:
-        // Kafka answers no records. Past the log end is OFFSET_OUT_OF_RANGE.
-        match log.log_end_offset() {
-            Ok(log_end) if fetch_offset > log_end || fetch_offset < log_start_offset => {
-                return PartitionRead::Failed {
-                    error_code: error_code::OFFSET_OUT_OF_RANGE,
-                }
-            }
-            Ok(_) => None,
-            Err(_) => {
-                return PartitionRead::Failed {
-                    error_code: storage_error_code,
-                }
-            }
-        }
-    } else {
-        let max_bytes = u64::try_from(bytes_max).unwrap_or(u64::MAX);
-        match log.read_below(fetch_offset, read_end, max_bytes, first_with_data) {
-            Ok(slice) => (!slice.is_empty()).then_some(slice),
-            Err(skiff_storage::Error::OffsetOutOfRange { .. }) => {
-                return PartitionRead::Failed {
-                    error_code: error_code::OFFSET_OUT_OF_RANGE,
-                }
-            }
-            Err(error) => {
-                tracing::warn!(topic = %topic.name, partition = partition.index(), %error, "fetch read failed");
-                return PartitionRead::Failed {
-                    error_code: storage_error_code,
-                };
-            }
         }
     };
     PartitionRead::Read {
@@ -497,45 +546,80 @@ fn read_partition(
         fetch_offset,
         slice,
         high_watermark,
+        last_stable_offset,
+        aborted,
         log_start_offset,
         convert_to: convert_to.filter(|_| version < STORED_FORMAT_FETCH_VERSION_MIN),
         diverging_epoch,
-        legacy_filter: legacy_committed.map(|(_, filter)| filter),
     }
 }
 
-/// A legacy consumer's read (Fetch v0–v3) of a topic whose `skiff.legacy.isolation.level` is
-/// `read_committed` (docs/design/downconversion.md §3.8): where it ends (the last stable offset,
-/// if below `read_end`) and the converter's filter of the aborted transactions of
-/// `[fetch_offset, end)`. `None` for every other read: Kafka's behaviour, up to the high
-/// watermark with aborted records.
-fn legacy_read_committed(
-    topic: &Topic,
-    partition: &Partition,
-    legacy_consumer: bool,
+/// Where one partition's read starts and what bounds it.
+struct SliceRead {
     fetch_offset: i64,
-    (read_end, last_stable_offset): (i64, i64),
-) -> Result<Option<(i64, AbortedFilter)>, skiff_storage::Error> {
-    if !legacy_consumer
-        || topic.config.legacy_isolation_level != LegacyIsolationLevel::ReadCommitted
-    {
-        return Ok(None);
-    }
-    let mut end = read_end.min(last_stable_offset);
-    loop {
-        if fetch_offset >= end {
-            return Ok(Some((end, AbortedFilter::default())));
+    /// Records at and past it are not read (the high watermark, the last stable offset, or a
+    /// follower's bound).
+    read_end: i64,
+    log_start_offset: i64,
+    /// Bytes the read may take; `None`: none left in the response for this partition.
+    bytes_max: Option<usize>,
+    /// The first partition with data gets at least one whole batch.
+    first_with_data: bool,
+    /// read_committed: the aborted transactions the records overlap are read too.
+    committed: bool,
+}
+
+/// What one partition's read found: its stored records (`None` when there are none to return)
+/// and, read_committed, the aborted transactions they overlap.
+type SliceFound = (Option<FetchSlice>, Vec<AbortedTransactionShape>);
+
+/// The stored records of a read and, read_committed, the aborted transactions they overlap.
+/// `Err(None)`: the fetch offset is out of range; `Err(Some(error))`: the log failed.
+fn read_slice(
+    log: &skiff_storage::Log,
+    read: &SliceRead,
+) -> Result<SliceFound, Option<skiff_storage::Error>> {
+    let fetch_offset = read.fetch_offset;
+    let Some(bytes_max) = read.bytes_max.filter(|_| fetch_offset < read.read_end) else {
+        // Past the HW but within the log (a consumer ahead of a new leader's HW) is no error:
+        // Kafka answers no records. Past the log end is OFFSET_OUT_OF_RANGE.
+        let log_end = log.log_end_offset().map_err(Some)?;
+        if fetch_offset > log_end || fetch_offset < read.log_start_offset {
+            return Err(None);
         }
-        match partition.log().aborted_transactions(fetch_offset, end) {
-            Ok(aborted) => return Ok(Some((end, AbortedFilter::new(aborted)))),
-            // More aborted transactions than one read may hold: this fetch reads a shorter
-            // range (the consumer goes on from where it stops).
-            Err(skiff_storage::Error::TooManyAbortedTxns { .. }) if end - fetch_offset > 1 => {
-                end = fetch_offset + (end - fetch_offset) / 2;
-            }
-            Err(error) => return Err(error),
-        }
-    }
+        return Ok((None, Vec::new()));
+    };
+    let max_bytes = u64::try_from(bytes_max).unwrap_or(u64::MAX);
+    let slice = match log.read_below(fetch_offset, read.read_end, max_bytes, read.first_with_data) {
+        Ok(slice) if slice.is_empty() => return Ok((None, Vec::new())),
+        Ok(slice) => slice,
+        Err(skiff_storage::Error::OffsetOutOfRange { .. }) => return Err(None),
+        Err(error) => return Err(Some(error)),
+    };
+    let aborted = if read.committed {
+        aborted_transactions(log, fetch_offset, read.read_end).map_err(Some)?
+    } else {
+        Vec::new()
+    };
+    Ok((Some(slice), aborted))
+}
+
+/// The aborted transactions a read_committed fetch from `fetch_offset` must report: those whose
+/// records lie at or past it and start below `read_end` (the last stable offset), from the
+/// log's aborted-transaction index (Kafka's `collectAbortedTransactions`).
+fn aborted_transactions(
+    log: &skiff_storage::Log,
+    fetch_offset: i64,
+    read_end: i64,
+) -> Result<Vec<AbortedTransactionShape>, skiff_storage::Error> {
+    Ok(log
+        .aborted_transactions(fetch_offset, read_end)?
+        .into_iter()
+        .map(|entry| AbortedTransactionShape {
+            producer_id: entry.producer_id,
+            first_offset: entry.first_offset,
+        })
+        .collect())
 }
 
 /// A throttled Fetch: answered at once with its throttle and no partitions, as Kafka's
@@ -609,18 +693,28 @@ fn build_response(
                     fetch_offset,
                     slice,
                     high_watermark,
+                    last_stable_offset,
+                    aborted,
                     log_start_offset,
                     convert_to,
                     diverging_epoch,
-                    legacy_filter,
                 } => {
+                    // Legacy read_committed (§3.8): the converter leaves out what this names.
+                    let legacy_filter = (convert_to.is_some() && !aborted.is_empty()).then(|| {
+                        AbortedFilter::from_first_offsets(
+                            aborted
+                                .iter()
+                                .map(|txn| (txn.producer_id, txn.first_offset)),
+                        )
+                    });
                     let base = FetchPartitionShape {
                         partition_index,
                         error_code: error_code::NONE,
                         high_watermark,
-                        last_stable_offset: high_watermark,
+                        last_stable_offset,
                         log_start_offset,
-                        aborted_transactions: (version >= 4).then(Vec::new),
+                        aborted_transactions: (version >= ISOLATION_FETCH_VERSION_MIN)
+                            .then_some(aborted),
                         diverging_epoch,
                         ..FetchPartitionShape::default()
                     };

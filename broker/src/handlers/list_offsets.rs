@@ -2,15 +2,21 @@
 //! special timestamps latest (−1), earliest (−2) and max timestamp (−3), and by time index. Each
 //! topic needs Describe (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise). Consumers see
 //! offsets below the high watermark only, and none while a new leader's HW lags its epoch start
-//! (KIP-207: OFFSET_NOT_AVAILABLE from v5, LEADER_NOT_AVAILABLE in v1–v4).
+//! (KIP-207: OFFSET_NOT_AVAILABLE from v5, LEADER_NOT_AVAILABLE in v1–v4). A read_committed
+//! consumer (v2+ `isolation_level` 1) sees offsets below the last stable offset only: its
+//! "latest" is the last stable offset, as Kafka answers; an isolation byte other than 0 and 1 is
+//! INVALID_REQUEST for every partition.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
 
+use skiff_protocol::records::txn::IsolationLevel;
+
 use super::error_code;
 use crate::context::Ctx;
+use crate::partition::topics::Partition;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
 
@@ -21,6 +27,49 @@ const MAX_TIMESTAMP: i64 = -3;
 const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 /// First ListOffsets version that may answer OFFSET_NOT_AVAILABLE (KIP-207).
 const OFFSET_NOT_AVAILABLE_VERSION_MIN: i16 = 5;
+/// First ListOffsets version with `isolation_level` (KIP-98).
+const ISOLATION_VERSION_MIN: i16 = 2;
+
+/// The request's isolation level (read_uncommitted before v2); `None` for a byte that is
+/// neither 0 nor 1.
+fn isolation_of(version: i16, request: &ListOffsetsRequest) -> Option<IsolationLevel> {
+    if version < ISOLATION_VERSION_MIN {
+        return Some(IsolationLevel::ReadUncommitted);
+    }
+    IsolationLevel::from_byte(request.isolation_level)
+}
+
+/// The end a consumer's offsets stay below: the high watermark, or for read_committed the last
+/// stable offset (Kafka's `lastFetchableOffset`).
+fn fetchable_end(partition: &Partition, isolation: IsolationLevel) -> i64 {
+    match isolation {
+        IsolationLevel::ReadCommitted => partition.last_stable_offset(),
+        IsolationLevel::ReadUncommitted => partition.high_watermark(),
+    }
+}
+
+/// A partition's answer with an error and no offset.
+fn failed(index: i32, code: i16) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(index)
+        .with_error_code(code)
+        .with_timestamp(-1)
+        .with_offset(-1)
+}
+
+/// Every partition of the request answered `code` (an isolation byte that is neither 0 nor 1).
+fn refuse_all(request: ListOffsetsRequest, code: i16) -> ListOffsetsResponse {
+    let topics = request.topics.into_iter().map(|topic| {
+        let partitions = topic.partitions.iter();
+        let partitions = partitions
+            .map(|p| failed(p.partition_index, code))
+            .collect();
+        ListOffsetsTopicResponse::default()
+            .with_name(topic.name)
+            .with_partitions(partitions)
+    });
+    ListOffsetsResponse::default().with_topics(topics.collect())
+}
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -33,6 +82,9 @@ pub(crate) async fn handle(
     // A consumer (replica id −1) sees offsets below the high watermark only, as its fetches do
     // (Kafka's lastFetchableOffset); a replica id ≥ 0 (a debugging tool) sees the log end.
     let consumer = request.replica_id.0 < 0;
+    let Some(isolation) = isolation_of(version, &request) else {
+        return refuse_all(request, error_code::INVALID_REQUEST);
+    };
     let topics = request
         .topics
         .into_iter()
@@ -50,10 +102,10 @@ pub(crate) async fn handle(
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(request.partition_index);
                     if !described {
-                        return response
-                            .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
-                            .with_timestamp(-1)
-                            .with_offset(-1);
+                        return failed(
+                            request.partition_index,
+                            error_code::TOPIC_AUTHORIZATION_FAILED,
+                        );
                     }
                     let led = match &found {
                         Some(topic) => super::common::leadership::led_partition(
@@ -69,12 +121,7 @@ pub(crate) async fn handle(
                     };
                     let partition = match led {
                         Ok(partition) => partition,
-                        Err(code) => {
-                            return response
-                                .with_error_code(code)
-                                .with_timestamp(-1)
-                                .with_offset(-1)
-                        }
+                        Err(code) => return failed(request.partition_index, code),
                     };
                     let log = partition.log();
                     let (Ok(log_end), Ok(log_start)) =
@@ -86,13 +133,10 @@ pub(crate) async fn handle(
                         } else {
                             error_code::KAFKA_STORAGE_ERROR
                         };
-                        return response
-                            .with_error_code(code)
-                            .with_timestamp(-1)
-                            .with_offset(-1);
+                        return failed(request.partition_index, code);
                     };
                     let log_end = if consumer {
-                        partition.high_watermark().clamp(log_start, log_end)
+                        fetchable_end(partition, isolation).clamp(log_start, log_end)
                     } else {
                         log_end
                     };
@@ -110,11 +154,7 @@ pub(crate) async fn handle(
                         } else {
                             error_code::LEADER_NOT_AVAILABLE
                         };
-                        ListOffsetsPartitionResponse::default()
-                            .with_partition_index(request.partition_index)
-                            .with_error_code(code)
-                            .with_timestamp(-1)
-                            .with_offset(-1)
+                        failed(request.partition_index, code)
                     };
                     if hw_lags && request.timestamp == LATEST_TIMESTAMP {
                         return not_available();
@@ -140,10 +180,7 @@ pub(crate) async fn handle(
                             found.filter(|(_, offset)| *offset < log_end)
                         }
                         _ => {
-                            return response
-                                .with_error_code(error_code::UNSUPPORTED_VERSION)
-                                .with_timestamp(-1)
-                                .with_offset(-1)
+                            return failed(request.partition_index, error_code::UNSUPPORTED_VERSION)
                         }
                     };
                     if version == 0 {

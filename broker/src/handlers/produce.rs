@@ -424,6 +424,8 @@ fn append_now(
             AppendError::RetryWithNewBatches => error_code::INVALID_RECORD,
             AppendError::ProducersPoisoned => error_code::KAFKA_STORAGE_ERROR,
             AppendError::Storage(error) => storage_error_code(&error),
+            // A client's append never encodes a marker.
+            AppendError::Marker(_) => error_code::INVALID_RECORD,
         })
 }
 
@@ -519,6 +521,10 @@ fn validate_v2(records: &[u8], version: i16, max_message_bytes: usize) -> Result
             .get(position..position + header.total_bytes())
             .ok_or(error_code::CORRUPT_MESSAGE)?;
         v2::validate(batch).map_err(|error| error.error_code())?;
+        if header.is_control() {
+            // Markers are the transaction coordinator's (WriteTxnMarkers), never a client's.
+            return Err(error_code::INVALID_RECORD);
+        }
         match header.compression() {
             Ok(Compression::Zstd) if version < ZSTD_PRODUCE_VERSION_MIN => {
                 return Err(error_code::UNSUPPORTED_COMPRESSION_TYPE)

@@ -5,7 +5,11 @@
 //! driven, what it decided is settled (the high watermark published, acks=all produces
 //! answered), the readable end advanced when the high watermark rose (waking the long polls
 //! parked here) and the ISR changes it proposed queued for the replication driver. Callers never
-//! see the machine, the high-watermark comparison or the wake-up.
+//! see the machine, the high-watermark comparison or the wake-up. The last stable offset
+//! (read_committed consumers read below it) joins the high watermark the same way: recomputed
+//! from the producers' open transactions whenever the high watermark rises or the producers are
+//! rebuilt, published without a lock ([`Partition::last_stable_offset`]); end-transaction markers
+//! are appended through [`Partition::append_marker`] (the `txn` submodule).
 //!
 //! The writes: [`Partition::append_as_leader`] (a client's produce or a coordinator's entries),
 //! [`Partition::answer_follower_fetch`] (the leader side of a follower's Fetch),
@@ -31,6 +35,7 @@
 //! producers' (the order is the machine's, then the producers'; a leader's append holds only
 //! the producers').
 
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use skiff_cluster::records::PartitionState;
@@ -40,10 +45,11 @@ use skiff_cluster::replica::{
 use skiff_placement::NodeId;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::v2;
-use skiff_storage::{Log, LogConfig};
+use skiff_storage::{AppendInfo, Log, LogConfig};
 
 use super::producer_state::{
     PartitionProducers, ProducerBatch, ProducerError, SequenceCheck, NO_PRODUCER_ID,
+    PRODUCERS_PER_PARTITION_MAX_DEFAULT,
 };
 use super::readable_end::{ReadableEnd, Waiter};
 use super::replica::{
@@ -75,6 +81,10 @@ pub struct Partition {
     replica: Arc<PartitionReplica>,
     /// Bytes and records in and out since this partition was opened here, for the load report.
     traffic: TrafficCounters,
+    /// The last stable offset read_committed consumers read below (published like the high
+    /// watermark, recomputed under the producers' lock whenever the high watermark rises or the
+    /// producer state is rebuilt; see [`Partition::last_stable_offset`]).
+    last_stable: AtomicI64,
 }
 
 /// Who appends as leader, which decides the checks and the durability (Kafka's `AppendOrigin`).
@@ -139,6 +149,9 @@ pub enum AppendError {
     /// The log refused or failed the write (or its sync).
     #[error("storage: {0}")]
     Storage(#[from] skiff_storage::Error),
+    /// An end-transaction marker could not be encoded.
+    #[error("marker: {0}")]
+    Marker(#[from] skiff_protocol::records::RecordError),
 }
 
 /// What the replica's metrics read of a partition.
@@ -160,6 +173,8 @@ impl Partition {
         producers: PartitionProducers,
         replica: PartitionReplica,
     ) -> Self {
+        let mut producers = producers;
+        let last_stable = producers.last_stable_offset(replica.high_watermark());
         Self {
             index,
             log,
@@ -167,6 +182,7 @@ impl Partition {
             readable_end: ReadableEnd::default(),
             replica: Arc::new(replica),
             traffic: TrafficCounters::default(),
+            last_stable: AtomicI64::new(last_stable),
         }
     }
 
@@ -252,20 +268,44 @@ impl Partition {
                 self.append_coordinator(append.batches, append.leader_epoch, append.now_ms)?
             }
         };
+        let now = self.settle_after_append(&mut proposals);
+        if append.acks == Acks::All {
+            appended.replication = Some(self.wait_for_replication(
+                now,
+                appended.last_offset,
+                append.timeout_ms,
+                &mut proposals,
+            ));
+        }
+        Ok(appended)
+    }
+
+    /// After an append as leader: raises the high watermark if it may, wakes the fetches parked
+    /// here and queues the ISR proposals. Returns the monotonic time it did so.
+    fn settle_after_append(&self, proposals: &mut impl ProposalSink) -> u64 {
         let now = crate::clock::mono_ms();
         let hw_before = self.replica.high_watermark();
         let deferred = self.replica.after_append(now, &self.log);
         let rose = self.replica.high_watermark() > hw_before;
-        self.publish(deferred, rose, &mut proposals);
-        if append.acks == Acks::All {
-            let deadline = now.saturating_add(append.timeout_ms);
-            let (wait, deferred) =
-                self.replica
-                    .await_replication(now, appended.last_offset, deadline, &self.log);
-            self.queue(deferred, &mut proposals);
-            appended.replication = Some(wait);
-        }
-        Ok(appended)
+        self.publish(deferred, rose, proposals);
+        now
+    }
+
+    /// The acks=all wait for the high watermark to pass `last_offset`, answered with
+    /// REQUEST_TIMED_OUT `timeout_ms` after `now`.
+    fn wait_for_replication(
+        &self,
+        now: u64,
+        last_offset: i64,
+        timeout_ms: u64,
+        proposals: &mut impl ProposalSink,
+    ) -> ReplicationWait {
+        let deadline = now.saturating_add(timeout_ms);
+        let (wait, deferred) =
+            self.replica
+                .await_replication(now, last_offset, deadline, &self.log);
+        self.queue(deferred, proposals);
+        wait
     }
 
     /// A client's batches: the idempotence checks, the append and the producers' new state, all
@@ -316,8 +356,8 @@ impl Partition {
                 replication: None,
             });
         }
-        let appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, base| {
-            let mut base_offset = base;
+        let appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, info| {
+            let mut base_offset = info.base_offset;
             for (_, header) in v2::batch_positions(buffer).flatten() {
                 let batch = ProducerBatch::from(&header);
                 if batch.producer_id != NO_PRODUCER_ID && !header.is_control() {
@@ -325,6 +365,7 @@ impl Partition {
                 }
                 base_offset += i64::from(header.last_offset_delta) + 1;
             }
+            self.snapshot_at_roll(&producers, info);
         })?;
         drop(producers);
         self.readable_end.advance();
@@ -339,7 +380,18 @@ impl Partition {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LeaderAppended, AppendError> {
-        let mut appended = self.write_batches(batches, leader_epoch, now_ms, |_, _| {})?;
+        // No checks, but the producers are recorded as replay records them (a transactional
+        // offset commit opens its producer's transaction here too), so a follower that becomes
+        // leader has the same state.
+        let mut producers = self
+            .producers
+            .lock()
+            .map_err(|_| AppendError::ProducersPoisoned)?;
+        let mut appended = self.write_batches(batches, leader_epoch, now_ms, |buffer, info| {
+            replay_batches_at(&mut producers, buffer, info.base_offset);
+            self.snapshot_at_roll(&producers, info);
+        })?;
+        drop(producers);
         self.log.sync()?;
         self.readable_end.advance();
         appended.last_offset = self.log.log_end_offset()? - 1;
@@ -347,13 +399,13 @@ impl Partition {
     }
 
     /// Appends each buffer stamped with `leader_epoch`, telling `appended` each one's bytes and
-    /// base offset.
+    /// where they went.
     fn write_batches(
         &self,
         batches: &mut [Vec<u8>],
         leader_epoch: i32,
         now_ms: i64,
-        mut appended: impl FnMut(&[u8], i64),
+        mut appended: impl FnMut(&[u8], &AppendInfo),
     ) -> Result<LeaderAppended, AppendError> {
         let mut written = LeaderAppended {
             base_offset: -1,
@@ -365,7 +417,7 @@ impl Partition {
         };
         for (position, buffer) in batches.iter_mut().enumerate() {
             let info = self.log.append_with_epoch(buffer, leader_epoch, now_ms)?;
-            appended(buffer, info.base_offset);
+            appended(buffer, &info);
             if position == 0 {
                 written.base_offset = info.base_offset;
             }
@@ -421,6 +473,7 @@ impl Partition {
     /// read further), and queues the ISR proposals.
     fn publish(&self, deferred: Deferred, rose: bool, proposals: &mut impl ProposalSink) {
         if rose {
+            self.refresh_last_stable();
             self.readable_end.advance();
         }
         self.queue(deferred, proposals);
@@ -526,6 +579,9 @@ impl Partition {
         }
         drop(machine);
         let _ = self.replica.settle(rest);
+        // A follower's high watermark and producers moved: its last stable offset is ready for
+        // the day it leads.
+        self.refresh_last_stable();
     }
 
     /// Appends the fetched batches below `up_to` unchanged (the leader's offsets and epochs) and
@@ -550,12 +606,11 @@ impl Partition {
         }
         // The leader's offsets and epochs are kept; storage refuses a batch that does not continue
         // the log or whose epoch is below the latest (a divergence the machine missed).
-        self.log.append_replicated(&mut batches, now_ms)?;
+        let info = self.log.append_replicated(&mut batches, now_ms)?;
         self.traffic.count_replicated(batches.len() as u64);
         let mut producers = self.producers_recovered();
-        for (_, header) in v2::batch_positions(&batches).flatten() {
-            producers.replay(&header);
-        }
+        replay_batches(&mut producers, &batches);
+        self.snapshot_at_roll(&producers, &info);
         Ok(())
     }
 
@@ -630,6 +685,7 @@ impl Partition {
             self.replica
                 .abandon_waiting(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         }
+        self.refresh_last_stable();
         self.readable_end.advance();
         self.replica.set_fed_revision(revision);
         self.queue(deferred, &mut proposals);
@@ -671,7 +727,9 @@ impl Partition {
             *producers = replay_producers(&self.log)?;
             drop(producers);
             high_watermark(&self.log)
-        })
+        })?;
+        self.refresh_last_stable();
+        Ok(())
     }
 
     /// Each idempotent producer of this partition with the last offset of its last batch: the
@@ -773,19 +831,39 @@ pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_stor
     Ok((bytes, next))
 }
 
-/// Rebuilds a partition's producer state from the batch headers of its last
-/// [`PRODUCER_REPLAY_OFFSETS_MAX`] offsets.
+/// Rebuilds a partition's producer state: from the newest producer snapshot that reads back
+/// (written at each segment roll) and the batches after it; without one (a log of the previous
+/// release, or none written yet), from the batches of its last [`PRODUCER_REPLAY_OFFSETS_MAX`]
+/// offsets.
 pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_storage::Error> {
-    let mut producers = PartitionProducers::default();
     let log_end = log.log_end_offset()?;
-    let mut offset = log
-        .log_start_offset()?
-        .max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX));
+    let log_start = log.log_start_offset()?;
+    let snapshot = log
+        .latest_producer_snapshot()?
+        .filter(|snapshot| snapshot.offset <= log_end)
+        .and_then(|snapshot| {
+            let decoded = PartitionProducers::decode_snapshot(
+                &snapshot.bytes,
+                PRODUCERS_PER_PARTITION_MAX_DEFAULT,
+            );
+            match decoded {
+                Ok(producers) => Some((producers, snapshot.offset)),
+                Err(error) => {
+                    tracing::warn!(topic = %log.topic(), %error, "producer snapshot ignored; replaying");
+                    None
+                }
+            }
+        });
+    let (mut producers, mut offset) = match snapshot {
+        Some((producers, offset)) => (producers, offset.max(log_start)),
+        None => (
+            PartitionProducers::default(),
+            log_start.max(log_end.saturating_sub(PRODUCER_REPLAY_OFFSETS_MAX)),
+        ),
+    };
     while offset < log_end {
         let (bytes, next) = read_batches(log, offset)?;
-        for (_, header) in skiff_protocol::records::v2::batch_positions(&bytes).flatten() {
-            producers.replay(&header);
-        }
+        replay_batches(&mut producers, &bytes);
         if next <= offset {
             break;
         }
@@ -794,5 +872,33 @@ pub(crate) fn replay_producers(log: &Log) -> Result<PartitionProducers, skiff_st
     Ok(producers)
 }
 
+/// Replays every whole batch of `batches` (data batches and end-transaction markers) into
+/// `producers`, oldest first, at the offsets their headers carry.
+fn replay_batches(producers: &mut PartitionProducers, batches: &[u8]) {
+    for (position, header) in v2::batch_positions(batches).flatten() {
+        let bytes = batches
+            .get(position..position + header.total_bytes())
+            .unwrap_or_default();
+        producers.replay(&header, bytes);
+    }
+}
+
+/// As [`replay_batches`] for batches just appended from `base_offset` on (their buffer's own
+/// base offsets are not the log's).
+fn replay_batches_at(producers: &mut PartitionProducers, batches: &[u8], base_offset: i64) {
+    let mut offset = base_offset;
+    for (position, mut header) in v2::batch_positions(batches).flatten() {
+        let bytes = batches
+            .get(position..position + header.total_bytes())
+            .unwrap_or_default();
+        header.base_offset = offset;
+        offset += i64::from(header.last_offset_delta) + 1;
+        producers.replay(&header, bytes);
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod txn;
+#[cfg(test)]
+mod txn_tests;

@@ -16,12 +16,23 @@
 //!   unknown producer whose first batch does not start at sequence 0 is UNKNOWN_PRODUCER_ID. The
 //!   state is rebuilt from the v2 batch headers in the log ([`PartitionProducers::replay`]), so it
 //!   survives a restart.
+//! - Transactions (KIP-98), in the same [`PartitionProducers`]: a transactional batch opens the
+//!   producer's transaction at its base offset if none is open; a non-transactional batch while
+//!   one is open is INVALID_TXN_STATE; an end-transaction marker is checked
+//!   ([`PartitionProducers::check_marker`]: an older producer epoch is INVALID_PRODUCER_EPOCH, an
+//!   older coordinator epoch TRANSACTION_COORDINATOR_FENCED) and ends it
+//!   ([`PartitionProducers::record_marker`], returning the [`CompletedTxn`]). The first unstable
+//!   offset is the smallest first offset of the open transactions and of the ended ones whose
+//!   marker the high watermark has not passed; [`PartitionProducers::last_stable_offset`] is it
+//!   capped by the high watermark. A producer with an open transaction is never evicted by the
+//!   bound. Replay reads markers too, so the state is the same at open and on followers.
 //!
 //! Epoch bumps: idempotent (non-transactional) clients bump their epoch themselves after a
 //! sequence error, or ask InitProducerId for a fresh id (Kafka always hands a non-transactional
 //! producer a new id with epoch 0, whatever id and epoch the request carries); a partition accepts
-//! a higher epoch when it restarts at sequence 0. Transactions are not served: an InitProducerId
-//! with a transactional id gets INVALID_REQUEST.
+//! a higher epoch when it restarts at sequence 0. The allocator serves non-transactional
+//! InitProducerId only: one with a transactional id gets INVALID_REQUEST (the transaction
+//! coordinator serves those).
 //!
 //! Wiring (for the driver): one [`ProducerIdAllocator`] per broker, started from the floor below
 //! which ids may already be in use (a single-node data directory's old reservation checkpoint, 0
@@ -30,8 +41,9 @@
 //! producer id, [`PartitionProducers::check`] before the append; [`SequenceCheck::Duplicate`]
 //! answers with the original base offset and appends nothing; after an append,
 //! [`PartitionProducers::record_append`] with the assigned base offset (under the same partition
-//! lock, so check and record see the same state). When a log is opened,
-//! [`PartitionProducers::replay`] every batch header in order.
+//! lock, so check and record see the same state); a marker likewise with
+//! [`PartitionProducers::check_marker`] and [`PartitionProducers::record_marker`]. When a log is
+//! opened, [`PartitionProducers::replay`] every batch in order.
 //!
 //! Must never: read a clock or a file, append a duplicate twice, or forget a producer without a
 //! bound saying so ([`PRODUCERS_PER_PARTITION_MAX_DEFAULT`]).
@@ -41,6 +53,7 @@ use std::collections::{BTreeMap, VecDeque};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use skiff_group::RequestId;
 use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::records::txn::{EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
 
 /// Batches remembered per producer and partition for duplicate detection. Kafka keeps 5, which is
@@ -97,6 +110,26 @@ pub enum ProducerError {
         /// The batch's first sequence.
         sequence: i32,
     },
+    /// A non-transactional batch from a producer whose transaction is open (Kafka's
+    /// INVALID_TXN_STATE: "expected a transactional write").
+    #[error(
+        "producer {producer_id} has an open transaction; a non-transactional batch is refused"
+    )]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: i64,
+    },
+    /// A marker from a transaction coordinator older than the last one seen for this producer
+    /// (a zombie coordinator after a coordinator failover).
+    #[error("producer {producer_id}: coordinator epoch {coordinator_epoch} is older than {last}")]
+    CoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The last coordinator epoch the partition saw for the producer.
+        last: i32,
+    },
 }
 
 impl ProducerError {
@@ -106,6 +139,8 @@ impl ProducerError {
             Self::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH.code(),
             Self::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.code(),
             Self::UnknownProducerId { .. } => ErrorCode::UNKNOWN_PRODUCER_ID.code(),
+            Self::InvalidTxnState { .. } => ErrorCode::INVALID_TXN_STATE.code(),
+            Self::CoordinatorFenced { .. } => ErrorCode::TRANSACTION_COORDINATOR_FENCED.code(),
         }
     }
 }
@@ -121,6 +156,10 @@ pub struct ProducerBatch {
     pub base_sequence: i32,
     /// Records in the batch minus one (the last record's offset delta).
     pub last_offset_delta: i32,
+    /// Part of a transaction (the attribute bit): opens one if the producer has none open.
+    pub transactional: bool,
+    /// The batch's max timestamp (DescribeProducers' last timestamp).
+    pub max_timestamp: i64,
 }
 
 impl From<&BatchHeader> for ProducerBatch {
@@ -130,6 +169,8 @@ impl From<&BatchHeader> for ProducerBatch {
             producer_epoch: header.producer_epoch,
             base_sequence: header.base_sequence,
             last_offset_delta: header.last_offset_delta,
+            transactional: header.is_transactional(),
+            max_timestamp: header.max_timestamp,
         }
     }
 }
@@ -180,6 +221,69 @@ struct ProducerEntry {
     batches: VecDeque<BatchRange>,
     /// Order of the last append among all producers of the partition (for eviction).
     last_append_order: u64,
+    /// The coordinator epoch of the last marker written for this producer (-1: none yet).
+    coordinator_epoch: i32,
+    /// Offset of the first batch of the producer's open transaction here.
+    open_txn_first_offset: Option<i64>,
+    /// Max timestamp of the last batch or marker.
+    last_timestamp: i64,
+}
+
+impl ProducerEntry {
+    fn new(epoch: i16, order: u64) -> Self {
+        Self {
+            epoch,
+            batches: VecDeque::new(),
+            last_append_order: order,
+            coordinator_epoch: NO_COORDINATOR_EPOCH,
+            open_txn_first_offset: None,
+            last_timestamp: NO_TIMESTAMP,
+        }
+    }
+
+    /// Moves to `epoch` if it is newer: the sequences of the old epoch are forgotten.
+    fn bump_epoch(&mut self, epoch: i16) {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.batches.clear();
+        }
+    }
+}
+
+/// "No marker seen yet" for a producer's coordinator epoch (Kafka's -1).
+pub const NO_COORDINATOR_EPOCH: i32 = -1;
+/// "No timestamp" (Kafka's -1).
+pub const NO_TIMESTAMP: i64 = -1;
+
+/// A transaction a marker ended in this partition (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of the transaction's first batch here (the marker's own offset for a transaction
+    /// that wrote nothing here).
+    pub first_offset: i64,
+    /// Offset of the marker.
+    pub last_offset: i64,
+    /// Ended by an ABORT marker.
+    pub aborted: bool,
+}
+
+/// One producer as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescribedProducer {
+    /// The producer.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// Last sequence appended (-1: none in this epoch).
+    pub last_sequence: i32,
+    /// Max timestamp of its last batch or marker (-1: none).
+    pub last_timestamp: i64,
+    /// Coordinator epoch of its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// First offset of its open transaction (-1: none open).
+    pub current_txn_start_offset: i64,
 }
 
 /// The idempotent producers of one partition.
@@ -188,6 +292,13 @@ pub struct PartitionProducers {
     producers: BTreeMap<i64, ProducerEntry>,
     producers_max: usize,
     append_order: u64,
+    /// Open transactions: first offset -> producer (first offsets are batch base offsets, so
+    /// unique). Its smallest key bounds the last stable offset.
+    open_txns: BTreeMap<i64, i64>,
+    /// Transactions a marker ended whose marker the high watermark has not passed yet (Kafka's
+    /// unreplicated transactions): first offset -> marker offset. They stay unstable until then,
+    /// so a read_committed consumer never reads a transaction whose outcome could still be lost.
+    unreplicated_txns: BTreeMap<i64, i64>,
 }
 
 impl Default for PartitionProducers {
@@ -203,6 +314,8 @@ impl PartitionProducers {
             producers: BTreeMap::new(),
             producers_max: producers_max.max(1),
             append_order: 0,
+            open_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
         }
     }
 
@@ -263,6 +376,9 @@ impl PartitionProducers {
                 current_epoch: entry.epoch,
             });
         }
+        if !batch.transactional && entry.open_txn_first_offset.is_some() {
+            return Err(ProducerError::InvalidTxnState { producer_id });
+        }
         if batch.producer_epoch > entry.epoch {
             return if sequence == 0 {
                 Ok(SequenceCheck::Append)
@@ -303,30 +419,18 @@ impl PartitionProducers {
     }
 
     /// Records a batch that [`PartitionProducers::check`] allowed and the log appended at
-    /// `base_offset`.
+    /// `base_offset`. A transactional batch opens the producer's transaction at `base_offset`
+    /// if none is open.
     pub fn record_append(&mut self, batch: &ProducerBatch, base_offset: i64) {
         if batch.producer_id < 0 || batch.base_sequence < 0 {
             return;
         }
-        self.append_order += 1;
-        let order = self.append_order;
-        if !self.producers.contains_key(&batch.producer_id)
-            && self.producers.len() >= self.producers_max
-        {
-            self.evict_least_recent();
-        }
+        let order = self.next_order(batch.producer_id);
         let entry = self
             .producers
             .entry(batch.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: batch.producer_epoch,
-                batches: VecDeque::new(),
-                last_append_order: order,
-            });
-        if batch.producer_epoch != entry.epoch {
-            entry.epoch = batch.producer_epoch;
-            entry.batches.clear();
-        }
+            .or_insert_with(|| ProducerEntry::new(batch.producer_epoch, order));
+        entry.bump_epoch(batch.producer_epoch);
         if entry.batches.len() >= BATCHES_RETAINED_PER_PRODUCER {
             entry.batches.pop_front();
         }
@@ -337,14 +441,145 @@ impl PartitionProducers {
             last_offset_delta: batch.last_offset_delta,
         });
         entry.last_append_order = order;
+        entry.last_timestamp = batch.max_timestamp;
+        if batch.transactional && entry.open_txn_first_offset.is_none() {
+            entry.open_txn_first_offset = Some(base_offset);
+            let previous = self.open_txns.insert(base_offset, batch.producer_id);
+            debug_assert!(previous.is_none(), "two transactions open at {base_offset}");
+        }
     }
 
-    /// Rebuilds state from a batch read back from the log at start (oldest first). Control
-    /// batches (transaction markers) carry no sequence and are skipped. No check is made: the log
-    /// is the truth.
-    pub fn replay(&mut self, header: &BatchHeader) {
+    /// Checks an end-transaction marker before it is appended (Kafka's `appendEndTxnMarker`
+    /// checks): an older producer epoch than the partition's is INVALID_PRODUCER_EPOCH, an older
+    /// coordinator epoch than the last marker's TRANSACTION_COORDINATOR_FENCED. Changes nothing.
+    pub fn check_marker(&self, marker: &EndTxnMarker) -> Result<(), ProducerError> {
+        let Some(entry) = self.producers.get(&marker.producer_id) else {
+            return Ok(());
+        };
+        if marker.producer_epoch < entry.epoch {
+            return Err(ProducerError::InvalidProducerEpoch {
+                producer_id: marker.producer_id,
+                epoch: marker.producer_epoch,
+                current_epoch: entry.epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(ProducerError::CoordinatorFenced {
+                producer_id: marker.producer_id,
+                coordinator_epoch: marker.coordinator_epoch,
+                last: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a marker [`PartitionProducers::check_marker`] allowed and the log appended at
+    /// `offset`: the producer's transaction ends (it stays unstable until the high watermark
+    /// passes `offset`), its epoch moves to the marker's if newer (a TV2 marker carries the bumped
+    /// epoch, fencing the ended transaction's batches) and its coordinator epoch is remembered.
+    pub fn record_marker(
+        &mut self,
+        marker: &EndTxnMarker,
+        offset: i64,
+        timestamp_ms: i64,
+    ) -> CompletedTxn {
+        let order = self.next_order(marker.producer_id);
+        let entry = self
+            .producers
+            .entry(marker.producer_id)
+            .or_insert_with(|| ProducerEntry::new(marker.producer_epoch, order));
+        if marker.producer_epoch > entry.epoch {
+            entry.bump_epoch(marker.producer_epoch);
+        }
+        entry.coordinator_epoch = entry.coordinator_epoch.max(marker.coordinator_epoch);
+        entry.last_append_order = order;
+        entry.last_timestamp = timestamp_ms;
+        let first_offset = match entry.open_txn_first_offset.take() {
+            Some(first_offset) => {
+                self.open_txns.remove(&first_offset);
+                first_offset
+            }
+            None => offset,
+        };
+        self.unreplicated_txns.insert(first_offset, offset);
+        CompletedTxn {
+            producer_id: marker.producer_id,
+            first_offset,
+            last_offset: offset,
+            aborted: marker.marker_type == MarkerType::Abort,
+        }
+    }
+
+    /// The first offset of the oldest transaction not yet stable: open, or ended by a marker the
+    /// high watermark has not passed yet (Kafka's first unstable offset).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let open = self.open_txns.keys().next().copied();
+        let unreplicated = self.unreplicated_txns.keys().next().copied();
+        match (open, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The last stable offset under `high_watermark`: what a read_committed consumer may read
+    /// below. Forgets the ended transactions whose markers the high watermark passed.
+    pub fn last_stable_offset(&mut self, high_watermark: i64) -> i64 {
+        self.unreplicated_txns
+            .retain(|_, marker_offset| *marker_offset >= high_watermark);
+        self.first_unstable_offset()
+            .map_or(high_watermark, |first| first.min(high_watermark))
+    }
+
+    /// The last stable offset right after `completed`'s marker was recorded, as its
+    /// aborted-transaction index entry keeps it (Kafka's `lastStableOffset(completedTxn)`): the
+    /// first offset of the oldest transaction still open, else the offset after the marker.
+    pub fn stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+        self.open_txns
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(completed.last_offset + 1)
+    }
+
+    /// The epoch and open transaction's first offset of a producer, if tracked (KIP-890's
+    /// shortcut: a producer already in a transaction here with this epoch needs no verification).
+    pub fn open_transaction(&self, producer_id: i64) -> Option<(i16, i64)> {
+        let entry = self.producers.get(&producer_id)?;
+        Some((entry.epoch, entry.open_txn_first_offset?))
+    }
+
+    /// Open transactions here.
+    pub fn open_transactions(&self) -> usize {
+        self.open_txns.len()
+    }
+
+    /// Every tracked producer, by id, as DescribeProducers reports it.
+    pub fn describe(&self) -> Vec<DescribedProducer> {
+        self.producers
+            .iter()
+            .map(|(producer_id, entry)| DescribedProducer {
+                producer_id: *producer_id,
+                producer_epoch: entry.epoch,
+                last_sequence: entry.batches.back().map_or(-1, |last| last.last_sequence),
+                last_timestamp: entry.last_timestamp,
+                coordinator_epoch: entry.coordinator_epoch,
+                current_txn_start_offset: entry.open_txn_first_offset.unwrap_or(-1),
+            })
+            .collect()
+    }
+
+    /// Rebuilds state from a batch read back from the log at start or on a follower (oldest
+    /// first): a data batch as [`PartitionProducers::record_append`], an end-transaction marker
+    /// (`batch` holds its bytes) as [`PartitionProducers::record_marker`]. No check is made: the
+    /// log is the truth. Returns the transaction a marker ended.
+    pub fn replay(&mut self, header: &BatchHeader, batch: &[u8]) -> Option<CompletedTxn> {
         if header.is_control() {
-            return;
+            if header.producer_id < 0 || !header.is_transactional() {
+                return None;
+            }
+            // A control batch that is not a marker of Kafka's layout ends nothing.
+            let marker = EndTxnMarker::decode_with_header(batch, header).ok()?;
+            return Some(self.record_marker(&marker, header.base_offset, header.max_timestamp));
         }
         let batch = ProducerBatch::from(header);
         if batch.producer_id >= 0
@@ -354,15 +589,30 @@ impl PartitionProducers {
                 .is_some_and(|entry| batch.producer_epoch < entry.epoch)
         {
             // An older epoch after a newer one cannot be produced by the checks; keep the newer.
-            return;
+            return None;
         }
         self.record_append(&batch, header.base_offset);
+        None
+    }
+
+    /// The next append order, making room for `producer_id` first if it is new and the table
+    /// is full.
+    fn next_order(&mut self, producer_id: i64) -> u64 {
+        if !self.producers.contains_key(&producer_id) && self.producers.len() >= self.producers_max
+        {
+            self.evict_least_recent();
+        }
+        self.append_order += 1;
+        self.append_order
     }
 
     fn evict_least_recent(&mut self) {
+        // A producer in a transaction is never forgotten: its first offset bounds the last
+        // stable offset until a marker ends it.
         let oldest = self
             .producers
             .iter()
+            .filter(|(_, entry)| entry.open_txn_first_offset.is_none())
             .min_by_key(|(_, entry)| entry.last_append_order)
             .map(|(producer_id, _)| *producer_id);
         if let Some(producer_id) = oldest {
@@ -509,6 +759,10 @@ impl ProducerIdAllocator {
     }
 }
 
+pub mod snapshot;
+#[cfg(test)]
+mod txn_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,6 +774,8 @@ mod tests {
             producer_epoch: epoch,
             base_sequence: sequence,
             last_offset_delta: records - 1,
+            transactional: false,
+            max_timestamp: 0,
         }
     }
 
@@ -829,7 +1085,7 @@ mod tests {
             }
             let mut rebuilt = PartitionProducers::default();
             for (b, offset) in &log {
-                rebuilt.replay(&header_of(b, *offset));
+                rebuilt.replay(&header_of(b, *offset), &[]);
             }
             for producer_id in model.keys() {
                 let expected = state.last_sequence(*producer_id);

@@ -22,7 +22,7 @@ fn subscription(topics: &[&str]) -> Bytes {
 }
 
 impl Harness {
-    fn delete_groups(&mut self, version: i16, groups: &[&str]) -> RequestId {
+    pub(super) fn delete_groups(&mut self, version: i16, groups: &[&str]) -> RequestId {
         let meta = self.meta(version);
         let id = meta.request_id;
         let mut request = DeleteGroupsRequest::default();
@@ -31,7 +31,7 @@ impl Harness {
         id
     }
 
-    fn offset_delete(&mut self, group: &str, partitions: &[(&str, i32)]) -> RequestId {
+    pub(super) fn offset_delete(&mut self, group: &str, partitions: &[(&str, i32)]) -> RequestId {
         self.offset_delete_refusing(group, partitions, |_, _| None)
     }
 
@@ -263,13 +263,16 @@ fn a_commit_handed_out_after_the_tombstones_survives_them() {
         commit_timestamp_ms: 1,
     };
     let mut replayed = Harness::unloaded();
-    replayed.coordinator.load_offsets([
-        OffsetLogEntry::Commit(key(0), value(7)),
-        OffsetLogEntry::Commit(key(1), value(8)),
-        OffsetLogEntry::Delete(key(0)),
-        OffsetLogEntry::Delete(key(1)),
-        OffsetLogEntry::Commit(key(0), value(11)),
-    ]);
+    replayed.coordinator.load_offsets(
+        [
+            OffsetLogEntry::Commit(key(0), value(7)),
+            OffsetLogEntry::Commit(key(1), value(8)),
+            OffsetLogEntry::Delete(key(0)),
+            OffsetLogEntry::Delete(key(1)),
+            OffsetLogEntry::Commit(key(0), value(11)),
+        ]
+        .map(crate::Replayed::from),
+    );
     assert_eq!(
         replayed.coordinator.committed_offsets(),
         h.coordinator.committed_offsets()

@@ -18,8 +18,9 @@ use crate::records::v2::BatchHeader;
 /// The filter state of one legacy read_committed response partition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AbortedFilter {
-    /// Aborted transactions not reached yet, by first offset, from `next` on.
-    aborted: Vec<AbortedTxn>,
+    /// Aborted transactions (first offset, producer id) not reached yet, by first offset, from
+    /// `next` on.
+    aborted: Vec<(i64, i64)>,
     next: usize,
     /// Producers inside an aborted transaction.
     producers: BTreeSet<i64>,
@@ -28,8 +29,22 @@ pub struct AbortedFilter {
 impl AbortedFilter {
     /// The filter for a fetch whose range holds the aborted transactions `aborted` (the
     /// aborted-transaction index's answer for `[fetch offset, last stable offset)`, any order).
-    pub fn new(mut aborted: Vec<AbortedTxn>) -> Self {
-        aborted.sort_by_key(|txn| (txn.first_offset, txn.producer_id));
+    pub fn new(aborted: Vec<AbortedTxn>) -> Self {
+        Self::from_first_offsets(
+            aborted
+                .into_iter()
+                .map(|txn| (txn.producer_id, txn.first_offset)),
+        )
+    }
+
+    /// The filter from what a Fetch response's `aborted_transactions` carries: each aborted
+    /// transaction's producer id and first offset (any order).
+    pub fn from_first_offsets(aborted: impl IntoIterator<Item = (i64, i64)>) -> Self {
+        let mut aborted: Vec<(i64, i64)> = aborted
+            .into_iter()
+            .map(|(producer_id, first_offset)| (first_offset, producer_id))
+            .collect();
+        aborted.sort_unstable();
         Self {
             aborted,
             next: 0,
@@ -46,11 +61,11 @@ impl AbortedFilter {
             return false;
         }
         let last_offset = header.last_offset();
-        while let Some(txn) = self.aborted.get(self.next) {
-            if txn.first_offset > last_offset {
+        while let Some((first_offset, producer_id)) = self.aborted.get(self.next) {
+            if *first_offset > last_offset {
                 break;
             }
-            self.producers.insert(txn.producer_id);
+            self.producers.insert(*producer_id);
             self.next += 1;
         }
         if header.is_control() {

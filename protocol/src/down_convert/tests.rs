@@ -1565,7 +1565,7 @@ fn read_committed_memory_is_one_chunk_of_source_and_its_output() {
             "{stats:?}"
         );
     }
-    // The parked state: the filter's list (32 bytes an aborted transaction of the range) and
+    // The parked state: the filter's list (16 bytes an aborted transaction of the range) and
     // the producers inside one; no converted bytes.
     assert!(std::mem::size_of::<Parked>() <= 128);
 }

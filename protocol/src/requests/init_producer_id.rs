@@ -1,4 +1,5 @@
-//! InitProducerId (key 22) request decoding, versions 0–4.
+//! InitProducerId (key 22) request decoding, versions 0–5 (v3 adds the producer id and epoch of
+//! KIP-360's recovery; v4 and v5 add no field, only error codes the client understands).
 
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, ProducerId, TransactionalId};
 

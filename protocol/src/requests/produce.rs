@@ -1,6 +1,7 @@
-//! Produce (key 0) request decoding, versions 0–9. Record sets stay zero-copy slices of the frame
+//! Produce (key 0) request decoding, versions 0–12. Record sets stay zero-copy slices of the frame
 //! (`Bytes::slice_ref`); v0–v2 carry v0/v1 message sets, v3+ v2 batches — the record modules
-//! parse them, not this one.
+//! parse them, not this one. v10–v12 add no request field: v11 allows TRANSACTION_ABORTABLE in
+//! the answer, v12 marks a transaction version 2 producer (KIP-890).
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, TopicName, TransactionalId};

@@ -120,7 +120,7 @@ fn open(data: &Path, sim: &Arc<SimIo>) -> (LogDir, GroupDriver) {
         log.recover_deferred().expect("recover");
         let (entries, bytes) = replay_offsets(&log).expect("offsets log replays");
         let led = crate::partition::topics::Partition::led_alone(partition, log);
-        driver.install(partition, led, entries, bytes);
+        driver.install(partition, led, 0, entries, bytes);
     }
     (log_dir, driver)
 }

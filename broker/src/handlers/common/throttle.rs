@@ -271,12 +271,26 @@ throttle_fields!(
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
     DescribeClusterResponse,
+    TxnOffsetCommitResponse,
+    DescribeProducersResponse,
 );
+
+// EndTxn's response is Skiff's own type: kafka-protocol 0.15.1 cannot encode its v5.
+impl ThrottleField for skiff_protocol::responses::end_txn::EndTxnResponse {
+    fn set_throttle_time_ms(&mut self, ms: i32) {
+        self.throttle_time_ms = ms;
+    }
+}
 
 impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
     fn set_throttle_time_ms(&mut self, _ms: i32) {}
 }
 
 impl ThrottleField for kafka_protocol::messages::SaslAuthenticateResponse {
+    fn set_throttle_time_ms(&mut self, _ms: i32) {}
+}
+
+/// Inter-broker: WriteTxnMarkers has no throttle field (Kafka never throttles it).
+impl ThrottleField for kafka_protocol::messages::WriteTxnMarkersResponse {
     fn set_throttle_time_ms(&mut self, _ms: i32) {}
 }
