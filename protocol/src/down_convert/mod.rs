@@ -50,6 +50,11 @@
 //! * **D7** (v2 timestamps below −1): written as −1 in v1 instead of failing the fetch.
 //! * Corrupt batches after the first: padding from there on, like a zstd batch.
 //!
+//! Legacy read_committed ([`DownConverter::read_committed`], §3.8): an [`AbortedFilter`] built
+//! from the range's aborted transactions is fed every source batch in order and the data batches
+//! of aborted transactions are left out like control batches; its state travels with the
+//! converter (parked too), so the memory bound above holds.
+//!
 //! Stats carry records converted, temporary bytes (source bytes converted plus uncompressed bytes
 //! built, as Kafka counts them) and the largest pieces; time is measured by the broker (no clock
 //! here).

@@ -507,20 +507,28 @@ impl Log {
         // Records of aborted transactions never enter the map: an aborted later value must not
         // make the cleaner drop the committed one before it (Kafka's `buildOffsetMapForSegment`).
         let mut txns = CleanedTxns::default();
-        for (index, source) in snapshot
+        // The index is read segment by segment over contiguous ranges, `[start, covered)` so
+        // far: a cleaned segment may end before the next begins, and a transaction whose first
+        // batches went with that gap still starts there.
+        let mut covered = start;
+        for source in snapshot
             .sources
             .iter()
             .filter(|source| source.next_offset > start)
-            .enumerate()
         {
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
-            let range_base = source.base_offset.max(start);
-            txns.add_range(
-                self.aborted_transactions(range_base, source.next_offset.min(stop))?,
-                (index > 0).then_some(range_base),
-            );
+            let upper = self
+                .base_after(snapshot, std::slice::from_ref(source))
+                .min(stop);
+            if upper > covered {
+                txns.add_range(
+                    self.aborted_transactions(covered, upper)?,
+                    (covered > start).then_some(covered),
+                );
+                covered = upper;
+            }
             let file = self.source_file(snapshot, source)?;
             let path = fs::segment_file(&self.dir, source.base_offset, LOG_SUFFIX);
             let mut done = false;

@@ -306,6 +306,13 @@ pub fn read_committed_latest(log: &Log, bound: i64) -> BTreeMap<Vec<u8>, Vec<u8>
     latest
 }
 
+/// The checks that hold after any prefix of a cleaning's swaps (a power cut in the middle): every
+/// marker whose transaction still has a record in the log is there, every aborted-transaction
+/// entry has its marker, and a read_committed reader sees what the writer wrote.
+pub fn check_partly_cleaned(log: &Log, truth: &Truth, bound: i64) {
+    check_cleaned(log, truth, i64::MIN, bound);
+}
+
 /// The checks of a cleaning that ended at `cleaned_end` (below `bound`, the LSO it was given):
 /// no aborted record below it survives; every marker whose transaction still has a record in
 /// the log is there; every aborted-transaction entry has its marker; and a read_committed reader
