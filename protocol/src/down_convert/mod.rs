@@ -439,22 +439,7 @@ impl DownConverter {
         let mut failure = None;
         for entry in EntrySlices::new(bytes.get(..used).unwrap_or_default()) {
             let before = out.len();
-            if skips_aborted(self.filter.as_deref_mut(), entry, &mut self.stats) {
-                converted += entry.len();
-                if preparing {
-                    self.dropped_bytes += u64::try_from(entry.len()).unwrap_or(0);
-                }
-                continue;
-            }
-            if let Err(error) = convert_entry(
-                entry,
-                self.target,
-                self.fetch_offset,
-                &self.config,
-                &mut self.workspace,
-                &mut out,
-                &mut self.stats,
-            ) {
+            if let Err(error) = self.convert_one(entry, &mut out) {
                 failure = Some(error);
                 break;
             }
@@ -498,6 +483,23 @@ impl DownConverter {
             self.ready = Some(out);
         }
         Ok(())
+    }
+
+    /// Converts one whole entry into `out`, or leaves it out (a read_committed filter's aborted
+    /// batch converts to nothing, like a control batch).
+    fn convert_one(&mut self, entry: &[u8], out: &mut Vec<u8>) -> Result<(), RecordError> {
+        if skips_aborted(self.filter.as_deref_mut(), entry, &mut self.stats) {
+            return Ok(());
+        }
+        convert_entry(
+            entry,
+            self.target,
+            self.fetch_offset,
+            &self.config,
+            &mut self.workspace,
+            out,
+            &mut self.stats,
+        )
     }
 
     /// The length of the entry `rest` starts with, if its header is there and the length is one a
@@ -966,62 +968,24 @@ pub fn down_convert_eager_with(
     target: Magic,
     fetch_offset: i64,
     config: &DownConvertConfig,
-    mut filter: Option<AbortedFilter>,
+    filter: Option<AbortedFilter>,
 ) -> Result<(Vec<u8>, Stats), RecordError> {
-    let mut stats = Stats::default();
-    let mut workspace = Workspace::default();
-    let mut out = Vec::new();
-    let mut position = 0usize;
-    let mut first_bytes: Option<usize> = None;
-    let mut source_end = slice.len();
-    // Prepare: find the first batch that converts to something.
-    while first_bytes.is_none() {
-        let rest = slice.get(position..).unwrap_or_default();
-        let Some(total) = legacy::entry_bytes(rest)? else {
-            break;
-        };
-        if total < ENTRY_BYTES_MIN {
-            return Err(RecordError::Corrupt {
-                reason: "entry smaller than any message",
-            });
-        }
-        if total > config.batch_bytes_max {
-            return Err(RecordError::BatchTooLarge {
-                batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
-                batch_bytes_max: u64::try_from(config.batch_bytes_max).unwrap_or(u64::MAX),
-            });
-        }
-        if total > rest.len() {
-            break;
-        }
-        let entry = rest.get(..total).unwrap_or_default();
-        if skips_aborted(filter.as_mut(), entry, &mut stats) {
-            position += total;
-            continue;
-        }
-        convert_entry(
-            entry,
-            target,
-            fetch_offset,
-            config,
-            &mut workspace,
-            &mut out,
-            &mut stats,
-        )?;
-        position += total;
-        if !out.is_empty() {
-            first_bytes = Some(out.len());
-        }
-    }
-    let Some(first_bytes) = first_bytes else {
-        return Ok((Vec::new(), stats));
+    let mut eager = Eager {
+        target,
+        fetch_offset,
+        config,
+        filter,
+        stats: Stats::default(),
+        workspace: Workspace::default(),
+        out: Vec::new(),
     };
-    if position > source_end {
-        source_end = position;
-    }
-    let declared = source_end.max(first_bytes);
+    let Some((first_bytes, mut position)) = eager.first(slice)? else {
+        return Ok((Vec::new(), eager.stats));
+    };
+    // The source ends at the slice, or past it at the end of an oversized first batch (D4).
+    let declared = position.max(slice.len()).max(first_bytes);
     // Write: everything else, stopping at the first batch that fails (zstd, corrupt) or is cut.
-    while out.len() < declared {
+    while eager.out.len() < declared {
         let rest = slice.get(position..).unwrap_or_default();
         let Ok(Some(total)) = legacy::entry_bytes(rest) else {
             break;
@@ -1029,34 +993,95 @@ pub fn down_convert_eager_with(
         if total > rest.len() || total > config.batch_bytes_max || total < ENTRY_BYTES_MIN {
             break;
         }
-        let entry = rest.get(..total).unwrap_or_default();
-        if skips_aborted(filter.as_mut(), entry, &mut stats) {
-            position += total;
-            continue;
-        }
-        let before = out.len();
-        if convert_entry(
-            entry,
-            target,
-            fetch_offset,
-            config,
-            &mut workspace,
-            &mut out,
-            &mut stats,
-        )
-        .is_err()
-        {
-            out.truncate(before);
+        if !eager.convert(rest.get(..total).unwrap_or_default()) {
             break;
         }
         position += total;
     }
+    let Eager { mut out, stats, .. } = eager;
     out.truncate(declared);
     while out.len() < declared {
         let remaining = u64::try_from(declared - out.len()).unwrap_or(u64::MAX);
         out.extend_from_slice(&overflow_piece(remaining));
     }
     Ok((out, stats))
+}
+
+/// The eager reference's state: what it converts to, with what, and what it built.
+struct Eager<'a> {
+    target: Magic,
+    fetch_offset: i64,
+    config: &'a DownConvertConfig,
+    filter: Option<AbortedFilter>,
+    stats: Stats,
+    workspace: Workspace,
+    out: Vec<u8>,
+}
+
+impl Eager<'_> {
+    /// The prepare phase: converts entries until the first that yields output. Returns its
+    /// output's length and the source position after it, or `None` if nothing converts.
+    fn first(&mut self, slice: &[u8]) -> Result<Option<(usize, usize)>, RecordError> {
+        let mut position = 0usize;
+        loop {
+            let rest = slice.get(position..).unwrap_or_default();
+            let Some(total) = legacy::entry_bytes(rest)? else {
+                return Ok(None);
+            };
+            if total < ENTRY_BYTES_MIN {
+                return Err(RecordError::Corrupt {
+                    reason: "entry smaller than any message",
+                });
+            }
+            if total > self.config.batch_bytes_max {
+                return Err(RecordError::BatchTooLarge {
+                    batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
+                    batch_bytes_max: u64::try_from(self.config.batch_bytes_max).unwrap_or(u64::MAX),
+                });
+            }
+            if total > rest.len() {
+                return Ok(None);
+            }
+            let entry = rest.get(..total).unwrap_or_default();
+            position += total;
+            if skips_aborted(self.filter.as_mut(), entry, &mut self.stats) {
+                continue;
+            }
+            convert_entry(
+                entry,
+                self.target,
+                self.fetch_offset,
+                self.config,
+                &mut self.workspace,
+                &mut self.out,
+                &mut self.stats,
+            )?;
+            if !self.out.is_empty() {
+                return Ok(Some((self.out.len(), position)));
+            }
+        }
+    }
+
+    /// Converts (or leaves out) one later entry; `false` if it failed (nothing of it is kept).
+    fn convert(&mut self, entry: &[u8]) -> bool {
+        if skips_aborted(self.filter.as_mut(), entry, &mut self.stats) {
+            return true;
+        }
+        let before = self.out.len();
+        let converted = convert_entry(
+            entry,
+            self.target,
+            self.fetch_offset,
+            self.config,
+            &mut self.workspace,
+            &mut self.out,
+            &mut self.stats,
+        );
+        if converted.is_err() {
+            self.out.truncate(before);
+        }
+        converted.is_ok()
+    }
 }
 
 /// Runs a [`DownConverter`] over an in-memory slice (tests, fuzzing, benchmarks): returns the

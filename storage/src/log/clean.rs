@@ -376,15 +376,27 @@ impl Log {
     }
 }
 
-/// Puts the keys of one batch into `map`; `false` (nothing put) if they may not fit.
+/// Puts the keys of one batch into `map`; `false` (nothing put) if they may not fit. A marker
+/// and a batch of an aborted transaction (`txns` decides, and reads the marker) put nothing: an
+/// aborted later value must not make the cleaner drop the committed one before it (Kafka's
+/// `buildOffsetMapForSegment`).
 fn map_batch(
     map: &mut crate::cleaner::OffsetMap,
     scratch: &mut Vec<u8>,
+    txns: &mut CleanedTxns,
     batch: &[u8],
     header: &BatchHeader,
     path: &Path,
     stats: &mut CleanStats,
 ) -> CleanResult<bool> {
+    if header.is_control() {
+        txns.on_control_batch(batch, header);
+        return Ok(true);
+    }
+    if txns.on_data_batch(header) {
+        stats.map_records_read += u64::from(header.records_count.unsigned_abs());
+        return Ok(true);
+    }
     let count = usize::try_from(header.records_count).unwrap_or(usize::MAX);
     if !map.has_room_for(count) || !map.can_hold_offset(header.last_offset()) {
         return Ok(false);
@@ -504,13 +516,8 @@ impl Log {
         let mut mapped_end = start;
         let mut full = false;
         let batch_max = (snapshot.config.batch_bytes_max as usize).max(read_buffer.len());
-        // Records of aborted transactions never enter the map: an aborted later value must not
-        // make the cleaner drop the committed one before it (Kafka's `buildOffsetMapForSegment`).
-        let mut txns = CleanedTxns::default();
-        // The index is read segment by segment over contiguous ranges, `[start, covered)` so
-        // far: a cleaned segment may end before the next begins, and a transaction whose first
-        // batches went with that gap still starts there.
-        let mut covered = start;
+        // Records of aborted transactions never enter the map (see `map_batch`).
+        let (mut txns, mut covered) = (CleanedTxns::default(), start);
         for source in snapshot
             .sources
             .iter()
@@ -519,16 +526,8 @@ impl Log {
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
-            let upper = self
-                .base_after(snapshot, std::slice::from_ref(source))
-                .min(stop);
-            if upper > covered {
-                txns.add_range(
-                    self.aborted_transactions(covered, upper)?,
-                    (covered > start).then_some(covered),
-                );
-                covered = upper;
-            }
+            let upper = self.base_after(snapshot, std::slice::from_ref(source));
+            self.read_aborted_up_to(&mut txns, (start, &mut covered), upper.min(stop))?;
             let file = self.source_file(snapshot, source)?;
             let path = fs::segment_file(&self.dir, source.base_offset, LOG_SUFFIX);
             let mut done = false;
@@ -547,17 +546,7 @@ impl Log {
                         done = true;
                         return Ok(false);
                     }
-                    if header.is_control() {
-                        txns.on_control_batch(batch, header);
-                        mapped_end = header.next_offset();
-                        return Ok(true);
-                    }
-                    if txns.on_data_batch(header) {
-                        stats.map_records_read += u64::from(header.records_count.unsigned_abs());
-                        mapped_end = header.next_offset();
-                        return Ok(true);
-                    }
-                    if !map_batch(map, scratch, batch, header, &path, stats)? {
+                    if !map_batch(map, scratch, &mut txns, batch, header, &path, stats)? {
                         full = true;
                         return Ok(false);
                     }
@@ -570,6 +559,26 @@ impl Log {
             }
         }
         Ok((mapped_end, !full))
+    }
+
+    /// Adds the aborted transactions of `[covered, upper)` to `txns` (from the index) and moves
+    /// `covered` to `upper`. The mapping reads the index segment by segment over contiguous
+    /// ranges from `start`: a cleaned segment may end before the next begins, and a transaction
+    /// whose first batches went with that gap still starts there.
+    fn read_aborted_up_to(
+        &self,
+        txns: &mut CleanedTxns,
+        (start, covered): (i64, &mut i64),
+        upper: i64,
+    ) -> Result<()> {
+        if upper > *covered {
+            txns.add_range(
+                self.aborted_transactions(*covered, upper)?,
+                (*covered > start).then_some(*covered),
+            );
+            *covered = upper;
+        }
+        Ok(())
     }
 
     /// Writes the cleaned copy of `group` to `<base>.log.cleaned`, fsynced with its name.
@@ -610,25 +619,9 @@ impl Log {
                     batch_max,
                     hooks,
                     |batch, header, hooks| {
-                        let retain_empty = header.producer_id >= 0
-                            && live_producers.get(&header.producer_id)
-                                == Some(&header.last_offset());
-                        // Past the mapped end everything is copied as it is, markers included.
-                        let discardable = header.base_offset < rules.mapped_end
-                            && if header.is_control() {
-                                txns.on_control_batch(batch, header)
-                            } else {
-                                txns.on_data_batch(header)
-                            };
-                        let filtered = filter_batch(
-                            batch,
-                            header,
-                            rules,
-                            (retain_empty, discardable),
-                            scratch,
-                            &mut counts,
-                        )
-                        .map_err(|error| Error::corrupt(&source_path, 0, error.to_string()))?;
+                        let rules = (rules, &mut *txns, live_producers);
+                        let filtered = clean_batch(batch, header, rules, scratch, &mut counts)
+                            .map_err(|error| Error::corrupt(&source_path, 0, error.to_string()))?;
                         match filtered {
                             Filtered::Original => sink.push(batch, hooks)?,
                             Filtered::Rebuilt(bytes) => sink.push(&bytes, hooks)?,
@@ -655,6 +648,34 @@ impl Log {
         }
         result
     }
+}
+
+/// What one batch of a group becomes: the transaction rules' verdict on it (below the mapped end;
+/// past it everything is copied as it is, markers included), whether it is a live producer's
+/// last batch (`live_producers`: producer id → last offset of its last batch), then the filter.
+fn clean_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    (rules, txns, live_producers): (&FilterRules<'_>, &mut CleanedTxns, &BTreeMap<i64, i64>),
+    scratch: &mut Vec<u8>,
+    counts: &mut FilterCounts,
+) -> std::result::Result<Filtered, skiff_protocol::records::RecordError> {
+    let retain_empty = header.producer_id >= 0
+        && live_producers.get(&header.producer_id) == Some(&header.last_offset());
+    let discardable = header.base_offset < rules.mapped_end
+        && if header.is_control() {
+            txns.on_control_batch(batch, header)
+        } else {
+            txns.on_data_batch(header)
+        };
+    filter_batch(
+        batch,
+        header,
+        rules,
+        (retain_empty, discardable),
+        scratch,
+        counts,
+    )
 }
 
 /// Adds one group's filter counts and bytes written to the pass's figures.

@@ -220,12 +220,15 @@ impl Writer {
     }
 }
 
+/// One record as read back: offset, key, value.
+pub type ReadRecord = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// One batch of the log as read back.
 #[derive(Debug, Clone)]
 pub struct ReadBatch {
     pub header: BatchHeader,
     /// Offset, key, value of each record (a marker's control record included).
-    pub records: Vec<(i64, Option<Vec<u8>>, Option<Vec<u8>>)>,
+    pub records: Vec<ReadRecord>,
 }
 
 /// Every batch of `log` from its start to its end.
