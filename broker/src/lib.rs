@@ -286,11 +286,7 @@ impl Broker {
             metrics,
             request_bytes_budget,
             cluster_id: cluster.cluster_id().to_owned(),
-            interbroker: interbroker::InterBrokerClient::new(
-                cluster.clone(),
-                config.inter_broker_listener().unwrap_or_default(),
-                config.node_id,
-            ),
+            interbroker: interbroker::InterBrokerClient::for_broker(cluster.clone(), &config),
             cluster,
             groups,
             shutdown,

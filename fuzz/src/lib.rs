@@ -10,6 +10,7 @@ pub mod records;
 pub mod requests;
 pub mod responses;
 pub mod storage;
+pub mod txn;
 
 /// A named fuzz target body.
 pub type Target = (&'static str, fn(&[u8]));
@@ -25,6 +26,7 @@ pub fn targets() -> Vec<Target> {
         .chain(cluster::TARGETS.iter())
         .chain(group::TARGETS.iter())
         .chain(broker::TARGETS.iter())
+        .chain(txn::TARGETS.iter())
         .copied()
         .collect()
 }

@@ -150,6 +150,12 @@ impl InterBrokerClient {
         }
     }
 
+    /// The client of this broker (`node.id`), reaching others on `inter.broker.listener.name`.
+    pub fn for_broker(cluster: ClusterHandle, config: &crate::config::Config) -> Self {
+        let listener = config.inter_broker_listener().unwrap_or_default();
+        Self::new(cluster, listener, config.node_id)
+    }
+
     /// Sends `request` as `api_key` v`version` to broker `node` and returns the response body
     /// (after its header, whose correlation id was checked), at most `response_bytes_max` bytes.
     pub async fn call<R: Encodable>(
