@@ -339,7 +339,8 @@ fn api_versions_features_are_kafkas() {
 #[test]
 fn transaction_version_2_needs_every_kip_890_version_switched_on() {
     use crate::api::{decodable, SupportedApi, PENDING_APIS, SUPPORTED_APIS};
-    // Today no transaction API is switched on.
+    // Today the partition side's APIs (WriteTxnMarkers, DescribeProducers) and TxnOffsetCommit
+    // are switched on, the coordinator's not yet: level 0.
     assert_eq!(TransactionVersion::servable_max(), TransactionVersion::V0);
     // Switched on one row at a time (in PENDING_APIS order): level 1 once the classic APIs are
     // served, level 2 only once Produce v12, EndTxn v5, TxnOffsetCommit v5 and
@@ -352,10 +353,10 @@ fn transaction_version_2_needs_every_kip_890_version_switched_on() {
         levels.push(TransactionVersion::servable_max_of(&table));
     }
     assert_eq!(levels.last(), Some(&TransactionVersion::V2));
-    // Through WriteTxnMarkers (the 6th row) TxnOffsetCommit is missing: level 0; with it (the
-    // 7th) every classic API and every KIP-890 version is there: level 2.
-    assert_eq!(levels[5], TransactionVersion::V0);
-    assert_eq!(levels[6], TransactionVersion::V2);
+    // Through AddOffsetsToTxn (the 4th pending row) EndTxn is missing: level 0; with it (the
+    // 5th) every classic API and every KIP-890 version is there: level 2.
+    assert_eq!(levels[3], TransactionVersion::V0);
+    assert_eq!(levels[4], TransactionVersion::V2);
     let mut without_produce_12 = table.clone();
     without_produce_12.retain(|row| row.api_key != ApiKey::Produce);
     without_produce_12.push(*crate::api::supported(ApiKey::Produce).unwrap());

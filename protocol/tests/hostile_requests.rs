@@ -145,6 +145,9 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest::default()),
         ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
         ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+        ApiKey::DescribeProducers => {
+            Request::DescribeProducers(DescribeProducersRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }
