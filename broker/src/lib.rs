@@ -29,6 +29,7 @@
 //!   fetcher, the reassignment throttle;
 //! - [`group`]: the driver of `skiff-group`'s coordinator (offsets logs, producer-id blocks);
 //! - [`interbroker`]: the client for requests to other brokers (markers, transaction checks);
+//! - `txn_verify`: KIP-890's check of a transactional Produce with its coordinator;
 //! - [`cluster`]: membership, the controller loop, topic creation and changes, the
 //!   materializer, ISR writes, elections, reassignments, shedding;
 //! - [`placement`]: the load sampler and placement state over `skiff-placement`;
@@ -63,6 +64,7 @@ mod quota;
 pub mod replication;
 mod response;
 pub mod security;
+mod txn_verify;
 
 use std::sync::Arc;
 

@@ -24,9 +24,12 @@ use crate::records::{encode, PartitionState, TopicRecord, TopicState, Writer};
 /// The internal topic whose partition leaders coordinate consumer groups (Kafka's name).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// The internal topic whose partition leaders coordinate transactions (Kafka's name).
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
 /// Whether `topic` is internal: clients may not produce to it, and Metadata marks it.
 pub fn is_internal(topic: &str) -> bool {
-    topic == OFFSETS_TOPIC
+    topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC
 }
 
 /// Marks a ready topic for deletion; the controller removes it (docs/design/cluster.md §3,

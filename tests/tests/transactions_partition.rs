@@ -3,6 +3,9 @@
 //! stable offset, with the aborted transactions) and read_uncommitted (below the high watermark);
 //! ListOffsets with the isolation level; Kafka's per-partition marker errors; DescribeProducers
 //! (every advertised version) showing the open transaction and the last marker's coordinator.
+//! No transaction coordinator takes part (the markers are this test's), so KIP-890's
+//! verification is switched off (`transaction.partition.verification.enable=false`), except in
+//! the test of the verification itself.
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -19,6 +22,8 @@ use skiff_protocol::records::Compression;
 use skiff_tests::{advertised, create_topic, fetch, topic_name, TestBroker};
 
 const TOPIC: &str = "txn";
+/// KIP-890's check off: no coordinator here to confirm the test's transactions.
+const NO_VERIFICATION: &str = "transaction.partition.verification.enable=false";
 
 /// `count` records from `producer_id` at `epoch` from `sequence`, transactional or not.
 fn batch(producer_id: i64, epoch: i16, sequence: i32, count: i32, transactional: bool) -> Vec<u8> {
@@ -167,7 +172,7 @@ async fn producers(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markers_end_transactions_and_read_committed_stops_at_the_last_stable_offset(
 ) -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
+    let broker = TestBroker::start(&[NO_VERIFICATION]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     let versions: ApiVersionsResponse = client
         .request(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
@@ -273,7 +278,7 @@ async fn markers_end_transactions_and_read_committed_stops_at_the_last_stable_of
 /// Client control batches are the coordinator's alone: a Produce carrying one is INVALID_RECORD.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cannot_produce_a_marker() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
+    let broker = TestBroker::start(&[NO_VERIFICATION]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     create_topic(&mut client, TOPIC, &[]).await?;
     let marker = skiff_protocol::records::txn::EndTxnMarker {
@@ -286,6 +291,43 @@ async fn a_client_cannot_produce_a_marker() -> anyhow::Result<()> {
     assert_eq!(
         produce(&mut client, forged).await?.0,
         error_code::INVALID_RECORD
+    );
+    broker.stop().await;
+    Ok(())
+}
+
+/// KIP-890 on: a transactional batch is appended only if its coordinator confirms it; without a
+/// reachable coordinator the partition answers NOT_ENOUGH_REPLICAS (retried by producers) and
+/// nothing is appended; transactional records without a transactional id are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_transactional_batch_is_not_appended() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, TOPIC, &[]).await?;
+    let refused = produce(&mut client, batch(42, 0, 0, 1, true)).await?;
+    assert_eq!(refused.0, error_code::NOT_ENOUGH_REPLICAS);
+    assert_eq!(
+        read(&mut client, 0, 0).await?.high_watermark,
+        0,
+        "nothing appended"
+    );
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(TOPIC))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(batch(42, 0, 0, 1, true))))])]);
+    let response: ProduceResponse = client.request(ApiKey::Produce, 9, &request).await?;
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code,
+        error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    );
+    // Idempotent, non-transactional batches are not verified.
+    assert_eq!(
+        produce(&mut client, batch(43, 0, 0, 1, false)).await?,
+        (0, 0)
     );
     broker.stop().await;
     Ok(())

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use skiff_cluster::records::{BrokerRegistration, PartitionState, NO_LEADER};
-use skiff_cluster::topics::OFFSETS_TOPIC;
+use skiff_cluster::topics::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use skiff_group::{coordinator_partition, Coordinated};
 use skiff_placement::{LoadReport, Node};
 
@@ -97,17 +97,29 @@ impl Cluster {
 
     /// Where `group`'s coordinator is.
     pub fn coordinator_of(&self, group: &str) -> GroupCoordinator {
+        self.coordinator_in(OFFSETS_TOPIC, group)
+    }
+
+    /// Where the coordinator of `transactional_id` is: the leader of its `__transaction_state`
+    /// partition (`NoOffsetsTopic` here means that topic does not exist yet).
+    pub fn transaction_coordinator_of(&self, transactional_id: &str) -> GroupCoordinator {
+        self.coordinator_in(TRANSACTION_STATE_TOPIC, transactional_id)
+    }
+
+    /// The leader of `key`'s partition of the internal topic `internal` (Kafka's hash of the key
+    /// over its partitions).
+    fn coordinator_in(&self, internal: &str, key: &str) -> GroupCoordinator {
         self.with_image(|image| {
-            let Some(topic) = image.ready_topic(OFFSETS_TOPIC) else {
+            let Some(topic) = image.ready_topic(internal) else {
                 return GroupCoordinator::NoOffsetsTopic;
             };
             let count = i32::try_from(topic.value.replicas.len()).unwrap_or(i32::MAX);
             if count == 0 {
                 return GroupCoordinator::Unavailable;
             }
-            let partition = coordinator_partition(group, count);
+            let partition = coordinator_partition(key, count);
             let leader = image
-                .partition(OFFSETS_TOPIC, partition)
+                .partition(internal, partition)
                 .map_or(NO_LEADER, |state| state.value.leader);
             match image.brokers().get(&leader) {
                 Some(registration) if leader != NO_LEADER => {

@@ -584,6 +584,8 @@ config_keys! {
         "Partitions of __consumer_offsets, created on the first FindCoordinator: the coordinator of a group is the leader of its partition (Kafka's hash of the group id), so the groups spread over the brokers. Fixed once the topic exists."
     "offsets.topic.segment.bytes" => offsets_topic_segment_bytes: u64 = 100 * 1024 * 1024;
         "segment.bytes of the __consumer_offsets partitions, set when the topic is created: the offsets log before a snapshot (skiff.offsets.compaction.bytes) is dropped a whole segment at a time."
+    "transaction.partition.verification.enable" => transaction_partition_verification_enable: bool = true;
+        "KIP-890: a partition leader asks the transactional id's coordinator to confirm (Produce v11 and older) or add (v12) each partition of a transactional Produce before appending it, so a late or stray transactional batch cannot open a transaction no coordinator will end (Kafka's key and default)."
     "offsets.commit.timeout.ms" => offsets_commit_timeout_ms: u64 = 5_000;
         "How long an OffsetCommit (and a group or offset deletion) waits for its records to reach every in-sync replica of its __consumer_offsets partition; then it is answered COORDINATOR_NOT_AVAILABLE, which clients retry (Kafka's key and default)."
     "offsets.topic.replication.factor" => offsets_topic_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);

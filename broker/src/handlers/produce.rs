@@ -17,7 +17,13 @@
 //! cluster or Write on some topic, transactional ones Write on the transactional id (else every
 //! partition gets CLUSTER_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //!
-//! Must never: append a batch the sequence checks called a duplicate.
+//! Transactional batches (KIP-890): before the append, the transactional id's coordinator
+//! confirms each partition is in the producer's transaction (Produce v11 and older; a partition
+//! it is not in gets the coordinator's error, INVALID_TXN_STATE) or adds it (v12), unless the
+//! producer already has a transaction open there at that epoch (`crate::txn_verify`).
+//!
+//! Must never: append a batch the sequence checks called a duplicate, or a transactional batch
+//! its coordinator did not confirm.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +49,9 @@ use crate::partition::topic_config::TimestampType;
 use crate::partition::topics::{Partition, Topic, TopicError};
 use crate::security::acl::{Access, Operation, ResourceType};
 use crate::security::session::Session;
+use crate::txn_verify;
+use crate::txn_verify::client::Verified;
+use crate::txn_verify::plan::{transactional_producer, Verification};
 use skiff_cluster::replica::Acks;
 
 /// First Produce version whose batches may be zstd-compressed (KIP-110).
@@ -104,12 +113,12 @@ pub(crate) async fn handle(
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let version = header.request_api_version;
-    let acks = request.acks;
-    let acks_valid = matches!(acks, -1..=1);
+    let (acks, acks_valid) = (request.acks, matches!(request.acks, -1..=1));
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut waits: Vec<(usize, usize, ReplicationWait)> = Vec::new();
     let access = ctx.access(session, header.request_api_key);
     let refused_all = refused_producer(&access, &request);
+    let verified = verify_transaction(ctx, version, &request).await;
     for topic_data in request.topic_data {
         let name = topic_data.name.0.to_string();
         // Write is checked before existence, as Kafka does, so a refused principal cannot probe
@@ -138,7 +147,7 @@ pub(crate) async fn handle(
             let outcome = if acks_valid {
                 let records = partition_data.records.unwrap_or_default();
                 let index = partition_data.index;
-                let at = (version, acks, request.timeout_ms);
+                let at = (version, acks, request.timeout_ms, &verified);
                 partition_outcome(ctx, &topic, &name, index, records, at).await
             } else {
                 Err(error_code::INVALID_REQUIRED_ACKS.into())
@@ -225,8 +234,15 @@ async fn partition_outcome(
     name: &str,
     index: i32,
     records: Bytes,
-    (version, acks, timeout_ms): (i16, i16, i32),
+    (version, acks, timeout_ms, verified): (i16, i16, i32, &Verified),
 ) -> Result<Appended, Refusal> {
+    if !verified.is_empty() {
+        // KIP-890: a partition its transaction's coordinator did not confirm is not appended.
+        match verified.get(&(name.to_owned(), index)) {
+            Some(&code) if code != error_code::NONE => return Err(code.into()),
+            _ => {}
+        }
+    }
     match topic {
         Ok(topic) => append(ctx, topic, version, index, records, (acks, timeout_ms)).await,
         Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {
@@ -234,6 +250,75 @@ async fn partition_outcome(
         }
         Err(code) => Err((*code).into()),
     }
+}
+
+/// KIP-890: the partitions of a transactional Produce whose transaction the coordinator must
+/// confirm (Produce v11 and older) or extend (v12), asked in one call, with each one's outcome
+/// (0: append it). Empty for a request without transactional records. A partition whose
+/// transactional records come from another producer than the request's first is
+/// INVALID_TXN_STATE (one transactional id, one producer).
+async fn verify_transaction(ctx: &Ctx, version: i16, request: &ProduceRequest) -> Verified {
+    let Some(transactional_id) = request.transactional_id.as_ref() else {
+        return without_transactional_id(request);
+    };
+    if !ctx.config.transaction_partition_verification_enable {
+        return Verified::new();
+    }
+    let mut verification: Option<Verification> = None;
+    let mut mismatched = Verified::new();
+    for topic in &request.topic_data {
+        let name = topic.name.0.as_str();
+        let found = ctx.topics.get(name);
+        for data in &topic.partition_data {
+            let records = data.records.as_deref().unwrap_or_default();
+            let Some(producer) = transactional_producer(records) else {
+                continue;
+            };
+            let verification = verification
+                .get_or_insert_with(|| Verification::new(transactional_id, producer, version));
+            if (verification.producer_id, verification.producer_epoch) != producer {
+                mismatched.insert((name.to_owned(), data.index), error_code::INVALID_TXN_STATE);
+                continue;
+            }
+            let partition = found.as_ref().and_then(|topic| topic.partition(data.index));
+            if verification.needs(partition.and_then(|p| p.open_transaction(producer.0))) {
+                verification.push(name, data.index);
+            }
+        }
+    }
+    let mut verified = match verification {
+        Some(verification) if !verification.is_empty() => {
+            let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+            txn_verify::client::verify(ctx, &verification, version, timeout).await
+        }
+        _ => Verified::new(),
+    };
+    verified.append(&mut mismatched);
+    verified
+}
+
+/// Transactional records in a Produce without a transactional id: every partition is refused
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka refuses the request (no coordinator could ever
+/// end their transaction). Empty when the request has no transactional records.
+fn without_transactional_id(request: &ProduceRequest) -> Verified {
+    let partitions = || {
+        request.topic_data.iter().flat_map(|topic| {
+            let name = topic.name.0.as_str();
+            topic.partition_data.iter().map(move |data| (name, data))
+        })
+    };
+    let transactional = partitions().any(|(_, data)| {
+        transactional_producer(data.records.as_deref().unwrap_or_default()).is_some()
+    });
+    if !transactional {
+        return Verified::new();
+    }
+    partitions()
+        .map(|(name, data)| {
+            let code = error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+            ((name.to_owned(), data.index), code)
+        })
+        .collect()
 }
 
 /// The error every partition gets when the request's producer may not produce at all (Kafka
