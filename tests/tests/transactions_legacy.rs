@@ -3,7 +3,8 @@
 //! watermark with `skiff.legacy.isolation.level` at its default (`read_uncommitted`, Kafka's
 //! behaviour), and only the committed records below the last stable offset with
 //! `read_committed`; markers never. The key is described with its source and a bad value is
-//! refused naming the key and the allowed values.
+//! refused naming the key and the allowed values. No transaction coordinator takes part (the
+//! markers are this test's), so KIP-890's verification is switched off.
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -21,6 +22,9 @@ use skiff_protocol::records::Compression;
 use skiff_tests::{create_topic, fetch, topic_name, TestBroker};
 
 const KEY: &str = "skiff.legacy.isolation.level";
+/// KIP-890's check off: no coordinator here to confirm the test's transactions (the markers are
+/// this test's, as in `transactions_partition.rs`).
+const NO_VERIFICATION: &str = "transaction.partition.verification.enable=false";
 
 fn batch(producer_id: i64, epoch: i16, count: i32) -> Vec<u8> {
     let mut builder = BatchBuilder::new(0, Compression::None);
@@ -146,7 +150,7 @@ async fn write_transactions(client: &mut Connection, topic: &str) -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_consumers_read_committed_data_only_when_the_topic_says_so() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
+    let broker = TestBroker::start(&[NO_VERIFICATION]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     create_topic(&mut client, "legacy-default", &[]).await?;
     create_topic(&mut client, "legacy-committed", &[(KEY, "read_committed")]).await?;
