@@ -438,6 +438,48 @@ mod tests {
     }
 
     #[test]
+    fn txn_batches_carry_the_producer_and_replay_with_their_markers() {
+        let producer = TxnProducer {
+            producer_id: 77,
+            producer_epoch: 3,
+        };
+        let entries = [commit("g", "t", 0, 5), commit("g", "t", 1, 6)];
+        let batches = encode_txn_batches(&entries, producer, 1).expect("encode");
+        assert_eq!(batches.len(), 1);
+        let header = validate(&batches[0]).expect("valid");
+        assert!(header.is_transactional() && !header.is_control());
+        assert_eq!((header.producer_id, header.producer_epoch), (77, 3));
+        assert_eq!(header.base_sequence, MARKER_SEQUENCE);
+        let mut log = batches.concat();
+        let marker = EndTxnMarker {
+            producer_id: 77,
+            producer_epoch: 4,
+            coordinator_epoch: 2,
+            marker_type: MarkerType::Abort,
+        };
+        log.extend(marker.encode_batch(1).expect("marker"));
+        log.extend(encode_batch(&entries[..1], 1).expect("plain"));
+        let mut items = Vec::new();
+        let consumed = decode_replayed_batches(&log, &mut |item| items.push(item)).expect("decode");
+        assert_eq!(consumed, log.len());
+        let marker_producer = TxnProducer {
+            producer_epoch: 4,
+            ..producer
+        };
+        assert_eq!(
+            items,
+            vec![
+                Replayed::Txn(producer, entries[0].clone()),
+                Replayed::Txn(producer, entries[1].clone()),
+                Replayed::Marker(marker_producer, MarkerType::Abort),
+                Replayed::Entry(entries[0].clone()),
+            ]
+        );
+        // The plain decoder sees every record, transactional or not, and skips the marker.
+        assert_eq!(collect(&log).expect("decode").len(), 3);
+    }
+
+    #[test]
     fn partial_tail_is_left_for_later() {
         let batch = encode_batch(&[commit("g", "t", 0, 5)], 1).expect("encode");
         let mut log = batch.clone();

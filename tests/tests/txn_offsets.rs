@@ -3,7 +3,8 @@
 //! fetch the old offset); the transaction's COMMIT marker, appended through the broker's own
 //! WriteTxnMarkers to the group's `__consumer_offsets` partition, makes them visible; an ABORT
 //! marker drops them; and after a restart the replayed log gives the same answers (a transaction
-//! without a marker is still pending).
+//! without a marker is still pending). The ACLs are checked in Kafka's order: Write on the
+//! TransactionalId, Read on the group, Read on each topic.
 
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
@@ -35,13 +36,25 @@ fn s(text: &str) -> StrBytes {
 async fn txn_commit(
     client: &mut Connection,
     version: i16,
-    (producer_id, producer_epoch): (i64, i16),
+    producer: (i64, i16),
     topic: &str,
     offset: i64,
 ) -> anyhow::Result<i16> {
+    let ids = ("txn-offsets-test", GROUP);
+    txn_commit_as(client, version, ids, producer, (topic, offset)).await
+}
+
+/// [`txn_commit`] for `transactional_id` and `group`.
+async fn txn_commit_as(
+    client: &mut Connection,
+    version: i16,
+    (transactional_id, group): (&str, &str),
+    (producer_id, producer_epoch): (i64, i16),
+    (topic, offset): (&str, i64),
+) -> anyhow::Result<i16> {
     let request = TxnOffsetCommitRequest::default()
-        .with_transactional_id(TransactionalId(s("txn-offsets-test")))
-        .with_group_id(GroupId(s(GROUP)))
+        .with_transactional_id(TransactionalId(s(transactional_id)))
+        .with_group_id(GroupId(s(group)))
         .with_producer_id(ProducerId(producer_id))
         .with_producer_epoch(producer_epoch)
         .with_generation_id(-1)
@@ -158,6 +171,40 @@ async fn txn_offsets_become_visible_at_their_commit_marker_and_survive_a_restart
     );
     assert_eq!(marker(&mut client, (9_000, 1), true).await?, 0);
     assert_eq!(fetch(&mut client, "txn-open", true).await?, (5, 0));
+    broker.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_offset_commit_checks_kafkas_acls_in_order() -> anyhow::Result<()> {
+    let directory = tempfile::tempdir()?;
+    let acl_path = directory.path().join("acls.txt");
+    std::fs::write(
+        &acl_path,
+        "allow User:ANONYMOUS create cluster\n\
+         allow User:ANONYMOUS write transactional-id:tx-ok\n\
+         allow User:ANONYMOUS read group:g-ok\n\
+         allow User:ANONYMOUS read topic:t-ok\n",
+    )?;
+    let file = format!("skiff.acl.file={}", acl_path.display());
+    let broker = TestBroker::start(&[file.as_str()]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "t-ok", &[]).await?;
+    create_topic(&mut client, "t-no", &[]).await?;
+    let producer = (1, 0);
+    let cases = [
+        // TRANSACTIONAL_ID_AUTHORIZATION_FAILED before the group is looked at.
+        (("tx-no", "g-no"), "t-ok", 53),
+        // GROUP_AUTHORIZATION_FAILED before the topics.
+        (("tx-ok", "g-no"), "t-no", 30),
+        // TOPIC_AUTHORIZATION_FAILED for the topic.
+        (("tx-ok", "g-ok"), "t-no", 29),
+        (("tx-ok", "g-ok"), "t-ok", 0),
+    ];
+    for (ids, topic, code) in cases {
+        let error = txn_commit_as(&mut client, 3, ids, producer, (topic, 1)).await?;
+        assert_eq!(error, code, "{ids:?} {topic}");
+    }
     broker.stop().await;
     Ok(())
 }

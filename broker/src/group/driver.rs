@@ -29,6 +29,11 @@
 //! single-node data directory's older reservation checkpoint, [`PRODUCER_ID_CHECKPOINT_FILE`],
 //! is only read, as the floor below which no id is handed out again.
 //!
+//! Transactions: a TxnOffsetCommit's records are appended the same way, as transactional batches
+//! of its producer; a replay hands the coordinator transactional records and end-transaction
+//! markers in log order; and [`GroupHandle::complete_transaction`] is how WriteTxnMarkers reports
+//! a replicated marker in a `__consumer_offsets` partition.
+//!
 //! Must never: decide group semantics (that is the coordinator's), acknowledge a commit before
 //! the flush returned and the HW passed it, write a group's commits to another partition's log
 //! or to one it does not lead, or queue requests without a bound.
@@ -364,24 +369,7 @@ pub(crate) fn migrate_single_node_offsets(
     if let Some(source) = &source {
         source.recover_deferred().map_err(|error| failed(&error))?;
         let (entries, _) = replay_offsets(source)?;
-        let mut latest: BTreeMap<OffsetKey, Option<OffsetValue>> = BTreeMap::new();
-        for item in entries {
-            // Releases that kept a single-node offsets log had no transactions, and this layout
-            // is migrated at the first start, before any: a transactional record here is not
-            // guessed at.
-            let entry = match item {
-                Replayed::Entry(entry) => entry,
-                Replayed::Txn(..) | Replayed::Marker(..) => {
-                    return Err(failed(
-                        &"transactional records in a single-node offsets log",
-                    ))
-                }
-            };
-            match entry {
-                OffsetLogEntry::Commit(key, value) => latest.insert(key, Some(value)),
-                OffsetLogEntry::Delete(key) => latest.insert(key, None),
-            };
-        }
+        let latest = latest_single_node_offsets(entries)?;
         let mut by_partition: BTreeMap<i32, Vec<OffsetLogEntry>> = BTreeMap::new();
         for (key, value) in latest {
             let Some(value) = value else { continue };
@@ -424,6 +412,27 @@ pub(crate) fn migrate_single_node_offsets(
             .map_err(|error| failed(&error))?;
     }
     Ok(migrated)
+}
+
+/// The latest commit or tombstone of each key of a single-node offsets log. Releases that kept
+/// such a log had no transactions, and this layout is migrated at the first start, before any:
+/// a transactional record here is an error, not a guess.
+fn latest_single_node_offsets(
+    entries: Vec<Replayed>,
+) -> Result<BTreeMap<OffsetKey, Option<OffsetValue>>, GroupDriverError> {
+    let mut latest = BTreeMap::new();
+    for item in entries {
+        let Replayed::Entry(entry) = item else {
+            return Err(GroupDriverError::OffsetsLog(
+                "transactional records in a single-node offsets log".to_owned(),
+            ));
+        };
+        match entry {
+            OffsetLogEntry::Commit(key, value) => latest.insert(key, Some(value)),
+            OffsetLogEntry::Delete(key) => latest.insert(key, None),
+        };
+    }
+    Ok(latest)
 }
 
 fn write_layout_marker(files: &DurableFiles, data_dir: &Path) -> Result<(), GroupDriverError> {
@@ -639,6 +648,33 @@ impl GroupDriver {
         }
     }
 
+    /// Applies a replicated end-transaction marker ([`GroupHandle::complete_transaction`]) and
+    /// answers with what it did.
+    fn complete_transaction(
+        &mut self,
+        partition: i32,
+        producer: TxnProducer,
+        marker: MarkerType,
+        reply: oneshot::Sender<GroupReply>,
+    ) {
+        let TxnProducer {
+            producer_id,
+            producer_epoch,
+        } = producer;
+        let completion =
+            self.coordinator
+                .complete_transaction(partition, producer_id, producer_epoch, marker);
+        tracing::debug!(
+            partition,
+            producer_id,
+            ?marker,
+            ?completion,
+            "transaction completed"
+        );
+        // The caller may have gone (its connection closed); the marker took effect anyway.
+        let _ = reply.send(GroupReply::TxnCompleted(completion));
+    }
+
     fn accept(&mut self, envelope: Envelope, topics: &Topics) {
         if let GroupRequest::CompleteTransaction {
             partition,
@@ -647,22 +683,11 @@ impl GroupDriver {
             marker,
         } = envelope.request
         {
-            let completion = self.coordinator.complete_transaction(
-                partition,
+            let producer = TxnProducer {
                 producer_id,
                 producer_epoch,
-                marker,
-            );
-            tracing::debug!(
-                partition,
-                producer_id,
-                ?marker,
-                ?completion,
-                "transaction completed"
-            );
-            // The caller may have gone (its connection closed); the marker took effect anyway.
-            let _ = envelope.reply.send(GroupReply::TxnCompleted(completion));
-            return;
+            };
+            return self.complete_transaction(partition, producer, marker, envelope.reply);
         }
         self.next_request_id += 1;
         let request_id = self.next_request_id;
@@ -681,11 +706,7 @@ impl GroupDriver {
             GroupRequest::Heartbeat(request) => coordinator.handle_heartbeat(now, meta, request),
             GroupRequest::LeaveGroup(request) => coordinator.handle_leave_group(now, meta, request),
             GroupRequest::OffsetCommit(request) => {
-                coordinator.handle_offset_commit(now, meta, request, |topic, partition| {
-                    topics
-                        .get(topic)
-                        .is_some_and(|topic| topic.has_partition(partition))
-                })
+                coordinator.handle_offset_commit(now, meta, request, partition_exists(topics))
             }
             GroupRequest::OffsetFetch(request) => coordinator.handle_offset_fetch(meta, request),
             GroupRequest::DescribeGroups(request) => {
@@ -698,11 +719,7 @@ impl GroupDriver {
             }
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
             GroupRequest::TxnOffsetCommit(request) => {
-                coordinator.handle_txn_offset_commit(now, meta, request, |topic, partition| {
-                    topics
-                        .get(topic)
-                        .is_some_and(|topic| topic.has_partition(partition))
-                })
+                coordinator.handle_txn_offset_commit(now, meta, request, partition_exists(topics))
             }
             GroupRequest::CompleteTransaction { .. } => {
                 unreachable!("answered above, before a request id is taken")
@@ -908,6 +925,15 @@ impl GroupDriver {
     }
 }
 
+/// Whether a topic partition exists, for the commits' UNKNOWN_TOPIC_OR_PARTITION.
+fn partition_exists(topics: &Topics) -> impl Fn(&str, i32) -> bool + '_ {
+    |topic, partition| {
+        topics
+            .get(topic)
+            .is_some_and(|topic| topic.has_partition(partition))
+    }
+}
+
 /// What a commit's HW wait ended with: nothing (replicated), or the replica's error mapped as
 /// Kafka maps produce errors for the coordinator's own appends.
 fn replication_outcome(outcome: Option<ErrorCode>) -> Result<(), PersistError> {
@@ -1047,6 +1073,7 @@ mod tests {
             .expect("log")
             .expect("present");
         let (replayed, bytes) = replay_offsets(&log).expect("replay");
+        let written: Vec<Replayed> = written.into_iter().map(Replayed::from).collect();
         assert_eq!(replayed, written);
         assert_eq!(bytes, log.size_bytes().expect("size"));
     }

@@ -143,6 +143,8 @@ mod tests {
             // KIP-101 shipped OffsetsForLeaderEpoch v0 in 0.11.0.
             (OffsetForLeaderEpoch, 0, 0),
             (SaslHandshake, 0, 0),
+            // KIP-98 shipped TxnOffsetCommit v0 in 0.11.0.
+            (TxnOffsetCommit, 0, 0),
         ];
         for (release, mut expected) in [
             (KafkaRelease::V0_10_0, expected_0_10_0),

@@ -2,7 +2,9 @@
 //! v0–1, top-level in v2–7, per group in v8) and on each topic: a named topic the principal may
 //! not describe gets TOPIC_AUTHORIZATION_FAILED for its partitions, and an all-topics request
 //! silently leaves such topics out (Kafka's rules). The rest is handed to the group coordinator
-//! task, which answers from the committed offsets it loaded from the offsets log.
+//! task, which answers from the committed offsets it loaded from the offsets log (with
+//! `require_stable`, v7+: UNSTABLE_OFFSET_COMMIT for a partition whose transactional commit
+//! awaits its marker).
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

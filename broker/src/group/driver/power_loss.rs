@@ -178,8 +178,8 @@ fn commit(
                 // The driver's write path: as the partition's leader, alone in its ISR.
                 let led = &driver.logs[&partition].partition;
                 let (proposals, _queued) = crate::partition::replica::proposal_channel();
-                let result =
-                    append_as_leader(led, &entries, (now_ms, 1_000), &proposals).map(|mut wait| {
+                let result = append_as_leader(led, (&entries, None), (now_ms, 1_000), &proposals)
+                    .map(|mut wait| {
                         assert_eq!(wait.try_recv(), Ok(None), "the HW passed it at once");
                     });
                 driver.coordinator.offsets_persisted(request_id, result);
