@@ -55,6 +55,22 @@
 //! answers OffsetsForLeaderEpoch); recovery trims it to the recovered log, or rebuilds it from the
 //! batch headers if it is missing or corrupt.
 //!
+//! # Transactions
+//!
+//! Each segment may have a `.txnindex` (Kafka's aborted-transaction index: 34-byte entries,
+//! producer id, first offset, ABORT marker offset, last stable offset). The partition writes an
+//! entry with [`Log::append_aborted_txn`] right after each ABORT marker it appends, leader and
+//! follower alike; [`Log::aborted_transactions`] answers a read_committed fetch's
+//! `aborted_transactions` (bounded by [`ABORTED_TXNS_PER_READ_MAX`]). The recovery point never
+//! passes an ABORT marker whose entry is not written, a flush syncs the index with the log, and
+//! recovery checks unsynced entries against the log's markers (cutting a marker the crash left
+//! without its entry); truncation, retention, DeleteRecords and the cleaner's swap take the file
+//! with its segment. [`Log::write_producer_snapshot`] keeps the partition's producer state as
+//! opaque, CRC-checked `<offset>.snapshot` files, so that an open replays only the batches after
+//! [`Log::latest_producer_snapshot`]. [`LogDir::set_transactional_guard`] runs the embedder's
+//! hook once before the first transactional batch is written (the broker marks the directory so
+//! that the previous release refuses it).
+//!
 //! A follower replica writes its log with three calls of its own. [`Log::append_replicated`]
 //! appends its leader's batches as they are, offsets and epochs kept (Kafka's
 //! `appendAsFollower`): they must continue the log ([`Error::UnexpectedAppendOffset`]) and carry
@@ -120,7 +136,9 @@
 //!
 //! `log_dir` (data directory), `log` (one partition), `segment` (one base offset),
 //! `offset_index`/`time_index` (entry types) over `sparse_index` (their shared shape) over
-//! `index_file` (mapped entries), `recovery` (the batch scan),
+//! `index_file` (mapped entries), `txn_index` (the `.txnindex` file), `producer_snapshot` (the
+//! `.snapshot` framing), `downgrade_guard` (the hook before the first transactional batch),
+//! `recovery` (the batch scan),
 //! `leader_epoch` (the leader-epoch cache and its `leader-epoch-checkpoint` file),
 //! `high_watermark` (the text of the data directory's `replication-offset-checkpoint`),
 //! `fetch` ([`FetchSlice`]), `log_files` (the bounded open descriptors of segment files),

@@ -571,8 +571,8 @@ impl LogDir {
 
     /// Closes every log and then writes the clean-shutdown marker, so the next open skips
     /// recovery (not if a log holds an ABORT marker still waiting for its aborted-transaction
-    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the first error is returned. Logs
-    /// still shared elsewhere refuse writes afterwards.
+    /// entry: see [`Log::append_aborted_txn`]). If any log fails, no marker is written and the
+    /// first error is returned. Logs still shared elsewhere refuse writes afterwards.
     ///
     /// The order, and why a crash at any point is safe: every log is closed without I/O (a log
     /// not yet recovered is recovered first; then it refuses writes, so nothing new becomes

@@ -124,12 +124,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_bytes_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64), offset in any::<i64>()) {
+        fn any_bytes_decode_or_refuse_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+            offset in any::<i64>(),
+        ) {
             let _ = decode(&bytes, offset);
         }
 
         #[test]
-        fn any_payload_round_trips(payload in proptest::collection::vec(any::<u8>(), 0..256), offset in 0i64..i64::MAX) {
+        fn any_payload_round_trips(
+            payload in proptest::collection::vec(any::<u8>(), 0..256),
+            offset in 0i64..i64::MAX,
+        ) {
             let decoded = decode(&encode(offset, &payload), offset).unwrap();
             prop_assert_eq!(decoded.bytes, payload);
         }

@@ -1,7 +1,8 @@
 //! One segment: the `.log` file of whole v2 batches plus its `.index` and `.timeindex`, named by
-//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one. Owns appending bytes at the end, keeping the indexes in step with the log
-//! (one function, [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch
-//! that holds an offset, and truncation. Not thread-safe on its own: `Log` serializes access
+//! the base offset, and its `.txnindex` (aborted transactions, `txn_index`) when it has one.
+//! Owns appending bytes at the end, keeping the indexes in step with the log (one function,
+//! [`Segment::track_batch`], for appends, scans and rebuilds), locating the batch that holds an
+//! offset, truncation, and checking the `.txnindex` against the ABORT markers after a crash. Not thread-safe on its own: `Log` serializes access
 //! (and writes an append's bytes through an [`AppendTarget`] outside its state lock).
 //! Must never write below `size_bytes` of a file a reader may hold (truncation of a shared file
 //! writes a new inode instead), nor trust an index entry without checking the header it names,
@@ -843,49 +844,53 @@ impl Segment {
         self.open_txn_index(io, true)
     }
 
-    /// After the recovery of unsynced data (the segment was scanned, not trusted): checks the
-    /// `.txnindex` entries whose marker lies at or after `recovery_point` against the ABORT
-    /// markers there, in order (same offset, same producer). Entries from the first that does
-    /// not match are cut (durably); the position of the first ABORT marker left without an
-    /// entry is returned, for the caller to cut the log there as it cuts a torn tail (the crash
-    /// fell between the marker and its entry: `Log::append_aborted_txn`). Entries and markers
-    /// below the recovery point were synced together and are kept as they are.
+    /// After the recovery of unsynced data (the segment was scanned, not trusted): checks every
+    /// `.txnindex` entry against the segment's ABORT markers, in order (same offset, same
+    /// producer). Why all of them and not only those past the recovery point: a power cut can
+    /// leave an unsynced entry as bytes that decode (zeros do) with any offset. Entries from
+    /// the first that does not match are cut (durably). An ABORT marker left without an entry
+    /// below `recovery_point` is corruption (a flush syncs the entries before the recovery
+    /// point passes their markers); the position of the first one at or after it is returned,
+    /// for the caller to cut the log there as it cuts a torn tail (the crash fell between the
+    /// marker and its entry: `Log::append_aborted_txn`).
     pub(crate) fn reconcile_txn_index(
         &mut self,
         io: &dyn FileIo,
         recovery_point: i64,
     ) -> Result<Option<u64>> {
-        let from = recovery_point.max(self.base_offset);
-        let markers = self.abort_markers_from(io, from)?;
+        let markers = self.abort_markers_from(io, self.base_offset)?;
         let mut next_marker = markers.iter().peekable();
-        let (mut kept, mut last, mut mismatch) = (0u64, None, false);
+        let (mut kept, mut last) = (0u64, None);
         self.txn.for_each(io, |entry| {
-            if entry.last_offset >= from {
-                match next_marker.peek() {
-                    Some((_, offset, producer_id))
-                        if *offset == entry.last_offset && *producer_id == entry.producer_id =>
-                    {
-                        next_marker.next();
-                    }
-                    _ => {
-                        mismatch = true;
-                        return Ok(false);
-                    }
+            match next_marker.peek() {
+                Some((_, offset, producer_id))
+                    if *offset == entry.last_offset && *producer_id == entry.producer_id =>
+                {
+                    next_marker.next();
                 }
+                _ => return Ok(false),
             }
             kept += 1;
             last = Some(entry);
             Ok(true)
         })?;
-        if mismatch {
+        if kept * (txn_index::TXN_ENTRY_BYTES as u64) < self.txn.size_bytes() {
             self.txn.truncate_to_entries(io, kept, last)?;
         }
-        Ok(next_marker.next().map(|(position, _, _)| *position))
+        match next_marker.next() {
+            Some((_, offset, _)) if *offset < recovery_point => Err(Error::corrupt(
+                self.txn.path(),
+                self.txn.size_bytes(),
+                format!("the ABORT marker at offset {offset}, flushed, has no entry"),
+            )),
+            Some((position, _, _)) => Ok(Some(*position)),
+            None => Ok(None),
+        }
     }
 
     /// The ABORT markers of this segment at or after offset `from`: (position, offset,
     /// producer id). Reads batch headers from the batch holding `from`, and the records of
-    /// control batches only.
+    /// control batches only (as recovery's own scan, once per unsynced segment).
     fn abort_markers_from(&self, io: &dyn FileIo, from: i64) -> Result<Vec<(u64, i64, i64)>> {
         let mut markers = Vec::new();
         let Some((mut position, _)) = self.find_batch(io, from)? else {

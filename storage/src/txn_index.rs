@@ -135,7 +135,8 @@ impl TxnIndex {
         self.last.as_ref()
     }
 
-    /// Appends `entry` (checked against the last one: [`check_order`]); not yet durable.
+    /// Appends `entry` (checked against the last one: [`check_order`]); not yet durable (the
+    /// file's name is, when this creates it).
     pub(crate) fn append(&mut self, io: &dyn FileIo, entry: &AbortedTxn) -> Result<()> {
         check_order(self.base_offset, self.last.as_ref(), entry)
             .map_err(|reason| Error::InvalidTxnEntry(reason.to_owned()))?;
@@ -144,6 +145,11 @@ impl TxnIndex {
             .map_err(|error| Error::io(&self.path, error))?;
         io.write_all_at(&file, &encode(entry), self.size_bytes())
             .map_err(|error| Error::io(&self.path, error))?;
+        if self.entries == 0 {
+            // A new file's name must be durable before its entries can be (a flush syncs the
+            // file, not the directory): once per segment with aborted transactions.
+            crate::fs::sync_parent(io, &self.path)?;
+        }
         self.entries += 1;
         self.last = Some(*entry);
         Ok(())
@@ -415,7 +421,9 @@ mod tests {
         }
 
         #[test]
-        fn any_bytes_decode_or_refuse_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+        fn any_bytes_decode_or_refuse_without_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
             let _ = decode(&bytes);
         }
     }

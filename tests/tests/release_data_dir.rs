@@ -361,3 +361,66 @@ async fn the_release_offsets_logs_are_compacted_by_key_after_the_upgrade() -> an
     }
     check_records(&mut client, 0).await
 }
+
+/// A transactional batch: one record of producer `producer_id`, epoch 0, sequence 0.
+fn transactional_batch(producer_id: i64) -> Vec<u8> {
+    let mut builder = skiff_protocol::records::record::BatchBuilder::new(0, Compression::None);
+    builder.producer_id = producer_id;
+    builder.producer_epoch = 0;
+    builder.base_sequence = 0;
+    builder.transactional = true;
+    builder
+        .push(&skiff_protocol::records::record::NewRecord {
+            offset_delta: 0,
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(b"in a transaction"),
+            headers: &[],
+        })
+        .expect("record fits");
+    builder.build().expect("batch builds")
+}
+
+/// The `version` field of the directory's `skiff-topics.json` (written pretty, one field a line).
+fn topics_file_version(dir: &Path) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(dir.join("skiff-topics.json"))?;
+    let line = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("\"version\": "))
+        .ok_or_else(|| anyhow::anyhow!("no version in skiff-topics.json"))?;
+    Ok(line.trim_end_matches(',').parse()?)
+}
+
+/// Issue 38 part 6: the previous release (0a41850) reads `skiff-topics.json` versions 1 and 2
+/// only and refuses to start on any other ("has unknown version"). A directory of that release
+/// stays at version 2 after the upgrade; the first transactional batch written moves it to
+/// version 3 before the batch is on disk, so the previous release refuses it instead of serving
+/// aborted records as committed; this release opens it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_transactional_batch_marks_the_directory_against_a_downgrade(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    unpack_fixture(dir.path())?;
+    let broker = TestBroker::start_in(dir.path(), &[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    client.await_partitions_ready("release-plain", 3).await?;
+    skiff_tests::create_topic(&mut client, "txn-guard", &[]).await?;
+    client.await_partitions_ready("txn-guard", 1).await?;
+    let plain = batch(0, 2, 10, Compression::None);
+    client
+        .produce("txn-guard", 0, bytes::Bytes::from(plain))
+        .await?;
+    assert_eq!(topics_file_version(dir.path())?, 2, "no transaction yet");
+    let transactional = bytes::Bytes::from(transactional_batch(4_000));
+    client.produce("txn-guard", 0, transactional).await?;
+    assert_eq!(topics_file_version(dir.path())?, 3);
+    broker.stop().await;
+    assert_eq!(topics_file_version(dir.path())?, 3, "later saves keep it");
+
+    let broker = TestBroker::start_in(dir.path(), &[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    client.await_partitions_ready("release-plain", 3).await?;
+    check_everything(&mut client, 0).await?;
+    broker.stop().await;
+    Ok(())
+}

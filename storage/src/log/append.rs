@@ -329,9 +329,10 @@ impl Log {
         drop(writer);
         if flush_due {
             self.flush()?;
-            // Under `PersistMode::Buffer` the flush synced nothing: the append is not durable.
+            // Under `PersistMode::Buffer` the flush synced nothing, and an ABORT marker is durable
+            // only once its entry is (`Log::append_aborted_txn` flushes again): not durable.
             return Ok(AppendInfo {
-                flushed: persist_mode != PersistMode::Buffer,
+                flushed: persist_mode != PersistMode::Buffer && abort_positions.is_empty(),
                 ..info
             });
         }
@@ -458,7 +459,8 @@ impl Log {
                 .filter(|segment| segment.next_offset > recovery_point && !segment.txn.is_empty())
                 .map(|segment| segment.txn.path().to_path_buf())
                 .collect();
-            let end_offset = state.log_end_offset();
+            // Taken now: an entry written after this may be in a file not synced here.
+            let end_offset = state.recovery_point_cap(state.log_end_offset());
             (files, txn_indexes, end_offset, mode, state.truncations)
         };
         for (file, path) in &files {
@@ -502,7 +504,8 @@ impl Log {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
         }
-        let end = state.log_end_offset();
+        // Capped now, as a flush caps it (the sync that follows may miss a later entry).
+        let end = state.recovery_point_cap(state.log_end_offset());
         Ok((state.recovery_point < end).then_some((end, state.truncations)))
     }
 

@@ -23,8 +23,9 @@ use super::{Log, LogState};
 pub const ABORTED_TXNS_PER_READ_MAX: usize = 1 << 17;
 
 /// The ABORT markers among `batches` (whole, validated v2 batches), as their byte positions in
-/// `batches`. Only a control batch's records are read. A control batch that is not an end-transaction marker of Kafka's layout is
-/// not one (the partition validates markers before appending them).
+/// `batches`. Only a control batch's records are read. A control batch that is not an
+/// end-transaction marker of Kafka's layout is not one (the partition validates markers before
+/// appending them).
 fn abort_markers(batches: &[u8]) -> Vec<usize> {
     let mut markers = Vec::new();
     let mut at = 0usize;
@@ -139,9 +140,11 @@ impl Log {
     /// durable without its entry; a flush syncs the `.txnindex` files with the `.log` files.
     /// Recovery of unflushed data drops entries past the recovered end and cuts the log at an
     /// ABORT marker left without its entry (a crash between the two), as it cuts a torn tail. If
-    /// the marker's own append was flushed by the flush policy, this flushes again once the
-    /// entry is written. Up to [`UNINDEXED_ABORTS_MAX`] markers may wait for their entries; an
-    /// append of more is refused ([`Error::LimitReached`]).
+    /// the marker's append was due for a flush under the flush policy, its `AppendInfo::flushed`
+    /// is false and this flushes once the entry is written. Up to 1,024 markers
+    /// (`UNINDEXED_ABORTS_MAX`) may wait for their entries; an append of more is refused
+    /// ([`Error::LimitReached`]). A clean close with one still waiting writes no clean-shutdown
+    /// marker, so the next open recovers (and cuts it).
     ///
     /// Refused with [`Error::InvalidTxnEntry`], writing nothing: a marker offset outside
     /// `[log start, log end)` or not after the last entry's, a first offset past the marker or
