@@ -4,7 +4,7 @@
 //! durable, cleaned up to its last stable offset with power cut at every step of the cleaning
 //! (every file operation, or an even sample of them), each cut one of the three ways the
 //! simulator cuts. After each reopen: the log's start and end are unchanged, every marker whose
-//! transaction still has a record is there, every aborted-transaction entry has its marker, and a
+//! transaction still has a record is there, the index holds one entry per ABORT marker, and a
 //! read_committed reader sees each key's latest committed value as written; then a new cleaning
 //! completes and leaves no aborted record below its end.
 //!

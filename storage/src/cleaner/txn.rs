@@ -1,10 +1,10 @@
 //! The clean pass's transaction rules (Kafka's `CleanedTransactionMetadata`): walking a log's
 //! batches in offset order with the aborted transactions of the range (from the aborted-
-//! transaction index), which transactional batches belong to an aborted transaction (removed),
-//! which markers may go (a marker whose transaction has no batch left in the log), and which
-//! aborted-index entries the cleaned segment keeps. Pure over batch headers and the list it is
-//! given; must never decide on a batch at or past the pass's mapped end (the caller copies those
-//! as they are) nor call a marker removable while a batch of its transaction was seen.
+//! transaction index), which transactional batches belong to an aborted transaction (removed)
+//! and which markers may go (a marker whose transaction has no batch left in the log). Pure over
+//! batch headers and the list it is given; must never decide on a batch at or past the pass's
+//! mapped end (the caller copies those as they are) nor call a marker removable while a batch
+//! of its transaction was seen.
 //!
 //! Kafka's rules, in order of the batches:
 //! - an aborted transaction becomes *ongoing* for its producer once a batch reaching its first
@@ -13,24 +13,26 @@
 //!   removed (the producer's last batch is still kept, emptied) and marks the transaction as
 //!   having had data in this pass; any other transactional batch marks its producer's
 //!   transaction as committed-with-data;
-//! - an ABORT marker whose transaction had data in this pass is kept, and so is its index entry
-//!   (a read_committed reader that fetched that data before the cleaning still needs both); an
-//!   ABORT marker whose transaction had none may go, and its entry goes;
+//! - an ABORT marker whose transaction had data in this pass is kept (a read_committed reader
+//!   that fetched that data before the cleaning still needs it); one whose transaction had none
+//!   may go;
 //! - a COMMIT marker whose transaction had a batch in this pass is kept; otherwise it may go;
 //! - an empty control batch (an emptied marker) may go.
 //!
 //! A marker that may go is not dropped at once: it first gets a delete horizon
 //! (`now + delete.retention.ms`, KIP-534) and is dropped by a cleaning after it (see `filter`).
+//! The cleaned segment's aborted-transaction index keeps the entry of every ABORT marker it
+//! keeps (`log/clean.rs`), so a marker and its entry always go together; Kafka drops the entry
+//! as soon as the transaction has no data left, which a reader cannot tell apart.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use skiff_protocol::records::txn::{AbortedTxn, EndTxnMarker, MarkerType};
 use skiff_protocol::records::v2::BatchHeader;
 
-/// An ongoing aborted transaction: its index entry, and whether a batch of it was read.
+/// An ongoing aborted transaction: whether a batch of it was read.
 #[derive(Debug, Clone, Copy)]
 struct OngoingAbort {
-    entry: AbortedTxn,
     data_seen: bool,
 }
 
@@ -44,9 +46,6 @@ pub(crate) struct CleanedTxns {
     ongoing_aborted: BTreeMap<i64, OngoingAbort>,
     /// Producers with a non-aborted transactional batch read since their last marker.
     ongoing_committed: BTreeSet<i64>,
-    /// The index entries of the ABORT markers kept with their data, for the segment being
-    /// written; taken with [`CleanedTxns::take_kept_entries`].
-    kept_entries: Vec<AbortedTxn>,
 }
 
 impl CleanedTxns {
@@ -87,10 +86,7 @@ impl CleanedTxns {
             self.pending.pop_front();
             self.ongoing_aborted
                 .entry(txn.producer_id)
-                .or_insert(OngoingAbort {
-                    entry: txn,
-                    data_seen: false,
-                });
+                .or_insert(OngoingAbort { data_seen: false });
         }
     }
 
@@ -111,7 +107,7 @@ impl CleanedTxns {
 
     /// A control batch read (`batch` its bytes): whether its transaction has no batch left in
     /// the log, so the marker may go once past its delete horizon (Kafka's
-    /// `onControlBatchRead`). An ABORT marker kept with its data keeps its index entry.
+    /// `onControlBatchRead`).
     pub(crate) fn on_control_batch(&mut self, batch: &[u8], header: &BatchHeader) -> bool {
         debug_assert!(header.is_control());
         self.reach(header.last_offset());
@@ -124,21 +120,12 @@ impl CleanedTxns {
             return false;
         };
         match marker.marker_type {
-            MarkerType::Abort => match self.ongoing_aborted.remove(&header.producer_id) {
-                Some(ongoing) if ongoing.data_seen => {
-                    self.kept_entries.push(ongoing.entry);
-                    false
-                }
-                _ => true,
-            },
+            MarkerType::Abort => !self
+                .ongoing_aborted
+                .remove(&header.producer_id)
+                .is_some_and(|ongoing| ongoing.data_seen),
             MarkerType::Commit => !self.ongoing_committed.remove(&header.producer_id),
         }
-    }
-
-    /// The index entries kept since the last call (for the segment just written), in marker
-    /// order.
-    pub(crate) fn take_kept_entries(&mut self) -> Vec<AbortedTxn> {
-        std::mem::take(&mut self.kept_entries)
     }
 }
 
@@ -208,8 +195,6 @@ mod tests {
         assert!(!feed(&mut txns, &marker(3, 2, MarkerType::Commit)), "kept");
         assert!(!feed(&mut txns, &data(4, 3, false)));
         assert!(!feed(&mut txns, &data(5, 1, true)), "after its abort");
-        assert_eq!(txns.take_kept_entries(), vec![entry]);
-        assert!(txns.take_kept_entries().is_empty());
     }
 
     #[test]
@@ -217,7 +202,6 @@ mod tests {
         let mut txns = CleanedTxns::new(vec![aborted(1, 0, 2)]);
         assert!(feed(&mut txns, &marker(2, 1, MarkerType::Abort)));
         assert!(feed(&mut txns, &marker(3, 2, MarkerType::Commit)));
-        assert!(txns.take_kept_entries().is_empty());
         let mut emptied = marker(4, 2, MarkerType::Commit);
         let header = BatchHeader::parse(&emptied).unwrap();
         // An emptied control batch: the header alone with no records.
@@ -237,8 +221,10 @@ mod tests {
         assert_eq!(txns.pending.len(), 3);
         assert!(feed(&mut txns, &data(5, 1, true)));
         assert!(feed(&mut txns, &data(11, 3, true)));
-        assert!(!feed(&mut txns, &marker(12, 1, MarkerType::Abort)));
-        assert_eq!(txns.take_kept_entries(), vec![spanning]);
+        assert!(
+            !feed(&mut txns, &marker(12, 1, MarkerType::Abort)),
+            "data seen"
+        );
     }
 
     #[test]

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::batch_records;
-use skiff_protocol::records::txn::AbortedTxn;
 use skiff_protocol::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 
 use crate::cleaner::{
@@ -271,33 +270,6 @@ impl Log {
             stats.segments_after += 1;
         }
         Ok(())
-    }
-
-    /// The aborted-transaction index entries of the segment a group `[group_base, group_end)`
-    /// becomes (Kafka's `cleanedIndex`): those of the ABORT markers the transaction rules kept
-    /// with their data, and those of the markers at or past `mapped_end`, which the pass copied
-    /// as they were. Entries of markers that went, or whose data is all gone, go.
-    fn cleaned_aborted_entries(
-        &self,
-        txns: &mut CleanedTxns,
-        group_base: i64,
-        group_end: i64,
-        mapped_end: i64,
-    ) -> Result<Vec<AbortedTxn>> {
-        let mut entries = txns.take_kept_entries();
-        let copied_from = mapped_end.max(group_base);
-        if copied_from < group_end {
-            entries.extend(
-                self.aborted_transactions(copied_from, group_end)?
-                    .into_iter()
-                    .filter(|entry| (copied_from..group_end).contains(&entry.last_offset)),
-            );
-        }
-        debug_assert!(entries
-            .iter()
-            .all(|entry| (group_base..group_end).contains(&entry.last_offset)));
-        entries.sort_by_key(|entry| entry.last_offset);
-        Ok(entries)
     }
 
     /// The base offset of the segment after `group` in the snapshot.
@@ -595,6 +567,7 @@ impl Log {
         stats: &mut CleanStats,
     ) -> CleanResult<(u64, u32, u64)> {
         let base = group.first().map_or(0, |source| source.base_offset);
+        let mut kept_markers = Vec::new(); // their aborted-transaction entries go with them
         let path = cleaned_path(&self.dir, base);
         let out = self
             .io
@@ -622,6 +595,9 @@ impl Log {
                         let rules = (rules, &mut *txns, live_producers);
                         let filtered = clean_batch(batch, header, rules, scratch, &mut counts)
                             .map_err(|error| Error::corrupt(&source_path, 0, error.to_string()))?;
+                        if header.is_control() && !matches!(filtered, Filtered::Dropped) {
+                            kept_markers.push(header.base_offset);
+                        }
                         match filtered {
                             Filtered::Original => sink.push(batch, hooks)?,
                             Filtered::Rebuilt(bytes) => sink.push(&bytes, hooks)?,
@@ -635,9 +611,6 @@ impl Log {
             self.io
                 .sync(&out, PersistMode::SyncData)
                 .map_err(|error| Error::io(&path, error))?;
-            let group_end = self.base_after(snapshot, group);
-            let entries = self.cleaned_aborted_entries(txns, base, group_end, rules.mapped_end)?;
-            let kept_markers: Vec<i64> = entries.iter().map(|entry| entry.last_offset).collect();
             let txn_entries = self.write_cleaned_txn_index(group, &kept_markers)?;
             fs::sync_parent(self.io.as_ref(), &path)?;
             Ok((sink.written, sink.crc, txn_entries))
