@@ -21,6 +21,7 @@ mod bounds;
 mod cleaner;
 mod connections;
 pub mod group;
+mod legacy_isolation;
 mod listeners;
 mod rules;
 mod security;
@@ -30,6 +31,7 @@ pub mod txn;
 
 pub use bounds::{Bound, Bounded, BoundedValue, TextRule, Unit};
 pub use cleaner::{BytesPerSecond, CleanupPolicy, CleanupPolicyError, Fraction};
+pub use legacy_isolation::LegacyIsolationLevel;
 
 pub use connections::{ConnectionsPerIpOverrides, CONNECTIONS_PER_IP_MAX_DEFAULT};
 pub use listeners::{ListenerAddress, ListenerConfig, ListenerList, ProtocolMap, SecurityProtocol};
@@ -673,6 +675,8 @@ config_keys! {
         "Source bytes converted per chunk for legacy fetches; one response holds at most one chunk."
     "skiff.down.conversion.read.bytes" => down_conversion_read_bytes: usize = DOWN_CONVERSION_READ_BYTES_DEFAULT, Bound::Between(DOWN_CONVERSION_BYTES_MIN, DOWN_CONVERSION_BYTES_MAX, Unit::Bytes);
         "Most source bytes read at once while a legacy chunk is built (at least one batch; at most the chunk size). Held only while the chunk is converted."
+    "skiff.legacy.isolation.level" => legacy_isolation_level: LegacyIsolationLevel = LegacyIsolationLevel::ReadUncommitted;
+        "Default of the topic config skiff.legacy.isolation.level: what Fetch v0-v3 (no isolation level) reads of transactional data. read_uncommitted (Kafka's behaviour): up to the high watermark, aborted records included; read_committed: up to the last stable offset, aborted records left out."
     "skiff.down.conversion.mode" => down_conversion_mode: DownConversionMode = DownConversionMode::Lazy;
         "lazy (default) or eager. Eager converts whole responses up front and exists only for benchmarks."
     "skiff.advertised.kafka.version" => advertised_kafka_version: Option<KafkaRelease> = None;

@@ -29,6 +29,7 @@ use std::time::Duration;
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use skiff_cluster::replica::{FetchAnswer, FollowerFetch};
+use skiff_protocol::down_convert::AbortedFilter;
 use skiff_protocol::records::txn::IsolationLevel;
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
@@ -40,6 +41,7 @@ use skiff_storage::FetchSlice;
 use super::common::leadership::led_partition;
 use super::common::throttle::Turn;
 use super::error_code;
+use crate::config::LegacyIsolationLevel;
 use crate::context::Ctx;
 use crate::partition::readable_end::any_advanced;
 use crate::partition::topics::{Partition, Topic};
@@ -382,6 +384,22 @@ impl ReadBound {
     }
 }
 
+/// The reader of a legacy consumer's read (Fetch v0–v3 carries no isolation level): at its
+/// topic's `skiff.legacy.isolation.level` (docs/design/downconversion.md §3.8), so a
+/// `read_committed` topic's legacy read ends at the last stable offset and returns the aborted
+/// transactions its converter leaves out. Every other reader as it asked.
+fn legacy_reader(reader: Reader, topic: &Topic, convert_to: Option<Magic>) -> Reader {
+    let committed = topic.config.legacy_isolation_level == LegacyIsolationLevel::ReadCommitted;
+    if convert_to.is_some() && reader.replica_id < 0 && committed {
+        Reader {
+            isolation: IsolationLevel::ReadCommitted,
+            ..reader
+        }
+    } else {
+        reader
+    }
+}
+
 /// A follower's fetch as the leader's partition answers it (the ISR changes, acks=all
 /// completions and wake-ups it causes are the partition's).
 fn follower_answer(
@@ -442,6 +460,7 @@ fn read_partition(
         };
     }
     let convert_to = target_magic(version);
+    let reader = legacy_reader(reader, topic, convert_to);
     let replica_id = reader.replica_id;
     let is_consumer = replica_id < 0;
     if convert_to.is_some() && is_consumer && !topic.config.downconversion_enable {
@@ -680,6 +699,14 @@ fn build_response(
                     convert_to,
                     diverging_epoch,
                 } => {
+                    // Legacy read_committed (§3.8): the converter leaves out what this names.
+                    let legacy_filter = (convert_to.is_some() && !aborted.is_empty()).then(|| {
+                        AbortedFilter::from_first_offsets(
+                            aborted
+                                .iter()
+                                .map(|txn| (txn.producer_id, txn.first_offset)),
+                        )
+                    });
                     let base = FetchPartitionShape {
                         partition_index,
                         error_code: error_code::NONE,
@@ -705,9 +732,8 @@ fn build_response(
                                 },
                                 &ctx.metrics,
                                 &topic,
-                                slice,
-                                magic,
-                                fetch_offset,
+                                (slice, magic, fetch_offset),
+                                legacy_filter,
                             ) {
                                 Ok(records) => (
                                     error_code::NONE,

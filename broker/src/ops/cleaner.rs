@@ -4,14 +4,17 @@
 //! of this broker that no other thread is cleaning, clean it (storage's `Log::clean`), log Kafka's
 //! lines about it and keep Kafka's cleaner figures for `/metrics`; with nothing to clean a thread
 //! sleeps `log.cleaner.backoff.ms`. Every replica cleans its own log, leader or follower, as in
-//! Kafka; the bound it may clean up to is the partition's high watermark (records above it may
-//! still be truncated away). A log whose cleaning fails is marked uncleanable, counted, and left
-//! serving. The threads share one I/O throttle (`log.cleaner.io.max.bytes.per.second`); it and
-//! `log.cleaner.backoff.ms` are dynamic broker configs, followed live (`crate::dynamic`).
+//! Kafka; the bound it may clean up to is the least of the partition's high watermark (records
+//! above it may still be truncated away) and its last stable offset (an open transaction's
+//! records may still abort); storage applies the transaction rules below it. A log whose
+//! cleaning fails is marked uncleanable, counted, and left serving. The threads share one I/O
+//! throttle (`log.cleaner.io.max.bytes.per.second`); it and `log.cleaner.backoff.ms` are dynamic
+//! broker configs, followed live (`crate::dynamic`).
 //!
-//! Must never: clean past a partition's high watermark, run two cleanings of one log at once,
-//! stop the broker or other logs' cleaning over one log's failure, or outlive the broker's
-//! shutdown (each pass is asked to stop and the threads are joined before the logs close).
+//! Must never: clean past a partition's high watermark or last stable offset, run two cleanings
+//! of one log at once, stop the broker or other logs' cleaning over one log's failure, or outlive
+//! the broker's shutdown (each pass is asked to stop and the threads are joined before the logs
+//! close).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -287,7 +290,13 @@ fn candidates(
             if in_progress.contains(&name) || uncleanable.contains(&name) || log.is_recovering() {
                 continue;
             }
-            match log.cleaning_plan(partition.high_watermark(), now_ms) {
+            // Kafka's firstUncleanableOffset: never past the high watermark (a leader change may
+            // still truncate above it) nor the first unstable offset (an open transaction's
+            // records may still abort).
+            let bound = partition
+                .high_watermark()
+                .min(partition.last_stable_offset());
+            match log.cleaning_plan(bound, now_ms) {
                 Ok(Some(plan)) => {
                     max_dirty = max_dirty.max(plan.dirty_ratio);
                     max_delay_ms = max_delay_ms.max(plan.compaction_delay_ms);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{CleanupPolicy, Config, Fraction};
+use crate::config::{CleanupPolicy, Config, Fraction, LegacyIsolationLevel};
 
 /// How record timestamps are set on append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +34,8 @@ pub struct TopicConfig {
     pub max_message_bytes: u32,
     /// `message.downconversion.enable`.
     pub downconversion_enable: bool,
+    /// `skiff.legacy.isolation.level`: what Fetch v0–v3 reads of transactional data.
+    pub legacy_isolation_level: LegacyIsolationLevel,
     /// `message.timestamp.type`.
     pub timestamp_type: TimestampType,
     /// `compression.type`: `producer` keeps the producer's codec (the only one stored today);
@@ -108,6 +110,7 @@ pub const TOPIC_CONFIG_KEYS: &[&str] = &[
     "retention.ms",
     "segment.bytes",
     "segment.ms",
+    "skiff.legacy.isolation.level",
     "unclean.leader.election.enable",
 ];
 
@@ -131,6 +134,7 @@ pub fn broker_synonym(key: &str) -> Option<&'static str> {
         "retention.ms" => "log.retention.ms",
         "segment.bytes" => "log.segment.bytes",
         "segment.ms" => "log.roll.ms",
+        "skiff.legacy.isolation.level" => "skiff.legacy.isolation.level",
         "unclean.leader.election.enable" => "unclean.leader.election.enable",
         _ => return None,
     })
@@ -155,6 +159,7 @@ impl TopicConfig {
             retention_bytes: broker.log_retention_bytes,
             max_message_bytes: broker.message_max_bytes,
             downconversion_enable: broker.log_message_downconversion_enable,
+            legacy_isolation_level: broker.legacy_isolation_level,
             timestamp_type: TimestampType::CreateTime,
             compression_type: "producer".to_owned(),
             flush_messages: broker.log_flush_interval_messages,
@@ -232,6 +237,10 @@ impl TopicConfig {
             "message.downconversion.enable" => {
                 self.downconversion_enable =
                     number(value).ok_or_else(|| error("must be true or false"))?
+            }
+            "skiff.legacy.isolation.level" => {
+                self.legacy_isolation_level = LegacyIsolationLevel::parse(value)
+                    .ok_or_else(|| error("must be read_uncommitted or read_committed"))?
             }
             "message.timestamp.type" => {
                 self.timestamp_type = match value {
@@ -319,6 +328,7 @@ impl TopicConfig {
             "flush.ms" => self.flush_ms.min(i64::MAX as u64).to_string(),
             "max.message.bytes" => self.max_message_bytes.to_string(),
             "message.downconversion.enable" => self.downconversion_enable.to_string(),
+            "skiff.legacy.isolation.level" => self.legacy_isolation_level.as_str().to_owned(),
             "min.insync.replicas" => self.min_insync_replicas.to_string(),
             "message.timestamp.type" => match self.timestamp_type {
                 TimestampType::CreateTime => "CreateTime".to_owned(),
@@ -356,6 +366,43 @@ mod tests {
         let mut unknown = BTreeMap::new();
         unknown.insert("colour".to_owned(), "blue".to_owned());
         assert!(TopicConfig::resolve(&broker, &unknown).is_err());
+    }
+
+    #[test]
+    fn the_legacy_isolation_level_defaults_to_the_brokers_and_refuses_other_values() {
+        let mut broker = Config::default();
+        let none = BTreeMap::new();
+        let config = TopicConfig::resolve(&broker, &none).expect("defaults");
+        assert_eq!(
+            config.legacy_isolation_level,
+            LegacyIsolationLevel::ReadUncommitted
+        );
+        assert_eq!(
+            config.value_of("skiff.legacy.isolation.level").as_deref(),
+            Some("read_uncommitted")
+        );
+        broker.legacy_isolation_level = LegacyIsolationLevel::ReadCommitted;
+        let config = TopicConfig::resolve(&broker, &none).expect("broker default");
+        assert_eq!(
+            config.legacy_isolation_level,
+            LegacyIsolationLevel::ReadCommitted
+        );
+        let key = "skiff.legacy.isolation.level".to_owned();
+        let topic = BTreeMap::from([(key.clone(), "read_uncommitted".to_owned())]);
+        let config = TopicConfig::resolve(&broker, &topic).expect("topic override");
+        assert_eq!(
+            config.legacy_isolation_level,
+            LegacyIsolationLevel::ReadUncommitted
+        );
+        let bad = BTreeMap::from([(key, "committed".to_owned())]);
+        let error = TopicConfig::resolve(&broker, &bad).expect_err("refused");
+        assert_eq!(error.key, "skiff.legacy.isolation.level");
+        assert!(
+            error
+                .to_string()
+                .contains("read_uncommitted or read_committed"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use skiff_protocol::down_convert::{
-    DownConvertConfig, DownConverter, Parked, Prepare, SourceRange, Write,
+    AbortedFilter, DownConvertConfig, DownConverter, Parked, Prepare, SourceRange, Write,
 };
 use skiff_protocol::records::{Magic, RecordError};
 use skiff_storage::FetchSlice;
@@ -154,13 +154,14 @@ fn read_range<'a>(
 
 impl LazyRecords {
     /// Runs the prepare phase (reading only the first batches) and fixes the declared size.
+    /// `read_committed`: a legacy read_committed fetch's aborted-transaction filter (its slice
+    /// already ends at the last stable offset).
     pub(crate) fn prepare(
         settings: ConversionSettings,
         metrics: &Arc<Metrics>,
         topic: &Arc<Topic>,
-        slice: FetchSlice,
-        target: Magic,
-        fetch_offset: i64,
+        (slice, target, fetch_offset): (FetchSlice, Magic, i64),
+        read_committed: Option<AbortedFilter>,
     ) -> Result<Self, ConversionError> {
         let started = crate::clock::instant();
         let mut converter = DownConverter::new(
@@ -169,6 +170,9 @@ impl LazyRecords {
             fetch_offset,
             settings.converter_config(),
         )?;
+        if let Some(filter) = read_committed {
+            converter = converter.read_committed(filter);
+        }
         let mut source_buffer = Vec::new();
         let prepared = loop {
             match converter.prepare_step()? {
@@ -236,10 +240,13 @@ impl LazyRecords {
         &mut self,
         buffers: &mut ConversionBuffers,
     ) -> Result<Option<Chunk>, ConversionError> {
-        if let Pieces::Parked(parked) = self.pieces {
-            let converter = DownConverter::resume(parked, self.settings.converter_config());
-            self.pieces = Pieces::Lazy(Box::new(converter));
-        }
+        self.pieces = match std::mem::replace(&mut self.pieces, Pieces::Done) {
+            Pieces::Parked(parked) => Pieces::Lazy(Box::new(DownConverter::resume(
+                parked,
+                self.settings.converter_config(),
+            ))),
+            other => other,
+        };
         let converter = match &mut self.pieces {
             Pieces::Parked(_) | Pieces::Done => return Ok(None),
             Pieces::Eager(whole) => return Ok(whole.take().map(Chunk::Whole)),

@@ -50,12 +50,21 @@
 //! * **D7** (v2 timestamps below −1): written as −1 in v1 instead of failing the fetch.
 //! * Corrupt batches after the first: padding from there on, like a zstd batch.
 //!
+//! Legacy read_committed ([`DownConverter::read_committed`], §3.8): an [`AbortedFilter`] built
+//! from the range's aborted transactions is fed every source batch in order and the data batches
+//! of aborted transactions are left out like control batches; its state travels with the
+//! converter (parked too), so the memory bound above holds.
+//!
 //! Stats carry records converted, temporary bytes (source bytes converted plus uncompressed bytes
 //! built, as Kafka counts them) and the largest pieces; time is measured by the broker (no clock
 //! here).
 //!
 //! Must never: read a file, socket or clock; hold more than one source piece and its conversion;
 //! allocate by a length read from the source before checking it against `batch_bytes_max`.
+
+mod aborted;
+
+pub use aborted::AbortedFilter;
 
 use crate::records::compression::Compressor;
 use crate::records::legacy::{self, DeepOptions, LegacySetBuilder};
@@ -125,6 +134,8 @@ pub struct Stats {
     pub largest_source_piece_bytes: usize,
     /// Largest converted output held at once (a chunk being built, or the kept first batch).
     pub largest_output_piece_bytes: usize,
+    /// Records of aborted transactions left out (legacy read_committed, [`AbortedFilter`]).
+    pub aborted_records_skipped: u64,
 }
 
 /// A byte range of the slice, relative to its start.
@@ -202,6 +213,9 @@ pub struct DownConverter {
     kept: Option<(u64, u64)>,
     yielded_bytes: u64,
     stats: Stats,
+    /// Legacy read_committed: the aborted-transaction filter, fed every source entry once in
+    /// order (the kept first batch twice, which changes nothing).
+    filter: Option<Box<AbortedFilter>>,
     /// Decompressed records (dropped after each piece) and the compressor, which is reused from
     /// batch to batch while this partition is written and dropped after the prepare phase and at
     /// the end, so a response's many prepared-but-waiting partitions hold none (the memory rule of
@@ -289,8 +303,18 @@ impl DownConverter {
             kept: None,
             yielded_bytes: 0,
             stats: Stats::default(),
+            filter: None,
             workspace: Workspace::default(),
         })
+    }
+
+    /// This converter for a legacy read_committed fetch: the records of aborted transactions
+    /// (as `filter` tells them) are left out like control batches. Call before the first step.
+    #[must_use]
+    pub fn read_committed(mut self, filter: AbortedFilter) -> Self {
+        debug_assert!(self.position == 0 && self.prepared.is_none());
+        self.filter = Some(Box::new(filter));
+        self
     }
 
     /// Counts so far (complete once [`Write::Done`] was returned).
@@ -415,15 +439,7 @@ impl DownConverter {
         let mut failure = None;
         for entry in EntrySlices::new(bytes.get(..used).unwrap_or_default()) {
             let before = out.len();
-            if let Err(error) = convert_entry(
-                entry,
-                self.target,
-                self.fetch_offset,
-                &self.config,
-                &mut self.workspace,
-                &mut out,
-                &mut self.stats,
-            ) {
+            if let Err(error) = self.convert_one(entry, &mut out) {
                 failure = Some(error);
                 break;
             }
@@ -467,6 +483,23 @@ impl DownConverter {
             self.ready = Some(out);
         }
         Ok(())
+    }
+
+    /// Converts one whole entry into `out`, or leaves it out (a read_committed filter's aborted
+    /// batch converts to nothing, like a control batch).
+    fn convert_one(&mut self, entry: &[u8], out: &mut Vec<u8>) -> Result<(), RecordError> {
+        if skips_aborted(self.filter.as_deref_mut(), entry, &mut self.stats) {
+            return Ok(());
+        }
+        convert_entry(
+            entry,
+            self.target,
+            self.fetch_offset,
+            &self.config,
+            &mut self.workspace,
+            out,
+            &mut self.stats,
+        )
     }
 
     /// The length of the entry `rest` starts with, if its header is there and the length is one a
@@ -587,6 +620,7 @@ impl DownConverter {
             next_entry_bytes: self.next_entry_bytes.unwrap_or(0),
             prepared,
             stats: self.stats,
+            filter: self.filter,
         })
     }
 
@@ -613,6 +647,7 @@ impl DownConverter {
             kept: None,
             yielded_bytes: 0,
             stats: parked.stats,
+            filter: parked.filter,
             workspace: Workspace::default(),
         }
     }
@@ -673,7 +708,7 @@ impl DownConverter {
 }
 
 /// A prepared converter waiting for its turn on the wire ([`DownConverter::park`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parked {
     target: Magic,
     exhausted: bool,
@@ -684,6 +719,8 @@ pub struct Parked {
     next_entry_bytes: u64,
     prepared: Prepared,
     stats: Stats,
+    /// The read_committed filter's state, carried to the write phase.
+    filter: Option<Box<AbortedFilter>>,
 }
 
 impl Parked {
@@ -751,6 +788,26 @@ pub fn overflow_piece(remaining: u64) -> Vec<u8> {
         dst.copy_from_slice(src);
     }
     piece
+}
+
+/// Whether `entry` is a v2 data batch of an aborted transaction that `filter` (legacy
+/// read_committed; none: read_uncommitted) leaves out; counts its records. A batch whose header
+/// does not parse is not skipped here: its conversion reports it.
+fn skips_aborted(filter: Option<&mut AbortedFilter>, entry: &[u8], stats: &mut Stats) -> bool {
+    let Some(filter) = filter else {
+        return false;
+    };
+    if entry.get(MAGIC_OFFSET).copied() != Some(2) {
+        return false;
+    }
+    let Ok(header) = BatchHeader::parse(entry) else {
+        return false;
+    };
+    if header.total_bytes() != entry.len() || !filter.skips(entry, &header) {
+        return false;
+    }
+    stats.aborted_records_skipped += u64::from(header.records_count.unsigned_abs());
+    true
 }
 
 /// Converts one complete source entry (a v2 batch, or a legacy v0/v1 entry of a mixed log) to
@@ -902,56 +959,33 @@ pub fn down_convert_eager(
     fetch_offset: i64,
     config: &DownConvertConfig,
 ) -> Result<(Vec<u8>, Stats), RecordError> {
-    let mut stats = Stats::default();
-    let mut workspace = Workspace::default();
-    let mut out = Vec::new();
-    let mut position = 0usize;
-    let mut first_bytes: Option<usize> = None;
-    let mut source_end = slice.len();
-    // Prepare: find the first batch that converts to something.
-    while first_bytes.is_none() {
-        let rest = slice.get(position..).unwrap_or_default();
-        let Some(total) = legacy::entry_bytes(rest)? else {
-            break;
-        };
-        if total < ENTRY_BYTES_MIN {
-            return Err(RecordError::Corrupt {
-                reason: "entry smaller than any message",
-            });
-        }
-        if total > config.batch_bytes_max {
-            return Err(RecordError::BatchTooLarge {
-                batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
-                batch_bytes_max: u64::try_from(config.batch_bytes_max).unwrap_or(u64::MAX),
-            });
-        }
-        if total > rest.len() {
-            break;
-        }
-        let entry = rest.get(..total).unwrap_or_default();
-        convert_entry(
-            entry,
-            target,
-            fetch_offset,
-            config,
-            &mut workspace,
-            &mut out,
-            &mut stats,
-        )?;
-        position += total;
-        if !out.is_empty() {
-            first_bytes = Some(out.len());
-        }
-    }
-    let Some(first_bytes) = first_bytes else {
-        return Ok((Vec::new(), stats));
+    down_convert_eager_with(slice, target, fetch_offset, config, None)
+}
+
+/// [`down_convert_eager`] with the legacy read_committed filter when `filter` is given.
+pub fn down_convert_eager_with(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: &DownConvertConfig,
+    filter: Option<AbortedFilter>,
+) -> Result<(Vec<u8>, Stats), RecordError> {
+    let mut eager = Eager {
+        target,
+        fetch_offset,
+        config,
+        filter,
+        stats: Stats::default(),
+        workspace: Workspace::default(),
+        out: Vec::new(),
     };
-    if position > source_end {
-        source_end = position;
-    }
-    let declared = source_end.max(first_bytes);
+    let Some((first_bytes, mut position)) = eager.first(slice)? else {
+        return Ok((Vec::new(), eager.stats));
+    };
+    // The source ends at the slice, or past it at the end of an oversized first batch (D4).
+    let declared = position.max(slice.len()).max(first_bytes);
     // Write: everything else, stopping at the first batch that fails (zstd, corrupt) or is cut.
-    while out.len() < declared {
+    while eager.out.len() < declared {
         let rest = slice.get(position..).unwrap_or_default();
         let Ok(Some(total)) = legacy::entry_bytes(rest) else {
             break;
@@ -959,30 +993,95 @@ pub fn down_convert_eager(
         if total > rest.len() || total > config.batch_bytes_max || total < ENTRY_BYTES_MIN {
             break;
         }
-        let entry = rest.get(..total).unwrap_or_default();
-        let before = out.len();
-        if convert_entry(
-            entry,
-            target,
-            fetch_offset,
-            config,
-            &mut workspace,
-            &mut out,
-            &mut stats,
-        )
-        .is_err()
-        {
-            out.truncate(before);
+        if !eager.convert(rest.get(..total).unwrap_or_default()) {
             break;
         }
         position += total;
     }
+    let Eager { mut out, stats, .. } = eager;
     out.truncate(declared);
     while out.len() < declared {
         let remaining = u64::try_from(declared - out.len()).unwrap_or(u64::MAX);
         out.extend_from_slice(&overflow_piece(remaining));
     }
     Ok((out, stats))
+}
+
+/// The eager reference's state: what it converts to, with what, and what it built.
+struct Eager<'a> {
+    target: Magic,
+    fetch_offset: i64,
+    config: &'a DownConvertConfig,
+    filter: Option<AbortedFilter>,
+    stats: Stats,
+    workspace: Workspace,
+    out: Vec<u8>,
+}
+
+impl Eager<'_> {
+    /// The prepare phase: converts entries until the first that yields output. Returns its
+    /// output's length and the source position after it, or `None` if nothing converts.
+    fn first(&mut self, slice: &[u8]) -> Result<Option<(usize, usize)>, RecordError> {
+        let mut position = 0usize;
+        loop {
+            let rest = slice.get(position..).unwrap_or_default();
+            let Some(total) = legacy::entry_bytes(rest)? else {
+                return Ok(None);
+            };
+            if total < ENTRY_BYTES_MIN {
+                return Err(RecordError::Corrupt {
+                    reason: "entry smaller than any message",
+                });
+            }
+            if total > self.config.batch_bytes_max {
+                return Err(RecordError::BatchTooLarge {
+                    batch_bytes: u64::try_from(total).unwrap_or(u64::MAX),
+                    batch_bytes_max: u64::try_from(self.config.batch_bytes_max).unwrap_or(u64::MAX),
+                });
+            }
+            if total > rest.len() {
+                return Ok(None);
+            }
+            let entry = rest.get(..total).unwrap_or_default();
+            position += total;
+            if skips_aborted(self.filter.as_mut(), entry, &mut self.stats) {
+                continue;
+            }
+            convert_entry(
+                entry,
+                self.target,
+                self.fetch_offset,
+                self.config,
+                &mut self.workspace,
+                &mut self.out,
+                &mut self.stats,
+            )?;
+            if !self.out.is_empty() {
+                return Ok(Some((self.out.len(), position)));
+            }
+        }
+    }
+
+    /// Converts (or leaves out) one later entry; `false` if it failed (nothing of it is kept).
+    fn convert(&mut self, entry: &[u8]) -> bool {
+        if skips_aborted(self.filter.as_mut(), entry, &mut self.stats) {
+            return true;
+        }
+        let before = self.out.len();
+        let converted = convert_entry(
+            entry,
+            self.target,
+            self.fetch_offset,
+            self.config,
+            &mut self.workspace,
+            &mut self.out,
+            &mut self.stats,
+        );
+        if converted.is_err() {
+            self.out.truncate(before);
+        }
+        converted.is_ok()
+    }
 }
 
 /// Runs a [`DownConverter`] over an in-memory slice (tests, fuzzing, benchmarks): returns the
@@ -993,12 +1092,26 @@ pub fn down_convert_lazy(
     fetch_offset: i64,
     config: DownConvertConfig,
 ) -> Result<(u64, Vec<u8>, Stats), RecordError> {
+    down_convert_lazy_with(slice, target, fetch_offset, config, None)
+}
+
+/// [`down_convert_lazy`] with the legacy read_committed filter when `filter` is given.
+pub fn down_convert_lazy_with(
+    slice: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+    filter: Option<AbortedFilter>,
+) -> Result<(u64, Vec<u8>, Stats), RecordError> {
     let mut converter = DownConverter::new(
         u64::try_from(slice.len()).unwrap_or(u64::MAX),
         target,
         fetch_offset,
         config,
     )?;
+    if let Some(filter) = filter {
+        converter = converter.read_committed(filter);
+    }
     let read = |range: SourceRange| {
         let start = usize::try_from(range.start).unwrap_or(usize::MAX);
         let end = start.saturating_add(range.len).min(slice.len());

@@ -1237,3 +1237,335 @@ fn parking_before_the_prepare_phase_or_while_writing_is_refused() {
     }
     assert!(converter.park().is_err());
 }
+
+// Legacy read_committed (§3.8): the aborted-transaction filter.
+
+use crate::records::txn::{AbortedTxn, EndTxnMarker, MarkerType};
+
+/// One generated batch of a transactional log: producer, kind, records.
+#[derive(Debug, Clone, Copy)]
+enum TxnStep {
+    /// A data batch of `records` records from producer `pid` (transactional or not).
+    Data { pid: i64, txn: bool, records: i32 },
+    /// Producer `pid` ends its open transaction (if any) with COMMIT or ABORT.
+    End { pid: i64, commit: bool },
+}
+
+/// A log of `steps` (offsets from 0, 100-byte values) with: the aborted-transaction entries its
+/// index would hold, and the reference slice: the same log without the data batches of aborted
+/// transactions (decided from the generation, not by the consumer's algorithm).
+fn txn_log(steps: &[TxnStep], codec: Compression) -> (Vec<u8>, Vec<AbortedTxn>, Vec<u8>) {
+    let (mut src, mut reference, mut aborted) = (Vec::new(), Vec::new(), Vec::new());
+    // Per producer: the open transaction's first offset and its batches' bytes.
+    let mut open: std::collections::BTreeMap<i64, (i64, Vec<Vec<u8>>)> = Default::default();
+    let mut pending: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut next = 0i64;
+    for step in steps {
+        match *step {
+            TxnStep::Data { pid, txn, records } => {
+                let mut builder = BatchBuilder::new(next, codec);
+                builder.producer_id = pid;
+                builder.producer_epoch = 0;
+                builder.base_sequence = 0;
+                builder.transactional = txn;
+                for delta in 0..records {
+                    let value = format!("{pid}-{}", next + i64::from(delta)).repeat(10);
+                    builder
+                        .push(&NewRecord {
+                            offset_delta: delta,
+                            timestamp: 1_000 + next,
+                            key: Some(b"k"),
+                            value: Some(value.as_bytes()),
+                            headers: &[],
+                        })
+                        .expect("push");
+                }
+                let bytes = builder.build().expect("build");
+                src.extend_from_slice(&bytes);
+                if txn {
+                    open.entry(pid)
+                        .or_insert((next, Vec::new()))
+                        .1
+                        .push(bytes.clone());
+                }
+                pending.push((if txn { pid } else { -1 }, bytes));
+                next += i64::from(records);
+            }
+            TxnStep::End { pid, commit } => {
+                let mut bytes = EndTxnMarker {
+                    producer_id: pid,
+                    producer_epoch: 0,
+                    coordinator_epoch: 0,
+                    marker_type: if commit {
+                        MarkerType::Commit
+                    } else {
+                        MarkerType::Abort
+                    },
+                }
+                .encode_batch(1)
+                .expect("marker");
+                crate::records::v2::set_base_offset(&mut bytes, next).expect("offset");
+                src.extend_from_slice(&bytes);
+                if let Some((first_offset, _)) = open.remove(&pid) {
+                    if !commit {
+                        aborted.push(AbortedTxn {
+                            producer_id: pid,
+                            first_offset,
+                            last_offset: next,
+                            last_stable_offset: next + 1,
+                        });
+                        // The reference drops this transaction's data batches.
+                        pending.retain(|(owner, _)| *owner != pid);
+                    }
+                }
+                // Batches of other producers' open transactions wait for their own marker.
+                let (done, waiting): (Vec<_>, Vec<_>) = pending
+                    .drain(..)
+                    .partition(|(owner, _)| *owner < 0 || !open.contains_key(owner));
+                pending = waiting;
+                let mut done = done;
+                done.push((-1, bytes));
+                for (_, bytes) in done {
+                    reference.push(bytes);
+                }
+                next += 1;
+            }
+        }
+    }
+    // Open transactions at the end are neither committed nor aborted: kept (read_committed stops
+    // at the LSO before them; the converter itself keeps what it is given).
+    reference.extend(pending.into_iter().map(|(_, bytes)| bytes));
+    // The reference keeps source order.
+    let reference = in_source_order(&src, reference);
+    (src, aborted, reference)
+}
+
+/// `kept` (whole batches of `src`) concatenated in the order they appear in `src`.
+fn in_source_order(src: &[u8], kept: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Ok(Some(total)) = legacy::entry_bytes(rest) {
+        let entry = &rest[..total];
+        if kept.iter().any(|batch| batch.as_slice() == entry) {
+            out.extend_from_slice(entry);
+        }
+        rest = &rest[total..];
+    }
+    out
+}
+
+fn txn_step() -> impl Strategy<Value = TxnStep> {
+    prop_oneof![
+        3 => (1i64..4, any::<bool>(), 1i32..5)
+            .prop_map(|(pid, txn, records)| TxnStep::Data { pid, txn, records }),
+        1 => (1i64..4, any::<bool>()).prop_map(|(pid, commit)| TxnStep::End { pid, commit }),
+    ]
+}
+
+fn legacy_records(output: &[u8]) -> Vec<(i64, Option<Vec<u8>>)> {
+    records(output)
+        .into_iter()
+        .map(|record| (record.offset, record.value))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn read_committed_equals_converting_the_reference_filtered_batches(
+        steps in prop::collection::vec(txn_step(), 0..40),
+        codec in prop::sample::select(vec![Compression::None, Compression::Gzip, Compression::Lz4]),
+        chunk_bytes in 64usize..4096,
+        read_bytes in 16usize..4096,
+        start_batch in 0usize..6,
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        let (src, aborted, reference) = txn_log(&steps, codec);
+        // A fetch from the start of a later batch: the slice starts there and the index answers
+        // the entries whose marker is at or past it.
+        let mut rest = &src[..];
+        let mut fetch_offset = 0;
+        for _ in 0..start_batch {
+            match legacy::entry_bytes(rest) {
+                Ok(Some(total)) if total < rest.len() => {
+                    rest = &rest[total..];
+                    fetch_offset = BatchHeader::parse(rest).expect("header").base_offset;
+                }
+                _ => break,
+            }
+        }
+        let aborted: Vec<AbortedTxn> =
+            aborted.into_iter().filter(|txn| txn.last_offset >= fetch_offset).collect();
+        let reference_from: Vec<u8> = {
+            let mut out = Vec::new();
+            let mut tail = &reference[..];
+            while let Ok(Some(total)) = legacy::entry_bytes(tail) {
+                if BatchHeader::parse(tail).expect("header").base_offset >= fetch_offset {
+                    out.extend_from_slice(&tail[..total]);
+                }
+                tail = &tail[total..];
+            }
+            out
+        };
+        let config = DownConvertConfig { chunk_bytes, read_bytes, ..DownConvertConfig::default() };
+        let filter = AbortedFilter::new(aborted);
+        let (declared, lazy, _) = down_convert_lazy_with(
+            rest, target, fetch_offset, config, Some(filter.clone()),
+        ).expect("lazy");
+        prop_assert_eq!(u64::try_from(lazy.len()).expect("len"), declared);
+        let (eager_filtered, _) = down_convert_eager_with(
+            rest, target, fetch_offset, &config, Some(filter.clone()),
+        ).expect("eager");
+        prop_assert_eq!(&lazy, &eager_filtered);
+        // The reference: the filtered batches converted whole (room past the slice), and cut at
+        // the reference slice's own declared size.
+        // (With nothing but markers the slack itself is the first entry, refused: no records.)
+        let whole = down_convert_eager(&with_slack(&reference_from), target, fetch_offset, &config)
+            .map_or_else(|_| Vec::new(), |(out, _)| legacy_records(&out));
+        let cut = legacy_records(&eager(&reference_from, target, fetch_offset));
+        let got = legacy_records(&lazy);
+        prop_assert!(whole.starts_with(&got), "{:?} not a prefix of {:?}", got, whole);
+        prop_assert!(got.len() >= cut.len());
+        // Parked between prepare and write, the filter's state carries over.
+        let mut converter = DownConverter::new(
+            u64::try_from(rest.len()).expect("len"), target, fetch_offset, config,
+        ).expect("new").read_committed(filter);
+        while let Prepare::Read(range) = converter.prepare_step().expect("prepare") {
+            converter.feed(source_range(rest, range)).expect("feed");
+        }
+        let mut converter = DownConverter::resume(converter.park().expect("park"), config);
+        let mut parked = Vec::new();
+        loop {
+            match converter.write_step().expect("write") {
+                Write::Read(range) => converter.feed(source_range(rest, range)).expect("feed"),
+                Write::Output(piece) => parked.extend_from_slice(&piece),
+                Write::Done => break,
+            }
+        }
+        prop_assert_eq!(&parked, &lazy);
+    }
+}
+
+#[test]
+fn read_committed_leaves_out_aborted_records_and_keeps_the_rest() {
+    use TxnStep::{Data, End};
+    // Producer 1 aborts [0, 1], producer 2 commits [2, 4], producer 3 writes without a
+    // transaction at 5, producer 1 commits [6, 7].
+    let steps = [
+        Data {
+            pid: 1,
+            txn: true,
+            records: 1,
+        },
+        End {
+            pid: 1,
+            commit: false,
+        },
+        Data {
+            pid: 2,
+            txn: true,
+            records: 2,
+        },
+        End {
+            pid: 2,
+            commit: true,
+        },
+        Data {
+            pid: 3,
+            txn: false,
+            records: 1,
+        },
+        Data {
+            pid: 1,
+            txn: true,
+            records: 1,
+        },
+        End {
+            pid: 1,
+            commit: true,
+        },
+    ];
+    let (src, aborted, _) = txn_log(&steps, Compression::None);
+    assert_eq!(aborted.len(), 1);
+    let uncommitted = convert(&src, Magic::V1, 0);
+    assert_eq!(
+        offsets(&uncommitted),
+        vec![0, 2, 3, 5, 6],
+        "read_uncommitted: all data"
+    );
+    let (_, committed, stats) = down_convert_lazy_with(
+        &src,
+        Magic::V1,
+        0,
+        DownConvertConfig::default(),
+        Some(AbortedFilter::new(aborted.clone())),
+    )
+    .expect("lazy");
+    assert_eq!(offsets(&committed), vec![2, 3, 5, 6]);
+    assert_eq!(stats.aborted_records_skipped, 1);
+    // Only aborted data then a marker: an empty set, as with markers alone (D2).
+    let (declared, _, _) = down_convert_lazy_with(
+        &src[..legacy::entry_bytes(&src).unwrap().unwrap() * 2],
+        Magic::V1,
+        0,
+        DownConvertConfig::default(),
+        Some(AbortedFilter::new(aborted)),
+    )
+    .expect("lazy");
+    assert_eq!(declared, 0);
+}
+
+#[test]
+fn read_committed_memory_is_one_chunk_of_source_and_its_output() {
+    use TxnStep::{Data, End};
+    // 1,000 transactions of 4 batches of 20 records, every tenth aborted, from 4 producers.
+    let steps: Vec<TxnStep> = (0..1_000)
+        .flat_map(|index| {
+            let pid = index % 4;
+            let mut steps = vec![
+                Data {
+                    pid,
+                    txn: true,
+                    records: 20
+                };
+                4
+            ];
+            steps.push(End {
+                pid,
+                commit: index % 10 != 3,
+            });
+            steps
+        })
+        .collect();
+    let (src, aborted, _) = txn_log(&steps, Compression::None);
+    assert_eq!(aborted.len(), 100);
+    for chunk_bytes in [16 * 1024, 128 * 1024] {
+        let config = DownConvertConfig {
+            chunk_bytes,
+            ..DownConvertConfig::default()
+        };
+        let (_, out, stats) = down_convert_lazy_with(
+            &with_slack(&src),
+            Magic::V1,
+            0,
+            config,
+            Some(AbortedFilter::new(aborted.clone())),
+        )
+        .expect("lazy");
+        assert_eq!(offsets(&out).len(), 900 * 80);
+        assert_eq!(stats.aborted_records_skipped, 100 * 80);
+        // A 7 MB slice is held one piece of at most a chunk at a time, and one converted chunk:
+        // these ~60-byte records grow by about a quarter in v1 (34 bytes of entry and message
+        // header each, where v2 spends about 10).
+        assert!(src.len() > 50 * chunk_bytes);
+        assert!(stats.largest_source_piece_bytes <= chunk_bytes, "{stats:?}");
+        assert!(
+            stats.largest_output_piece_bytes <= chunk_bytes + chunk_bytes / 2,
+            "{stats:?}"
+        );
+    }
+    // The parked state: the filter's list (16 bytes an aborted transaction of the range) and
+    // the producers inside one; no converted bytes.
+    assert!(std::mem::size_of::<Parked>() <= 128);
+}

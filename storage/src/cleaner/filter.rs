@@ -1,8 +1,10 @@
-//! The clean pass's rule for one batch (Kafka's `Cleaner.shouldRetainRecord` and
-//! `MemoryRecords.filterTo`): which records stay, and the bytes the batch becomes. Pure over
-//! bytes, the offset map and the caller's time; must never change a kept record's offset, key,
-//! value, headers or timestamp, nor drop a key's latest record (or its tombstone before the
-//! tombstone's delete horizon).
+//! The clean pass's rule for one batch (Kafka's `Cleaner.shouldRetainRecord`,
+//! `checkBatchRetention` and `MemoryRecords.filterTo`): which records stay, and the bytes the
+//! batch becomes; with the transaction rules' verdict (`txn`), the records of aborted
+//! transactions go and markers whose transaction left no data get a delete horizon, then go.
+//! Pure over bytes, the offset map and the caller's time; must never change a kept record's
+//! offset, key, value, headers or timestamp, nor drop a key's latest committed record (or its
+//! tombstone, or a marker, before its delete horizon).
 
 use skiff_protocol::limits::DECOMPRESSED_BYTES_MAX;
 use skiff_protocol::records::record::{batch_records, BatchBuilder, NewRecord, Record};
@@ -44,6 +46,10 @@ pub(crate) struct FilterCounts {
     /// Records without a key (Kafka counts them as invalid and drops them).
     pub(crate) keyless_dropped: u64,
     pub(crate) tombstones_dropped: u64,
+    /// Records of aborted transactions dropped.
+    pub(crate) aborted_dropped: u64,
+    /// Markers dropped past their delete horizon.
+    pub(crate) markers_dropped: u64,
 }
 
 /// Whether `record` of a batch with `header` stays, and whether it is a tombstone.
@@ -80,21 +86,42 @@ fn keeps(
 }
 
 /// Filters one whole v2 `batch`. `retain_empty`: the batch is the last of a live idempotent
-/// producer, kept (empty if need be) so its sequence survives, as Kafka does. Control batches
-/// (transaction markers) are kept as they are. `scratch` holds a compressed batch's records.
+/// producer, kept (empty if need be; a marker whole) so its sequence and epoch survive, as Kafka
+/// does. `txn_discardable`: what the transaction rules (`txn`) said of the batch: a data batch of
+/// an aborted transaction (its records all go), or a marker whose transaction has no batch left
+/// (it gets a delete horizon, and goes once that has passed). Other markers stay as they are.
+/// `scratch` holds a compressed batch's records.
 pub(crate) fn filter_batch(
     batch: &[u8],
     header: &BatchHeader,
     rules: &FilterRules<'_>,
-    retain_empty: bool,
+    (retain_empty, txn_discardable): (bool, bool),
     scratch: &mut Vec<u8>,
     counts: &mut FilterCounts,
 ) -> Result<Filtered, RecordError> {
     let records_count = u64::from(header.records_count.unsigned_abs());
     counts.records_read += records_count;
-    if header.is_control() || header.base_offset >= rules.mapped_end {
+    if header.base_offset >= rules.mapped_end {
         counts.records_kept += records_count;
         return Ok(Filtered::Original);
+    }
+    if header.is_control() {
+        return filter_marker(
+            batch,
+            header,
+            rules,
+            retain_empty,
+            txn_discardable,
+            scratch,
+            counts,
+        );
+    }
+    if txn_discardable {
+        counts.aborted_dropped += records_count;
+        if retain_empty {
+            return Ok(Filtered::Rebuilt(empty_batch(header)));
+        }
+        return Ok(Filtered::Dropped);
     }
     let records = batch_records(batch, header, scratch, DECOMPRESSED_BYTES_MAX)?;
     let mut kept_count = 0u64;
@@ -120,12 +147,63 @@ pub(crate) fn filter_batch(
     let horizon = header
         .delete_horizon_ms()
         .or(needs_horizon.then(|| rules.now_ms.saturating_add(rules.delete_retention_ms)));
+    let mut quiet = FilterCounts::default();
+    rebuild(batch, header, horizon, scratch, |record| {
+        keeps(record, header, rules, &mut quiet)
+    })
+}
+
+/// A marker (control batch) below the mapped end: kept whole while its transaction still has
+/// data in the log or while it is its producer's last batch; otherwise it first gets the delete
+/// horizon `now + delete_retention_ms` (Kafka piggy-backs on the tombstone rule, KIP-534) and a
+/// cleaning at or after the horizon drops it. Kafka empties such a marker when it is the
+/// producer's last batch; Skiff keeps it whole, so recovery always reads which way it ended.
+fn filter_marker(
+    batch: &[u8],
+    header: &BatchHeader,
+    rules: &FilterRules<'_>,
+    retain_empty: bool,
+    discardable: bool,
+    scratch: &mut Vec<u8>,
+    counts: &mut FilterCounts,
+) -> Result<Filtered, RecordError> {
+    let records_count = u64::from(header.records_count.unsigned_abs());
+    if !discardable || retain_empty {
+        counts.records_kept += records_count;
+        return Ok(Filtered::Original);
+    }
+    match header.delete_horizon_ms() {
+        Some(horizon) if rules.now_ms >= horizon => {
+            counts.markers_dropped += 1;
+            Ok(Filtered::Dropped)
+        }
+        Some(_) => {
+            counts.records_kept += records_count;
+            Ok(Filtered::Original)
+        }
+        None => {
+            counts.records_kept += records_count;
+            let horizon = rules.now_ms.saturating_add(rules.delete_retention_ms);
+            rebuild(batch, header, Some(horizon), scratch, |_| true)
+        }
+    }
+}
+
+/// `batch` re-encoded with the records `keep` answers true for, like its header (see
+/// [`builder_like`]) with `horizon`.
+fn rebuild(
+    batch: &[u8],
+    header: &BatchHeader,
+    horizon: Option<i64>,
+    scratch: &mut Vec<u8>,
+    mut keep: impl FnMut(&Record<'_>) -> bool,
+) -> Result<Filtered, RecordError> {
+    let records = batch_records(batch, header, scratch, DECOMPRESSED_BYTES_MAX)?;
     let mut builder = builder_like(header, horizon)?;
     let mut pairs: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
-    let mut quiet = FilterCounts::default();
     for record in records {
         let record = record?;
-        if !keeps(&record, header, rules, &mut quiet) {
+        if !keep(&record) {
             continue;
         }
         pairs.clear();
@@ -147,7 +225,7 @@ pub(crate) fn filter_batch(
 }
 
 /// A builder that writes a batch like `header`'s: same base offset, codec, producer fields,
-/// leader epoch, timestamp type and transactional bit, the original last offset (Kafka's
+/// leader epoch, timestamp type, transactional and control bits, the original last offset (Kafka's
 /// `overrideLastOffset`, so the producer's last sequence survives), and the delete horizon.
 fn builder_like(header: &BatchHeader, horizon: Option<i64>) -> Result<BatchBuilder, RecordError> {
     let mut builder = BatchBuilder::new(header.base_offset, header.compression()?);
@@ -155,6 +233,7 @@ fn builder_like(header: &BatchHeader, horizon: Option<i64>) -> Result<BatchBuild
     builder.producer_epoch = header.producer_epoch;
     builder.base_sequence = header.base_sequence;
     builder.transactional = header.is_transactional();
+    builder.control = header.is_control();
     builder.partition_leader_epoch = header.partition_leader_epoch;
     if header.is_log_append_time() {
         builder.log_append_time_ms = Some(header.max_timestamp);
@@ -265,7 +344,7 @@ mod tests {
             batch,
             &header,
             rules,
-            retain_empty,
+            (retain_empty, false),
             &mut Vec::new(),
             &mut counts,
         )
@@ -377,6 +456,108 @@ mod tests {
             "an existing horizon stays"
         );
         assert_eq!(counts.tombstones_dropped, 1);
+    }
+
+    fn marker(base: i64, marker_type: skiff_protocol::records::txn::MarkerType) -> Vec<u8> {
+        let mut batch = skiff_protocol::records::txn::EndTxnMarker {
+            producer_id: 7,
+            producer_epoch: 1,
+            coordinator_epoch: 3,
+            marker_type,
+        }
+        .encode_batch(2_000)
+        .unwrap();
+        v2::set_base_offset(&mut batch, base).unwrap();
+        batch
+    }
+
+    fn filter_txn(
+        batch: &[u8],
+        rules: &FilterRules<'_>,
+        retain_empty: bool,
+        discardable: bool,
+    ) -> Filtered {
+        let header = BatchHeader::parse(batch).unwrap();
+        let mut counts = FilterCounts::default();
+        filter_batch(
+            batch,
+            &header,
+            rules,
+            (retain_empty, discardable),
+            &mut Vec::new(),
+            &mut counts,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn aborted_batches_go_whole_and_a_producers_last_stays_empty() {
+        let batch = build(10, Compression::Gzip, &[Rec(0, 1, Some(b"k"), Some(b"1"))]);
+        let map = map_of(&[(b"k", 10)]);
+        let rules = FilterRules {
+            map: &map,
+            mapped_end: 11,
+            now_ms: 0,
+            delete_retention_ms: 0,
+        };
+        assert_eq!(filter_txn(&batch, &rules, false, false), Filtered::Original);
+        assert_eq!(filter_txn(&batch, &rules, false, true), Filtered::Dropped);
+        let Filtered::Rebuilt(empty) = filter_txn(&batch, &rules, true, true) else {
+            panic!()
+        };
+        assert_eq!(v2::validate(&empty).unwrap().records_count, 0);
+        let past = FilterRules {
+            mapped_end: 10,
+            ..rules
+        };
+        assert_eq!(filter_txn(&batch, &past, false, true), Filtered::Original);
+    }
+
+    #[test]
+    fn a_marker_left_alone_gets_a_horizon_then_goes_after_it() {
+        use skiff_protocol::records::txn::{EndTxnMarker, MarkerType};
+        let batch = marker(20, MarkerType::Abort);
+        let map = map_of(&[]);
+        let rules = FilterRules {
+            map: &map,
+            mapped_end: 21,
+            now_ms: 5_000,
+            delete_retention_ms: 1_000,
+        };
+        assert_eq!(filter_txn(&batch, &rules, false, false), Filtered::Original);
+        assert_eq!(filter_txn(&batch, &rules, true, true), Filtered::Original);
+        let Filtered::Rebuilt(marked) = filter_txn(&batch, &rules, false, true) else {
+            panic!()
+        };
+        let header = v2::validate(&marked).unwrap();
+        assert!(header.is_control() && header.is_transactional());
+        assert_eq!(header.delete_horizon_ms(), Some(6_000));
+        assert_eq!(header.base_offset, 20);
+        let decoded = EndTxnMarker::decode_batch(&marked).unwrap();
+        assert_eq!(
+            (
+                decoded.marker_type,
+                decoded.coordinator_epoch,
+                decoded.producer_epoch
+            ),
+            (MarkerType::Abort, 3, 1)
+        );
+        let (_, records) = read(&marked);
+        assert_eq!(records[0].1, 2_000, "the marker's timestamp is unchanged");
+        let before = FilterRules {
+            now_ms: 5_999,
+            ..rules
+        };
+        assert_eq!(
+            filter_txn(&marked, &before, false, true),
+            Filtered::Original
+        );
+        let after = FilterRules {
+            now_ms: 6_000,
+            ..rules
+        };
+        assert_eq!(filter_txn(&marked, &after, false, true), Filtered::Dropped);
+        assert_eq!(filter_txn(&marked, &after, true, true), Filtered::Original);
     }
 
     #[test]

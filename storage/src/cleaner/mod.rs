@@ -1,8 +1,9 @@
 //! The log cleaner's storage side (Kafka's `Cleaner`, `LogCleanerManager.cleanableOffsets` and
 //! `SkimpyOffsetMap`): planning which range of a compacted log to clean (`plan`, pure), the
-//! bounded key map (`offset_map`), the rule for each batch (`filter`, pure), the I/O throttle's
-//! arithmetic (`throttle`, pure), the data directory's first-dirty offsets (`checkpoint`) and the
-//! swap manifest (`swap`). The clean pass itself is `Log::clean` (`log/clean.rs`), which reads
+//! bounded key map (`offset_map`), the rule for each batch (`filter`, pure), the transaction
+//! rules (`txn`, pure: aborted batches, markers, the cleaned segment's aborted-index entries),
+//! the I/O throttle's arithmetic (`throttle`, pure), the data directory's first-dirty offsets
+//! (`checkpoint`) and the swap manifest (`swap`). The clean pass itself is `Log::clean` (`log/clean.rs`), which reads
 //! and writes the files. Owns no thread, no clock and no schedule: the embedder (the broker's
 //! cleaner threads) decides which log to clean and when, with [`choose_filthiest`].
 //!
@@ -39,6 +40,7 @@ mod offset_map;
 mod plan;
 mod swap;
 mod throttle;
+mod txn;
 
 pub(crate) use checkpoint::CleanerCheckpoints;
 pub(crate) use filter::{filter_batch, FilterCounts, FilterRules, Filtered};
@@ -47,6 +49,7 @@ pub use plan::{choose_filthiest, CleanPlan};
 pub(crate) use plan::{plan, LogOffsets, SegmentSummary};
 pub(crate) use swap::{SwapManifest, SWAP_MANIFEST_FILE};
 pub use throttle::throttle_pause;
+pub(crate) use txn::CleanedTxns;
 
 use crate::error::{Error, Result};
 use crate::limits;
@@ -153,6 +156,10 @@ pub struct CleanStats {
     pub invalid_records: u64,
     /// Tombstones dropped past their delete horizon.
     pub tombstones_dropped: u64,
+    /// Records of aborted transactions dropped.
+    pub aborted_records_dropped: u64,
+    /// Transaction markers dropped past their delete horizon.
+    pub markers_dropped: u64,
     /// The offset map's utilization after mapping (0 to 1).
     pub map_utilization: f64,
     /// Segments rewritten, and the segments they became.

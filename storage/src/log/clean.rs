@@ -17,8 +17,9 @@ use skiff_protocol::records::record::batch_records;
 use skiff_protocol::records::v2::{BatchHeader, BATCH_HEADER_BYTES};
 
 use crate::cleaner::{
-    filter_batch, plan, CleanError, CleanHooks, CleanPlan, CleanStats, Cleaner, FilterCounts,
-    FilterRules, Filtered, LogOffsets, SegmentSummary, SwapManifest, SWAP_MANIFEST_FILE,
+    filter_batch, plan, CleanError, CleanHooks, CleanPlan, CleanStats, CleanedTxns, Cleaner,
+    FilterCounts, FilterRules, Filtered, LogOffsets, SegmentSummary, SwapManifest,
+    SWAP_MANIFEST_FILE,
 };
 use crate::config::{LogConfig, PersistMode};
 use crate::error::{Error, Result};
@@ -144,7 +145,12 @@ impl Log {
     /// dropping records without a key and tombstones past their delete horizon (a tombstone
     /// first passed gets the horizon `now_ms + delete_retention_ms`, KIP-534), and keeping the
     /// last batch of each producer in `live_producers` (producer id → last offset of its last
-    /// batch), empty if need be. Small cleaned segments are merged up to `segment_bytes`. The
+    /// batch), empty if need be (a marker whole). Transactions as Kafka's cleaner treats them
+    /// (`cleaner::txn`, from the aborted-transaction index): the batches of aborted
+    /// transactions go (and never enter the map), a marker stays while its transaction has data
+    /// in the log and otherwise gets the delete horizon and goes after it, and the cleaned
+    /// segment keeps the index entries of the ABORT markers kept with their data. The caller's
+    /// upper bound must not pass the last stable offset. Small cleaned segments are merged up to `segment_bytes`. The
     /// log's first dirty offset becomes the end of the mapped section.
     ///
     /// Appends and reads go on meanwhile. A truncation, a move of the log start, a deletion or
@@ -227,7 +233,16 @@ impl Log {
             .filter(|source| source.base_offset < stats.end_offset)
             .collect();
         stats.segments_before = sources.len();
-        for group in group_by_size(&sources, &snapshot.config) {
+        // One transaction state for the whole pass (a transaction's data may lie in an earlier
+        // group than its marker), fed each group's aborted transactions as it comes.
+        let mut txns = CleanedTxns::default();
+        for (index, group) in group_by_size(&sources, &snapshot.config).iter().enumerate() {
+            let group_base = group.first().map_or(0, |source| source.base_offset);
+            let group_end = self.base_after(snapshot, group).min(stats.end_offset);
+            txns.add_range(
+                self.aborted_transactions(group_base, group_end)?,
+                (index > 0).then_some(group_base),
+            );
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
@@ -244,14 +259,14 @@ impl Log {
             );
             let written = self.write_cleaned(
                 snapshot,
-                &group,
-                &rules,
+                group,
+                (&rules, &mut txns),
                 live_producers,
                 buffers,
                 hooks,
                 stats,
             )?;
-            self.swap_group(snapshot, &group, self.base_after(snapshot, &group), written)?;
+            self.swap_group(snapshot, group, self.base_after(snapshot, group), written)?;
             stats.segments_after += 1;
         }
         Ok(())
@@ -333,15 +348,27 @@ impl Log {
     }
 }
 
-/// Puts the keys of one batch into `map`; `false` (nothing put) if they may not fit.
+/// Puts the keys of one batch into `map`; `false` (nothing put) if they may not fit. A marker
+/// and a batch of an aborted transaction (`txns` decides, and reads the marker) put nothing: an
+/// aborted later value must not make the cleaner drop the committed one before it (Kafka's
+/// `buildOffsetMapForSegment`).
 fn map_batch(
     map: &mut crate::cleaner::OffsetMap,
     scratch: &mut Vec<u8>,
+    txns: &mut CleanedTxns,
     batch: &[u8],
     header: &BatchHeader,
     path: &Path,
     stats: &mut CleanStats,
 ) -> CleanResult<bool> {
+    if header.is_control() {
+        txns.on_control_batch(batch, header);
+        return Ok(true);
+    }
+    if txns.on_data_batch(header) {
+        stats.map_records_read += u64::from(header.records_count.unsigned_abs());
+        return Ok(true);
+    }
     let count = usize::try_from(header.records_count).unwrap_or(usize::MAX);
     if !map.has_room_for(count) || !map.can_hold_offset(header.last_offset()) {
         return Ok(false);
@@ -461,6 +488,8 @@ impl Log {
         let mut mapped_end = start;
         let mut full = false;
         let batch_max = (snapshot.config.batch_bytes_max as usize).max(read_buffer.len());
+        // Records of aborted transactions never enter the map (see `map_batch`).
+        let (mut txns, mut covered) = (CleanedTxns::default(), start);
         for source in snapshot
             .sources
             .iter()
@@ -469,6 +498,8 @@ impl Log {
             if !hooks.keep_going() {
                 return Err(CleanError::Aborted("the embedder asked to stop"));
             }
+            let upper = self.base_after(snapshot, std::slice::from_ref(source));
+            self.read_aborted_up_to(&mut txns, (start, &mut covered), upper.min(stop))?;
             let file = self.source_file(snapshot, source)?;
             let path = fs::segment_file(&self.dir, source.base_offset, LOG_SUFFIX);
             let mut done = false;
@@ -487,11 +518,7 @@ impl Log {
                         done = true;
                         return Ok(false);
                     }
-                    if header.is_control() {
-                        mapped_end = header.next_offset();
-                        return Ok(true);
-                    }
-                    if !map_batch(map, scratch, batch, header, &path, stats)? {
+                    if !map_batch(map, scratch, &mut txns, batch, header, &path, stats)? {
                         full = true;
                         return Ok(false);
                     }
@@ -506,6 +533,26 @@ impl Log {
         Ok((mapped_end, !full))
     }
 
+    /// Adds the aborted transactions of `[covered, upper)` to `txns` (from the index) and moves
+    /// `covered` to `upper`. The mapping reads the index segment by segment over contiguous
+    /// ranges from `start`: a cleaned segment may end before the next begins, and a transaction
+    /// whose first batches went with that gap still starts there.
+    fn read_aborted_up_to(
+        &self,
+        txns: &mut CleanedTxns,
+        (start, covered): (i64, &mut i64),
+        upper: i64,
+    ) -> Result<()> {
+        if upper > *covered {
+            txns.add_range(
+                self.aborted_transactions(*covered, upper)?,
+                (*covered > start).then_some(*covered),
+            );
+            *covered = upper;
+        }
+        Ok(())
+    }
+
     /// Writes the cleaned copy of `group` to `<base>.log.cleaned`, fsynced with its name.
     /// Returns its length and CRC32C.
     #[allow(clippy::too_many_arguments)] // the group, the rules, the producers, the buffers, the hooks, the figures
@@ -513,7 +560,7 @@ impl Log {
         &self,
         snapshot: &Snapshot,
         group: &[Source],
-        rules: &FilterRules<'_>,
+        (rules, txns): (&FilterRules<'_>, &mut CleanedTxns),
         live_producers: &BTreeMap<i64, i64>,
         (read_buffer, write_buffer, scratch): Buffers<'_>,
         hooks: &mut dyn CleanHooks,
@@ -545,14 +592,9 @@ impl Log {
                     batch_max,
                     hooks,
                     |batch, header, hooks| {
-                        let retain_empty = header.producer_id >= 0
-                            && live_producers.get(&header.producer_id)
-                                == Some(&header.last_offset());
-                        let filtered =
-                            filter_batch(batch, header, rules, retain_empty, scratch, &mut counts)
-                                .map_err(|error| {
-                                    Error::corrupt(&source_path, 0, error.to_string())
-                                })?;
+                        let rules = (rules, &mut *txns, live_producers);
+                        let filtered = clean_batch(batch, header, rules, scratch, &mut counts)
+                            .map_err(|error| Error::corrupt(&source_path, 0, error.to_string()))?;
                         if header.is_control() && !matches!(filtered, Filtered::Dropped) {
                             kept_markers.push(header.base_offset);
                         }
@@ -581,12 +623,42 @@ impl Log {
     }
 }
 
+/// What one batch of a group becomes: the transaction rules' verdict on it (below the mapped end;
+/// past it everything is copied as it is, markers included), whether it is a live producer's
+/// last batch (`live_producers`: producer id → last offset of its last batch), then the filter.
+fn clean_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    (rules, txns, live_producers): (&FilterRules<'_>, &mut CleanedTxns, &BTreeMap<i64, i64>),
+    scratch: &mut Vec<u8>,
+    counts: &mut FilterCounts,
+) -> std::result::Result<Filtered, skiff_protocol::records::RecordError> {
+    let retain_empty = header.producer_id >= 0
+        && live_producers.get(&header.producer_id) == Some(&header.last_offset());
+    let discardable = header.base_offset < rules.mapped_end
+        && if header.is_control() {
+            txns.on_control_batch(batch, header)
+        } else {
+            txns.on_data_batch(header)
+        };
+    filter_batch(
+        batch,
+        header,
+        rules,
+        (retain_empty, discardable),
+        scratch,
+        counts,
+    )
+}
+
 /// Adds one group's filter counts and bytes written to the pass's figures.
 fn add_counts(stats: &mut CleanStats, counts: &FilterCounts, bytes_written: u64) {
     stats.records_read += counts.records_read;
     stats.records_written += counts.records_kept;
     stats.invalid_records += counts.keyless_dropped;
     stats.tombstones_dropped += counts.tombstones_dropped;
+    stats.aborted_records_dropped += counts.aborted_dropped;
+    stats.markers_dropped += counts.markers_dropped;
     stats.bytes_written += bytes_written;
 }
 
