@@ -7,10 +7,11 @@
 //! in the group's `__consumer_offsets` partition; the producer's marker there later makes them
 //! visible (COMMIT) or drops them (ABORT).
 //!
-//! Not done yet: KIP-890's check that the producer's transaction holds the group's offsets
-//! partition (v0–v4: verify with AddPartitionsToTxn v4; v5: add it with v5), which waits for the
-//! transaction-verification client (`txn_verify`); until then the commit is trusted to belong to
-//! the producer's ongoing transaction, as Kafka before 3.6 trusted it.
+//! KIP-890: before the coordinator task sees the commit, the transactional id's coordinator
+//! confirms the group's offsets partition is in the producer's transaction (v0–v4:
+//! AddPartitionsToTxn v4, verify only) or adds it (v5, transaction version 2, whose clients send no
+//! AddOffsetsToTxn), unless the producer already has a transaction open there at that epoch;
+//! `transaction.partition.verification.enable=false` skips the check as it does for Produce.
 //!
 //! Must never: acknowledge a commit itself (only the coordinator's reply does, after the flush
 //! and replication).
@@ -23,10 +24,16 @@ use kafka_protocol::messages::{RequestHeader, TxnOffsetCommitRequest, TxnOffsetC
 
 use super::error_code;
 use crate::context::Ctx;
+use crate::group::driver::OFFSETS_TOPIC;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
+use crate::txn_verify;
+use crate::txn_verify::client::VERIFY_TIMEOUT_MAX;
+use crate::txn_verify::plan::{
+    produce_version_of_txn_offset_commit, txn_offset_commit_error, Verification,
+};
 
 /// Every partition of `topics`, answered with `code`.
 fn answer(topics: &[TxnOffsetCommitRequestTopic], code: i16) -> Vec<TxnOffsetCommitResponseTopic> {
@@ -73,6 +80,10 @@ pub(crate) async fn handle(
     ) {
         return refused_with(error_code::GROUP_AUTHORIZATION_FAILED);
     }
+    let verified = verify_offsets_partition(ctx, header.request_api_version, &request).await;
+    if verified != error_code::NONE {
+        return refused_with(verified);
+    }
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
         .into_iter()
         .partition(|topic| {
@@ -97,4 +108,44 @@ pub(crate) async fn handle(
     };
     response.topics.extend(refused);
     response
+}
+
+/// KIP-890 for the group's `__consumer_offsets` partition: 0 once the transactional id's
+/// coordinator confirmed (or, from v5, added) it in the producer's transaction, or when there is
+/// nothing to ask (verification off; the offsets topic not there yet, which the coordinator task
+/// answers; the producer's transaction already open there at this epoch); else the error every
+/// partition of the commit gets.
+async fn verify_offsets_partition(
+    ctx: &Ctx,
+    version: i16,
+    request: &TxnOffsetCommitRequest,
+) -> i16 {
+    if !ctx.config.transaction_partition_verification_enable {
+        return error_code::NONE;
+    }
+    let (partitions, _) = ctx.cluster.led_partitions(OFFSETS_TOPIC);
+    if partitions <= 0 {
+        return error_code::NONE;
+    }
+    let partition = skiff_group::coordinator_partition(request.group_id.as_str(), partitions);
+    let producer = (request.producer_id.0, request.producer_epoch);
+    let produce_version = produce_version_of_txn_offset_commit(version);
+    let mut verification =
+        Verification::new(request.transactional_id.as_str(), producer, produce_version);
+    let open = ctx.topics.get(OFFSETS_TOPIC).and_then(|topic| {
+        topic
+            .partition(partition)
+            .and_then(|led| led.open_transaction(producer.0))
+    });
+    if !verification.needs(open) {
+        return error_code::NONE;
+    }
+    verification.push(OFFSETS_TOPIC, partition);
+    let verified =
+        txn_verify::client::verify(ctx, &verification, produce_version, VERIFY_TIMEOUT_MAX).await;
+    verified
+        .values()
+        .copied()
+        .find(|code| *code != error_code::NONE)
+        .map_or(error_code::NONE, txn_offset_commit_error)
 }

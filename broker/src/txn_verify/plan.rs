@@ -113,6 +113,30 @@ pub fn produce_error(code: i16, produce_version: i16) -> i16 {
     code
 }
 
+/// The Produce version whose KIP-890 behaviour a TxnOffsetCommit of `version` shares: v5 (transaction
+/// version 2) adds the group's offsets partition to the transaction as Produce v12 adds its
+/// partition; v4 verifies it and understands TRANSACTION_ABORTABLE, as Produce v11; older ones
+/// verify it and get INVALID_TXN_STATE in TRANSACTION_ABORTABLE's place.
+pub fn produce_version_of_txn_offset_commit(version: i16) -> i16 {
+    match version {
+        5.. => ADDS_PARTITIONS_PRODUCE_VERSION_MIN,
+        4 => ABORTABLE_PRODUCE_VERSION_MIN,
+        _ => ABORTABLE_PRODUCE_VERSION_MIN - 1,
+    }
+}
+
+/// The TxnOffsetCommit error of an offsets partition whose verification ended in the Produce
+/// error `produce_code` (Kafka's mapping for offset commits): a coordinator that could not answer
+/// (NOT_ENOUGH_REPLICAS for a Produce) is COORDINATOR_NOT_AVAILABLE, which the producer retries;
+/// the rest as they are.
+pub fn txn_offset_commit_error(produce_code: i16) -> i16 {
+    if produce_code == ErrorCode::NOT_ENOUGH_REPLICAS.code() {
+        ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
+    } else {
+        produce_code
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +212,35 @@ mod tests {
             code(ErrorCode::INVALID_TXN_STATE)
         );
         assert_eq!(produce_error(0, 9), 0);
+    }
+
+    #[test]
+    fn txn_offset_commits_verify_like_the_produce_of_their_transaction_version() {
+        assert_eq!(
+            Verification::new("tx", (7, 4), produce_version_of_txn_offset_commit(5)).version(),
+            5,
+            "TxnOffsetCommit v5 adds the offsets partition"
+        );
+        for version in 0..=4 {
+            let produce = produce_version_of_txn_offset_commit(version);
+            assert_eq!(Verification::new("tx", (7, 4), produce).version(), 4);
+        }
+        let abortable = |version| {
+            produce_error(
+                TRANSACTION_ABORTABLE,
+                produce_version_of_txn_offset_commit(version),
+            )
+        };
+        assert_eq!(abortable(4), TRANSACTION_ABORTABLE);
+        assert_eq!(abortable(3), ErrorCode::INVALID_TXN_STATE.code());
+        let busy = produce_error(ErrorCode::NOT_COORDINATOR.code(), 12);
+        assert_eq!(
+            txn_offset_commit_error(busy),
+            ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
+        );
+        assert_eq!(
+            txn_offset_commit_error(ErrorCode::INVALID_TXN_STATE.code()),
+            ErrorCode::INVALID_TXN_STATE.code()
+        );
     }
 }
