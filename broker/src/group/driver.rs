@@ -17,12 +17,14 @@
 //! when the replica does not lead), that log is flushed, and the high watermark has passed them:
 //! every in-sync replica holds them (Kafka's acks=-1 for commits, with `min.insync.replicas` and
 //! `offsets.commit.timeout.ms`). The wait for the HW runs beside the task, so other groups are
-//! served meanwhile; the coordinator orders late answers by their persist sequence. Each log is
-//! compacted by snapshot: once `skiff.offsets.compaction.bytes` were appended to it (and nothing
-//! appended to it still waits for the HW), the partition's committed offsets are appended again
-//! and, once the HW has passed that snapshot, the log before it is dropped
-//! (`Log::delete_records_before`), so a replay stays short and the disk bounded without a log
-//! cleaner.
+//! served meanwhile; the coordinator orders late answers by their persist sequence. The logs are
+//! compacted by the log cleaner like any `compact` topic (`crate::ops::cleaner`), so a replay stays
+//! short and the disk bounded.
+//!
+//! Fencing: nothing is led while this broker's session is not provably alive (a broker cut off
+//! from the metadata store may already have been replaced, and must not answer from what it
+//! loaded), and a partition led again at another leader epoch than the one it was loaded at is
+//! loaded again from its log.
 //!
 //! Transactions: a TxnOffsetCommit's records are appended the same way, as transactional batches
 //! of its producer; a replay hands the coordinator transactional records and end-transaction
