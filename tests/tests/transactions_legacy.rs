@@ -27,10 +27,15 @@ const KEY: &str = "skiff.legacy.isolation.level";
 const NO_VERIFICATION: &str = "transaction.partition.verification.enable=false";
 
 fn batch(producer_id: i64, epoch: i16, count: i32) -> Vec<u8> {
+    batch_at(producer_id, epoch, count, 0)
+}
+
+/// [`batch`] from sequence `base_sequence` (the producer's next batch of the same epoch).
+fn batch_at(producer_id: i64, epoch: i16, count: i32, base_sequence: i32) -> Vec<u8> {
     let mut builder = BatchBuilder::new(0, Compression::None);
     builder.producer_id = producer_id;
     builder.producer_epoch = epoch;
-    builder.base_sequence = 0;
+    builder.base_sequence = base_sequence;
     builder.transactional = true;
     for delta in 0..count {
         builder
@@ -87,6 +92,16 @@ async fn legacy_read(
     topic: &str,
     version: i16,
 ) -> anyhow::Result<(i16, i64, Vec<(i64, String)>)> {
+    legacy_read_at(client, topic, version, 1 << 20).await
+}
+
+/// A legacy Fetch at `version` from offset 0 with `partition_max_bytes`.
+async fn legacy_read_at(
+    client: &mut Connection,
+    topic: &str,
+    version: i16,
+    partition_max_bytes: i32,
+) -> anyhow::Result<(i16, i64, Vec<(i64, String)>)> {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -97,7 +112,7 @@ async fn legacy_read(
             .with_partitions(vec![FetchPartition::default()
                 .with_partition(0)
                 .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+                .with_partition_max_bytes(partition_max_bytes)])]);
     let response = fetch(client, version, &request).await?;
     let partition = &response.responses[0].partitions[0];
     let bytes = partition.records.clone().unwrap_or_default();
@@ -190,6 +205,57 @@ async fn legacy_consumers_read_committed_data_only_when_the_topic_says_so() -> a
             records,
             vec![(3, "e1r0".to_owned()), (4, "e1r1".to_owned())],
             "v{version} read_committed"
+        );
+    }
+    broker.stop().await;
+    Ok(())
+}
+
+/// An aborted transaction of many batches, larger than the legacy consumer's fetch size, then a
+/// committed one: with `read_committed` the legacy read moves past the aborted run and answers
+/// the committed records (an empty answer would leave an old client fetching offset 0 forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_read_committed_consumer_moves_past_an_aborted_run_larger_than_its_fetch(
+) -> anyhow::Result<()> {
+    const ABORTED_BATCHES: i32 = 12;
+    const RECORDS_PER_BATCH: i32 = 50;
+    let broker = TestBroker::start(&[NO_VERIFICATION]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let topic = "legacy-aborted-run";
+    create_topic(&mut client, topic, &[(KEY, "read_committed")]).await?;
+    let init: InitProducerIdResponse = client
+        .request(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+        )
+        .await?;
+    let producer = init.producer_id.0;
+    for index in 0..ABORTED_BATCHES {
+        let records = batch_at(producer, 0, RECORDS_PER_BATCH, index * RECORDS_PER_BATCH);
+        anyhow::ensure!(produce(&mut client, topic, records).await? == 0);
+    }
+    anyhow::ensure!(end_txn(&mut client, topic, (producer, 1), false).await? == 0);
+    anyhow::ensure!(produce(&mut client, topic, batch(producer, 1, 2)).await? == 0);
+    anyhow::ensure!(end_txn(&mut client, topic, (producer, 2), true).await? == 0);
+    let committed_first = i64::from(ABORTED_BATCHES * RECORDS_PER_BATCH) + 1;
+    let one_batch = i32::try_from(batch(producer, 0, RECORDS_PER_BATCH).len())?;
+    for version in 0..=3 {
+        // Two batches' worth per fetch: the aborted run is six fetches long.
+        let (error, high_watermark, records) =
+            legacy_read_at(&mut client, topic, version, 2 * one_batch).await?;
+        assert_eq!(
+            (error, high_watermark),
+            (0, committed_first + 3),
+            "v{version}"
+        );
+        assert_eq!(
+            records,
+            vec![
+                (committed_first, "e1r0".to_owned()),
+                (committed_first + 1, "e1r1".to_owned())
+            ],
+            "v{version}: past the aborted run to the committed records"
         );
     }
     broker.stop().await;

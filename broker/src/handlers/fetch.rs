@@ -30,7 +30,8 @@ use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::{FetchRequest, RequestHeader};
 use skiff_cluster::replica::{FetchAnswer, FollowerFetch};
 use skiff_protocol::down_convert::AbortedFilter;
-use skiff_protocol::records::txn::IsolationLevel;
+use skiff_protocol::records::txn::{IsolationLevel, CONTROL_BATCH_BYTES_MAX};
+use skiff_protocol::records::v2;
 use skiff_protocol::records::Magic;
 use skiff_protocol::responses::fetch::{
     encode_fetch_response, AbortedTransactionShape, DivergingEpoch, FetchPart, FetchPartitionShape,
@@ -518,7 +519,7 @@ fn read_partition(
             }
         }
     };
-    let read = SliceRead {
+    let mut read = SliceRead {
         fetch_offset,
         read_end,
         log_start_offset,
@@ -526,7 +527,12 @@ fn read_partition(
         first_with_data,
         committed: reader.isolation == IsolationLevel::ReadCommitted,
     };
-    let (slice, aborted) = match read_slice(log, &read) {
+    // Legacy read_committed: an old client cannot be told to move past records it is not given.
+    let found = read_slice(log, &read).and_then(|found| match convert_to {
+        Some(_) if read.committed => skip_left_out(log, &mut read, found),
+        _ => Ok(found),
+    });
+    let (slice, aborted) = match found {
         Ok(read) => read,
         Err(None) => {
             return PartitionRead::Failed {
@@ -543,7 +549,7 @@ fn read_partition(
     PartitionRead::Read {
         partition: partition.clone(),
         topic: topic.clone(),
-        fetch_offset,
+        fetch_offset: read.fetch_offset,
         slice,
         high_watermark,
         last_stable_offset,
@@ -602,6 +608,77 @@ fn read_slice(
         Vec::new()
     };
     Ok((Some(slice), aborted))
+}
+
+/// Bytes of stored batches a legacy read_committed fetch may read past (their headers only) when
+/// everything from its offset is left out: a run of aborted transactions this long, with nothing
+/// committed between, still leaves the consumer where it is (docs/design/downconversion.md §3.8).
+pub const LEGACY_SKIP_BYTES_MAX: u64 = 1 << 30;
+
+/// Legacy read_committed (§3.8): a slice whose every batch the converter would leave out (the
+/// data of aborted transactions, markers) would give an old client nothing, and it has no other
+/// way to move past records it is not given than being given later ones: it would fetch the same
+/// offset forever behind an aborted transaction larger than its fetch size. So the read moves on
+/// past such slices (at most [`LEGACY_SKIP_BYTES_MAX`] bytes), and the response starts at the
+/// first batch that converts to something; the client accepts the gap as it accepts a compacted
+/// topic's. Up to the last stable offset only: past it the client waits, as it should.
+fn skip_left_out(
+    log: &skiff_storage::Log,
+    read: &mut SliceRead,
+    mut found: SliceFound,
+) -> Result<SliceFound, Option<skiff_storage::Error>> {
+    let mut skipped = 0u64;
+    while skipped < LEGACY_SKIP_BYTES_MAX {
+        let (Some(slice), aborted) = &found else {
+            break;
+        };
+        let Some(next_offset) = left_out_until(slice, aborted) else {
+            break;
+        };
+        if next_offset >= read.read_end || next_offset <= read.fetch_offset {
+            break;
+        }
+        skipped = skipped.saturating_add(slice.len());
+        read.fetch_offset = next_offset;
+        found = read_slice(log, read)?;
+    }
+    Ok(found)
+}
+
+/// The offset after `slice`'s last whole batch when the legacy read_committed converter would
+/// leave out every whole batch of it; `None` when one converts to something (or there is no
+/// whole batch, or the bytes cannot be read: the converter then says what is wrong).
+fn left_out_until(slice: &FetchSlice, aborted: &[AbortedTransactionShape]) -> Option<i64> {
+    let mut filter = AbortedFilter::from_first_offsets(
+        aborted
+            .iter()
+            .map(|txn| (txn.producer_id, txn.first_offset)),
+    );
+    let mut header_bytes = [0u8; v2::BATCH_HEADER_BYTES];
+    let mut control = Vec::new();
+    let (mut position, mut next_offset) = (0u64, None);
+    while position.saturating_add(header_bytes.len() as u64) <= slice.len() {
+        let read = slice.read_at(position, &mut header_bytes).ok()?;
+        let header = v2::BatchHeader::parse(header_bytes.get(..read)?).ok()?;
+        let total = u64::try_from(header.total_bytes()).ok()?;
+        if position.saturating_add(total) > slice.len() {
+            break;
+        }
+        let left_out = if header.is_control() {
+            control.resize(header.total_bytes().min(CONTROL_BATCH_BYTES_MAX), 0);
+            let read = slice.read_at(position, &mut control).ok()?;
+            filter.skips(control.get(..read)?, &header);
+            true
+        } else {
+            filter.skips(&header_bytes, &header)
+        };
+        if !left_out {
+            return None;
+        }
+        next_offset = Some(header.next_offset());
+        position = position.saturating_add(total);
+    }
+    next_offset
 }
 
 /// The aborted transactions a read_committed fetch from `fetch_offset` must report: those whose
