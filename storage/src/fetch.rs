@@ -30,6 +30,8 @@ pub struct FetchSlice {
     io: Arc<dyn FileIo>,
     position: u64,
     len: u64,
+    /// The offset after the last record of the segment the slice was read from, when it was read.
+    segment_end_offset: i64,
 }
 
 impl FetchSlice {
@@ -37,8 +39,8 @@ impl FetchSlice {
         file: Arc<File>,
         path: Arc<Path>,
         io: Arc<dyn FileIo>,
-        position: u64,
-        len: u64,
+        (position, len): (u64, u64),
+        segment_end_offset: i64,
     ) -> Self {
         Self {
             file,
@@ -46,7 +48,15 @@ impl FetchSlice {
             io,
             position,
             len,
+            segment_end_offset,
         }
+    }
+
+    /// The offset after the last record of the segment the slice lies in, as it was when read (a
+    /// slice never spans segments): no record of the slice is at or past it, which bounds the
+    /// aborted transactions a read_committed fetch of it must report (Kafka's next segment base).
+    pub fn segment_end_offset(&self) -> i64 {
+        self.segment_end_offset
     }
 
     /// The segment file, for `sendfile` from [`FetchSlice::position`] for [`FetchSlice::len`]

@@ -602,8 +602,12 @@ fn read_slice(
         Err(skiff_storage::Error::OffsetOutOfRange { .. }) => return Err(None),
         Err(error) => return Err(Some(error)),
     };
+    // Up to the end of the slice's segment, as Kafka bounds it: not every aborted transaction up
+    // to the last stable offset, which a consumer far behind would make long (and past
+    // `ABORTED_TXNS_PER_READ_MAX`, unanswerable).
     let aborted = if read.committed {
-        aborted_transactions(log, fetch_offset, read.read_end).map_err(Some)?
+        let upper_bound = read.read_end.min(slice.segment_end_offset());
+        aborted_transactions(log, fetch_offset, upper_bound).map_err(Some)?
     } else {
         Vec::new()
     };

@@ -80,10 +80,6 @@ pub(crate) async fn handle(
     ) {
         return refused_with(error_code::GROUP_AUTHORIZATION_FAILED);
     }
-    let verified = verify_offsets_partition(ctx, header.request_api_version, &request).await;
-    if verified != error_code::NONE {
-        return refused_with(verified);
-    }
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
         .into_iter()
         .partition(|topic| {
@@ -92,6 +88,13 @@ pub(crate) async fn handle(
     let refused = answer(&refused, error_code::TOPIC_AUTHORIZATION_FAILED);
     if allowed.is_empty() && !refused.is_empty() {
         return TxnOffsetCommitResponse::default().with_topics(refused);
+    }
+    // KIP-890, for the authorized topics only (Kafka checks the ACLs first).
+    let verified = verify_offsets_partition(ctx, header.request_api_version, &request).await;
+    if verified != error_code::NONE {
+        let mut topics = answer(&allowed, verified);
+        topics.extend(refused);
+        return TxnOffsetCommitResponse::default().with_topics(topics);
     }
     // Kept for the fallback, which must name every partition (no top-level error code).
     let asked = answer(&allowed, error_code::COORDINATOR_NOT_AVAILABLE);

@@ -83,8 +83,8 @@ impl Log {
             segment.log_file(self.io.as_ref())?,
             Arc::clone(segment.log_path()),
             Arc::clone(&self.io),
-            position,
-            len,
+            (position, len),
+            segment.next_offset,
         ))
     }
 
