@@ -239,6 +239,9 @@ public final class Transactions {
         if (commit) {
             producer.commitTransaction();
         } else {
+            // Delivered before the abort: abortTransaction fails the sends still queued or being
+            // retried, and the aborted copies must be in the log for read_committed to hide them.
+            producer.flush();
             producer.abortTransaction();
         }
     }
