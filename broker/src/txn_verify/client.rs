@@ -29,27 +29,61 @@ pub const VERIFY_TIMEOUT_MAX: Duration = Duration::from_secs(30);
 /// Each partition of `verification` with its Produce error (0: verified, append it).
 pub type Verified = BTreeMap<(String, i32), i16>;
 
+/// First pause before asking again when the coordinator answers CONCURRENT_TRANSACTIONS: the
+/// producer's previous transaction is still writing its markers (a millisecond or two here), and
+/// the producer already sends the next one's records (transaction version 2). Retried here, within
+/// the Produce's timeout, as Kafka's brokers retry it, rather than answered to the client, whose
+/// own retry backoff (100 ms by default) would stall every such transaction.
+pub const CONCURRENT_RETRY_BACKOFF: Duration = Duration::from_millis(2);
+/// The longest pause between those retries (the backoff doubles up to it).
+pub const CONCURRENT_RETRY_BACKOFF_MAX: Duration = Duration::from_millis(50);
+
 /// Asks the coordinator about every partition of `verification`, within `timeout` (capped at
-/// [`VERIFY_TIMEOUT_MAX`]), for a Produce of `produce_version`.
+/// [`VERIFY_TIMEOUT_MAX`]), for a Produce of `produce_version`; CONCURRENT_TRANSACTIONS is asked
+/// again after a backoff while the time lasts.
 pub(crate) async fn verify(
     ctx: &Ctx,
     verification: &Verification,
     produce_version: i16,
     timeout: Duration,
 ) -> Verified {
-    let answer = match ctx
-        .cluster
-        .transaction_coordinator_of(&verification.transactional_id)
-    {
-        GroupCoordinator::Broker(broker) => {
-            let call = ask(ctx, broker.node_id, verification);
-            tokio::time::timeout(timeout.min(VERIFY_TIMEOUT_MAX), call)
-                .await
-                .unwrap_or(Err(ErrorCode::REQUEST_TIMED_OUT.code()))
+    let deadline = tokio::time::Instant::now() + timeout.min(VERIFY_TIMEOUT_MAX);
+    let mut backoff = CONCURRENT_RETRY_BACKOFF;
+    loop {
+        let answer = match ctx
+            .cluster
+            .transaction_coordinator_of(&verification.transactional_id)
+        {
+            GroupCoordinator::Broker(broker) => {
+                let call = ask(ctx, broker.node_id, verification);
+                tokio::time::timeout_at(deadline, call)
+                    .await
+                    .unwrap_or(Err(ErrorCode::REQUEST_TIMED_OUT.code()))
+            }
+            _ => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.code()),
+        };
+        if is_concurrent(&answer) && tokio::time::Instant::now() + backoff < deadline {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(CONCURRENT_RETRY_BACKOFF_MAX);
+            continue;
         }
-        _ => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.code()),
+        return outcome(verification, answer, produce_version);
+    }
+}
+
+/// Whether the coordinator answered CONCURRENT_TRANSACTIONS (for the request or any partition).
+fn is_concurrent(answer: &Result<AddPartitionsToTxnResponse, i16>) -> bool {
+    let concurrent = ErrorCode::CONCURRENT_TRANSACTIONS.code();
+    let Ok(response) = answer else {
+        return false;
     };
-    outcome(verification, answer, produce_version)
+    response.error_code == concurrent
+        || response
+            .results_by_transaction
+            .iter()
+            .flat_map(|result| result.topic_results.iter())
+            .flat_map(|topic| topic.results_by_partition.iter())
+            .any(|partition| partition.partition_error_code == concurrent)
 }
 
 /// Sends the request and decodes the answer; `Err` with the code every partition gets when there
