@@ -461,6 +461,12 @@ fn transaction_version_2_bumps_the_epoch_at_every_end_and_answers_retries() {
         harness.end(ID, producer, true, 2).0,
         ErrorCode::CONCURRENT_TRANSACTIONS
     );
+    // A new end at the bumped epoch while the markers are out is fenced (Kafka's answer in
+    // PrepareCommit: only a retry is recognised there).
+    assert_eq!(
+        harness.end(ID, (producer.0, epoch), false, 2).0,
+        ErrorCode::PRODUCER_FENCED
+    );
     harness.ack_markers();
     assert_eq!(
         harness.end(ID, producer, true, 2),
