@@ -157,6 +157,9 @@ pub(crate) struct TxnDriver {
     /// or transaction end, at most one per transactional id, and the ids are bounded
     /// (`skiff.transactional.ids.max`).
     events: (mpsc::UnboundedSender<Event>, mpsc::UnboundedReceiver<Event>),
+    /// Whether the session was provably alive when leadership was last followed: a request
+    /// arriving after it lapsed (or came back) follows leadership again before it is answered.
+    session_alive: bool,
 }
 
 /// Reads the durable end of the legacy reserved producer-id range (0 if the file does not
@@ -238,6 +241,7 @@ impl TxnDriver {
                 waiting: BTreeMap::new(),
                 next_request_id: 0,
                 events: mpsc::unbounded_channel(),
+                session_alive: false,
             },
             TxnHandle { requests: sender },
         ))
@@ -277,7 +281,9 @@ impl TxnDriver {
                             changes.borrow_and_update();
                             moved
                         });
-                        if image_moved {
+                        // A lapsed (or restored) session unloads (or loads) before answering
+                        // from what was loaded, as the group coordinator does.
+                        if image_moved || cluster.may_lead() != self.session_alive {
                             self.follow_leadership(&topics, &cluster).await;
                         }
                         self.accept(envelope);
@@ -329,6 +335,7 @@ impl TxnDriver {
     /// longer led (or led at another epoch), loads those newly led (one at a time, on a blocking
     /// thread). Nothing is led while the session is not provably alive (`led_partitions`).
     async fn follow_leadership(&mut self, topics: &Arc<Topics>, cluster: &crate::cluster::Cluster) {
+        self.session_alive = cluster.may_lead();
         let (count, led) = cluster.led_partitions(TRANSACTION_STATE_TOPIC);
         self.coordinator.set_state_log_partitions(count);
         for (partition, epoch, _) in self.coordinator.led_partitions() {
