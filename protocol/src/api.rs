@@ -47,7 +47,9 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::Metadata, 0, 12, 9),
     row(ApiKey::OffsetCommit, 0, 8, 8),
     row(ApiKey::OffsetFetch, 0, 8, 6),
-    row(ApiKey::FindCoordinator, 0, 4, 3),
+    // v5 only allows TRANSACTION_ABORTABLE in answers, v6 the share-group key type (refused: no
+    // share groups); both read as v4.
+    row(ApiKey::FindCoordinator, 0, 6, 3),
     row(ApiKey::JoinGroup, 0, 9, 6),
     row(ApiKey::Heartbeat, 0, 4, 4),
     row(ApiKey::LeaveGroup, 0, 5, 4),

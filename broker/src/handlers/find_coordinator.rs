@@ -27,6 +27,8 @@ const ERROR_MESSAGE_VERSION_MIN: i16 = 1;
 const KEY_TYPE_GROUP: i8 = 0;
 /// Key type of a transactional id.
 const KEY_TYPE_TRANSACTION: i8 = 1;
+/// Key type of a share group (v6, KIP-932): Skiff has no share groups.
+const KEY_TYPE_SHARE: i8 = 2;
 
 /// A coordinator's address, or the error (with a message) the key gets.
 type Located = Result<(i32, String, i32), (i16, String)>;
@@ -44,6 +46,10 @@ fn refused(key_type: i8, key: &str) -> Option<(i16, String)> {
             "the transactional id is empty".to_owned(),
         )),
         KEY_TYPE_TRANSACTION => None,
+        KEY_TYPE_SHARE => Some((
+            error_code::INVALID_REQUEST,
+            "share groups are not served by this broker".to_owned(),
+        )),
         other => Some((
             error_code::INVALID_REQUEST,
             format!("unknown key type {other}"),
@@ -186,5 +192,8 @@ mod tests {
             refused(7, "x").map(|(code, _)| code),
             Some(error_code::INVALID_REQUEST)
         );
+        let (code, message) = refused(KEY_TYPE_SHARE, "share").expect("refused");
+        assert_eq!(code, error_code::INVALID_REQUEST);
+        assert!(message.contains("share groups"), "{message}");
     }
 }

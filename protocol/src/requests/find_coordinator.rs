@@ -1,5 +1,6 @@
-//! FindCoordinator (key 10, "GroupCoordinator" in 0.9/0.10) request decoding, versions 0–4.
-//! v4 replaces the single key by a list of keys.
+//! FindCoordinator (key 10, "GroupCoordinator" in 0.9/0.10) request decoding, versions 0–6.
+//! v4 replaces the single key by a list of keys; v5 and v6 read as v4 (they widen the answers
+//! and key types, not the layout).
 
 use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest};
 
