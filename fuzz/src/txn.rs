@@ -4,7 +4,7 @@
 //! [`decode_pending_body`] (every decoder, including those staged in `api::PENDING_APIS` before
 //! their handlers land: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
 //! TxnOffsetCommit, DescribeProducers, DescribeTransactions, ListTransactions, Produce v10–v12,
-//! InitProducerId v5) never panics or over-allocates; whatever it accepts re-encodes with
+//! InitProducerId v5–v6) never panics or over-allocates; whatever it accepts re-encodes with
 //! kafka-protocol's encoder (versions past the crate as the crate's version with the same bytes)
 //! and decodes again to the same value.
 //! `txn_peer_response`: the first byte picks WriteTxnMarkers v1 or AddPartitionsToTxn v4/v5, the

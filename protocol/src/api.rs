@@ -62,7 +62,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DeleteTopics, 0, 6, 4),
     row(ApiKey::DeleteRecords, 0, 2, 2),
     // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
-    row(ApiKey::InitProducerId, 0, 5, 2),
+    // v6 adds KIP-939's two-phase-commit flags (refused as Kafka refuses them by default).
+    row(ApiKey::InitProducerId, 0, 6, 2),
     row(ApiKey::OffsetForLeaderEpoch, 0, 4, 4),
     row(ApiKey::DescribeConfigs, 0, 4, 4),
     row(ApiKey::DescribeLogDirs, 0, 4, 2),
@@ -106,7 +107,8 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::EndTxn, 0, 5, 3),
     row(ApiKey::DescribeTransactions, 0, 0, 0),
     // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
-    row(ApiKey::ListTransactions, 0, 1, 0),
+    // v2 adds the transactional-id pattern (KIP-1152).
+    row(ApiKey::ListTransactions, 0, 2, 0),
 ];
 
 /// Decoders written ahead of their handlers (issue 38, transactions): neither advertised in
@@ -135,8 +137,10 @@ pub struct PastCrate {
     pub api_key: ApiKey,
     /// The version past the crate.
     pub version: i16,
-    /// The crate's version whose request bytes are the same.
-    pub request_as: i16,
+    /// The crate's version whose request bytes are the same; `None` when the request adds
+    /// fields and has its own type and encoder (InitProducerId v6, ListTransactions v2: in
+    /// `crate::requests`).
+    pub request_as: Option<i16>,
     /// The crate's version whose response bytes are the same; `None` when the response adds
     /// fields and has its own encoder (EndTxn v5: `crate::responses::end_txn`).
     pub response_as: Option<i16>,
@@ -148,22 +152,36 @@ pub const PAST_CRATE: &[PastCrate] = &[
     PastCrate {
         api_key: ApiKey::Produce,
         version: 12,
-        request_as: 11,
+        request_as: Some(11),
         response_as: Some(11),
     },
     // "Version 5 is the same with version 3" for the response; no request field either.
     PastCrate {
         api_key: ApiKey::TxnOffsetCommit,
         version: 5,
-        request_as: 4,
+        request_as: Some(4),
         response_as: Some(4),
     },
     // The request is v4's; the response adds the producer id and epoch (TV2's epoch bump).
     PastCrate {
         api_key: ApiKey::EndTxn,
         version: 5,
-        request_as: 4,
+        request_as: Some(4),
         response_as: None,
+    },
+    // KIP-939's two flags on the request, the ongoing transaction's producer on the response.
+    PastCrate {
+        api_key: ApiKey::InitProducerId,
+        version: 6,
+        request_as: None,
+        response_as: None,
+    },
+    // KIP-1152's pattern on the request; "Version 2 is the same as version 1" for the response.
+    PastCrate {
+        api_key: ApiKey::ListTransactions,
+        version: 2,
+        request_as: None,
+        response_as: Some(1),
     },
 ];
 
@@ -176,7 +194,9 @@ fn past_crate(api_key: ApiKey, version: i16) -> Option<&'static PastCrate> {
 /// The version to hand kafka-protocol's request encoder for `version` of `api_key` (tests and
 /// the inter-broker client encode requests with the crate).
 pub fn request_crate_version(api_key: ApiKey, version: i16) -> i16 {
-    past_crate(api_key, version).map_or(version, |row| row.request_as)
+    past_crate(api_key, version)
+        .and_then(|row| row.request_as)
+        .unwrap_or(version)
 }
 
 /// The version to hand kafka-protocol's response encoder for `version` of `api_key`: the same
@@ -266,6 +286,17 @@ mod tests {
         }
     }
 
+    /// The crate version a request of `version` reaches: the one with the same bytes, or for a
+    /// version with its own encoder the newest one the crate knows below it.
+    fn crate_encoded_max(api_key: ApiKey, version: i16) -> i16 {
+        match past_crate(api_key, version) {
+            Some(PastCrate {
+                request_as: None, ..
+            }) => version - 1,
+            _ => request_crate_version(api_key, version),
+        }
+    }
+
     #[test]
     fn versions_past_the_crate_take_their_flexible_header_from_the_table() {
         // Kafka 4.1.1's schemas: Produce flexible from 9, EndTxn and TxnOffsetCommit from 3.
@@ -274,10 +305,12 @@ mod tests {
             assert!(row.supports(past.version), "{past:?}");
             assert_eq!(row.request_header_version(past.version), 2);
             assert_eq!(row.response_header_version(past.version), 1);
-            assert_eq!(
-                row.api_key.request_header_version(past.request_as),
-                row.request_header_version(past.version)
-            );
+            if let Some(request_as) = past.request_as {
+                assert_eq!(
+                    row.api_key.request_header_version(request_as),
+                    row.request_header_version(past.version)
+                );
+            }
         }
     }
 
@@ -286,7 +319,7 @@ mod tests {
         for table in [SUPPORTED_APIS, PENDING_APIS] {
             for (index, row) in table.iter().enumerate() {
                 let range = row.api_key.valid_versions();
-                let max = request_crate_version(row.api_key, row.version_max);
+                let max = crate_encoded_max(row.api_key, row.version_max);
                 assert!(row.version_min >= range.min && max <= range.max, "{row:?}");
                 assert!(table
                     .iter()
@@ -300,7 +333,7 @@ mod tests {
     fn every_version_past_the_crate_is_listed() {
         for row in all_rows() {
             for version in row.version_min..=row.version_max {
-                let crate_version = request_crate_version(row.api_key, version);
+                let crate_version = crate_encoded_max(row.api_key, version);
                 assert!(
                     crate_version <= row.api_key.valid_versions().max,
                     "{row:?} v{version}"

@@ -154,7 +154,14 @@ error_codes! {
     (INCONSISTENT_CLUSTER_ID, 104, false),
     (TRANSACTIONAL_ID_NOT_FOUND, 105, false),
     (FETCH_SESSION_TOPIC_ID_ERROR, 106, true),
+    // Past kafka-protocol 0.15.1's table: Kafka 4.1.1's `Errors.java` (KIP-890, KIP-848).
+    (TRANSACTION_ABORTABLE, 120, false),
+    (INVALID_REGULAR_EXPRESSION, 128, false),
 }
+
+/// The codes above that kafka-protocol 0.15.1 does not know, checked against Kafka 4.1.1 by hand.
+#[cfg(test)]
+const PAST_CRATE_CODES: &[i16] = &[TRANSACTION_ABORTABLE, INVALID_REGULAR_EXPRESSION];
 
 #[cfg(test)]
 mod tests {
@@ -165,7 +172,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for (name, code, _) in ALL {
             assert!(seen.insert(*code), "{name} repeats code {code}");
-            if *code != 0 {
+            if *code != 0 && !PAST_CRATE_CODES.contains(code) {
                 let known = kafka_protocol::error::ResponseError::try_from_code(*code)
                     .unwrap_or_else(|| panic!("{name} = {code} is not a Kafka error"));
                 assert_eq!(known.code(), *code);

@@ -21,6 +21,7 @@ pub mod error_code;
 pub mod frame;
 pub mod header;
 pub mod limits;
+mod past_crate;
 pub mod records;
 pub mod release;
 pub mod requests;

@@ -14,13 +14,14 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, ProduceResponse, ProducerId, TopicName,
-    TxnOffsetCommitResponse,
+    ApiKey, ApiVersionsResponse, BrokerId, ListTransactionsResponse, ProduceResponse, ProducerId,
+    TopicName, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use crate::requests::{decode_pending_body, Request};
 use crate::responses::end_txn::EndTxnResponse;
+use crate::responses::init_producer_id::InitProducerIdResponse;
 use crate::responses::txn_peer::{
     decode_add_partitions_to_txn_response, decode_write_txn_markers_response,
 };
@@ -62,11 +63,18 @@ const REQUESTS: &[(ApiKey, i16, &str)] = &[
     // states ["Ongoing"], producers [7], duration 1000 (v1)
     (ApiKey::ListTransactions, 1, "02084f6e676f696e6702000000000000000700000000000003e800"),
     (ApiKey::ListTransactions, 0, "02084f6e676f696e6702000000000000000700"),
+    // v1's values and the pattern "tv.*" (v2); then every filter empty and a null pattern
+    (ApiKey::ListTransactions, 2, "02084f6e676f696e6702000000000000000700000000000003e80574762e2a00"),
+    (ApiKey::ListTransactions, 2, "0101ffffffffffffffff0000"),
     (ApiKey::DescribeProducers, 0, "0202610300000000000000010000"),
     // "t1", acks -1, timeout 30000, "a" partition 0 records [1, 2, 3]
     (ApiKey::Produce, 12, "037431ffff00007530020261020000000004010203000000"),
     // "t1", timeout 60000, producer 7 epoch 2
     (ApiKey::InitProducerId, 5, "0374310000ea600000000000000007000200"),
+    // the same with enable_2pc (v6); with keep_prepared_txn; no transactional id, producer -1
+    (ApiKey::InitProducerId, 6, "0374310000ea6000000000000000070002010000"),
+    (ApiKey::InitProducerId, 6, "0374310000ea6000000000000000070002000100"),
+    (ApiKey::InitProducerId, 6, "000000ea60ffffffffffffffffffff000000"),
 ];
 
 #[test]
@@ -144,8 +152,18 @@ fn kafkas_request_bytes_carry_the_named_values() {
     let Request::ListTransactions(list) = decode(ApiKey::ListTransactions, 1) else {
         panic!()
     };
-    assert_eq!(list.duration_filter, 1000);
-    assert_eq!(list.state_filters[0].as_str(), "Ongoing");
+    assert_eq!(list.base.duration_filter, 1000);
+    assert_eq!(list.base.state_filters[0].as_str(), "Ongoing");
+    let Request::ListTransactions(patterned) = decode(ApiKey::ListTransactions, 2) else {
+        panic!()
+    };
+    assert_eq!(patterned.base.duration_filter, 1000);
+    assert_eq!(patterned.transactional_id_pattern.as_deref(), Some("tv.*"));
+    let Request::InitProducerId(two_phase) = decode(ApiKey::InitProducerId, 6) else {
+        panic!()
+    };
+    assert!(two_phase.enable_2pc && !two_phase.keep_prepared_txn);
+    assert_eq!(two_phase.base.producer_id.0, 7);
     let Request::EndTxn(end) = decode(ApiKey::EndTxn, 5) else {
         panic!()
     };
@@ -199,6 +217,60 @@ fn end_txn_v5_response_is_kafkas() {
     assert_eq!(failed.compute_size(5).unwrap(), 17);
     assert!(failed.compute_size(6).is_err());
     assert!(failed.encode(&mut Vec::new(), -1).is_err());
+}
+
+#[test]
+fn init_producer_id_v6_response_is_kafkas() {
+    let granted = InitProducerIdResponse::from(
+        kafka_protocol::messages::InitProducerIdResponse::default()
+            .with_throttle_time_ms(5)
+            .with_producer_id(ProducerId(7))
+            .with_producer_epoch(3),
+    );
+    assert_eq!(
+        response_body(ApiKey::InitProducerId, 6, &granted),
+        hex("00000005000000000000000000070003ffffffffffffffffffff00")
+    );
+    let kept = InitProducerIdResponse {
+        ongoing_txn_producer_id: ProducerId(7),
+        ongoing_txn_producer_epoch: 2,
+        ..InitProducerIdResponse::from(granted.base.clone().with_throttle_time_ms(0))
+    };
+    assert_eq!(
+        response_body(ApiKey::InitProducerId, 6, &kept),
+        hex("000000000000000000000000000700030000000000000007000200")
+    );
+    let failed = InitProducerIdResponse::from(
+        kafka_protocol::messages::InitProducerIdResponse::default()
+            .with_error_code(53)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    );
+    assert_eq!(
+        response_body(ApiKey::InitProducerId, 6, &failed),
+        hex("000000000035ffffffffffffffffffffffffffffffffffffffff00")
+    );
+    // Below v6 the crate's bytes, without the appended fields.
+    assert_eq!(
+        response_body(ApiKey::InitProducerId, 5, &granted),
+        hex("0000000500000000000000000007000300")
+    );
+    assert_eq!(granted.compute_size(6).unwrap(), 27);
+    // A client reads Kafka's v6 bytes back (tests and benches decode with it).
+    let mut bytes = hex("000000000000000000000000000700030000000000000007000200");
+    let read =
+        <InitProducerIdResponse as kafka_protocol::protocol::Decodable>::decode(&mut bytes, 6);
+    assert_eq!(read.unwrap(), kept);
+    assert!(granted.compute_size(7).is_err());
+}
+
+#[test]
+fn list_transactions_v2_response_is_v1s() {
+    let refused = ListTransactionsResponse::default().with_error_code(128);
+    assert_eq!(
+        response_body(ApiKey::ListTransactions, 2, &refused),
+        hex("000000000080010100")
+    );
 }
 
 #[test]

@@ -105,7 +105,9 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::ApiVersions => Request::ApiVersions(ApiVersionsRequest::default()),
         ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::default()),
         ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::default()),
-        ApiKey::InitProducerId => Request::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::InitProducerId => {
+            Request::InitProducerId(skiff_protocol::requests::InitProducerIdRequest::default())
+        }
         ApiKey::OffsetForLeaderEpoch => {
             Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
         }
@@ -151,7 +153,9 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::DescribeTransactions => {
             Request::DescribeTransactions(DescribeTransactionsRequest::default())
         }
-        ApiKey::ListTransactions => Request::ListTransactions(ListTransactionsRequest::default()),
+        ApiKey::ListTransactions => {
+            Request::ListTransactions(skiff_protocol::requests::ListTransactionsRequest::default())
+        }
         ApiKey::TxnOffsetCommit => Request::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
         ApiKey::WriteTxnMarkers => Request::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
         ApiKey::DescribeProducers => {

@@ -361,6 +361,103 @@ async fn wait_for_state(client: &mut Connection, id: &str, state: &str) -> anyho
     }
 }
 
+/// ListTransactions v2's transactional-id pattern (KIP-1152) matches whole ids, an invalid one is
+/// INVALID_REGULAR_EXPRESSION; InitProducerId v6's two-phase-commit flags are refused as Kafka
+/// 4.1.1 refuses them with two-phase commit off, and its answer carries no ongoing transaction.
+#[tokio::test]
+async fn list_transactions_v2_filters_by_pattern_and_init_producer_id_v6_refuses_2pc(
+) -> anyhow::Result<()> {
+    use skiff_protocol::requests::{
+        InitProducerIdRequest as InitV6, ListTransactionsRequest as ListV2,
+    };
+    use skiff_protocol::responses::init_producer_id::InitProducerIdResponse as InitV6Response;
+    let broker = TestBroker::start(&["transaction.state.log.num.partitions=1"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    // The first FindCoordinator for a transactional id creates __transaction_state.
+    let found: FindCoordinatorResponse = client
+        .request(
+            ApiKey::FindCoordinator,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str("orders-1"))
+                .with_key_type(1),
+        )
+        .await?;
+    assert_eq!(found.error_code, 0);
+    for id in ["orders-1", "orders-2", "payments-1"] {
+        assert_eq!(init(&mut client, id, 60_000).await?.error_code, 0, "{id}");
+    }
+    let list = |pattern: Option<&'static str>| ListV2 {
+        base: ListTransactionsRequest::default().with_duration_filter(-1),
+        transactional_id_pattern: pattern.map(StrBytes::from_static_str),
+    };
+    let listed = async |client: &mut Connection, pattern| -> anyhow::Result<(i16, Vec<String>)> {
+        let response: ListTransactionsResponse = client
+            .request(ApiKey::ListTransactions, 2, &list(pattern))
+            .await?;
+        let mut ids: Vec<String> = response
+            .transaction_states
+            .iter()
+            .map(|state| state.transactional_id.to_string())
+            .collect();
+        ids.sort();
+        Ok((response.error_code, ids))
+    };
+    let (error, ids) = listed(&mut client, Some("orders-.*")).await?;
+    assert_eq!(
+        (error, ids),
+        (0, vec!["orders-1".into(), "orders-2".into()])
+    );
+    let (_, ids) = listed(&mut client, Some("orders")).await?;
+    assert!(ids.is_empty(), "a partial match is no match: {ids:?}");
+    let (_, ids) = listed(&mut client, None).await?;
+    assert_eq!(ids.len(), 3);
+    let (error, ids) = listed(&mut client, Some("orders-[")).await?;
+    assert_eq!(error, error_code::INVALID_REGULAR_EXPRESSION);
+    assert!(ids.is_empty());
+
+    let init_v6 = |enable_2pc, keep_prepared_txn| InitV6 {
+        base: InitProducerIdRequest::default()
+            .with_transactional_id(Some(txn_id("orders-1")))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        enable_2pc,
+        keep_prepared_txn,
+    };
+    let answers = [
+        (
+            true,
+            false,
+            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ),
+        (false, true, error_code::UNSUPPORTED_VERSION),
+        (false, false, error_code::NONE),
+    ];
+    for (enable_2pc, keep_prepared_txn, expected) in answers {
+        let response: InitV6Response = client
+            .request(
+                ApiKey::InitProducerId,
+                6,
+                &init_v6(enable_2pc, keep_prepared_txn),
+            )
+            .await?;
+        assert_eq!(
+            response.base.error_code, expected,
+            "enable_2pc {enable_2pc}, keep_prepared_txn {keep_prepared_txn}"
+        );
+        assert_eq!(
+            (
+                response.ongoing_txn_producer_id.0,
+                response.ongoing_txn_producer_epoch
+            ),
+            (-1, -1)
+        );
+    }
+    broker.stop().await;
+    Ok(())
+}
+
 /// The versions ApiVersions advertises for `api_key`.
 fn advertised(versions: &ApiVersionsResponse, api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
     let entry = versions
@@ -473,9 +570,13 @@ async fn every_advertised_version_of_the_coordinator_apis_answers() -> anyhow::R
         );
     }
     for version in advertised(&versions, ApiKey::ListTransactions) {
-        let request = ListTransactionsRequest::default()
-            .with_state_filters(vec![StrBytes::from_static_str("Empty")])
-            .with_duration_filter(-1);
+        // Skiff's own request type: kafka-protocol 0.15.1 stops at v1 (v2's response is v1's).
+        let request = skiff_protocol::requests::ListTransactionsRequest {
+            base: ListTransactionsRequest::default()
+                .with_state_filters(vec![StrBytes::from_static_str("Empty")])
+                .with_duration_filter(-1),
+            ..Default::default()
+        };
         let response: ListTransactionsResponse = client
             .request(ApiKey::ListTransactions, version, &request)
             .await?;

@@ -76,7 +76,7 @@ mod sim;
 mod tests;
 
 pub use add::OFFSETS_TOPIC;
-pub use admin::ListFilters;
+pub use admin::{IdPattern, IdPatternError, ListFilters, ID_PATTERN_COMPILED_BYTES_MAX};
 pub use config::TxnConfig;
 pub use coordinator::{
     AddPartitions, Coordinator, EndTxn, InitProducerId, Output, PersistError, PersistId, RequestId,

@@ -802,6 +802,7 @@ fn describe_and_list() {
             states: vec!["Ongoing".into(), "Bogus".into()],
             producer_ids: Vec::new(),
             duration_ms: 1_000,
+            id_pattern: None,
         },
     );
     let Response::ListTransactions(listing) = harness.last_reply(meta.request_id) else {
@@ -812,6 +813,51 @@ fn describe_and_list() {
         listing.transactions,
         vec![(ID.to_owned(), producer.0, "Ongoing")]
     );
+    // v2's pattern keeps an id only if it matches whole (Kafka's RE2/J `matches`).
+    let listed = |harness: &mut Harness, pattern: &str| {
+        let meta = harness.meta(2);
+        let filters = ListFilters {
+            id_pattern: IdPattern::compile(Some(pattern)).unwrap(),
+            duration_ms: -1,
+            ..ListFilters::default()
+        };
+        harness.coordinator.handle_list(harness.now, meta, filters);
+        let Response::ListTransactions(listing) = harness.last_reply(meta.request_id) else {
+            panic!()
+        };
+        listing.transactions.len()
+    };
+    let prefix = &ID[..ID.len() - 1];
+    assert_eq!(listed(&mut harness, &format!("{prefix}.")), 1);
+    assert_eq!(
+        listed(&mut harness, prefix),
+        0,
+        "a partial match is no match"
+    );
+    assert_eq!(listed(&mut harness, "other.*"), 0);
+    let every = listed(&mut harness, ".*");
+    assert!(every >= 2, "ids besides {ID} are held");
+    assert_eq!(
+        listed(&mut harness, ""),
+        every,
+        "an empty pattern lists every id"
+    );
+}
+
+#[test]
+fn an_invalid_or_oversized_id_pattern_is_refused_with_kafkas_message() {
+    assert_eq!(IdPattern::compile(None).unwrap(), None);
+    let error = IdPattern::compile(Some("txn-[")).unwrap_err();
+    assert_eq!(error.pattern, "txn-[");
+    assert!(
+        error
+            .to_string()
+            .starts_with("Transaction ID pattern `txn-[` is not a valid regular expression: "),
+        "{error}"
+    );
+    // A pattern whose program would exceed the bound is refused, not compiled.
+    let huge = "(?:a{1000}){1000}";
+    assert!(IdPattern::compile(Some(huge)).is_err());
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! ListTransactions (KIP-664): the transactional ids coordinated here that pass the state,
-//! producer-id and (v1) duration filters, handed to the transaction coordinator's task.
+//! producer-id, (v1) duration and (v2, KIP-1152) transactional-id pattern filters, handed to the
+//! transaction coordinator's task. A pattern that does not compile is answered
+//! INVALID_REGULAR_EXPRESSION before the task is asked, as Kafka answers it.
 //!
 //! Authorization as Kafka: only the ids the client may Describe are listed (the others are left
 //! out silently).
@@ -8,10 +10,11 @@
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
-    ListTransactionsRequest, ListTransactionsResponse, ProducerId, RequestHeader, TransactionalId,
+    ListTransactionsResponse, ProducerId, RequestHeader, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use skiff_txn::{ListFilters, Response};
+use skiff_protocol::requests::{ListTransactionsRequest, ID_PATTERN_VERSION_MIN};
+use skiff_txn::{IdPattern, ListFilters, Response};
 
 use super::common::txn::call;
 use super::error_code;
@@ -31,6 +34,19 @@ pub(crate) async fn handle(
 ) -> ListTransactionsResponse {
     let version = header.request_api_version;
     let access = ctx.access(session, header.request_api_key);
+    let pattern = request
+        .transactional_id_pattern
+        .as_deref()
+        .filter(|_| version >= ID_PATTERN_VERSION_MIN);
+    let id_pattern = match IdPattern::compile(pattern) {
+        Ok(id_pattern) => id_pattern,
+        Err(error) => {
+            tracing::debug!(%error, "ListTransactions refused");
+            return ListTransactionsResponse::default()
+                .with_error_code(error_code::INVALID_REGULAR_EXPRESSION);
+        }
+    };
+    let request = request.base;
     let filters = ListFilters {
         states: request
             .state_filters
@@ -43,6 +59,7 @@ pub(crate) async fn handle(
         } else {
             -1
         },
+        id_pattern,
     };
     let Some(Response::ListTransactions(listing)) =
         call(ctx, version, TxnRequest::List(filters)).await

@@ -8,8 +8,7 @@ use skiff_protocol::records::v2;
 /// First Produce version of transaction version 2: the leader adds the partition to the
 /// transaction itself (AddPartitionsToTxn v5) instead of verifying it (v4).
 pub const ADDS_PARTITIONS_PRODUCE_VERSION_MIN: i16 = 12;
-/// Kafka's TRANSACTION_ABORTABLE (KIP-890), not in the protocol crate's error table yet.
-pub const TRANSACTION_ABORTABLE: i16 = 120;
+pub use skiff_protocol::error_code::TRANSACTION_ABORTABLE;
 /// First Produce version whose clients understand TRANSACTION_ABORTABLE (KIP-890); older ones get
 /// INVALID_TXN_STATE in its place, as Kafka answers them.
 pub const ABORTABLE_PRODUCE_VERSION_MIN: i16 = 11;

@@ -13,6 +13,9 @@
 
 pub mod source;
 
+pub use init_producer_id::{InitProducerIdRequest, TWO_PHASE_COMMIT_VERSION_MIN};
+pub use transactions_admin::{ListTransactionsRequest, ID_PATTERN_VERSION_MIN};
+
 mod acls;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
@@ -57,8 +60,7 @@ mod write_txn_markers;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest,
-    DescribeTransactionsRequest, EndTxnRequest, ListTransactionsRequest, TxnOffsetCommitRequest,
-    WriteTxnMarkersRequest,
+    DescribeTransactionsRequest, EndTxnRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 use kafka_protocol::messages::{
@@ -72,9 +74,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteRecordsRequest, DescribeLogDirsRequest, ElectLeadersRequest,
