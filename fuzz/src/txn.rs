@@ -3,9 +3,10 @@
 //! `txn_request`: the first four bytes name an api key and version, the rest is a request body;
 //! [`decode_pending_body`] (every decoder, including those staged in `api::PENDING_APIS` before
 //! their handlers land: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
-//! TxnOffsetCommit, DescribeProducers, DescribeTransactions, ListTransactions, Produce v10–v12,
-//! InitProducerId v5–v6) never panics or over-allocates; whatever it accepts re-encodes with
-//! kafka-protocol's encoder (versions past the crate as the crate's version with the same bytes)
+//! TxnOffsetCommit, DescribeProducers, DescribeTransactions, ListTransactions v0–v2, Produce
+//! v10–v12, InitProducerId v5) never panics or over-allocates; whatever it accepts re-encodes
+//! with kafka-protocol's encoder (versions past the crate as the crate's version with the same
+//! bytes, or through Skiff's own type where the version adds fields: ListTransactions v2)
 //! and decodes again to the same value.
 //! `txn_peer_response`: the first byte picks WriteTxnMarkers v1 or AddPartitionsToTxn v4/v5, the
 //! rest is a response body a broker reads from a peer; the bounded decoders never panic or

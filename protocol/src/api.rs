@@ -62,8 +62,7 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::DeleteTopics, 0, 6, 4),
     row(ApiKey::DeleteRecords, 0, 2, 2),
     // v5 only allows TRANSACTION_ABORTABLE in the answer. v6 (2PC) is unstable in Kafka 4.1.1.
-    // v6 adds KIP-939's two-phase-commit flags (refused as Kafka refuses them by default).
-    row(ApiKey::InitProducerId, 0, 6, 2),
+    row(ApiKey::InitProducerId, 0, 5, 2),
     row(ApiKey::OffsetForLeaderEpoch, 0, 4, 4),
     row(ApiKey::DescribeConfigs, 0, 4, 4),
     row(ApiKey::DescribeLogDirs, 0, 4, 2),
@@ -138,8 +137,8 @@ pub struct PastCrate {
     /// The version past the crate.
     pub version: i16,
     /// The crate's version whose request bytes are the same; `None` when the request adds
-    /// fields and has its own type and encoder (InitProducerId v6, ListTransactions v2: in
-    /// `crate::requests`).
+    /// fields and has its own type and encoder (ListTransactions v2:
+    /// `crate::requests::ListTransactionsRequest`).
     pub request_as: Option<i16>,
     /// The crate's version whose response bytes are the same; `None` when the response adds
     /// fields and has its own encoder (EndTxn v5: `crate::responses::end_txn`).
@@ -167,13 +166,6 @@ pub const PAST_CRATE: &[PastCrate] = &[
         api_key: ApiKey::EndTxn,
         version: 5,
         request_as: Some(4),
-        response_as: None,
-    },
-    // KIP-939's two flags on the request, the ongoing transaction's producer on the response.
-    PastCrate {
-        api_key: ApiKey::InitProducerId,
-        version: 6,
-        request_as: None,
         response_as: None,
     },
     // KIP-1152's pattern on the request; "Version 2 is the same as version 1" for the response.

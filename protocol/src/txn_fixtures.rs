@@ -21,7 +21,6 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use crate::requests::{decode_pending_body, Request};
 use crate::responses::end_txn::EndTxnResponse;
-use crate::responses::init_producer_id::InitProducerIdResponse;
 use crate::responses::txn_peer::{
     decode_add_partitions_to_txn_response, decode_write_txn_markers_response,
 };
@@ -71,10 +70,6 @@ const REQUESTS: &[(ApiKey, i16, &str)] = &[
     (ApiKey::Produce, 12, "037431ffff00007530020261020000000004010203000000"),
     // "t1", timeout 60000, producer 7 epoch 2
     (ApiKey::InitProducerId, 5, "0374310000ea600000000000000007000200"),
-    // the same with enable_2pc (v6); with keep_prepared_txn; no transactional id, producer -1
-    (ApiKey::InitProducerId, 6, "0374310000ea6000000000000000070002010000"),
-    (ApiKey::InitProducerId, 6, "0374310000ea6000000000000000070002000100"),
-    (ApiKey::InitProducerId, 6, "000000ea60ffffffffffffffffffff000000"),
 ];
 
 #[test]
@@ -159,11 +154,6 @@ fn kafkas_request_bytes_carry_the_named_values() {
     };
     assert_eq!(patterned.base.duration_filter, 1000);
     assert_eq!(patterned.transactional_id_pattern.as_deref(), Some("tv.*"));
-    let Request::InitProducerId(two_phase) = decode(ApiKey::InitProducerId, 6) else {
-        panic!()
-    };
-    assert!(two_phase.enable_2pc && !two_phase.keep_prepared_txn);
-    assert_eq!(two_phase.base.producer_id.0, 7);
     let Request::EndTxn(end) = decode(ApiKey::EndTxn, 5) else {
         panic!()
     };
@@ -217,51 +207,6 @@ fn end_txn_v5_response_is_kafkas() {
     assert_eq!(failed.compute_size(5).unwrap(), 17);
     assert!(failed.compute_size(6).is_err());
     assert!(failed.encode(&mut Vec::new(), -1).is_err());
-}
-
-#[test]
-fn init_producer_id_v6_response_is_kafkas() {
-    let granted = InitProducerIdResponse::from(
-        kafka_protocol::messages::InitProducerIdResponse::default()
-            .with_throttle_time_ms(5)
-            .with_producer_id(ProducerId(7))
-            .with_producer_epoch(3),
-    );
-    assert_eq!(
-        response_body(ApiKey::InitProducerId, 6, &granted),
-        hex("00000005000000000000000000070003ffffffffffffffffffff00")
-    );
-    let kept = InitProducerIdResponse {
-        ongoing_txn_producer_id: ProducerId(7),
-        ongoing_txn_producer_epoch: 2,
-        ..InitProducerIdResponse::from(granted.base.clone().with_throttle_time_ms(0))
-    };
-    assert_eq!(
-        response_body(ApiKey::InitProducerId, 6, &kept),
-        hex("000000000000000000000000000700030000000000000007000200")
-    );
-    let failed = InitProducerIdResponse::from(
-        kafka_protocol::messages::InitProducerIdResponse::default()
-            .with_error_code(53)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-    );
-    assert_eq!(
-        response_body(ApiKey::InitProducerId, 6, &failed),
-        hex("000000000035ffffffffffffffffffffffffffffffffffffffff00")
-    );
-    // Below v6 the crate's bytes, without the appended fields.
-    assert_eq!(
-        response_body(ApiKey::InitProducerId, 5, &granted),
-        hex("0000000500000000000000000007000300")
-    );
-    assert_eq!(granted.compute_size(6).unwrap(), 27);
-    // A client reads Kafka's v6 bytes back (tests and benches decode with it).
-    let mut bytes = hex("000000000000000000000000000700030000000000000007000200");
-    let read =
-        <InitProducerIdResponse as kafka_protocol::protocol::Decodable>::decode(&mut bytes, 6);
-    assert_eq!(read.unwrap(), kept);
-    assert!(granted.compute_size(7).is_err());
 }
 
 #[test]

@@ -105,9 +105,7 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::ApiVersions => Request::ApiVersions(ApiVersionsRequest::default()),
         ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::default()),
         ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::default()),
-        ApiKey::InitProducerId => {
-            Request::InitProducerId(skiff_protocol::requests::InitProducerIdRequest::default())
-        }
+        ApiKey::InitProducerId => Request::InitProducerId(InitProducerIdRequest::default()),
         ApiKey::OffsetForLeaderEpoch => {
             Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
         }

@@ -4,7 +4,8 @@ tests/clients/java/pom.xml, run in one JVM by skiff.ToolRunner) against transact
 transaction.timeout.ms and is SIGKILLed mid-transaction (tests/clients/java/src/skiff/TxnHang.java),
 leaving it open and holding the last stable offset. Then:
 
-- `list` shows the killed producer's transactional id Ongoing;
+- `list` shows the killed producer's transactional id Ongoing, and with
+  `--transactional-id-pattern` only ids the pattern matches whole;
 - `describe` shows the killed producer's transaction Ongoing on the topic's partition;
 - `describe-producers` shows the producer with its open transaction's start offset;
 - `find-hanging` reports none (the coordinator knows the transaction: it is open, not hanging);
@@ -80,14 +81,20 @@ def test_list_describe_find_hanging_and_abort(target, java_classes):
     assert high == start_offset + RECORDS
     assert end_offset(bootstrap, "read_committed") == start_offset, "the LSO is not at the open transaction"
 
-    listed, described, producers, hanging = tools(
-        bootstrap, java_classes, ["list"], ["describe", "--transactional-id", txn_id],
+    listed, matched, unmatched, described, producers, hanging = tools(
+        bootstrap, java_classes, ["list"],
+        ["list", "--transactional-id-pattern", "tools-hang-[0-9]+"],
+        ["list", "--transactional-id-pattern", "tools-hang"],
+        ["describe", "--transactional-id", txn_id],
         ["describe-producers", "--topic", TOPIC, "--partition", "0"],
         ["find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0"])
-    for status, out, err in (listed, described, producers, hanging):
+    for status, out, err in (listed, matched, unmatched, described, producers, hanging):
         assert status == 0, f"{out}\n{err}"
     rows = {row["TransactionalId"]: row for row in table(listed[1])}
     assert rows.get(txn_id, {}).get("TransactionState") == "Ongoing", listed[1]
+    # ListTransactions v2 (KIP-1152): the pattern matches whole ids.
+    assert [row["TransactionalId"] for row in table(matched[1])] == [txn_id], matched[1]
+    assert table(unmatched[1]) == [], unmatched[1]
     row = table(described[1])[0]
     assert row["TransactionalId"] == txn_id and row["TransactionState"] == "Ongoing", described[1]
     assert f"{TOPIC}-0" in described[1], described[1]

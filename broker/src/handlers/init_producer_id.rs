@@ -6,15 +6,11 @@
 //! Authorization as Kafka: with a transactional id, Write on it; without, IdempotentWrite on the
 //! cluster or Write on some topic.
 //!
-//! KIP-939's two-phase commit (v6) is not offered: Skiff answers as Kafka 4.1.1 does with its
-//! default `transaction.two.phase.commit.enable=false`: `enable_2pc` with a transactional id is
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED, `keep_prepared_txn` UNSUPPORTED_VERSION.
-//!
 //! Must never: invent a producer id itself, or decide an epoch (skiff-txn's).
 
-use kafka_protocol::messages::{ProducerId, RequestHeader};
-use skiff_protocol::requests::InitProducerIdRequest;
-use skiff_protocol::responses::init_producer_id::InitProducerIdResponse;
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, RequestHeader,
+};
 use skiff_txn::{InitProducerId, Response};
 
 use super::common::txn::{call, for_version};
@@ -28,27 +24,10 @@ use crate::txn::driver::TxnRequest;
 const PRODUCER_FENCED_VERSION_MIN: i16 = 4;
 
 fn error_response(code: i16) -> InitProducerIdResponse {
-    granted(code, -1, -1)
-}
-
-fn granted(code: i16, producer_id: i64, producer_epoch: i16) -> InitProducerIdResponse {
-    InitProducerIdResponse::from(
-        kafka_protocol::messages::InitProducerIdResponse::default()
-            .with_error_code(code)
-            .with_producer_id(ProducerId(producer_id))
-            .with_producer_epoch(producer_epoch),
-    )
-}
-
-/// Kafka 4.1.1's answer to KIP-939's flags with two-phase commit switched off, in its order.
-fn two_phase_commit_refused(request: &InitProducerIdRequest) -> Option<i16> {
-    if request.enable_2pc {
-        Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if request.keep_prepared_txn {
-        Some(error_code::UNSUPPORTED_VERSION)
-    } else {
-        None
-    }
+    InitProducerIdResponse::default()
+        .with_error_code(code)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
 }
 
 pub(crate) async fn handle(
@@ -58,8 +37,6 @@ pub(crate) async fn handle(
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let access = ctx.access(session, header.request_api_key);
-    let two_phase_refused = two_phase_commit_refused(&request);
-    let request = request.base;
     let transactional_id = request
         .transactional_id
         .as_ref()
@@ -67,8 +44,7 @@ pub(crate) async fn handle(
         .filter(|id| !id.is_empty());
     let refused = match &transactional_id {
         Some(id) => (!access.allows(Operation::Write, ResourceType::TransactionalId, id))
-            .then_some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            .or(two_phase_refused),
+            .then_some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         None => {
             (!access.allows_idempotent_write()).then_some(error_code::CLUSTER_AUTHORIZATION_FAILED)
         }
@@ -93,11 +69,10 @@ pub(crate) async fn handle(
             error,
             producer_id,
             producer_epoch,
-        }) => granted(
-            for_version(error, version, PRODUCER_FENCED_VERSION_MIN),
-            producer_id,
-            producer_epoch,
-        ),
+        }) => InitProducerIdResponse::default()
+            .with_error_code(for_version(error, version, PRODUCER_FENCED_VERSION_MIN))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch),
         _ => error_response(error_code::COORDINATOR_NOT_AVAILABLE),
     }
 }

@@ -631,7 +631,7 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::ApiVersions(m) => &mut m.unknown_tagged_fields,
         Request::CreateTopics(m) => &mut m.unknown_tagged_fields,
         Request::DeleteTopics(m) => &mut m.unknown_tagged_fields,
-        Request::InitProducerId(m) => &mut m.base.unknown_tagged_fields,
+        Request::InitProducerId(m) => &mut m.unknown_tagged_fields,
         Request::OffsetForLeaderEpoch(m) => &mut m.unknown_tagged_fields,
         Request::DescribeConfigs(m) => &mut m.unknown_tagged_fields,
         Request::SaslAuthenticate(m) => &mut m.unknown_tagged_fields,

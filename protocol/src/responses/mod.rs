@@ -13,7 +13,6 @@
 pub mod end_txn;
 pub mod fetch;
 pub mod fetch_reader;
-pub mod init_producer_id;
 pub mod txn_peer;
 
 use bytes::{BufMut, BytesMut};

@@ -251,6 +251,7 @@ throttle_fields!(
     CreateTopicsResponse,
     DeleteTopicsResponse,
     DeleteRecordsResponse,
+    InitProducerIdResponse,
     OffsetForLeaderEpochResponse,
     DescribeConfigsResponse,
     AlterConfigsResponse,
@@ -282,13 +283,6 @@ throttle_fields!(
 impl ThrottleField for skiff_protocol::responses::end_txn::EndTxnResponse {
     fn set_throttle_time_ms(&mut self, ms: i32) {
         self.throttle_time_ms = ms;
-    }
-}
-
-// InitProducerId's response is Skiff's own type: kafka-protocol 0.15.1 cannot encode its v6.
-impl ThrottleField for skiff_protocol::responses::init_producer_id::InitProducerIdResponse {
-    fn set_throttle_time_ms(&mut self, ms: i32) {
-        self.base.throttle_time_ms = ms;
     }
 }
 
