@@ -79,11 +79,12 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // v1 (Kafka 4.1, KIP-860's allow_replication_factor_change) is not decoded: clients that do
     // not refuse replication factor changes send v0.
     row(ApiKey::AlterPartitionReassignments, 0, 0, 0),
-    // Security admin APIs (issue 39): the ACL APIs at the versions Kafka 4.x serves, the SCRAM
-    // APIs' one version, DescribeCluster up to kafka-protocol's v1.
-    row(ApiKey::DescribeAcls, 2, 3, 2),
-    row(ApiKey::CreateAcls, 2, 3, 2),
-    row(ApiKey::DeleteAcls, 2, 3, 2),
+    // Security admin APIs (issue 39): the ACL APIs at the versions Kafka 4.1.1 serves (KIP-896
+    // removed v0; v1 is v2 before the flexible encoding), the SCRAM APIs' one version,
+    // DescribeCluster up to kafka-protocol's v1.
+    row(ApiKey::DescribeAcls, 1, 3, 2),
+    row(ApiKey::CreateAcls, 1, 3, 2),
+    row(ApiKey::DeleteAcls, 1, 3, 2),
     row(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
     row(ApiKey::AlterUserScramCredentials, 0, 0, 0),
     row(ApiKey::DescribeCluster, 0, 1, 0),

@@ -1,5 +1,6 @@
 //! CreateAcls (key 30), DescribeAcls (key 29) and DeleteAcls (key 31) request decoding, versions
-//! 2–3 (flexible), the versions Kafka 4.x serves (KIP-896 removed 0 and 1).
+//! 1–3 (flexible from 2), the versions Kafka 4.1.1 serves (KIP-896 removed v0, which had no
+//! pattern type).
 
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
