@@ -81,13 +81,13 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     row(ApiKey::AlterPartitionReassignments, 0, 0, 0),
     // Security admin APIs (issue 39): the ACL APIs at the versions Kafka 4.1.1 serves (KIP-896
     // removed v0; v1 is v2 before the flexible encoding), the SCRAM APIs' one version,
-    // DescribeCluster up to kafka-protocol's v1.
+    // DescribeCluster 0-2 (v2, KIP-1073: Skiff's own request and response types).
     row(ApiKey::DescribeAcls, 1, 3, 2),
     row(ApiKey::CreateAcls, 1, 3, 2),
     row(ApiKey::DeleteAcls, 1, 3, 2),
     row(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
     row(ApiKey::AlterUserScramCredentials, 0, 0, 0),
-    row(ApiKey::DescribeCluster, 0, 1, 0),
+    row(ApiKey::DescribeCluster, 0, 2, 0),
     // Client quota admin APIs: every version Kafka 4.1 accepts.
     row(ApiKey::DescribeClientQuotas, 0, 1, 1),
     row(ApiKey::AlterClientQuotas, 0, 1, 1),
@@ -138,8 +138,8 @@ pub struct PastCrate {
     /// The version past the crate.
     pub version: i16,
     /// The crate's version whose request bytes are the same; `None` when the request adds
-    /// fields and has its own type and encoder (ListTransactions v2:
-    /// `crate::requests::ListTransactionsRequest`).
+    /// fields and has its own type and encoder (DescribeCluster v2, ListTransactions v2: in
+    /// `crate::requests`).
     pub request_as: Option<i16>,
     /// The crate's version whose response bytes are the same; `None` when the response adds
     /// fields and has its own encoder (EndTxn v5: `crate::responses::end_txn`).
@@ -167,6 +167,13 @@ pub const PAST_CRATE: &[PastCrate] = &[
         api_key: ApiKey::EndTxn,
         version: 5,
         request_as: Some(4),
+        response_as: None,
+    },
+    // KIP-1073's flag on the request, `is_fenced` in each broker of the response.
+    PastCrate {
+        api_key: ApiKey::DescribeCluster,
+        version: 2,
+        request_as: None,
         response_as: None,
     },
     // KIP-1152's pattern on the request; "Version 2 is the same as version 1" for the response.

@@ -43,6 +43,10 @@ pub const CONFIGS_PER_REQUEST_MAX: usize = 10_000;
 /// Replica broker ids in one partition assignment (CreateTopics, CreatePartitions).
 pub const REPLICAS_PER_PARTITION_MAX: usize = 1_000;
 
+/// Brokers in one DescribeCluster answer a client reads (as many as a partition may have
+/// replicas: Skiff's clusters stay far below it).
+pub const BROKERS_PER_RESPONSE_MAX: usize = REPLICAS_PER_PARTITION_MAX;
+
 /// Aborted transactions in one partition of a Fetch response read by a follower (Kafka bounds
 /// them only by the response size; a leader lists those overlapping the fetched range).
 pub const ABORTED_TRANSACTIONS_PER_PARTITION_MAX: usize = 100_000;

@@ -142,7 +142,9 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::AlterUserScramCredentials => {
             Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
         }
-        ApiKey::DescribeCluster => Request::DescribeCluster(DescribeClusterRequest::default()),
+        ApiKey::DescribeCluster => {
+            Request::DescribeCluster(skiff_protocol::requests::DescribeClusterRequest::default())
+        }
         ApiKey::AddPartitionsToTxn => {
             Request::AddPartitionsToTxn(AddPartitionsToTxnRequest::default())
         }

@@ -2,7 +2,8 @@
 6, 7), on a 3-broker cluster over the shared etcd: Kafka's own kafka-acls.sh (add, list, remove:
 literal, prefixed, host) and kafka-configs.sh --entity-type users (SCRAM add and delete), a Java
 client (Kafka's tools) and librdkafka logging in with the new user through other brokers,
-Admin.describeCluster() (kafka-cluster.sh cluster-id), an ACL added through broker 0 enforced by
+Admin.describeCluster() (kafka-cluster.sh cluster-id, and list-endpoints --include-fenced-brokers:
+DescribeCluster v2), an ACL added through broker 0 enforced by
 broker 2 and a deleted user refused by every broker, with the propagation times over 20 changes
 each; the files as a bootstrap; and a broker whose store is unreachable: the admin APIs answer
 REQUEST_TIMED_OUT while the last ACLs and users stay enforced. Kafka's tools run in one JVM per
@@ -142,6 +143,8 @@ def test_kafka_tools_manage_acls_and_users_through_every_broker(secured, java_cl
         # A Java client logs in as carol through another broker and sees the topic she may describe.
         "carol_lists": [TOPICS, "--bootstrap-server", sasl(b2), "--command-config", carol, "--list"],
         "cluster_id": [CLUSTER, "cluster-id", *bs1],
+        # DescribeCluster v2 (KIP-1073): every broker, none fenced.
+        "endpoints": [CLUSTER, "list-endpoints", "--include-fenced-brokers", *bs1],
     }
     runs = dict(zip(commands, run_tools(java_classes, list(commands.values()))))
 
@@ -162,6 +165,11 @@ def test_kafka_tools_manage_acls_and_users_through_every_broker(secured, java_cl
     assert "orders" in ok("carol_lists").split()
     cluster_id = ok("cluster_id")
     assert "Cluster ID: " in cluster_id, cluster_id
+    endpoints = ok("endpoints")
+    rows = [line.split() for line in endpoints.strip().splitlines()[1:] if line.strip()]
+    assert sorted(row[0] for row in rows) == ["0", "1", "2"], endpoints
+    assert "STATE" in endpoints.splitlines()[0], endpoints
+    assert all("unfenced" in row and "fenced" not in row for row in rows), endpoints
 
     # librdkafka logs in as carol through the third broker with either mechanism.
     assert can_log_in(sasl(b1), "carol", "carol-secret", "SCRAM-SHA-256")

@@ -303,17 +303,32 @@ async fn every_advertised_version_of_the_security_apis_answers() -> anyhow::Resu
             "AlterUserScramCredentials v{version}"
         );
     }
+    // Skiff's own DescribeCluster types: kafka-protocol 0.15.1 stops at v1.
     for version in range(ApiKey::DescribeCluster) {
-        let response: DescribeClusterResponse = client
+        let response: skiff_protocol::responses::describe_cluster::DescribeClusterResponse = client
             .request(
                 ApiKey::DescribeCluster,
                 version,
-                &DescribeClusterRequest::default(),
+                &skiff_protocol::requests::DescribeClusterRequest::default(),
             )
             .await?;
-        assert_eq!(response.error_code, 0, "DescribeCluster v{version}");
-        assert!(!response.brokers.is_empty(), "DescribeCluster v{version}");
+        assert_eq!(response.base.error_code, 0, "DescribeCluster v{version}");
+        assert!(
+            !response.base.brokers.is_empty(),
+            "DescribeCluster v{version}"
+        );
     }
+    // v2 with include_fenced_brokers: the live brokers, none fenced (a Skiff broker that stops
+    // renewing its session is unregistered, not fenced).
+    let with_fenced = skiff_protocol::requests::DescribeClusterRequest {
+        include_fenced_brokers: true,
+        ..Default::default()
+    };
+    let response: skiff_protocol::responses::describe_cluster::DescribeClusterResponse = client
+        .request(ApiKey::DescribeCluster, 2, &with_fenced)
+        .await?;
+    assert_eq!(response.base.brokers.len(), 1);
+    assert!(response.fenced.is_empty());
     broker.stop().await;
     Ok(())
 }

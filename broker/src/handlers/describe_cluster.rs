@@ -1,7 +1,13 @@
-//! DescribeCluster (v0–v1), as Kafka's brokers answer it: the cluster id, the controller, every
+//! DescribeCluster (v0–v2), as Kafka's brokers answer it: the cluster id, the controller, every
 //! live broker at its endpoint for the request's listener, and, when asked, the operations the
 //! principal may perform on the cluster (a bit per Kafka operation code; 0 without Describe on
 //! the cluster; Kafka's `Int.MinValue` when not asked). Only the BROKER endpoint type is served.
+//!
+//! v2's `include_fenced_brokers` (KIP-1073) asks for fenced brokers too, each marked. A Skiff
+//! broker has no fenced registration to show: its registration lives on its session lease, so a
+//! broker that stops renewing it is removed from the store (what Kafka calls unregistering), and
+//! every registered broker serves. Every listed broker is therefore `is_fenced = false`, with or
+//! without the flag.
 //!
 //! Skiff's controller is one of its brokers, so the controller id is that broker (a KRaft broker
 //! answers a random live broker, since clients cannot reach its controllers); while no
@@ -10,10 +16,10 @@
 //! Must never: list a broker the client cannot reach on this listener.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, RequestHeader,
-};
+use kafka_protocol::messages::{BrokerId, RequestHeader};
 use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::requests::DescribeClusterRequest;
+use skiff_protocol::responses::describe_cluster::DescribeClusterResponse;
 
 use super::error_code;
 use crate::context::Ctx;
@@ -35,6 +41,18 @@ pub(crate) fn handle(
     header: &RequestHeader,
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
+    // No broker is fenced (see the module doc): the flag changes nothing in the answer.
+    let request = request.base;
+    DescribeClusterResponse::from(describe(ctx, session, header, request))
+}
+
+fn describe(
+    ctx: &Ctx,
+    session: &Session,
+    header: &RequestHeader,
+    request: kafka_protocol::messages::DescribeClusterRequest,
+) -> kafka_protocol::messages::DescribeClusterResponse {
+    use kafka_protocol::messages::DescribeClusterResponse;
     let version = header.request_api_version;
     if request.endpoint_type != ENDPOINT_TYPE_BROKER {
         let (code, message) = if request.endpoint_type == 2 {

@@ -13,6 +13,7 @@
 
 pub mod source;
 
+pub use describe_cluster::{DescribeClusterRequest, FENCED_BROKERS_VERSION_MIN};
 pub use transactions_admin::{ListTransactionsRequest, ID_PATTERN_VERSION_MIN};
 
 mod acls;
@@ -68,7 +69,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::messages::{
     ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,

@@ -649,7 +649,7 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::DeleteAcls(m) => &mut m.unknown_tagged_fields,
         Request::DescribeUserScramCredentials(m) => &mut m.unknown_tagged_fields,
         Request::AlterUserScramCredentials(m) => &mut m.unknown_tagged_fields,
-        Request::DescribeCluster(m) => &mut m.unknown_tagged_fields,
+        Request::DescribeCluster(m) => &mut m.base.unknown_tagged_fields,
         Request::DescribeClientQuotas(m) => &mut m.unknown_tagged_fields,
         Request::AlterClientQuotas(m) => &mut m.unknown_tagged_fields,
         Request::AddPartitionsToTxn(m) => &mut m.unknown_tagged_fields,

@@ -10,6 +10,7 @@
 //! them in ApiVersions v3 — see the exact-bytes test), or pick a header version other than the one
 //! [`crate::api::SupportedApi::response_header_version`] gives.
 
+pub mod describe_cluster;
 pub mod end_txn;
 pub mod fetch;
 pub mod fetch_reader;

@@ -270,7 +270,6 @@ throttle_fields!(
     DeleteAclsResponse,
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
-    DescribeClusterResponse,
     AddPartitionsToTxnResponse,
     AddOffsetsToTxnResponse,
     DescribeTransactionsResponse,
@@ -283,6 +282,13 @@ throttle_fields!(
 impl ThrottleField for skiff_protocol::responses::end_txn::EndTxnResponse {
     fn set_throttle_time_ms(&mut self, ms: i32) {
         self.throttle_time_ms = ms;
+    }
+}
+
+// DescribeCluster's response is Skiff's own type: kafka-protocol 0.15.1 cannot encode its v2.
+impl ThrottleField for skiff_protocol::responses::describe_cluster::DescribeClusterResponse {
+    fn set_throttle_time_ms(&mut self, ms: i32) {
+        self.base.throttle_time_ms = ms;
     }
 }
 
