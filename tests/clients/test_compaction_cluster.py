@@ -47,9 +47,19 @@ def varint(data, position):
 
 def records_on_disk(data_dir):
     """{offset: (timestamp, key, value, headers)} of every record in the replica's segments
-    (uncompressed batches: the producer here sends none compressed)."""
+    (uncompressed batches: the producer here sends none compressed). A segment the cleaner swaps
+    out between the listing and the read starts the listing again."""
+    for _ in range(50):
+        try:
+            return read_segments(sorted(glob.glob(os.path.join(data_dir, f"{TOPIC}-0", "*.log"))))
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError(f"the segments of {data_dir} kept changing under the read")
+
+
+def read_segments(paths):
     found = {}
-    for path in sorted(glob.glob(os.path.join(data_dir, f"{TOPIC}-0", "*.log"))):
+    for path in paths:
         with open(path, "rb") as segment:
             data = segment.read()
         position = 0
