@@ -1,4 +1,5 @@
-"""The history file of a queue run: its format, its writer and its reader (one place for all three).
+"""The history file of a queue or transactional run: its format, its writer and its reader (one
+place for all three).
 
 A history is JSON Lines. The first line is the header: {"type": "header", "seed": S, "topic": T,
 "partitions": N, ...}. Every other line is one event of one operation:
@@ -21,6 +22,24 @@ line is indeterminate as "info" is. The operations (`f`) and their fields:
   {partitions}); polls before and after it are not compared for skips or order.
 - final-read: ok {ends: {partition: end offset}} once the final read reached every end.
 - fault: invoke/ok (or info) {name, target}: a fault began or healed (for the table only).
+
+The transactional workload (txn_workload.py) adds:
+
+- txn: invoke {mops: [["send", partition, value] | ["poll"], ...], abort}: one transaction of one
+  transactional producer session, its micro-operations in the order the client does them. ok: it
+  committed; fail: it certainly did not (aborted as planned, or the commit was never requested, or
+  an abort after a failed commit succeeded); info: unknown (a commit that failed without a
+  successful abort, a fatal error). Every completion carries {mops: [["send", partition, value,
+  offset or null], ["poll", poll id or null], ...]}: each send's offset when its delivery report
+  gave one, each read's poll op (null: not read, the sends before it were not all acknowledged).
+  A ["poll"] comes after every earlier send of its transaction was acknowledged and before any
+  later one was produced.
+- poll with {txn: T, mop: I}: the read of mop I of txn T, by that session's read_committed consumer.
+- init: a transactional producer session's init_transactions (invoke, then ok or info).
+- stable: ok {ends} once no transaction was open on any partition before the final read (the
+  read_committed end offsets equal the high watermarks), info when that did not happen in time.
+
+In the header, "workload" is "queue" (absent in older histories) or "txn".
 
 A process is one client session: a consumer or producer that is closed and opened again takes a
 new process number, as Jepsen's processes do after a crash. This module never judges a history:
