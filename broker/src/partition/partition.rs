@@ -217,6 +217,12 @@ impl Partition {
         self.replica.fed_revision()
     }
 
+    /// The leader epoch this replica's machine leads at (`None` while it does not lead): the
+    /// state that made it leader has been applied, its epoch start and HW are the leader's.
+    pub fn led_epoch(&self) -> Option<i32> {
+        self.replica.led_epoch()
+    }
+
     /// Registers a fetch parked on this partition, enabled on return (register, then read, then
     /// wait): completes at the next append, high-watermark rise or deletion.
     pub fn waiter(&self) -> Waiter<'_> {
@@ -545,6 +551,7 @@ impl Partition {
         let mut machine = self.replica.machine();
         let Ok(view) = LogView::of(&self.log) else {
             let actions = machine.on_log_error();
+            self.replica.publish_led_epoch(&machine);
             drop(machine);
             let _ = self.replica.settle(actions);
             return;
@@ -577,6 +584,7 @@ impl Partition {
                 break;
             }
         }
+        self.replica.publish_led_epoch(&machine);
         drop(machine);
         let _ = self.replica.settle(rest);
         // A follower's high watermark and producers moved: its last stable offset is ready for
@@ -658,6 +666,7 @@ impl Partition {
         let mut machine = self.replica.machine();
         let Ok(view) = LogView::of(&self.log) else {
             let actions = machine.on_log_error();
+            self.replica.publish_led_epoch(&machine);
             drop(machine);
             let deferred = self.replica.settle(actions);
             self.replica.set_fed_revision(revision);
@@ -678,6 +687,7 @@ impl Partition {
             }
         }
         let became_other = !matches!(machine.role(), RoleView::Leader);
+        self.replica.publish_led_epoch(&machine);
         drop(machine);
         let deferred = self.replica.settle(rest);
         if became_other {

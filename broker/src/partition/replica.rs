@@ -167,6 +167,9 @@ pub fn proposal_channel() -> (ProposalSender, ProposalReceiver) {
     mpsc::unbounded_channel()
 }
 
+/// [`PartitionReplica::led_epoch`]'s stored value while the machine does not lead.
+const NOT_LEADING: i64 = -1;
+
 /// One partition's replica on this broker.
 pub struct PartitionReplica {
     machine: Mutex<Replica>,
@@ -174,6 +177,10 @@ pub struct PartitionReplica {
     high_watermark: AtomicI64,
     /// `mod_revision` of the partition state last fed in (0: none yet).
     fed_revision: AtomicI64,
+    /// The leader epoch the machine leads at, [`NOT_LEADING`] while it does not: published after
+    /// every state fed in and every log error, for the handlers' leadership check (the image can
+    /// name this broker leader before its machine has applied that state).
+    led_epoch: AtomicI64,
     waiting: Mutex<BTreeMap<u64, oneshot::Sender<Option<ErrorCode>>>>,
     next_wait_id: AtomicU64,
 }
@@ -194,6 +201,7 @@ impl PartitionReplica {
             machine: Mutex::new(Replica::new(me, config, high_watermark)),
             high_watermark: AtomicI64::new(high_watermark),
             fed_revision: AtomicI64::new(0),
+            led_epoch: AtomicI64::new(NOT_LEADING),
             waiting: Mutex::new(BTreeMap::new()),
             next_wait_id: AtomicU64::new(1),
         }
@@ -249,6 +257,25 @@ impl PartitionReplica {
     /// Records that the state at `revision` was fed in.
     pub(super) fn set_fed_revision(&self, revision: i64) {
         self.fed_revision.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    /// The leader epoch the machine leads at, `None` while it does not lead.
+    pub fn led_epoch(&self) -> Option<i32> {
+        match self.led_epoch.load(Ordering::Acquire) {
+            NOT_LEADING => None,
+            epoch => i32::try_from(epoch).ok(),
+        }
+    }
+
+    /// Publishes whether `machine` (this replica's, locked by the caller) leads, and at which
+    /// epoch.
+    pub(super) fn publish_led_epoch(&self, machine: &Replica) {
+        let led = if machine.role() == RoleView::Leader {
+            i64::from(machine.epoch())
+        } else {
+            NOT_LEADING
+        };
+        self.led_epoch.store(led, Ordering::Release);
     }
 
     /// Whether a produce may be appended, and the leader epoch to stamp: 6 when not the leader

@@ -37,13 +37,16 @@ pub(crate) fn led_partition_at<'t>(
         return Err(error_code::UNKNOWN_TOPIC_OR_PARTITION);
     }
     match ctx.cluster.role(&topic.name, index) {
-        // The replica must have been fed its state too: after a restart its HW is provisional
-        // until then, and a Kafka broker serves nothing before it applied the leadership. (An
-        // atomic read, not the machine's lock: every fetched and produced partition comes here;
-        // Produce's own admission then checks the role.)
+        // The replica must lead at that epoch too: the image can name this broker leader before
+        // its machine has applied that state, and until then the machine is still a follower,
+        // whose HW and lack of an epoch start would answer a consumer as a leader must not
+        // (KIP-207: a ListOffsets right after a failover got the follower's HW, below what the
+        // old leader had answered). A Kafka broker serves nothing before it applied the
+        // leadership. (An atomic read, not the machine's lock: every fetched and produced
+        // partition comes here; Produce's own admission then checks the role.)
         Role::Leader { leader_epoch } => topic
             .partition(index)
-            .filter(|partition| partition.fed_revision() > 0)
+            .filter(|partition| partition.led_epoch() == Some(leader_epoch))
             .map(|partition| (partition, leader_epoch))
             .ok_or(error_code::NOT_LEADER_OR_FOLLOWER),
         Role::NotLeader | Role::Unknown => Err(error_code::NOT_LEADER_OR_FOLLOWER),

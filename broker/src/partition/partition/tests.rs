@@ -261,3 +261,35 @@ fn a_coordinator_append_is_synced_and_waits_for_the_hw() {
         .expect("answered");
     assert_eq!(wait.try_recv(), Ok(None));
 }
+
+#[test]
+fn the_led_epoch_is_published_only_once_the_machine_leads_at_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_dir = LogDir::open(dir.path(), LogConfig::default()).expect("log dir");
+    let log = log_dir.create("t", 0, None).expect("log");
+    let partition = Partition::new(
+        0,
+        log,
+        PartitionProducers::default(),
+        PartitionReplica::new(1, ReplicaConfig::default(), 0),
+    );
+    assert_eq!(partition.led_epoch(), None, "nothing fed yet");
+    let state = |leader: i32, leader_epoch: i32| PartitionState {
+        leader,
+        leader_epoch,
+        isr: vec![1, 2],
+        replicas: vec![1, 2],
+        writer: Writer::Creator,
+    };
+    let mut proposals = Vec::new();
+    partition.apply_state(&state(2, 4), 1, &mut proposals);
+    assert_eq!(
+        partition.led_epoch(),
+        None,
+        "a follower (the image may already say otherwise)"
+    );
+    partition.apply_state(&state(1, 5), 2, &mut proposals);
+    assert_eq!(partition.led_epoch(), Some(5));
+    partition.apply_state(&state(2, 6), 3, &mut proposals);
+    assert_eq!(partition.led_epoch(), None, "led elsewhere again");
+}
