@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""One queue run: start the target (a 3-broker Skiff cluster by default, 3 Kafka 4.1.1 KRaft nodes with
---target kafka, or any bootstrap list),
-run the workload with faults scheduled by the seed, heal, read everything, check the history and
+"""One run: start the target (a 3-broker Skiff cluster by default, 3 Kafka 4.1.1 KRaft nodes with
+--target kafka, or any bootstrap list), run the workload (the queue, or with --workload txn the
+transactional one) with faults scheduled by the seed, heal, read everything, check the history and
 print the table row (seed, minutes, operations, faults injected, anomaly counts).
 
     nice -n 10 python3 tests/jepsen/run.py --minutes 10 --seed 7 --faults kill,pause
+    nice -n 10 python3 tests/jepsen/run.py --workload txn --minutes 3 --seed 7 --faults kill,pause
 
 Exits 1 when any anomaly that Kafka's model forbids was counted (or the final read did not
 complete), 0 otherwise. The history stays in --history (default: a new file under /tmp), each
@@ -23,15 +24,24 @@ import sys
 import tempfile
 import time
 
-from checker import TABLE_HEADER, check_file, table_row
+import checker
+from checker import table_header, table_row
 from faults import KINDS, NEEDS_LAB, FaultScheduler
 from history import HistoryWriter
 import netns
 from targets import BootstrapTarget, KafkaTarget, SkiffTarget
+import txn_checker
+from txn_workload import TxnWorkload
 from workload import Workload
 
 TOPIC = "jepsen-queue"
 HEAL_TIMEOUT_S = 90
+# Per workload: its topic, its clients, its checker, its default rate (sends per second per
+# producer for the queue, transactions per second per transactional client for txn).
+WORKLOADS = {
+    "queue": {"topic": TOPIC, "clients": Workload, "check_file": checker.check_file, "rate": 40.0},
+    "txn": {"topic": "jepsen-txn", "clients": TxnWorkload, "check_file": txn_checker.check_file, "rate": 10.0},
+}
 
 
 class RunResult:
@@ -48,30 +58,37 @@ class RunResult:
         return self.report.forbidden == 0 and self.final_read
 
 
-def run_queue(target, seed, seconds, fault_kinds, history_path, partitions=4, fault_interval_s=10.0,
-              **workload_options):
-    """Runs the workload for `seconds` against a target whose topic does not exist yet."""
-    target.create_topic(TOPIC, partitions)
-    history = HistoryWriter(history_path, {"seed": seed, "topic": TOPIC, "partitions": partitions,
-                                           "seconds": seconds, "faults": list(fault_kinds),
-                                           "bootstrap": target.bootstrap})
-    workload = Workload(target.bootstrap, TOPIC, partitions, history, seed,
-                        client_log=f"{history_path}.clients.log", **workload_options)
-    scheduler = FaultScheduler(target, history, seed, fault_kinds, TOPIC, partitions,
+def run_queue(target, seed, seconds, fault_kinds, history_path, **options):
+    """The queue workload's run (run_workload)."""
+    return run_workload(target, seed, seconds, fault_kinds, history_path, workload="queue", **options)
+
+
+def run_workload(target, seed, seconds, fault_kinds, history_path, workload="queue", partitions=4,
+                 fault_interval_s=10.0, **workload_options):
+    """Runs `workload` for `seconds` against a target whose topic does not exist yet."""
+    kind = WORKLOADS[workload]
+    topic = kind["topic"]
+    target.create_topic(topic, partitions)
+    history = HistoryWriter(history_path, {"seed": seed, "workload": workload, "topic": topic,
+                                           "partitions": partitions, "seconds": seconds,
+                                           "faults": list(fault_kinds), "bootstrap": target.bootstrap})
+    clients = kind["clients"](target.bootstrap, topic, partitions, history, seed,
+                              client_log=f"{history_path}.clients.log", **workload_options)
+    scheduler = FaultScheduler(target, history, seed, fault_kinds, topic, partitions,
                                interval_s=fault_interval_s) if fault_kinds else None
     started = time.monotonic()
-    workload.start()
+    clients.start()
     if scheduler:
         scheduler.start()
     time.sleep(seconds)
     if scheduler:
         scheduler.stop()
-    client_errors = workload.stop()
-    target.wait_healthy(TOPIC, HEAL_TIMEOUT_S)
-    final_read = workload.final_read()
+    client_errors = clients.stop()
+    target.wait_healthy(topic, HEAL_TIMEOUT_S)
+    final_read = clients.final_read()
     minutes = (time.monotonic() - started) / 60
     history.close()
-    report = check_file(history_path)
+    report = kind["check_file"](history_path)
     return RunResult(report, minutes, final_read, client_errors, history_path,
                      scheduler.injected if scheduler else [])
 
@@ -84,7 +101,11 @@ def parse_args(argv):
                         help=f"comma-separated kinds of {sorted(KINDS)}, or 'none'")
     parser.add_argument("--fault-interval", type=float, default=10.0, help="mean seconds between faults")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--rate", type=float, default=40.0, help="sends per second per producer")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="queue",
+                        help="the queue (checker.py) or transactions (txn_checker.py)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="sends per second per producer (queue, default 40), transactions per second per "
+                             "transactional client (txn, default 10)")
     parser.add_argument("--target", choices=("skiff", "kafka"), default="skiff",
                         help="3 Skiff brokers with etcd, or the control: 3 Kafka 4.1.1 KRaft nodes")
     parser.add_argument("--bootstrap", help="run against this bootstrap list instead (no faults)")
@@ -130,17 +151,18 @@ def main(argv=None):
     if needs_lab and netns.inside() is None:
         # The seed is fixed here so that both runs use the same one.
         return in_lab([*argv, "--seed", str(seed)] if args.seed is None else argv, args.lab)
-    history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-queue-{seed}-", suffix=".jsonl")[1]
-    print(f"target {args.bootstrap or args.target}, seed {seed}, {args.minutes} min, "
+    history_path = args.history or tempfile.mkstemp(prefix=f"jepsen-{args.workload}-{seed}-", suffix=".jsonl")[1]
+    print(f"target {args.bootstrap or args.target}, workload {args.workload}, seed {seed}, {args.minutes} min, "
           f"faults {kinds or 'none'}, history {history_path}", flush=True)
     target = make_target(args, netns.Lab(args.lab) if needs_lab else None)
     try:
-        result = run_queue(target, seed, args.minutes * 60, kinds, history_path, partitions=args.partitions,
-                           fault_interval_s=args.fault_interval, rate_per_s=args.rate)
+        rate = args.rate if args.rate is not None else WORKLOADS[args.workload]["rate"]
+        result = run_workload(target, seed, args.minutes * 60, kinds, history_path, workload=args.workload,
+                              partitions=args.partitions, fault_interval_s=args.fault_interval, rate_per_s=rate)
     finally:
         target.save_logs(history_path)
         target.stop()
-    print(TABLE_HEADER)
+    print(table_header(result.report.classes))
     print(result.row)
     print(f"faults: {result.faults}")
     print(f"final read complete: {result.final_read}; figures: {dict(result.report.figures)}")

@@ -136,7 +136,7 @@ class ConsumerSession:
         self.history, self.workload = client.history, client.workload
         self.positions = {}  # partition -> next offset to read (owned partitions only)
         self.consumer = Consumer({
-            **self.workload.client_config, "group.id": client.group,
+            **self.workload.client_config, **self.workload.consumer_config, "group.id": client.group,
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "session.timeout.ms": CONSUMER_SESSION_MS, "heartbeat.interval.ms": 1000,
             "enable.partition.eof": False})
@@ -183,21 +183,7 @@ class ConsumerSession:
         self.history.event(self.process, "rebalance", partitions=sorted(revoked), change="revoked")
 
     def _poll(self):
-        op = self.history.invoke(self.process, "poll")
-        try:
-            messages = self.consumer.consume(POLL_BATCH, timeout=POLL_TIMEOUT_S)
-        except KafkaException as error:
-            self.history.complete(op, self.process, "poll", INFO, error=str(error))
-            return
-        records = []
-        errors = []
-        for message in messages:
-            if message.error() is not None:
-                errors.append(str(message.error()))
-                continue
-            records.append([message.partition(), message.offset(), int(message.value())])
-            self.positions[message.partition()] = message.offset() + 1
-        self.history.complete(op, self.process, "poll", OK, records=records, **({"errors": errors} if errors else {}))
+        poll(self.consumer, self.history, self.process, self.positions)
 
     def _commit(self, offsets):
         if not offsets:
@@ -223,6 +209,27 @@ class ConsumerSession:
                               self.workload.topic, partitions or list(range(self.workload.partitions)))
 
 
+def poll(consumer, history, process, positions, **fields):
+    """A `poll` op (`fields` go into its invocation); updates `positions` (partition -> next
+    offset) from the records it returned. Its op id, or None when it failed."""
+    op = history.invoke(process, "poll", **fields)
+    try:
+        messages = consumer.consume(POLL_BATCH, timeout=POLL_TIMEOUT_S)
+    except KafkaException as error:
+        history.complete(op, process, "poll", INFO, error=str(error))
+        return None
+    records = []
+    errors = []
+    for message in messages:
+        if message.error() is not None:
+            errors.append(str(message.error()))
+            continue
+        records.append([message.partition(), message.offset(), int(message.value())])
+        positions[message.partition()] = message.offset() + 1
+    history.complete(op, process, "poll", OK, records=records, **({"errors": errors} if errors else {}))
+    return op
+
+
 def read_committed(consumer, history, process, group, topic, partitions):
     """A `committed` op: {partition: committed offset} or None when it failed."""
     op = history.invoke(process, "committed", group=group, partitions=partitions)
@@ -246,6 +253,9 @@ def _client_logger(path):
 
 class Workload:
     """Starts the clients against `bootstrap`, stops them, and does the final read."""
+
+    # More settings of every consumer (the transactional workload reads read_committed).
+    consumer_config = {}
 
     def __init__(self, bootstrap, topic, partitions, history, seed, producers=2, subscribers=2, assigners=1,
                  rate_per_s=40, client_log=None):
@@ -276,7 +286,7 @@ class Workload:
     def final_read(self):
         """Reads every partition from its start to its high watermark; True when it got there."""
         process = self.processes.next()
-        consumer = Consumer({**self.client_config, "group.id": "jepsen-final",
+        consumer = Consumer({**self.client_config, **self.consumer_config, "group.id": "jepsen-final",
                              "enable.auto.commit": False, "enable.partition.eof": False})
         try:
             ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
@@ -301,6 +311,10 @@ class Workload:
                 if message.error() is None:
                     records.append([message.partition(), message.offset(), int(message.value())])
                     positions[message.partition()] = message.offset() + 1
+            # The consumer's position also passes what it never returns (transaction markers,
+            # aborted records): a read_committed read ends at a marker's offset + 1.
+            for tp in consumer.position([TopicPartition(self.topic, p) for p in partitions]):
+                positions[tp.partition] = max(positions[tp.partition], tp.offset)
             self.history.complete(op, process, "poll", OK, records=records, final=True)
         reached = all(positions[p] >= ends[p] for p in partitions)
         self.history.event(process, "final-read", OK if reached else INFO, ends=ends, positions=positions)
