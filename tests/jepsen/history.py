@@ -31,9 +31,9 @@ The transactional workload (txn_workload.py) adds:
   an abort after a failed commit succeeded); info: unknown (a commit that failed without a
   successful abort, a fatal error). Every completion carries {mops: [["send", partition, value,
   offset or null], ["poll", poll id or null], ...]}: each send's offset when its delivery report
-  gave one, each read's poll op (null: not read, the sends before it were not all acknowledged).
-  A ["poll"] comes after every earlier send of its transaction was acknowledged and before any
-  later one was produced.
+  gave one, each read's poll op (null: the poll failed). A ["poll"] returned before any later send
+  of its transaction was produced (its records may have been fetched before earlier sends were:
+  librdkafka prefetches).
 - poll with {txn: T, mop: I}: the read of mop I of txn T, by that session's read_committed consumer.
 - init: a transactional producer session's init_transactions (invoke, then ok or info).
 - stable: ok {ends} once no transaction was open on any partition before the final read (the

@@ -251,16 +251,18 @@ def test_a_write_cycle_is_allowed(b):
     assert report.counts["G0-allowed"] == 1 and report.counts["G1c-allowed"] == 0, report.counts
 
 
-def test_a_write_cycle_against_the_transactions_own_order_is_g0(b):
-    """T13 sends 30, polls, sends 31; T14 sends 32, polls, sends 33. Partition 1 has 31 before 32,
-    partition 0 has 33 before 30: each transaction's first send would follow its own second one."""
+def test_a_write_cycle_with_polls_between_the_sends_is_still_allowed(b):
+    """T13 sends 30, polls, sends 31; T14 sends 32, polls, sends 33; partition 1 has 31 before 32,
+    partition 0 has 33 before 30. Were a poll a point between its transaction's sends, each first
+    send would follow its own second one; but a poll may return records fetched before the send
+    that preceded it (librdkafka prefetches), so nothing orders 30 before 31: still only a G0."""
     clean(b, final=False)
     b.txn(3, (SEND, 0, 30, 7), (POLL, []), (SEND, 1, 31, 6))
     b.txn(4, (SEND, 1, 32, 7), (POLL, []), (SEND, 0, 33, 6))
     b.final_read(FINAL + [[0, 6, 33], [0, 7, 30], [1, 6, 31], [1, 7, 32]], {0: 8, 1: 8})
     report = b.report()
-    only(report, "G0")
-    assert report.counts["G0-allowed"] == 0, report.counts
+    nothing_forbidden(report)
+    assert report.counts["G0-allowed"] == 1, report.counts
 
 
 def test_an_aborted_transaction_never_read_and_an_unknown_one_are_not_counted(b):
@@ -295,7 +297,6 @@ SYNTHETIC = {
     "committed-offset-regression": test_a_committed_offset_going_backwards_is_caught,
     "aborted-read": test_an_aborted_read_is_caught,
     "torn-transaction": test_a_torn_transaction_read_through_is_caught,
-    "G0": test_a_write_cycle_against_the_transactions_own_order_is_g0,
     "G1c": test_circular_information_flow_is_g1c,
 }
 
