@@ -116,8 +116,11 @@ def latest_per_key(bootstrap):
             break
         except KafkaException as error:
             # A new leader answers OFFSET_NOT_AVAILABLE until its HW reaches its epoch's start
-            # (KIP-207); clients retry it.
-            if error.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE:
+            # (KIP-207), and NOT_LEADER_OR_FOLLOWER until it has applied its leadership (its
+            # metadata may name it a moment earlier, as Kafka's may); clients retry both.
+            retriable = (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+                         KafkaError.LEADER_NOT_AVAILABLE)
+            if error.args[0].code() not in retriable:
                 raise
             time.sleep(0.1)
     assert high is not None, "the high watermark never became available"

@@ -286,7 +286,8 @@ def batches_on_disk(data_dir, partition=0):
 def list_latest(bootstrap, partition=0):
     """ListOffsets latest of `partition` as a consumer sees it (the high watermark). Retries, as
     a client does, the answer of a new leader whose HW has not reached its epoch's start yet
-    (KIP-207), which librdkafka hands to the application."""
+    (KIP-207), or of a broker not yet leading by its own replica though its metadata names it,
+    which librdkafka hands to the application."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
     deadline = time.monotonic() + 15
     try:
@@ -296,7 +297,8 @@ def list_latest(bootstrap, partition=0):
                 return high
             except KafkaException as error:
                 code = error.args[0].code()
-                if code not in (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE) \
+                if code not in (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                                KafkaError.NOT_LEADER_FOR_PARTITION) \
                         or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)

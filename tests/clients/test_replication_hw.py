@@ -492,6 +492,10 @@ def test_a_new_leader_answers_latest_with_offset_not_available_until_its_hw_reac
         # Controlled shutdown: the controller hands the lead to the first running ISR member.
         lead.stop()
         wait_for(lambda: describe(successor.bootstrap)[partition][0] == successor_id, 15, "the successor leads")
+        # Its Metadata may name it a moment before it has applied the leadership (NOT_LEADER
+        # then, as Kafka answers in that window).
+        wait_for(lambda: list_offsets_answer(successor, 5, partition)[0] != NOT_LEADER_OR_FOLLOWER, 10,
+                 "the successor applying its leadership")
         assert list_offsets_answer(successor, 5, partition) == (OFFSET_NOT_AVAILABLE, -1)
         assert list_offsets_answer(successor, 1, partition) == (LEADER_NOT_AVAILABLE, -1)
         assert list_offsets_replica(successor, successor_id, partition) == 15
