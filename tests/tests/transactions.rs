@@ -55,6 +55,25 @@ async fn init(
     anyhow::bail!("the coordinator never loaded")
 }
 
+/// FindCoordinator v1 for transactional id `id`: the first creates `__transaction_state`.
+async fn find_transaction_coordinator(client: &mut Connection, id: &str) -> anyhow::Result<()> {
+    let found: FindCoordinatorResponse = client
+        .request(
+            ApiKey::FindCoordinator,
+            1,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_string(id.to_owned()))
+                .with_key_type(1),
+        )
+        .await?;
+    anyhow::ensure!(
+        found.error_code == 0,
+        "FindCoordinator for {id}: {}",
+        found.error_code
+    );
+    Ok(())
+}
+
 async fn describe(
     client: &mut Connection,
     id: &str,
@@ -282,16 +301,7 @@ async fn transaction_version_2_bumps_the_epoch_at_every_end() -> anyhow::Result<
     let broker = TestBroker::start(&["transaction.state.log.num.partitions=1"]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     let id = "tv2";
-    let found: FindCoordinatorResponse = client
-        .request(
-            ApiKey::FindCoordinator,
-            1,
-            &FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_static_str(id))
-                .with_key_type(1),
-        )
-        .await?;
-    assert_eq!(found.error_code, 0);
+    find_transaction_coordinator(&mut client, id).await?;
     create_topic(&mut client, "events", &[]).await?;
     let init = init(&mut client, id, 60_000).await?;
     assert_eq!(init.error_code, 0);
@@ -369,16 +379,7 @@ async fn list_transactions_v2_filters_by_pattern() -> anyhow::Result<()> {
     let broker = TestBroker::start(&["transaction.state.log.num.partitions=1"]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     // The first FindCoordinator for a transactional id creates __transaction_state.
-    let found: FindCoordinatorResponse = client
-        .request(
-            ApiKey::FindCoordinator,
-            1,
-            &FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_static_str("orders-1"))
-                .with_key_type(1),
-        )
-        .await?;
-    assert_eq!(found.error_code, 0);
+    find_transaction_coordinator(&mut client, "orders-1").await?;
     for id in ["orders-1", "orders-2", "payments-1"] {
         assert_eq!(init(&mut client, id, 60_000).await?.error_code, 0, "{id}");
     }
@@ -435,16 +436,7 @@ async fn every_advertised_version_of_the_coordinator_apis_answers() -> anyhow::R
         .request(ApiKey::ApiVersions, 0, &ApiVersionsRequest::default())
         .await?;
     create_topic(&mut client, "t", &[]).await?;
-    let found: FindCoordinatorResponse = client
-        .request(
-            ApiKey::FindCoordinator,
-            1,
-            &FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_static_str("warm-up"))
-                .with_key_type(1),
-        )
-        .await?;
-    assert_eq!(found.error_code, 0);
+    find_transaction_coordinator(&mut client, "warm-up").await?;
     let warm = init(&mut client, "warm-up", 60_000).await?;
     assert_eq!(warm.error_code, 0);
     let unknown = txn_id("never-initialized");
@@ -627,18 +619,6 @@ async fn read_committed(
     ))
 }
 
-/// Waits (bounded) until [`ID`] is in `state`, as a client waits for its markers.
-async fn await_state(client: &mut Connection, state: &str) -> anyhow::Result<()> {
-    for _ in 0..100 {
-        let described = describe(client, ID).await?.transaction_states[0].clone();
-        if described.transaction_state.as_str() == state {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    anyhow::bail!("{ID} never reached {state}")
-}
-
 /// End to end on one node with transaction version 1: a transaction's records are produced
 /// (the leader checks them with the coordinator, KIP-890), invisible to read_committed until the
 /// commit, whose COMMIT marker the coordinator writes to the partition; an aborted transaction's
@@ -648,16 +628,7 @@ async fn committed_and_aborted_transactions_end_with_markers_on_their_partition(
 ) -> anyhow::Result<()> {
     let broker = TestBroker::start(&["transaction.state.log.num.partitions=3"]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
-    let found: FindCoordinatorResponse = client
-        .request(
-            ApiKey::FindCoordinator,
-            1,
-            &FindCoordinatorRequest::default()
-                .with_key(StrBytes::from_static_str(ID))
-                .with_key_type(1),
-        )
-        .await?;
-    assert_eq!(found.error_code, 0);
+    find_transaction_coordinator(&mut client, ID).await?;
     let topic = "ledger";
     create_topic(&mut client, topic, &[]).await?;
     let init = init(&mut client, ID, 60_000).await?;
@@ -675,7 +646,7 @@ async fn committed_and_aborted_transactions_end_with_markers_on_their_partition(
         .request(ApiKey::EndTxn, 3, &end.clone().with_committed(true))
         .await?;
     assert_eq!(committed.error_code, 0);
-    await_state(&mut client, "CompleteCommit").await?;
+    wait_for_state(&mut client, ID, "CompleteCommit").await?;
     let (stable, high_watermark, aborted) = read_committed(&mut client, topic).await?;
     assert_eq!(
         (stable, high_watermark),
@@ -691,7 +662,7 @@ async fn committed_and_aborted_transactions_end_with_markers_on_their_partition(
         .request(ApiKey::EndTxn, 3, &end.with_committed(false))
         .await?;
     assert_eq!(ended.error_code, 0);
-    await_state(&mut client, "CompleteAbort").await?;
+    wait_for_state(&mut client, ID, "CompleteAbort").await?;
     let (stable, high_watermark, aborted) = read_committed(&mut client, topic).await?;
     assert_eq!(
         (stable, high_watermark),
