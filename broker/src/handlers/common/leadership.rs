@@ -1,5 +1,6 @@
 //! What this broker serves, in one place: a partition only while it leads it (by its image, with
-//! its session provably alive) and has its log (Produce, Fetch, ListOffsets, DeleteRecords); a
+//! its session provably alive, and by its replica machine at that epoch) and has its log
+//! (Produce, Fetch, ListOffsets, DeleteRecords); a
 //! group only where `__consumer_offsets` says (the group APIs, through [`group_call`]).
 //!
 //! Must never: serve a partition on the log alone: a broker that lost its leadership (a stale
@@ -18,7 +19,8 @@ use crate::partition::topics::{Partition, Topic};
 /// Partition `index` of `topic` if this broker leads it, or the error Kafka answers:
 /// UNKNOWN_TOPIC_OR_PARTITION for an index the topic lacks, NOT_LEADER_OR_FOLLOWER (retriable:
 /// the client refreshes its metadata) when another broker leads it, nobody does, this broker's
-/// session may have lapsed, or its log is not open here yet.
+/// session may have lapsed, its log is not open here yet, or its replica has not applied the
+/// leadership yet.
 pub(crate) fn led_partition<'t>(
     ctx: &Ctx,
     topic: &'t Topic,
