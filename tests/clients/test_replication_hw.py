@@ -312,8 +312,13 @@ def kafka_python_read(bootstrap, api_version, count):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
+    # Short timeouts: kafka-python refreshes its metadata from any broker it knows, and a paused
+    # follower answers nothing; its default 10 s wait there outlasted the followers' sessions
+    # under CI load, and the HW moved when they left the ISR.
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, api_version=api_version,
-                             enable_auto_commit=False, group_id=None)
+                             enable_auto_commit=False, group_id=None, request_timeout_ms=2500,
+                             session_timeout_ms=1000, heartbeat_interval_ms=300,
+                             fetch_max_wait_ms=100)
     tp = KTP(TOPIC, 0)
     consumer.assign([tp])
     consumer.seek(tp, 0)
