@@ -236,11 +236,18 @@ def check(header, ops):
         "ops": sum(1 for op in ops if op.f in ("send", "poll", "commit", "committed")),
         "sends_ok": len(_acked_sends(ops)),
         "records_read": sum(1 for _ in _records(ops)),
+        **fault_figures(ops),
+    })
+    return report
+
+
+def fault_figures(ops):
+    """The figures every workload reports beside its own: faults begun and rebalances seen."""
+    return {
         "faults": sum(1 for op in ops if op.f == "fault" and op.invocation.get("phase") == "start"
                       and op.outcome == OK),
         "rebalances": sum(1 for op in ops if op.f == "rebalance"),
-    })
-    return report
+    }
 
 
 def check_file(path):
@@ -260,12 +267,14 @@ def table_row(report, minutes):
             f"{report.figures['faults']} | {counts} |")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="Count the anomalies of a queue history.")
+def command(check, description, argv=None):
+    """The command line of a checker (this one's, txn_checker's): `check` reads the history file
+    and returns its Report; exits 1 on any forbidden anomaly."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("history")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     args = parser.parse_args(argv)
-    report = check_file(args.history)
+    report = check(args.history)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
     else:
@@ -273,6 +282,10 @@ def main(argv=None):
         for name, examples in report.examples.items():
             print(f"{name}: {examples}")
     return 0 if report.forbidden == 0 else 1
+
+
+def main(argv=None):
+    return command(check_file, "Count the anomalies of a queue history.", argv)
 
 
 if __name__ == "__main__":

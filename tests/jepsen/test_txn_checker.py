@@ -9,15 +9,16 @@ import pytest
 
 import checker
 from history import FAIL, INFO, OK, HistoryWriter
+from test_checker import Builder as QueueBuilder
 from txn_checker import ALLOWED, FORBIDDEN, check_file, main
 
-GROUP = "g"
 SEND, POLL = "send", "poll"
 
 
-class Builder:
+class Builder(QueueBuilder):
     """Writes a small history: transactional sessions 0-4 (each with its own read_committed
-    reader), a consumer 5 (assign), another reader 6 and the final reader 9."""
+    reader), a consumer 5 (assign), another reader 6 and the final reader 9. The queue's builder
+    gives it assign, poll, commit and committed."""
 
     def __init__(self, path):
         self.path = path
@@ -39,21 +40,6 @@ class Builder:
         if outcome is not None:
             self.writer.complete(op, process, "txn", outcome, mops=done)
         return op
-
-    def assign(self, process, partitions):
-        self.writer.event(process, "assign", partitions=partitions)
-
-    def poll(self, process, records):
-        op = self.writer.invoke(process, "poll")
-        self.writer.complete(op, process, "poll", OK, records=records)
-
-    def commit(self, process, offsets):
-        op = self.writer.invoke(process, "commit", group=GROUP, offsets=offsets)
-        self.writer.complete(op, process, "commit", OK, group=GROUP, offsets=offsets)
-
-    def committed(self, process, offsets):
-        op = self.writer.invoke(process, "committed", group=GROUP, partitions=list(offsets))
-        self.writer.complete(op, process, "committed", OK, group=GROUP, offsets=offsets)
 
     def final_read(self, records, ends):
         self.assign(9, [0, 1])

@@ -54,10 +54,8 @@ transaction's): every G0 is allowed. Forbidden G1c are counted once per strongly
 component of the events; G0-allowed and G1c-allowed once per component of the transactions that
 holds no forbidden cycle, with the reason in the example."""
 
-import argparse
 import bisect
 import collections
-import json
 import sys
 
 import checker
@@ -443,9 +441,7 @@ def check(header, ops):
         "txn_reads": sum(len(txn.reads) for txn in view.txns.values()),
         "sends_ok": sum(len(txn.sends) for txn in view.txns.values() if txn.status == COMMITTED),
         "records_read": len(view.records),
-        "faults": sum(1 for op in ops if op.f == "fault" and op.invocation.get("phase") == "start"
-                      and op.outcome == OK),
-        "rebalances": sum(1 for op in ops if op.f == "rebalance"),
+        **checker.fault_figures(ops),
     })
     return report
 
@@ -458,18 +454,7 @@ TABLE_HEADER = checker.table_header(FORBIDDEN + ALLOWED)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Count the anomalies of a transactional history.")
-    parser.add_argument("history")
-    parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
-    args = parser.parse_args(argv)
-    report = check_file(args.history)
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2, default=str))
-    else:
-        print(json.dumps(report.counts))
-        for name, examples in report.examples.items():
-            print(f"{name}: {examples}")
-    return 0 if report.forbidden == 0 else 1
+    return checker.command(check_file, "Count the anomalies of a transactional history.", argv)
 
 
 if __name__ == "__main__":
