@@ -106,7 +106,6 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
     // `crate::responses::end_txn`).
     row(ApiKey::EndTxn, 0, 5, 3),
     row(ApiKey::DescribeTransactions, 0, 0, 0),
-    // v2 (KIP-1152's transactional id pattern) is past kafka-protocol 0.15.1 and not decoded.
     // v2 adds the transactional-id pattern (KIP-1152).
     row(ApiKey::ListTransactions, 0, 2, 0),
 ];

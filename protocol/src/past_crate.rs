@@ -1,9 +1,11 @@
 //! Encoding a flexible message one version past kafka-protocol 0.15.1 whose new fields all come
-//! after the crate's last field (InitProducerId v6, ListTransactions v2): the crate encodes the
+//! after the crate's last field (the DescribeCluster v2 and ListTransactions v2 requests): the crate encodes the
 //! older version with no tagged fields, that encoding's empty tagged-field section (one zero
 //! byte) is dropped, the new fields are appended, then the tagged-field section is written.
 //! Kafka 4.1.1's schemas put the new fields of these versions last, so the bytes are Kafka's
-//! (checked against its own classes in `txn_fixtures`).
+//! (checked against its own classes in `txn_fixtures` and `responses::describe_cluster`). The
+//! tagged-field writer is shared with the responses written field by field (EndTxn v5,
+//! DescribeCluster v2).
 //!
 //! Must never: be used for a message whose new fields sit between older ones, or for a
 //! non-flexible version (there is no tagged-field section to move).

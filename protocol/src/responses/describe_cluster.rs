@@ -1,7 +1,7 @@
 //! The DescribeCluster (key 60) response at every version Skiff serves, 0–2. kafka-protocol
 //! 0.15.1 stops at v1; v2 (KIP-1073) adds `is_fenced` inside each broker entry, so v2 is
 //! written here field by field (checked byte for byte against Kafka 4.1.1's
-//! `DescribeClusterResponseData` in `txn_fixtures`), v0–1 by the crate. It implements
+//! `DescribeClusterResponseData` in the tests below), v0–1 by the crate. It implements
 //! kafka-protocol's `Encodable`, so the broker encodes it through the same path as every other
 //! response; the [`Decodable`] side is for clients (tests), never for bytes a broker reads.
 //!

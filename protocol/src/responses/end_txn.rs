@@ -15,7 +15,7 @@ use kafka_protocol::messages::ProducerId;
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 
-use crate::codec::{put_unsigned_varint, unsigned_varint_len};
+use crate::past_crate::{put_tagged_fields, tagged_fields_size};
 
 /// First EndTxn version whose response carries the producer id and epoch.
 pub const END_TXN_PRODUCER_VERSION_MIN: i16 = 5;
@@ -70,33 +70,13 @@ impl EndTxnResponse {
         out.put_i16(self.error_code);
         out.put_i64(self.producer_id.0);
         out.put_i16(self.producer_epoch);
-        put_unsigned_varint(&mut out, tag_u32(self.unknown_tagged_fields.len())?);
-        // Ascending tag order, as Kafka writes and requires (a BTreeMap iterates in order).
-        for (tag, data) in &self.unknown_tagged_fields {
-            put_unsigned_varint(&mut out, tag_u32(*tag)?);
-            put_unsigned_varint(&mut out, tag_u32(data.len())?);
-            out.extend_from_slice(data);
-        }
+        put_tagged_fields(&mut out, &self.unknown_tagged_fields)?;
         Ok(out)
     }
 
     fn v5_size(&self) -> anyhow::Result<usize> {
-        let mut size =
-            V5_FIXED_BYTES + unsigned_varint_len(tag_u32(self.unknown_tagged_fields.len())?);
-        for (tag, data) in &self.unknown_tagged_fields {
-            size += unsigned_varint_len(tag_u32(*tag)?)
-                + unsigned_varint_len(tag_u32(data.len())?)
-                + data.len();
-        }
-        Ok(size)
+        Ok(V5_FIXED_BYTES + tagged_fields_size(&self.unknown_tagged_fields)?)
     }
-}
-
-/// A tag, a tag count or a tagged field's length as the unsigned varint Kafka writes.
-fn tag_u32<T: TryInto<u32>>(value: T) -> anyhow::Result<u32> {
-    value
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("tagged field value out of the unsigned varint range"))
 }
 
 impl Encodable for EndTxnResponse {
