@@ -581,10 +581,11 @@ impl Partition {
             if let Err(error) = outcome {
                 tracing::error!(topic = %self.log.topic(), partition = self.index, %error, "replica log write failed; the replica goes offline");
                 rest.extend(machine.on_log_error());
+                // The only role change a fetch result can make (a follower never leads by it).
+                self.replica.publish_led_epoch(&machine);
                 break;
             }
         }
-        self.replica.publish_led_epoch(&machine);
         drop(machine);
         let _ = self.replica.settle(rest);
         // A follower's high watermark and producers moved: its last stable offset is ready for
