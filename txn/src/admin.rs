@@ -29,7 +29,6 @@ pub struct ListFilters {
 /// and linear-time matching, so a hostile pattern costs at most its bounded compilation.
 #[derive(Debug, Clone)]
 pub struct IdPattern {
-    source: String,
     whole: regex::Regex,
 }
 
@@ -57,10 +56,7 @@ impl IdPattern {
                 pattern: source.to_owned(),
                 reason: error.to_string(),
             })?;
-        Ok(Some(Self {
-            source: source.to_owned(),
-            whole,
-        }))
+        Ok(Some(Self { whole }))
     }
 
     /// Whether the whole of `id` matches.
@@ -71,7 +67,8 @@ impl IdPattern {
 
 impl PartialEq for IdPattern {
     fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
+        // The anchored source: equal patterns compile from equal text.
+        self.whole.as_str() == other.whole.as_str()
     }
 }
 
