@@ -56,6 +56,8 @@ pub(crate) struct Ctx {
     pub(crate) quotas: Arc<crate::quota::ClientQuotas>,
     /// Dynamic broker configs as last applied from the metadata store.
     pub(crate) dynamic: Arc<crate::dynamic::DynamicConfigs>,
+    /// The acceptors of the TLS listeners, replaced live when a keystore changes.
+    pub(crate) tls_listeners: Vec<Arc<crate::net::live_tls::LiveAcceptor>>,
 }
 
 impl Ctx {

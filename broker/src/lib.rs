@@ -76,7 +76,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::context::Ctx;
-use crate::net::{server, tls};
+use crate::net::server;
 use crate::ops::maintenance;
 use crate::partition::materialized::MaterializedTopicsFile;
 use crate::partition::topics::Topics;
@@ -340,8 +340,17 @@ impl Broker {
             isr_proposals,
             acl,
             quotas,
+            tls_listeners: listeners
+                .iter()
+                .filter_map(|bound| bound.tls.clone())
+                .collect(),
             dynamic,
         });
+        tokio::spawn(net::live_tls::follow(
+            ctx.tls_listeners.clone(),
+            ctx.dynamic.subscribe(),
+            ctx.shutdown.subscribe(),
+        ));
         // (The materializer fed each partition's replica the image before publishing it.)
         tokio::spawn(replication::driver::run(ctx.clone(), queued_proposals));
         migrate_single_node_offsets(&ctx, files).await?;
@@ -440,6 +449,11 @@ impl Broker {
             }
         }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
+        tokio::spawn(dynamic::log_defaults::follow(
+            ctx.clone(),
+            ctx.dynamic.subscribe(),
+            ctx.shutdown.subscribe(),
+        ));
         let cleaner = ops::cleaner::start(&ctx, &ctx.metrics)?;
         // In a cluster the leaderships move away first, while the broker still serves (clients
         // and followers follow them in moments); alone, this returns at once.
@@ -531,11 +545,6 @@ fn connection_limits(config: &Config) -> Result<net::admission::ConnectionLimits
 /// security protocols need (read once, here, so a bad file stops the start with a clear error).
 async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, BrokerError> {
     let listener_configs = config.listener_configs()?;
-    let tls = if listener_configs.iter().any(|l| l.protocol.uses_tls()) {
-        Some(tls::acceptor(config)?)
-    } else {
-        None
-    };
     let sasl = if listener_configs.iter().any(|l| l.protocol.uses_sasl()) {
         Some(Arc::new(load_sasl(config)?))
     } else {
@@ -553,7 +562,14 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
         bound_listeners.push(server::BoundListener {
             listener,
             advertised: listener_config.advertised_endpoint(bound),
-            tls: tls.clone().filter(|_| listener_config.protocol.uses_tls()),
+            tls: if listener_config.protocol.uses_tls() {
+                Some(Arc::new(net::live_tls::LiveAcceptor::load(
+                    config,
+                    &listener_config.name,
+                )?))
+            } else {
+                None
+            },
             sasl: sasl
                 .clone()
                 .filter(|_| listener_config.protocol.uses_sasl()),

@@ -263,6 +263,19 @@ impl LogDir {
         self.downgrade_guard.set(hook, already_marked)
     }
 
+    /// Makes `threads` the number of threads the directory syncs and recovers logs on (the
+    /// embedder's `num.recovery.threads.per.data.dir` changed while it runs); out of
+    /// `DirConfig`'s range it is refused and nothing changes.
+    pub fn set_recovery_threads(&mut self, threads: usize) -> Result<()> {
+        let next = DirConfig {
+            recovery_threads: threads,
+            ..self.dir_config.clone()
+        };
+        next.validate()?;
+        self.dir_config = next;
+        Ok(())
+    }
+
     /// Whether the directory was closed cleanly before this open (its logs then need no scan:
     /// recovering them is only loading their indexes, quick enough to wait for).
     pub fn opened_clean(&self) -> bool {

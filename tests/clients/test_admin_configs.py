@@ -132,25 +132,66 @@ def test_confluent_alter_configs_and_max_message_bytes(broker):
     assert kafka_error_code(refused) == KafkaError.INVALID_CONFIG
 
 
-def test_confluent_describe_broker_configs(broker_factory):
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+def test_confluent_dynamic_log_defaults_and_cleaner_threads(broker_factory):
+    """The broker defaults of topic configs change live (Kafka's DynamicLogConfig): a new
+    log.retention.ms for this broker reaches the topic without its own retention (its old
+    segments go) and not the one with it; DescribeConfigs shows the value and its synonyms; a new
+    log.cleaner.threads restarts the cleaner with that many threads, within Kafka's half-to-double
+    rule; a static key is refused naming it."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                       NewTopic, ResourceType)
+    from test_cluster import metrics, wait_for
 
-    broker = broker_factory("node.id=3", "log.retention.ms=3600000")
+    broker = broker_factory("node.id=3", "log.retention.ms=3600000", "log.segment.bytes=8192",
+                            "log.retention.check.interval.ms=200", "skiff.metrics.listener=127.0.0.1:0")
     admin = ck_admin(broker)
     resource = ConfigResource(ResourceType.BROKER, "3")
     configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
     retention = configs["log.retention.ms"]
     assert (retention.value, source_of(retention)) == ("3600000", ConfigSource.STATIC_BROKER_CONFIG.value)
-    assert retention.is_read_only
+    assert not retention.is_read_only and configs["log.dirs"].is_read_only
     assert source_of(configs["num.partitions"]) == ConfigSource.DEFAULT_CONFIG.value
 
-    # Skiff changes no broker config at runtime: a clear refusal, as Kafka gives for a static key.
-    change = ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    topics = [NewTopic("dyn-default", 1, 1), NewTopic("dyn-own", 1, 1, config={"retention.ms": "3600000"})]
+    for future in admin.create_topics(topics).values():
+        future.result(TIMEOUT_S)
+    # Ten batches of 20 records (about 3 KB each) in segments of 8 KiB: a few closed segments.
+    for topic in ("dyn-default", "dyn-own"):
+        for batch in range(10):
+            ck_produce(broker.bootstrap, topic, messages(20, prefix=f"{topic}-{batch}"))
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dyn-unused"})
+
+    def log_start(topic):
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)[0]
+
+    def alter(key, value):
+        change = ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        return admin.incremental_alter_configs([change])[change].result(TIMEOUT_S)
+
+    assert log_start("dyn-default") == 0
+    alter("log.retention.ms", "1")
+    wait_for(lambda: log_start("dyn-default") > 0, 10, "old segments of the topic without its own retention deleted")
+    assert log_start("dyn-own") == 0, "a topic's own retention.ms wins"
+    entry = ck_topic_configs(admin, "dyn-default")["retention.ms"]
+    assert (entry.value, source_of(entry)) == ("1", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # (confluent-kafka keys synonyms by name: the dynamic and static log.retention.ms are one.)
+    assert list(entry.synonyms) == ["log.retention.ms"]
+
+    assert metrics(broker)["skiff_log_cleaner_threads"] == 1
+    alter("log.cleaner.threads", "2")
+    wait_for(lambda: metrics(broker)["skiff_log_cleaner_threads"] == 2, 5, "two cleaner threads")
     with pytest.raises(KafkaException) as refused:
-        admin.incremental_alter_configs([change])[change].result(TIMEOUT_S)
-    assert "log.retention.ms" in refused.value.args[0].str()
+        alter("log.cleaner.threads", "5")
+    assert "more than double the current value 2" in refused.value.args[0].str()
+    with pytest.raises(KafkaException) as refused:
+        alter("log.dirs", "/elsewhere")
+    assert "log.dirs" in refused.value.args[0].str()
+    with pytest.raises(KafkaException) as refused:
+        alter("log.segment.bytes", "0")
+    assert "log.segment.bytes" in refused.value.args[0].str()
+    consumer.close()
 
 
 def test_kafka_python_create_partitions_and_alter_configs(broker):

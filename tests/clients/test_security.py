@@ -5,6 +5,7 @@ others keep working; ACLs (topic, group and cluster errors, Metadata hiding, sup
 without restart). The certificate is made by the test (openssl), never committed."""
 
 import logging
+import pathlib
 import subprocess
 import threading
 import time
@@ -301,3 +302,101 @@ def test_acls_refuse_with_kafkas_errors_hide_topics_and_reload(secure_broker, ma
     # Meanwhile the others were never interrupted.
     seen, errors = ck_consume(address, "shared-data", 20, **conf("bob"), **{"group.id": "bob-1"})
     assert not errors and len(seen) == 20
+
+
+def make_keystore(folder, name, subject="/CN=localhost"):
+    """A self-signed keystore (certificate + a new key) for 127.0.0.1 under `subject`; returns
+    (keystore path, certificate PEM)."""
+    key, cert = folder / f"{name}-key.pem", folder / f"{name}-cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", subject,
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )
+    keystore = folder / f"{name}-keystore.pem"
+    keystore.write_bytes(cert.read_bytes() + key.read_bytes())
+    return keystore, cert.read_text()
+
+
+def served_certificate(address):
+    """The certificate a new TLS connection to `address` is served, as DER."""
+    import ssl
+
+    host, port = address.rsplit(":", 1)
+    return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((host, int(port)), timeout=10))
+
+
+def der(pem):
+    import ssl
+
+    return ssl.PEM_cert_to_DER_cert(pem)
+
+
+def test_a_listener_keystore_is_replaced_live_per_broker(secure_broker, material):
+    """Kafka's dynamic keystore update: `listener.name.ssl.ssl.keystore.location` set for this
+    broker through IncrementalAlterConfigs (confluent-kafka's admin client); new connections get
+    the new certificate within a second, a connection already open keeps working, the other TLS
+    listener keeps its keystore; a keystore of another subject and the cluster-wide form are
+    refused with Kafka's errors; a file rewritten in place is read again when the same path is
+    set again."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+    from test_admin_quotas import alter_broker_default
+
+    from confluent_kafka import Producer
+
+    folder = material["folder"]
+    second, second_pem = make_keystore(folder, "rotated")
+    other, _ = make_keystore(folder, "other", subject="/CN=impostor")
+    rewritten, rewritten_pem = make_keystore(folder, "in-place")
+    original = pathlib.Path(material["cert"]).read_text()
+    # Each certificate is self-signed: clients trust the three this test serves.
+    trusted = folder / "rotation-trusted.pem"
+    trusted.write_text(original + second_pem + rewritten_pem)
+    confluent = {**ck_security("SSL", material), "ssl.ca.location": str(trusted)}
+    broker = secure_broker()
+    assert served_certificate(broker.listeners["SSL"]) == der(original)
+    admin = AdminClient({"bootstrap.servers": broker.listeners["PLAINTEXT"]})
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def set_keystore(path):
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(key, str(path), incremental_operation=AlterConfigOpType.SET)])
+        return admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def wait_served(pem):
+        deadline = time.monotonic() + 1.0
+        while served_certificate(broker.listeners["SSL"]) != der(pem):
+            assert time.monotonic() < deadline, "the new certificate is not served within 1 s"
+            time.sleep(0.02)
+
+    # A producer connected before the change keeps its connection and goes on producing.
+    producer = Producer({"bootstrap.servers": broker.listeners["SSL"], "linger.ms": 5, **confluent})
+    before, after = messages(20, prefix="rotation-before"), messages(20, prefix="rotation-after")
+    for message_key, value in before:
+        producer.produce("rotation", key=message_key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    set_keystore(second)
+    wait_served(second_pem)
+    assert served_certificate(broker.listeners["SASL_SSL"]) == der(original), "its own keystore"
+    for message_key, value in after:
+        producer.produce("rotation", key=message_key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    seen, errors = ck_consume(broker.listeners["SSL"], "rotation", 40, **confluent)
+    assert not errors and seen == expected(before + after)
+
+    with pytest.raises(KafkaException) as refused:
+        set_keystore(other)
+    assert "DistinguishedName" in str(refused.value), refused.value
+    assert served_certificate(broker.listeners["SSL"]) == der(second_pem)
+    assert alter_broker_default(broker.listeners["PLAINTEXT"], key, str(second)) == 42  # INVALID_REQUEST
+
+    # Rotated in place: the same path, a new file, set again.
+    second.write_bytes(rewritten.read_bytes())
+    set_keystore(second)
+    wait_served(rewritten_pem)
+    described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+    entry = list(described.values())[0].result(30)[key]
+    assert entry.value == str(second) and entry.source == 2, entry  # DYNAMIC_BROKER_CONFIG

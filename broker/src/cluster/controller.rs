@@ -146,7 +146,9 @@ impl Cluster {
         last_shed: &mut Instant,
     ) -> Option<Vec<ControllerWrite>> {
         let limits = PlanLimits {
-            unclean_leader_election_default: self.unclean_leader_election_default,
+            unclean_leader_election_default: self
+                .unclean_leader_election_default
+                .load(Ordering::Relaxed),
             ..PlanLimits::default()
         };
         let mut writes = controller::plan(&*self.image.read().ok()?, epoch, limits);

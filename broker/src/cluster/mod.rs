@@ -143,8 +143,9 @@ pub struct Cluster {
     /// Set once a controlled shutdown began: a registration written from then on (after a lost
     /// session) says `shutting_down` too.
     shutting_down: AtomicBool,
-    /// `unclean.leader.election.enable`, the default of topics without their own.
-    unclean_leader_election_default: bool,
+    /// `unclean.leader.election.enable`, the default of topics without their own: a dynamic
+    /// broker config, set again by [`Self::set_unclean_leader_election_default`].
+    unclean_leader_election_default: AtomicBool,
     /// With `auto.leader.rebalance.enable`: how often the controller checks the imbalance, and
     /// `leader.imbalance.per.broker.percentage`.
     rebalance: Option<(Duration, u32)>,
@@ -243,7 +244,7 @@ impl Cluster {
             cluster_id: joined.cluster_id,
             registration,
             shutting_down: AtomicBool::new(false),
-            unclean_leader_election_default: config.unclean_leader_election_enable,
+            unclean_leader_election_default: AtomicBool::new(config.unclean_leader_election_enable),
             rebalance: config.auto_leader_rebalance_enable.then(|| {
                 (
                     Duration::from_secs(config.leader_imbalance_check_interval_seconds),
@@ -271,6 +272,13 @@ impl Cluster {
     /// Kafka's cluster id, from `R/cluster`.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// Makes `enabled` the `unclean.leader.election.enable` of topics without their own (the
+    /// dynamic broker config changed); the controller's next plan uses it.
+    pub(crate) fn set_unclean_leader_election_default(&self, enabled: bool) {
+        self.unclean_leader_election_default
+            .store(enabled, Ordering::Relaxed);
     }
 
     /// This broker's `node.id`.

@@ -125,6 +125,14 @@ const REMOVED_KEYS: &[(&str, &str)] = &[(
 )];
 
 /// The error for a key Skiff does not have: removed (with what replaced it) or unknown.
+/// The listener of a `listener.name.<listener>.ssl.keystore.location` key (Kafka's per-listener
+/// form; the name lower-case, as Kafka's prefix writes it), `None` for any other key.
+pub fn listener_keystore_listener(key: &str) -> Option<&str> {
+    key.strip_prefix("listener.name.")?
+        .strip_suffix(".ssl.keystore.location")
+        .filter(|name| !name.is_empty() && !name.contains('.'))
+}
+
 fn unknown_or_removed(key: &str) -> ConfigError {
     match REMOVED_KEYS.iter().find(|(removed, _)| *removed == key) {
         Some((_, instead)) => ConfigError::RemovedKey {
@@ -313,6 +321,10 @@ macro_rules! config_keys {
             /// The keys given in the config file or on the command line (DescribeConfigs reports
             /// them as STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG).
             pub explicitly_set: std::collections::BTreeSet<String>,
+            /// `listener.name.<listener>.ssl.keystore.location`: a TLS listener's own keystore in
+            /// place of `ssl.keystore.location`, by lower-case listener name (Kafka's listener
+            /// prefix; a dynamic broker config, see `crate::net::tls::LiveAcceptor`).
+            pub listener_keystores: std::collections::BTreeMap<String, std::path::PathBuf>,
             /// `skiff.test.mutation` (only with the feature `test-mutations`): a broker bug a test
             /// harness turns on; unset by default.
             #[cfg(feature = "test-mutations")]
@@ -324,6 +336,7 @@ macro_rules! config_keys {
                 Self {
                     $( $field: $default, )*
                     explicitly_set: Default::default(),
+                    listener_keystores: Default::default(),
                     #[cfg(feature = "test-mutations")]
                     test_mutation: None,
                 }
@@ -358,7 +371,13 @@ macro_rules! config_keys {
                     test_mutation::KEY => {
                         self.test_mutation = Some(FromConfigValue::from_value(key, value)?)
                     }
-                    _ => return Err(unknown_or_removed(key)),
+                    _ => match listener_keystore_listener(key) {
+                        Some(listener) => {
+                            let path: std::path::PathBuf = FromConfigValue::from_value(key, value)?;
+                            self.listener_keystores.insert(listener.to_owned(), path);
+                        }
+                        None => return Err(unknown_or_removed(key)),
+                    },
                 }
                 self.explicitly_set.insert(key.to_owned());
                 Ok(())
@@ -374,7 +393,11 @@ macro_rules! config_keys {
             pub fn value_text(&self, key: &str) -> Option<Option<String>> {
                 match key {
                     $( $key => Some(config_text(&format!("{:?}", self.$field))), )*
-                    _ => None,
+                    _ => listener_keystore_listener(key).map(|listener| {
+                        self.listener_keystores
+                            .get(listener)
+                            .map(|path| path.display().to_string())
+                    }),
                 }
             }
         }
@@ -907,7 +930,39 @@ impl Config {
                 });
             }
         }
-        self.check_cross_key_rules()
+        self.check_cross_key_rules()?;
+        self.check_listener_keystores()
+    }
+
+    /// Every `listener.name.<listener>.ssl.keystore.location` names a TLS listener of
+    /// `listeners` (a keystore no listener would use is a mistake, not a no-op).
+    fn check_listener_keystores(&self) -> Result<(), ConfigError> {
+        if self.listener_keystores.is_empty() {
+            return Ok(());
+        }
+        let listeners = self.listener_configs()?;
+        for name in self.listener_keystores.keys() {
+            let tls = listeners
+                .iter()
+                .find(|listener| listener.name.eq_ignore_ascii_case(name))
+                .map(|listener| listener.protocol.uses_tls());
+            if tls != Some(true) {
+                return Err(ConfigError::InvalidValue {
+                    key: format!("listener.name.{name}.ssl.keystore.location"),
+                    reason: format!("no SSL or SASL_SSL listener is named {name} in listeners"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The keystore a TLS listener serves: its own (`listener.name.<listener>.ssl.keystore.location`)
+    /// or `ssl.keystore.location`.
+    pub fn keystore_of(&self, listener: &str) -> Option<&std::path::Path> {
+        self.listener_keystores
+            .get(&listener.to_ascii_lowercase())
+            .or(self.ssl_keystore_location.as_ref())
+            .map(std::path::PathBuf::as_path)
     }
 
     /// The listener name followers fetch on: `inter.broker.listener.name`, else the first

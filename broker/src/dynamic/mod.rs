@@ -12,6 +12,7 @@
 //!
 //! Must never: apply a key that is not in [`DYNAMIC_KEYS`], or block the request path on the store.
 
+pub(crate) mod log_defaults;
 pub(crate) mod store;
 
 use std::collections::BTreeMap;
@@ -23,17 +24,58 @@ use crate::config::Config;
 
 /// The keys that change without a restart, each applied live by its owner: `max.connections`
 /// (`crate::net::admission`), the reassignment throttle (`crate::replication`), the log cleaner's
-/// I/O throttle and backoff (`crate::ops::cleaner`).
+/// I/O throttle, backoff, thread count and buffer sizes (`crate::ops::cleaner`, which restarts
+/// its threads for the last three, as Kafka does); and [`LOG_DEFAULT_KEYS`] ([`log_defaults`]).
 pub(crate) const DYNAMIC_KEYS: &[&str] = &[
     "max.connections",
     "skiff.reassignment.throttle.bytes.per.second",
     "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.backoff.ms",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
 ];
+
+/// The broker keys that are defaults of topic configs (Kafka's `DynamicLogConfig`: every broker
+/// synonym of a topic key is dynamic), the index interval, and the data directory's sync
+/// threads; followed by [`log_defaults`].
+pub(crate) const LOG_DEFAULT_KEYS: &[&str] = &[
+    "log.cleanup.policy",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.index.interval.bytes",
+    "log.message.downconversion.enable",
+    "log.retention.bytes",
+    "log.retention.ms",
+    "log.roll.ms",
+    "log.segment.bytes",
+    "message.max.bytes",
+    "min.insync.replicas",
+    "num.recovery.threads.per.data.dir",
+    "skiff.legacy.isolation.level",
+    "unclean.leader.election.enable",
+];
+
+/// Every dynamic key, for messages.
+pub(crate) fn dynamic_keys() -> impl Iterator<Item = &'static str> {
+    DYNAMIC_KEYS.iter().chain(LOG_DEFAULT_KEYS).copied()
+}
 
 /// Whether `key` may change at runtime.
 pub(crate) fn is_dynamic(key: &str) -> bool {
-    DYNAMIC_KEYS.contains(&key)
+    dynamic_keys().any(|dynamic| dynamic == key) || is_per_broker_only(key)
+}
+
+/// Whether `key` may be set for one broker only, never as the cluster default: a listener's
+/// keystore (`listener.name.<listener>.ssl.keystore.location`, `crate::net::live_tls`), as in
+/// Kafka, where each broker has its own certificate.
+pub(crate) fn is_per_broker_only(key: &str) -> bool {
+    crate::config::listener_keystore_listener(key).is_some()
 }
 
 /// Kafka's config source codes a broker key can have.
@@ -121,6 +163,11 @@ impl DynamicConfigs {
     /// The config as started (file and `--set`), under every dynamic value.
     pub(crate) fn static_config(&self) -> &Config {
         &self.static_config
+    }
+
+    /// The effective config now.
+    pub(crate) fn effective(&self) -> Arc<Config> {
+        self.effective.borrow().clone()
     }
 
     /// The effective config now, and each later one.
@@ -274,5 +321,35 @@ mod tests {
             Config::default().max_connections
         );
         assert!(layered(&Config::default(), &layers(&[("log.dirs", "/x")], &[])).is_err());
+    }
+
+    #[test]
+    fn log_defaults_and_cleaner_sizes_are_dynamic_and_checked_like_start_values() {
+        for key in [
+            "log.retention.ms",
+            "log.segment.bytes",
+            "min.insync.replicas",
+            "log.cleaner.threads",
+        ] {
+            assert!(is_dynamic(key), "{key}");
+        }
+        assert!(!is_dynamic("log.dirs") && !is_dynamic("node.id"));
+        let config = layered(
+            &Config::default(),
+            &layers(
+                &[("log.retention.ms", "1000")],
+                &[("log.segment.bytes", "2048")],
+            ),
+        )
+        .expect("layered");
+        assert_eq!(
+            (config.log_retention_ms, config.log_segment_bytes),
+            (1000, 2048)
+        );
+        assert!(layered(
+            &Config::default(),
+            &layers(&[("log.segment.bytes", "0")], &[])
+        )
+        .is_err());
     }
 }

@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::common::config_resources::{
     RESOURCE_TYPE_BROKER, RESOURCE_TYPE_BROKER_LOGGER, RESOURCE_TYPE_TOPIC, SOURCE_DEFAULT_CONFIG,
-    SOURCE_DYNAMIC_TOPIC_CONFIG, SOURCE_STATIC_BROKER_CONFIG,
+    SOURCE_DYNAMIC_TOPIC_CONFIG,
 };
 use super::error_code;
 use crate::context::Ctx;
@@ -110,21 +110,28 @@ fn is_sensitive(key: &str) -> bool {
         )
 }
 
-/// The broker key `key` as a synonym: its value and whether the config file set it.
-fn broker_key_synonym(
+/// The broker key `key`'s synonyms, most specific first: its dynamic values (this broker's,
+/// then the cluster default), then the static or default one.
+fn broker_key_synonyms(
     ctx: &Ctx,
     key: &str,
     fallback: Option<String>,
-) -> (String, Option<String>, i8) {
-    let value = ctx.config.value_text(key);
-    let source = if ctx.config.explicitly_set.contains(key) {
-        SOURCE_STATIC_BROKER_CONFIG
-    } else {
-        SOURCE_DEFAULT_CONFIG
-    };
-    // A broker key Skiff does not have (log.message.timestamp.type, log.cleanup.policy, ...)
-    // stands at Kafka's default, which is the topic default Skiff applies.
-    (key.to_owned(), value.unwrap_or(fallback), source)
+) -> Vec<(String, Option<String>, i8)> {
+    let mut synonyms: Vec<(String, Option<String>, i8)> = ctx
+        .dynamic
+        .synonyms(key)
+        .into_iter()
+        .map(|(name, value, source)| (name, value, source.code()))
+        .collect();
+    // A broker key Skiff does not have (log.message.timestamp.type, compression.type) stands at
+    // Kafka's default, which is the topic default Skiff applies.
+    if let Some(last) = synonyms.last_mut() {
+        if last.1.is_none() {
+            last.1 = fallback;
+            last.2 = SOURCE_DEFAULT_CONFIG;
+        }
+    }
+    synonyms
 }
 
 fn describe_topic(
@@ -136,7 +143,7 @@ fn describe_topic(
         return Err((error_code::UNKNOWN_TOPIC_OR_PARTITION, None));
     };
     // The value each key would have without the topic's overrides.
-    let defaults = TopicConfig::resolve(&ctx.config, &BTreeMap::new()).ok();
+    let defaults = TopicConfig::resolve(&ctx.topics.broker_config(), &BTreeMap::new()).ok();
     Ok(TOPIC_CONFIG_KEYS
         .iter()
         .filter(|key| wanted.key(key))
@@ -151,7 +158,7 @@ fn describe_topic(
             }
             if let Some(broker_key) = broker_synonym(key) {
                 let fallback = defaults.as_ref().and_then(|config| config.value_of(key));
-                synonyms.push(broker_key_synonym(ctx, broker_key, fallback));
+                synonyms.extend(broker_key_synonyms(ctx, broker_key, fallback));
             }
             wanted.entry(
                 key,
@@ -194,10 +201,15 @@ fn describe_broker(
             ctx.config.node_id
         )));
     }
-    Ok(crate::config::keys()
+    let listener_keystores = listener_keystore_keys(ctx);
+    let keys = crate::config::keys()
         .into_iter()
-        .filter(|(key, _, _)| wanted.key(key))
-        .map(|(key, _, documentation)| {
+        .map(|(key, _, documentation)| (key.to_owned(), Some(documentation)))
+        .chain(listener_keystores.into_iter().map(|key| (key, None)));
+    Ok(keys
+        .filter(|(key, _)| wanted.key(key))
+        .map(|(key, documentation)| {
+            let key = key.as_str();
             // Kafka's synonyms of a broker key: its dynamic values (this broker's, then the
             // cluster default), then the static one; the first is the value in force.
             let synonyms: Vec<(String, Option<String>, i8)> = ctx
@@ -213,10 +225,29 @@ fn describe_broker(
                 !is_dynamic(key),
                 is_sensitive(key),
                 synonyms,
-                Some(documentation),
+                documentation,
             )
         })
         .collect())
+}
+
+/// The `listener.name.<listener>.ssl.keystore.location` keys set on this broker (in its file or
+/// dynamically): the key table does not list per-listener keys.
+fn listener_keystore_keys(ctx: &Ctx) -> Vec<String> {
+    let layers = ctx.dynamic.layers();
+    let mut keys: std::collections::BTreeSet<String> = layers
+        .broker
+        .into_keys()
+        .filter(|key| crate::config::listener_keystore_listener(key).is_some())
+        .collect();
+    keys.extend(
+        ctx.dynamic
+            .static_config()
+            .listener_keystores
+            .keys()
+            .map(|listener| format!("listener.name.{listener}.ssl.keystore.location")),
+    );
+    keys.into_iter().collect()
 }
 
 pub(crate) fn handle(

@@ -13,6 +13,7 @@ pub(crate) mod admission;
 pub(crate) mod connection;
 pub mod fd_limit;
 pub mod frame_capture;
+pub(crate) mod live_tls;
 pub(crate) mod send;
 pub(crate) mod server;
 pub mod tls;

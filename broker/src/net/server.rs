@@ -18,7 +18,6 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenerConfig;
 use crate::config::SecurityProtocol;
@@ -42,8 +41,9 @@ pub(crate) struct BoundListener {
     pub(crate) config: ListenerConfig,
     /// Host and port Metadata names for clients of this listener.
     pub(crate) advertised: (String, u16),
-    /// Present on SSL and SASL_SSL listeners.
-    pub(crate) tls: Option<TlsAcceptor>,
+    /// Present on SSL and SASL_SSL listeners: the acceptor of new connections, replaced live when
+    /// the listener's keystore changes.
+    pub(crate) tls: Option<Arc<crate::net::live_tls::LiveAcceptor>>,
     /// Present on SASL_PLAINTEXT and SASL_SSL listeners.
     pub(crate) sasl: Option<Arc<SaslSetup>>,
     /// Present with `skiff.frame.capture.dir`: shared by every listener.
@@ -228,7 +228,7 @@ async fn start_connection(
         admitted: &admitted,
         capture: bound.capture.clone(),
     };
-    let Some(acceptor) = &bound.tls else {
+    let Some(acceptor) = bound.tls.as_ref().map(|live| live.acceptor()) else {
         connection::run(stream, setup).await;
         return;
     };

@@ -1,6 +1,7 @@
 //! TLS for SSL and SASL_SSL listeners: the rustls server configuration built from the PEM files the
 //! config names (the keystore's certificate chain and key, the truststore's CA certificates for
-//! client certificates), and the principal a verified client certificate stands for.
+//! client certificates; `super::live_tls` builds it again when a keystore changes), and the
+//! principal a verified client certificate stands for.
 //!
 //! Must never: start a TLS listener with a key or certificate it could not read (a clear error at
 //! start instead), or take a principal from an unverified certificate.
@@ -26,18 +27,14 @@ fn unusable(key: &str, path: &Path, reason: impl std::fmt::Display) -> ConfigErr
     }
 }
 
-/// Builds the acceptor every TLS listener shares, from `ssl.keystore.location`,
-/// `ssl.truststore.location` and `ssl.client.auth`.
-pub(crate) fn acceptor(config: &Config) -> Result<TlsAcceptor, ConfigError> {
+/// Builds a TLS listener's acceptor from `keystore` (the listener's own keystore or
+/// `ssl.keystore.location`, see `Config::keystore_of`), `ssl.truststore.location` and
+/// `ssl.client.auth`.
+pub(crate) fn acceptor_with_keystore(
+    config: &Config,
+    keystore: &Path,
+) -> Result<TlsAcceptor, ConfigError> {
     let key_name = "ssl.keystore.location";
-    let keystore =
-        config
-            .ssl_keystore_location
-            .as_deref()
-            .ok_or_else(|| ConfigError::InvalidValue {
-                key: key_name.to_owned(),
-                reason: "a TLS listener needs it".to_owned(),
-            })?;
     let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(keystore)
         .map_err(|error| unusable(key_name, keystore, error))?
         .collect::<Result<_, _>>()
@@ -258,11 +255,11 @@ mod tests {
     fn unreadable_or_keyless_keystores_are_named() {
         let dir = tempfile::tempdir().expect("dir");
         let missing = dir.path().join("missing.pem");
-        let config = Config {
-            ssl_keystore_location: Some(missing.clone()),
-            ..Config::default()
-        };
-        let error = acceptor(&config).err().expect("missing file").to_string();
+        let config = Config::default();
+        let error = acceptor_with_keystore(&config, &missing)
+            .err()
+            .expect("missing file")
+            .to_string();
         assert!(error.contains("missing.pem"), "{error}");
 
         let key = rcgen::KeyPair::generate().expect("key");
@@ -272,11 +269,10 @@ mod tests {
             .expect("certificate");
         let cert_only = dir.path().join("cert-only.pem");
         std::fs::write(&cert_only, certificate.pem()).expect("write");
-        let config = Config {
-            ssl_keystore_location: Some(cert_only),
-            ..Config::default()
-        };
-        let error = acceptor(&config).err().expect("no key").to_string();
+        let error = acceptor_with_keystore(&config, &cert_only)
+            .err()
+            .expect("no key")
+            .to_string();
         assert!(error.contains("private key"), "{error}");
 
         let both = dir.path().join("both.pem");
@@ -285,10 +281,6 @@ mod tests {
             format!("{}{}", certificate.pem(), key.serialize_pem()),
         )
         .expect("write");
-        let config = Config {
-            ssl_keystore_location: Some(both),
-            ..Config::default()
-        };
-        assert!(acceptor(&config).is_ok());
+        assert!(acceptor_with_keystore(&config, &both).is_ok());
     }
 }

@@ -8,8 +8,11 @@
 //! above it may still be truncated away) and its last stable offset (an open transaction's
 //! records may still abort); storage applies the transaction rules below it. A log whose
 //! cleaning fails is marked uncleanable, counted, and left serving. The threads share one I/O
-//! throttle (`log.cleaner.io.max.bytes.per.second`); it and `log.cleaner.backoff.ms` are dynamic
-//! broker configs, followed live (`crate::dynamic`).
+//! throttle (`log.cleaner.io.max.bytes.per.second`). All six keys are dynamic broker configs
+//! (`crate::dynamic`): the throttle and `log.cleaner.backoff.ms` apply at their next use; a new
+//! thread count, dedupe buffer, I/O buffer size or load factor restarts the threads, as Kafka's
+//! `LogCleaner.reconfigure` does (a pass in progress aborts and its log is cleaned again later),
+//! and a thread count may change at most to double or half the current one, as in Kafka.
 //!
 //! Must never: clean past a partition's high watermark or last stable offset, run two cleanings
 //! of one log at once, stop the broker or other logs' cleaning over one log's failure, or outlive
@@ -25,6 +28,7 @@ use skiff_storage::{
     choose_filthiest, throttle_pause, CleanError, CleanHooks, CleanPlan, CleanStats, Cleaner,
 };
 
+use crate::config::Config;
 use crate::context::Ctx;
 use crate::metrics::{rounded_gauge, Exposition, Metrics, MetricsSection};
 use crate::partition::topics::Partition;
@@ -48,6 +52,10 @@ pub(crate) struct CleanerShared {
     in_progress: Mutex<BTreeSet<LogName>>,
     uncleanable: Mutex<BTreeSet<LogName>>,
     throttle: Mutex<ThrottleWindow>,
+    /// Bumped by each restart: threads of an older generation stop.
+    generation: AtomicU64,
+    /// Threads of the current generation (`/metrics`: shows a live thread-count change).
+    running_threads: AtomicU64,
     /// `log.cleaner.io.max.bytes.per.second` as f64 bits, and `log.cleaner.backoff.ms`: dynamic
     /// broker configs (`crate::dynamic`), read at each use.
     bytes_per_second: AtomicU64,
@@ -83,20 +91,84 @@ struct ThreadFigures {
     buffer_utilization_percent: AtomicI64,
 }
 
+impl ThreadFigures {
+    /// A thread that no longer runs has no last cleaning.
+    fn reset(&self) {
+        self.recopy_percent.store(0, Ordering::Relaxed);
+        self.clean_time_ms.store(0, Ordering::Relaxed);
+        self.buffer_utilization_percent.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Figures are kept for the most threads `log.cleaner.threads` allows, so a restart with more
+/// threads needs no new ones.
+// INVARIANT: the config's bound is a small positive constant.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+const THREAD_FIGURES: usize = crate::config::LOG_CLEANER_THREADS_MAX as usize;
+
 /// The running threads, joined at shutdown.
 pub(crate) struct CleanerThreads {
     shared: Arc<CleanerShared>,
+    pool: Arc<Mutex<Pool>>,
+}
+
+/// The threads of one generation and the sizes they were made with.
+struct Pool {
+    sizes: CleanerSizes,
     handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What the threads are made with: Kafka restarts its cleaner threads when one of these changes
+/// (`log.cleaner.threads`, `log.cleaner.dedupe.buffer.size`, `log.cleaner.io.buffer.size`,
+/// `log.cleaner.io.buffer.load.factor`), and so does [`follow_dynamic`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct CleanerSizes {
+    threads: usize,
+    dedupe_buffer_bytes: u64,
+    io_buffer_bytes: usize,
+    load_factor: f64,
+}
+
+impl CleanerSizes {
+    fn of(config: &Config) -> Self {
+        Self {
+            threads: if config.log_cleaner_enable {
+                config.log_cleaner_threads
+            } else {
+                0
+            },
+            dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
+            io_buffer_bytes: config.log_cleaner_io_buffer_size,
+            load_factor: config.log_cleaner_io_buffer_load_factor.get(),
+        }
+    }
+
+    /// Each thread's key map: its share of the dedupe buffer (Kafka caps each share too;
+    /// storage refuses a larger map).
+    fn map_bytes(&self) -> usize {
+        usize::try_from(self.dedupe_buffer_bytes / self.threads.max(1) as u64)
+            .unwrap_or(usize::MAX)
+            .min(skiff_storage::OFFSET_MAP_BYTES_MAX)
+    }
 }
 
 impl CleanerThreads {
     /// Asks every pass to stop and waits for the threads (blocking: call it on a blocking thread).
     pub(crate) fn stop_and_join(self) {
         self.shared.stop.store(true, Ordering::Release);
-        for handle in self.handles {
-            if handle.join().is_err() {
-                tracing::error!("a log cleaner thread panicked");
-            }
+        let handles = std::mem::take(&mut lock(&self.pool).handles);
+        join(handles);
+    }
+}
+
+fn lock(pool: &Mutex<Pool>) -> std::sync::MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn join(handles: Vec<std::thread::JoinHandle<()>>) {
+    for handle in handles {
+        if handle.join().is_err() {
+            tracing::error!("a log cleaner thread panicked");
         }
     }
 }
@@ -113,6 +185,26 @@ pub enum CleanerStartError {
     Thread(#[from] std::io::Error),
 }
 
+/// Kafka's rule for a live change of `log.cleaner.threads` (`LogCleaner.validateReconfiguration`):
+/// at least 1, no fewer than half and no more than double the threads running now.
+pub(crate) fn check_thread_change(current: &Config, next: &Config) -> Result<(), String> {
+    let (now, wanted) = (current.log_cleaner_threads, next.log_cleaner_threads);
+    if wanted < 1 {
+        return Err("Log cleaner threads should be at least 1".to_owned());
+    }
+    if wanted < now / 2 {
+        return Err(format!(
+            "Log cleaner threads cannot be reduced to less than half the current value {now}"
+        ));
+    }
+    if wanted > now.saturating_mul(2) {
+        return Err(format!(
+            "Log cleaner threads cannot be increased to more than double the current value {now}"
+        ));
+    }
+    Ok(())
+}
+
 /// Starts `log.cleaner.threads` cleaner threads (unless `log.cleaner.enable` is false, which the
 /// start allows only with no compacted topic) and registers their figures on `/metrics`. Each
 /// thread's key map and buffers are allocated here, so a bad size stops the start.
@@ -120,14 +212,12 @@ pub(crate) fn start(
     ctx: &Arc<Ctx>,
     metrics: &Metrics,
 ) -> Result<CleanerThreads, CleanerStartError> {
-    let config = &ctx.config;
-    let threads = if config.log_cleaner_enable {
-        config.log_cleaner_threads
-    } else {
-        0
-    };
+    let config = ctx.dynamic.effective();
+    let sizes = CleanerSizes::of(&config);
     let shared = Arc::new(CleanerShared {
         stop: AtomicBool::new(false),
+        generation: AtomicU64::new(0),
+        running_threads: AtomicU64::new(0),
         in_progress: Mutex::default(),
         uncleanable: Mutex::default(),
         throttle: Mutex::new(ThrottleWindow {
@@ -139,56 +229,105 @@ pub(crate) fn start(
         ),
         backoff_ms: AtomicU64::new(config.log_cleaner_backoff_ms),
         figures: CleanerFigures {
-            threads: (0..threads).map(|_| ThreadFigures::default()).collect(),
+            threads: (0..THREAD_FIGURES)
+                .map(|_| ThreadFigures::default())
+                .collect(),
             ..CleanerFigures::default()
         },
     });
     metrics.register(Arc::new(CleanerMetrics(shared.clone())));
+    let handles = spawn_threads(ctx, &shared, sizes)?;
+    let pool = Arc::new(Mutex::new(Pool { sizes, handles }));
     tokio::spawn(follow_dynamic(
+        ctx.clone(),
         shared.clone(),
+        pool.clone(),
         ctx.dynamic.subscribe(),
-        ctx.shutdown.subscribe(),
     ));
-    // Kafka caps each thread's share too; storage refuses a larger map.
-    let map_bytes = usize::try_from(config.log_cleaner_dedupe_buffer_size / threads.max(1) as u64)
-        .unwrap_or(usize::MAX)
-        .min(skiff_storage::OFFSET_MAP_BYTES_MAX);
-    let mut handles = Vec::with_capacity(threads);
-    for id in 0..threads {
-        let cleaner = Cleaner::new(
-            map_bytes,
-            config.log_cleaner_io_buffer_load_factor.get(),
-            config.log_cleaner_io_buffer_size,
-        )?;
+    Ok(CleanerThreads { shared, pool })
+}
+
+/// The threads of the current generation, each with its key map and buffers of `sizes`
+/// (allocated before any thread starts, so a refused size starts none).
+fn spawn_threads(
+    ctx: &Arc<Ctx>,
+    shared: &Arc<CleanerShared>,
+    sizes: CleanerSizes,
+) -> Result<Vec<std::thread::JoinHandle<()>>, CleanerStartError> {
+    let cleaners = (0..sizes.threads)
+        .map(|_| Cleaner::new(sizes.map_bytes(), sizes.load_factor, sizes.io_buffer_bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let generation = shared.generation.load(Ordering::Acquire);
+    let mut handles = Vec::with_capacity(cleaners.len());
+    for (id, cleaner) in cleaners.into_iter().enumerate() {
         let (ctx, shared) = (ctx.clone(), shared.clone());
         let handle = std::thread::Builder::new()
             .name(format!("log-cleaner-{id}"))
-            .spawn(move || run_thread(&ctx, &shared, id, cleaner))?;
+            .spawn(move || run_thread(&ctx, &shared, id, generation, cleaner))?;
         handles.push(handle);
     }
-    Ok(CleanerThreads { shared, handles })
+    shared
+        .running_threads
+        .store(handles.len() as u64, Ordering::Relaxed);
+    Ok(handles)
 }
 
-/// One thread: clean the filthiest log, or sleep the backoff, until the stop flag.
-fn run_thread(ctx: &Ctx, shared: &CleanerShared, id: usize, mut cleaner: Cleaner) {
-    while !shared.stopping() {
-        if !clean_filthiest(ctx, shared, &mut cleaner, id) {
-            shared.sleep(Duration::from_millis(
+/// Replaces the threads with ones of `sizes` (blocking: the old ones finish or abort their pass
+/// first; an aborted cleaning is taken up again later). Sizes the storage refuses leave the
+/// threads as they were.
+fn restart(ctx: &Arc<Ctx>, shared: &Arc<CleanerShared>, pool: &Mutex<Pool>, sizes: CleanerSizes) {
+    let mut pool = lock(pool);
+    if shared.stopping() || pool.sizes == sizes {
+        return;
+    }
+    shared.generation.fetch_add(1, Ordering::AcqRel);
+    join(std::mem::take(&mut pool.handles));
+    for figures in shared.figures.threads.iter().skip(sizes.threads) {
+        figures.reset();
+    }
+    match spawn_threads(ctx, shared, sizes) {
+        Ok(handles) => {
+            tracing::info!(
+                threads = sizes.threads,
+                dedupe_buffer_bytes = sizes.dedupe_buffer_bytes,
+                "log cleaner threads restarted with new sizes"
+            );
+            *pool = Pool { sizes, handles };
+        }
+        Err(error) => {
+            tracing::error!(%error, "log cleaner threads not restarted with new sizes; keeping the previous ones");
+            match spawn_threads(ctx, shared, pool.sizes) {
+                Ok(handles) => pool.handles = handles,
+                Err(error) => tracing::error!(%error, "log cleaner threads could not start again"),
+            }
+        }
+    }
+}
+
+/// One thread: clean the filthiest log, or sleep the backoff, until the stop flag or a newer
+/// generation.
+fn run_thread(ctx: &Ctx, shared: &CleanerShared, id: usize, generation: u64, mut cleaner: Cleaner) {
+    let stop = ThreadStop { shared, generation };
+    while !stop.now() {
+        if !clean_filthiest(ctx, &stop, &mut cleaner, id) {
+            stop.sleep(Duration::from_millis(
                 shared.backoff_ms.load(Ordering::Relaxed),
             ));
         }
     }
 }
 
-/// Follows the dynamic `log.cleaner.io.max.bytes.per.second` and `log.cleaner.backoff.ms` until
-/// shutdown (Kafka changes them live too; the thread count and buffer sizes need a restart here).
+/// Follows the dynamic cleaner keys until shutdown: the I/O throttle and the backoff apply at
+/// their next use, the sizes restart the threads (as Kafka's `LogCleaner.reconfigure` does).
 async fn follow_dynamic(
+    ctx: Arc<Ctx>,
     shared: Arc<CleanerShared>,
-    mut configs: tokio::sync::watch::Receiver<Arc<crate::config::Config>>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    pool: Arc<Mutex<Pool>>,
+    mut configs: tokio::sync::watch::Receiver<Arc<Config>>,
 ) {
+    let mut shutdown = ctx.shutdown.subscribe();
     loop {
-        {
+        let sizes = {
             let config = configs.borrow_and_update();
             let rate = config.log_cleaner_io_max_bytes_per_second.get();
             shared
@@ -197,6 +336,15 @@ async fn follow_dynamic(
             shared
                 .backoff_ms
                 .store(config.log_cleaner_backoff_ms, Ordering::Relaxed);
+            CleanerSizes::of(&config)
+        };
+        if lock(&pool).sizes != sizes {
+            let (ctx, shared, pool) = (ctx.clone(), shared.clone(), pool.clone());
+            let restarted =
+                tokio::task::spawn_blocking(move || restart(&ctx, &shared, &pool, sizes)).await;
+            if let Err(error) = restarted {
+                tracing::error!(%error, "log cleaner restart failed");
+            }
         }
         tokio::select! {
             changed = configs.changed() => if changed.is_err() { return },
@@ -205,21 +353,33 @@ async fn follow_dynamic(
     }
 }
 
-impl CleanerShared {
-    fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+/// When one thread stops: at shutdown, or when a restart made a newer generation.
+struct ThreadStop<'a> {
+    shared: &'a CleanerShared,
+    generation: u64,
+}
+
+impl ThreadStop<'_> {
+    fn now(&self) -> bool {
+        self.shared.stopping() || self.shared.generation.load(Ordering::Acquire) != self.generation
     }
 
-    /// Sleeps `length`, waking early for a stop.
+    /// Sleeps `length`, waking early to stop.
     fn sleep(&self, length: Duration) {
         let until = Instant::now() + length;
-        while !self.stopping() {
+        while !self.now() {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;
             }
             std::thread::sleep(left.min(STOP_CHECK_INTERVAL));
         }
+    }
+}
+
+impl CleanerShared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
     }
 
     fn uncleanable(&self) -> std::sync::MutexGuard<'_, BTreeSet<LogName>> {
@@ -243,7 +403,8 @@ struct Candidate {
 }
 
 /// Cleans the filthiest due log no thread is cleaning; whether there was one.
-fn clean_filthiest(ctx: &Ctx, shared: &CleanerShared, cleaner: &mut Cleaner, id: usize) -> bool {
+fn clean_filthiest(ctx: &Ctx, stop: &ThreadStop<'_>, cleaner: &mut Cleaner, id: usize) -> bool {
+    let shared = stop.shared;
     let now_ms = ctx.now_ms();
     let candidates = {
         // Chosen and claimed under the in-progress lock, so two threads never take one log.
@@ -264,7 +425,7 @@ fn clean_filthiest(ctx: &Ctx, shared: &CleanerShared, cleaner: &mut Cleaner, id:
     let Some(candidate) = candidates else {
         return false;
     };
-    clean_one(shared, cleaner, id, &candidate, now_ms);
+    clean_one(stop, cleaner, id, &candidate, now_ms);
     shared.in_progress().remove(&candidate.name);
     true
 }
@@ -323,15 +484,16 @@ fn candidates(
     found
 }
 
-/// The hooks of one pass: the shared throttle, and the stop flag.
+/// The hooks of one pass: the shared throttle, and the thread's stop.
 struct PassHooks<'a> {
-    shared: &'a CleanerShared,
+    stop: &'a ThreadStop<'a>,
 }
 
 impl CleanHooks for PassHooks<'_> {
     fn on_io(&mut self, bytes: u64) {
         let pause = {
             let mut window = self
+                .stop
                 .shared
                 .throttle
                 .lock()
@@ -344,7 +506,7 @@ impl CleanHooks for PassHooks<'_> {
             let pause = throttle_pause(
                 window.bytes,
                 elapsed,
-                f64::from_bits(self.shared.bytes_per_second.load(Ordering::Relaxed)),
+                f64::from_bits(self.stop.shared.bytes_per_second.load(Ordering::Relaxed)),
             );
             // The next window starts after the pause, which every thread's bytes share.
             window.start = Instant::now() + pause;
@@ -352,18 +514,18 @@ impl CleanHooks for PassHooks<'_> {
             pause
         };
         if !pause.is_zero() {
-            self.shared.sleep(pause);
+            self.stop.sleep(pause);
         }
     }
 
     fn keep_going(&mut self) -> bool {
-        !self.shared.stopping()
+        !self.stop.now()
     }
 }
 
 /// Cleans one log: the pass, then Kafka's log lines and the figures, or the failure's marking.
 fn clean_one(
-    shared: &CleanerShared,
+    stop: &ThreadStop<'_>,
     cleaner: &mut Cleaner,
     id: usize,
     candidate: &Candidate,
@@ -372,7 +534,8 @@ fn clean_one(
     let (topic, index) = &candidate.name;
     let live_producers = candidate.partition.live_producer_batches();
     let started = Instant::now();
-    let mut hooks = PassHooks { shared };
+    let shared = stop.shared;
+    let mut hooks = PassHooks { stop };
     let outcome = candidate.partition.log().clean(
         &candidate.plan,
         cleaner,
@@ -503,6 +666,11 @@ impl MetricsSection for CleanerMetrics {
             "Kafka's uncleanable-partitions-count: logs whose cleaning failed; they keep serving uncleaned until a restart.",
             i64::try_from(shared.uncleanable().len()).unwrap_or(i64::MAX),
         );
+        out.gauge(
+            "skiff_log_cleaner_threads",
+            "Log cleaner threads running (log.cleaner.threads, a dynamic broker config).",
+            i64::try_from(shared.running_threads.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+        );
         out.counter(
             "skiff_log_cleaner_cleanings_total",
             "Cleanings completed.",
@@ -523,5 +691,57 @@ impl MetricsSection for CleanerMetrics {
             "Bytes the cleaners wrote to cleaned segments.",
             figures.bytes_written.load(Ordering::Relaxed),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_threads(threads: usize) -> Config {
+        let mut config = Config::default();
+        config
+            .apply_override(&format!("log.cleaner.threads={threads}"))
+            .expect("threads");
+        config
+    }
+
+    #[test]
+    fn a_live_thread_count_change_stays_within_half_and_double_as_in_kafka() {
+        let four = with_threads(4);
+        assert!(check_thread_change(&four, &with_threads(2)).is_ok());
+        assert!(check_thread_change(&four, &with_threads(8)).is_ok());
+        assert!(check_thread_change(&four, &with_threads(4)).is_ok());
+        let fewer = check_thread_change(&four, &with_threads(1)).expect_err("fewer");
+        assert_eq!(
+            fewer,
+            "Log cleaner threads cannot be reduced to less than half the current value 4"
+        );
+        let more = check_thread_change(&four, &with_threads(9)).expect_err("more");
+        assert_eq!(
+            more,
+            "Log cleaner threads cannot be increased to more than double the current value 4"
+        );
+    }
+
+    #[test]
+    fn sizes_follow_the_four_keys_that_restart_the_threads() {
+        let base = Config::default();
+        let mut next = base.clone();
+        next.apply_override("log.cleaner.backoff.ms=1")
+            .expect("backoff");
+        assert_eq!(CleanerSizes::of(&base), CleanerSizes::of(&next));
+        for key in [
+            "log.cleaner.threads=2",
+            "log.cleaner.dedupe.buffer.size=67108864",
+            "log.cleaner.io.buffer.size=1048576",
+            "log.cleaner.io.buffer.load.factor=0.5",
+        ] {
+            let mut next = base.clone();
+            next.apply_override(key).expect(key);
+            assert_ne!(CleanerSizes::of(&base), CleanerSizes::of(&next), "{key}");
+        }
+        let two = CleanerSizes::of(&with_threads(2));
+        assert_eq!(two.map_bytes() * 2, CleanerSizes::of(&base).map_bytes());
     }
 }

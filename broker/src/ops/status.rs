@@ -159,7 +159,7 @@ fn image_part(ctx: &Ctx) -> Option<(Vec<Value>, Value, BTreeSet<i32>)> {
         let (mut total, mut offline, mut under_replicated) = (0usize, 0usize, 0usize);
         let mut under_min_isr = 0usize;
         let mut listed = Vec::new();
-        let min_isr = min_insync_replicas_by_topic(&ctx.config, image.topics());
+        let min_isr = min_insync_replicas_by_topic(&ctx.topics.broker_config(), image.topics());
         for (topic, partition, state) in image.all_partitions() {
             let state = &state.value;
             total += 1;

@@ -169,7 +169,9 @@ pub struct Reconciled {
 /// The broker's materialized topics: what the metadata store says this broker serves, with the
 /// logs of the partitions it replicates.
 pub struct Topics {
-    config: Arc<Config>,
+    /// The broker's effective config: the static one, then each one the dynamic broker configs
+    /// make ([`Topics::follow_broker_config`]); topics resolve their defaults from it.
+    config: RwLock<Arc<Config>>,
     /// Taken out at [`Topics::close`]; `None` afterwards.
     log_dir: Mutex<Option<LogDir>>,
     file: MaterializedTopicsFile,
@@ -287,7 +289,7 @@ impl Topics {
             Vec::new()
         };
         let topics = Self {
-            config,
+            config: RwLock::new(config),
             log_dir: Mutex::new(Some(log_dir)),
             file,
             topics: RwLock::new(BTreeMap::new()),
@@ -308,7 +310,7 @@ impl Topics {
         storage_config: &LogConfig,
         replica_config: ReplicaConfig,
     ) -> Result<Arc<Partition>, TopicError> {
-        let node_id = self.config.node_id;
+        let node_id = self.broker_config().node_id;
         let log = match log_dir.log(topic, index).map_err(storage)? {
             Some(log) => {
                 log.set_config(storage_config.clone()).map_err(storage)?;
@@ -375,6 +377,87 @@ impl Topics {
             .unwrap_or_default()
     }
 
+    /// The broker config topics take their defaults from now.
+    pub fn broker_config(&self) -> Arc<Config> {
+        match self.config.read() {
+            Ok(config) => config.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Makes `broker` the config topics take their defaults from (a dynamic broker config
+    /// changed, `crate::dynamic`), as Kafka's `DynamicLogConfig` does: every topic whose
+    /// effective config changes with it (a default it does not override) is resolved again and
+    /// its logs reconfigured. A topic whose overrides no longer resolve over the new defaults
+    /// (a per-topic lag above a new default maximum, say) keeps its config and is counted in
+    /// `refused`. Blocking IO (a segment config change may roll nothing, but it takes the logs'
+    /// locks).
+    pub fn follow_broker_config(&self, broker: Arc<Config>) -> Result<Reconciled, TopicError> {
+        let _change = self
+            .changes
+            .lock()
+            .map_err(|_| TopicError::Storage("poisoned".into()))?;
+        *self.config.write().map_err(storage)? = broker.clone();
+        if let Some(log_dir) = self.log_dir.lock().map_err(storage)?.as_mut() {
+            log_dir
+                .set_recovery_threads(broker.num_recovery_threads_per_data_dir)
+                .map_err(storage)?;
+        }
+        let mut report = Reconciled::default();
+        let current = self.all();
+        let mut next = BTreeMap::new();
+        for topic in current {
+            let updated = match self.with_broker_defaults(&topic, &broker) {
+                Ok(Some(updated)) => {
+                    report.configs_changed += 1;
+                    updated
+                }
+                Ok(None) => topic,
+                Err(error) => {
+                    report.refused += 1;
+                    tracing::error!(topic = %topic.name, %error, "new broker defaults refused for this topic; it keeps its config");
+                    topic
+                }
+            };
+            next.insert(updated.name.clone(), updated);
+        }
+        *self.topics.write().map_err(storage)? = next;
+        Ok(report)
+    }
+
+    /// `topic` resolved over `broker`'s defaults, its logs reconfigured; `None` when nothing of
+    /// its config changes.
+    fn with_broker_defaults(
+        &self,
+        topic: &Topic,
+        broker: &Config,
+    ) -> Result<Option<Arc<Topic>>, TopicError> {
+        let config = TopicConfig::resolve_named(broker, &topic.name, &topic.record.configs)?;
+        let storage_config = log_config(&config, broker);
+        storage_config.validate().map_err(storage)?;
+        let unchanged = topic.partitions.first().is_none_or(|partition| {
+            partition.log().config().ok().as_ref() == Some(&storage_config)
+        });
+        if config == topic.config && unchanged {
+            return Ok(None);
+        }
+        for partition in &topic.partitions {
+            partition
+                .reconfigure(
+                    storage_config.clone(),
+                    crate::partition::replica::replica_config(broker, &config),
+                )
+                .map_err(storage)?;
+        }
+        Ok(Some(Arc::new(Topic {
+            name: topic.name.clone(),
+            topic_id: topic.topic_id,
+            config,
+            record: topic.record.clone(),
+            partitions: topic.partitions.clone(),
+        })))
+    }
+
     /// The effective configuration `overrides` give, refused as a creation or an alter would be
     /// (an unknown or out-of-range value, or settings the log cannot take together).
     pub fn resolve_config(
@@ -382,10 +465,9 @@ impl Topics {
         name: &str,
         overrides: &BTreeMap<String, String>,
     ) -> Result<TopicConfig, TopicError> {
-        let config = TopicConfig::resolve_named(&self.config, name, overrides)?;
-        log_config(&config, &self.config)
-            .validate()
-            .map_err(storage)?;
+        let broker = self.broker_config();
+        let config = TopicConfig::resolve_named(&broker, name, overrides)?;
+        log_config(&config, &broker).validate().map_err(storage)?;
         Ok(config)
     }
 
@@ -480,8 +562,9 @@ impl Topics {
                 }));
             }
         }
+        let broker = self.broker_config();
         let config = self.resolve_config(&record.name, &record.configs)?;
-        let storage_config = log_config(&config, &self.config);
+        let storage_config = log_config(&config, &broker);
         let configs_changed = existing.is_some_and(|e| e.record.configs != record.configs);
         if configs_changed {
             report.configs_changed += 1;
@@ -504,7 +587,7 @@ impl Topics {
                         partition
                             .reconfigure(
                                 storage_config.clone(),
-                                crate::partition::replica::replica_config(&self.config, &config),
+                                crate::partition::replica::replica_config(&broker, &config),
                             )
                             .map_err(storage)?;
                     }
@@ -516,7 +599,7 @@ impl Topics {
                         &want.name,
                         index,
                         &storage_config,
-                        crate::partition::replica::replica_config(&self.config, &config),
+                        crate::partition::replica::replica_config(&broker, &config),
                     )?);
                     report.partitions_opened += 1;
                 }
@@ -964,6 +1047,75 @@ mod tests {
         reopened.reconcile(&[t]).expect("again");
         assert_eq!(reopened.get("t").expect("t").partitions.len(), 3);
         reopened.close().expect("close");
+    }
+
+    #[test]
+    fn new_broker_defaults_reach_every_topic_that_does_not_override_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (topics, _) = open(dir.path());
+        let plain = local("plain", ID_A, vec![vec![1], vec![1]], 1);
+        let mut own = local("own", ID_B, vec![vec![1]], 1);
+        own.record
+            .configs
+            .insert("retention.ms".to_owned(), "5000".to_owned());
+        own.record
+            .configs
+            .insert("min.compaction.lag.ms".to_owned(), "100000".to_owned());
+        topics.reconcile(&[plain, own]).expect("reconcile");
+        let log_retention = |name: &str, index: usize| {
+            let topic = topics.get(name).expect("topic");
+            let partition = topic.partitions.get(index).expect("partition").clone();
+            let retention = partition.log().config().expect("config").retention_ms;
+            retention
+        };
+
+        let mut broker = (*topics.broker_config()).clone();
+        broker
+            .apply_override("log.retention.ms=60000")
+            .expect("retention");
+        broker
+            .apply_override("num.recovery.threads.per.data.dir=3")
+            .expect("threads");
+        let report = topics
+            .follow_broker_config(Arc::new(broker.clone()))
+            .expect("follow");
+        assert_eq!((report.configs_changed, report.refused), (1, 0));
+        assert_eq!(
+            topics.get("plain").expect("plain").config.retention_ms,
+            60000
+        );
+        assert_eq!(log_retention("plain", 0), Some(60000));
+        assert_eq!(log_retention("plain", 1), Some(60000));
+        assert_eq!(log_retention("own", 0), Some(5000), "its override wins");
+        assert_eq!(topics.broker_config().log_retention_ms, 60000);
+
+        // A default maximum lag below the topic's own minimum does not resolve for that topic:
+        // it keeps its config, the other topic takes the new default.
+        broker
+            .apply_override("log.cleaner.max.compaction.lag.ms=50000")
+            .expect("lag");
+        let report = topics
+            .follow_broker_config(Arc::new(broker))
+            .expect("follow");
+        assert_eq!((report.configs_changed, report.refused), (1, 1));
+        assert_eq!(
+            topics.get("own").expect("own").config.max_compaction_lag_ms,
+            i64::MAX
+        );
+        assert_eq!(
+            topics
+                .get("plain")
+                .expect("plain")
+                .config
+                .max_compaction_lag_ms,
+            50000
+        );
+        // A new topic resolves over the new defaults.
+        let created = topics
+            .resolve_config("later", &BTreeMap::new())
+            .expect("resolve");
+        assert_eq!(created.retention_ms, 60000);
+        topics.close().expect("close");
     }
 
     #[test]

@@ -25,7 +25,6 @@ pub(crate) const RESOURCE_TYPE_BROKER_LOGGER: i8 = 8;
 
 /// Kafka's `DescribeConfigsResponse.ConfigSource` codes (DescribeConfigs v1+).
 pub(crate) const SOURCE_DYNAMIC_TOPIC_CONFIG: i8 = 1;
-pub(crate) const SOURCE_STATIC_BROKER_CONFIG: i8 = 4;
 pub(crate) const SOURCE_DEFAULT_CONFIG: i8 = 5;
 
 /// Kafka's dynamic broker throttles of partition reassignment, which `kafka-reassign-partitions
@@ -96,9 +95,13 @@ pub(crate) async fn alter_broker(
     };
     let next = change(current)?;
     check_dynamic_keys(ctx, &next)?;
+    if scope == Scope::Default {
+        check_cluster_wide(&next)?;
+    }
     *current = next.clone();
-    crate::dynamic::layered(ctx.dynamic.static_config(), &layers)
+    let effective = crate::dynamic::layered(ctx.dynamic.static_config(), &layers)
         .map_err(|error| ConfigChangeError::InvalidConfig(error.to_string()))?;
+    check_live_changes(ctx, &effective)?;
     if validate_only {
         return Ok(());
     }
@@ -113,6 +116,43 @@ pub(crate) async fn alter_broker(
         code: error_code::REQUEST_TIMED_OUT,
         message: Some(error.to_string()),
     })
+}
+
+/// No key of the cluster default's `values` may only be set per broker (INVALID_REQUEST with
+/// Kafka's message naming them).
+fn check_cluster_wide(values: &BTreeMap<String, String>) -> Result<(), ConfigChangeError> {
+    let per_broker: Vec<&str> = values
+        .keys()
+        .map(String::as_str)
+        .filter(|key| crate::dynamic::is_per_broker_only(key))
+        .collect();
+    if per_broker.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigChangeError::InvalidRequest(format!(
+        "Cannot update these configs at default cluster level, broker id must be specified: {}",
+        per_broker.join(", ")
+    )))
+}
+
+/// What the owners of live values refuse in `effective` (the config the change would make on
+/// this broker), with Kafka's messages (INVALID_CONFIG): a cleaner thread count beyond half or
+/// double the current one, a keystore a TLS listener could not serve.
+fn check_live_changes(
+    ctx: &Ctx,
+    effective: &crate::config::Config,
+) -> Result<(), ConfigChangeError> {
+    crate::ops::cleaner::check_thread_change(&ctx.dynamic.effective(), effective)
+        .map_err(ConfigChangeError::InvalidConfig)?;
+    for acceptor in &ctx.tls_listeners {
+        acceptor.check(effective).map_err(|reason| {
+            ConfigChangeError::InvalidConfig(format!(
+                "Validation of dynamic config update of SSLFactory failed for listener {}: {reason}",
+                acceptor.listener()
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Every key of `values` is a broker key Skiff knows (INVALID_CONFIG) and may change at runtime
@@ -137,11 +177,21 @@ fn check_dynamic_keys(
     if fixed.is_empty() {
         return Ok(());
     }
+    if fixed.contains(&"ssl.keystore.location") {
+        return Err(ConfigChangeError::InvalidRequest(
+            "These security configs can be dynamically updated only per-listener using the \
+             listener prefix: ssl.keystore.location (set listener.name.<listener>.ssl.keystore.location \
+             for one broker)"
+                .to_owned(),
+        ));
+    }
     Err(ConfigChangeError::InvalidRequest(format!(
         "Cannot update these configs dynamically: {}. The broker configs that change at runtime \
          are {}; set the others in the config file (or with --set) and restart the broker",
         fixed.join(", "),
-        crate::dynamic::DYNAMIC_KEYS.join(", ")
+        crate::dynamic::dynamic_keys()
+            .collect::<Vec<_>>()
+            .join(", ")
     )))
 }
 
