@@ -1,7 +1,9 @@
 //! skiff-group: the classic consumer-group coordinator (JoinGroup, SyncGroup, Heartbeat,
 //! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
-//! TxnOffsetCommit; every version from 0) as a sans-IO state machine, the record codec of the
-//! internal offsets log, and the seeded simulations that check them.
+//! TxnOffsetCommit; every version from 0) as a sans-IO state machine, the pure core of KIP-848's
+//! consumer groups ([`consumer`]: ConsumerGroupHeartbeat, its assignors, reconciliation and
+//! records; not yet wired into the broker), the record codec of the internal offsets log, and the
+//! seeded simulations that check them.
 //!
 //! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
 //! leader's assignment), session / rebalance / pending-member deadlines, the committed offsets,
@@ -82,14 +84,23 @@
 //! - `admin.rs`: DescribeGroups, ListGroups.
 //! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
 //!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
-//! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode).
+//! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode);
+//!   a replay also yields the consumer group records ([`Replayed::Consumer`]), which the classic
+//!   coordinator skips.
+//! - [`consumer`]: KIP-848 consumer groups as Kafka 4.1.1 runs them, pure: `assignor` (uniform,
+//!   range), `reconcile` (a member's step towards its target), `regex` (topic patterns),
+//!   `records` (the `__consumer_offsets` records, byte-compatible), `group` (the heartbeat state
+//!   machine, deadlines, offset validation, describe). A group id names a classic group or a
+//!   consumer group; the driver routes it (`consumer/mod.rs`).
 //! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants, and
 //!   `sim/txn.rs` one of transactional producers, markers and restarts;
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
-//! until deleted), group metadata persistence (after a restart groups are empty and members rejoin;
-//! only offsets survive), and the consumer-group (KIP-848) protocol.
+//! until deleted), classic group metadata persistence (after a restart classic groups are empty
+//! and members rejoin; only offsets survive), and the broker wiring of the consumer-group
+//! (KIP-848) protocol: ConsumerGroupHeartbeat / ConsumerGroupDescribe handlers, persisting its
+//! records through the driver, migration between classic and consumer groups.
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.
@@ -98,6 +109,7 @@
 #![cfg_attr(test, allow(clippy::cast_possible_truncation, clippy::cast_sign_loss))]
 
 pub mod config;
+pub mod consumer;
 pub mod offsets_log;
 pub mod state;
 

@@ -131,6 +131,7 @@ impl Coordinator {
                 Replayed::Entry(entry) | Replayed::Txn(_, entry) => {
                     Some(entry.key().group.as_str())
                 }
+                Replayed::Consumer(record) => Some(record.group()),
                 Replayed::Marker(..) => None,
             };
             if group.is_some_and(|group| coordinator_partition(group, partitions) != partition) {

@@ -28,6 +28,9 @@ use skiff_protocol::records::v2::{batch_positions, validate};
 use skiff_protocol::records::{Compression, RecordError};
 use skiff_protocol::DecodeError;
 
+use crate::consumer::records::{is_consumer_record_type, ConsumerRecordError};
+use crate::consumer::ConsumerRecord;
+
 /// Key version of an offset-commit record.
 pub const KEY_VERSION: i16 = 1;
 /// Value version written (offset, leader epoch, metadata, commit timestamp).
@@ -58,6 +61,9 @@ pub enum OffsetLogError {
         /// The version found.
         version: i16,
     },
+    /// A consumer group record is malformed.
+    #[error("offsets log consumer group record: {0}")]
+    Consumer(#[from] ConsumerRecordError),
     /// A record without a key (every offsets-log record has one).
     #[error("offsets log record without a key")]
     MissingKey,
@@ -138,6 +144,9 @@ pub enum Replayed {
     /// An end-transaction marker: the producer's pending commits take effect (COMMIT) or are
     /// dropped (ABORT).
     Marker(TxnProducer, MarkerType),
+    /// A consumer group (KIP-848) record: the classic coordinator skips it, the consumer groups
+    /// replay it ([`crate::consumer::ConsumerGroups::replay`]).
+    Consumer(ConsumerRecord),
 }
 
 impl From<OffsetLogEntry> for Replayed {
@@ -264,6 +273,36 @@ fn encode_batch_of(
     Ok(builder.build()?)
 }
 
+/// One uncompressed v2 batch of consumer group records, in order (what a heartbeat, a deadline or
+/// a group deletion wrote), each stamped with `timestamp_ms`.
+pub fn encode_consumer_batch(
+    records: &[ConsumerRecord],
+    timestamp_ms: i64,
+) -> Result<Vec<u8>, OffsetLogError> {
+    if records.len() > RECORDS_PER_BATCH_MAX {
+        return Err(OffsetLogError::TooManyRecords {
+            count: records.len(),
+            count_max: RECORDS_PER_BATCH_MAX,
+        });
+    }
+    let mut builder = BatchBuilder::new(0, Compression::None);
+    for (index, record) in records.iter().enumerate() {
+        let (key, value) = record.encode()?;
+        let offset_delta = i32::try_from(index).map_err(|_| OffsetLogError::TooManyRecords {
+            count: records.len(),
+            count_max: RECORDS_PER_BATCH_MAX,
+        })?;
+        builder.push(&NewRecord {
+            offset_delta,
+            timestamp: timestamp_ms,
+            key: Some(&key),
+            value: value.as_deref(),
+            headers: &[],
+        })?;
+    }
+    Ok(builder.build()?)
+}
+
 /// As many batches as `entries` need, in order, each within [`RECORDS_PER_BATCH_MAX`] records.
 pub fn encode_batches(
     entries: &[OffsetLogEntry],
@@ -296,7 +335,7 @@ pub fn decode_batch(
 ) -> Result<usize, OffsetLogError> {
     decode_replayed_batch(batch, &mut |item| match item {
         Replayed::Entry(entry) | Replayed::Txn(_, entry) => visit(entry),
-        Replayed::Marker(..) => {}
+        Replayed::Marker(..) | Replayed::Consumer(_) => {}
     })
     .map(|(records, _)| records)
 }
@@ -335,7 +374,19 @@ pub fn decode_replayed_batch(
     let mut visited = 0;
     for record in records {
         let record = record?;
-        let key = decode_key(record.key.ok_or(OffsetLogError::MissingKey)?)?;
+        let key_bytes = record.key.ok_or(OffsetLogError::MissingKey)?;
+        if key_bytes
+            .first_chunk::<2>()
+            .is_some_and(|version| is_consumer_record_type(i16::from_be_bytes(*version)))
+        {
+            visit(Replayed::Consumer(ConsumerRecord::decode(
+                key_bytes,
+                record.value,
+            )?));
+            visited += 1;
+            continue;
+        }
+        let key = decode_key(key_bytes)?;
         let entry = match record.value {
             Some(value) => OffsetLogEntry::Commit(key, decode_value(value)?),
             None => OffsetLogEntry::Delete(key),
@@ -359,7 +410,7 @@ pub fn decode_batches(
 ) -> Result<usize, OffsetLogError> {
     decode_replayed_batches(bytes, &mut |item| match item {
         Replayed::Entry(entry) | Replayed::Txn(_, entry) => visit(entry),
-        Replayed::Marker(..) => {}
+        Replayed::Marker(..) | Replayed::Consumer(_) => {}
     })
 }
 
@@ -480,6 +531,32 @@ mod tests {
     }
 
     #[test]
+    fn consumer_group_records_replay_beside_commits() {
+        let record = ConsumerRecord::TargetAssignmentMetadata {
+            group: "g".into(),
+            value: Some(4),
+        };
+        let tombstone = ConsumerRecord::GroupMetadata {
+            group: "g".into(),
+            value: None,
+        };
+        let mut log = encode_batch(&[commit("g", "t", 0, 5)], 1).expect("encode");
+        log.extend(encode_consumer_batch(&[record.clone(), tombstone.clone()], 1).expect("encode"));
+        let mut items = Vec::new();
+        decode_replayed_batches(&log, &mut |item| items.push(item)).expect("decode");
+        assert_eq!(
+            items,
+            vec![
+                Replayed::Entry(commit("g", "t", 0, 5)),
+                Replayed::Consumer(record),
+                Replayed::Consumer(tombstone),
+            ]
+        );
+        // The plain decoder (the classic coordinator's) sees only the commit.
+        assert_eq!(collect(&log).expect("decode").len(), 1);
+    }
+
+    #[test]
     fn partial_tail_is_left_for_later() {
         let batch = encode_batch(&[commit("g", "t", 0, 5)], 1).expect("encode");
         let mut log = batch.clone();
@@ -551,7 +628,11 @@ mod tests {
                 headers: &[],
             }).expect("push");
             let batch = builder.build().expect("build");
-            if let Ok(entries) = collect(&batch) {
+            // A key of a consumer group record type decodes as one (not an offset entry).
+            let consumer = key.first_chunk::<2>().is_some_and(|version| {
+                is_consumer_record_type(i16::from_be_bytes(*version))
+            });
+            if let (Ok(entries), false) = (collect(&batch), consumer) {
                 prop_assert_eq!(entries.len(), 1);
                 prop_assert_eq!(encode_key(entries[0].key()).expect("encode"), key);
                 if let (OffsetLogEntry::Commit(_, decoded), Some(value)) = (&entries[0], &value) {

@@ -558,6 +558,8 @@ impl Coordinator {
             Replayed::Marker(producer, marker) => {
                 self.resolve_txn(None, producer, marker);
             }
+            // Consumer group records belong to the consumer groups' table, not to this one.
+            Replayed::Consumer(_) => {}
         }
     }
 

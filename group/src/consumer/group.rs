@@ -1,0 +1,440 @@
+//! One consumer group's state (members, epochs, target assignment, resolved patterns) and the
+//! coordinator's table of consumer groups: replaying records, deadlines, offset commit/fetch
+//! validation and what ConsumerGroupDescribe shows. The heartbeat itself is in `heartbeat.rs`.
+//!
+//! Every change to a group is a [`ConsumerRecord`] applied through [`ConsumerGroup::replay`],
+//! live or when the log is loaded: replaying the records a group wrote rebuilds the same group
+//! (the simulation checks it after every restart).
+//!
+//! Must never: change persisted group state other than through `replay`, or read a clock.
+
+use std::collections::BTreeMap;
+
+use skiff_protocol::error_code;
+
+use super::assignor::AssignorKind;
+use super::reconcile::{MemberAssignment, MemberState};
+use super::records::{ConsumerRecord, MemberMetadataValue, RegexValue};
+use super::regex::TopicRegex;
+use super::{Assignment, TopicId};
+
+#[path = "heartbeat.rs"]
+mod heartbeat;
+
+pub use heartbeat::{
+    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
+    CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION,
+};
+
+/// Kafka's `group.consumer.heartbeat.interval.ms` default.
+pub const HEARTBEAT_INTERVAL_MS_DEFAULT: i32 = 5_000;
+/// Kafka's `group.consumer.session.timeout.ms` default.
+pub const SESSION_TIMEOUT_MS_DEFAULT: i32 = 45_000;
+/// Kafka's `group.consumer.min.session.timeout.ms` default (the broker's config bounds the key).
+pub const SESSION_TIMEOUT_MS_MIN_DEFAULT: i32 = 45_000;
+/// Kafka's `group.consumer.max.session.timeout.ms` default.
+pub const SESSION_TIMEOUT_MS_MAX_DEFAULT: i32 = 60_000;
+/// Kafka's `group.consumer.min.heartbeat.interval.ms` default.
+pub const HEARTBEAT_INTERVAL_MS_MIN_DEFAULT: i32 = 5_000;
+/// Kafka's `group.consumer.max.heartbeat.interval.ms` default.
+pub const HEARTBEAT_INTERVAL_MS_MAX_DEFAULT: i32 = 15_000;
+/// Members of one consumer group (`group.consumer.max.size`). Kafka's default is `i32::MAX`;
+/// Skiff bounds it like the classic groups' `group.max.size` so one group's memory is bounded.
+pub const CONSUMER_GROUP_MAX_SIZE_DEFAULT: usize = crate::config::GROUP_MEMBERS_MAX_DEFAULT;
+
+/// Kafka's error codes of KIP-848 that the protocol crate's table (kafka-protocol 0.15.1's) does
+/// not have yet; the broker wiring moves them into `skiff_protocol::error_code`.
+pub mod codes {
+    /// FENCED_MEMBER_EPOCH.
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    /// UNRELEASED_INSTANCE_ID.
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    /// UNSUPPORTED_ASSIGNOR.
+    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    /// STALE_MEMBER_EPOCH.
+    pub const STALE_MEMBER_EPOCH: i16 = 113;
+}
+
+/// The consumer groups' settings (Kafka's `group.consumer.*` keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupConfig {
+    /// `group.consumer.heartbeat.interval.ms`: returned in every heartbeat response.
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms`: a member silent this long is removed.
+    pub session_timeout_ms: i32,
+    /// `group.consumer.max.size`: a join beyond it gets GROUP_MAX_SIZE_REACHED.
+    pub max_size: usize,
+    /// `group.consumer.assignors`: the first is the default.
+    pub assignors: Vec<AssignorKind>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS_DEFAULT,
+            session_timeout_ms: SESSION_TIMEOUT_MS_DEFAULT,
+            max_size: CONSUMER_GROUP_MAX_SIZE_DEFAULT,
+            assignors: vec![AssignorKind::Uniform, AssignorKind::Range],
+        }
+    }
+}
+
+/// The topics the cluster has (from the broker's metadata), by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopicImage {
+    /// Bumped by the driver whenever a topic is created, deleted or grows (patterns are resolved
+    /// again then).
+    pub version: i64,
+    /// Topic name → (id, partition count).
+    pub by_name: BTreeMap<String, (TopicId, i32)>,
+}
+
+/// A heartbeat's refusal: Kafka's error code and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeartbeatError {
+    /// INVALID_REQUEST.
+    #[error("INVALID_REQUEST: {0}")]
+    InvalidRequest(String),
+    /// UNSUPPORTED_ASSIGNOR.
+    #[error("UNSUPPORTED_ASSIGNOR: {0}")]
+    UnsupportedAssignor(String),
+    /// INVALID_REGULAR_EXPRESSION.
+    #[error("INVALID_REGULAR_EXPRESSION: {0}")]
+    InvalidRegularExpression(String),
+    /// GROUP_ID_NOT_FOUND.
+    #[error("GROUP_ID_NOT_FOUND: {0}")]
+    GroupIdNotFound(String),
+    /// GROUP_MAX_SIZE_REACHED.
+    #[error("GROUP_MAX_SIZE_REACHED: {0}")]
+    GroupMaxSizeReached(String),
+    /// UNKNOWN_MEMBER_ID.
+    #[error("UNKNOWN_MEMBER_ID: {0}")]
+    UnknownMemberId(String),
+    /// FENCED_MEMBER_EPOCH: the member must give up its partitions and rejoin with epoch 0.
+    #[error("FENCED_MEMBER_EPOCH: {0}")]
+    FencedMemberEpoch(String),
+    /// UNRELEASED_INSTANCE_ID.
+    #[error("UNRELEASED_INSTANCE_ID: {0}")]
+    UnreleasedInstanceId(String),
+    /// FENCED_INSTANCE_ID.
+    #[error("FENCED_INSTANCE_ID: {0}")]
+    FencedInstanceId(String),
+    /// UNKNOWN_SERVER_ERROR: the assignor could not run (the group is past its cost bound).
+    #[error("UNKNOWN_SERVER_ERROR: {0}")]
+    AssignorFailed(String),
+}
+
+impl HeartbeatError {
+    /// The error code on the wire.
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::InvalidRequest(_) => error_code::INVALID_REQUEST,
+            Self::UnsupportedAssignor(_) => codes::UNSUPPORTED_ASSIGNOR,
+            Self::InvalidRegularExpression(_) => error_code::INVALID_REGULAR_EXPRESSION,
+            Self::GroupIdNotFound(_) => error_code::GROUP_ID_NOT_FOUND,
+            Self::GroupMaxSizeReached(_) => error_code::GROUP_MAX_SIZE_REACHED,
+            Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
+            Self::FencedMemberEpoch(_) => codes::FENCED_MEMBER_EPOCH,
+            Self::UnreleasedInstanceId(_) => codes::UNRELEASED_INSTANCE_ID,
+            Self::FencedInstanceId(_) => error_code::FENCED_INSTANCE_ID,
+            Self::AssignorFailed(_) => error_code::UNKNOWN_SERVER_ERROR,
+        }
+    }
+
+    /// The error message on the wire (Kafka's text).
+    pub fn message(&self) -> &str {
+        match self {
+            Self::InvalidRequest(m)
+            | Self::UnsupportedAssignor(m)
+            | Self::InvalidRegularExpression(m)
+            | Self::GroupIdNotFound(m)
+            | Self::GroupMaxSizeReached(m)
+            | Self::UnknownMemberId(m)
+            | Self::FencedMemberEpoch(m)
+            | Self::UnreleasedInstanceId(m)
+            | Self::FencedInstanceId(m)
+            | Self::AssignorFailed(m) => m,
+        }
+    }
+}
+
+/// An OffsetCommit or OffsetFetch refused for a consumer group (Kafka's
+/// `ConsumerGroup.validateOffsetCommit` / `validateOffsetFetch`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OffsetValidationError {
+    /// UNKNOWN_MEMBER_ID.
+    #[error("UNKNOWN_MEMBER_ID: {0}")]
+    UnknownMemberId(String),
+    /// STALE_MEMBER_EPOCH.
+    #[error("STALE_MEMBER_EPOCH: {0}")]
+    StaleMemberEpoch(String),
+    /// UNSUPPORTED_VERSION: a consumer-protocol member committing with OffsetCommit below v9.
+    #[error("UNSUPPORTED_VERSION: {0}")]
+    UnsupportedVersion(String),
+}
+
+impl OffsetValidationError {
+    /// The error code on the wire.
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
+            Self::StaleMemberEpoch(_) => codes::STALE_MEMBER_EPOCH,
+            Self::UnsupportedVersion(_) => error_code::UNSUPPORTED_VERSION,
+        }
+    }
+}
+
+/// One member of a consumer group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Member {
+    /// Its id.
+    pub member_id: String,
+    /// Its subscription and client facts (the member-metadata record).
+    pub metadata: MemberMetadataValue,
+    /// Its current assignment (the current-assignment record).
+    pub assignment: MemberAssignment,
+}
+
+impl Member {
+    /// Kafka's `isReconciledTo`: stable at the target epoch.
+    pub fn is_reconciled_to(&self, target_epoch: i32) -> bool {
+        self.assignment.state == MemberState::Stable && self.assignment.member_epoch == target_epoch
+    }
+}
+
+/// One consumer group. Persisted state changes only through [`ConsumerGroup::replay`]; the
+/// deadlines and compiled patterns are the live coordinator's alone.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    group_id: String,
+    group_epoch: i32,
+    metadata_hash: i64,
+    assignment_epoch: i32,
+    members: BTreeMap<String, Member>,
+    target: BTreeMap<String, Assignment>,
+    resolved: BTreeMap<String, RegexValue>,
+    compiled: BTreeMap<String, TopicRegex>,
+    session_deadlines: BTreeMap<String, i64>,
+    /// Member → (deadline, the member epoch it was set at).
+    rebalance_deadlines: BTreeMap<String, (i64, i32)>,
+}
+
+/// A consumer group's state as Kafka names it (ConsumerGroupDescribe, ListGroups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerGroupState {
+    /// No members.
+    Empty,
+    /// The group epoch is ahead of the target assignment's.
+    Assigning,
+    /// Some member is not yet at the target.
+    Reconciling,
+    /// Every member is at the target.
+    Stable,
+    /// Deleted.
+    Dead,
+}
+
+impl ConsumerGroupState {
+    /// Kafka's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::Assigning => "Assigning",
+            Self::Reconciling => "Reconciling",
+            Self::Stable => "Stable",
+            Self::Dead => "Dead",
+        }
+    }
+}
+
+impl ConsumerGroup {
+    fn new(group_id: &str) -> Self {
+        Self {
+            group_id: group_id.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The group id.
+    pub fn group_id(&self) -> &str {
+        &self.group_id
+    }
+
+    /// The group epoch.
+    pub fn group_epoch(&self) -> i32 {
+        self.group_epoch
+    }
+
+    /// The target assignment's epoch.
+    pub fn assignment_epoch(&self) -> i32 {
+        self.assignment_epoch
+    }
+
+    /// The members by id.
+    pub fn members(&self) -> &BTreeMap<String, Member> {
+        &self.members
+    }
+
+    /// A member's target assignment.
+    pub fn target(&self, member_id: &str) -> Option<&Assignment> {
+        self.target.get(member_id)
+    }
+
+    /// The resolved patterns.
+    pub fn resolved_regexes(&self) -> &BTreeMap<String, RegexValue> {
+        &self.resolved
+    }
+
+    /// The group's state (Kafka's `maybeUpdateGroupState`).
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.group_epoch > self.assignment_epoch {
+            ConsumerGroupState::Assigning
+        } else if self
+            .members
+            .values()
+            .all(|member| member.is_reconciled_to(self.assignment_epoch))
+        {
+            ConsumerGroupState::Stable
+        } else {
+            ConsumerGroupState::Reconciling
+        }
+    }
+
+    /// The member holding `instance_id`.
+    pub fn static_member(&self, instance_id: &str) -> Option<&Member> {
+        self.members
+            .values()
+            .find(|member| member.metadata.instance_id.as_deref() == Some(instance_id))
+    }
+
+    /// The epoch at which another member than `except` owns the partition (assigned or pending
+    /// revocation), Kafka's partition epochs.
+    pub fn owner_epoch(&self, except: &str, topic: TopicId, partition: i32) -> Option<i32> {
+        self.members
+            .values()
+            .filter(|member| member.member_id != except)
+            .find(|member| {
+                super::contains(&member.assignment.assigned, topic, partition)
+                    || super::contains(&member.assignment.pending_revocation, topic, partition)
+            })
+            .map(|member| member.assignment.member_epoch)
+    }
+
+    /// Applies one record (live or replayed). Records of another group are ignored.
+    pub fn replay(&mut self, record: &ConsumerRecord) {
+        use ConsumerRecord::*;
+        if record.group() != self.group_id {
+            return;
+        }
+        match record {
+            GroupMetadata { value, .. } => {
+                let value = value.clone().unwrap_or_default();
+                self.group_epoch = value.epoch;
+                self.metadata_hash = value.metadata_hash;
+            }
+            PartitionMetadata { .. } => {}
+            MemberMetadata {
+                member,
+                value: Some(value),
+                ..
+            } => {
+                let entry = self
+                    .members
+                    .entry(member.clone())
+                    .or_insert_with(|| Member {
+                        member_id: member.clone(),
+                        ..Member::default()
+                    });
+                entry.metadata = value.clone();
+            }
+            MemberMetadata {
+                member,
+                value: None,
+                ..
+            } => {
+                self.members.remove(member);
+            }
+            TargetAssignmentMetadata { value, .. } => self.assignment_epoch = value.unwrap_or(0),
+            TargetAssignmentMember {
+                member,
+                value: Some(value),
+                ..
+            } => {
+                self.target.insert(member.clone(), value.clone());
+            }
+            TargetAssignmentMember {
+                member,
+                value: None,
+                ..
+            } => {
+                self.target.remove(member);
+            }
+            CurrentMemberAssignment { member, value, .. } => self.replay_current(member, value),
+            RegularExpression {
+                regex,
+                value: Some(value),
+                ..
+            } => {
+                self.resolved.insert(regex.clone(), value.clone());
+            }
+            RegularExpression {
+                regex, value: None, ..
+            } => {
+                self.resolved.remove(regex);
+                self.compiled.remove(regex);
+            }
+        }
+    }
+
+    fn replay_current(&mut self, member: &str, value: &Option<MemberAssignment>) {
+        match value {
+            Some(value) => {
+                let entry = self
+                    .members
+                    .entry(member.to_owned())
+                    .or_insert_with(|| Member {
+                        member_id: member.to_owned(),
+                        ..Member::default()
+                    });
+                entry.assignment = value.clone();
+            }
+            None => {
+                if let Some(entry) = self.members.get_mut(member) {
+                    entry.assignment = MemberAssignment::default();
+                }
+            }
+        }
+    }
+
+    /// The records deleting the group (DeleteGroups of an empty group): Kafka's order, the
+    /// target assignment metadata first, the group metadata last.
+    pub fn tombstones(&self) -> Vec<ConsumerRecord> {
+        let group = self.group_id.clone();
+        let mut records: Vec<ConsumerRecord> = self
+            .resolved
+            .keys()
+            .map(|regex| ConsumerRecord::RegularExpression {
+                group: group.clone(),
+                regex: regex.clone(),
+                value: None,
+            })
+            .collect();
+        records.push(ConsumerRecord::TargetAssignmentMetadata {
+            group: group.clone(),
+            value: None,
+        });
+        records.push(ConsumerRecord::GroupMetadata { group, value: None });
+        records
+    }
+}
+
+#[path = "table.rs"]
+mod table;
+
+pub use table::{ConsumerGroups, GroupDescription, MemberDescription};
+
+#[cfg(test)]
+#[path = "group_tests.rs"]
+mod tests;

@@ -1,0 +1,416 @@
+use super::*;
+use crate::consumer::{epochs, partition_count};
+
+const G: &str = "g";
+
+fn topics() -> TopicImage {
+    TopicImage {
+        version: 1,
+        by_name: [
+            ("orders".to_owned(), (TopicId([1; 16]), 4)),
+            ("events".to_owned(), (TopicId([2; 16]), 2)),
+        ]
+        .into(),
+    }
+}
+
+fn join(member: &str) -> HeartbeatRequest {
+    HeartbeatRequest {
+        group_id: G.into(),
+        member_id: member.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(vec!["orders".into()]),
+        topic_partitions: Some(Assignment::new()),
+        client_id: "c".into(),
+        client_host: "/h".into(),
+        ..HeartbeatRequest::default()
+    }
+}
+
+fn beat(member: &str, epoch: i32, owned: Option<Assignment>) -> HeartbeatRequest {
+    HeartbeatRequest {
+        group_id: G.into(),
+        member_id: member.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        topic_partitions: owned,
+        client_id: "c".into(),
+        client_host: "/h".into(),
+        ..HeartbeatRequest::default()
+    }
+}
+
+fn groups() -> ConsumerGroups {
+    ConsumerGroups::new(ConsumerGroupConfig::default())
+}
+
+fn send(
+    groups: &mut ConsumerGroups,
+    request: &HeartbeatRequest,
+    now: i64,
+) -> Result<HeartbeatOutcome, HeartbeatError> {
+    groups.heartbeat(request, 1, now, &topics(), "fresh")
+}
+
+#[test]
+fn second_member_waits_for_the_first_to_revoke() {
+    let mut groups = groups();
+    let a = send(&mut groups, &join("a"), 0).unwrap().response;
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(a.heartbeat_interval_ms, HEARTBEAT_INTERVAL_MS_DEFAULT);
+    let a_owned = a.assignment.clone().unwrap();
+    assert_eq!(partition_count(&a_owned), 4);
+    let b = send(&mut groups, &join("b"), 1).unwrap().response;
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(
+        partition_count(b.assignment.as_ref().unwrap()),
+        0,
+        "b's partitions are unreleased"
+    );
+    assert_eq!(
+        groups.group(G).unwrap().state(),
+        ConsumerGroupState::Reconciling
+    );
+    // a learns it must give two up, keeping its epoch until it does.
+    let a2 = send(&mut groups, &beat("a", 1, Some(a_owned.clone())), 2)
+        .unwrap()
+        .response;
+    assert_eq!(a2.member_epoch, 1);
+    let kept = a2.assignment.clone().unwrap();
+    assert_eq!(partition_count(&kept), 2);
+    // An unchanged heartbeat gets no assignment.
+    let again = send(&mut groups, &beat("a", 1, Some(a_owned)), 3)
+        .unwrap()
+        .response;
+    assert_eq!(again.assignment, None);
+    let a3 = send(&mut groups, &beat("a", 1, Some(kept.clone())), 4)
+        .unwrap()
+        .response;
+    assert_eq!(a3.member_epoch, 2);
+    let b2 = send(&mut groups, &beat("b", 2, Some(Assignment::new())), 5)
+        .unwrap()
+        .response;
+    assert_eq!(partition_count(b2.assignment.as_ref().unwrap()), 2);
+    assert_eq!(groups.group(G).unwrap().state(), ConsumerGroupState::Stable);
+    let description = groups.describe(G).unwrap();
+    assert_eq!(
+        (
+            description.state,
+            description.group_epoch,
+            description.assignor_name
+        ),
+        ("Stable", 2, "uniform")
+    );
+}
+
+#[test]
+fn requests_are_validated_with_kafkas_messages() {
+    let mut groups = groups();
+    let cases: Vec<(HeartbeatRequest, i16, &str)> = vec![
+        (join(""), 1, "MemberId can't be empty."),
+        (
+            HeartbeatRequest {
+                rebalance_timeout_ms: -1,
+                ..join("a")
+            },
+            1,
+            "RebalanceTimeoutMs must be provided in first request.",
+        ),
+        (
+            HeartbeatRequest {
+                topic_partitions: None,
+                ..join("a")
+            },
+            1,
+            "TopicPartitions must be empty when (re-)joining.",
+        ),
+        (
+            HeartbeatRequest {
+                subscribed_topic_names: Some(vec![]),
+                ..join("a")
+            },
+            1,
+            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+        ),
+        (
+            HeartbeatRequest {
+                member_epoch: -3,
+                ..join("a")
+            },
+            1,
+            "MemberEpoch is invalid.",
+        ),
+        (
+            HeartbeatRequest {
+                member_epoch: -2,
+                ..join("a")
+            },
+            1,
+            "InstanceId can't be null.",
+        ),
+        (
+            HeartbeatRequest {
+                group_id: " ".into(),
+                ..join("a")
+            },
+            1,
+            "GroupId can't be empty.",
+        ),
+    ];
+    for (request, version, message) in cases {
+        let error = groups
+            .heartbeat(&request, version, 0, &topics(), "x")
+            .unwrap_err();
+        assert_eq!((error.code(), error.message()), (42, message));
+    }
+    let error = send(
+        &mut groups,
+        &HeartbeatRequest {
+            server_assignor: Some("sticky".into()),
+            ..join("a")
+        },
+        0,
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), codes::UNSUPPORTED_ASSIGNOR);
+    assert_eq!(
+        error.message(),
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
+    );
+    // v0 lets the coordinator make the member id.
+    let outcome = groups
+        .heartbeat(&join(""), 0, 0, &topics(), "made-here")
+        .unwrap();
+    assert_eq!(outcome.response.member_id, "made-here");
+    let error = send(&mut groups, &beat("zz", 1, None), 0).unwrap_err();
+    assert_eq!(error.code(), skiff_protocol::error_code::UNKNOWN_MEMBER_ID);
+    let error = send(&mut groups, &beat("made-here", 7, None), 0).unwrap_err();
+    assert_eq!(error.code(), codes::FENCED_MEMBER_EPOCH);
+    let error = send(
+        &mut ConsumerGroups::new(ConsumerGroupConfig::default()),
+        &beat("a", 1, None),
+        0,
+    )
+    .unwrap_err();
+    assert_eq!(error.message(), "Consumer group g not found.");
+}
+
+#[test]
+fn group_max_size_is_enforced() {
+    let mut groups = ConsumerGroups::new(ConsumerGroupConfig {
+        max_size: 1,
+        ..ConsumerGroupConfig::default()
+    });
+    send(&mut groups, &join("a"), 0).unwrap();
+    let error = send(&mut groups, &join("b"), 0).unwrap_err();
+    assert_eq!(
+        error.message(),
+        "The consumer group has reached its maximum capacity of 1 members."
+    );
+    send(&mut groups, &beat("a", 1, None), 1).unwrap();
+}
+
+#[test]
+fn static_member_leaves_and_its_successor_inherits_the_partitions() {
+    let mut groups = groups();
+    let first = HeartbeatRequest {
+        instance_id: Some("i".into()),
+        ..join("a")
+    };
+    let owned = send(&mut groups, &first, 0)
+        .unwrap()
+        .response
+        .assignment
+        .unwrap();
+    let taken = send(
+        &mut groups,
+        &HeartbeatRequest {
+            instance_id: Some("i".into()),
+            ..join("b")
+        },
+        1,
+    )
+    .unwrap_err();
+    assert_eq!(taken.code(), codes::UNRELEASED_INSTANCE_ID);
+    let leave = HeartbeatRequest {
+        instance_id: Some("i".into()),
+        ..beat("a", epochs::LEAVE_STATIC, None)
+    };
+    assert_eq!(
+        send(&mut groups, &leave, 2).unwrap().response.member_epoch,
+        -2
+    );
+    let epoch = groups.group(G).unwrap().group_epoch();
+    let back = send(
+        &mut groups,
+        &HeartbeatRequest {
+            instance_id: Some("i".into()),
+            ..join("b")
+        },
+        3,
+    )
+    .unwrap()
+    .response;
+    assert_eq!(back.assignment, Some(owned));
+    assert_eq!(
+        groups.group(G).unwrap().group_epoch(),
+        epoch,
+        "no rebalance for a returning static member"
+    );
+    assert!(groups.group(G).unwrap().members().contains_key("b"));
+    assert!(!groups.group(G).unwrap().members().contains_key("a"));
+}
+
+#[test]
+fn leaving_and_expiring_remove_the_member_and_bump_the_epoch() {
+    let mut groups = groups();
+    send(&mut groups, &join("a"), 0).unwrap();
+    send(&mut groups, &join("b"), 0).unwrap();
+    let left = send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();
+    assert_eq!(left.response.member_epoch, -1);
+    assert_eq!(groups.group(G).unwrap().group_epoch(), 3);
+    assert_eq!(
+        groups.next_deadline_ms(),
+        Some(SESSION_TIMEOUT_MS_DEFAULT.into())
+    );
+    let expired = groups.tick(i64::from(SESSION_TIMEOUT_MS_DEFAULT), &topics());
+    assert!(!expired.is_empty());
+    assert_eq!(groups.group(G).unwrap().state(), ConsumerGroupState::Empty);
+    assert_eq!(groups.next_deadline_ms(), None);
+}
+
+#[test]
+fn a_member_that_never_revokes_is_removed_at_its_rebalance_deadline() {
+    let mut groups = groups();
+    send(&mut groups, &join("a"), 0).unwrap();
+    send(&mut groups, &join("b"), 0).unwrap();
+    let all: Assignment = [(TopicId([1; 16]), (0..4).collect())].into();
+    send(&mut groups, &beat("a", 1, Some(all.clone())), 1).unwrap();
+    // Keeps heartbeating (its session stays alive) but never lets go.
+    send(&mut groups, &beat("a", 1, Some(all.clone())), 20_000).unwrap();
+    send(&mut groups, &beat("b", 2, Some(Assignment::new())), 20_000).unwrap();
+    let fenced = groups.tick(30_001, &topics());
+    assert!(!fenced.is_empty());
+    assert!(!groups.group(G).unwrap().members().contains_key("a"));
+}
+
+#[test]
+fn regex_subscriptions_resolve_and_bad_patterns_are_refused() {
+    let mut groups = groups();
+    let request = HeartbeatRequest {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("ord.*|ev.nts".into()),
+        ..join("a")
+    };
+    let response = send(&mut groups, &request, 0).unwrap().response;
+    assert_eq!(partition_count(response.assignment.as_ref().unwrap()), 6);
+    assert_eq!(
+        groups.group(G).unwrap().resolved_regexes()["ord.*|ev.nts"].topics,
+        vec!["events", "orders"]
+    );
+    let bad = HeartbeatRequest {
+        subscribed_topic_regex: Some("(".into()),
+        ..join("b")
+    };
+    let error = send(&mut groups, &bad, 0).unwrap_err();
+    assert_eq!(
+        error.code(),
+        skiff_protocol::error_code::INVALID_REGULAR_EXPRESSION
+    );
+    assert!(error
+        .message()
+        .starts_with("SubscribedTopicRegex `(` is not a valid regular expression: "));
+    // The last member using it leaves: the pattern's record is deleted.
+    let left = send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();
+    assert!(left
+        .records
+        .iter()
+        .any(|r| matches!(r, ConsumerRecord::RegularExpression { value: None, .. })));
+}
+
+#[test]
+fn replaying_the_records_rebuilds_the_group() {
+    let mut groups = groups();
+    let mut log = Vec::new();
+    for request in [
+        join("a"),
+        join("b"),
+        beat("a", 1, None),
+        HeartbeatRequest {
+            instance_id: Some("s".into()),
+            ..join("c")
+        },
+    ] {
+        log.extend(send(&mut groups, &request, 0).unwrap().records);
+    }
+    log.extend(
+        send(&mut groups, &beat("b", epochs::LEAVE, None), 1)
+            .unwrap()
+            .records,
+    );
+    let mut replayed = ConsumerGroups::new(ConsumerGroupConfig::default());
+    for record in &log {
+        replayed.replay(record);
+    }
+    let (live, back) = (groups.group(G).unwrap(), replayed.group(G).unwrap());
+    assert_eq!(live.members(), back.members());
+    assert_eq!(
+        (live.group_epoch(), live.assignment_epoch()),
+        (back.group_epoch(), back.assignment_epoch())
+    );
+    assert_eq!(groups.describe(G), replayed.describe(G));
+}
+
+#[test]
+fn offset_commits_and_fetches_need_the_current_epoch() {
+    let mut groups = groups();
+    send(&mut groups, &join("a"), 0).unwrap();
+    assert_eq!(groups.validate_offset_commit(G, "a", 1, false, 9), Ok(()));
+    let stale = groups
+        .validate_offset_commit(G, "a", 0, false, 9)
+        .unwrap_err();
+    assert_eq!(stale.code(), codes::STALE_MEMBER_EPOCH);
+    assert_eq!(stale.to_string(), "STALE_MEMBER_EPOCH: The received member epoch 0 does not match the expected member epoch 1.");
+    assert_eq!(
+        groups
+            .validate_offset_commit(G, "a", 1, false, 8)
+            .unwrap_err()
+            .code(),
+        35
+    );
+    assert_eq!(
+        groups
+            .validate_offset_commit(G, "x", 1, false, 9)
+            .unwrap_err()
+            .code(),
+        25
+    );
+    assert_eq!(groups.validate_offset_fetch(G, None, -1), Ok(()));
+    assert_eq!(groups.validate_offset_fetch(G, Some("a"), 1), Ok(()));
+    assert_eq!(
+        groups
+            .validate_offset_fetch(G, Some("a"), 2)
+            .unwrap_err()
+            .code(),
+        codes::STALE_MEMBER_EPOCH
+    );
+    // An admin's commit (epoch -1) passes once the group is empty.
+    send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();
+    assert_eq!(groups.validate_offset_commit(G, "", -1, false, 9), Ok(()));
+}
+
+#[test]
+fn new_partitions_bump_the_epoch_and_get_assigned() {
+    let mut groups = groups();
+    send(&mut groups, &join("a"), 0).unwrap();
+    let mut grown = topics();
+    grown.version = 2;
+    grown.by_name.insert("orders".into(), (TopicId([1; 16]), 6));
+    let response = groups
+        .heartbeat(&beat("a", 1, None), 1, 1, &grown, "x")
+        .unwrap()
+        .response;
+    assert_eq!(response.member_epoch, 2);
+    assert_eq!(partition_count(response.assignment.as_ref().unwrap()), 6);
+}

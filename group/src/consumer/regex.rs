@@ -1,0 +1,104 @@
+//! `SubscribedTopicRegex`: a consumer's topic pattern, matched against whole topic names as Kafka
+//! 4.1.1 does with RE2/J's `Pattern.matcher(topic).matches()`. The `regex` crate speaks RE2's
+//! syntax (linear time, no backreferences); the pattern is anchored at both ends here. RE2/J
+//! extras the crate lacks (`\Q…\E` quoting, for one) are refused as invalid.
+//!
+//! Must never: compile a pattern longer than [`REGEX_PATTERN_BYTES_MAX`] or let a compiled
+//! program grow past [`REGEX_COMPILED_BYTES_MAX`].
+
+/// Bytes of one `SubscribedTopicRegex`. Kafka has no bound; a topic name is at most 249 bytes, so
+/// a pattern of 4 KiB covers any practical alternation of names.
+pub const REGEX_PATTERN_BYTES_MAX: usize = 4096;
+
+/// Heap one compiled pattern may take (the `regex` crate's size limit): bounds what a single
+/// heartbeat can make the coordinator allocate.
+pub const REGEX_COMPILED_BYTES_MAX: usize = 1024 * 1024;
+
+/// Distinct patterns one group may use at once. Each is matched against every topic when the
+/// topics change; Kafka has no bound. A heartbeat bringing one more gets INVALID_REGULAR_EXPRESSION.
+pub const GROUP_REGEXES_MAX: usize = 64;
+
+/// A compiled topic pattern.
+#[derive(Debug, Clone)]
+pub struct TopicRegex {
+    compiled: regex::Regex,
+}
+
+/// Why a pattern was refused (the text goes into Kafka's INVALID_REGULAR_EXPRESSION message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegexError {
+    /// Longer than [`REGEX_PATTERN_BYTES_MAX`].
+    #[error("the pattern of {bytes} bytes is longer than {bytes_max} bytes")]
+    TooLong {
+        /// Its length.
+        bytes: usize,
+        /// The bound.
+        bytes_max: usize,
+    },
+    /// Not valid RE2 syntax, or too large once compiled.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl TopicRegex {
+    /// Compiles `pattern` for whole-name matching.
+    pub fn compile(pattern: &str) -> Result<Self, RegexError> {
+        if pattern.len() > REGEX_PATTERN_BYTES_MAX {
+            return Err(RegexError::TooLong {
+                bytes: pattern.len(),
+                bytes_max: REGEX_PATTERN_BYTES_MAX,
+            });
+        }
+        let compiled = regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .size_limit(REGEX_COMPILED_BYTES_MAX)
+            .dfa_size_limit(REGEX_COMPILED_BYTES_MAX)
+            .build()
+            .map_err(|error| RegexError::Invalid(first_line(&error.to_string())))?;
+        Ok(Self { compiled })
+    }
+
+    /// Whether the whole of `topic` matches.
+    pub fn matches(&self, topic: &str) -> bool {
+        self.compiled.is_match(topic)
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().last().unwrap_or(text).trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_whole_names_only() {
+        let regex = TopicRegex::compile("orders.*|events").unwrap();
+        assert!(regex.matches("orders-1") && regex.matches("events"));
+        assert!(!regex.matches("my-orders") && !regex.matches("events2"));
+        // Alternation is anchored as a whole, not per branch.
+        let regex = TopicRegex::compile("a|b").unwrap();
+        assert!(!regex.matches("ab"));
+    }
+
+    #[test]
+    fn invalid_and_oversized_patterns_are_errors() {
+        assert!(matches!(
+            TopicRegex::compile("("),
+            Err(RegexError::Invalid(_))
+        ));
+        assert!(matches!(
+            TopicRegex::compile("(a)\\1"),
+            Err(RegexError::Invalid(_))
+        ));
+        let long = "a".repeat(REGEX_PATTERN_BYTES_MAX + 1);
+        assert!(matches!(
+            TopicRegex::compile(&long),
+            Err(RegexError::TooLong { .. })
+        ));
+        assert!(matches!(
+            TopicRegex::compile("(a{1000}){1000}"),
+            Err(RegexError::Invalid(_))
+        ));
+    }
+}

@@ -1,0 +1,269 @@
+//! The coordinator's consumer groups by id: routing heartbeats and records to their group,
+//! expiring sessions and rebalances by deadline, validating offset commits and fetches, and
+//! describing a group.
+//!
+//! Must never: read a clock (deadlines are compared with the `now_ms` the caller passes).
+
+use std::collections::BTreeMap;
+
+use super::heartbeat::fence_records;
+use super::*;
+
+/// Every consumer group this coordinator holds.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroups {
+    pub(super) config: ConsumerGroupConfig,
+    pub(super) groups: BTreeMap<String, ConsumerGroup>,
+}
+
+/// What ConsumerGroupDescribe shows of one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    /// The member id.
+    pub member_id: String,
+    /// Its static instance id.
+    pub instance_id: Option<String>,
+    /// Its rack.
+    pub rack_id: Option<String>,
+    /// Its member epoch.
+    pub member_epoch: i32,
+    /// Its client id.
+    pub client_id: String,
+    /// Its client host.
+    pub client_host: String,
+    /// Its subscribed topic names.
+    pub subscribed_topic_names: Vec<String>,
+    /// Its subscribed pattern.
+    pub subscribed_topic_regex: Option<String>,
+    /// What it owns (or may own) now.
+    pub assignment: Assignment,
+    /// Its target assignment.
+    pub target_assignment: Assignment,
+}
+
+/// What ConsumerGroupDescribe shows of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// The group id.
+    pub group_id: String,
+    /// Kafka's state name.
+    pub state: &'static str,
+    /// The group epoch.
+    pub group_epoch: i32,
+    /// The target assignment epoch.
+    pub assignment_epoch: i32,
+    /// The assignor the group uses.
+    pub assignor_name: &'static str,
+    /// The members, by member id.
+    pub members: Vec<MemberDescription>,
+}
+
+impl ConsumerGroups {
+    /// An empty table.
+    pub fn new(config: ConsumerGroupConfig) -> Self {
+        Self {
+            config,
+            groups: BTreeMap::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ConsumerGroupConfig {
+        &self.config
+    }
+
+    /// A group.
+    pub fn group(&self, group_id: &str) -> Option<&ConsumerGroup> {
+        self.groups.get(group_id)
+    }
+
+    /// The groups' ids.
+    pub fn group_ids(&self) -> impl Iterator<Item = &str> {
+        self.groups.keys().map(String::as_str)
+    }
+
+    /// Applies one record, live or replayed from the log: creates the group on its first record,
+    /// drops it at its group-metadata tombstone.
+    pub fn replay(&mut self, record: &ConsumerRecord) {
+        let group_id = record.group();
+        if let ConsumerRecord::GroupMetadata { value: None, .. } = record {
+            self.groups.remove(group_id);
+            return;
+        }
+        self.groups
+            .entry(group_id.to_owned())
+            .or_insert_with(|| ConsumerGroup::new(group_id))
+            .replay(record);
+    }
+
+    /// After a load: every member gets a fresh session (as Kafka schedules on load), and members
+    /// still revoking a fresh rebalance deadline.
+    pub fn activate(&mut self, now_ms: i64) {
+        let session_ms = i64::from(self.config.session_timeout_ms);
+        for group in self.groups.values_mut() {
+            for member in group.members.values() {
+                let id = member.member_id.clone();
+                group
+                    .session_deadlines
+                    .insert(id.clone(), now_ms.saturating_add(session_ms));
+                if member.assignment.state == MemberState::UnrevokedPartitions {
+                    let timeout = i64::from(member.metadata.rebalance_timeout_ms.max(0));
+                    let deadline = now_ms.saturating_add(timeout);
+                    group
+                        .rebalance_deadlines
+                        .insert(id, (deadline, member.assignment.member_epoch));
+                }
+            }
+        }
+    }
+
+    /// The earliest session or rebalance deadline.
+    pub fn next_deadline_ms(&self) -> Option<i64> {
+        self.groups
+            .values()
+            .flat_map(|group| {
+                let sessions = group.session_deadlines.values().copied();
+                sessions.chain(
+                    group
+                        .rebalance_deadlines
+                        .values()
+                        .map(|(deadline, _)| *deadline),
+                )
+            })
+            .min()
+    }
+
+    /// Removes every member whose session or rebalance deadline has passed (Kafka fences them),
+    /// returning the records written, to persist in order.
+    pub fn tick(&mut self, now_ms: i64, topics: &TopicImage) -> Vec<ConsumerRecord> {
+        let mut records = Vec::new();
+        for group in self.groups.values_mut() {
+            let mut expired: Vec<String> = group
+                .session_deadlines
+                .iter()
+                .filter(|(_, deadline)| **deadline <= now_ms)
+                .map(|(member, _)| member.clone())
+                .collect();
+            for (member, (deadline, epoch)) in &group.rebalance_deadlines {
+                let revoking = group.members.get(member).is_some_and(|m| {
+                    m.assignment.state == MemberState::UnrevokedPartitions
+                        && m.assignment.member_epoch == *epoch
+                });
+                if *deadline <= now_ms && revoking {
+                    expired.push(member.clone());
+                }
+            }
+            expired.sort();
+            expired.dedup();
+            for member in expired {
+                let fenced = fence_records(group, &member, topics, now_ms);
+                for record in &fenced {
+                    group.replay(record);
+                }
+                group.forget_deadlines(&member);
+                records.extend(fenced);
+            }
+        }
+        records
+    }
+
+    /// Kafka's `ConsumerGroup.validateOffsetCommit` for an OffsetCommit (or TxnOffsetCommit) of
+    /// a consumer group: an empty group takes commits with a negative epoch (admin clients);
+    /// otherwise the member must exist and send its current epoch.
+    pub fn validate_offset_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        member_epoch: i32,
+        is_transactional: bool,
+        api_version: i16,
+    ) -> Result<(), OffsetValidationError> {
+        let Some(group) = self.groups.get(group_id) else {
+            return Ok(());
+        };
+        if member_epoch < 0 && group.members.is_empty() {
+            return Ok(());
+        }
+        let member = known_member(group, member_id)?;
+        if !is_transactional && api_version < 9 {
+            return Err(OffsetValidationError::UnsupportedVersion(
+                "OffsetCommit version 9 or above must be used by members using the modern group protocol"
+                    .to_owned(),
+            ));
+        }
+        check_epoch(member_epoch, member.assignment.member_epoch)
+    }
+
+    /// Kafka's `ConsumerGroup.validateOffsetFetch`: without a member id and with a negative epoch
+    /// (admin clients, older clients) the fetch passes; otherwise as a commit.
+    pub fn validate_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), OffsetValidationError> {
+        let Some(group) = self.groups.get(group_id) else {
+            return Ok(());
+        };
+        if member_id.is_none() && member_epoch < 0 {
+            return Ok(());
+        }
+        let member = known_member(group, member_id.unwrap_or_default())?;
+        check_epoch(member_epoch, member.assignment.member_epoch)
+    }
+
+    /// What ConsumerGroupDescribe shows of `group_id`, if this coordinator holds it.
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let group = self.groups.get(group_id)?;
+        let assignor = group.preferred_assignor(&self.config);
+        let members = group
+            .members
+            .values()
+            .map(|member| MemberDescription {
+                member_id: member.member_id.clone(),
+                instance_id: member.metadata.instance_id.clone(),
+                rack_id: member.metadata.rack_id.clone(),
+                member_epoch: member.assignment.member_epoch,
+                client_id: member.metadata.client_id.clone(),
+                client_host: member.metadata.client_host.clone(),
+                subscribed_topic_names: member.metadata.subscribed_topic_names.clone(),
+                subscribed_topic_regex: member.metadata.subscribed_topic_regex.clone(),
+                assignment: member.assignment.assigned.clone(),
+                target_assignment: group
+                    .target
+                    .get(&member.member_id)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect();
+        Some(GroupDescription {
+            group_id: group.group_id.clone(),
+            state: group.state().name(),
+            group_epoch: group.group_epoch,
+            assignment_epoch: group.assignment_epoch,
+            assignor_name: assignor.name(),
+            members,
+        })
+    }
+}
+
+fn known_member<'a>(
+    group: &'a ConsumerGroup,
+    member_id: &str,
+) -> Result<&'a Member, OffsetValidationError> {
+    group.members.get(member_id).ok_or_else(|| {
+        OffsetValidationError::UnknownMemberId(format!(
+            "Member {member_id} is not a member of group {}.",
+            group.group_id
+        ))
+    })
+}
+
+fn check_epoch(received: i32, expected: i32) -> Result<(), OffsetValidationError> {
+    if received == expected {
+        return Ok(());
+    }
+    Err(OffsetValidationError::StaleMemberEpoch(format!(
+        "The received member epoch {received} does not match the expected member epoch {expected}."
+    )))
+}
