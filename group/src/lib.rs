@@ -93,7 +93,9 @@
 //!   machine, deadlines, offset validation, describe). A group id names a classic group or a
 //!   consumer group; the driver routes it (`consumer/mod.rs`).
 //! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants, and
-//!   `sim/txn.rs` one of transactional producers, markers and restarts;
+//!   `sim/txn.rs` one of transactional producers, markers and restarts, `sim/consumer.rs` one of
+//!   KIP-848 clients heartbeating, revoking, crashing and pausing while the coordinator restarts
+//!   by replaying its records;
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live

@@ -28,6 +28,7 @@
 //!
 //! Must never: read a clock or sleep.
 
+mod consumer;
 mod txn;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

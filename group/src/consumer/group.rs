@@ -265,6 +265,11 @@ impl ConsumerGroup {
         self.group_epoch
     }
 
+    /// The hash of the subscribed topics' metadata at the last group epoch bump.
+    pub fn metadata_hash(&self) -> i64 {
+        self.metadata_hash
+    }
+
     /// The target assignment's epoch.
     pub fn assignment_epoch(&self) -> i32 {
         self.assignment_epoch

@@ -313,7 +313,7 @@ impl ConsumerGroup {
     }
 
     /// The topic names `member` subscribes to: its list and what its pattern resolved to.
-    fn member_topics(&self, member: &Member) -> BTreeSet<String> {
+    pub(crate) fn member_topics(&self, member: &Member) -> BTreeSet<String> {
         let mut names: BTreeSet<String> = member
             .metadata
             .subscribed_topic_names
@@ -333,7 +333,7 @@ impl ConsumerGroup {
 
     /// A hash of the subscribed topics that exist (name, id, partition count): a change means the
     /// group must rebalance (Kafka 4.1's metadata hash, KIP-1101; Skiff's own function, FNV-1a).
-    pub(super) fn metadata_hash_for(&self, topics: &TopicImage) -> i64 {
+    pub(crate) fn metadata_hash_for(&self, topics: &TopicImage) -> i64 {
         let names: BTreeSet<String> = self
             .members
             .values()

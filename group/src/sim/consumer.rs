@@ -1,0 +1,322 @@
+//! A seeded simulation of one KIP-848 consumer group: clients join (some static), heartbeat with
+//! virtual time, leave (-1, or -2 for static members), crash (stop for good), pause (past their
+//! session now and then), revoke slowly (past their rebalance timeout now and then), lose
+//! responses, re-subscribe (topic lists and patterns), while topics gain partitions or appear, and
+//! the coordinator restarts by replaying its records through the real codec.
+//!
+//! Checked after every step:
+//! - no partition is owned by two members at once: in the coordinator, each partition is in at
+//!   most one member's assigned or pending-revocation set (Kafka's invariant), and what a live
+//!   client holds is within what the coordinator says that member owns, so live clients never
+//!   overlap;
+//! - the target assignment names each partition at most once, and only to a subscriber;
+//! - epochs only grow: the group epoch (across restarts too), each member's epoch while it stays
+//!   a member, and the target assignment epoch is never above the group epoch;
+//! - when the group is Stable, every subscribed partition is owned by exactly one member;
+//! - a restart's replay rebuilds exactly the group the live coordinator had;
+//! - after the faults stop and every client heartbeats, the group becomes Stable.
+//!
+//! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-group
+//! consumer_group_simulation` replays that seed.
+//!
+//! Must never: read a clock or sleep.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::consumer::group::ConsumerGroupState;
+use crate::consumer::{
+    epochs, Assignment, ConsumerGroupConfig, ConsumerGroups, ConsumerRecord, HeartbeatRequest,
+    TopicId, TopicImage,
+};
+use crate::offsets_log::{decode_replayed_batches, encode_consumer_batch};
+use crate::Replayed;
+
+/// Seeds of the normal test run.
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=300;
+/// Steps per seed.
+const STEPS: usize = 200;
+const GROUP: &str = "sim-consumers";
+const CLIENTS: usize = 5;
+const SESSION_TIMEOUT_MS: i32 = 10_000;
+const REBALANCE_TIMEOUT_MS: i32 = 5_000;
+const HEARTBEAT_INTERVAL_MS: i32 = 1_000;
+/// Patterns clients may subscribe with.
+const PATTERNS: [&str; 3] = ["t[ab]", "t.*", "tc|td"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Liveness {
+    Alive,
+    /// Silent until this time.
+    Paused(i64),
+    /// Gone for good (a new client may take its slot).
+    Crashed,
+}
+
+#[derive(Debug, Clone)]
+struct Client {
+    member_id: String,
+    instance_id: Option<String>,
+    /// 0 when (re)joining.
+    epoch: i32,
+    joined: bool,
+    liveness: Liveness,
+    names: Vec<String>,
+    pattern: Option<String>,
+    /// Whether the next heartbeat must carry the subscription.
+    subscription_changed: bool,
+    /// What the client holds.
+    owned: Assignment,
+    /// Whether what it holds changed since its last full heartbeat.
+    owned_changed: bool,
+    /// Whether it gives up revoked partitions slowly (past its rebalance timeout at times).
+    slow: bool,
+    /// The last assignment the coordinator gave it.
+    assigned: Assignment,
+    /// Partitions it is revoking, given up at this time.
+    revoking_until: Option<i64>,
+    next_heartbeat_ms: i64,
+}
+
+struct Sim {
+    rng: ChaCha8Rng,
+    now_ms: i64,
+    topics: TopicImage,
+    groups: ConsumerGroups,
+    clients: Vec<Client>,
+    /// Every record the coordinator wrote, in order: its log.
+    log: Vec<ConsumerRecord>,
+    next_client: usize,
+    group_epoch_max: i32,
+    member_epochs: BTreeMap<String, i32>,
+    restarts: usize,
+    stable_checks: usize,
+    /// What the last check saw: (records written, restarts, partitions clients hold, topics).
+    last_checked: Option<(usize, usize, usize, i64)>,
+}
+
+fn config() -> ConsumerGroupConfig {
+    ConsumerGroupConfig {
+        heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+        session_timeout_ms: SESSION_TIMEOUT_MS,
+        ..ConsumerGroupConfig::default()
+    }
+}
+
+fn topic_id(index: u8) -> TopicId {
+    TopicId([index + 1; 16])
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        let by_name = [("ta", 3), ("tb", 2), ("tc", 4)]
+            .iter()
+            .zip(0u8..)
+            .map(|((name, partitions), index)| ((*name).to_owned(), (topic_id(index), *partitions)))
+            .collect();
+        let mut sim = Self {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            now_ms: 0,
+            topics: TopicImage {
+                version: 1,
+                by_name,
+            },
+            groups: ConsumerGroups::new(config()),
+            clients: Vec::new(),
+            log: Vec::new(),
+            next_client: 0,
+            group_epoch_max: 0,
+            member_epochs: BTreeMap::new(),
+            restarts: 0,
+            stable_checks: 0,
+            last_checked: None,
+        };
+        for _ in 0..CLIENTS {
+            let client = sim.new_client();
+            sim.clients.push(client);
+        }
+        sim
+    }
+
+    fn new_client(&mut self) -> Client {
+        self.next_client += 1;
+        let n = self.next_client;
+        let static_member = self.rng.gen_bool(0.3);
+        let (names, pattern) = self.random_subscription();
+        Client {
+            member_id: format!("member-{n}"),
+            instance_id: static_member.then(|| format!("instance-{}", n % CLIENTS)),
+            epoch: 0,
+            joined: false,
+            liveness: Liveness::Alive,
+            names,
+            pattern,
+            subscription_changed: true,
+            owned: Assignment::new(),
+            owned_changed: false,
+            slow: self.rng.gen_bool(0.2),
+            assigned: Assignment::new(),
+            revoking_until: None,
+            next_heartbeat_ms: self.now_ms,
+        }
+    }
+
+    fn random_subscription(&mut self) -> (Vec<String>, Option<String>) {
+        if self.rng.gen_bool(0.3) {
+            let pattern = PATTERNS[self.rng.gen_range(0..PATTERNS.len())];
+            return (Vec::new(), Some(pattern.to_owned()));
+        }
+        let all = ["ta", "tb", "tc", "td"];
+        let mut names: Vec<String> = all
+            .iter()
+            .filter(|_| self.rng.gen_bool(0.5))
+            .map(|n| (*n).to_owned())
+            .collect();
+        if names.is_empty() {
+            names.push("ta".to_owned());
+        }
+        (names, None)
+    }
+}
+
+#[path = "consumer_steps.rs"]
+mod steps;
+
+fn run_seed(seed: u64) -> (usize, usize) {
+    let result = std::panic::catch_unwind(|| {
+        let mut sim = Sim::new(seed);
+        for _ in 0..STEPS {
+            sim.step(true);
+            sim.check();
+        }
+        sim.quiesce();
+        if std::env::var_os("SKIFF_SIM_STATS").is_some() {
+            eprintln!(
+                "seed {seed}: restarts {} stable checks {} group epoch {} records {}",
+                sim.restarts,
+                sim.stable_checks,
+                sim.group_epoch_max,
+                sim.log.len()
+            );
+        }
+        (sim.restarts, sim.stable_checks)
+    });
+    match result {
+        Ok(stats) => stats,
+        Err(panic) => {
+            eprintln!("consumer group simulation failed: SKIFF_SEED={seed}");
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// Runs `seeds` (or only `SKIFF_SEED` when set, from the first half's test) and checks that they
+/// exercised restarts and stable groups.
+fn run_seeds(seeds: std::ops::RangeInclusive<u64>, first_half: bool) {
+    if let Some(seed) = std::env::var("SKIFF_SEED")
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+    {
+        if first_half {
+            run_seed(seed);
+        }
+        return;
+    }
+    let count = seeds.clone().count();
+    let (restarts, stable_checks) = seeds
+        .map(run_seed)
+        .fold((0, 0), |(r, s), (restarts, stable)| {
+            (r + restarts, s + stable)
+        });
+    assert!(restarts > 0, "no seed restarted the coordinator");
+    assert!(stable_checks > count, "the group was seldom stable");
+}
+
+// The seeds run as two tests so the harness spreads them over two threads.
+#[test]
+fn consumer_group_simulation_keeps_its_invariants() {
+    run_seeds(*SEEDS.start()..=SEEDS.end() / 2, true);
+}
+
+#[test]
+fn consumer_group_simulation_keeps_its_invariants_more_seeds() {
+    run_seeds(SEEDS.end() / 2 + 1..=*SEEDS.end(), false);
+}
+
+/// The pieces of a group that its records must rebuild.
+fn snapshot(groups: &ConsumerGroups) -> Option<impl PartialEq + std::fmt::Debug> {
+    let group = groups.group(GROUP)?;
+    let targets: BTreeMap<String, Option<Assignment>> = group
+        .members()
+        .keys()
+        .map(|id| (id.clone(), group.target(id).cloned()))
+        .collect();
+    Some((
+        group.members().clone(),
+        group.group_epoch(),
+        group.assignment_epoch(),
+        targets,
+        group.resolved_regexes().clone(),
+        group.state(),
+    ))
+}
+
+fn replay_log(log: &[ConsumerRecord]) -> ConsumerGroups {
+    let mut groups = ConsumerGroups::new(config());
+    let bytes: Vec<u8> = log
+        .chunks(50)
+        .flat_map(|chunk| encode_consumer_batch(chunk, 0).expect("encode"))
+        .collect();
+    let consumed = decode_replayed_batches(&bytes, &mut |item| {
+        if let Replayed::Consumer(record) = item {
+            groups.replay(&record);
+        }
+    })
+    .expect("decode");
+    assert_eq!(consumed, bytes.len());
+    groups
+}
+
+fn stable(groups: &ConsumerGroups) -> bool {
+    groups
+        .group(GROUP)
+        .is_some_and(|group| group.state() == ConsumerGroupState::Stable)
+}
+
+fn all(set: &Assignment) -> BTreeSet<(TopicId, i32)> {
+    set.iter()
+        .flat_map(|(topic, partitions)| partitions.iter().map(|p| (*topic, *p)))
+        .collect()
+}
+
+fn request(client: &Client, full: bool) -> HeartbeatRequest {
+    let send_subscription = full || client.subscription_changed || client.epoch == epochs::JOIN;
+    HeartbeatRequest {
+        group_id: GROUP.to_owned(),
+        member_id: client.member_id.clone(),
+        member_epoch: client.epoch,
+        instance_id: client.instance_id.clone(),
+        rack_id: None,
+        rebalance_timeout_ms: if send_subscription {
+            REBALANCE_TIMEOUT_MS
+        } else {
+            -1
+        },
+        subscribed_topic_names: send_subscription.then(|| client.names.clone()),
+        subscribed_topic_regex: if send_subscription {
+            Some(client.pattern.clone().unwrap_or_default())
+        } else {
+            None
+        },
+        server_assignor: None,
+        topic_partitions: if client.epoch == epochs::JOIN {
+            Some(Assignment::new())
+        } else {
+            (full || send_subscription).then(|| client.owned.clone())
+        },
+        client_id: "sim".to_owned(),
+        client_host: "/127.0.0.1".to_owned(),
+    }
+}
