@@ -79,6 +79,55 @@ impl Default for ConsumerGroupConfig {
     }
 }
 
+/// A [`ConsumerGroupConfig`] Kafka would refuse to start with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerConfigError {
+    /// A timeout or interval below 1 ms.
+    #[error("{key} must be at least 1, not {value}")]
+    NotPositive {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: i32,
+    },
+    /// Kafka requires the heartbeat interval below the session timeout.
+    #[error(
+        "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
+    )]
+    HeartbeatNotBelowSession,
+    /// `group.consumer.max.size` of 0, or no assignor.
+    #[error("{0} must not be empty or zero")]
+    Empty(&'static str),
+}
+
+impl ConsumerGroupConfig {
+    /// Kafka's checks of these keys (`GroupCoordinatorConfig`'s `atLeast(1)` bounds and its
+    /// interval-below-session requirement).
+    pub fn validate(&self) -> Result<(), ConsumerConfigError> {
+        for (key, value) in [
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.heartbeat_interval_ms,
+            ),
+            ("group.consumer.session.timeout.ms", self.session_timeout_ms),
+        ] {
+            if value < 1 {
+                return Err(ConsumerConfigError::NotPositive { key, value });
+            }
+        }
+        if self.heartbeat_interval_ms >= self.session_timeout_ms {
+            return Err(ConsumerConfigError::HeartbeatNotBelowSession);
+        }
+        if self.max_size == 0 {
+            return Err(ConsumerConfigError::Empty("group.consumer.max.size"));
+        }
+        if self.assignors.is_empty() {
+            return Err(ConsumerConfigError::Empty("group.consumer.assignors"));
+        }
+        Ok(())
+    }
+}
+
 /// The topics the cluster has (from the broker's metadata), by name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TopicImage {
@@ -406,8 +455,13 @@ impl ConsumerGroup {
                 entry.assignment = value.clone();
             }
             None => {
+                // As Kafka: the member is on its way out (its metadata tombstone follows) at -1.
                 if let Some(entry) = self.members.get_mut(member) {
-                    entry.assignment = MemberAssignment::default();
+                    entry.assignment = MemberAssignment {
+                        member_epoch: super::epochs::LEAVE,
+                        previous_member_epoch: super::epochs::LEAVE,
+                        ..MemberAssignment::default()
+                    };
                 }
             }
         }
@@ -438,7 +492,7 @@ impl ConsumerGroup {
 #[path = "table.rs"]
 mod table;
 
-pub use table::{ConsumerGroups, GroupDescription, MemberDescription};
+pub use table::{ConsumerGroups, DeleteGroupError, GroupDescription, MemberDescription};
 
 #[cfg(test)]
 #[path = "group_tests.rs"]

@@ -414,3 +414,37 @@ fn new_partitions_bump_the_epoch_and_get_assigned() {
     assert_eq!(response.member_epoch, 2);
     assert_eq!(partition_count(response.assignment.as_ref().unwrap()), 6);
 }
+
+#[test]
+fn only_an_empty_group_is_deleted_and_stray_tombstones_create_nothing() {
+    let mut groups = groups();
+    send(&mut groups, &join("a"), 0).unwrap();
+    assert_eq!(groups.delete(G), Err(DeleteGroupError::NonEmptyGroup));
+    send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();
+    let tombstones = groups.delete(G).unwrap();
+    assert!(tombstones.iter().all(ConsumerRecord::is_tombstone));
+    assert!(groups.group(G).is_none());
+    assert_eq!(groups.delete(G), Err(DeleteGroupError::GroupIdNotFound));
+    for record in &tombstones {
+        groups.replay(record);
+    }
+    assert_eq!(groups.group_ids().count(), 0);
+}
+
+#[test]
+fn config_is_checked_as_kafka_does() {
+    assert_eq!(ConsumerGroupConfig::default().validate(), Ok(()));
+    let slow = ConsumerGroupConfig {
+        heartbeat_interval_ms: 45_000,
+        ..ConsumerGroupConfig::default()
+    };
+    assert_eq!(
+        slow.validate(),
+        Err(ConsumerConfigError::HeartbeatNotBelowSession)
+    );
+    let none = ConsumerGroupConfig {
+        assignors: vec![],
+        ..ConsumerGroupConfig::default()
+    };
+    assert!(none.validate().is_err());
+}

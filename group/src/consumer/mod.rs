@@ -27,9 +27,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use assignor::{AssignorError, AssignorKind};
 pub use group::{
-    ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, GroupDescription, HeartbeatError,
-    HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse, MemberDescription,
-    OffsetValidationError, TopicImage,
+    ConsumerConfigError, ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, DeleteGroupError,
+    GroupDescription, HeartbeatError, HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
+    MemberDescription, OffsetValidationError, TopicImage,
 };
 pub use reconcile::{MemberAssignment, MemberState};
 pub use records::{ConsumerRecord, ConsumerRecordError};

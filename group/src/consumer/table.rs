@@ -82,12 +82,16 @@ impl ConsumerGroups {
         self.groups.keys().map(String::as_str)
     }
 
-    /// Applies one record, live or replayed from the log: creates the group on its first record,
-    /// drops it at its group-metadata tombstone.
+    /// Applies one record, live or replayed from the log: creates the group on its first
+    /// (non-tombstone) record, drops it at its group-metadata tombstone.
     pub fn replay(&mut self, record: &ConsumerRecord) {
         let group_id = record.group();
         if let ConsumerRecord::GroupMetadata { value: None, .. } = record {
             self.groups.remove(group_id);
+            return;
+        }
+        // As Kafka: a tombstone of a group this coordinator does not hold is ignored.
+        if record.is_tombstone() && !self.groups.contains_key(group_id) {
             return;
         }
         self.groups
@@ -212,6 +216,23 @@ impl ConsumerGroups {
         check_epoch(member_epoch, member.assignment.member_epoch)
     }
 
+    /// DeleteGroups of a consumer group (Kafka's `validateDeleteGroup`): only an empty group may
+    /// go; the records to persist (they are applied here already), or NON_EMPTY_GROUP's error.
+    pub fn delete(&mut self, group_id: &str) -> Result<Vec<ConsumerRecord>, DeleteGroupError> {
+        let group = self
+            .groups
+            .get(group_id)
+            .ok_or(DeleteGroupError::GroupIdNotFound)?;
+        if !group.members.is_empty() {
+            return Err(DeleteGroupError::NonEmptyGroup);
+        }
+        let records = group.tombstones();
+        for record in &records {
+            self.replay(record);
+        }
+        Ok(records)
+    }
+
     /// What ConsumerGroupDescribe shows of `group_id`, if this coordinator holds it.
     pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
         let group = self.groups.get(group_id)?;
@@ -244,6 +265,27 @@ impl ConsumerGroups {
             assignor_name: assignor.name(),
             members,
         })
+    }
+}
+
+/// Why a consumer group could not be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteGroupError {
+    /// GROUP_ID_NOT_FOUND: no consumer group of that id here.
+    #[error("GROUP_ID_NOT_FOUND")]
+    GroupIdNotFound,
+    /// NON_EMPTY_GROUP: it still has members.
+    #[error("NON_EMPTY_GROUP")]
+    NonEmptyGroup,
+}
+
+impl DeleteGroupError {
+    /// The error code on the wire.
+    pub fn code(self) -> i16 {
+        match self {
+            Self::GroupIdNotFound => skiff_protocol::error_code::GROUP_ID_NOT_FOUND,
+            Self::NonEmptyGroup => skiff_protocol::error_code::NON_EMPTY_GROUP,
+        }
     }
 }
 
