@@ -12,11 +12,17 @@
 //!   subscribes to; unowned partitions go, the topics with fewest subscribers first, to the
 //!   subscriber holding the fewest partitions; then partitions move from a member to a less loaded
 //!   subscriber of that topic while that narrows the gap by two or more (bounded by
-//!   [`HETEROGENEOUS_MOVES_MAX_PER_PARTITION`]).
+//!   [`HETEROGENEOUS_MOVES_MAX_PER_PARTITION`]). This keeps the properties of Kafka's
+//!   `UniformHeterogeneousAssignmentBuilder` (sticky, every partition once, to subscribers only,
+//!   no member two partitions above a fellow subscriber it could give one to) but not its exact
+//!   choices: the same group may get a different, equally valid assignment than from Kafka.
 //! - `range`: for each topic, its subscribers (static members by instance id first, then the
 //!   others by member id) get contiguous ranges, the first `partitions % subscribers` one more;
 //!   co-subscribed topics with equal partition counts are therefore co-partitioned. Deterministic,
-//!   so an unchanged group keeps its assignment. Racks are not used by either (as Kafka 4.1.1).
+//!   so an unchanged group keeps its assignment. Racks are not used by either.
+//!
+//! Where Kafka walks members and topics in hash-map order (which quota a member gets first in
+//! `uniform`), these walk them by member id and topic id, so results are reproducible.
 //!
 //! Must never: assign a partition twice, assign a partition of a topic a member does not
 //! subscribe to, or run past [`ASSIGNMENT_COST_MAX`] (members × subscribed partitions).

@@ -176,6 +176,21 @@ proptest! {
             let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
             prop_assert!(max - min <= 1, "unbalanced {sizes:?}");
         }
+        if !range {
+            // No member holds a partition that a fellow subscriber two partitions lighter could take.
+            let load: BTreeMap<&str, usize> =
+                first.iter().map(|(id, a)| (id.as_str(), crate::consumer::partition_count(a))).collect();
+            for member in &members {
+                for topic in first[&member.member_id].keys() {
+                    for other in members.iter().filter(|m| m.topics.contains(topic)) {
+                        prop_assert!(
+                            load[member.member_id.as_str()] <= load[other.member_id.as_str()] + 1,
+                            "{} could give {topic:?} to {}", member.member_id, other.member_id
+                        );
+                    }
+                }
+            }
+        }
         for member in &mut members {
             member.current = first[&member.member_id].clone();
         }

@@ -10,8 +10,8 @@
 //!   client holds is within what the coordinator says that member owns, so live clients never
 //!   overlap;
 //! - the target assignment names each partition at most once, and only to a subscriber;
-//! - epochs only grow: the group epoch (across restarts too), each member's epoch while it stays
-//!   a member, and the target assignment epoch is never above the group epoch;
+//! - epochs only grow: the group epoch and the target assignment epoch (across restarts too),
+//!   each member's epoch while it stays a member; the target epoch is never above the group's;
 //! - when the group is Stable, every subscribed partition is owned by exactly one member;
 //! - a restart's replay rebuilds exactly the group the live coordinator had;
 //! - after the faults stop and every client heartbeats, the group becomes Stable.
@@ -90,6 +90,7 @@ struct Sim {
     log: Vec<ConsumerRecord>,
     next_client: usize,
     group_epoch_max: i32,
+    assignment_epoch_max: i32,
     member_epochs: BTreeMap<String, i32>,
     restarts: usize,
     stable_checks: usize,
@@ -128,6 +129,7 @@ impl Sim {
             log: Vec::new(),
             next_client: 0,
             group_epoch_max: 0,
+            assignment_epoch_max: 0,
             member_epochs: BTreeMap::new(),
             restarts: 0,
             stable_checks: 0,

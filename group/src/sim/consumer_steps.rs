@@ -232,6 +232,11 @@ impl Sim {
             "group epoch went back"
         );
         self.group_epoch_max = group.group_epoch();
+        assert!(
+            group.assignment_epoch() >= self.assignment_epoch_max,
+            "target epoch went back"
+        );
+        self.assignment_epoch_max = group.assignment_epoch();
         assert!(group.assignment_epoch() <= group.group_epoch());
         let mut owner: BTreeMap<(TopicId, i32), &str> = BTreeMap::new();
         for member in group.members().values() {
