@@ -182,6 +182,9 @@ pub struct Coordinator {
     pub(super) member_id_count: u64,
     /// PersistOffsets outputs emitted so far: the order of the offsets log.
     pub(super) persist_sequence: u64,
+    /// The KIP-848 consumer groups of the same `__consumer_offsets` partitions: loaded and
+    /// unloaded with them; the classic groups above and these share the group-id namespace.
+    pub(super) consumer_groups: crate::consumer::ConsumerGroups,
 }
 
 impl Coordinator {
@@ -201,7 +204,18 @@ impl Coordinator {
             offsets_count: 0,
             member_id_count: 0,
             persist_sequence: 0,
+            consumer_groups: crate::consumer::ConsumerGroups::default(),
         }
+    }
+
+    /// The consumer groups (KIP-848) loaded with the led partitions.
+    pub fn consumer_groups(&self) -> &crate::consumer::ConsumerGroups {
+        &self.consumer_groups
+    }
+
+    /// The consumer groups, to serve ConsumerGroupHeartbeat and friends.
+    pub fn consumer_groups_mut(&mut self) -> &mut crate::consumer::ConsumerGroups {
+        &mut self.consumer_groups
     }
 
     /// The configuration in use.

@@ -23,8 +23,10 @@
 //!    led partition (records decoded by [`offsets_log`]) and hands it to
 //!    [`Coordinator::load_partition`]; until then that partition's groups are answered
 //!    COORDINATOR_LOAD_IN_PROGRESS, and groups of partitions led elsewhere NOT_COORDINATOR
-//!    (`loading.rs`). A coordinator never told about partitions serves every group from one log,
-//!    loaded once with [`Coordinator::load_offsets`] (as the unit tests drive it).
+//!    (`loading.rs`). The consumer group (KIP-848) records of that log are replayed into
+//!    [`Coordinator::consumer_groups`], and forgotten with the partition when it is resigned.
+//!    A coordinator never told about partitions serves every group from one log, loaded once
+//!    with [`Coordinator::load_offsets`] (as the unit tests drive it).
 //! 2. Each decoded request goes in through one `handle_*` method with a [`RequestMeta`] (a driver-
 //!    chosen [`RequestId`], the request's API version, the client id and host). The method may
 //!    answer at once or later: JoinGroup waits until the rebalance completes or times out,

@@ -73,6 +73,19 @@ impl Coordinator {
         for group_id in dropped {
             self.unload_group(&group_id);
         }
+        let every_group = partitions_changed || self.coordinated.is_none();
+        let consumer_dropped: Vec<String> = self
+            .consumer_groups
+            .group_ids()
+            .filter(|group| {
+                every_group
+                    || resigned.contains(&coordinator_partition(group, coordinated.partitions))
+            })
+            .map(str::to_owned)
+            .collect();
+        for group_id in consumer_dropped {
+            self.consumer_groups.unload(&group_id);
+        }
         self.coordinated = Some(coordinated);
     }
 

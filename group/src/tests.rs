@@ -1732,6 +1732,49 @@ mod loading {
     }
 
     #[test]
+    fn consumer_group_records_load_and_unload_with_their_partition() {
+        use crate::consumer::records::GroupMetadataValue;
+        use crate::consumer::ConsumerRecord;
+        let ((first, first_partition), (second, second_partition)) = groups_on_two_partitions();
+        let epoch = |group: &str, epoch| {
+            Replayed::Consumer(ConsumerRecord::GroupMetadata {
+                group: group.to_owned(),
+                value: Some(GroupMetadataValue {
+                    epoch,
+                    metadata_hash: 0,
+                }),
+            })
+        };
+        let mut h = Harness::new();
+        h.coordinator
+            .set_coordinated(leading(&[first_partition, second_partition]));
+        let loaded = h.coordinator.load_partition(
+            first_partition,
+            [
+                epoch(&first, 3),
+                epoch(&second, 9),
+                commit_entry(&first, 1).into(),
+            ],
+        );
+        assert_eq!(
+            loaded,
+            Loaded {
+                applied: 2,
+                foreign: 1
+            }
+        );
+        h.coordinator
+            .load_partition(second_partition, [epoch(&second, 4)]);
+        let consumer = h.coordinator.consumer_groups();
+        assert_eq!(consumer.group(&first).map(|g| g.group_epoch()), Some(3));
+        assert_eq!(consumer.group(&second).map(|g| g.group_epoch()), Some(4));
+        // Resigning the second partition forgets its consumer group, not the first's.
+        h.coordinator.set_coordinated(leading(&[first_partition]));
+        let consumer = h.coordinator.consumer_groups();
+        assert!(consumer.group(&first).is_some() && consumer.group(&second).is_none());
+    }
+
+    #[test]
     fn resigning_a_partition_forgets_its_groups_and_answers_their_parked_requests() {
         let ((first, first_partition), (second, second_partition)) = groups_on_two_partitions();
         let mut h = Harness::new();

@@ -545,7 +545,8 @@ impl Coordinator {
 
     /// One replayed log item, in log order: a plain entry takes effect, a transactional commit
     /// becomes pending (durable) for its producer, a transactional tombstone takes effect like
-    /// any tombstone, and a marker completes its producer's transaction.
+    /// any tombstone, a marker completes its producer's transaction, and a consumer group record
+    /// goes to the consumer groups.
     pub(super) fn apply_replayed(&mut self, item: Replayed) {
         match item {
             Replayed::Entry(entry) | Replayed::Txn(_, entry @ OffsetLogEntry::Delete(_)) => {
@@ -558,8 +559,7 @@ impl Coordinator {
             Replayed::Marker(producer, marker) => {
                 self.resolve_txn(None, producer, marker);
             }
-            // Consumer group records belong to the consumer groups' table, not to this one.
-            Replayed::Consumer(_) => {}
+            Replayed::Consumer(record) => self.consumer_groups.replay(&record),
         }
     }
 

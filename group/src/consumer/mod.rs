@@ -12,10 +12,12 @@
 //! member id comes from the caller), touch files or sockets, or hand a partition to a member
 //! before its previous owner has acknowledged revoking it.
 //!
-//! A group id names either a classic group (the [`crate::Coordinator`]) or a consumer group (a
-//! [`ConsumerGroups`] entry): the broker wiring routes a group id to one of the two and answers
-//! the other kind's APIs with Kafka's GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL, so the
-//! two state machines share the namespace without sharing code.
+//! A group id names either a classic group or a consumer group; the [`crate::Coordinator`] holds
+//! both kinds for its `__consumer_offsets` partitions (its classic groups, and a
+//! [`ConsumerGroups`] at [`crate::Coordinator::consumer_groups`], loaded and unloaded with the
+//! partitions). The broker wiring routes a group id to the kind that holds it and answers the
+//! other kind's APIs as Kafka does (GROUP_ID_NOT_FOUND / INCONSISTENT_GROUP_PROTOCOL), so the two
+//! state machines share the namespace without sharing code.
 
 pub mod assignor;
 pub mod group;

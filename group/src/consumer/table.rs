@@ -72,6 +72,17 @@ impl ConsumerGroups {
         &self.config
     }
 
+    /// Replaces the settings (the broker's `group.consumer.*` keys); groups keep their state.
+    pub fn set_config(&mut self, config: ConsumerGroupConfig) {
+        self.config = config;
+    }
+
+    /// Forgets a group without writing anything: its `__consumer_offsets` partition is now led
+    /// elsewhere.
+    pub fn unload(&mut self, group_id: &str) {
+        self.groups.remove(group_id);
+    }
+
     /// A group.
     pub fn group(&self, group_id: &str) -> Option<&ConsumerGroup> {
         self.groups.get(group_id)
