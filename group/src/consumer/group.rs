@@ -23,7 +23,7 @@ mod heartbeat;
 
 pub use heartbeat::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
-    CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION,
+    CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION, REQUEST_STRING_BYTES_MAX,
 };
 
 /// Kafka's `group.consumer.heartbeat.interval.ms` default.

@@ -448,3 +448,88 @@ fn config_is_checked_as_kafka_does() {
     };
     assert!(none.validate().is_err());
 }
+
+mod arbitrary {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn request() -> impl Strategy<Value = HeartbeatRequest> {
+        let member = prop_oneof![Just(""), Just("a"), Just("b"), Just("c")];
+        let names = proptest::option::of(proptest::collection::vec(
+            prop_oneof![Just("orders"), Just("events"), Just("missing")].prop_map(str::to_owned),
+            0..3,
+        ));
+        let regex = proptest::option::of(prop_oneof![
+            Just(""),
+            Just("o.*"),
+            Just("("),
+            Just("events|x")
+        ]);
+        let owned = proptest::option::of(proptest::collection::btree_map(
+            (1..3u8).prop_map(|n| TopicId([n; 16])),
+            proptest::collection::btree_set(-1..6i32, 0..4),
+            0..2,
+        ));
+        (
+            member,
+            -3..4i32,
+            proptest::option::of(prop_oneof![Just("i"), Just("j")]),
+            names,
+            regex,
+            owned,
+            any::<bool>(),
+            0..3i16,
+        )
+            .prop_map(
+                |(member, epoch, instance, names, regex, owned, timeout, _)| HeartbeatRequest {
+                    group_id: G.into(),
+                    member_id: member.into(),
+                    member_epoch: epoch,
+                    instance_id: instance.map(str::to_owned),
+                    rebalance_timeout_ms: if timeout { 5_000 } else { -1 },
+                    subscribed_topic_names: names,
+                    subscribed_topic_regex: regex.map(str::to_owned),
+                    topic_partitions: owned,
+                    ..HeartbeatRequest::default()
+                },
+            )
+    }
+
+    proptest! {
+        /// Any sequence of heartbeats, versions and ticks: no panic, epochs never go back, no
+        /// partition owned twice, and the records rebuild the live group.
+        #[test]
+        fn any_heartbeats_keep_the_group_consistent(
+            steps in proptest::collection::vec((request(), 0..2i16, 0..20_000i64), 1..40)
+        ) {
+            let mut groups = groups();
+            let mut log = Vec::new();
+            let mut now = 0;
+            let mut epoch = 0;
+            for (request, version, advance) in steps {
+                now += advance;
+                log.extend(groups.tick(now, &topics()));
+                if let Ok(outcome) = groups.heartbeat(&request, version, now, &topics(), "made") {
+                    log.extend(outcome.records);
+                }
+                let Some(group) = groups.group(G) else { continue };
+                prop_assert!(group.group_epoch() >= epoch && group.assignment_epoch() <= group.group_epoch());
+                epoch = group.group_epoch();
+                let mut seen = std::collections::BTreeSet::new();
+                for member in group.members().values() {
+                    for (topic, partitions) in member.assignment.assigned.iter().chain(&member.assignment.pending_revocation) {
+                        for partition in partitions {
+                            prop_assert!(seen.insert((*topic, *partition)), "{topic:?}-{partition} owned twice");
+                        }
+                    }
+                }
+            }
+            let mut replayed = ConsumerGroups::new(ConsumerGroupConfig::default());
+            for record in &log {
+                prop_assert!(record.encode().is_ok());
+                replayed.replay(record);
+            }
+            prop_assert_eq!(groups.describe(G), replayed.describe(G));
+        }
+    }
+}

@@ -15,6 +15,11 @@
 use super::*;
 use crate::consumer::epochs;
 
+/// Bytes of any string a heartbeat brings (ids, names, pattern): what the records' i16 length
+/// prefixes hold. Kafka's request decoder refuses longer strings already, so a real client never
+/// meets this; it keeps a hand-built request from producing records that cannot be written.
+pub const REQUEST_STRING_BYTES_MAX: usize = i16::MAX as usize;
+
 /// ConsumerGroupHeartbeat's version from which the client must generate its member id (KIP-1082).
 pub const CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION: i16 = 1;
 
@@ -83,6 +88,24 @@ fn validate(
     api_version: i16,
     assignors: &[AssignorKind],
 ) -> Result<(), HeartbeatError> {
+    let strings = [
+        &request.group_id,
+        &request.member_id,
+        &request.client_id,
+        &request.client_host,
+    ]
+    .into_iter()
+    .chain(&request.instance_id)
+    .chain(&request.rack_id)
+    .chain(&request.subscribed_topic_regex)
+    .chain(&request.server_assignor)
+    .chain(request.subscribed_topic_names.iter().flatten());
+    if strings
+        .into_iter()
+        .any(|text| text.len() > REQUEST_STRING_BYTES_MAX)
+    {
+        return Err(invalid("A string of the request is too long."));
+    }
     let epoch = request.member_epoch;
     if (api_version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION
         || epoch > 0

@@ -6,12 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::*;
 use super::{
     apply, check_member_epoch, known_member, HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
 };
 use crate::consumer::assignor::{self, MemberSpec, TopicSpec};
 use crate::consumer::epochs;
+use crate::consumer::group::*;
 use crate::consumer::reconcile::reconcile;
 use crate::consumer::records::GroupMetadataValue;
 use crate::consumer::regex::{TopicRegex, GROUP_REGEXES_MAX};
