@@ -321,6 +321,16 @@ fn regex_subscriptions_resolve_and_bad_patterns_are_refused() {
     assert!(error
         .message()
         .starts_with("SubscribedTopicRegex `(` is not a valid regular expression: "));
+    // The syntax is checked with the request, before the group or member is looked at.
+    let elsewhere = HeartbeatRequest {
+        group_id: "other".into(),
+        subscribed_topic_regex: Some("[".into()),
+        ..beat("z", 4, None)
+    };
+    assert_eq!(
+        send(&mut groups, &elsewhere, 0).unwrap_err().code(),
+        skiff_protocol::error_code::INVALID_REGULAR_EXPRESSION
+    );
     // The last member using it leaves: the pattern's record is deleted.
     let left = send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();
     assert!(left

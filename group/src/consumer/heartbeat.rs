@@ -14,6 +14,7 @@
 
 use super::*;
 use crate::consumer::epochs;
+use crate::consumer::regex::RegexError;
 
 /// Bytes of any string a heartbeat brings (ids, names, pattern): what the records' i16 length
 /// prefixes hold. Kafka's request decoder refuses longer strings already, so a real client never
@@ -72,6 +73,13 @@ pub struct HeartbeatOutcome {
     pub response: HeartbeatResponse,
     /// The records, already applied to the group.
     pub records: Vec<ConsumerRecord>,
+}
+
+/// Kafka's INVALID_REGULAR_EXPRESSION message (the description is the `regex` crate's, not RE2/J's).
+pub(super) fn invalid_regex(regex: &str, error: &RegexError) -> HeartbeatError {
+    HeartbeatError::InvalidRegularExpression(format!(
+        "SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}."
+    ))
 }
 
 fn invalid(message: &str) -> HeartbeatError {
@@ -186,6 +194,16 @@ impl ConsumerGroups {
     ) -> Result<HeartbeatOutcome, HeartbeatError> {
         validate(request, api_version, &self.config.assignors)?;
         let existing = self.groups.get(&request.group_id);
+        // Kafka checks the pattern's syntax with the request, before looking at the group.
+        if let Some(regex) = request
+            .subscribed_topic_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+        {
+            if existing.is_none_or(|group| !group.compiled.contains_key(regex)) {
+                TopicRegex::compile(regex).map_err(|error| invalid_regex(regex, &error))?;
+            }
+        }
         let mut group = match existing {
             Some(group) => group.clone(),
             None if request.member_epoch == epochs::JOIN => ConsumerGroup::new(&request.group_id),

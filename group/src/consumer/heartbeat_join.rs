@@ -241,11 +241,8 @@ impl ConsumerGroup {
                 "SubscribedTopicRegex `{regex}` cannot be used: the group already uses {GROUP_REGEXES_MAX} patterns."
             )));
         }
-        let compiled = TopicRegex::compile(regex).map_err(|error| {
-            HeartbeatError::InvalidRegularExpression(format!(
-                "SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}."
-            ))
-        })?;
+        let compiled =
+            TopicRegex::compile(regex).map_err(|error| super::invalid_regex(regex, &error))?;
         self.compiled.insert(regex.to_owned(), compiled);
         Ok(())
     }
