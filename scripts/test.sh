@@ -116,6 +116,9 @@ cargo build --release --workspace --bins --benches --features skiff-broker/etcd
 step "skiff-bench smoke against a release broker"
 "$target_dir"/release/skiff-bench smoke --skiff-bin "$target_dir"/release/skiff
 
+step "skiff-bench cpu --smoke: broker CPU per GB beside the floors (printed, never failing on noise)"
+"$target_dir"/release/skiff-bench cpu --smoke --skiff-bin "$target_dir"/release/skiff
+
 step "placement simulator: its quick run writes bench/reports/placement-quick/ byte for byte"
 # The committed reports are what the code writes. The full run (bench/reports/placement.md) takes
 # minutes; the quick one (same code, small configurations, under a second) catches a change that

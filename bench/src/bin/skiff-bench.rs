@@ -61,6 +61,44 @@ enum Command {
     /// A few seconds of everything against a spawned skiff; fails unless data was produced,
     /// consumed at every version and verified.
     Smoke(SmokeArgs),
+    /// Broker CPU per GB and per million records on each path (produce, modern and legacy
+    /// fetch), beside floors over the same bytes, in interleaved rounds (issue 41).
+    Cpu(CpuArgs),
+}
+
+#[derive(Args)]
+struct CpuArgs {
+    /// An already running broker (127.0.0.1 only; Skiff or Apache Kafka) with its --pid.
+    /// Without it, a skiff is spawned.
+    #[arg(long, requires = "pid")]
+    bootstrap: Option<String>,
+    /// The broker process whose CPU is read from /proc (with --bootstrap).
+    #[arg(long)]
+    pid: Option<u32>,
+    #[command(flatten)]
+    skiff: SkiffArgs,
+    /// Rounds; each produces a fresh topic, fetches it at every version, and runs the floors.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Partitions of each round's topic.
+    #[arg(long, default_value_t = 12)]
+    partitions: i32,
+    /// 1 kB records per partition per round (16384: about 200 MB per round).
+    #[arg(long, default_value_t = 16384)]
+    records_per_partition: u64,
+    /// Gigabytes each fetch phase and fetch floor moves at least (the topic is read again until
+    /// then): /proc counts CPU in 10 ms ticks.
+    #[arg(long, default_value_t = 2.0)]
+    fetch_gb_min: f64,
+    /// Fetch versions (4+: modern; 2 and 0: down-converted). Kafka 4 answers only 4+.
+    #[arg(long, value_delimiter = ',', default_value = "4,2,0")]
+    versions: Vec<i16>,
+    /// CI's short form: 4096 records per partition, 0.5 GB per fetch phase, 2 rounds.
+    #[arg(long)]
+    smoke: bool,
+    /// Also write the table here (markdown) and the samples beside it (`.json`).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -825,6 +863,62 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
+    use skiff_bench::cpu;
+
+    let (records_per_partition, rounds, fetch_bytes_min) = if args.smoke {
+        (4096, 2, 500_000_000)
+    } else {
+        (
+            args.records_per_partition,
+            args.rounds.max(1),
+            args.fetch_gb_min.mul_add(1e9, 0.0) as u64,
+        )
+    };
+    let spec = cpu::CpuSpec {
+        partition_count: args.partitions,
+        records_per_partition,
+        records_per_batch: 16,
+        versions: args.versions.clone(),
+        fetch_bytes_min,
+    };
+    let spawned = match &args.bootstrap {
+        Some(_) => None,
+        None => Some(SpawnedBroker::start(&args.skiff.spawn_spec()?, &[])?),
+    };
+    let (bootstrap, pid) = match (&spawned, &args.bootstrap, args.pid) {
+        (Some(broker), _, _) => (
+            broker.target().bootstrap.clone(),
+            broker
+                .target()
+                .pid
+                .context("the spawned broker has no pid")?,
+        ),
+        (None, Some(bootstrap), Some(pid)) => (bootstrap.clone(), pid),
+        _ => bail!("--bootstrap needs --pid"),
+    };
+    require_loopback(&bootstrap)?;
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        samples.extend(cpu::broker_round(&bootstrap, pid, &spec, round).await?);
+        samples.extend(cpu::floor_round(&spec)?);
+        eprintln!("round {} of {rounds} done", round + 1);
+    }
+    if let Some(broker) = spawned {
+        broker.stop()?;
+    }
+    let table = cpu::render(&samples);
+    println!("{table}");
+    if let Some(out) = args.out {
+        std::fs::write(&out, &table)?;
+        std::fs::write(
+            out.with_extension("json"),
+            serde_json::to_vec_pretty(&samples)?,
+        )?;
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     // Throughput measures one producer, then one consumer, each on one connection: on a
@@ -834,7 +928,7 @@ fn main() -> anyhow::Result<()> {
     // single-threaded (median ratio of 10 interleaved rounds; bench/reports/kip283-findings.md,
     // session 6, has the rounds and the 20-round figures that followed).
     let runtime = match command {
-        Command::Throughput(_) => tokio::runtime::Builder::new_current_thread()
+        Command::Throughput(_) | Command::Cpu(_) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?,
         _ => tokio::runtime::Builder::new_multi_thread()
@@ -855,6 +949,7 @@ async fn run_command(command: Command) -> anyhow::Result<()> {
         Command::Report(args) => run_report(args),
         Command::Latency(args) => run_latency(args).await,
         Command::Smoke(args) => run_smoke(args).await,
+        Command::Cpu(args) => run_cpu(args).await,
     }
 }
 
