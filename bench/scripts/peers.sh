@@ -256,6 +256,9 @@ sweep_broker() { # name dir
 
 # --- main -------------------------------------------------------------------------------------
 
+# Sourced by another script (bench/scripts/cpu-per-gb.sh) for the installs and broker starts only.
+if [ -n "${PEERS_LIBRARY_ONLY:-}" ]; then return 0; fi
+
 cd "$ROOT"
 mkdir -p "$WORK"
 if [ -z "${PEERS_SKIP_BUILD:-}" ]; then
