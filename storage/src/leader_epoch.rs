@@ -593,8 +593,10 @@ mod log_tests {
         assert_eq!(pairs(&log), [(4, 2), (6, 8), (9, 9)]);
     }
 
+    /// A truncation writes the trimmed cache at once; a move of the log start trims it in memory
+    /// (its file keeps the older entries until the next write, and recovery trims them).
     #[test]
-    fn truncation_and_deletion_trim_the_cache_durably() {
+    fn truncation_trims_the_cache_durably_and_deletion_in_memory() {
         let dir = temp_dir();
         let data = LogDir::open(dir.path(), config()).unwrap();
         let log = data.create("t", 0, None).unwrap();
@@ -610,7 +612,7 @@ mod log_tests {
         log.roll_if_needed(i64::MAX).unwrap();
         log.delete_records_before(4).unwrap();
         assert_eq!(pairs(&log), [(2, 4), (7, 6)]);
-        assert_eq!(checkpoint_text(dir.path()), "0\n2\n2 4\n7 6\n");
+        assert_eq!(checkpoint_text(dir.path()), "0\n3\n1 0\n2 3\n7 6\n");
         assert_eq!(
             log.end_offset_for_epoch(1).unwrap(),
             EpochEndOffset {
@@ -618,6 +620,40 @@ mod log_tests {
                 end_offset: 4
             }
         );
+        drop(log);
+        data.close().unwrap();
+        let data = LogDir::open(dir.path(), config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_start_offset().unwrap(), 4);
+        assert_eq!(pairs(&log), [(2, 4), (7, 6)]);
+        assert_eq!(checkpoint_text(dir.path()), "0\n2\n2 4\n7 6\n");
+    }
+
+    /// A start moved in memory (DeleteRecords) moved the first entry with it, a new epoch then
+    /// wrote the cache, and a crash brought the checkpointed start back: recovery fills in the
+    /// entries of the batches between from their headers.
+    #[test]
+    fn a_start_undone_by_a_crash_gets_its_entries_back() {
+        let dir = temp_dir();
+        {
+            let data = LogDir::open(dir.path(), config()).unwrap();
+            let log = data.create("t", 0, None).unwrap();
+            for (epoch, count) in [(1, 3), (2, 3), (3, 3)] {
+                log.append_with_epoch(&mut batch(0, count, 400), epoch, 0)
+                    .unwrap();
+            }
+            data.checkpoint_recovery_points().unwrap();
+            log.delete_records_before(7).unwrap();
+            log.append_with_epoch(&mut batch(0, 1, 400), 4, 0).unwrap();
+            log.flush().unwrap();
+            assert_eq!(checkpoint_text(dir.path()), "0\n2\n3 7\n4 9\n");
+            // Dropped without close or checkpoint: the start 7 was never written.
+        }
+        let data = LogDir::open(dir.path(), config()).unwrap();
+        let log = data.log("t", 0).unwrap().unwrap();
+        assert_eq!(log.log_start_offset().unwrap(), 0);
+        assert_eq!(pairs(&log), [(1, 0), (2, 3), (3, 6), (4, 9)]);
+        assert_eq!(checkpoint_text(dir.path()), "0\n4\n1 0\n2 3\n3 6\n4 9\n");
     }
 
     #[test]

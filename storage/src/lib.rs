@@ -46,9 +46,11 @@
 //! exactly as producers sent them (only the base offset is rewritten on append), `.index` maps
 //! offsets to positions (sparse, memory-mapped), `.timeindex` maps timestamps to offsets. The
 //! directory's `skiff-offset-checkpoint` holds every log's log start offset and recovery point
-//! (written when a start moves or a truncation lowers a recovery point, by
-//! [`LogDir::checkpoint_recovery_points`], which the embedder calls periodically, and at close;
-//! a per-log `checkpoint` file of an older Skiff is still read); indexes are caches that
+//! (written by [`LogDir::checkpoint_recovery_points`], which the embedder calls periodically,
+//! and at close; at once only when a truncation or a recovery lowers one; a start moved by
+//! retention or DeleteRecords waits for the next periodic write, as in Kafka, so a crash may
+//! undo such a move since the last one; a per-log `checkpoint` file of an older Skiff is still
+//! read); indexes are caches that
 //! recovery rebuilds from the log, which is the truth. `leader-epoch-checkpoint` (Kafka's format)
 //! holds the leader-epoch cache: where each leader epoch's batches start
 //! ([`Log::append_with_epoch`] stamps the epoch on each batch, [`Log::end_offset_for_epoch`]

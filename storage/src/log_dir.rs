@@ -1198,6 +1198,85 @@ mod tests {
         );
     }
 
+    /// Retention and DeleteRecords move the log start in memory and the directory's table only
+    /// (no write of the offset checkpoint, which names every log); the periodic checkpoint
+    /// writes it once, and a crash before that may bring the older start back (as in Kafka),
+    /// never one below it.
+    #[test]
+    fn a_moved_log_start_is_written_by_the_next_checkpoint_not_at_once() {
+        let dir = temp_dir();
+        let io = Arc::new(CountingIo::default());
+        let checkpoint = dir
+            .path()
+            .join(crate::offset_checkpoint::OFFSET_CHECKPOINT_FILE);
+        let renames_of_checkpoint = |calls: &[(&'static str, Option<PathBuf>)]| {
+            calls
+                .iter()
+                .filter(|(op, path)| *op == "rename" && path.as_ref() == Some(&checkpoint))
+                .count()
+        };
+        let config = LogConfig {
+            retention_ms: Some(1_000),
+            ..small_segments()
+        };
+        let start_2 = {
+            let data = LogDir::open_with_io(
+                dir.path(),
+                config.clone(),
+                DirConfig::default(),
+                Arc::clone(&io) as Arc<dyn FileIo>,
+            )
+            .unwrap();
+            let logs: Vec<_> = (0..3).map(|p| data.create("t", p, None).unwrap()).collect();
+            for log in &logs {
+                for _ in 0..20 {
+                    log.append(&mut batch(0, 2, 200), 1_000).unwrap();
+                }
+            }
+            data.checkpoint_recovery_points().unwrap();
+            io.take();
+            assert_eq!(
+                logs[0].delete_records_before(1).unwrap(),
+                1,
+                "no segment deleted"
+            );
+            assert_eq!(
+                io.take(),
+                [],
+                "a start moved inside the first segment costs no I/O"
+            );
+            assert_eq!(logs[1].delete_records_before(7).unwrap(), 7);
+            assert!(logs[2].enforce_retention(10_000).unwrap() > 0);
+            let start_2 = logs[2].log_start_offset().unwrap();
+            assert!(start_2 > 0);
+            assert_eq!(
+                renames_of_checkpoint(&io.take()),
+                0,
+                "no checkpoint written"
+            );
+            data.checkpoint_recovery_points().unwrap();
+            assert_eq!(renames_of_checkpoint(&io.take()), 1, "one for all three");
+            assert_eq!(logs[0].delete_records_before(3).unwrap(), 3);
+            assert_eq!(logs[1].delete_records_before(9).unwrap(), 9);
+            // Dropped without close: a crash after the checkpoint.
+            start_2
+        };
+        let data = LogDir::open(dir.path(), config).unwrap();
+        let start = |partition| {
+            data.log("t", partition)
+                .unwrap()
+                .unwrap()
+                .log_start_offset()
+                .unwrap()
+        };
+        // The checkpointed starts, or for log 1 the first segment the DeleteRecords of 9 left
+        // (a segment holds 4 batches of 2 offsets: it deleted the one below 8).
+        assert_eq!(start(0), 1);
+        assert_eq!(start(1), 8);
+        assert_eq!(start(2), start_2);
+        data.close().unwrap();
+    }
+
     #[test]
     fn per_log_checkpoints_are_read_and_removed_once_the_directory_checkpoint_covers_them() {
         let dir = temp_dir();
@@ -1211,6 +1290,7 @@ mod tests {
                 log.delete_records_before(7).unwrap();
                 log.flush().unwrap();
             }
+            data.checkpoint_recovery_points().unwrap();
             // Dropped without close: recovery from the checkpoint's recovery point.
         }
         // Make the directory look like one an older Skiff wrote: a per-log `checkpoint` file

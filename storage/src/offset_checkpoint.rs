@@ -6,9 +6,11 @@
 //! or closing write happens.
 //!
 //! Why one file for both offsets rather than Kafka's two: they were one per-log file before
-//! (`checkpoint`, still read for migration), every event that must persist one at once
-//! (truncation, retention, DeleteRecords) has the other at hand, one write costs one fsync
-//! instead of two, and a crash can never leave the two from different moments.
+//! (`checkpoint`, still read for migration), every event that must persist one at once (a
+//! truncation, or a recovery, lowering a recovery point or a start) has the other at hand, one
+//! write costs one fsync instead of two, and a crash can never leave the two from different
+//! moments. A start moved up (retention, DeleteRecords) is only set in the table: the periodic
+//! or closing write publishes it (see `log::retention` for why a crash before then is safe).
 //!
 //! Why one file per directory at all: a clean close or a periodic checkpoint of 10,000 logs
 //! then costs one small write and its fsyncs instead of one file (and its journal commit, about

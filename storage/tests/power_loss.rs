@@ -4,8 +4,11 @@
 //! every batch that a durability call reported synced is there; the log is a prefix of what was
 //! written, byte for byte; the offset and time indexes agree with the log; recovery returned (a
 //! panic fails the seed); the leader-epoch cache names exactly the epochs of the surviving
-//! batches (appends stamp a leader epoch that rises now and then); and once an fsync has failed,
-//! no append reports success.
+//! batches (appends stamp a leader epoch that rises now and then); the log start lies between
+//! the last one made durable (by a periodic checkpoint, a clean close, a recovery or a reset)
+//! and the one before the cut (retention and DeleteRecords move it in memory only, so a cut may
+//! undo a move since the last checkpoint, never one before it, and never loses a record at or
+//! above the start before the cut); and once an fsync has failed, no append reports success.
 //!
 //! A follower's operations run beside them, drawn from a stream of their own: some appends are
 //! a follower's ([`Log::append_replicated`], the batch at the log end with its epoch kept, and
@@ -97,9 +100,12 @@ struct Model {
     batches: Vec<Written>,
     /// Every offset below this was reported synced.
     durable_end: i64,
-    /// The log start offset some call acknowledged; recovery may not go below it.
+    /// The log start offset last made durable (by a periodic checkpoint, a clean close, a
+    /// recovery or a reset); recovery may not go below it. A start moved since (retention,
+    /// DeleteRecords) lives in memory until the next checkpoint, and a cut may undo it.
     start_floor: i64,
-    /// The greatest log start offset ever set (acknowledged or attempted).
+    /// The greatest log start offset set since the last recovery (acknowledged or attempted):
+    /// the start before the cut, as starts only fall by a truncation to below them.
     start_ceiling: i64,
     /// Where the log ends while it holds no batch: 0, or where a reset started it.
     base: i64,
@@ -203,6 +209,9 @@ fn check_recovered(log: &Log, model: &mut Model, rng: &mut ChaCha8Rng) {
                  one (which started at {old_start})"
             );
         }
+    }
+    if start < model.start_ceiling {
+        count(&STARTS_UNDONE);
     }
     // A log that lost unsynced batches up to past its start is empty at its (lower) end.
     assert!(
@@ -359,6 +368,9 @@ static HIGH_WATERMARK_FAILED: AtomicU64 = AtomicU64::new(0);
 /// Periodic recovery-point checkpoints that returned, and those that failed.
 static CHECKPOINTS: AtomicU64 = AtomicU64::new(0);
 static CHECKPOINTS_FAILED: AtomicU64 = AtomicU64::new(0);
+/// Recoveries that found the log start below the one before the cut (a retention or
+/// DeleteRecords since the last checkpoint undone, as Kafka allows).
+static STARTS_UNDONE: AtomicU64 = AtomicU64::new(0);
 
 fn count(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
@@ -571,6 +583,7 @@ fn run_seed(seed: u64) -> u64 {
                         Ok(()) => {
                             count(&CHECKPOINTS);
                             model.durable_end = end;
+                            model.start_floor = log.log_start_offset().unwrap();
                             false
                         }
                         Err(_) => {
@@ -600,9 +613,6 @@ fn run_seed(seed: u64) -> u64 {
             }
             let flushed = log.flushed_offset().unwrap();
             model.durable_end = model.durable_end.max(flushed);
-            if !log.is_poisoned() {
-                model.start_floor = model.start_floor.max(log.log_start_offset().unwrap());
-            }
             if high_watermark_failed || checkpoint_failed {
                 // The directory's disk failed under the checkpoint (after the operation, which
                 // the model above took in): stop here, cut the power.
@@ -617,11 +627,13 @@ fn run_seed(seed: u64) -> u64 {
         {
             assert_refuses_appends(&log, now_ms);
         }
+        let start = log.log_start_offset().unwrap();
         drop(log);
         if closed {
             let end = model.end();
             if data.close().is_ok() {
                 model.durable_end = end;
+                model.start_floor = start;
             }
         } else {
             drop(data);
@@ -734,7 +746,7 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
         "power_loss: {} seeds, {cuts} power cuts, {} operations failed under injected faults; \
          {} follower appends, {} resets ({} failed part way, {} of those recovered as the new \
          log), {} high-watermark checkpoints ({} failed), {} recovery-point checkpoints ({} \
-         failed)",
+         failed), {} recoveries below the start before the cut",
         seeds.len(),
         load(&FAILED_OPS),
         load(&REPLICATED_APPENDS),
@@ -745,6 +757,7 @@ fn power_loss_keeps_synced_batches_and_a_valid_prefix() {
         load(&HIGH_WATERMARK_FAILED),
         load(&CHECKPOINTS),
         load(&CHECKPOINTS_FAILED),
+        load(&STARTS_UNDONE),
     );
 }
 
@@ -827,6 +840,86 @@ fn sim_cuts_and_failures_do_what_they_say() {
     sim.power_cut(CutMode::DropUnsynced, 3).unwrap();
     assert_eq!(std::fs::read(&before).unwrap(), b"synced");
     assert!(!after.exists());
+}
+
+/// A DeleteRecords that deletes several segments at once, stopped after each of its file
+/// operations and then cut: the log reopens with a prefix of the deletions kept (never a hole
+/// among the segments, which recovery would read as flushed data lost), every record from the
+/// new start on, and a start between the checkpointed one and the new one. One that returned
+/// has made its deletions durable but not its start (the periodic checkpoint writes that): the
+/// log then starts at the first kept segment, below the start it answered. After a
+/// checkpoint, the start survives the cut.
+#[test]
+fn a_cut_during_a_multi_segment_deletion_keeps_a_prefix_of_it() {
+    let config = LogConfig {
+        segment_bytes: 4_096,
+        batch_bytes_max: 4_096,
+        index_bytes_max: 24 * 16,
+        persist_mode: PersistMode::SyncData,
+        ..LogConfig::default()
+    };
+    // A directory of one log of six segments of two 1.8 KiB batches each (the last is active),
+    // checkpointed; then the DeleteRecords, stopped after `crash_after` file operations.
+    // Returns what it answered, how many operations it took and the directory.
+    let run = |root: &std::path::Path, sim: &Arc<SimIo>, crash_after: Option<u64>| {
+        let data = LogDir::open_simulated(root, config.clone(), Arc::clone(sim)).unwrap();
+        let log = data.create("t", 0, None).unwrap();
+        for _ in 0..12 {
+            log.append(&mut batch_with(0, 1, 1_800, 1_000, 7), 1_000)
+                .unwrap();
+        }
+        data.checkpoint_recovery_points().unwrap();
+        assert_eq!(log.segment_count().unwrap(), 6);
+        if let Some(ops) = crash_after {
+            sim.crash_after_ops(ops);
+        }
+        let before = sim.ops();
+        let deleted = log.delete_records_before(9);
+        (deleted, sim.ops() - before, data)
+    };
+    let temp = temp_dir();
+    let root = temp.path().join("data");
+    let sim = Arc::new(SimIo::new(temp.path()).unwrap());
+    let (deleted, ops, data) = run(&root, &sim, None);
+    assert_eq!(deleted.unwrap(), 9);
+    data.checkpoint_recovery_points().unwrap();
+    drop(data);
+    sim.power_cut(CutMode::RandomPages, 0).unwrap();
+    let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim)).unwrap();
+    let log = data.log("t", 0).unwrap().unwrap();
+    assert_eq!(log.log_start_offset().unwrap(), 9, "a checkpointed start");
+    drop((log, data));
+    let mut returned = 0;
+    for crash_after in 0..=ops {
+        for seed in 0..3u64 {
+            let temp = temp_dir();
+            let root = temp.path().join("data");
+            let sim = Arc::new(SimIo::new(temp.path()).unwrap());
+            let (deleted, _, data) = run(&root, &sim, Some(crash_after));
+            drop(data);
+            sim.power_cut(CutMode::RandomPages, seed).unwrap();
+            let data = LogDir::open_simulated(&root, config.clone(), Arc::clone(&sim))
+                .unwrap_or_else(|error| {
+                    panic!("reopen after a cut at op {crash_after} (seed {seed}): {error}")
+                });
+            let log = data.log("t", 0).unwrap().unwrap();
+            let start = log.log_start_offset().unwrap();
+            // The checkpointed start was 0; segments start at even offsets.
+            assert!([0, 2, 4, 6, 8].contains(&start), "start {start}");
+            assert_eq!(log.log_end_offset().unwrap(), 12);
+            for offset in start..12 {
+                assert!(!log.read(offset, 1, true).unwrap().is_empty(), "{offset}");
+            }
+            if deleted.is_ok() {
+                assert_eq!(
+                    start, 8,
+                    "the first kept segment, not the unwritten start 9"
+                );
+                returned += 1;
+            }
+        }
+    }
+    assert!(returned > 0);
 }
 
 /// A compacted log's configuration for the cleaning seeds: small segments so a cleaning has

@@ -179,7 +179,7 @@ fn recover_state(
     if state.forget_from(io, dir, log_end)? {
         fs::sync_parent(io, &dir.join(fs::CHECKPOINT_FILE))?;
     }
-    state.epochs = recover_epochs(io, dir, &state)?;
+    state.epochs = recover_epochs(io, dir, &state, clean)?;
     checkpoints.set(key, state.checkpoint())?;
     if legacy {
         checkpoints.note_legacy(key, dir)?;
@@ -292,14 +292,23 @@ fn remove_swap_manifest(io: &dyn FileIo, dir: &Path) -> Result<()> {
 /// The leader-epoch cache of a recovered log: its checkpoint, trimmed to the recovered log (a torn
 /// tail drops the entries that start past the new end; retention those before the start); or,
 /// when the checkpoint is missing or corrupt, rebuilt from the batch headers (one header read
-/// per batch from the log start: bounded by the log, and only on this path). Written back if it
-/// changed.
-fn recover_epochs(io: &dyn FileIo, dir: &Path, state: &LogState) -> Result<EpochCache> {
+/// per batch from the log start: bounded by the log, and only on this path). After a crash
+/// (not `clean`), entries missing below the first one are filled in (`fill_below_first_entry`).
+/// Written back if it changed.
+fn recover_epochs(
+    io: &dyn FileIo,
+    dir: &Path,
+    state: &LogState,
+    clean: bool,
+) -> Result<EpochCache> {
     let (mut epochs, mut changed) = match EpochCache::read(io, dir) {
         Ok(Some(epochs)) => (epochs, false),
-        Ok(None) | Err(Error::Corrupt { .. }) => (scan_epochs(io, state)?, true),
+        Ok(None) | Err(Error::Corrupt { .. }) => (scan_epochs(io, state, None)?, true),
         Err(error) => return Err(error),
     };
+    if !clean {
+        changed |= fill_below_first_entry(io, state, &mut epochs)?;
+    }
     // Start first: on a log empty at its start, the entry moved there starts at the end and
     // goes too, whichever of the two checkpoints a crash left.
     changed |= epochs.truncate_from_start(state.log_start_offset);
@@ -310,8 +319,9 @@ fn recover_epochs(io: &dyn FileIo, dir: &Path, state: &LogState) -> Result<Epoch
     Ok(epochs)
 }
 
-/// The leader-epoch cache the batches of `state`'s segments imply.
-fn scan_epochs(io: &dyn FileIo, state: &LogState) -> Result<EpochCache> {
+/// The leader-epoch cache the batches of `state`'s segments imply (those holding offsets at or
+/// past the log start, and with `until`, only the batches starting below it).
+fn scan_epochs(io: &dyn FileIo, state: &LogState, until: Option<i64>) -> Result<EpochCache> {
     let mut epochs = EpochCache::default();
     for segment in state.segments.values() {
         if segment.next_offset <= state.log_start_offset {
@@ -320,11 +330,49 @@ fn scan_epochs(io: &dyn FileIo, state: &LogState) -> Result<EpochCache> {
         let mut position = 0u64;
         while position < segment.size_bytes {
             let header = segment.read_header(io, position)?;
+            if until.is_some_and(|until| header.base_offset >= until) {
+                return Ok(epochs);
+            }
             epochs.assign(header.partition_leader_epoch, header.base_offset);
             position += header.total_bytes() as u64;
         }
     }
     Ok(epochs)
+}
+
+/// Fills in the entries of the batches between the log start and the cache's first entry, if
+/// that entry starts above the start. How a crash leaves that: a log start moved in memory only
+/// (retention, DeleteRecords: the periodic checkpoint writes it) moved the first entry with it,
+/// a later write of the cache (a new epoch) made that durable, and the crash brought the older
+/// checkpointed start back. Returns whether the cache changed.
+///
+/// What it costs: one header read per batch below the first entry, on a recovery after a crash
+/// only; in the case above, the batches a DeleteRecords had passed since the last checkpoint.
+/// A log whose first batches carry no epoch (written before epochs were stamped) pays the same
+/// and finds nothing to add.
+fn fill_below_first_entry(
+    io: &dyn FileIo,
+    state: &LogState,
+    epochs: &mut EpochCache,
+) -> Result<bool> {
+    let Some(first) = epochs.entries().first().copied() else {
+        return Ok(false);
+    };
+    if first.start_offset <= state.log_start_offset {
+        return Ok(false);
+    }
+    let mut filled = scan_epochs(io, state, Some(first.start_offset))?;
+    if filled.entries().is_empty() {
+        return Ok(false);
+    }
+    // The batch holding the first entry's start carries its epoch (the log's epochs never
+    // fall), so the entries join where the scan stopped.
+    for entry in epochs.entries() {
+        filled.assign(entry.epoch, entry.start_offset);
+    }
+    let changed = filled.entries() != epochs.entries();
+    *epochs = filled;
+    Ok(changed)
 }
 
 impl Log {

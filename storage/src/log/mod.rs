@@ -8,8 +8,8 @@
 //! offsets; the state `RwLock` is shared by reads and taken exclusively only for short steps, so an
 //! append's CRC pass and page-cache copy run while readers go on. Lock order: writer, then state,
 //! then the directory's offset checkpoint (`offset_checkpoint`, where the log publishes its start
-//! and recovery point: in memory on a flush, written at once only when a start moves or a
-//! truncation lowers the recovery point). Must never read a clock (every time is an argument),
+//! and recovery point: in memory on a flush, a retention or a DeleteRecords, written at once only
+//! when a truncation or a recovery lowers one of them). Must never read a clock (every time is an argument),
 //! fsync while holding either lock (except in the recovery of a deferred log, which serves nothing
 //! until it is done), or report an offset as flushed before its fsync returned.
 //!

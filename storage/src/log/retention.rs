@@ -1,6 +1,20 @@
 //! Retention of a [`Log`]: moving the log start offset (DeleteRecords) and deleting the oldest
 //! segments by size and age. The deleted segments' files are closed only after both locks are
 //! released (`close_after_unlock`).
+//!
+//! A moved log start lives in memory and in the directory's table; the next periodic checkpoint
+//! (`LogDir::checkpoint_recovery_points`) or the clean close writes it, as Kafka's
+//! `log-start-offset-checkpoint` is written. Why not at once: the table is one file for the whole
+//! directory, so writing it per move cost a rewrite of every log's line and two fsyncs (149 KB
+//! at 10,000 logs, a median 22 ms on the shared bench machine: `storage/benches/log_start.rs`,
+//! docs/benchmarks.md). What a crash can
+//! then do, and why it is safe: the recovered start is the greater of the checkpointed start and
+//! the first surviving segment's base, so it lies between the last checkpointed start and the
+//! start before the crash. Segments are deleted oldest first, each deletion made durable before
+//! the next (a cut keeps a prefix of them, never a hole that recovery would read as lost data),
+//! and only segments wholly below the start go, so nothing at or above the pre-crash start is
+//! lost; a DeleteRecords since the checkpoint may be undone (as in Kafka). Must never write the
+//! offset checkpoint itself.
 
 use crate::error::{Error, Result};
 use crate::fs::{self};
@@ -10,7 +24,10 @@ use super::{close_after_unlock, Log, LogState};
 
 impl Log {
     /// Advances the log start offset to `offset` (Kafka's DeleteRecords) and deletes the segments
-    /// wholly below it. Returns the new log start offset.
+    /// wholly below it. Returns the new log start offset. The new start is durable once the next
+    /// [`crate::LogDir::checkpoint_recovery_points`] or [`crate::LogDir::close`] returns; a crash
+    /// before then recovers a start between the last checkpointed one and this one (see the
+    /// module docs). Moving the start inside the first segment costs no I/O.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
         let writer = self.writer()?;
         let mut state = self.write_state()?;
@@ -90,9 +107,16 @@ impl Log {
         count
     }
 
-    /// Deletes the `count` oldest segments: the log start offset moves past them and is
-    /// checkpointed first, then the files are unlinked (open slices keep their inodes). Returns
+    /// Deletes the `count` oldest segments: the log start offset moves past them (in memory and
+    /// in the directory's table, no write: see the module docs), then their files are unlinked
+    /// oldest first, the directory fsynced after each (open slices keep their inodes). Returns
     /// the removed segments, still open, for [`close_after_unlock`].
+    ///
+    /// The leader-epoch cache is cut at the new start in memory only, as Kafka's
+    /// `truncateFromStart` no longer flushes: the file keeps older entries until its next write,
+    /// which recovery trims to the recovered start. A file written later (a new epoch) may start
+    /// above a start a crash brought back; recovery then rebuilds the entries between from the
+    /// batch headers (`load::recover_epochs`).
     fn delete_oldest(&self, state: &mut LogState, count: usize) -> Result<Vec<Segment>> {
         let io = self.io.as_ref();
         let doomed: Vec<i64> = state.segments.keys().take(count).copied().collect();
@@ -101,22 +125,23 @@ impl Log {
             if let Some(first_kept) = state.segments.values().nth(count) {
                 state.log_start_offset = state.log_start_offset.max(first_kept.base_offset);
             }
-            self.write_checkpoint(state)?;
+            self.checkpoints.set(&self.key, state.checkpoint())?;
+            // First, so the first deletion's directory fsync covers the snapshots' removal (a
+            // snapshot lost early only costs a longer replay).
+            if let Some(first_kept) = state.segments.keys().nth(count).copied() {
+                state.forget_below(io, &self.dir, first_kept)?;
+            }
             for base in &doomed {
                 if let Some(segment) = state.segments.remove(base) {
                     segment.delete_files(io, &self.dir)?;
                     removed.push(segment);
+                    // Before the next one goes: a cut then keeps a prefix of the deletions.
+                    // Without the start written first, a hole among the kept segments would
+                    // read at recovery as flushed data lost.
+                    fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
                 }
             }
-            if let Some(first_base) = state.segments.keys().next().copied() {
-                state.forget_below(io, &self.dir, first_base)?;
-            }
-            if !doomed.is_empty() {
-                fs::sync_parent(io, &self.dir.join(fs::CHECKPOINT_FILE))?;
-            }
-            if state.epochs.truncate_from_start(state.log_start_offset) {
-                state.epochs.write(io, &self.dir)?;
-            }
+            state.epochs.truncate_from_start(state.log_start_offset);
             Ok(())
         })();
         result.map_err(|error| self.poison(error))?;
