@@ -470,9 +470,9 @@ fn run_seed(seed: u64) -> u64 {
                             follower_rng.gen_bool(0.2) && end > 0 && follower_rng.gen_bool(0.5);
                         if behind {
                             let wrong = end - 1;
-                            let mut misplaced = with_base(bytes.clone(), wrong);
+                            let misplaced = with_base(bytes.clone(), wrong);
                             let size_bytes = log.size_bytes().unwrap();
-                            let refused = log.append_replicated(&mut misplaced, now_ms);
+                            let refused = log.append_replicated(&misplaced, now_ms);
                             assert!(
                                 matches!(
                                     refused,
@@ -485,7 +485,7 @@ fn run_seed(seed: u64) -> u64 {
                             assert_eq!(log.size_bytes().unwrap(), size_bytes);
                         }
                         bytes = with_base(bytes, end);
-                        let appended = log.append_replicated(&mut bytes, now_ms);
+                        let appended = log.append_replicated(&bytes, now_ms);
                         if appended.is_ok() {
                             count(&REPLICATED_APPENDS);
                         }

@@ -609,17 +609,19 @@ impl Partition {
             }
             end = position + header.total_bytes();
         }
-        // `end` is a batch end the loop checked against `records.len()`.
-        let mut batches = records.get(..end).unwrap_or_default().to_vec();
+        // `end` is a batch end the loop checked against `records.len()`. Appended from the
+        // fetched bytes as they are: storage only reads a follower's batches (it was a copy of
+        // up to a whole fetch response, per partition and fetch).
+        let batches = records.get(..end).unwrap_or_default();
         if batches.is_empty() {
             return Ok(());
         }
         // The leader's offsets and epochs are kept; storage refuses a batch that does not continue
         // the log or whose epoch is below the latest (a divergence the machine missed).
-        let info = self.log.append_replicated(&mut batches, now_ms)?;
+        let info = self.log.append_replicated(batches, now_ms)?;
         self.traffic.count_replicated(batches.len() as u64);
         let mut producers = self.producers_recovered();
-        self.replay_fetched(&mut producers, &batches)?;
+        self.replay_fetched(&mut producers, batches)?;
         self.snapshot_at_roll(&producers, &info);
         Ok(())
     }

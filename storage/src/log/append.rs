@@ -93,17 +93,34 @@ struct Assigned {
     offset_of_max_timestamp: i64,
 }
 
-/// How an append gives its batches offsets and leader epochs: the one difference between a
-/// leader's (or a single node's) append and a follower's, which otherwise share every step
-/// (checks, rolls, the write, the flush policy, poisoning).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Offsets {
+/// An append's batches and how they get their offsets and leader epochs: the one difference
+/// between a leader's (or a single node's) append and a follower's, which otherwise share every
+/// step (checks, rolls, the write, the flush policy, poisoning).
+#[derive(Debug)]
+enum Input<'a> {
     /// Producer batches: the log assigns offsets from its end by rewriting each base offset;
     /// `leader_epoch`, if given, is stamped on every batch, otherwise each keeps its own.
-    Assign { leader_epoch: Option<i32> },
+    Assign {
+        batches: &'a mut [u8],
+        leader_epoch: Option<i32>,
+    },
     /// A follower's copy of its leader's batches: offsets and epochs stay as the leader
     /// stamped them, and must continue this log ([`check_kept`], before anything changes).
-    Keep,
+    /// Never written to, so a follower appends straight from the fetched bytes, no copy.
+    Keep(&'a [u8]),
+}
+
+impl Input<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Input::Assign { batches, .. } => batches,
+            Input::Keep(batches) => batches,
+        }
+    }
+
+    fn keeps_offsets(&self) -> bool {
+        matches!(self, Input::Keep(_))
+    }
 }
 
 /// Checks that `batches` (checked by [`check_input`]) continue a log ending at `log_end` whose
@@ -146,15 +163,42 @@ fn check_kept(batches: &[u8], log_end: i64, latest_epoch: Option<i32>) -> Result
     Ok(())
 }
 
-/// Gives the batches in `batches` (checked by [`check_input`], and by [`check_kept`] for
-/// [`Offsets::Keep`]) their offsets from `base_offset` on as `offsets` says, and records each
-/// batch's epoch in `epochs`. Returns whether `epochs` changed.
+/// Rewrites the base offset of each batch in `batches` (checked by [`check_input`]) so that
+/// they follow each other from `base_offset`, and stamps `leader_epoch` on each if given. Both
+/// fields lie outside the CRC: nothing is re-encoded.
+fn stamp(batches: &mut [u8], base_offset: i64, leader_epoch: Option<i32>) -> Result<()> {
+    let mut next_offset = base_offset;
+    let mut at = 0usize;
+    while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
+        let header = BatchHeader::parse(rest)?;
+        v2::set_base_offset(rest, next_offset)?;
+        if let Some(epoch) = leader_epoch {
+            v2::set_partition_leader_epoch(rest, epoch)?;
+        }
+        next_offset += i64::from(header.last_offset_delta) + 1;
+        at += header.total_bytes();
+    }
+    Ok(())
+}
+
+/// Gives the batches of `input` (checked by [`check_input`], and by [`check_kept`] for
+/// [`Input::Keep`]) their offsets from `base_offset` on (a producer's are stamped first, after
+/// which they read as a follower's would: offsets following each other, each batch carrying its
+/// epoch), and records each epoch's first offset in `epochs`. Returns the offsets and whether
+/// the epoch cache changed.
 fn assign_offsets(
-    batches: &mut [u8],
+    input: &mut Input<'_>,
     base_offset: i64,
-    offsets: Offsets,
     epochs: &mut EpochCache,
 ) -> Result<(Assigned, bool)> {
+    if let Input::Assign {
+        batches,
+        leader_epoch,
+    } = input
+    {
+        stamp(batches, base_offset, *leader_epoch)?;
+    }
+    let batches = input.bytes();
     let mut epochs_changed = false;
     let mut assigned = Assigned {
         base_offset,
@@ -163,28 +207,15 @@ fn assign_offsets(
         offset_of_max_timestamp: base_offset,
     };
     let mut at = 0usize;
-    while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
+    while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
         let header = BatchHeader::parse(rest)?;
-        let epoch = match offsets {
-            Offsets::Assign { leader_epoch } => {
-                // Both fields lie outside the CRC: nothing is re-encoded.
-                v2::set_base_offset(rest, assigned.next_offset)?;
-                if let Some(epoch) = leader_epoch {
-                    v2::set_partition_leader_epoch(rest, epoch)?;
-                }
-                leader_epoch.unwrap_or(header.partition_leader_epoch)
-            }
-            Offsets::Keep => {
-                debug_assert!(header.base_offset >= assigned.next_offset, "check_kept ran");
-                // A compacted leader's gap: the batch keeps its offsets.
-                if at == 0 {
-                    assigned.base_offset = header.base_offset;
-                }
-                assigned.next_offset = header.base_offset;
-                header.partition_leader_epoch
-            }
-        };
-        epochs_changed |= epochs.assign(epoch, assigned.next_offset);
+        debug_assert!(header.base_offset >= assigned.next_offset, "check_kept ran");
+        // A compacted leader's gap: the batch keeps its offsets.
+        if at == 0 {
+            assigned.base_offset = header.base_offset;
+        }
+        assigned.next_offset = header.base_offset;
+        epochs_changed |= epochs.assign(header.partition_leader_epoch, assigned.next_offset);
         if header.max_timestamp > assigned.max_timestamp_ms {
             assigned.max_timestamp_ms = header.max_timestamp;
             assigned.offset_of_max_timestamp = assigned.next_offset;
@@ -210,7 +241,11 @@ impl Log {
     /// enters the leader-epoch cache. A leader appends with [`Log::append_with_epoch`] instead,
     /// and a follower with [`Log::append_replicated`] (which keeps the offsets as well).
     pub fn append(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
-        self.append_with(batches, Offsets::Assign { leader_epoch: None }, now_ms)
+        let input = Input::Assign {
+            batches,
+            leader_epoch: None,
+        };
+        self.append_with(input, now_ms)
     }
 
     /// A follower's append of batches copied from its leader (Kafka's `appendAsFollower`): the
@@ -224,9 +259,10 @@ impl Log {
     /// [`Error::EpochBelowLatest`] (the logs diverged: truncate first). A refused append writes
     /// nothing, not even a roll. Rolls, the flush policy and poisoning are those of `append`.
     ///
-    /// `batches` is not modified, so the follower's segments hold exactly the leader's bytes.
-    pub fn append_replicated(&self, batches: &mut [u8], now_ms: i64) -> Result<AppendInfo> {
-        self.append_with(batches, Offsets::Keep, now_ms)
+    /// `batches` is only read, so the follower's segments hold exactly the leader's bytes, and
+    /// a follower appends from the bytes it fetched, without a copy.
+    pub fn append_replicated(&self, batches: &[u8], now_ms: i64) -> Result<AppendInfo> {
+        self.append_with(Input::Keep(batches), now_ms)
     }
 
     /// [`Log::append`] as a leader does it: every batch is stamped with `leader_epoch` (the
@@ -242,13 +278,14 @@ impl Log {
         if leader_epoch < 0 {
             return Err(Error::InvalidBatchLayout("negative leader epoch"));
         }
-        let offsets = Offsets::Assign {
+        let input = Input::Assign {
+            batches,
             leader_epoch: Some(leader_epoch),
         };
-        self.append_with(batches, offsets, now_ms)
+        self.append_with(input, now_ms)
     }
 
-    fn append_with(&self, batches: &mut [u8], offsets: Offsets, now_ms: i64) -> Result<AppendInfo> {
+    fn append_with(&self, mut input: Input<'_>, now_ms: i64) -> Result<AppendInfo> {
         // Three steps, so that readers wait only for the short ones: check the input (the CRC
         // pass, ~1 µs per 16 KiB) holding only the writer lock; assign offsets and take the end
         // of the log under the state lock; write (the page-cache copy, most of an append's cost)
@@ -260,14 +297,14 @@ impl Log {
             self.check_writable(&state)?;
             state.config.batch_bytes_max
         };
-        let summary = check_input(batches, batch_bytes_max, offsets == Offsets::Keep)?;
-        let abort_positions = self.before_transactional(summary.transactional, batches)?;
-        let size_bytes = batches.len() as u64;
+        let summary = check_input(input.bytes(), batch_bytes_max, input.keeps_offsets())?;
+        let abort_positions = self.before_transactional(summary.transactional, input.bytes())?;
+        let size_bytes = input.bytes().len() as u64;
         let (target, segment_base_offset, assigned, new_epochs) = {
             let mut state = self.write_state()?;
             self.check_writable(&state)?;
             let log_end = state.log_end_offset();
-            if offsets == Offsets::Keep {
+            if let Input::Keep(batches) = input {
                 // Before the roll: a refused append writes nothing.
                 check_kept(batches, log_end, state.epochs.latest_epoch())?;
             }
@@ -282,7 +319,7 @@ impl Log {
             let (target, segment_base_offset) =
                 (active.append_target(self.io.as_ref())?, active.base_offset);
             let (assigned, epochs_changed) =
-                assign_offsets(batches, log_end, offsets, &mut state.epochs)?;
+                assign_offsets(&mut input, log_end, &mut state.epochs)?;
             let new_epochs = epochs_changed.then(|| state.epochs.clone());
             (target, segment_base_offset, assigned, new_epochs)
         };
@@ -293,6 +330,7 @@ impl Log {
                 .write(self.io.as_ref(), &self.dir)
                 .map_err(|error| self.poison(error))?;
         }
+        let batches = input.bytes();
         target
             .write(self.io.as_ref(), batches)
             .map_err(|error| self.poison(error))?;

@@ -141,9 +141,9 @@ fn replicated_appends_copy_a_leader_log_byte_for_byte() {
         while follower.log_end_offset().unwrap() < leader_end {
             let offset = follower.log_end_offset().unwrap();
             let slice = leader.read(offset, max_bytes, true).unwrap();
-            let mut fetched = whole_batches(&slice.bytes().unwrap());
+            let fetched = whole_batches(&slice.bytes().unwrap());
             let copy = fetched.clone();
-            let info = follower.append_replicated(&mut fetched, 0).unwrap();
+            let info = follower.append_replicated(&fetched, 0).unwrap();
             assert_eq!(fetched, copy, "the batches are not modified");
             assert_eq!(info.base_offset, offset);
         }
@@ -190,14 +190,12 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
     let dir = temp_dir();
     let data = LogDir::open(dir.path(), small_config()).unwrap();
     let log = data.create("t", 0, None).unwrap();
-    log.append_replicated(&mut leader_batch(0, 3, 2), 0)
-        .unwrap();
+    log.append_replicated(&leader_batch(0, 3, 2), 0).unwrap();
     let mut two = leader_batch(3, 2, 2);
     two.extend(leader_batch(5, 1, 4));
-    log.append_replicated(&mut two, 0).unwrap();
+    log.append_replicated(&two, 0).unwrap();
     // A batch without an epoch is taken and stays out of the cache.
-    log.append_replicated(&mut leader_batch(6, 1, -1), 0)
-        .unwrap();
+    log.append_replicated(&leader_batch(6, 1, -1), 0).unwrap();
     assert_eq!(
         log.epoch_entries().unwrap(),
         [
@@ -214,8 +212,7 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
     // Fill the active segment so that the next append would roll: a refused one must not.
     while log.size_bytes().unwrap() + 2 * leader_batch(0, 1, 4).len() as u64 <= 4096 {
         let end = log.log_end_offset().unwrap();
-        log.append_replicated(&mut leader_batch(end, 1, 4), 0)
-            .unwrap();
+        log.append_replicated(&leader_batch(end, 1, 4), 0).unwrap();
     }
     let end = log.log_end_offset().unwrap();
     let before = (
@@ -255,9 +252,9 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
         ),
         ("crc", bad_crc, "InvalidBatch(".to_owned()),
     ];
-    for (name, mut input, expected_error) in cases {
+    for (name, input, expected_error) in cases {
         let copy = input.clone();
-        let refused = log.append_replicated(&mut input, 0).unwrap_err();
+        let refused = log.append_replicated(&input, 0).unwrap_err();
         let refused = format!("{refused:?}");
         assert!(refused.starts_with(&expected_error), "{name}: {refused}");
         assert_eq!(input, copy, "{name}: input untouched");
@@ -272,12 +269,10 @@ fn replicated_appends_that_do_not_continue_the_log_write_nothing() {
     }
     assert!(!log.is_poisoned());
     // The right batch is still taken, and rolls as `append` would.
-    let info = log
-        .append_replicated(&mut leader_batch(end, 1, 4), 0)
-        .unwrap();
+    let info = log.append_replicated(&leader_batch(end, 1, 4), 0).unwrap();
     assert_eq!(info.base_offset, end);
     let info = log
-        .append_replicated(&mut leader_batch(end + 1, 1, 4), 0)
+        .append_replicated(&leader_batch(end + 1, 1, 4), 0)
         .unwrap();
     assert_eq!(info.segment_base_offset, end + 1, "rolled");
 }
@@ -287,16 +282,13 @@ fn replicated_appends_take_a_compacted_leaders_gaps() {
     let dir = temp_dir();
     let data = LogDir::open(dir.path(), small_config()).unwrap();
     let log = data.create("t", 0, None).unwrap();
-    log.append_replicated(&mut leader_batch(0, 3, 2), 0)
-        .unwrap();
+    log.append_replicated(&leader_batch(0, 3, 2), 0).unwrap();
     // Ahead of the end, then a gap between two batches of one append.
-    let info = log
-        .append_replicated(&mut leader_batch(5, 1, 2), 0)
-        .unwrap();
+    let info = log.append_replicated(&leader_batch(5, 1, 2), 0).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (5, 5));
     let mut gap = leader_batch(6, 1, 2);
     gap.extend(leader_batch(9, 2, 3));
-    let info = log.append_replicated(&mut gap, 0).unwrap();
+    let info = log.append_replicated(&gap, 0).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (6, 10));
     // A compacted batch: fewer records than offsets (its last offset kept), or none at all.
     let mut compacted = leader_batch(11, 1, 3);
@@ -305,7 +297,7 @@ fn replicated_appends_take_a_compacted_leaders_gaps() {
     compacted[23..27].copy_from_slice(&4i32.to_be_bytes()); // last offset delta
     let crc = v2::compute_crc(&compacted);
     compacted[17..21].copy_from_slice(&crc.to_be_bytes());
-    let info = log.append_replicated(&mut compacted, 0).unwrap();
+    let info = log.append_replicated(&compacted, 0).unwrap();
     assert_eq!(info.last_offset, 15);
     assert_eq!(log.log_end_offset().unwrap(), 16);
     // Reads from inside a gap get the next batch.
@@ -319,7 +311,7 @@ fn replicated_appends_take_a_compacted_leaders_gaps() {
     );
     // Behind the end is still refused, and producers' appends still need whole batches.
     assert!(matches!(
-        log.append_replicated(&mut leader_batch(15, 1, 3), 0),
+        log.append_replicated(&leader_batch(15, 1, 3), 0),
         Err(Error::UnexpectedAppendOffset {
             expected: 16,
             found: 15
@@ -345,28 +337,23 @@ fn replicated_appends_flush_and_poison_as_appends_do() {
     };
     let data = open_faulty(dir.path(), config, &io);
     let log = data.create("t", 0, None).unwrap();
-    let info = log
-        .append_replicated(&mut leader_batch(0, 1, 1), 0)
-        .unwrap();
+    let info = log.append_replicated(&leader_batch(0, 1, 1), 0).unwrap();
     assert!(
         !info.flushed,
         "one record of the two flush.messages asks for"
     );
-    let info = log
-        .append_replicated(&mut leader_batch(1, 1, 1), 0)
-        .unwrap();
+    let info = log.append_replicated(&leader_batch(1, 1, 1), 0).unwrap();
     assert!(info.flushed);
     assert_eq!(log.flushed_offset().unwrap(), 2);
     io.fail_sync.store(true, Ordering::SeqCst);
-    log.append_replicated(&mut leader_batch(2, 1, 1), 0)
-        .unwrap();
-    let failed = log.append_replicated(&mut leader_batch(3, 1, 1), 0);
+    log.append_replicated(&leader_batch(2, 1, 1), 0).unwrap();
+    let failed = log.append_replicated(&leader_batch(3, 1, 1), 0);
     assert!(matches!(failed, Err(Error::Io { .. })), "{failed:?}");
     assert!(log.is_poisoned());
     io.fail_sync.store(false, Ordering::SeqCst);
     let end = log.log_end_offset().unwrap();
     assert!(matches!(
-        log.append_replicated(&mut leader_batch(end, 1, 1), 0),
+        log.append_replicated(&leader_batch(end, 1, 1), 0),
         Err(Error::Poisoned)
     ));
     assert!(matches!(
@@ -430,8 +417,7 @@ fn truncate_fully_and_start_at_leaves_an_empty_log_at_the_offset() {
         Err(Error::NegativeOffset(-1))
     ));
     // The follower goes on from there, and a crash (no close) keeps it all.
-    log.append_replicated(&mut leader_batch(3, 2, 7), 0)
-        .unwrap();
+    log.append_replicated(&leader_batch(3, 2, 7), 0).unwrap();
     drop((log, data));
     let data = LogDir::open(dir.path(), small_config()).unwrap();
     let log = data.log("leader", 0).unwrap().unwrap();

@@ -293,3 +293,49 @@ fn the_led_epoch_is_published_only_once_the_machine_leads_at_it() {
     partition.apply_state(&state(2, 6), 3, &mut proposals);
     assert_eq!(partition.led_epoch(), None, "led elsewhere again");
 }
+
+/// A follower appends the fetched batches below `up_to` straight from the fetched bytes, byte for
+/// byte (the leader's offsets and epochs kept); a torn last batch and the batches from `up_to` on
+/// stay out; a batch that fails storage's checks (its CRC here) is refused with nothing written.
+#[test]
+fn a_follower_appends_the_whole_fetched_batches_below_up_to_as_they_are() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_log_dir, partition) = led(dir.path(), vec![1, 2], vec![1, 2]);
+    let mut fetched = Vec::new();
+    for (offset, epoch) in [(0i64, 0i32), (1, 0), (2, 1)] {
+        // Base offset and leader epoch, as the leader stamped them (outside the CRC).
+        let mut batch = one_record();
+        batch[..8].copy_from_slice(&offset.to_be_bytes());
+        batch[12..16].copy_from_slice(&epoch.to_be_bytes());
+        fetched.extend_from_slice(&batch);
+    }
+    let batch_bytes = one_record().len();
+    let torn = one_record();
+    fetched.extend_from_slice(&torn[..torn.len() / 2]);
+    partition
+        .append_fetched(&fetched, 2, 1_000)
+        .expect("appended");
+    let log = partition.log();
+    assert_eq!(log.log_end_offset().expect("end"), 2, "up to 2 only");
+    let stored = log
+        .read(0, 1 << 20, true)
+        .expect("read")
+        .bytes()
+        .expect("bytes");
+    assert_eq!(
+        &stored[..],
+        &fetched[..2 * batch_bytes],
+        "the leader's bytes"
+    );
+    // The next fetch starts at the log end.
+    partition
+        .append_fetched(&fetched[2 * batch_bytes..], 10, 1_000)
+        .expect("the third, not the torn tail");
+    assert_eq!(log.log_end_offset().expect("end"), 3);
+    let mut damaged = one_record();
+    damaged[..8].copy_from_slice(&3i64.to_be_bytes());
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xFF;
+    assert!(partition.append_fetched(&damaged, 10, 1_000).is_err());
+    assert_eq!(log.log_end_offset().expect("end"), 3, "nothing written");
+}
