@@ -526,9 +526,10 @@ impl LogDir {
     }
 
     /// Makes the data of every log with unsynced data durable, advances those logs' recovery
-    /// points and writes the directory's offset checkpoint once (nothing at all if no log
-    /// changed since the last one): Kafka's periodic recovery-point checkpoint
-    /// (`log.flush.offset.checkpoint.interval.ms`). The embedder calls it on a timer, off its
+    /// points and writes the directory's offset checkpoint once, with every log start moved
+    /// since (by retention or DeleteRecords, which only set it in memory), nothing at all if no
+    /// log changed since the last one: Kafka's periodic recovery-point and log-start-offset
+    /// checkpoints (`log.flush.offset.checkpoint.interval.ms`). The embedder calls it on a timer, off its
     /// request paths: it waits for fsyncs. No log lock is held across an fsync (each log's
     /// flush syncs without its locks, as [`Log::flush`] does), so appends and reads go on.
     ///

@@ -3,11 +3,16 @@
 //! partition gets UNKNOWN_TOPIC_OR_PARTITION. The offset −1 means the high watermark (the log end
 //! on one node); an offset above it, or any other negative one, is OFFSET_OUT_OF_RANGE, as in
 //! Kafka's `UnifiedLog.maybeIncrementLogStartOffset`. The answer's low watermark is the log start
-//! offset afterwards (−1 with an error). Storage checkpoints the new log start before it answers,
-//! so it survives a restart. A topic whose `cleanup.policy` lacks `delete` (compact only) answers
-//! POLICY_VIOLATION, as Kafka does.
+//! offset afterwards (−1 with an error). The new log start is in memory when it answers, and
+//! written by the next periodic offset checkpoint (`log.flush.offset.checkpoint.interval.ms`)
+//! or the clean shutdown, as Kafka's `log-start-offset-checkpoint` is: a power cut before then
+//! may bring back the records between the checkpointed start and this one (the segments deleted
+//! wholly below it stay deleted), never a start below the checkpointed one
+//! (docs/operating/durability.md). A topic whose `cleanup.policy` lacks `delete` (compact only)
+//! answers POLICY_VIOLATION, as Kafka does.
 //!
-//! Must never: lower a log start offset, or answer success before the log start is checkpointed.
+//! Must never: lower a log start offset, or answer success before the segments it deleted are
+//! unlinked.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -62,7 +67,8 @@ pub(crate) async fn handle(
                 Err(code) => Err(code),
                 Ok(_) if !delete_policy => Err(error_code::POLICY_VIOLATION),
                 Ok(partition) => {
-                    // The checkpoint write fsyncs: a blocking thread's work.
+                    // Deleting whole segments unlinks files and fsyncs the directory: a blocking
+                    // thread's work.
                     let log = partition.log().clone();
                     let offset = asked.offset;
                     let high_watermark = partition.high_watermark();

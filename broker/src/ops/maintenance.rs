@@ -1,10 +1,12 @@
 //! Background care of the logs: rolls segments by age, enforces retention, flushes logs whose topic
 //! sets `flush.ms` even when no append comes to trigger it; every
 //! `log.flush.offset.checkpoint.interval.ms` syncs the logs with unsynced data and writes the
-//! directory's offset checkpoint (Kafka's recovery-point checkpoint), which bounds what a restart
-//! after a crash rescans and leaves a clean shutdown only what came since to sync; samples this
-//! node's load and traffic every 5 s and publishes them to `R/load/<id>` for placement and the
-//! shedder. Runs blocking file work on the blocking pool so no request waits behind it.
+//! directory's offset checkpoint (Kafka's recovery-point and log-start-offset checkpoints), which
+//! bounds what a restart after a crash rescans, leaves a clean shutdown only what came since to
+//! sync, and is where the log starts retention and DeleteRecords moved become durable (they are
+//! not written when they move); samples this node's load and traffic every 5 s and publishes them
+//! to `R/load/<id>` for placement and the shedder. Runs blocking file work on the blocking pool
+//! so no request waits behind it.
 //!
 //! Must never: read the clock anywhere but its tick (storage gets `now_ms` as an argument), or stop
 //! on one log's error (it logs it and goes on with the others).
