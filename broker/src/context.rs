@@ -57,7 +57,7 @@ pub(crate) struct Ctx {
     /// Dynamic broker configs as last applied from the metadata store.
     pub(crate) dynamic: Arc<crate::dynamic::DynamicConfigs>,
     /// The acceptors of the TLS listeners, replaced live when a keystore changes.
-    pub(crate) tls_listeners: Vec<Arc<crate::net::live_tls::LiveAcceptor>>,
+    pub(crate) tls_listeners: Vec<Arc<crate::tls::live::LiveAcceptor>>,
 }
 
 impl Ctx {

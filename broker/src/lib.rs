@@ -66,6 +66,7 @@ mod quota;
 pub mod replication;
 mod response;
 pub mod security;
+pub mod tls;
 pub mod txn;
 mod txn_verify;
 
@@ -346,7 +347,7 @@ impl Broker {
                 .collect(),
             dynamic,
         });
-        tokio::spawn(net::live_tls::follow(
+        tokio::spawn(tls::live::follow(
             ctx.tls_listeners.clone(),
             ctx.dynamic.subscribe(),
             ctx.shutdown.subscribe(),
@@ -450,7 +451,8 @@ impl Broker {
         }));
         let maintenance = tokio::spawn(maintenance::run(ctx.clone(), ctx.shutdown.subscribe()));
         tokio::spawn(dynamic::log_defaults::follow(
-            ctx.clone(),
+            ctx.topics.clone(),
+            ctx.cluster.clone(),
             ctx.dynamic.subscribe(),
             ctx.shutdown.subscribe(),
         ));
@@ -563,7 +565,7 @@ async fn bind_listeners(config: &Config) -> Result<Vec<server::BoundListener>, B
             listener,
             advertised: listener_config.advertised_endpoint(bound),
             tls: if listener_config.protocol.uses_tls() {
-                Some(Arc::new(net::live_tls::LiveAcceptor::load(
+                Some(Arc::new(tls::live::LiveAcceptor::load(
                     config,
                     &listener_config.name,
                 )?))

@@ -176,7 +176,7 @@ fn ssl_principal_lines(
     let rules = skiff_broker::config::SslPrincipalMappingRules::parse(key, rules)?;
     let mut subjects = Vec::new();
     for path in certificates {
-        for subject in skiff_broker::net::tls::pem_subject_names(path)
+        for subject in skiff_broker::tls::pem_subject_names(path)
             .with_context(|| format!("reading {}", path.display()))?
         {
             subjects.push(subject.with_context(|| {

@@ -323,7 +323,7 @@ macro_rules! config_keys {
             pub explicitly_set: std::collections::BTreeSet<String>,
             /// `listener.name.<listener>.ssl.keystore.location`: a TLS listener's own keystore in
             /// place of `ssl.keystore.location`, by lower-case listener name (Kafka's listener
-            /// prefix; a dynamic broker config, see `crate::net::tls::LiveAcceptor`).
+            /// prefix; a dynamic broker config, see `crate::tls::live::LiveAcceptor`).
             pub listener_keystores: std::collections::BTreeMap<String, std::path::PathBuf>,
             /// `skiff.test.mutation` (only with the feature `test-mutations`): a broker bug a test
             /// harness turns on; unset by default.

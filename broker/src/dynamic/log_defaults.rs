@@ -13,19 +13,22 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::cluster::ClusterHandle;
 use crate::config::Config;
-use crate::context::Ctx;
+use crate::partition::topics::Topics;
 
-/// Applies each effective config the dynamic layers make until shutdown.
+/// Applies each effective config the dynamic layers make to `topics` and `cluster` until
+/// shutdown.
 pub(crate) async fn follow(
-    ctx: Arc<Ctx>,
+    topics: Arc<Topics>,
+    cluster: ClusterHandle,
     mut configs: watch::Receiver<Arc<Config>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
         let config = configs.borrow_and_update().clone();
-        if !Arc::ptr_eq(&config, &ctx.topics.broker_config()) {
-            apply(&ctx, config).await;
+        if !Arc::ptr_eq(&config, &topics.broker_config()) {
+            apply(&topics, &cluster, config).await;
         }
         tokio::select! {
             changed = configs.changed() => if changed.is_err() { return },
@@ -34,10 +37,9 @@ pub(crate) async fn follow(
     }
 }
 
-async fn apply(ctx: &Arc<Ctx>, config: Arc<Config>) {
-    ctx.cluster
-        .set_unclean_leader_election_default(config.unclean_leader_election_enable);
-    let topics = ctx.topics.clone();
+async fn apply(topics: &Arc<Topics>, cluster: &ClusterHandle, config: Arc<Config>) {
+    cluster.set_unclean_leader_election_default(config.unclean_leader_election_enable);
+    let topics = topics.clone();
     match tokio::task::spawn_blocking(move || topics.follow_broker_config(config)).await {
         Ok(Ok(report)) if report.configs_changed + report.refused > 0 => tracing::info!(
             topics_reconfigured = report.configs_changed,

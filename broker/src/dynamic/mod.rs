@@ -72,10 +72,30 @@ pub(crate) fn is_dynamic(key: &str) -> bool {
 }
 
 /// Whether `key` may be set for one broker only, never as the cluster default: a listener's
-/// keystore (`listener.name.<listener>.ssl.keystore.location`, `crate::net::live_tls`), as in
+/// keystore (`listener.name.<listener>.ssl.keystore.location`, `crate::tls::live`), as in
 /// Kafka, where each broker has its own certificate.
 pub(crate) fn is_per_broker_only(key: &str) -> bool {
     crate::config::listener_keystore_listener(key).is_some()
+}
+
+/// Kafka's rule for a live change of `log.cleaner.threads` (`LogCleaner.validateReconfiguration`):
+/// at least 1, no fewer than half and no more than double the threads running now.
+pub(crate) fn check_cleaner_threads_change(current: &Config, next: &Config) -> Result<(), String> {
+    let (now, wanted) = (current.log_cleaner_threads, next.log_cleaner_threads);
+    if wanted < 1 {
+        return Err("Log cleaner threads should be at least 1".to_owned());
+    }
+    if wanted < now / 2 {
+        return Err(format!(
+            "Log cleaner threads cannot be reduced to less than half the current value {now}"
+        ));
+    }
+    if wanted > now.saturating_mul(2) {
+        return Err(format!(
+            "Log cleaner threads cannot be increased to more than double the current value {now}"
+        ));
+    }
+    Ok(())
 }
 
 /// Kafka's config source codes a broker key can have.
@@ -351,5 +371,31 @@ mod tests {
             &layers(&[("log.segment.bytes", "0")], &[])
         )
         .is_err());
+    }
+
+    fn with_threads(threads: usize) -> Config {
+        let mut config = Config::default();
+        config
+            .apply_override(&format!("log.cleaner.threads={threads}"))
+            .expect("threads");
+        config
+    }
+
+    #[test]
+    fn a_live_thread_count_change_stays_within_half_and_double_as_in_kafka() {
+        let four = with_threads(4);
+        assert!(check_cleaner_threads_change(&four, &with_threads(2)).is_ok());
+        assert!(check_cleaner_threads_change(&four, &with_threads(8)).is_ok());
+        assert!(check_cleaner_threads_change(&four, &with_threads(4)).is_ok());
+        let fewer = check_cleaner_threads_change(&four, &with_threads(1)).expect_err("fewer");
+        assert_eq!(
+            fewer,
+            "Log cleaner threads cannot be reduced to less than half the current value 4"
+        );
+        let more = check_cleaner_threads_change(&four, &with_threads(9)).expect_err("more");
+        assert_eq!(
+            more,
+            "Log cleaner threads cannot be increased to more than double the current value 4"
+        );
     }
 }

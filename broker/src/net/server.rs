@@ -43,7 +43,7 @@ pub(crate) struct BoundListener {
     pub(crate) advertised: (String, u16),
     /// Present on SSL and SASL_SSL listeners: the acceptor of new connections, replaced live when
     /// the listener's keystore changes.
-    pub(crate) tls: Option<Arc<crate::net::live_tls::LiveAcceptor>>,
+    pub(crate) tls: Option<Arc<crate::tls::live::LiveAcceptor>>,
     /// Present on SASL_PLAINTEXT and SASL_SSL listeners.
     pub(crate) sasl: Option<Arc<SaslSetup>>,
     /// Present with `skiff.frame.capture.dir`: shared by every listener.
@@ -260,7 +260,7 @@ async fn start_connection(
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
-            .and_then(crate::net::tls::certificate_principal)
+            .and_then(crate::tls::certificate_principal)
         {
             let rules = &setup.ctx.config.ssl_principal_mapping_rules.mapper;
             let Some(user) = rules.map(&subject) else {

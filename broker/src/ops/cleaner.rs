@@ -12,7 +12,8 @@
 //! (`crate::dynamic`): the throttle and `log.cleaner.backoff.ms` apply at their next use; a new
 //! thread count, dedupe buffer, I/O buffer size or load factor restarts the threads, as Kafka's
 //! `LogCleaner.reconfigure` does (a pass in progress aborts and its log is cleaned again later),
-//! and a thread count may change at most to double or half the current one, as in Kafka.
+//! and a thread count may change at most to double or half the current one, as in Kafka
+//! (`crate::dynamic::check_cleaner_threads_change`).
 //!
 //! Must never: clean past a partition's high watermark or last stable offset, run two cleanings
 //! of one log at once, stop the broker or other logs' cleaning over one log's failure, or outlive
@@ -183,26 +184,6 @@ pub enum CleanerStartError {
     /// The OS did not start a thread.
     #[error("log cleaner thread: {0}")]
     Thread(#[from] std::io::Error),
-}
-
-/// Kafka's rule for a live change of `log.cleaner.threads` (`LogCleaner.validateReconfiguration`):
-/// at least 1, no fewer than half and no more than double the threads running now.
-pub(crate) fn check_thread_change(current: &Config, next: &Config) -> Result<(), String> {
-    let (now, wanted) = (current.log_cleaner_threads, next.log_cleaner_threads);
-    if wanted < 1 {
-        return Err("Log cleaner threads should be at least 1".to_owned());
-    }
-    if wanted < now / 2 {
-        return Err(format!(
-            "Log cleaner threads cannot be reduced to less than half the current value {now}"
-        ));
-    }
-    if wanted > now.saturating_mul(2) {
-        return Err(format!(
-            "Log cleaner threads cannot be increased to more than double the current value {now}"
-        ));
-    }
-    Ok(())
 }
 
 /// Starts `log.cleaner.threads` cleaner threads (unless `log.cleaner.enable` is false, which the
@@ -704,24 +685,6 @@ mod tests {
             .apply_override(&format!("log.cleaner.threads={threads}"))
             .expect("threads");
         config
-    }
-
-    #[test]
-    fn a_live_thread_count_change_stays_within_half_and_double_as_in_kafka() {
-        let four = with_threads(4);
-        assert!(check_thread_change(&four, &with_threads(2)).is_ok());
-        assert!(check_thread_change(&four, &with_threads(8)).is_ok());
-        assert!(check_thread_change(&four, &with_threads(4)).is_ok());
-        let fewer = check_thread_change(&four, &with_threads(1)).expect_err("fewer");
-        assert_eq!(
-            fewer,
-            "Log cleaner threads cannot be reduced to less than half the current value 4"
-        );
-        let more = check_thread_change(&four, &with_threads(9)).expect_err("more");
-        assert_eq!(
-            more,
-            "Log cleaner threads cannot be increased to more than double the current value 4"
-        );
     }
 
     #[test]

@@ -245,6 +245,26 @@ fn local_record(topic: &LocalTopic) -> TopicRecord {
     }
 }
 
+/// `existing` as it is, when `want` (with `record`) changes nothing of it: the same partitions
+/// here and the same record.
+fn unchanged(existing: &Topic, want: &LocalTopic, record: &TopicRecord) -> Option<Arc<Topic>> {
+    let same_partitions = existing.partitions.len() == want.partitions.len()
+        && existing
+            .partitions
+            .iter()
+            .zip(&want.partitions)
+            .all(|(have, want)| have.index() == *want);
+    (same_partitions && existing.record == *record).then(|| {
+        Arc::new(Topic {
+            name: existing.name.clone(),
+            topic_id: existing.topic_id,
+            config: existing.config.clone(),
+            record: record.clone(),
+            partitions: existing.partitions.clone(),
+        })
+    })
+}
+
 /// A storage error creating partitions: a limit reached is the client's to hear about (the
 /// partitions already open keep serving), anything else a storage error.
 fn creation_error(error: skiff_storage::Error) -> TopicError {
@@ -545,22 +565,8 @@ impl Topics {
         report: &mut Reconciled,
     ) -> Result<Arc<Topic>, TopicError> {
         let record = local_record(want);
-        if let Some(existing) = existing {
-            let same_partitions = existing.partitions.len() == want.partitions.len()
-                && existing
-                    .partitions
-                    .iter()
-                    .zip(&want.partitions)
-                    .all(|(have, want)| have.index() == *want);
-            if same_partitions && existing.record == record {
-                return Ok(Arc::new(Topic {
-                    name: existing.name.clone(),
-                    topic_id: existing.topic_id,
-                    config: existing.config.clone(),
-                    record,
-                    partitions: existing.partitions.clone(),
-                }));
-            }
+        if let Some(unchanged) = existing.and_then(|existing| unchanged(existing, want, &record)) {
+            return Ok(unchanged);
         }
         let broker = self.broker_config();
         let config = self.resolve_config(&record.name, &record.configs)?;

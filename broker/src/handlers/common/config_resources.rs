@@ -142,7 +142,7 @@ fn check_live_changes(
     ctx: &Ctx,
     effective: &crate::config::Config,
 ) -> Result<(), ConfigChangeError> {
-    crate::ops::cleaner::check_thread_change(&ctx.dynamic.effective(), effective)
+    crate::dynamic::check_cleaner_threads_change(&ctx.dynamic.effective(), effective)
         .map_err(ConfigChangeError::InvalidConfig)?;
     for acceptor in &ctx.tls_listeners {
         acceptor.check(effective).map_err(|reason| {

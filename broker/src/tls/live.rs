@@ -196,7 +196,7 @@ fn build(config: &Config, listener: &str) -> Result<Loaded, String> {
     // Stamped before reading: a file rewritten meanwhile differs from the stamp and is read again.
     let stamp = KeystoreStamp::of(&path);
     let acceptor =
-        super::tls::acceptor_with_keystore(config, &path).map_err(|error| error.to_string())?;
+        super::acceptor_with_keystore(config, &path).map_err(|error| error.to_string())?;
     let identity = Identity::of(&path).map_err(|error| format!("{}: {error}", path.display()))?;
     Ok(Loaded {
         acceptor,

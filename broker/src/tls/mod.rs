@@ -1,10 +1,13 @@
 //! TLS for SSL and SASL_SSL listeners: the rustls server configuration built from the PEM files the
 //! config names (the keystore's certificate chain and key, the truststore's CA certificates for
-//! client certificates; `super::live_tls` builds it again when a keystore changes), and the
-//! principal a verified client certificate stands for.
+//! client certificates; [`live`] builds it again when a keystore changes, and holds each TLS
+//! listener's current one), and the principal a verified client certificate stands for. The
+//! handshake itself is the network edge's (`crate::net::server`).
 //!
 //! Must never: start a TLS listener with a key or certificate it could not read (a clear error at
 //! start instead), or take a principal from an unverified certificate.
+
+pub(crate) mod live;
 
 use std::path::Path;
 use std::sync::Arc;
