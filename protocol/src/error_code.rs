@@ -154,14 +154,27 @@ error_codes! {
     (INCONSISTENT_CLUSTER_ID, 104, false),
     (TRANSACTIONAL_ID_NOT_FOUND, 105, false),
     (FETCH_SESSION_TOPIC_ID_ERROR, 106, true),
-    // Past kafka-protocol 0.15.1's table: Kafka 4.1.1's `Errors.java` (KIP-890, KIP-848).
+    // Past kafka-protocol 0.15.1's table: Kafka 4.1.1's `Errors.java` (KIP-848, KIP-890), codes
+    // and retriability read from its `Errors.forCode(code)` (none of these is a
+    // `RetriableException`).
+    (FENCED_MEMBER_EPOCH, 110, false),
+    (UNRELEASED_INSTANCE_ID, 111, false),
+    (UNSUPPORTED_ASSIGNOR, 112, false),
+    (STALE_MEMBER_EPOCH, 113, false),
     (TRANSACTION_ABORTABLE, 120, false),
     (INVALID_REGULAR_EXPRESSION, 128, false),
 }
 
 /// The codes above that kafka-protocol 0.15.1 does not know, checked against Kafka 4.1.1 by hand.
 #[cfg(test)]
-const PAST_CRATE_CODES: &[i16] = &[TRANSACTION_ABORTABLE, INVALID_REGULAR_EXPRESSION];
+const PAST_CRATE_CODES: &[i16] = &[
+    FENCED_MEMBER_EPOCH,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+    STALE_MEMBER_EPOCH,
+    TRANSACTION_ABORTABLE,
+    INVALID_REGULAR_EXPRESSION,
+];
 
 #[cfg(test)]
 mod tests {

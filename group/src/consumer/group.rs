@@ -42,19 +42,6 @@ pub const HEARTBEAT_INTERVAL_MS_MAX_DEFAULT: i32 = 15_000;
 /// Skiff bounds it like the classic groups' `group.max.size` so one group's memory is bounded.
 pub const CONSUMER_GROUP_MAX_SIZE_DEFAULT: usize = crate::config::GROUP_MEMBERS_MAX_DEFAULT;
 
-/// Kafka's error codes of KIP-848 that the protocol crate's table (kafka-protocol 0.15.1's) does
-/// not have yet; the broker wiring moves them into `skiff_protocol::error_code`.
-pub mod codes {
-    /// FENCED_MEMBER_EPOCH.
-    pub const FENCED_MEMBER_EPOCH: i16 = 110;
-    /// UNRELEASED_INSTANCE_ID.
-    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
-    /// UNSUPPORTED_ASSIGNOR.
-    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
-    /// STALE_MEMBER_EPOCH.
-    pub const STALE_MEMBER_EPOCH: i16 = 113;
-}
-
 /// The consumer groups' settings (Kafka's `group.consumer.*` keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerGroupConfig {
@@ -178,13 +165,13 @@ impl HeartbeatError {
     pub fn code(&self) -> i16 {
         match self {
             Self::InvalidRequest(_) => error_code::INVALID_REQUEST,
-            Self::UnsupportedAssignor(_) => codes::UNSUPPORTED_ASSIGNOR,
+            Self::UnsupportedAssignor(_) => error_code::UNSUPPORTED_ASSIGNOR,
             Self::InvalidRegularExpression(_) => error_code::INVALID_REGULAR_EXPRESSION,
             Self::GroupIdNotFound(_) => error_code::GROUP_ID_NOT_FOUND,
             Self::GroupMaxSizeReached(_) => error_code::GROUP_MAX_SIZE_REACHED,
             Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
-            Self::FencedMemberEpoch(_) => codes::FENCED_MEMBER_EPOCH,
-            Self::UnreleasedInstanceId(_) => codes::UNRELEASED_INSTANCE_ID,
+            Self::FencedMemberEpoch(_) => error_code::FENCED_MEMBER_EPOCH,
+            Self::UnreleasedInstanceId(_) => error_code::UNRELEASED_INSTANCE_ID,
             Self::FencedInstanceId(_) => error_code::FENCED_INSTANCE_ID,
             Self::AssignorFailed(_) => error_code::UNKNOWN_SERVER_ERROR,
         }
@@ -227,7 +214,7 @@ impl OffsetValidationError {
     pub fn code(&self) -> i16 {
         match self {
             Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
-            Self::StaleMemberEpoch(_) => codes::STALE_MEMBER_EPOCH,
+            Self::StaleMemberEpoch(_) => error_code::STALE_MEMBER_EPOCH,
             Self::UnsupportedVersion(_) => error_code::UNSUPPORTED_VERSION,
         }
     }

@@ -173,7 +173,7 @@ fn requests_are_validated_with_kafkas_messages() {
         0,
     )
     .unwrap_err();
-    assert_eq!(error.code(), codes::UNSUPPORTED_ASSIGNOR);
+    assert_eq!(error.code(), error_code::UNSUPPORTED_ASSIGNOR);
     assert_eq!(
         error.message(),
         "ServerAssignor sticky is not supported. Supported assignors: uniform, range."
@@ -186,7 +186,7 @@ fn requests_are_validated_with_kafkas_messages() {
     let error = send(&mut groups, &beat("zz", 1, None), 0).unwrap_err();
     assert_eq!(error.code(), skiff_protocol::error_code::UNKNOWN_MEMBER_ID);
     let error = send(&mut groups, &beat("made-here", 7, None), 0).unwrap_err();
-    assert_eq!(error.code(), codes::FENCED_MEMBER_EPOCH);
+    assert_eq!(error.code(), error_code::FENCED_MEMBER_EPOCH);
     let error = send(
         &mut ConsumerGroups::new(ConsumerGroupConfig::default()),
         &beat("a", 1, None),
@@ -232,7 +232,7 @@ fn static_member_leaves_and_its_successor_inherits_the_partitions() {
         1,
     )
     .unwrap_err();
-    assert_eq!(taken.code(), codes::UNRELEASED_INSTANCE_ID);
+    assert_eq!(taken.code(), error_code::UNRELEASED_INSTANCE_ID);
     let leave = HeartbeatRequest {
         instance_id: Some("i".into()),
         ..beat("a", epochs::LEAVE_STATIC, None)
@@ -380,7 +380,7 @@ fn offset_commits_and_fetches_need_the_current_epoch() {
     let stale = groups
         .validate_offset_commit(G, "a", 0, false, 9)
         .unwrap_err();
-    assert_eq!(stale.code(), codes::STALE_MEMBER_EPOCH);
+    assert_eq!(stale.code(), error_code::STALE_MEMBER_EPOCH);
     assert_eq!(stale.to_string(), "STALE_MEMBER_EPOCH: The received member epoch 0 does not match the expected member epoch 1.");
     assert_eq!(
         groups
@@ -403,7 +403,7 @@ fn offset_commits_and_fetches_need_the_current_epoch() {
             .validate_offset_fetch(G, Some("a"), 2)
             .unwrap_err()
             .code(),
-        codes::STALE_MEMBER_EPOCH
+        error_code::STALE_MEMBER_EPOCH
     );
     // An admin's commit (epoch -1) passes once the group is empty.
     send(&mut groups, &beat("a", epochs::LEAVE, None), 1).unwrap();

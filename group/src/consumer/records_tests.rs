@@ -231,3 +231,180 @@ proptest! {
         let _ = ConsumerRecord::decode(&key, full_value.as_deref());
     }
 }
+
+/// Bytes Kafka 4.1.1's own classes write for the same records: each key and value built with the
+/// generated `org.apache.kafka.coordinator.group.generated.ConsumerGroup*Key` / `*Value` classes
+/// of kafka-group-coordinator-4.1.1.jar and serialized as its `CoordinatorRecordSerde` does (the
+/// key with `MessageUtil.toCoordinatorTypePrefixedBytes`, the value with
+/// `MessageUtil.toVersionPrefixedBytes(0, value)`), printed as hex by a small Java program run on
+/// the 4.1.1 jars. Topic ids are sixteen equal bytes (`t(n)`, Java's `new Uuid(v, v)`).
+mod kafka_4_1_1 {
+    use super::*;
+
+    fn unhex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn check(record: ConsumerRecord, key: &str, value: &str) {
+        let (ours_key, ours_value) = record.encode().unwrap();
+        assert_eq!(ours_key, unhex(key), "key of {record:?}");
+        assert_eq!(ours_value, Some(unhex(value)), "value of {record:?}");
+        let decoded = ConsumerRecord::decode(&unhex(key), Some(&unhex(value))).unwrap();
+        assert_eq!(decoded, record);
+    }
+
+    const GROUP_KEY: &str = "00030003677270";
+    const MEMBER_METADATA_KEY: &str = "0005000367727000056d656d2d31";
+
+    #[test]
+    fn group_metadata() {
+        let record = |metadata_hash| ConsumerRecord::GroupMetadata {
+            group: "grp".into(),
+            value: Some(GroupMetadataValue {
+                epoch: 7,
+                metadata_hash,
+            }),
+        };
+        check(
+            record(0x0102_0304_0506_0708),
+            GROUP_KEY,
+            "0000000000070100080102030405060708",
+        );
+        // A zero hash is the field's default: Kafka writes no tagged field.
+        check(record(0), GROUP_KEY, "00000000000700");
+    }
+
+    #[test]
+    fn partition_metadata() {
+        let record = ConsumerRecord::PartitionMetadata {
+            group: "grp".into(),
+            value: Some(vec![PartitionMetadataTopic {
+                topic_id: t(0x11),
+                name: "t".into(),
+                partitions: 3,
+            }]),
+        };
+        check(
+            record,
+            "00040003677270",
+            "00000211111111111111111111111111111111027400000003010000",
+        );
+    }
+
+    #[test]
+    fn member_metadata() {
+        let names = ConsumerRecord::MemberMetadata {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: Some(MemberMetadataValue {
+                instance_id: Some("inst".into()),
+                rack_id: None,
+                client_id: "cli".into(),
+                client_host: "/127.0.0.1".into(),
+                subscribed_topic_names: vec!["a".into(), "b".into()],
+                subscribed_topic_regex: None,
+                rebalance_timeout_ms: 45_000,
+                server_assignor: Some("uniform".into()),
+            }),
+        };
+        check(
+            names,
+            MEMBER_METADATA_KEY,
+            "000005696e73740004636c690b2f3132372e302e302e310302610262000000afc808756e69666f726d00",
+        );
+        let regex = ConsumerRecord::MemberMetadata {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: Some(MemberMetadataValue {
+                instance_id: None,
+                rack_id: Some("r1".into()),
+                client_id: String::new(),
+                client_host: "/::1".into(),
+                subscribed_topic_names: Vec::new(),
+                subscribed_topic_regex: Some("t.*".into()),
+                rebalance_timeout_ms: -1,
+                server_assignor: None,
+            }),
+        };
+        check(
+            regex,
+            MEMBER_METADATA_KEY,
+            "00000003723101052f3a3a310104742e2affffffff0000",
+        );
+    }
+
+    #[test]
+    fn target_assignment() {
+        let metadata = ConsumerRecord::TargetAssignmentMetadata {
+            group: "grp".into(),
+            value: Some(9),
+        };
+        check(metadata, "00060003677270", "00000000000900");
+        let member = ConsumerRecord::TargetAssignmentMember {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: Some([(t(1), [0, 2].into()), (t(2), [1].into())].into()),
+        };
+        check(
+            member,
+            "0007000367727000056d656d2d31",
+            "0000030101010101010101010101010101010103000000000000000200\
+             0202020202020202020202020202020202000000010000",
+        );
+    }
+
+    #[test]
+    fn current_member_assignment() {
+        let record = ConsumerRecord::CurrentMemberAssignment {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: Some(MemberAssignment {
+                state: MemberState::UnrevokedPartitions,
+                member_epoch: 5,
+                previous_member_epoch: 4,
+                assigned: [(t(1), [0, 2].into())].into(),
+                pending_revocation: [(t(2), [1].into())].into(),
+            }),
+        };
+        check(
+            record,
+            "0008000367727000056d656d2d31",
+            "000000000005000000040102010101010101010101010101010101010300000000000000020002\
+             0202020202020202020202020202020202000000010000",
+        );
+    }
+
+    #[test]
+    fn regular_expression() {
+        let record = ConsumerRecord::RegularExpression {
+            group: "grp".into(),
+            regex: "t.*".into(),
+            value: Some(RegexValue {
+                topics: vec!["t1".into(), "t2".into()],
+                version: 12,
+                timestamp_ms: 1_700_000_000_000,
+            }),
+        };
+        check(
+            record,
+            "001000036772700003742e2a",
+            "000003037431037432000000000000000c0000018bcfe5680000",
+        );
+    }
+
+    #[test]
+    fn tombstones_are_kafkas_keys_without_a_value() {
+        let record = ConsumerRecord::CurrentMemberAssignment {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: None,
+        };
+        let (key, value) = record.encode().unwrap();
+        assert_eq!(key, unhex("0008000367727000056d656d2d31"));
+        assert_eq!(value, None);
+        assert_eq!(ConsumerRecord::decode(&key, None).unwrap(), record);
+    }
+}

@@ -1,7 +1,6 @@
 //! The consumer group simulation's steps (faults, heartbeats, restarts) and its checks.
 
 use super::*;
-use crate::consumer::group::codes;
 use crate::consumer::partition_count;
 use skiff_protocol::error_code;
 
@@ -376,7 +375,7 @@ type Subscribed = BTreeMap<TopicId, (i32, BTreeSet<String>)>;
 /// A refused heartbeat: as the Java client reacts.
 fn on_error(client: &mut Client, code: i16, message: &str) {
     match code {
-        codes::FENCED_MEMBER_EPOCH | error_code::UNKNOWN_MEMBER_ID => {
+        error_code::FENCED_MEMBER_EPOCH | error_code::UNKNOWN_MEMBER_ID => {
             // The member lost its partitions: it drops them and rejoins with epoch 0.
             client.owned.clear();
             client.assigned.clear();
@@ -385,7 +384,7 @@ fn on_error(client: &mut Client, code: i16, message: &str) {
             client.joined = false;
             client.subscription_changed = true;
         }
-        codes::UNRELEASED_INSTANCE_ID => {}
+        error_code::UNRELEASED_INSTANCE_ID => {}
         error_code::FENCED_INSTANCE_ID => {
             // Another process took this instance id: this one stops for good.
             client.owned.clear();
