@@ -119,7 +119,13 @@ pub const SUPPORTED_APIS: &[SupportedApi] = &[
 /// the API's row there if it has one (Produce, InitProducerId: the row here is the wider range),
 /// and delete it here. The tests below check that every pending row is new or widens its
 /// supported row, so a row left here after the switch fails them.
-pub const PENDING_APIS: &[SupportedApi] = &[];
+pub const PENDING_APIS: &[SupportedApi] = &[
+    // KIP-848 consumer groups (issue 40): Kafka 4.1.1's stable versions (`ApiKeys` 68 and 69:
+    // 0-1), staged until the broker's handlers serve a real consumer group end to end (they also
+    // need OffsetCommit v9+ and OffsetFetch v9+, which carry the member epoch).
+    row(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
+    row(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+];
 
 /// A version past kafka-protocol 0.15.1's range (it stops at Produce v11, EndTxn v4 and
 /// TxnOffsetCommit v4) and the crate's version with the same bytes (Kafka 4.1.1's schemas add no
@@ -173,6 +179,21 @@ pub const PAST_CRATE: &[PastCrate] = &[
         api_key: ApiKey::DescribeCluster,
         version: 2,
         request_as: None,
+        response_as: None,
+    },
+    // KIP-848's topic pattern sits between two v0 fields of the request (its own type and
+    // encoder); the response's bytes are v0's, written by Skiff's own encoder at both versions.
+    PastCrate {
+        api_key: ApiKey::ConsumerGroupHeartbeat,
+        version: 1,
+        request_as: None,
+        response_as: None,
+    },
+    // KIP-1099: v1's request is v0's bytes; the response adds each member's type (own encoder).
+    PastCrate {
+        api_key: ApiKey::ConsumerGroupDescribe,
+        version: 1,
+        request_as: Some(0),
         response_as: None,
     },
     // KIP-1152's pattern on the request; "Version 2 is the same as version 1" for the response.

@@ -4,8 +4,9 @@
 //! byte) is dropped, the new fields are appended, then the tagged-field section is written.
 //! Kafka 4.1.1's schemas put the new fields of these versions last, so the bytes are Kafka's
 //! (checked against its own classes in `txn_fixtures` and `responses::describe_cluster`). The
-//! tagged-field writer is shared with the responses written field by field (EndTxn v5,
-//! DescribeCluster v2).
+//! tagged-field, compact-string and compact-array writers are shared with the messages written
+//! field by field (EndTxn v5, DescribeCluster v2, the ConsumerGroupHeartbeat request and both
+//! KIP-848 responses, whose later versions add fields between older ones).
 //!
 //! Must never: be used for a message whose new fields sit between older ones, or for a
 //! non-flexible version (there is no tagged-field section to move).
@@ -92,6 +93,22 @@ pub(crate) fn put_compact_nullable_string(
             out.extend_from_slice(text.as_bytes());
         }
     }
+    Ok(())
+}
+
+/// Appends a compact (non-null) string.
+pub(crate) fn put_compact_string(out: &mut Vec<u8>, value: &str) -> anyhow::Result<()> {
+    put_compact_nullable_string(out, Some(value))
+}
+
+/// Appends a compact array's count: the number of elements plus one (0 for null), as an unsigned
+/// varint.
+pub(crate) fn put_compact_array_len(out: &mut Vec<u8>, len: Option<usize>) -> anyhow::Result<()> {
+    let encoded = match len {
+        None => 0,
+        Some(len) => varint_u32(len.saturating_add(1))?,
+    };
+    put_unsigned_varint(out, encoded);
     Ok(())
 }
 

@@ -404,8 +404,15 @@ async fn dispatch(
         Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
         Request::DescribeProducers(r) => handled!(describe_producers, r),
-        // No catch-all arm: every request the protocol crate decodes has its handler here, so a
-        // new decoder without a handler does not compile.
+        // KIP-848 consumer groups (issue 40): their rows are in `api::PENDING_APIS`, so
+        // `decode_request` refuses them and these variants never reach here; should one, it is
+        // answered as Kafka answers an API it does not serve: the connection closes. Each arm
+        // becomes its handler when the API's row moves into `api::SUPPORTED_APIS`.
+        Request::ConsumerGroupHeartbeat(_) | Request::ConsumerGroupDescribe(_) => {
+            tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
+            return Outcome::close();
+        } // No catch-all arm: every request the protocol crate decodes has its handler here, so a
+          // new decoder without a handler does not compile.
     };
     Outcome::encoded(encoded, correlation_id)
 }

@@ -13,6 +13,7 @@
 
 pub mod source;
 
+pub use consumer_group::{ConsumerGroupHeartbeatRequest, HEARTBEAT_REGEX_VERSION_MIN};
 pub use describe_cluster::{DescribeClusterRequest, FENCED_BROKERS_VERSION_MIN};
 pub use transactions_admin::{ListTransactionsRequest, ID_PATTERN_VERSION_MIN};
 
@@ -23,6 +24,7 @@ mod alter_configs;
 mod alter_partition_reassignments;
 mod api_versions;
 mod client_quotas;
+mod consumer_group;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -58,6 +60,7 @@ mod txn_offset_commit;
 mod write_txn_markers;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::ConsumerGroupDescribeRequest;
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeProducersRequest,
     DescribeTransactionsRequest, EndTxnRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
@@ -256,6 +259,10 @@ requests! {
     DescribeProducers(DescribeProducersRequest) = transactions_admin::decode_describe_producers;
     DescribeTransactions(DescribeTransactionsRequest) = transactions_admin::decode_describe;
     ListTransactions(ListTransactionsRequest) = transactions_admin::decode_list;
+    // KIP-848 consumer groups (issue 40): decoded only through `decode_pending_body` while their
+    // rows are in `api::PENDING_APIS`.
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = consumer_group::decode_heartbeat;
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = consumer_group::decode_describe;
 }
 
 /// Decodes one request frame body (the bytes after the 4-byte size prefix): header, supported

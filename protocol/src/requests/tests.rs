@@ -349,6 +349,8 @@ per_api_tests! {
     describe_producers: DescribeProducers;
     describe_transactions: DescribeTransactions;
     list_transactions: ListTransactions;
+    consumer_group_heartbeat: ConsumerGroupHeartbeat;
+    consumer_group_describe: ConsumerGroupDescribe;
 }
 
 #[test]
@@ -660,6 +662,8 @@ fn top_level_tags(request: &mut Request) -> Option<&mut TaggedFields> {
         Request::DescribeProducers(m) => &mut m.unknown_tagged_fields,
         Request::DescribeTransactions(m) => &mut m.unknown_tagged_fields,
         Request::ListTransactions(m) => &mut m.base.unknown_tagged_fields,
+        Request::ConsumerGroupHeartbeat(m) => &mut m.base.unknown_tagged_fields,
+        Request::ConsumerGroupDescribe(m) => &mut m.unknown_tagged_fields,
         // Never flexible: no tagged section.
         Request::OffsetDelete(_) => return None,
     })

@@ -1,7 +1,8 @@
 //! Response encoding: any kafka-protocol response struct with its header and size prefix into one
 //! buffer ([`encode_response`]; versions past the crate's range as the crate's version with the
 //! same bytes, [`crate::api::PAST_CRATE`]), the EndTxn response whose v5 the crate lacks
-//! ([`end_txn`]), the ApiVersions answers built from the one version table, and the Fetch response
+//! ([`end_txn`]), the KIP-848 consumer group responses the crate has only at v0
+//! ([`consumer_group`]), the ApiVersions answers built from the one version table, and the Fetch response
 //! as a layout plan with holes for record sets ([`fetch`]), and that response read back by a
 //! follower with bounded code ([`fetch_reader`]); the transaction responses a broker reads from a
 //! peer, with bounded code ([`txn_peer`]).
@@ -10,6 +11,7 @@
 //! them in ApiVersions v3 — see the exact-bytes test), or pick a header version other than the one
 //! [`crate::api::SupportedApi::response_header_version`] gives.
 
+pub mod consumer_group;
 pub mod describe_cluster;
 pub mod end_txn;
 pub mod fetch;
