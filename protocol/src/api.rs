@@ -125,6 +125,11 @@ pub const PENDING_APIS: &[SupportedApi] = &[
     // need OffsetCommit v9+ and OffsetFetch v9+, which carry the member epoch).
     row(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     row(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+    // v9, the first versions a consumer group member commits and fetches with (KIP-848: the
+    // member id and epoch). Kafka 4.1.1 serves up to v10 (topic ids instead of names), past
+    // kafka-protocol 0.15.1 and not decoded.
+    row(ApiKey::OffsetCommit, 0, 9, 8),
+    row(ApiKey::OffsetFetch, 0, 9, 6),
 ];
 
 /// A version past kafka-protocol 0.15.1's range (it stops at Produce v11, EndTxn v4 and

@@ -1,5 +1,7 @@
-//! OffsetCommit (key 8) request decoding, versions 0–8. v1 has a per-partition commit timestamp;
-//! v2–v4 a request-level retention time.
+//! OffsetCommit (key 8) request decoding, versions 0–9. v1 has a per-partition commit timestamp;
+//! v2–v4 a request-level retention time. v9 is v8's bytes; it is the first version a consumer
+//! group (KIP-848) member may commit with, its `generation_id_or_member_epoch` being the member
+//! epoch (Kafka 4.1.1 answers an older version from such a member UNSUPPORTED_VERSION).
 
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,

@@ -1,5 +1,6 @@
-//! OffsetFetch (key 9) request decoding, versions 0–8. v0–v7 name one group and its topics
-//! (null topics = all, from v2); v8 batches groups.
+//! OffsetFetch (key 9) request decoding, versions 0–9. v0–v7 name one group and its topics
+//! (null topics = all, from v2); v8 batches groups; v9 (KIP-848) adds each group's member id and
+//! epoch, which a consumer group (`group.protocol=consumer`) member's fetch is validated by.
 
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
@@ -39,6 +40,10 @@ pub(crate) fn decode<S: Source>(
         m.groups = array(s, c, group_bytes_min, GROUPS_PER_REQUEST_MAX, |s| {
             let mut group = OffsetFetchRequestGroup::default();
             group.group_id = GroupId(s.string(c)?);
+            if version >= 9 {
+                group.member_id = s.nullable_string(c)?;
+                group.member_epoch = s.i32()?;
+            }
             group.topics = nullable_array(s, c, topic_bytes_min, TOPICS_PER_REQUEST_MAX, |s| {
                 let mut topic = OffsetFetchRequestTopics::default();
                 topic.name = TopicName(s.string(c)?);

@@ -957,3 +957,87 @@ fn write_txn_markers_v0_is_refused_as_kafka_4_refuses_it() {
     // Kafka 4.0 removed v0 (WriteTxnMarkersRequest.json: "validVersions": "1").
     assert!(decode_pending_body(ApiKey::WriteTxnMarkers, 0, &Bytes::from_static(&[0; 4])).is_err());
 }
+
+/// Kafka 4.1.1's bytes (`OffsetCommitRequestData` / `OffsetFetchRequestData` of
+/// kafka-clients-4.1.1.jar, `MessageUtil.toByteBufferAccessor(data, version)`) at v8 and v9, the
+/// versions before and at KIP-848's member epoch: OffsetCommit's are equal, OffsetFetch v9 adds
+/// each group's member id and epoch (-1, the default, for a group without them).
+#[test]
+fn offset_commit_and_fetch_v9_are_kafkas_bytes() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::{GroupId, TopicName};
+
+    fn hex(text: &str) -> Bytes {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+            .into()
+    }
+    fn s(text: &'static str) -> StrBytes {
+        StrBytes::from_static_str(text)
+    }
+    fn check(request: Request, version: i16, kafka: &str) {
+        let api_key = request.api_key();
+        assert_eq!(
+            request.encode_body(version).unwrap().as_ref(),
+            hex(kafka).as_ref()
+        );
+        assert_eq!(
+            decode_pending_body(api_key, version, &hex(kafka)),
+            Ok(request)
+        );
+    }
+
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s("grp")))
+        .with_generation_id_or_member_epoch(5)
+        .with_member_id(s("mem-1"))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(2)
+                .with_committed_offset(100)
+                .with_committed_leader_epoch(3)
+                .with_committed_metadata(Some(s("")))])]);
+    for version in 8..=9 {
+        check(
+            Request::OffsetCommit(commit.clone()),
+            version,
+            "0467727000000005066d656d2d3100020274020000000200000000000000640000000301000000",
+        );
+    }
+    let fetch = |member: Option<(&'static str, i32)>| {
+        let mut group = OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("grp")))
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(s("t")))
+                .with_partition_indexes(vec![0, 2])]));
+        if let Some((id, epoch)) = member {
+            group = group.with_member_id(Some(s(id))).with_member_epoch(epoch);
+        }
+        let all = OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s("g2")))
+            .with_topics(None);
+        Request::OffsetFetch(
+            OffsetFetchRequest::default()
+                .with_groups(vec![group, all])
+                .with_require_stable(true),
+        )
+    };
+    check(
+        fetch(None),
+        8,
+        "0304677270020274030000000000000002000003673200000100",
+    );
+    check(
+        fetch(Some(("mem-1", 5))),
+        9,
+        "0304677270066d656d2d3100000005020274030000000000000002000003673200ffffffff00000100",
+    );
+}
