@@ -28,6 +28,16 @@ for broker in $CPU_BROKERS; do
     case $broker in kafka-*) install_kafka "${broker#kafka-}" ;; esac
 done
 for broker in $CPU_BROKERS; do
+    if [ "$broker" = skiff ]; then
+        # Spawned by skiff-bench itself, with an SSL listener: the TLS path is Skiff's alone here
+        # (the peers would need keystores of their own).
+        log "cpu: skiff (spawned, with TLS; load $(cut -d' ' -f1-3 /proc/loadavg))"
+        uptime >"$OUT/skiff.uptime"
+        "$BENCH" cpu --skiff-bin "$SKIFF" --tls --rounds "$ROUNDS" --fetch-gb-min "$FETCH_GB" \
+            --records-per-partition "$RECORDS" --out "$OUT/skiff.md"
+        uptime >>"$OUT/skiff.uptime"
+        continue
+    fi
     state="$WORK/state/cpu-$broker"
     rm -rf "$state"
     mkdir -p "$state"

@@ -4,12 +4,13 @@
 //! phase moved (batch bytes produced, response bytes fetched) and by its records.
 //!
 //! Paths: produce acks=1 of 1 kB records on one connection (Produce v3), a modern fetch (v4+)
-//! of the same bytes, and the legacy fetches that down-convert them (Fetch v2: magic 1, Fetch
+//! of the same bytes (over TLS too, with `--tls`), and the legacy fetches that down-convert them (Fetch v2: magic 1, Fetch
 //! v0: magic 0). Floors, small programs over the same bytes on the same machine: receiving the
 //! batches and checking each one's CRC32C before writing it to a file in the page cache
 //! (produce); `sendfile` of the stored bytes in fetch-response-sized blocks to a loopback
 //! reader (modern fetch); reading the bytes, computing a CRC32 per 1 kB message and writing
-//! them to the socket (legacy fetch). A floor's CPU is that of the thread doing the broker's
+//! them to the socket (legacy fetch); reading them and sealing 16 KiB TLS records with the
+//! provider the broker uses (TLS fetch, `--tls`). A floor's CPU is that of the thread doing the broker's
 //! part (`/proc/thread-self/stat`). Rounds interleave every path, and each figure is the median
 //! of the rounds with its range.
 //!
@@ -24,10 +25,11 @@ use anyhow::Context;
 use bytes::BytesMut;
 use serde::Serialize;
 
-use crate::client::Connection;
+use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
 use crate::kip283::produce::{batch, produce, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX};
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
+use crate::tls::RunCertificate;
 
 /// CPU seconds, user and system apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -136,6 +138,7 @@ pub async fn broker_round(
     pid: u32,
     spec: &CpuSpec,
     round: usize,
+    tls: Option<(&str, &Security)>,
 ) -> anyhow::Result<Vec<Sample>> {
     let topic = format!("cpu-per-gb-{}-{round}", std::process::id());
     let records = u64::try_from(spec.partition_count)? * spec.records_per_partition;
@@ -160,8 +163,14 @@ pub async fn broker_round(
     }];
     let end_offset = i64::try_from(spec.records_per_partition)?;
     let mut buffer = BytesMut::new();
-    for &version in &spec.versions {
-        let mut connection = Connection::connect(bootstrap).await?;
+    let plaintext = spec.versions.iter().map(|&version| (version, None));
+    let modern = spec.versions.first().copied();
+    let secured = tls.into_iter().filter_map(|tls| Some((modern?, Some(tls))));
+    for (version, tls) in plaintext.chain(secured) {
+        let mut connection = match tls {
+            None => Connection::connect(bootstrap).await?,
+            Some((address, security)) => Connection::connect_with(address, security).await?,
+        };
         let fetch = FetchSpec {
             topic: topic.clone(),
             partition_count: spec.partition_count,
@@ -192,8 +201,13 @@ pub async fn broker_round(
             bytes += pass.response_bytes;
             read += pass.record_count;
         }
+        let name = fetch_path_name(version);
         samples.push(Sample {
-            path: fetch_path_name(version),
+            path: if tls.is_some() {
+                format!("{name} over TLS")
+            } else {
+                name
+            },
             bytes,
             records: read,
             cpu: CpuTimes::of_process(pid)?.since(before),
@@ -228,7 +242,7 @@ fn round_batches(spec: &CpuSpec) -> anyhow::Result<Vec<Vec<u8>>> {
 }
 
 /// The floors of one round, over the bytes of the same batches.
-pub fn floor_round(spec: &CpuSpec) -> anyhow::Result<Vec<Sample>> {
+pub fn floor_round(spec: &CpuSpec, tls: Option<&RunCertificate>) -> anyhow::Result<Vec<Sample>> {
     let batches = round_batches(spec)?;
     let records = u64::try_from(spec.partition_count)? * spec.records_per_partition;
     let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
@@ -236,12 +250,8 @@ pub fn floor_round(spec: &CpuSpec) -> anyhow::Result<Vec<Sample>> {
     let stored = store(&batches)?;
     // The fetch floors read the stored bytes as often as a fetch phase reads the topic.
     let passes = spec.fetch_bytes_min.div_ceil(bytes.max(1)).max(1);
-    let fetch = sendfile_floor(
-        &stored,
-        bytes,
-        passes,
-        usize::try_from(PARTITION_MAX_BYTES)?,
-    )?;
+    let block = usize::try_from(PARTITION_MAX_BYTES)?;
+    let fetch = sendfile_floor(&stored, bytes, passes, block)?;
     let legacy = legacy_floor(&stored, bytes, passes)?;
     let sample = |path: &str, cpu, moved: u64, moved_records: u64| Sample {
         path: path.to_owned(),
@@ -249,27 +259,23 @@ pub fn floor_round(spec: &CpuSpec) -> anyhow::Result<Vec<Sample>> {
         records: moved_records,
         cpu,
     };
-    Ok(vec![
-        sample(
-            "floor: receive, CRC32C per batch, write to a file",
-            produce,
-            bytes,
-            records,
-        ),
-        sample(
-            "floor: sendfile in 1 MiB blocks",
-            fetch,
-            bytes * passes,
-            records * passes,
-        ),
-        sample(
-            "floor: read, CRC32 per 1 kB message, write to the socket",
-            legacy,
-            bytes * passes,
-            records * passes,
-        ),
-    ])
+    let (read, read_records) = (bytes * passes, records * passes);
+    let mut floors = vec![
+        sample(FLOOR_PRODUCE, produce, bytes, records),
+        sample(FLOOR_SENDFILE, fetch, read, read_records),
+        sample(FLOOR_LEGACY, legacy, read, read_records),
+    ];
+    if let Some(certificate) = tls {
+        let sealed = tls_floor(&stored, bytes, passes, certificate)?;
+        floors.push(sample(FLOOR_TLS, sealed, read, read_records));
+    }
+    Ok(floors)
 }
+
+const FLOOR_PRODUCE: &str = "floor: receive, CRC32C per batch, write to a file";
+const FLOOR_SENDFILE: &str = "floor: sendfile in 1 MiB blocks";
+const FLOOR_LEGACY: &str = "floor: read, CRC32 per 1 kB message, write to the socket";
+const FLOOR_TLS: &str = "floor: read, seal in 16 KiB TLS records, write to the socket";
 
 /// A v2 batch's CRC32C covers the bytes from its attributes (offset 21) to its end.
 const BATCH_CRC_START: usize = 21;
@@ -396,6 +402,58 @@ fn legacy_floor(file: &std::fs::File, bytes: u64, passes: u64) -> anyhow::Result
     Ok(cpu)
 }
 
+/// Reads the stored bytes and writes them, `passes` times, through a rustls server connection
+/// (the provider and kind of certificate of the broker's listener in this run) to a loopback
+/// client that decrypts them; the sending thread's CPU (the handshake included: one per call).
+fn tls_floor(
+    file: &std::fs::File,
+    bytes: u64,
+    passes: u64,
+    certificate: &RunCertificate,
+) -> anyhow::Result<CpuTimes> {
+    use std::os::unix::fs::FileExt;
+
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    let client_config = certificate.client_config()?;
+    let total = bytes * passes;
+    let reader = std::thread::spawn(move || -> anyhow::Result<()> {
+        let tcp = TcpStream::connect(address)?;
+        let name = crate::tls::server_name(&address.to_string())?;
+        let connection = rustls::ClientConnection::new(client_config, name)?;
+        let mut stream = rustls::StreamOwned::new(connection, tcp);
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut left = total;
+        while left > 0 {
+            let read = stream.read(&mut buffer)?;
+            anyhow::ensure!(read > 0, "the TLS floor's sender closed early");
+            left = left.saturating_sub(read as u64);
+        }
+        Ok(())
+    });
+    let (tcp, _) = listener.accept()?;
+    let connection = rustls::ServerConnection::new(certificate.server_config()?)?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let before = CpuTimes::of_this_thread()?;
+    let mut buffer = vec![0u8; TLS_RECORD_BYTES];
+    let mut position = 0u64;
+    while position < total {
+        let read = file.read_at(&mut buffer, position % bytes)?;
+        anyhow::ensure!(read > 0, "short file");
+        stream.write_all(buffer.get(..read).context("read past the buffer")?)?;
+        position += read as u64;
+    }
+    stream.flush()?;
+    let cpu = CpuTimes::of_this_thread()?.since(before);
+    reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("reader panicked"))??;
+    Ok(cpu)
+}
+
+/// The largest TLS record's plaintext: the floor writes that much at a time.
+const TLS_RECORD_BYTES: usize = 16 * 1024;
+
 /// The median of `values` and their range.
 fn median_range(mut values: Vec<f64>) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
@@ -408,11 +466,13 @@ fn median_range(mut values: Vec<f64>) -> (f64, f64, f64) {
 /// Which floor a path is held against.
 fn floor_of(path: &str) -> Option<&'static str> {
     if path.starts_with("produce") {
-        Some("floor: receive")
+        Some(FLOOR_PRODUCE)
+    } else if path.starts_with("modern fetch") && path.ends_with("over TLS") {
+        Some(FLOOR_TLS)
     } else if path.starts_with("modern fetch") {
-        Some("floor: sendfile")
+        Some(FLOOR_SENDFILE)
     } else if path.starts_with("legacy fetch") {
-        Some("floor: read")
+        Some(FLOOR_LEGACY)
     } else {
         None
     }
@@ -447,7 +507,7 @@ pub fn render(samples: &[Sample]) -> String {
         )
         .0;
         let floor = floor_of(path)
-            .and_then(|prefix| paths.iter().find(|(other, _)| other.starts_with(prefix)))
+            .and_then(|floor| paths.iter().find(|(other, _)| *other == floor))
             .map(|(_, floor_rounds)| median / per_gb(floor_rounds).0);
         out.push_str(&format!(
             "| {path} | {} | {median:.2} ({low:.2}–{high:.2}) | {user:.2} | {system:.2} | {per_million:.3} | {} |\n",
@@ -481,8 +541,9 @@ mod tests {
             versions: vec![4],
             fetch_bytes_min: 1,
         };
-        let floors = floor_round(&spec).expect("floors");
-        assert_eq!(floors.len(), 3);
+        let certificate = RunCertificate::generate().expect("certificate");
+        let floors = floor_round(&spec, Some(&certificate)).expect("floors");
+        assert_eq!(floors.len(), 4);
         let bytes = floors.first().expect("produce floor").bytes;
         assert!(floors
             .iter()

@@ -93,6 +93,9 @@ struct CpuArgs {
     /// Fetch versions (4+: modern; 2 and 0: down-converted). Kafka 4 answers only 4+.
     #[arg(long, value_delimiter = ',', default_value = "4,2,0")]
     versions: Vec<i16>,
+    /// Also fetch over TLS (the spawned skiff gets an SSL listener) beside a TLS floor.
+    #[arg(long)]
+    tls: bool,
     /// CI's short form: 4096 records per partition, 0.5 GB per fetch phase, 2 rounds.
     #[arg(long)]
     smoke: bool,
@@ -882,9 +885,35 @@ async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
         versions: args.versions.clone(),
         fetch_bytes_min,
     };
+    // Kept until the run ends: the spawned broker reads its keystore from here.
+    let keystore_directory = tempfile::Builder::new()
+        .prefix("skiff-bench-cpu-")
+        .tempdir()?;
+    let certificate = match (args.tls, &args.bootstrap) {
+        (true, Some(_)) => bail!("--tls needs a spawned skiff (no --bootstrap)"),
+        (true, None) => Some(RunCertificate::generate()?),
+        (false, _) => None,
+    };
     let spawned = match &args.bootstrap {
         Some(_) => None,
-        None => Some(SpawnedBroker::start(&args.skiff.spawn_spec()?, &[])?),
+        None => {
+            let mut spec = args.skiff.spawn_spec()?;
+            if let Some(certificate) = &certificate {
+                spec.ssl_keystore = Some(certificate.write_keystore(keystore_directory.path())?);
+            }
+            Some(SpawnedBroker::start(&spec, &[])?)
+        }
+    };
+    let tls = match (&certificate, &spawned) {
+        (Some(certificate), Some(broker)) => Some((
+            broker
+                .target()
+                .ssl_bootstrap
+                .clone()
+                .context("the spawned broker has no SSL listener")?,
+            Security::Tls(certificate.client_config()?),
+        )),
+        _ => None,
     };
     let (bootstrap, pid) = match (&spawned, &args.bootstrap, args.pid) {
         (Some(broker), _, _) => (
@@ -900,8 +929,11 @@ async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
     require_loopback(&bootstrap)?;
     let mut samples = Vec::new();
     for round in 0..rounds {
-        samples.extend(cpu::broker_round(&bootstrap, pid, &spec, round).await?);
-        samples.extend(cpu::floor_round(&spec)?);
+        let listener = tls
+            .as_ref()
+            .map(|(address, security)| (address.as_str(), security));
+        samples.extend(cpu::broker_round(&bootstrap, pid, &spec, round, listener).await?);
+        samples.extend(cpu::floor_round(&spec, certificate.as_ref())?);
         eprintln!("round {} of {rounds} done", round + 1);
     }
     if let Some(broker) = spawned {
