@@ -3,7 +3,8 @@
 //! (user and system apart, from `/proc/<pid>/stat`) over a phase is divided by the bytes the
 //! phase moved (batch bytes produced, response bytes fetched) and by its records.
 //!
-//! Paths: produce acks=1 of 1 kB records on one connection (Produce v3), a modern fetch (v4+)
+//! Paths: produce acks=1 of 1 kB and of 100 B records on one connection (Produce v3), a modern
+//! fetch (v4+)
 //! of the same bytes (over TLS too, with `--tls`), and the legacy fetches that down-convert them (Fetch v2: magic 1, Fetch
 //! v0: magic 0). Floors, small programs over the same bytes on the same machine: receiving the
 //! batches and checking each one's CRC32C before writing it to a file in the page cache
@@ -27,7 +28,7 @@ use serde::Serialize;
 
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
-use crate::kip283::produce::{batch, produce, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX};
+use crate::kip283::produce::{batch_of, produce, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX};
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
 
@@ -150,6 +151,7 @@ pub async fn broker_round(
             partition_count: spec.partition_count,
             records_per_partition: spec.records_per_partition,
             records_per_batch: spec.records_per_batch,
+            value_bytes: crate::kip283::RECORD_VALUE_BYTES,
             in_flight: 4,
             request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
         },
@@ -213,8 +215,45 @@ pub async fn broker_round(
             cpu: CpuTimes::of_process(pid)?.since(before),
         });
     }
+    samples.push(produce_small(bootstrap, pid, spec, &topic).await?);
     Ok(samples)
 }
+
+/// Produce of 100 B records (acks=1, one connection): what a broker pays per record.
+async fn produce_small(
+    bootstrap: &str,
+    pid: u32,
+    spec: &CpuSpec,
+    topic: &str,
+) -> anyhow::Result<Sample> {
+    let before = CpuTimes::of_process(pid)?;
+    let produced = produce(
+        bootstrap,
+        &ProduceSpec {
+            topic: format!("{topic}-small"),
+            partition_count: spec.partition_count,
+            records_per_partition: spec.records_per_partition * SMALL_RECORDS_FACTOR,
+            records_per_batch: SMALL_RECORDS_PER_BATCH,
+            value_bytes: SMALL_VALUE_BYTES,
+            in_flight: 4,
+            request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+        },
+    )
+    .await?;
+    Ok(Sample {
+        path: PRODUCE_SMALL.to_owned(),
+        bytes: produced.batch_bytes,
+        records: produced.record_count,
+        cpu: CpuTimes::of_process(pid)?.since(before),
+    })
+}
+
+/// The small records' value size, and how many more of them a round produces than 1 kB ones
+/// (so the phase spans enough of /proc's ticks), in batches of about the same 16 kB.
+const SMALL_VALUE_BYTES: usize = 100;
+const SMALL_RECORDS_FACTOR: u64 = 4;
+const SMALL_RECORDS_PER_BATCH: u64 = 128;
+const PRODUCE_SMALL: &str = "produce acks=1, 100 B records, 1 connection";
 
 /// The name of the fetch path at `version`.
 pub fn fetch_path_name(version: i16) -> String {
@@ -226,15 +265,18 @@ pub fn fetch_path_name(version: i16) -> String {
 }
 
 /// The batches one round produces, in the order the producer sends them.
-fn round_batches(spec: &CpuSpec) -> anyhow::Result<Vec<Vec<u8>>> {
+fn round_batches(
+    spec: &CpuSpec,
+    records_per_partition: u64,
+    records_per_batch: u64,
+    value_bytes: usize,
+) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut batches = Vec::new();
     let mut next = 0u64;
-    while next < spec.records_per_partition {
-        let count = spec
-            .records_per_batch
-            .min(spec.records_per_partition - next);
+    while next < records_per_partition {
+        let count = records_per_batch.min(records_per_partition - next);
         for _ in 0..spec.partition_count {
-            batches.push(batch(next, count)?);
+            batches.push(batch_of(next, count, value_bytes)?);
         }
         next += count;
     }
@@ -243,8 +285,21 @@ fn round_batches(spec: &CpuSpec) -> anyhow::Result<Vec<Vec<u8>>> {
 
 /// The floors of one round, over the bytes of the same batches.
 pub fn floor_round(spec: &CpuSpec, tls: Option<&RunCertificate>) -> anyhow::Result<Vec<Sample>> {
-    let batches = round_batches(spec)?;
+    let batches = round_batches(
+        spec,
+        spec.records_per_partition,
+        spec.records_per_batch,
+        RECORD_VALUE_BYTES,
+    )?;
     let records = u64::try_from(spec.partition_count)? * spec.records_per_partition;
+    let small = round_batches(
+        spec,
+        spec.records_per_partition * SMALL_RECORDS_FACTOR,
+        SMALL_RECORDS_PER_BATCH,
+        SMALL_VALUE_BYTES,
+    )?;
+    let small_bytes: u64 = small.iter().map(|b| b.len() as u64).sum();
+    let small_cpu = produce_floor(&small)?;
     let bytes: u64 = batches.iter().map(|b| b.len() as u64).sum();
     let produce = produce_floor(&batches)?;
     let stored = store(&batches)?;
@@ -262,6 +317,12 @@ pub fn floor_round(spec: &CpuSpec, tls: Option<&RunCertificate>) -> anyhow::Resu
     let (read, read_records) = (bytes * passes, records * passes);
     let mut floors = vec![
         sample(FLOOR_PRODUCE, produce, bytes, records),
+        sample(
+            FLOOR_PRODUCE_SMALL,
+            small_cpu,
+            small_bytes,
+            records * SMALL_RECORDS_FACTOR,
+        ),
         sample(FLOOR_SENDFILE, fetch, read, read_records),
         sample(FLOOR_LEGACY, legacy, read, read_records),
     ];
@@ -273,6 +334,7 @@ pub fn floor_round(spec: &CpuSpec, tls: Option<&RunCertificate>) -> anyhow::Resu
 }
 
 const FLOOR_PRODUCE: &str = "floor: receive, CRC32C per batch, write to a file";
+const FLOOR_PRODUCE_SMALL: &str = "floor: the same, 100 B records";
 const FLOOR_SENDFILE: &str = "floor: sendfile in 1 MiB blocks";
 const FLOOR_LEGACY: &str = "floor: read, CRC32 per 1 kB message, write to the socket";
 const FLOOR_TLS: &str = "floor: read, seal in 16 KiB TLS records, write to the socket";
@@ -465,7 +527,9 @@ fn median_range(mut values: Vec<f64>) -> (f64, f64, f64) {
 
 /// Which floor a path is held against.
 fn floor_of(path: &str) -> Option<&'static str> {
-    if path.starts_with("produce") {
+    if path == PRODUCE_SMALL {
+        Some(FLOOR_PRODUCE_SMALL)
+    } else if path.starts_with("produce") {
         Some(FLOOR_PRODUCE)
     } else if path.starts_with("modern fetch") && path.ends_with("over TLS") {
         Some(FLOOR_TLS)
@@ -543,10 +607,16 @@ mod tests {
         };
         let certificate = RunCertificate::generate().expect("certificate");
         let floors = floor_round(&spec, Some(&certificate)).expect("floors");
-        assert_eq!(floors.len(), 4);
+        assert_eq!(floors.len(), 5);
         let bytes = floors.first().expect("produce floor").bytes;
-        assert!(floors
+        let small = floors.get(1).expect("small floor");
+        assert_eq!(small.records, 128 * SMALL_RECORDS_FACTOR);
+        assert!(small.bytes < bytes * SMALL_RECORDS_FACTOR / 5);
+        let rest = floors
             .iter()
+            .filter(|floor| floor.path != FLOOR_PRODUCE_SMALL);
+        assert!(rest
+            .into_iter()
             .all(|floor| floor.bytes == bytes && floor.records == 128));
         let table = render(&floors);
         assert!(table.contains("floor: sendfile"), "{table}");

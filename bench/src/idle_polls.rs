@@ -141,6 +141,7 @@ pub async fn measure(spec: &IdlePollsSpec, command: String) -> anyhow::Result<Id
                     partition_count: spec.partition_count,
                     records_per_partition: spec.records_per_partition,
                     records_per_batch: spec.records_per_batch,
+                    value_bytes: crate::kip283::RECORD_VALUE_BYTES,
                     in_flight: spec.in_flight,
                     request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
                 },

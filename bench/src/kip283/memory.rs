@@ -123,6 +123,7 @@ pub async fn measure(
             partition_count: spec.partition_count,
             records_per_partition: spec.records_per_partition,
             records_per_batch: spec.records_per_batch,
+            value_bytes: crate::kip283::RECORD_VALUE_BYTES,
             in_flight: spec.produce_in_flight,
             request_bytes_max: super::produce::PRODUCE_REQUEST_BYTES_MAX,
         },

@@ -39,6 +39,8 @@ pub struct ProduceSpec {
     pub records_per_partition: u64,
     /// Records per v2 batch (KIP-283's producer used the 16 kB default `batch.size`).
     pub records_per_batch: u64,
+    /// Bytes of each record's value ([`RECORD_VALUE_BYTES`] for every reader that verifies).
+    pub value_bytes: usize,
     /// Produce requests in flight.
     pub in_flight: usize,
     /// Batch bytes per Produce request at most (one batch goes alone if larger): see
@@ -66,9 +68,14 @@ impl ProduceOutcome {
 
 /// One v2 batch holding offsets `first..first + count` of a partition.
 pub fn batch(first: u64, count: u64) -> anyhow::Result<Vec<u8>> {
+    batch_of(first, count, RECORD_VALUE_BYTES)
+}
+
+/// [`batch`] with values of `value_bytes` (only [`RECORD_VALUE_BYTES`] reads back verified).
+pub fn batch_of(first: u64, count: u64, value_bytes: usize) -> anyhow::Result<Vec<u8>> {
     let mut builder = BatchBuilder::new(0, Compression::None);
-    builder.reserve(usize::try_from(count)? * (RECORD_VALUE_BYTES + 32));
-    let mut value = vec![0u8; RECORD_VALUE_BYTES];
+    builder.reserve(usize::try_from(count)? * (value_bytes + 32));
+    let mut value = vec![0u8; value_bytes];
     for index in 0..count {
         let offset = i64::try_from(first + index)?;
         value.fill(value_byte(offset));
@@ -105,7 +112,7 @@ pub async fn produce(bootstrap: &str, spec: &ProduceSpec) -> anyhow::Result<Prod
         // Kafka's sender drains full batches while the application adds records.
         let mut filler = RequestFiller::new(spec.request_bytes_max);
         for partition in 0..spec.partition_count {
-            let one = batch(next, count)?;
+            let one = batch_of(next, count, spec.value_bytes)?;
             batch_bytes += u64::try_from(one.len())?;
             if let Some(full) = filler.push(partition, Bytes::from(one)) {
                 send(
