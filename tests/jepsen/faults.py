@@ -8,12 +8,13 @@ A kind is a class with `name`, `needs` (what the target must have: "lab" for a n
 "etcd"), `hold_s(target, rng)`, `start(target, rng) -> description` and `heal(target)`, listed in
 KINDS. Only one fault is active at a time, and `stop()` heals the active one, so every run's final
 read meets a whole cluster. A victim is chosen through the target (the leader of a partition the
-seed picks, the controller, the subscribe group's coordinator): the seed fixes the kinds, the timing
+seed picks, the controller, the subscribe group's coordinator, a transactional id's coordinator): the seed fixes the kinds, the timing
 and the partition, the cluster which broker that is."""
 
 import random
 import threading
 
+from txn_workload import TRANSACTIONAL_ID_PREFIX, TXN_CLIENTS
 from workload import SUBSCRIBE_GROUP
 
 FAULT_PROCESS = "nemesis"
@@ -221,22 +222,47 @@ class CoordinatorFailover:
         return rng.uniform(2, 6) if self.how == "kill" else past_session_s(target, rng)
 
     def start(self, target, rng):
+        aimed_at = self.aim(rng)
         try:
-            coordinator, unknown = target.coordinator_of(SUBSCRIBE_GROUP), None
+            coordinator, unknown = self.find(target), None
         except Exception as error:  # noqa: BLE001 - unknown: the seed picks a broker, the history says why
             coordinator, unknown = -1, str(error)
         self.victim = coordinator if coordinator >= 0 else rng.randrange(target.size)
         (target.kill if self.how == "kill" else target.pause)(self.victim)
-        return {"broker": self.victim, "how": self.how, "coordinator_known": coordinator >= 0,
+        return {"broker": self.victim, "how": self.how, **aimed_at, "coordinator_known": coordinator >= 0,
                 **({"unknown_because": unknown} if unknown else {})}
+
+    def aim(self, rng):
+        """What the coordinator to hit coordinates (the history's description)."""
+        self.group = SUBSCRIBE_GROUP
+        return {"group": self.group}
+
+    def find(self, target):
+        return target.coordinator_of(self.group)
 
     def heal(self, target):
         (target.restart if self.how == "kill" else target.resume)(self.victim)
 
 
+class TxnCoordinatorFailover(CoordinatorFailover):
+    """The same, aimed at the broker that coordinates one of the transactional workload's
+    transactional ids (the seed picks which; FindCoordinator with the TRANSACTION key type): its
+    producers must find the new coordinator, which must finish or abort what the old one left open
+    (a commit or abort under way, offsets sent to a transaction) and fence the old epoch."""
+
+    name = "txn-coordinator"
+
+    def aim(self, rng):
+        self.transactional_id = f"{TRANSACTIONAL_ID_PREFIX}{rng.randrange(TXN_CLIENTS)}"
+        return {"transactional_id": self.transactional_id}
+
+    def find(self, target):
+        return target.txn_coordinator_of(self.transactional_id)
+
+
 KINDS = {kind.name: kind for kind in (LeaderKill, Pause, LeaderFromFollowers, BrokerFromEtcd,
                                       MajorityFromMinority, EtcdMemberKill, ControllerPause,
-                                      CoordinatorFailover)}
+                                      CoordinatorFailover, TxnCoordinatorFailover)}
 NEEDS_LAB = sorted(name for name, kind in KINDS.items() if "lab" in kind.needs)
 
 

@@ -34,7 +34,14 @@ The transactional workload (txn_workload.py) adds:
   gave one, each read's poll op (null: the poll failed). A ["poll"] returned before any later send
   of its transaction was produced (its records may have been fetched before earlier sends were:
   librdkafka prefetches).
-- poll with {txn: T, mop: I}: the read of mop I of txn T, by that session's read_committed consumer.
+- poll with {txn: T, mop: I}: the read of mop I of txn T, by that session's read_committed consumer
+  (or, in a consume-transform-produce transaction, by its input consumer, a process of its own).
+- txn of consume-transform-produce: invoke {mops: [["poll"]], abort, group}; its completion adds
+  the sends it derived from what the poll returned, `derived` ([[value, input partition, input
+  offset, input value], ...]) and, once the poll returned records, `offsets` ({partition: offset}:
+  the positions after them, sent to the transaction for `group` by send_offsets_to_transaction;
+  present even when that call or the commit then failed). The group's offsets are read with
+  `committed` ops of the input consumer's process (at its start) and of the final read.
 - init: a transactional producer session's init_transactions (invoke, then ok or info).
 - stable: ok {ends} once no transaction was open on any partition before the final read (the
   read_committed end offsets equal the high watermarks), info when that did not happen in time.

@@ -31,7 +31,7 @@ from history import HistoryWriter
 import netns
 from targets import BootstrapTarget, KafkaTarget, SkiffTarget
 import txn_checker
-from txn_workload import TxnWorkload
+from txn_workload import CTP_SHARE, TxnWorkload
 from workload import Workload
 
 TOPIC = "jepsen-queue"
@@ -106,6 +106,8 @@ def parse_args(argv):
     parser.add_argument("--rate", type=float, default=None,
                         help="sends per second per producer (queue, default 40), transactions per second per "
                              "transactional client (txn, default 10)")
+    parser.add_argument("--ctp-share", type=float, default=CTP_SHARE,
+                        help=f"txn: the share of consume-transform-produce transactions (default {CTP_SHARE})")
     parser.add_argument("--target", choices=("skiff", "kafka"), default="skiff",
                         help="3 Skiff brokers with etcd, or the control: 3 Kafka 4.1.1 KRaft nodes")
     parser.add_argument("--bootstrap", help="run against this bootstrap list instead (no faults)")
@@ -156,9 +158,11 @@ def main(argv=None):
           f"faults {kinds or 'none'}, history {history_path}", flush=True)
     target = make_target(args, netns.Lab(args.lab) if needs_lab else None)
     try:
-        rate = args.rate if args.rate is not None else WORKLOADS[args.workload]["rate"]
+        options = {"rate_per_s": args.rate if args.rate is not None else WORKLOADS[args.workload]["rate"]}
+        if args.workload == "txn":
+            options["ctp_share"] = args.ctp_share
         result = run_workload(target, seed, args.minutes * 60, kinds, history_path, workload=args.workload,
-                              partitions=args.partitions, fault_interval_s=args.fault_interval, rate_per_s=rate)
+                              partitions=args.partitions, fault_interval_s=args.fault_interval, **options)
     finally:
         target.save_logs(history_path)
         target.stop()

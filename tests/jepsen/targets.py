@@ -9,8 +9,8 @@ The interface (Skiff's and Kafka's targets implement all of it): `bootstrap`, `s
 `kill(index)` / `restart(index)` (SIGKILL, then start on the same port and data), `pause(index)` /
 `resume(index)` (SIGSTOP / SIGCONT), `wait_healthy(topic, timeout_s)` (every broker running and
 every partition led with a full ISR), `session_s` (how long a paused broker takes to lose its
-session), `controller()` (the broker that is controller, -1 when unknown), `coordinator_of(group)`
-and `stop()`. With a network lab (netns.py: each node in its own namespace) a target also cuts:
+session), `controller()` (the broker that is controller, -1 when unknown), `coordinator_of(group)`,
+`txn_coordinator_of(transactional_id)` and `stop()`. With a network lab (netns.py: each node in its own namespace) a target also cuts:
 `cut(index, other)` drops what node `index` sends to node `other`, `heal_cuts()` removes every
 cut. Skiff's target has an etcd (`has_etcd`): `cut_from_etcd(index)`, `kill_etcd(member)` and
 `restart_etcd(member)`; Kafka's control has none (its metadata quorum is its own nodes)."""
@@ -22,6 +22,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,52 @@ def coordinator_of(bootstrap, group):
     if coordinator is None or coordinator.id < 0:
         raise LookupError(f"no coordinator of {group} named")
     return coordinator.id
+
+
+FIND_COORDINATOR = 10
+FIND_COORDINATOR_VERSION = 1  # the oldest both systems take: no tagged fields
+TRANSACTION_KEY = 1
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
+
+
+def transaction_coordinator_of(bootstrap, transactional_id):
+    """The broker that coordinates `transactional_id`: FindCoordinator with key type 1
+    (TRANSACTION), sent raw since confluent-kafka's AdminClient asks only for groups. Each
+    bootstrap address is asked in turn; raises LookupError when none names one (the coordinator
+    moving, or the brokers asked down)."""
+    client, key = b"jepsen-faults", transactional_id.encode()
+    request = (struct.pack(">hhih", FIND_COORDINATOR, FIND_COORDINATOR_VERSION, 1, len(client)) + client
+               + struct.pack(">h", len(key)) + key + struct.pack(">b", TRANSACTION_KEY))
+    answers = []
+    for address in bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=METADATA_TIMEOUT_S) as sock:
+                sock.settimeout(METADATA_TIMEOUT_S)
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                size = struct.unpack(">i", _receive(sock, 4))[0]
+                answer = _receive(sock, size)
+        except OSError as error:
+            answers.append(f"{address}: {error}")
+            continue
+        # correlation id, throttle_time_ms, error_code, error_message (nullable), node_id, ...
+        _correlation, _throttle, error_code, message_length = struct.unpack(">iihh", answer[:12])
+        at = 12 + max(message_length, 0)
+        node_id = struct.unpack(">i", answer[at:at + 4])[0]
+        if error_code == 0 and node_id >= 0:
+            return node_id
+        answers.append(f"{address}: error {error_code}")
+    raise LookupError(f"no coordinator of transactional id {transactional_id} named ({'; '.join(answers)})")
+
+
+def _receive(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
 
 
 class BootstrapTarget:
@@ -149,6 +196,9 @@ class SkiffTarget:
 
     def coordinator_of(self, group):
         return coordinator_of(self.bootstrap, group)
+
+    def txn_coordinator_of(self, transactional_id):
+        return transaction_coordinator_of(self.bootstrap, transactional_id)
 
     def cut(self, index, other):
         self.lab.cut(index, self.lab.node_ip(other))
@@ -307,6 +357,9 @@ class KafkaTarget:
 
     def coordinator_of(self, group):
         return coordinator_of(self.bootstrap, group)
+
+    def txn_coordinator_of(self, transactional_id):
+        return transaction_coordinator_of(self.bootstrap, transactional_id)
 
     def cut(self, index, other):
         self.lab.cut(index, self.lab.node_ip(other))

@@ -13,6 +13,7 @@ from test_checker import Builder as QueueBuilder
 from txn_checker import ALLOWED, FORBIDDEN, check_file, main
 
 SEND, POLL = "send", "poll"
+CTP_GROUP = "ctp"
 
 
 class Builder(QueueBuilder):
@@ -40,6 +41,27 @@ class Builder(QueueBuilder):
         if outcome is not None:
             self.writer.complete(op, process, "txn", outcome, mops=done)
         return op
+
+    def ctp(self, process, reader, inputs, outputs, offsets, outcome=OK):
+        """A consume-transform-produce transaction of CTP_GROUP: `reader` (its input consumer)
+        polls `inputs` ([partition, offset, value]), then one send per input, `outputs`: [(value,
+        partition, offset)], and the offsets sent to the transaction."""
+        mops = [[POLL]] + [[SEND, partition, value] for value, partition, _ in outputs]
+        op = self.writer.invoke(process, "txn", mops=[[POLL]], abort=outcome == FAIL, group=CTP_GROUP)
+        poll = self.writer.invoke(reader, "poll", txn=op, mop=0)
+        self.writer.complete(poll, reader, "poll", OK, records=inputs)
+        mops[0].append(poll)
+        for mop, (_, _, offset) in zip(mops[1:], outputs):
+            mop.append(offset)
+        derived = [[value] + list(record) for (value, _, _), record in zip(outputs, inputs)]
+        if outcome is not None:
+            self.writer.complete(op, process, "txn", outcome, mops=mops, group=CTP_GROUP, derived=derived,
+                                 offsets=offsets)
+        return op
+
+    def ctp_committed(self, process, offsets):
+        op = self.writer.invoke(process, "committed", group=CTP_GROUP, partitions=list(offsets))
+        self.writer.complete(op, process, "committed", OK, group=CTP_GROUP, offsets=offsets)
 
     def final_read(self, records, ends):
         self.assign(9, [0, 1])
@@ -190,6 +212,83 @@ def test_a_committed_offset_going_backwards_is_caught(b):
     only(b.report(), "committed-offset-regression")
 
 
+# Consume-transform-produce: reader 7 (session 2's input consumer) reads the clean log for group
+# CTP_GROUP. Tc1 derives 80 (0/6) and 81 (1/6) from 1 and 2 and commits offsets {0: 1, 1: 1}; Tc2
+# derives 82 (0/8) from 3 and aborts with {0: 3}; the reader goes back to {0: 1}; Tc3 derives 83
+# (0/10) from 3 again and commits {0: 3}. The group's offsets read back: {0: 3, 1: 1}.
+CTP_FINAL = FINAL + [[0, 6, 80], [0, 10, 83], [1, 6, 81]]
+CTP_ENDS = {0: 12, 1: 8}
+
+
+def ctp_clean(b, after_abort=lambda: None, final=True):
+    clean(b, final=False)
+    b.assign(7, [0, 1])
+    b.ctp_committed(7, {0: -1001, 1: -1001})
+    b.ctp(2, 7, [[0, 0, 1], [1, 0, 2]], [(80, 0, 6), (81, 1, 6)], {0: 1, 1: 1})  # Tc1
+    b.ctp(2, 7, [[0, 2, 3]], [(82, 0, 8)], {0: 3}, outcome=FAIL)  # Tc2
+    after_abort()
+    b.assign(7, [0, 1])  # back to the committed offsets
+    b.ctp(2, 7, [[0, 2, 3]], [(83, 0, 10)], {0: 3})  # Tc3
+    b.ctp_committed(8, {0: 3, 1: 1})
+    if final:
+        b.final_read(CTP_FINAL, CTP_ENDS)
+
+
+def test_a_clean_consume_transform_produce_history_passes(b):
+    """Also: the aborted Tc2's offset 3 read back after Tc3 sent the same offset is Tc3's."""
+    ctp_clean(b)
+    report = b.report()
+    nothing_forbidden(report)
+    assert report.figures["ctp_txns_committed"] == 2 and report.figures["ctp_inputs_committed"] == 3, \
+        report.figures
+
+
+def test_an_aborted_transactions_offsets_read_back_are_caught(b):
+    ctp_clean(b, after_abort=lambda: b.ctp_committed(7, {0: 3, 1: 1}))  # only Tc2 had sent 3
+    report = b.report()
+    only(report, "uncommitted-offset-read")
+    example = report.examples["uncommitted-offset-read"][0]
+    assert (example["partition"], example["read"], len(example["aborted_txns"])) == (0, 3, 1), example
+
+
+def test_group_offsets_no_transaction_sent_are_caught(b):
+    ctp_clean(b)
+    b.ctp_committed(8, {0: 3, 1: 5})  # nobody sent 5 for partition 1
+    only(b.report(), "uncommitted-offset-read")
+
+
+def test_an_unknown_transactions_offsets_read_back_are_not_counted(b):
+    """Tc4's commit is unknown: its offsets read back mean it committed."""
+    ctp_clean(b, final=False)
+    b.assign(7, [0, 1])
+    b.ctp(2, 7, [[0, 4, 5]], [(84, 1, 8)], {0: 5}, outcome=INFO)  # Tc4
+    b.ctp_committed(8, {0: 5, 1: 1})
+    b.final_read(CTP_FINAL + [[1, 8, 84]], {0: 12, 1: 10})
+    nothing_forbidden(b.report())
+
+
+def test_group_offsets_going_backwards_are_caught(b):
+    ctp_clean(b)
+    b.ctp_committed(8, {0: 1, 1: 1})  # Tc1's offset, after Tc3 committed 3
+    report = b.report()
+    only(report, "committed-offset-regression")
+    assert report.examples["committed-offset-regression"][0]["group"] == CTP_GROUP
+
+
+def test_an_input_processed_twice_is_caught(b):
+    """A new input consumer (8) starts at {0: 1} after Tc3 committed {0: 3}, and Tc5 derives 84
+    from the record at 0/2 again and commits: 3 has two derived values committed."""
+    ctp_clean(b, final=False)
+    b.assign(8, [0, 1])
+    b.ctp(3, 8, [[0, 2, 3]], [(84, 1, 8)], {0: 3})  # Tc5
+    b.final_read(CTP_FINAL + [[1, 8, 84]], {0: 12, 1: 10})
+    report = b.report()
+    only(report, "reprocessed-input")
+    example = report.examples["reprocessed-input"][0]
+    assert (example["partition"], example["offset"]) == (0, 2), example
+    assert [value for _, value in example["txns_and_values"]] == [83, 84], example
+
+
 def test_circular_information_flow_is_g1c(b):
     """T7 and T8 each read the other's record: each read needs the other's commit first, and each
     commit comes after its own read."""
@@ -284,6 +383,8 @@ SYNTHETIC = {
     "aborted-read": test_an_aborted_read_is_caught,
     "torn-transaction": test_a_torn_transaction_read_through_is_caught,
     "G1c": test_circular_information_flow_is_g1c,
+    "uncommitted-offset-read": test_an_aborted_transactions_offsets_read_back_are_caught,
+    "reprocessed-input": test_an_input_processed_twice_is_caught,
 }
 
 

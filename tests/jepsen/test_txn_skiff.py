@@ -18,6 +18,8 @@ SEED = int(os.environ.get("SKIFF_JEPSEN_TXN_SEED", "6"))
 CI_SECONDS = 40
 FAULT_INTERVAL_S = 10.0
 WALL_BUDGET_S = 90
+# A small share of consume-transform-produce transactions (send_offsets_to_transaction).
+CTP_SHARE = 0.15
 
 
 def test_transactions_under_leader_kills_and_pauses_show_no_forbidden_anomaly(tmp_path):
@@ -25,7 +27,7 @@ def test_transactions_under_leader_kills_and_pauses_show_no_forbidden_anomaly(tm
     target = SkiffTarget()
     try:
         result = run_workload(target, SEED, CI_SECONDS, ["kill", "pause"], tmp_path / "history.jsonl",
-                              workload="txn", fault_interval_s=FAULT_INTERVAL_S, rate_per_s=10)
+                              workload="txn", fault_interval_s=FAULT_INTERVAL_S, rate_per_s=10, ctp_share=CTP_SHARE)
     finally:
         target.stop()
     wall = time.monotonic() - started

@@ -24,6 +24,14 @@ And the transactional ones:
   lies inside a range of a partition the reader read through (between two records one session
   returned with no reset in between), or the final read (every partition from its start to its
   end) has some of a transaction's values but not all. Counted once per reader and transaction.
+- uncommitted-offset-read: a read of a consume-transform-produce group's committed offsets shows
+  an offset that no transaction of that group which committed (or may have) had sent before the
+  read ended: an aborted transaction's offsets, or offsets nobody sent. A group's offsets move
+  only with a commit. (committed-offset-regression covers these groups too: their committed
+  transactions are the commits of their offsets.)
+- reprocessed-input: an input record from which two committed (or seen) transactions of one group
+  derived values: the first commit moved the group past it, yet it was processed again. The
+  consume-transform-produce loop is exactly-once only when this is 0.
 - G0 and G1c: cycles of the dependency graph. Its nodes are the committed transactions; ww:
   T1 -> T2 when T2's record directly follows T1's in a partition; wr: T1 -> T2 when a poll of T2
   returned a record of T1. A cycle of ww edges only is G0, one with a wr edge G1c.
@@ -60,9 +68,10 @@ import sys
 
 import checker
 from checker import Report
-from history import FAIL, OK, Op, read
+from history import FAIL, INFO, OK, Op, read
 
-FORBIDDEN = checker.FORBIDDEN + ("aborted-read", "torn-transaction", "G1c")
+FORBIDDEN = checker.FORBIDDEN + ("aborted-read", "torn-transaction", "G1c", "uncommitted-offset-read",
+                                  "reprocessed-input")
 ALLOWED = checker.ALLOWED + ("G0-allowed", "G1c-allowed")
 REASONS = {
     "G0-allowed": "writes are not isolated: offsets are given at append, so concurrent transactions "
@@ -95,6 +104,11 @@ class Txn:
         self.sends = [Send(index, mop[1], mop[2], mop[3] if len(mop) > 3 else None)
                       for index, mop in enumerate(mops) if mop[0] == "send"]
         self.reads = {}
+        # A consume-transform-produce transaction: its group, the offsets it sent to the
+        # transaction for that group ({partition: offset}) and its derived values' inputs.
+        self.group = op.invocation.get("group")
+        self.offsets = {int(p): int(o) for p, o in (op.completion.get("offsets") or {}).items()}
+        self.derived = op.completion.get("derived") or []
 
     def __repr__(self):
         return f"T{self.id}"
@@ -167,7 +181,67 @@ def check_queue_classes(view, report):
     checker.check_lost(view.send_ops((COMMITTED,)) + view.others, report)
     checker.check_sends(placed, report)
     checker.check_polls(view.others, report, view.version_orders())
-    checker.check_committed(view.others, report)
+    checker.check_committed(view.others + offset_commits(view), report)
+
+
+def offset_commits(view):
+    """The group offsets of the consume-transform-produce transactions that committed (or may
+    have) as the queue checker's `commit` ops, so committed-offset-regression covers their groups:
+    a committed transaction is an acknowledged commit of its offsets, an unknown one an
+    indeterminate commit, an aborted one none."""
+    commits = []
+    for txn in view.txns.values():
+        if not txn.group or not txn.offsets or txn.status == ABORTED:
+            continue
+        offsets = {str(p): o for p, o in txn.offsets.items()}
+        op = Op({"id": txn.id * MOPS_MAX + MOPS_MAX - 1, "process": txn.op.process, "f": "commit",
+                 "time": txn.op.invoke_time, "group": txn.group, "offsets": offsets})
+        op.outcome = OK if txn.status == COMMITTED else INFO
+        op.complete_time = txn.op.complete_time
+        op.completion = {"group": txn.group, "offsets": offsets}
+        commits.append(op)
+    return commits
+
+
+def check_group_offsets(view, report):
+    """uncommitted-offset-read: a read of a consume-transform-produce group's committed offsets
+    shows, for a partition, an offset that no transaction of that group which committed (or may
+    have) sent to its transaction before the read ended: the offsets of aborted transactions only,
+    or of none. A group's offsets move only with a commit."""
+    sent = collections.defaultdict(list)  # (group, partition) -> [(offset, txn)]
+    for txn in view.txns.values():
+        for partition, offset in txn.offsets.items():
+            sent[(txn.group, partition)].append((offset, txn))
+    groups = {txn.group for txn in view.txns.values() if txn.group}
+    for read_op in view.others:
+        if read_op.f != "committed" or read_op.outcome != OK or read_op.get("group") not in groups:
+            continue
+        group = read_op.get("group")
+        for partition, found in sorted(read_op.get("offsets", {}).items()):
+            partition, found = int(partition), int(found)
+            if found < 0:
+                continue  # nothing committed yet
+            writers = [txn for offset, txn in sent[(group, partition)]
+                       if offset == found and txn.op.invoke_time < read_op.complete_time]
+            if any(txn.status != ABORTED for txn in writers):
+                continue
+            report.add("uncommitted-offset-read", {
+                "group": group, "partition": partition, "read": found, "op": read_op.id,
+                "aborted_txns": [txn.id for txn in writers][:10]})
+
+
+def check_reprocessed(view, report):
+    """reprocessed-input: an input record whose derived values two transactions of one group
+    committed (or were seen to): the consume-transform-produce loop processed it twice, although
+    the first commit moved the group's offset past it. Counted once per input record and group."""
+    processed = collections.defaultdict(list)  # (group, partition, offset) -> [(txn id, derived value)]
+    for txn in view.visible.values():
+        for value, partition, offset, _ in txn.derived:
+            processed[(txn.group, partition, offset)].append((txn.id, value))
+    for (group, partition, offset), by in sorted(processed.items()):
+        if len({txn_id for txn_id, _ in by}) > 1:
+            report.add("reprocessed-input", {"group": group, "partition": partition, "offset": offset,
+                                             "txns_and_values": by[:10]})
 
 
 def check_aborted_reads(view, report):
@@ -433,12 +507,16 @@ def check(header, ops):
     check_aborted_reads(view, report)
     check_torn(view, report)
     check_cycles(view, report)
+    check_group_offsets(view, report)
+    check_reprocessed(view, report)
     statuses = collections.Counter(txn.status for txn in view.txns.values())
     report.figures.update({
         "ops": sum(1 for op in ops if op.f in ("txn", "poll", "commit", "committed")),
         "txns_committed": statuses[COMMITTED], "txns_aborted": statuses[ABORTED],
         "txns_unknown": statuses[UNKNOWN],
         "txn_reads": sum(len(txn.reads) for txn in view.txns.values()),
+        "ctp_txns_committed": sum(1 for txn in view.txns.values() if txn.group and txn.status == COMMITTED),
+        "ctp_inputs_committed": sum(len(txn.derived) for txn in view.txns.values() if txn.status == COMMITTED),
         "sends_ok": sum(len(txn.sends) for txn in view.txns.values() if txn.status == COMMITTED),
         "records_read": len(view.records),
         **checker.fault_figures(ops),

@@ -10,6 +10,13 @@ op); judging is txn_checker.py's, faults are the scheduler's.
   read (a poll of the session's consumer) before, between or after the sends; then it commits,
   or (seeded, ABORT_PROBABILITY) aborts. A transaction flushes before it ends, so the records of
   an aborted one are in the log for read_committed readers to hide.
+- Consume-transform-produce (a seeded share, CTP_SHARE): instead, a transaction polls 1-4 records
+  of the topic through the session's input consumer (read_committed, assigned every partition from
+  the committed offsets of the id's own group, `jepsen-txn-ctp-N`), sends a new value for each,
+  and sends the positions after them to the transaction (send_offsets_to_transaction with the
+  consumer's group metadata) before it commits or aborts. When it does not commit, the input
+  consumer goes back to the group's committed offsets: each input is processed until a commit
+  takes it, and only once.
 - Consumers: the queue workload's (workload.py: subscribe in one group, assign in groups of their
   own, committing offsets), reading read_committed.
 - The final read: once faults healed, it waits until no transaction is open (each partition's
@@ -22,12 +29,13 @@ succeeded after a failed commit, which the coordinator would refuse had the comm
 info otherwise (a commit that failed and could not be aborted, a fatal error during the commit)."""
 
 import itertools
+import threading
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
 from history import FAIL, INFO, OK
-from workload import VALUES_PER_PROCESS, Client, Workload, poll
+from workload import VALUES_PER_PROCESS, Client, Workload, poll, poll_records, read_committed
 
 TXN_TIMEOUT_MS = 20000
 # librdkafka requires message.timeout.ms <= transaction.timeout.ms.
@@ -38,10 +46,22 @@ INIT_TIMEOUT_S = 20
 INIT_PATIENCE_S = 60
 FLUSH_TIMEOUT_S = 20
 ABORT_PROBABILITY = 0.2
+TXN_CLIENTS = 3
+TRANSACTIONAL_ID_PREFIX = "jepsen-txn-"
+# The share of transactions that consume, transform and produce (the default of run.py's --ctp-share).
+CTP_SHARE = 0.25
+CTP_GROUP_PREFIX = "jepsen-txn-ctp-"
+INPUTS_PER_CTP_TXN = (1, 4)
 READ_PROBABILITY = 0.4
 VALUES_PER_TXN = (1, 4)
 PARTITIONS_PER_TXN_MAX = 3
 BROKEN_SESSION_PAUSE_S = 1.0
+# librdkafka's send_offsets_to_transaction may block past its timeout (librdkafka issues 5456 and
+# 5511, open: a group coordinator it holds as down is not looked up again; seen here after a pause
+# of that broker had healed): the session waits SEND_OFFSETS_GRACE_S longer, then gives the
+# transaction up (it never asked for the commit) and ends, leaving the call to its thread.
+SEND_OFFSETS_TIMEOUT_S = 10
+SEND_OFFSETS_GRACE_S = 5
 # Until no transaction is open before the final read: a session that broke may leave one for the
 # coordinator to abort after the transaction timeout.
 STABLE_TIMEOUT_S = TXN_TIMEOUT_MS / 1000 + 40
@@ -59,7 +79,8 @@ class TxnClient(Client):
     def __init__(self, workload, name, seed, slot, rate_per_s):
         super().__init__(workload, name, seed)
         self.slot = slot
-        self.transactional_id = f"jepsen-txn-{slot}"
+        self.transactional_id = f"{TRANSACTIONAL_ID_PREFIX}{slot}"
+        self.ctp_group = f"{CTP_GROUP_PREFIX}{slot}"
         self.interval_s = 1.0 / rate_per_s
 
     def loop(self):
@@ -83,10 +104,17 @@ class TxnSession:
         self.values = itertools.count(process * VALUES_PER_PROCESS)
         self.positions = {}
         self.delivered = {}  # mop index -> offset (None: the delivery failed)
+        self.consumer = None
+        self.input = None  # the consume-transform-produce input (CtpInput), opened at its first use
+        self.extra = {}  # more fields of the transaction's completion
+        self.outcome = None  # the last transaction's
+        self.client_errors = 0
+        # The error callback keeps confluent-kafka from raising a fatal error (a fenced producer)
+        # out of poll(), which would escape the session; the transactional calls report it.
         self.producer = Producer({
             **self.workload.client_config, "transactional.id": client.transactional_id,
             "transaction.timeout.ms": TXN_TIMEOUT_MS, "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-            "linger.ms": 5, "retry.backoff.ms": 100})
+            "linger.ms": 5, "retry.backoff.ms": 100, "error_cb": self._client_error})
 
     def run(self):
         """Transactions until the workload stops (True) or the session breaks (False)."""
@@ -101,12 +129,15 @@ class TxnSession:
             self.consumer.assign([TopicPartition(self.workload.topic, p, OFFSET_END) for p in partitions])
             self.history.event(self.process, "assign", partitions=partitions, start="end")
             while not self.workload.stopping.is_set():
-                if not self.transaction():
+                ctp = self.rng.random() < self.workload.ctp_share
+                if not (self.ctp_transaction() if ctp and self._input_ready() else self.transaction()):
                     return False
                 time.sleep(self.client.interval_s)
             return True
         finally:
             self.consumer.close()
+            if self.input is not None:
+                self.input.consumer.close()
 
     def init(self):
         op = self.history.invoke(self.process, "init", transactional_id=self.client.transactional_id)
@@ -121,6 +152,10 @@ class TxnSession:
                 if not error.retriable() or time.monotonic() > deadline:
                     self.history.complete(op, self.process, "init", INFO, error=text)
                     return False
+
+    def _client_error(self, error):
+        """librdkafka's errors outside a call (broker down, fenced): the calls that follow see them."""
+        self.client_errors += 1
 
     def plan(self):
         """The micro-operations of the next transaction: its sends, and maybe one read among them."""
@@ -150,6 +185,81 @@ class TxnSession:
         except (KafkaException, BufferError) as exception:
             return self._abandon(op, done, exception)
         return self._end(op, done, abort)
+
+    def _input_ready(self):
+        """Opens the consume-transform-produce input at its first use; False while the group's
+        committed offsets cannot be read (the session never starts it anywhere else)."""
+        if self.input is None:
+            self.input = CtpInput(self)
+        return self.input.ready or self.input.start()
+
+    def ctp_transaction(self):
+        """A consume-transform-produce transaction: a poll of 1-4 input records (the topic itself,
+        through the session's consumer of its ctp group, from the group's committed offsets), a
+        new value sent for each (`derived`: [value, input partition, input offset, input value]),
+        the positions after them sent to the transaction for the group, then the commit or (seeded)
+        abort. Unless it committed, the input goes back to the group's committed offsets."""
+        source = self.input
+        limit = self.rng.randint(*INPUTS_PER_CTP_TXN)
+        abort = self.rng.random() < ABORT_PROBABILITY
+        op = self.history.invoke(self.process, "txn", mops=[["poll"]], abort=abort, group=source.group)
+        done = [["poll"]]
+        self.delivered, self.outcome, offsets_sent = {}, None, None
+        self.extra = {"group": source.group, "derived": []}
+        records = []
+        try:
+            self.producer.begin_transaction()
+            read, records = poll_records(source.consumer, self.history, source.process, source.positions,
+                                         batch=limit, txn=op, mop=0)
+            done[0].append(read)
+            if read is None:
+                source.lost = True  # the consumer's position is unknown
+            for partition, offset, value in records:
+                derived = next(self.values)
+                index = len(done)
+                out = self.rng.randrange(self.workload.partitions)
+                done.append(["send", out, derived])
+                self.extra["derived"].append([derived, partition, offset, value])
+                self._send(index, out, derived)
+            if records:
+                offsets = {}
+                for partition, offset, _ in records:
+                    offsets[partition] = max(offsets.get(partition, 0), offset + 1)
+                self.extra["offsets"] = offsets_sent = offsets
+                self._send_offsets(offsets, source.consumer.consumer_group_metadata())
+            self.producer.flush(FLUSH_TIMEOUT_S)
+        except (KafkaException, BufferError) as exception:
+            going_on = self._abandon(op, done, exception)
+        except StuckCall as stuck:
+            self._fill(done)
+            self._complete(op, FAIL, done, aborted=False, error=str(stuck))
+            going_on = False
+        else:
+            going_on = self._end(op, done, abort)
+        source.ended(self.outcome, offsets_sent, bool(records))
+        return going_on
+
+    def _send_offsets(self, offsets, metadata):
+        """send_offsets_to_transaction in a thread of its own, so that a call that never returns
+        (see SEND_OFFSETS_GRACE_S) cannot hold the session: StuckCall when it does not."""
+        outcome = []
+
+        def call():
+            try:
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(self.workload.topic, p, o) for p, o in sorted(offsets.items())],
+                    metadata, SEND_OFFSETS_TIMEOUT_S)
+                outcome.append(None)
+            except Exception as exception:  # noqa: BLE001 - raised again in the session's thread
+                outcome.append(exception)
+        caller = threading.Thread(target=call, daemon=True, name=f"send-offsets-{self.process}")
+        caller.start()
+        caller.join(SEND_OFFSETS_TIMEOUT_S + SEND_OFFSETS_GRACE_S)
+        if not outcome:
+            raise StuckCall(f"send_offsets_to_transaction did not return in "
+                            f"{SEND_OFFSETS_TIMEOUT_S + SEND_OFFSETS_GRACE_S} s")
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def _send(self, index, partition, value):
         offsets = self.delivered  # this transaction's, even if the report comes late
@@ -216,7 +326,61 @@ class TxnSession:
     def _complete(self, op, outcome, done, **fields):
         fields = {key: str(value) if key.endswith("error") else value
                   for key, value in fields.items() if value is not None}
-        self.history.complete(op, self.process, "txn", outcome, mops=done, **fields)
+        self.history.complete(op, self.process, "txn", outcome, mops=done, **self.extra, **fields)
+        self.extra, self.outcome = {}, outcome
+
+
+class StuckCall(RuntimeError):
+    """A client call that did not return in time (the session gives it up)."""
+
+
+class CtpInput:
+    """The input of a session's consume-transform-produce transactions: a read_committed consumer
+    of the session's ctp group (its own process number: its positions are its own), assigned every
+    partition of the topic from the group's committed offsets (from the start when there are
+    none). It moves the group's offsets only through send_offsets_to_transaction."""
+
+    def __init__(self, session):
+        self.session = session
+        self.workload, self.history = session.workload, session.history
+        self.group = session.client.ctp_group
+        self.process = self.workload.processes.next()
+        self.consumer = Consumer({
+            **self.workload.client_config, **self.workload.consumer_config, "group.id": self.group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": False})
+        self.ready, self.lost = False, False
+        self.committed = {}  # partition -> the group's committed offset as this session knows it
+        self.positions = {}
+
+    def start(self):
+        """Reads the group's committed offsets and starts there; False when the read failed."""
+        partitions = list(range(self.workload.partitions))
+        found = read_committed(self.consumer, self.history, self.process, self.group, self.workload.topic,
+                               partitions)
+        if found is None:
+            return False
+        self.committed = {p: o for p, o in found.items() if o >= 0}
+        self.rewind()
+        self.ready = True
+        return True
+
+    def rewind(self):
+        """Back to the committed offsets (a reset of the consumer's positions in the history)."""
+        partitions = list(range(self.workload.partitions))
+        start = {p: self.committed.get(p, -1) for p in partitions}
+        self.consumer.assign([TopicPartition(self.workload.topic, p, o if o >= 0 else OFFSET_BEGINNING)
+                              for p, o in start.items()])
+        self.history.event(self.process, "assign", partitions=partitions, start=start)
+        self.positions = dict(self.committed)
+        self.lost = False
+
+    def ended(self, outcome, offsets, moved):
+        """After a transaction: a commit moved the group's offsets to `offsets`; anything else
+        leaves them where they were, so the input goes back there when the poll moved it."""
+        if outcome == OK:
+            self.committed.update(offsets or {})
+        elif moved or self.lost:
+            self.rewind()
 
 
 class TxnWorkload(Workload):
@@ -225,11 +389,14 @@ class TxnWorkload(Workload):
 
     consumer_config = {"isolation.level": "read_committed"}
 
-    def __init__(self, bootstrap, topic, partitions, history, seed, producers=3, subscribers=2, assigners=1,
-                 rate_per_s=10, client_log=None):
+    def __init__(self, bootstrap, topic, partitions, history, seed, producers=TXN_CLIENTS, subscribers=2,
+                 assigners=1, rate_per_s=10, client_log=None, ctp_share=CTP_SHARE):
         super().__init__(bootstrap, topic, partitions, history, seed, producers=0, subscribers=subscribers,
                          assigners=assigners, client_log=client_log)
+        self.ctp_share = ctp_share
         self.clients = [TxnClient(self, f"txn-{i}", seed, i, rate_per_s) for i in range(producers)] + self.clients
+        if ctp_share > 0:
+            self.groups.update(client.ctp_group for client in self.clients[:producers])
 
     def final_read(self):
         self.await_stable()

@@ -212,12 +212,18 @@ class ConsumerSession:
 def poll(consumer, history, process, positions, **fields):
     """A `poll` op (`fields` go into its invocation); updates `positions` (partition -> next
     offset) from the records it returned. Its op id, or None when it failed."""
+    return poll_records(consumer, history, process, positions, **fields)[0]
+
+
+def poll_records(consumer, history, process, positions, batch=POLL_BATCH, **fields):
+    """poll's op id (None when it failed) and the [partition, offset, value] records it returned,
+    at most `batch` of them."""
     op = history.invoke(process, "poll", **fields)
     try:
-        messages = consumer.consume(POLL_BATCH, timeout=POLL_TIMEOUT_S)
+        messages = consumer.consume(batch, timeout=POLL_TIMEOUT_S)
     except KafkaException as error:
         history.complete(op, process, "poll", INFO, error=str(error))
-        return None
+        return None, []
     records = []
     errors = []
     for message in messages:
@@ -227,7 +233,7 @@ def poll(consumer, history, process, positions, **fields):
         records.append([message.partition(), message.offset(), int(message.value())])
         positions[message.partition()] = message.offset() + 1
     history.complete(op, process, "poll", OK, records=records, **({"errors": errors} if errors else {}))
-    return op
+    return op, records
 
 
 def read_committed(consumer, history, process, group, topic, partitions):
@@ -321,7 +327,10 @@ class Workload:
         return reached
 
     def _final_committed(self, group):
-        consumer = Consumer({**self.client_config, "group.id": group, "enable.auto.commit": False})
+        # With read_committed (the transactional workload) the read waits for offsets a transaction
+        # committed to become stable (librdkafka asks OffsetFetch for stable offsets).
+        consumer = Consumer({**self.client_config, **self.consumer_config, "group.id": group,
+                             "enable.auto.commit": False})
         try:
             read_committed(consumer, self.history, self.processes.next(), group, self.topic,
                            list(range(self.partitions)))
