@@ -8,8 +8,8 @@ A kind is a class with `name`, `needs` (what the target must have: "lab" for a n
 "etcd"), `hold_s(target, rng)`, `start(target, rng) -> description` and `heal(target)`, listed in
 KINDS. Only one fault is active at a time, and `stop()` heals the active one, so every run's final
 read meets a whole cluster. A victim is chosen through the target (the leader of a partition the
-seed picks, the controller, the subscribe group's coordinator, a transactional id's coordinator): the seed fixes the kinds, the timing
-and the partition, the cluster which broker that is."""
+seed picks, the controller, the subscribe group's coordinator, a transactional id's coordinator):
+the seed fixes the kinds, the timing and the partition (or id), the cluster which broker that is."""
 
 import random
 import threading

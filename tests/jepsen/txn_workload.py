@@ -108,13 +108,11 @@ class TxnSession:
         self.input = None  # the consume-transform-produce input (CtpInput), opened at its first use
         self.extra = {}  # more fields of the transaction's completion
         self.outcome = None  # the last transaction's
-        self.client_errors = 0
-        # The error callback keeps confluent-kafka from raising a fatal error (a fenced producer)
-        # out of poll(), which would escape the session; the transactional calls report it.
+        self.fatal = None  # a fatal error poll() raised
         self.producer = Producer({
             **self.workload.client_config, "transactional.id": client.transactional_id,
             "transaction.timeout.ms": TXN_TIMEOUT_MS, "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-            "linger.ms": 5, "retry.backoff.ms": 100, "error_cb": self._client_error})
+            "linger.ms": 5, "retry.backoff.ms": 100})
 
     def run(self):
         """Transactions until the workload stops (True) or the session breaks (False)."""
@@ -152,10 +150,6 @@ class TxnSession:
                 if not error.retriable() or time.monotonic() > deadline:
                     self.history.complete(op, self.process, "init", INFO, error=text)
                     return False
-
-    def _client_error(self, error):
-        """librdkafka's errors outside a call (broker down, fenced): the calls that follow see them."""
-        self.client_errors += 1
 
     def plan(self):
         """The micro-operations of the next transaction: its sends, and maybe one read among them."""
@@ -268,17 +262,28 @@ class TxnSession:
             offsets[index] = message.offset() if error is None else None
         self.producer.produce(self.workload.topic, key=f"k{partition}", value=str(value), partition=partition,
                               on_delivery=delivered)
-        self.producer.poll(0)
+        self._serve()
+        if self.fatal is not None:
+            raise self.fatal
 
     def _read(self, op, index):
         """A poll of the session's consumer; its op id, or None when it failed."""
         return poll(self.consumer, self.history, self.process, self.positions, txn=op, mop=index)
 
     def _fill(self, done):
-        self.producer.poll(0)
+        self._serve()
         for index, mop in enumerate(done):
             if mop[0] == "send":
                 mop.append(self.delivered.get(index))
+
+    def _serve(self):
+        """Serves the delivery reports. poll() raises a fatal error (a fenced producer, a failed
+        EndTxn) as an exception: the session's transactional calls report it, so here it is only
+        kept, not let out of the session (it would end the client)."""
+        try:
+            self.producer.poll(0)
+        except KafkaException as exception:
+            self.fatal = exception
 
     def _end_call(self, end):
         """Commits or aborts, trying a retriable error again; the KafkaError, or None."""
