@@ -41,7 +41,8 @@ The transactional workload (txn_workload.py) adds:
   offset, input value], ...]) and, once the poll returned records, `offsets` ({partition: offset}:
   the positions after them, sent to the transaction for `group` by send_offsets_to_transaction;
   present even when that call or the commit then failed). The group's offsets are read with
-  `committed` ops of the input consumer's process (at its start) and of the final read.
+  `committed` ops of the input consumer's process (at its start, and after each transaction that
+  read input and did not commit) and of the final read.
 - init: a transactional producer session's init_transactions (invoke, then ok or info).
 - stable: ok {ends} once no transaction was open on any partition before the final read (the
   read_committed end offsets equal the high watermarks), info when that did not happen in time.

@@ -15,8 +15,8 @@ op); judging is txn_checker.py's, faults are the scheduler's.
   the committed offsets of the id's own group, `jepsen-txn-ctp-N`), sends a new value for each,
   and sends the positions after them to the transaction (send_offsets_to_transaction with the
   consumer's group metadata) before it commits or aborts. When it does not commit, the input
-  consumer goes back to the group's committed offsets: each input is processed until a commit
-  takes it, and only once.
+  consumer reads the group's committed offsets again and goes back there: each input is processed
+  until a commit takes it, and only once.
 - Consumers: the queue workload's (workload.py: subscribe in one group, assign in groups of their
   own, committing offsets), reading read_committed.
 - The final read: once faults healed, it waits until no transaction is open (each partition's
@@ -381,11 +381,15 @@ class CtpInput:
 
     def ended(self, outcome, offsets, moved):
         """After a transaction: a commit moved the group's offsets to `offsets`; anything else
-        leaves them where they were, so the input goes back there when the poll moved it."""
+        leaves them where they were, so when the poll had moved the input, it reads the group's
+        committed offsets again (what the broker says, not what the session remembers: a read
+        right after an abort) and goes back there. When that read fails, the next
+        consume-transform-produce transaction tries it first."""
         if outcome == OK:
             self.committed.update(offsets or {})
         elif moved or self.lost:
-            self.rewind()
+            self.ready = False
+            self.start()
 
 
 class TxnWorkload(Workload):
