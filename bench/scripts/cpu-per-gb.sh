@@ -13,6 +13,10 @@ PEERS_LIBRARY_ONLY=1
 # shellcheck source=bench/scripts/peers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/peers.sh"
 
+# The bench's records carry an old fixed timestamp: time retention would delete them under the
+# reads (Kafka answered OFFSET_OUT_OF_RANGE once its first retention check came), so it is off on
+# every broker.
+export PEERS_KAFKA_EXTRA="log.retention.ms=-1"
 ROUNDS=${CPU_ROUNDS:-5}
 FETCH_GB=${CPU_FETCH_GB:-2}
 RECORDS=${CPU_RECORDS_PER_PARTITION:-16384}
@@ -33,7 +37,7 @@ for broker in $CPU_BROKERS; do
         # (the peers would need keystores of their own).
         log "cpu: skiff (spawned, with TLS; load $(cut -d' ' -f1-3 /proc/loadavg))"
         uptime >"$OUT/skiff.uptime"
-        "$BENCH" cpu --skiff-bin "$SKIFF" --tls --rounds "$ROUNDS" --fetch-gb-min "$FETCH_GB" \
+        "$BENCH" cpu --skiff-bin "$SKIFF" --set log.retention.ms=-1 --tls --rounds "$ROUNDS" --fetch-gb-min "$FETCH_GB" \
             --records-per-partition "$RECORDS" --out "$OUT/skiff.md"
         uptime >>"$OUT/skiff.uptime"
         continue

@@ -154,6 +154,9 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
+    # More broker settings from the caller, one key=value per line (cpu-per-gb.sh turns time
+    # retention off: the bench's records carry an old fixed timestamp).
+    if [ -n "${PEERS_KAFKA_EXTRA:-}" ]; then printf '%s\n' "$PEERS_KAFKA_EXTRA" >>"$dir/server.properties"; fi
     # Kafka 3.9 logs through reload4j: warnings and errors to the broker log.
     printf '%s\n' 'log4j.rootLogger=WARN, stderr' \
         'log4j.appender.stderr=org.apache.log4j.ConsoleAppender' \
