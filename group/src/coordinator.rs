@@ -11,6 +11,9 @@ use kafka_protocol::messages::{
     OffsetFetchResponse, SyncGroupResponse, TxnOffsetCommitResponse,
 };
 use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::responses::consumer_group::{
+    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
+};
 
 use super::config::GroupConfig;
 use super::deletion::PendingDelete;
@@ -60,6 +63,10 @@ pub enum Response {
     OffsetDelete(OffsetDeleteResponse),
     /// TxnOffsetCommit.
     TxnOffsetCommit(TxnOffsetCommitResponse),
+    /// ConsumerGroupHeartbeat.
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    /// ConsumerGroupDescribe.
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
 }
 
 /// What the coordinator asks the driver to do.
@@ -101,6 +108,18 @@ pub enum Output {
         request_id: RequestId,
         /// The offsets deleted.
         keys: Vec<OffsetKey>,
+    },
+    /// Append these consumer group (KIP-848) records durably to `partition` of
+    /// `__consumer_offsets`, in order ([`crate::offsets_log::encode_consumer_batch`]), then call
+    /// [`Coordinator::consumer_records_persisted`] with `write`. They come from a
+    /// ConsumerGroupHeartbeat (answered by that call) or from the tick's expiries (no reply).
+    PersistConsumerRecords {
+        /// The coordinator's handle for this write.
+        write: crate::ConsumerWriteId,
+        /// The group's `__consumer_offsets` partition.
+        partition: i32,
+        /// The records, in log order (already applied; rolled back if the write fails).
+        records: Vec<crate::consumer::ConsumerRecord>,
     },
 }
 
@@ -185,6 +204,8 @@ pub struct Coordinator {
     /// The KIP-848 consumer groups of the same `__consumer_offsets` partitions: loaded and
     /// unloaded with them; the classic groups above and these share the group-id namespace.
     pub(super) consumer_groups: crate::consumer::ConsumerGroups,
+    /// Their writes in flight, parked heartbeats and topic image (`consumer_coord.rs`).
+    pub(super) consumer: crate::consumer_coord::ConsumerSide,
 }
 
 impl Coordinator {
@@ -205,6 +226,7 @@ impl Coordinator {
             member_id_count: 0,
             persist_sequence: 0,
             consumer_groups: crate::consumer::ConsumerGroups::default(),
+            consumer: crate::consumer_coord::ConsumerSide::default(),
         }
     }
 
@@ -224,13 +246,16 @@ impl Coordinator {
     }
 
     /// Replays the offsets log (oldest first): the last commit of a (group, topic, partition) wins
-    /// and a tombstone deletes it; transactional commits wait for their producer's marker. Marks the coordinator loaded; call it once at start, before any
-    /// request, even with an empty log.
+    /// and a tombstone deletes it; transactional commits wait for their producer's marker;
+    /// consumer group records rebuild those groups (their sessions start at the next tick).
+    /// Marks the coordinator loaded; call it once at start, before any request, even with an
+    /// empty log.
     pub fn load_offsets(&mut self, entries: impl IntoIterator<Item = Replayed>) {
         for item in entries {
             self.apply_replayed(item);
         }
         self.loaded = true;
+        self.consumer_groups_loaded();
     }
 
     /// The next output to act on, oldest first.
@@ -251,11 +276,12 @@ impl Coordinator {
             }
             self.forget_if_unused(&group_id);
         }
+        self.tick_consumer_groups(now_ms);
     }
 
     /// When [`Coordinator::tick`] next has something to do, if ever.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        let mut next: Option<i64> = None;
+        let mut next: Option<i64> = self.consumer_next_deadline_ms();
         let mut consider = |deadline: i64| {
             next = Some(next.map_or(deadline, |current| current.min(deadline)));
         };

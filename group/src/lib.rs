@@ -2,7 +2,8 @@
 //! LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
 //! TxnOffsetCommit; every version from 0) as a sans-IO state machine, the pure core of KIP-848's
 //! consumer groups ([`consumer`]: ConsumerGroupHeartbeat, its assignors, reconciliation and
-//! records; not yet wired into the broker), the record codec of the internal offsets log, and the
+//! records; the coordinator's entry points for ConsumerGroupHeartbeat and ConsumerGroupDescribe,
+//! not yet reachable by a client), the record codec of the internal offsets log, and the
 //! seeded simulations that check them.
 //!
 //! It owns: group membership (member ids, generations, the leader, the chosen protocol, the
@@ -43,7 +44,12 @@
 //!      [`Coordinator::offsets_persisted`]; they stay pending (invisible to OffsetFetch) until
 //!      the producer's marker;
 //!    - [`Output::PersistOffsetDeletes`]: the same for tombstones ([`OffsetLogEntry::Delete`]),
-//!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete).
+//!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete);
+//!    - [`Output::PersistConsumerRecords`]: a consumer group's (KIP-848) records, from a
+//!      ConsumerGroupHeartbeat or from the tick's session and rebalance expiries: append them as
+//!      one batch ([`offsets_log::encode_consumer_batch`]) to the named partition, then call
+//!      [`Coordinator::consumer_records_persisted`] with the write id; only that call answers the
+//!      heartbeat, and a failed write rolls the group back (`consumer_coord.rs`).
 //! 4. After an end-transaction marker was appended to a led `__consumer_offsets` partition and
 //!    replicated (the partition's WriteTxnMarkers), the driver calls
 //!    [`Coordinator::complete_transaction`]: a COMMIT makes the producer's pending offsets of
@@ -84,6 +90,9 @@
 //! - `txn_offsets.rs`: TxnOffsetCommit (KIP-447's fencing), the pending transactional offsets,
 //!   their completion by a marker (live or replayed), and their bound.
 //! - `admin.rs`: DescribeGroups, ListGroups.
+//! - `consumer_coord.rs`: ConsumerGroupHeartbeat and ConsumerGroupDescribe routed by group id
+//!   (a classic group's id is answered as Kafka 4.1.1 does with migration disabled), their
+//!   writes, one in flight per group, rolled back when they fail, and the expiries' writes.
 //! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
 //!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
 //! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode);
@@ -96,15 +105,17 @@
 //!   consumer group; the driver routes it (`consumer/mod.rs`).
 //! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants, and
 //!   `sim/txn.rs` one of transactional producers, markers and restarts, `sim/consumer.rs` one of
-//!   KIP-848 clients heartbeating, revoking, crashing and pausing while the coordinator restarts
-//!   by replaying its records;
+//!   KIP-848 clients heartbeating through the coordinator, revoking, crashing and pausing while
+//!   writes fail and the coordinator restarts by replaying only its durable records;
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
 //! until deleted), classic group metadata persistence (after a restart classic groups are empty
-//! and members rejoin; only offsets survive), and the broker wiring of the consumer-group
-//! (KIP-848) protocol: ConsumerGroupHeartbeat / ConsumerGroupDescribe handlers, persisting its
-//! records through the driver, migration between classic and consumer groups.
+//! and members rejoin; only offsets survive), and of the consumer-group (KIP-848) protocol: the
+//! broker's ConsumerGroupHeartbeat / ConsumerGroupDescribe handlers (the driver already persists
+//! the records), OffsetCommit/OffsetFetch v9 for consumer groups, ListGroups / DescribeGroups /
+//! DeleteGroups of consumer groups, classic members in a consumer group and migration between
+//! classic and consumer groups.
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.
@@ -118,6 +129,7 @@ pub mod offsets_log;
 pub mod state;
 
 mod admin;
+mod consumer_coord;
 mod coordinated;
 mod coordinator;
 mod deletion;
@@ -132,6 +144,7 @@ mod sim;
 mod tests;
 
 pub use config::{GroupConfig, GroupKeys};
+pub use consumer_coord::{ConsumerWriteId, EXPIRY_RETRY_BACKOFF_MS, PARKED_HEARTBEATS_MAX};
 pub use coordinated::{coordinator_partition, Coordinated};
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use loading::{Loaded, UNPARTITIONED};

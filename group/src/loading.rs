@@ -85,6 +85,7 @@ impl Coordinator {
             .collect();
         for group_id in consumer_dropped {
             self.consumer_groups.unload(&group_id);
+            self.consumer_group_unloaded(&group_id);
         }
         self.coordinated = Some(coordinated);
     }
@@ -155,6 +156,7 @@ impl Coordinator {
             self.apply_replayed(item);
         }
         self.loaded_partitions.insert(partition);
+        self.consumer_groups_loaded();
         loaded
     }
 

@@ -54,6 +54,24 @@ impl Coordinator {
         self.forget_if_unused(&group_id);
     }
 
+    /// Whether a JoinGroup for `group_id` may go on here: coordinated and loaded, a valid id,
+    /// not a consumer group's. Kafka 4.1.1 lets a classic member with the consumer protocol
+    /// join a consumer group (and turns an empty one into a classic group); Skiff does not, so
+    /// it answers as Kafka does for protocols the group does not support
+    /// (`throwIfClassicProtocolIsNotSupported`), and Kafka too checks the group's kind first.
+    fn check_join_target(&self, group_id: &str) -> Result<(), ErrorCode> {
+        if let Some(error) = self.unavailable_for(group_id) {
+            return Err(error);
+        }
+        if group_id.is_empty() {
+            return Err(ErrorCode::INVALID_GROUP_ID);
+        }
+        if self.consumer_groups.group(group_id).is_some() {
+            return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+        }
+        Ok(())
+    }
+
     fn join_group(
         &mut self,
         now_ms: i64,
@@ -62,12 +80,7 @@ impl Coordinator {
         member_id: &str,
         request: JoinGroupRequest,
     ) -> Result<(), ErrorCode> {
-        if let Some(error) = self.unavailable_for(group_id) {
-            return Err(error);
-        }
-        if group_id.is_empty() {
-            return Err(ErrorCode::INVALID_GROUP_ID);
-        }
+        self.check_join_target(group_id)?;
         let params = self.join_params(meta.version, request)?;
         if !self.groups.contains_key(group_id) {
             if !member_id.is_empty() {

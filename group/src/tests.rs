@@ -252,6 +252,8 @@ fn encode(response: &Response, version: i16) -> BytesMut {
         Response::DeleteGroups(r) => r.encode(&mut buf, version),
         Response::OffsetDelete(r) => r.encode(&mut buf, version),
         Response::TxnOffsetCommit(r) => r.encode(&mut buf, version),
+        Response::ConsumerGroupHeartbeat(r) => r.encode(&mut buf, version),
+        Response::ConsumerGroupDescribe(r) => r.encode(&mut buf, version),
     };
     if let Err(error) = result {
         panic!("{response:?} does not encode at v{version}: {error}");
@@ -906,7 +908,8 @@ fn every_reply_encodes_at_every_version() {
                     }
                     Output::PersistOffsets { .. }
                     | Output::PersistOffsetDeletes { .. }
-                    | Output::PersistTxnOffsets { .. } => {}
+                    | Output::PersistTxnOffsets { .. }
+                    | Output::PersistConsumerRecords { .. } => {}
                 }
             }
         }
@@ -1399,6 +1402,9 @@ mod hostile {
                         self.persists.push_back((request_id, true))
                     }
                     Output::PersistTxnOffsets { .. } => panic!("no TxnOffsetCommit is sent here"),
+                    Output::PersistConsumerRecords { .. } => {
+                        panic!("no ConsumerGroupHeartbeat is sent here")
+                    }
                 }
             }
         }

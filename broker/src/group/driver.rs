@@ -52,10 +52,11 @@ use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
+use skiff_group::consumer::ConsumerRecord;
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
-    Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed, RequestId, RequestMeta,
-    Response, TxnCompletion, TxnProducer,
+    ConsumerWriteId, Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed,
+    RequestId, RequestMeta, Response, TxnCompletion, TxnProducer,
 };
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::records::txn::MarkerType;
@@ -201,6 +202,8 @@ enum PersistKind {
     /// A TxnOffsetCommit's: written as transactional batches of the producer.
     TxnCommits(TxnProducer),
     Deletes,
+    /// A consumer group's (KIP-848) records; the request id is the coordinator's write id.
+    ConsumerRecords,
 }
 
 impl PersistKind {
@@ -208,7 +211,7 @@ impl PersistKind {
     fn producer(self) -> Option<TxnProducer> {
         match self {
             Self::TxnCommits(producer) => Some(producer),
-            Self::Commits | Self::Deletes => None,
+            Self::Commits | Self::Deletes | Self::ConsumerRecords => None,
         }
     }
 }
@@ -719,6 +722,14 @@ impl GroupDriver {
                         self.persist(request_id, PersistKind::Deletes, entries, proposals)
                             .await;
                     }
+                    Output::PersistConsumerRecords {
+                        write,
+                        partition,
+                        records,
+                    } => {
+                        self.persist_consumer(write, partition, records, proposals)
+                            .await
+                    }
                 }
             }
             if !progressed {
@@ -746,6 +757,44 @@ impl GroupDriver {
         proposals: &ProposalSender,
     ) {
         let appended = self.append_led(entries, kind.producer(), proposals).await;
+        self.await_replication(request_id, kind, appended);
+    }
+
+    /// Appends a consumer group's records (KIP-848) as one batch, so a replay sees all of a
+    /// heartbeat's records or none, to its partition's log as leader, through the same seam as
+    /// the offsets; answered like [`GroupDriver::persist`].
+    async fn persist_consumer(
+        &mut self,
+        write: ConsumerWriteId,
+        partition: i32,
+        records: Vec<ConsumerRecord>,
+        proposals: &ProposalSender,
+    ) {
+        let kind = PersistKind::ConsumerRecords;
+        let Some(loaded) = self.logs.get(&partition) else {
+            return self.answer(write, kind, Err(PersistError::Unavailable));
+        };
+        let led = loaded.partition.clone();
+        let (proposals, timeout_ms) = (proposals.clone(), self.commit_timeout_ms);
+        let written = tokio::task::spawn_blocking(move || {
+            let now = now_ms();
+            let batch = offsets_log::encode_consumer_batch(&records, now)
+                .map_err(|_| PersistError::TooLarge)?;
+            append_batches_as_leader(&led, vec![batch], (now, timeout_ms), &proposals)
+                .map(|wait| vec![(partition, wait)])
+        });
+        let appended = written.await.unwrap_or(Err(PersistError::Failed));
+        self.await_replication(write, kind, appended);
+    }
+
+    /// Answers a persist once the HW of each partition it appended to has passed it: at once
+    /// when nothing has to wait, else from a task beside this one.
+    fn await_replication(
+        &mut self,
+        request_id: RequestId,
+        kind: PersistKind,
+        appended: Result<Vec<(i32, ReplicationWait)>, PersistError>,
+    ) {
         let waits = match appended {
             Ok(waits) => waits,
             Err(error) => {
@@ -806,6 +855,9 @@ impl GroupDriver {
                 self.coordinator.offsets_persisted(request_id, result)
             }
             PersistKind::Deletes => self.coordinator.deletes_persisted(request_id, result),
+            PersistKind::ConsumerRecords => self
+                .coordinator
+                .consumer_records_persisted(request_id, result),
         }
     }
 
@@ -880,14 +932,25 @@ fn append_as_leader(
     (now_ms, timeout_ms): (i64, u64),
     proposals: &ProposalSender,
 ) -> Result<ReplicationWait, PersistError> {
-    let leader_epoch = partition
-        .admit_produce(Acks::All)
-        .map_err(PersistError::from_append_error)?;
     let encoded = match producer {
         Some(producer) => offsets_log::encode_txn_batches(entries, producer, now_ms),
         None => offsets_log::encode_batches(entries, now_ms),
     };
-    let mut batches = encoded.map_err(|_| PersistError::TooLarge)?;
+    let batches = encoded.map_err(|_| PersistError::TooLarge)?;
+    append_batches_as_leader(partition, batches, (now_ms, timeout_ms), proposals)
+}
+
+/// Appends encoded batches to a `__consumer_offsets` partition as its leader (see
+/// [`append_as_leader`]). Blocking.
+fn append_batches_as_leader(
+    partition: &Partition,
+    mut batches: Vec<Vec<u8>>,
+    (now_ms, timeout_ms): (i64, u64),
+    proposals: &ProposalSender,
+) -> Result<ReplicationWait, PersistError> {
+    let leader_epoch = partition
+        .admit_produce(Acks::All)
+        .map_err(PersistError::from_append_error)?;
     let append = LeaderAppend {
         batches: &mut batches,
         origin: AppendOrigin::Coordinator,
@@ -972,6 +1035,93 @@ mod tests {
                 commit_timestamp_ms: 1,
             },
         )
+    }
+
+    /// A driver leading `__consumer_offsets` partition 0 of 1, from the log in `dir`.
+    fn consumer_driver(dir: &std::path::Path) -> (skiff_storage::LogDir, GroupDriver) {
+        use skiff_group::consumer::TopicImage;
+        let log_dir =
+            skiff_storage::LogDir::open(dir, skiff_storage::LogConfig::default()).expect("open");
+        let log = match log_dir.log(OFFSETS_TOPIC, 0).expect("log") {
+            Some(log) => log,
+            None => log_dir.create(OFFSETS_TOPIC, 0, None).expect("create"),
+        };
+        let (entries, bytes) = replay_offsets(&log).expect("replay");
+        let (mut driver, _handle) = GroupDriver::open(group_config(&Default::default()), 1_000);
+        driver
+            .coordinator
+            .set_coordinated(skiff_group::Coordinated {
+                partitions: 1,
+                led: [0].into(),
+            });
+        let led = crate::partition::topics::Partition::led_alone(0, log);
+        driver.install(0, led, 0, entries, bytes);
+        let topic = skiff_group::consumer::TopicId([9; 16]);
+        driver.coordinator.set_topic_image(TopicImage {
+            version: 1,
+            by_name: [("t".to_owned(), (topic, 3))].into(),
+        });
+        (log_dir, driver)
+    }
+
+    #[tokio::test]
+    async fn a_heartbeats_records_are_appended_before_its_reply_and_replay_after_a_reopen() {
+        use skiff_group::consumer::{Assignment, HeartbeatRequest};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (proposals, _queued) = crate::partition::replica::proposal_channel();
+        let member = {
+            let (_log_dir, mut driver) = consumer_driver(dir.path());
+            let (sender, mut reply) = oneshot::channel();
+            driver.waiting.insert(1, sender);
+            let meta = RequestMeta {
+                request_id: 1,
+                version: 1,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+            };
+            let request = HeartbeatRequest {
+                group_id: "g".into(),
+                member_id: "m1".into(),
+                rebalance_timeout_ms: 30_000,
+                subscribed_topic_names: Some(vec!["t".into()]),
+                topic_partitions: Some(Assignment::new()),
+                ..HeartbeatRequest::default()
+            };
+            driver
+                .coordinator
+                .handle_consumer_group_heartbeat(meta, request, now_ms());
+            driver.drain(&proposals).await;
+            let Ok(GroupReply::Group(Response::ConsumerGroupHeartbeat(response))) =
+                reply.try_recv()
+            else {
+                panic!("the heartbeat is answered once its records are written");
+            };
+            assert_eq!(response.error_code, 0, "{response:?}");
+            assert_eq!(response.member_epoch, 1);
+            let group = driver
+                .coordinator
+                .consumer_groups()
+                .group("g")
+                .expect("group");
+            group.members().get("m1").cloned().expect("member")
+        };
+        // The log alone rebuilds the member: its id, epoch and partitions.
+        let (_log_dir, driver) = consumer_driver(dir.path());
+        let group = driver
+            .coordinator
+            .consumer_groups()
+            .group("g")
+            .expect("replayed group");
+        assert_eq!(group.members().get("m1"), Some(&member));
+        assert_eq!(
+            member
+                .assignment
+                .assigned
+                .values()
+                .map(|p| p.len())
+                .sum::<usize>(),
+            3
+        );
     }
 
     #[test]

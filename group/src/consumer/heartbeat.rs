@@ -192,17 +192,15 @@ impl ConsumerGroups {
         topics: &TopicImage,
         fresh_member_id: &str,
     ) -> Result<HeartbeatOutcome, HeartbeatError> {
-        validate(request, api_version, &self.config.assignors)?;
         let existing = self.groups.get(&request.group_id);
-        // Kafka checks the pattern's syntax with the request, before looking at the group.
-        if let Some(regex) = request
+        let cached = request
             .subscribed_topic_regex
             .as_deref()
-            .filter(|r| !r.is_empty())
-        {
-            if existing.is_none_or(|group| !group.compiled.contains_key(regex)) {
-                TopicRegex::compile(regex).map_err(|error| invalid_regex(regex, &error))?;
-            }
+            .is_some_and(|regex| existing.is_some_and(|group| group.compiled.contains_key(regex)));
+        if cached {
+            validate(request, api_version, &self.config.assignors)?;
+        } else {
+            check_request(request, api_version, &self.config.assignors)?;
         }
         let mut group = match existing {
             Some(group) => group.clone(),
@@ -229,6 +227,24 @@ impl ConsumerGroups {
         self.groups.insert(request.group_id.clone(), group);
         Ok(outcome)
     }
+}
+
+/// The request's checks and its pattern's syntax (Kafka checks the pattern with the request,
+/// before looking at the group).
+pub(super) fn check_request(
+    request: &HeartbeatRequest,
+    api_version: i16,
+    assignors: &[AssignorKind],
+) -> Result<(), HeartbeatError> {
+    validate(request, api_version, assignors)?;
+    if let Some(regex) = request
+        .subscribed_topic_regex
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        TopicRegex::compile(regex).map_err(|error| invalid_regex(regex, &error))?;
+    }
+    Ok(())
 }
 
 /// Applies `records` to `group` and keeps them in `out`.

@@ -111,8 +111,10 @@ impl ConsumerGroups {
             .replay(record);
     }
 
-    /// After a load: every member gets a fresh session (as Kafka schedules on load), and members
-    /// still revoking a fresh rebalance deadline.
+    /// After a load: every member without a session deadline gets a fresh one (as Kafka
+    /// schedules on load), and members still revoking a fresh rebalance deadline. Members that
+    /// already have deadlines keep them, so calling it again (a later partition's load) extends
+    /// no live session.
     pub fn activate(&mut self, now_ms: i64) {
         let session_ms = i64::from(self.config.session_timeout_ms);
         for group in self.groups.values_mut() {
@@ -120,13 +122,15 @@ impl ConsumerGroups {
                 let id = member.member_id.clone();
                 group
                     .session_deadlines
-                    .insert(id.clone(), now_ms.saturating_add(session_ms));
+                    .entry(id.clone())
+                    .or_insert(now_ms.saturating_add(session_ms));
                 if member.assignment.state == MemberState::UnrevokedPartitions {
                     let timeout = i64::from(member.metadata.rebalance_timeout_ms.max(0));
                     let deadline = now_ms.saturating_add(timeout);
                     group
                         .rebalance_deadlines
-                        .insert(id, (deadline, member.assignment.member_epoch));
+                        .entry(id)
+                        .or_insert((deadline, member.assignment.member_epoch));
                 }
             }
         }
@@ -134,8 +138,15 @@ impl ConsumerGroups {
 
     /// The earliest session or rebalance deadline.
     pub fn next_deadline_ms(&self) -> Option<i64> {
+        self.next_deadline_ms_where(|_| true)
+    }
+
+    /// The earliest session or rebalance deadline of the groups `include` accepts (the
+    /// coordinator leaves out groups whose records are being written).
+    pub fn next_deadline_ms_where(&self, include: impl Fn(&str) -> bool) -> Option<i64> {
         self.groups
             .values()
+            .filter(|group| include(&group.group_id))
             .flat_map(|group| {
                 let sessions = group.session_deadlines.values().copied();
                 sessions.chain(
@@ -151,35 +162,73 @@ impl ConsumerGroups {
     /// Removes every member whose session or rebalance deadline has passed (Kafka fences them),
     /// returning the records written, to persist in order.
     pub fn tick(&mut self, now_ms: i64, topics: &TopicImage) -> Vec<ConsumerRecord> {
+        let due: Vec<String> = self.groups_due(now_ms);
+        due.iter()
+            .flat_map(|group_id| self.expire(group_id, now_ms, topics))
+            .collect()
+    }
+
+    /// The groups with a member whose session or rebalance deadline has passed.
+    pub fn groups_due(&self, now_ms: i64) -> Vec<String> {
+        self.groups
+            .values()
+            .filter(|group| !expired_members(group, now_ms).is_empty())
+            .map(|group| group.group_id.clone())
+            .collect()
+    }
+
+    /// Fences the members of `group_id` whose deadlines have passed, returning the records
+    /// (already applied), to persist in order.
+    pub fn expire(
+        &mut self,
+        group_id: &str,
+        now_ms: i64,
+        topics: &TopicImage,
+    ) -> Vec<ConsumerRecord> {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return Vec::new();
+        };
         let mut records = Vec::new();
-        for group in self.groups.values_mut() {
-            let mut expired: Vec<String> = group
-                .session_deadlines
-                .iter()
-                .filter(|(_, deadline)| **deadline <= now_ms)
-                .map(|(member, _)| member.clone())
-                .collect();
-            for (member, (deadline, epoch)) in &group.rebalance_deadlines {
-                let revoking = group.members.get(member).is_some_and(|m| {
-                    m.assignment.state == MemberState::UnrevokedPartitions
-                        && m.assignment.member_epoch == *epoch
-                });
-                if *deadline <= now_ms && revoking {
-                    expired.push(member.clone());
-                }
+        for member in expired_members(group, now_ms) {
+            let fenced = fence_records(group, &member, topics, now_ms);
+            for record in &fenced {
+                group.replay(record);
             }
-            expired.sort();
-            expired.dedup();
-            for member in expired {
-                let fenced = fence_records(group, &member, topics, now_ms);
-                for record in &fenced {
-                    group.replay(record);
-                }
-                group.forget_deadlines(&member);
-                records.extend(fenced);
-            }
+            group.forget_deadlines(&member);
+            records.extend(fenced);
         }
         records
+    }
+
+    /// Moves the deadlines of `group_id` that fall before `until_ms` to it: the expiry of a
+    /// group whose records could not be written is tried again then, not at every tick.
+    pub fn postpone_deadlines(&mut self, group_id: &str, until_ms: i64) {
+        if let Some(group) = self.groups.get_mut(group_id) {
+            for deadline in group.session_deadlines.values_mut() {
+                *deadline = (*deadline).max(until_ms);
+            }
+            for (deadline, _) in group.rebalance_deadlines.values_mut() {
+                *deadline = (*deadline).max(until_ms);
+            }
+        }
+    }
+
+    /// Puts a group back as it was before a write that failed (`None`: it did not exist).
+    pub fn restore(&mut self, group_id: &str, group: Option<ConsumerGroup>) {
+        match group {
+            Some(group) => self.groups.insert(group_id.to_owned(), group),
+            None => self.groups.remove(group_id),
+        };
+    }
+
+    /// Kafka's request checks of a heartbeat (`throwIfConsumerGroupHeartbeatRequestIsInvalid`
+    /// and the pattern's syntax), which come before the group is looked up.
+    pub fn check_heartbeat(
+        &self,
+        request: &HeartbeatRequest,
+        api_version: i16,
+    ) -> Result<(), HeartbeatError> {
+        super::heartbeat::check_request(request, api_version, &self.config.assignors)
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetCommit` for an OffsetCommit (or TxnOffsetCommit) of
@@ -298,6 +347,29 @@ impl DeleteGroupError {
             Self::NonEmptyGroup => skiff_protocol::error_code::NON_EMPTY_GROUP,
         }
     }
+}
+
+/// The members of `group` whose session, or whose rebalance deadline while still revoking at the
+/// epoch it was set at, has passed, by id.
+fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
+    let mut expired: Vec<String> = group
+        .session_deadlines
+        .iter()
+        .filter(|(_, deadline)| **deadline <= now_ms)
+        .map(|(member, _)| member.clone())
+        .collect();
+    for (member, (deadline, epoch)) in &group.rebalance_deadlines {
+        let revoking = group.members.get(member).is_some_and(|m| {
+            m.assignment.state == MemberState::UnrevokedPartitions
+                && m.assignment.member_epoch == *epoch
+        });
+        if *deadline <= now_ms && revoking {
+            expired.push(member.clone());
+        }
+    }
+    expired.sort();
+    expired.dedup();
+    expired
 }
 
 fn known_member<'a>(

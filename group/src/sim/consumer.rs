@@ -4,6 +4,12 @@
 //! responses, re-subscribe (topic lists and patterns), while topics gain partitions or appear, and
 //! the coordinator restarts by replaying its records through the real codec.
 //!
+//! The clients talk to a [`crate::Coordinator`] as the broker's driver does
+//! (`consumer_io.rs`): each heartbeat's records and each expiry's come out as a write, and a
+//! write fails now and then (the heartbeat is then answered with the coordinator's error and the
+//! client retries). The log holds only the writes that succeeded, and a restart replays only
+//! that log.
+//!
 //! Checked after every step:
 //! - no partition is owned by two members at once: in the coordinator, each partition is in at
 //!   most one member's assigned or pending-revocation set (Kafka's invariant), and what a live
@@ -13,7 +19,10 @@
 //! - epochs only grow: the group epoch and the target assignment epoch (across restarts too),
 //!   each member's epoch while it stays a member; the target epoch is never above the group's;
 //! - when the group is Stable, every subscribed partition is owned by exactly one member;
-//! - a restart's replay rebuilds exactly the group the live coordinator had;
+//! - a restart's replay of the durable records rebuilds exactly the group the live coordinator
+//!   had (so a failed write left nothing behind, and members keep their ids, epochs and
+//!   partitions across restarts);
+//! - every heartbeat is answered once, and only after its write's result;
 //! - after the faults stop and every client heartbeats, the group becomes Stable.
 //!
 //! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-group
@@ -84,7 +93,12 @@ struct Sim {
     rng: ChaCha8Rng,
     now_ms: i64,
     topics: TopicImage,
-    groups: ConsumerGroups,
+    coord: crate::Coordinator,
+    /// Writes that failed so far (the runs must exercise some).
+    failed_writes: usize,
+    /// Whether writes may fail in this step (not while quiescing).
+    write_faults: bool,
+    next_request: u64,
     clients: Vec<Client>,
     /// Every record the coordinator wrote, in order: its log.
     log: Vec<ConsumerRecord>,
@@ -124,7 +138,10 @@ impl Sim {
                 version: 1,
                 by_name,
             },
-            groups: ConsumerGroups::new(config()),
+            coord: io::coordinator(&[]),
+            failed_writes: 0,
+            write_faults: false,
+            next_request: 0,
             clients: Vec::new(),
             log: Vec::new(),
             next_client: 0,
@@ -186,7 +203,10 @@ impl Sim {
 #[path = "consumer_steps.rs"]
 mod steps;
 
-fn run_seed(seed: u64) -> (usize, usize) {
+#[path = "consumer_io.rs"]
+mod io;
+
+fn run_seed(seed: u64) -> (usize, usize, usize) {
     let result = std::panic::catch_unwind(|| {
         let mut sim = Sim::new(seed);
         for _ in 0..STEPS {
@@ -203,7 +223,7 @@ fn run_seed(seed: u64) -> (usize, usize) {
                 sim.log.len()
             );
         }
-        (sim.restarts, sim.stable_checks)
+        (sim.restarts, sim.stable_checks, sim.failed_writes)
     });
     match result {
         Ok(stats) => stats,
@@ -227,12 +247,13 @@ fn run_seeds(seeds: std::ops::RangeInclusive<u64>, first_half: bool) {
         return;
     }
     let count = seeds.clone().count();
-    let (restarts, stable_checks) = seeds
+    let (restarts, stable_checks, failed_writes) = seeds
         .map(run_seed)
-        .fold((0, 0), |(r, s), (restarts, stable)| {
-            (r + restarts, s + stable)
+        .fold((0, 0, 0), |(r, s, f), (restarts, stable, failed)| {
+            (r + restarts, s + stable, f + failed)
         });
     assert!(restarts > 0, "no seed restarted the coordinator");
+    assert!(failed_writes > count, "writes seldom failed");
     assert!(stable_checks > count, "the group was seldom stable");
 }
 

@@ -8,14 +8,16 @@ impl Sim {
     /// One step: time passes, deadlines fire, revocations finish, maybe a fault, then every due
     /// client heartbeats.
     pub(super) fn step(&mut self, faults: bool) {
+        self.write_faults = faults;
         self.now_ms += self.rng.gen_range(0..800);
         if self
-            .groups
+            .coord
             .next_deadline_ms()
             .is_some_and(|deadline| deadline <= self.now_ms)
         {
-            let records = self.groups.tick(self.now_ms, &self.topics);
-            self.log.extend(records);
+            self.coord.tick(self.now_ms);
+            let replies = self.settle();
+            assert!(replies.is_empty(), "a tick answered {replies:?}");
         }
         for client in &mut self.clients {
             if let Liveness::Paused(until) = client.liveness {
@@ -37,6 +39,7 @@ impl Sim {
         }
         if faults {
             self.fault();
+            self.coord.set_topic_image(self.topics.clone());
         }
         for index in 0..self.clients.len() {
             let due = self.clients.get(index).is_some_and(|c| {
@@ -105,21 +108,18 @@ impl Sim {
             epochs::LEAVE
         };
         self.clients[index].owned.clear();
-        match self
-            .groups
-            .heartbeat(&request, 1, self.now_ms, &self.topics, "unused")
-        {
-            Ok(outcome) => {
-                assert_eq!(outcome.response.member_epoch, request.member_epoch);
-                self.log.extend(outcome.records);
-            }
-            Err(error) => assert!(
+        match self.exchange(&request) {
+            Ok(response) => assert_eq!(response.member_epoch, request.member_epoch),
+            // A failed write leaves the member in; its session ends it.
+            Err((code, message)) => assert!(
                 [
                     error_code::UNKNOWN_MEMBER_ID,
-                    error_code::FENCED_INSTANCE_ID
+                    error_code::FENCED_INSTANCE_ID,
+                    error_code::COORDINATOR_NOT_AVAILABLE,
+                    error_code::NOT_COORDINATOR,
                 ]
-                .contains(&error.code()),
-                "leave refused: {error}"
+                .contains(&code),
+                "leave refused: {code} {message:?}"
             ),
         }
         let pause = self.rng.gen_range(0..3_000);
@@ -134,9 +134,7 @@ impl Sim {
     fn heartbeat(&mut self, index: usize, lose_response: bool) {
         let full = self.rng.gen_bool(0.3) || self.clients[index].owned_changed;
         let request = request(&self.clients[index], full);
-        let result = self
-            .groups
-            .heartbeat(&request, 1, self.now_ms, &self.topics, "unused");
+        let result = self.exchange(&request);
         let delay = if self.clients[index].slow {
             self.rng.gen_range(0..8_000)
         } else {
@@ -144,15 +142,13 @@ impl Sim {
         };
         let client = &mut self.clients[index];
         client.next_heartbeat_ms = self.now_ms + i64::from(HEARTBEAT_INTERVAL_MS);
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(error) => return on_error(client, error.code(), &error.to_string()),
+        let response = match result {
+            Ok(response) => response,
+            Err((code, message)) => return on_error(client, code, &format!("{code} {message:?}")),
         };
-        self.log.extend(outcome.records);
         if lose_response {
             return;
         }
-        let response = outcome.response;
         client.epoch = response.member_epoch;
         client.joined = true;
         client.subscription_changed &= request.subscribed_topic_names.is_none();
@@ -181,12 +177,12 @@ impl Sim {
     fn restart(&mut self) {
         let replayed = replay_log(&self.log);
         assert_eq!(
-            snapshot(&self.groups),
+            snapshot(self.coord.consumer_groups()),
             snapshot(&replayed),
-            "replay differs from the live group"
+            "replay of the durable records differs from the live group"
         );
-        self.groups = replayed;
-        self.groups.activate(self.now_ms);
+        self.coord = io::coordinator(&self.log);
+        self.coord.set_topic_image(self.topics.clone());
         self.restarts += 1;
     }
 
@@ -206,9 +202,9 @@ impl Sim {
             self.check();
         }
         assert!(
-            stable(&self.groups),
+            stable(self.coord.consumer_groups()),
             "not stable after quiescing: {:?}",
-            self.groups.describe(GROUP)
+            self.coord.consumer_groups().describe(GROUP)
         );
     }
 
@@ -223,7 +219,7 @@ impl Sim {
             return;
         }
         self.last_checked = Some(fingerprint);
-        let Some(group) = self.groups.group(GROUP) else {
+        let Some(group) = self.coord.consumer_groups().group(GROUP) else {
             return;
         };
         assert!(
@@ -258,7 +254,7 @@ impl Sim {
     }
 
     fn check_member_epochs(&mut self) {
-        let Some(group) = self.groups.group(GROUP) else {
+        let Some(group) = self.coord.consumer_groups().group(GROUP) else {
             return;
         };
         self.member_epochs
@@ -279,7 +275,7 @@ impl Sim {
     }
 
     fn check_clients(&self) {
-        let Some(group) = self.groups.group(GROUP) else {
+        let Some(group) = self.coord.consumer_groups().group(GROUP) else {
             return;
         };
         for client in &self.clients {
@@ -318,7 +314,7 @@ impl Sim {
     }
 
     fn check_target(&self, subscribed: &Subscribed, fresh: bool) {
-        let Some(group) = self.groups.group(GROUP) else {
+        let Some(group) = self.coord.consumer_groups().group(GROUP) else {
             return;
         };
         let up_to_date = fresh && group.group_epoch() == group.assignment_epoch();
@@ -341,7 +337,7 @@ impl Sim {
     }
 
     fn check_stable(&mut self, subscribed: &Subscribed, fresh: bool) {
-        let Some(group) = self.groups.group(GROUP) else {
+        let Some(group) = self.coord.consumer_groups().group(GROUP) else {
             return;
         };
         let fresh = fresh
@@ -384,7 +380,11 @@ fn on_error(client: &mut Client, code: i16, message: &str) {
             client.joined = false;
             client.subscription_changed = true;
         }
-        error_code::UNRELEASED_INSTANCE_ID => {}
+        // A write that failed (the coordinator rolled the group back): retried as it stands,
+        // as the Java client retries these (after finding the coordinator for NOT_COORDINATOR).
+        error_code::UNRELEASED_INSTANCE_ID
+        | error_code::COORDINATOR_NOT_AVAILABLE
+        | error_code::NOT_COORDINATOR => {}
         error_code::FENCED_INSTANCE_ID => {
             // Another process took this instance id: this one stops for good.
             client.owned.clear();

@@ -402,6 +402,11 @@ impl TxnSim {
     fn drain(&mut self) {
         while let Some(output) = self.coordinator.poll_output() {
             match output {
+                Output::PersistConsumerRecords { .. } => {
+                    panic!(
+                        "this simulation sends no ConsumerGroupHeartbeat (see `sim/consumer.rs`)"
+                    )
+                }
                 Output::PersistOffsets {
                     request_id,
                     commits,

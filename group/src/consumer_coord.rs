@@ -1,0 +1,497 @@
+//! The [`Coordinator`]'s entry points for KIP-848 consumer groups: ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe routed by group id between the classic groups and
+//! [`crate::consumer::ConsumerGroups`], the heartbeat's records handed to the driver
+//! ([`Output::PersistConsumerRecords`]) and its reply sent only once they are durable
+//! ([`Coordinator::consumer_records_persisted`]), and the expiry records of the tick.
+//!
+//! A failed write rolls the group back to its state before the request. That is correct only if
+//! nothing else was applied to the group meanwhile, so each consumer group has at most one write
+//! in flight: a heartbeat for a group whose write is in flight waits (parked, bounded) until the
+//! write's result, and the tick leaves that group alone until then. The alternative, reloading
+//! the group from the durable log, would need the log or a durable copy of every group here;
+//! the rollback needs one clone of the group per write, which the core's heartbeat makes anyway.
+//! A heartbeat that writes nothing is answered at once unless a write of its group is in flight
+//! (then it waits like the others, so no reply shows state that is not durable yet, as Kafka's
+//! runtime completes such a read only after the last write is committed).
+//!
+//! Routing, as Kafka 4.1.1's `GroupMetadataManager` with `group.consumer.migration.policy=disabled`
+//! (online upgrade and downgrade are not implemented): a heartbeat for a group id held by a
+//! classic group is refused with GROUP_ID_NOT_FOUND (`getOrMaybeCreateConsumerGroup`, and
+//! `consumerGroup` for a leave), except that a joining heartbeat (epoch 0) takes over an Empty
+//! classic group (`maybeDeleteEmptyClassicGroup`; Skiff writes no classic group record, so there
+//! is nothing to delete, and the group's committed offsets stay with the group id, as Kafka
+//! keeps them). JoinGroup on a consumer group is refused in `membership.rs`.
+//!
+//! Must never: reply to a heartbeat before its records are durable, keep a change whose write
+//! failed, or have two writes of one group in flight.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::responses::consumer_group::{
+    member_type, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedGroup,
+    DescribedMember, DescribedTopicPartitions, HeartbeatTopicPartitions,
+    DESCRIBE_MEMBER_TYPE_VERSION_MIN,
+};
+
+use super::consumer::group::ConsumerGroup;
+use super::consumer::{
+    epochs, Assignment, ConsumerRecord, HeartbeatError, HeartbeatRequest, MemberDescription,
+    TopicImage,
+};
+use super::coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
+use super::state::GroupState;
+
+/// The coordinator's handle for one write of consumer group records; it comes back in
+/// [`Coordinator::consumer_records_persisted`].
+pub type ConsumerWriteId = u64;
+
+/// Heartbeats waiting for their group's write, over all groups. A member has one heartbeat in
+/// flight at a time, so this holds a few groups' worth of members (`group.consumer.max.size` is
+/// bounded likewise); beyond it a heartbeat is answered COORDINATOR_NOT_AVAILABLE and retried.
+pub const PARKED_HEARTBEATS_MAX: usize =
+    4 * crate::consumer::group::CONSUMER_GROUP_MAX_SIZE_DEFAULT;
+
+/// How long after a failed write of expiry records the expiry is tried again (Kafka's
+/// coordinator timer retries a failed timeout operation after 500 ms).
+pub const EXPIRY_RETRY_BACKOFF_MS: i64 = 500;
+
+/// A write of one group's records whose result has not come back.
+#[derive(Debug)]
+pub(super) struct ConsumerWrite {
+    group_id: String,
+    /// The group before the write (`None`: it did not exist), put back if the write fails.
+    before: Option<ConsumerGroup>,
+    /// The heartbeat answered by the write's result (none for the tick's expiries).
+    reply: Option<(RequestId, i16, ConsumerGroupHeartbeatResponse)>,
+    /// The group's partition was unloaded while writing: the result touches no group.
+    orphaned: bool,
+}
+
+/// A heartbeat waiting for its group's write.
+#[derive(Debug)]
+struct ParkedHeartbeat {
+    meta: RequestMeta,
+    request: HeartbeatRequest,
+}
+
+/// The consumer groups' side of the coordinator: the topic image, writes in flight, parked
+/// heartbeats.
+#[derive(Debug, Default)]
+pub(super) struct ConsumerSide {
+    topics: TopicImage,
+    writes: BTreeMap<ConsumerWriteId, ConsumerWrite>,
+    /// Group → its write in flight.
+    busy: BTreeMap<String, ConsumerWriteId>,
+    parked: BTreeMap<String, VecDeque<ParkedHeartbeat>>,
+    parked_count: usize,
+    next_write: ConsumerWriteId,
+    /// The latest time seen (parked heartbeats run at it when their group's write is done).
+    now_ms: i64,
+    /// A partition was loaded: its members get sessions at the next tick.
+    activation_pending: bool,
+}
+
+impl Coordinator {
+    /// The cluster's topics, for subscriptions and assignments (the driver sets it at start and
+    /// whenever a topic is created, deleted or grows, bumping [`TopicImage::version`]).
+    pub fn set_topic_image(&mut self, topics: TopicImage) {
+        self.consumer.topics = topics;
+    }
+
+    /// ConsumerGroupHeartbeat (any version; `request` decoded from it). Answered at once when it
+    /// is refused or writes nothing; otherwise an [`Output::PersistConsumerRecords`] comes out
+    /// and the reply follows [`Coordinator::consumer_records_persisted`].
+    pub fn handle_consumer_group_heartbeat(
+        &mut self,
+        meta: RequestMeta,
+        request: HeartbeatRequest,
+        now_ms: i64,
+    ) {
+        self.consumer.now_ms = self.consumer.now_ms.max(now_ms);
+        if let Some(error) = self.unavailable_for(&request.group_id) {
+            return self.reply_heartbeat_error(&meta, error.code(), None);
+        }
+        if self.consumer.busy.contains_key(&request.group_id) {
+            if self.consumer.parked_count >= PARKED_HEARTBEATS_MAX {
+                let code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
+                return self.reply_heartbeat_error(&meta, code, None);
+            }
+            self.consumer.parked_count += 1;
+            let queue = self.consumer.parked.entry(request.group_id.clone());
+            queue
+                .or_default()
+                .push_back(ParkedHeartbeat { meta, request });
+            return;
+        }
+        self.run_heartbeat(meta, &request, now_ms);
+    }
+
+    fn run_heartbeat(&mut self, meta: RequestMeta, request: &HeartbeatRequest, now_ms: i64) {
+        if let Err(error) = self.route_heartbeat(request, meta.version) {
+            let message = Some(error.message().to_owned());
+            return self.reply_heartbeat_error(&meta, error.code(), message);
+        }
+        let group_id = request.group_id.clone();
+        let before = self.consumer_groups.group(&group_id).cloned();
+        let fresh_member_id = if request.member_id.is_empty() {
+            self.new_member_id(&meta.client_id)
+        } else {
+            String::new()
+        };
+        let topics = std::mem::take(&mut self.consumer.topics);
+        let result = self.consumer_groups.heartbeat(
+            request,
+            meta.version,
+            now_ms,
+            &topics,
+            &fresh_member_id,
+        );
+        self.consumer.topics = topics;
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let message = Some(error.message().to_owned());
+                return self.reply_heartbeat_error(&meta, error.code(), message);
+            }
+        };
+        let response = heartbeat_response(outcome.response);
+        if outcome.records.is_empty() {
+            let reply = Response::ConsumerGroupHeartbeat(response);
+            return self.reply(meta.request_id, meta.version, reply);
+        }
+        let reply = Some((meta.request_id, meta.version, response));
+        self.write_consumer_records(group_id, before, reply, outcome.records);
+    }
+
+    /// Kafka's refusals of a heartbeat by the kind of group that holds its id (module doc).
+    fn route_heartbeat(
+        &self,
+        request: &HeartbeatRequest,
+        version: i16,
+    ) -> Result<(), HeartbeatError> {
+        self.consumer_groups.check_heartbeat(request, version)?;
+        let group_id = &request.group_id;
+        if self.consumer_groups.group(group_id).is_some() {
+            return Ok(());
+        }
+        let leaving =
+            request.member_epoch == epochs::LEAVE || request.member_epoch == epochs::LEAVE_STATIC;
+        let not_found = |message: String| Err(HeartbeatError::GroupIdNotFound(message));
+        match self.groups.get(group_id) {
+            // `consumerGroupLeave` looks the group up with `consumerGroup`, whose message this is.
+            None if leaving => not_found(format!("Group {group_id} not found.")),
+            None => Ok(()),
+            Some(classic) if request.member_epoch == epochs::JOIN => {
+                if classic.state == GroupState::Empty {
+                    Ok(())
+                } else {
+                    not_found(format!(
+                        "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
+                    ))
+                }
+            }
+            Some(_) => not_found(format!("Group {group_id} is not a consumer group.")),
+        }
+    }
+
+    /// Hands a group's records to the driver; the group is busy until their result.
+    fn write_consumer_records(
+        &mut self,
+        group_id: String,
+        before: Option<ConsumerGroup>,
+        reply: Option<(RequestId, i16, ConsumerGroupHeartbeatResponse)>,
+        records: Vec<ConsumerRecord>,
+    ) {
+        self.consumer.next_write += 1;
+        let write = self.consumer.next_write;
+        let partition = self.offsets_partition(&group_id);
+        self.consumer.busy.insert(group_id.clone(), write);
+        let pending = ConsumerWrite {
+            group_id,
+            before,
+            reply,
+            orphaned: false,
+        };
+        self.consumer.writes.insert(write, pending);
+        self.outputs.push_back(Output::PersistConsumerRecords {
+            write,
+            partition,
+            records,
+        });
+    }
+
+    /// The driver's result for an [`Output::PersistConsumerRecords`]: on success the heartbeat
+    /// (if any) is answered; on failure the group goes back to its state before the write and
+    /// the heartbeat gets Kafka's error for a failed coordinator write. Heartbeats parked
+    /// behind the write then run.
+    pub fn consumer_records_persisted(
+        &mut self,
+        write: ConsumerWriteId,
+        result: Result<(), PersistError>,
+    ) {
+        let Some(pending) = self.consumer.writes.remove(&write) else {
+            return;
+        };
+        let ConsumerWrite {
+            group_id,
+            before,
+            reply,
+            orphaned,
+        } = pending;
+        let error_code = if orphaned {
+            // The group went with its partition: its next leader loads whatever is durable.
+            Some(
+                self.unavailable_for(&group_id)
+                    .unwrap_or(ErrorCode::NOT_COORDINATOR)
+                    .code(),
+            )
+        } else {
+            self.consumer.busy.remove(&group_id);
+            result.err().map(|error| {
+                self.consumer_groups.restore(&group_id, before);
+                if reply.is_none() {
+                    let retry_ms = self.consumer.now_ms.saturating_add(EXPIRY_RETRY_BACKOFF_MS);
+                    self.consumer_groups.postpone_deadlines(&group_id, retry_ms);
+                }
+                heartbeat_write_error(error)
+            })
+        };
+        if let Some((request_id, version, response)) = reply {
+            let response = match error_code {
+                Some(code) => heartbeat_error(code, None),
+                None => response,
+            };
+            self.reply(
+                request_id,
+                version,
+                Response::ConsumerGroupHeartbeat(response),
+            );
+        }
+        self.run_parked(&group_id);
+    }
+
+    /// Runs the heartbeats parked for `group_id` until one of them writes again.
+    fn run_parked(&mut self, group_id: &str) {
+        while !self.consumer.busy.contains_key(group_id) {
+            let Some(queue) = self.consumer.parked.get_mut(group_id) else {
+                return;
+            };
+            let Some(parked) = queue.pop_front() else {
+                self.consumer.parked.remove(group_id);
+                return;
+            };
+            self.consumer.parked_count -= 1;
+            let now_ms = self.consumer.now_ms;
+            self.handle_parked(parked, now_ms);
+        }
+    }
+
+    fn handle_parked(&mut self, parked: ParkedHeartbeat, now_ms: i64) {
+        let ParkedHeartbeat { meta, request } = parked;
+        if let Some(error) = self.unavailable_for(&request.group_id) {
+            return self.reply_heartbeat_error(&meta, error.code(), None);
+        }
+        self.run_heartbeat(meta, &request, now_ms);
+    }
+
+    /// A consumer group's partition was unloaded: its write in flight no longer touches it and
+    /// its parked heartbeats are answered NOT_COORDINATOR.
+    pub(super) fn consumer_group_unloaded(&mut self, group_id: &str) {
+        if let Some(write) = self.consumer.busy.remove(group_id) {
+            if let Some(pending) = self.consumer.writes.get_mut(&write) {
+                pending.orphaned = true;
+            }
+        }
+        for parked in self.consumer.parked.remove(group_id).unwrap_or_default() {
+            self.consumer.parked_count -= 1;
+            let code = ErrorCode::NOT_COORDINATOR.code();
+            self.reply_heartbeat_error(&parked.meta, code, None);
+        }
+    }
+
+    /// A partition's consumer group records were loaded: sessions start at the next tick.
+    pub(super) fn consumer_groups_loaded(&mut self) {
+        if self.consumer_groups.group_ids().next().is_some() {
+            self.consumer.activation_pending = true;
+        }
+    }
+
+    /// The tick's part for consumer groups: sessions for loaded members, then the expiries of
+    /// groups with no write in flight, each group's records as one write.
+    pub(super) fn tick_consumer_groups(&mut self, now_ms: i64) {
+        self.consumer.now_ms = self.consumer.now_ms.max(now_ms);
+        if std::mem::take(&mut self.consumer.activation_pending) {
+            self.consumer_groups.activate(now_ms);
+        }
+        for group_id in self.consumer_groups.groups_due(now_ms) {
+            if self.consumer.busy.contains_key(&group_id) {
+                continue;
+            }
+            let before = self.consumer_groups.group(&group_id).cloned();
+            let records = self
+                .consumer_groups
+                .expire(&group_id, now_ms, &self.consumer.topics);
+            if !records.is_empty() {
+                self.write_consumer_records(group_id, before, None, records);
+            }
+        }
+    }
+
+    /// The consumer groups' next deadline (groups with a write in flight wait for its result).
+    pub(super) fn consumer_next_deadline_ms(&self) -> Option<i64> {
+        if self.consumer.activation_pending {
+            return Some(i64::MIN);
+        }
+        let busy = &self.consumer.busy;
+        self.consumer_groups
+            .next_deadline_ms_where(|group_id| !busy.contains_key(group_id))
+    }
+
+    fn reply_heartbeat_error(&mut self, meta: &RequestMeta, code: i16, message: Option<String>) {
+        let response = Response::ConsumerGroupHeartbeat(heartbeat_error(code, message));
+        self.reply(meta.request_id, meta.version, response);
+    }
+
+    /// ConsumerGroupDescribe (any version): each group as Kafka's `consumerGroupDescribe`
+    /// answers it; a classic group's id gets GROUP_ID_NOT_FOUND.
+    pub fn handle_consumer_group_describe(&mut self, meta: RequestMeta, group_ids: Vec<String>) {
+        let groups = group_ids
+            .into_iter()
+            .map(|group_id| self.describe_consumer_group(group_id, meta.version))
+            .collect();
+        let response = ConsumerGroupDescribeResponse {
+            throttle_time_ms: 0,
+            groups,
+        };
+        let reply = Response::ConsumerGroupDescribe(response);
+        self.reply(meta.request_id, meta.version, reply);
+    }
+
+    fn describe_consumer_group(&self, group_id: String, version: i16) -> DescribedGroup {
+        let error = |code: ErrorCode, message: Option<String>, group_id: String| DescribedGroup {
+            error_code: code.code(),
+            error_message: message,
+            group_id,
+            ..DescribedGroup::default()
+        };
+        if group_id.is_empty() {
+            return error(ErrorCode::INVALID_GROUP_ID, None, group_id);
+        }
+        if let Some(code) = self.unavailable_for(&group_id) {
+            return error(code, None, group_id);
+        }
+        let Some(description) = self.consumer_groups.describe(&group_id) else {
+            let message = if self.groups.contains_key(&group_id) {
+                format!("Group {group_id} is not a consumer group.")
+            } else {
+                format!("Group {group_id} not found.")
+            };
+            return error(ErrorCode::GROUP_ID_NOT_FOUND, Some(message), group_id);
+        };
+        let members = description
+            .members
+            .into_iter()
+            .map(|member| self.described_member(member, version))
+            .collect();
+        DescribedGroup {
+            group_id,
+            group_state: description.state.to_owned(),
+            group_epoch: description.group_epoch,
+            assignment_epoch: description.assignment_epoch,
+            assignor_name: description.assignor_name.to_owned(),
+            members,
+            ..DescribedGroup::default()
+        }
+    }
+
+    fn described_member(&self, member: MemberDescription, version: i16) -> DescribedMember {
+        let member_type = if version >= DESCRIBE_MEMBER_TYPE_VERSION_MIN {
+            member_type::CONSUMER
+        } else {
+            member_type::UNKNOWN
+        };
+        DescribedMember {
+            member_id: member.member_id,
+            instance_id: member.instance_id,
+            rack_id: member.rack_id,
+            member_epoch: member.member_epoch,
+            client_id: member.client_id,
+            client_host: member.client_host,
+            subscribed_topic_names: member.subscribed_topic_names,
+            subscribed_topic_regex: member.subscribed_topic_regex,
+            assignment: self.described_partitions(&member.assignment),
+            target_assignment: self.described_partitions(&member.target_assignment),
+            member_type,
+        }
+    }
+
+    /// An assignment by topic name; topics gone from the image are left out, as Kafka's
+    /// describe does.
+    fn described_partitions(&self, assignment: &Assignment) -> Vec<DescribedTopicPartitions> {
+        let names: BTreeMap<_, &String> = self
+            .consumer
+            .topics
+            .by_name
+            .iter()
+            .map(|(name, (id, _))| (*id, name))
+            .collect();
+        assignment
+            .iter()
+            .filter_map(|(topic, partitions)| {
+                Some(DescribedTopicPartitions {
+                    topic_id: uuid::Uuid::from_bytes(topic.0),
+                    topic_name: (*names.get(topic)?).clone(),
+                    partitions: partitions.iter().copied().collect(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The wire response of a successful heartbeat.
+fn heartbeat_response(
+    response: crate::consumer::HeartbeatResponse,
+) -> ConsumerGroupHeartbeatResponse {
+    let assignment = response.assignment.map(|assignment| {
+        assignment
+            .into_iter()
+            .map(|(topic, partitions)| HeartbeatTopicPartitions {
+                topic_id: uuid::Uuid::from_bytes(topic.0),
+                partitions: partitions.into_iter().collect(),
+            })
+            .collect()
+    });
+    ConsumerGroupHeartbeatResponse {
+        member_id: Some(response.member_id),
+        member_epoch: response.member_epoch,
+        heartbeat_interval_ms: response.heartbeat_interval_ms,
+        assignment,
+        ..ConsumerGroupHeartbeatResponse::default()
+    }
+}
+
+/// A refused heartbeat, as Kafka's `ConsumerGroupHeartbeatResponseData` carries it: the error,
+/// its message, and nothing else.
+fn heartbeat_error(code: i16, message: Option<String>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse {
+        error_code: code,
+        error_message: message,
+        ..ConsumerGroupHeartbeatResponse::default()
+    }
+}
+
+/// The error of a heartbeat whose records could not be written: Kafka 4.1.1's
+/// `CoordinatorOperationExceptionHelper.handleOperationException` maps the append's failure
+/// (NOT_ENOUGH_REPLICAS and timeouts to COORDINATOR_NOT_AVAILABLE, a lost leadership or a log
+/// error to NOT_COORDINATOR, a too-large batch to UNKNOWN_SERVER_ERROR) and sends no message.
+fn heartbeat_write_error(error: PersistError) -> i16 {
+    match error {
+        PersistError::TooLarge => ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+        other => other.error_code(),
+    }
+}
+
+#[cfg(test)]
+#[path = "tests/consumer_coord.rs"]
+mod tests;

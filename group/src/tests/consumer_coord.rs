@@ -1,0 +1,479 @@
+//! Tests of the consumer group entry points: routing by the kind of group an id names (answers
+//! checked against Kafka 4.1.1's `GroupMetadataManager`), persist-then-reply, rollback of a failed
+//! write, parking behind a write in flight, and the tick's expiry writes.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::{GroupId, HeartbeatRequest as ClassicHeartbeat, JoinGroupRequest};
+use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::error_code::ErrorCode;
+use skiff_protocol::responses::consumer_group::ConsumerGroupHeartbeatResponse;
+
+use crate::consumer::{epochs, Assignment, HeartbeatRequest, TopicId, TopicImage};
+use crate::{Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestMeta, Response};
+
+const TOPIC: TopicId = TopicId([7; 16]);
+
+struct H {
+    coordinator: Coordinator,
+    next_request: u64,
+    now_ms: i64,
+}
+
+impl H {
+    fn new() -> Self {
+        let mut coordinator = Coordinator::new(GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3));
+        coordinator.load_offsets([]);
+        coordinator.set_topic_image(TopicImage {
+            version: 1,
+            by_name: BTreeMap::from([("t".to_owned(), (TOPIC, 4))]),
+        });
+        assert_eq!(coordinator.next_deadline_ms(), None);
+        Self {
+            coordinator,
+            next_request: 0,
+            now_ms: 1_000,
+        }
+    }
+
+    fn meta(&mut self, version: i16) -> RequestMeta {
+        self.next_request += 1;
+        RequestMeta {
+            request_id: self.next_request,
+            version,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+
+    fn heartbeat(&mut self, request: HeartbeatRequest) -> u64 {
+        let meta = self.meta(1);
+        let id = meta.request_id;
+        self.coordinator
+            .handle_consumer_group_heartbeat(meta, request, self.now_ms);
+        id
+    }
+
+    fn outputs(&mut self) -> Vec<Output> {
+        std::iter::from_fn(|| self.coordinator.poll_output()).collect()
+    }
+
+    /// The one output, a heartbeat reply to `id`.
+    fn reply(&mut self, id: u64) -> ConsumerGroupHeartbeatResponse {
+        match self.outputs().as_slice() {
+            [Output::Reply {
+                request_id,
+                response: Response::ConsumerGroupHeartbeat(response),
+                ..
+            }] if *request_id == id => response.clone(),
+            other => panic!("expected the reply to {id}, got {other:?}"),
+        }
+    }
+
+    /// The one output, a write; returns its id and record count.
+    fn write(&mut self) -> (u64, usize) {
+        match self.outputs().as_slice() {
+            [Output::PersistConsumerRecords { write, records, .. }] => (*write, records.len()),
+            other => panic!("expected one write, got {other:?}"),
+        }
+    }
+}
+
+fn join(group: &str, member: &str) -> HeartbeatRequest {
+    HeartbeatRequest {
+        group_id: group.to_owned(),
+        member_id: member.to_owned(),
+        member_epoch: epochs::JOIN,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(vec!["t".to_owned()]),
+        topic_partitions: Some(Assignment::new()),
+        client_id: "c".to_owned(),
+        client_host: "/127.0.0.1".to_owned(),
+        ..HeartbeatRequest::default()
+    }
+}
+
+fn at_epoch(group: &str, member: &str, epoch: i32) -> HeartbeatRequest {
+    HeartbeatRequest {
+        group_id: group.to_owned(),
+        member_id: member.to_owned(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        client_id: "c".to_owned(),
+        client_host: "/127.0.0.1".to_owned(),
+        ..HeartbeatRequest::default()
+    }
+}
+
+/// A member joined and durable: returns its epoch.
+fn joined(h: &mut H, group: &str, member: &str) -> i32 {
+    let id = h.heartbeat(join(group, member));
+    let (write, _) = h.write();
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    let response = h.reply(id);
+    assert_eq!(response.error_code, 0, "{response:?}");
+    response.member_epoch
+}
+
+/// A classic group with one member, in CompletingRebalance.
+fn classic_member(h: &mut H, group: &str) {
+    let meta = h.meta(3);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    let mut protocol =
+        kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    request.protocols = vec![protocol];
+    h.coordinator.handle_join_group(h.now_ms, meta, request);
+    h.outputs();
+}
+
+#[test]
+fn a_heartbeat_is_answered_only_once_its_records_are_durable() {
+    let mut h = H::new();
+    let id = h.heartbeat(join("g", "m1"));
+    let (write, records) = h.write();
+    assert!(records > 0);
+    assert!(h.coordinator.consumer_groups().group("g").is_some());
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    let response = h.reply(id);
+    assert_eq!(response.error_code, 0);
+    assert_eq!(response.member_id.as_deref(), Some("m1"));
+    assert_eq!(response.member_epoch, 1);
+    let assigned = response.assignment.expect("the first answer assigns");
+    assert_eq!(assigned.len(), 1);
+    assert_eq!(assigned[0].topic_id.as_bytes(), &TOPIC.0);
+    assert_eq!(assigned[0].partitions, vec![0, 1, 2, 3]);
+    // A steady heartbeat writes nothing and is answered at once.
+    let id = h.heartbeat(at_epoch("g", "m1", 1));
+    assert_eq!(h.reply(id).member_epoch, 1);
+}
+
+#[test]
+fn a_failed_write_rolls_the_group_back_and_answers_kafkas_error() {
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    let before = h.coordinator.consumer_groups().group("g").cloned();
+    let id = h.heartbeat(join("g", "m2"));
+    let (write, _) = h.write();
+    assert_eq!(
+        h.coordinator
+            .consumer_groups()
+            .group("g")
+            .map(|g| g.members().len()),
+        Some(2)
+    );
+    h.coordinator
+        .consumer_records_persisted(write, Err(PersistError::NotLeader));
+    let response = h.reply(id);
+    assert_eq!(response.error_code, ErrorCode::NOT_COORDINATOR.code());
+    assert_eq!(response.error_message, None);
+    assert_eq!(response.member_id, None);
+    let after = h.coordinator.consumer_groups().group("g").cloned();
+    assert_eq!(
+        after
+            .as_ref()
+            .map(|g| (g.members().clone(), g.group_epoch(), g.assignment_epoch())),
+        before
+            .as_ref()
+            .map(|g| (g.members().clone(), g.group_epoch(), g.assignment_epoch()))
+    );
+    // Kafka sends UNKNOWN_SERVER_ERROR for a batch too large, COORDINATOR_NOT_AVAILABLE for a
+    // write that may succeed when retried.
+    for (error, code) in [
+        (PersistError::TooLarge, ErrorCode::UNKNOWN_SERVER_ERROR),
+        (
+            PersistError::Unavailable,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+        ),
+    ] {
+        let id = h.heartbeat(join("g", "m2"));
+        let (write, _) = h.write();
+        h.coordinator.consumer_records_persisted(write, Err(error));
+        assert_eq!(h.reply(id).error_code, code.code());
+    }
+    // A new group whose first write failed does not exist.
+    let id = h.heartbeat(join("fresh", "m"));
+    let (write, _) = h.write();
+    h.coordinator
+        .consumer_records_persisted(write, Err(PersistError::Failed));
+    assert_eq!(
+        h.reply(id).error_code,
+        ErrorCode::UNKNOWN_SERVER_ERROR.code()
+    );
+    assert!(h.coordinator.consumer_groups().group("fresh").is_none());
+    let id = h.heartbeat(at_epoch("g", "m1", epoch));
+    assert_eq!(h.reply(id).member_epoch, epoch);
+}
+
+#[test]
+fn heartbeats_wait_behind_their_groups_write() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let first = h.heartbeat(join("g", "m2"));
+    let (write, _) = h.write();
+    // Another group is not held up; this one's heartbeats wait, even those writing nothing.
+    let other = h.heartbeat(join("other", "x"));
+    let (other_write, _) = h.write();
+    let steady = h.heartbeat(at_epoch("g", "m1", 1));
+    // (m1 must now give partitions up to m2: its heartbeat writes too.)
+    let third = h.heartbeat(join("g", "m3"));
+    assert!(h.outputs().is_empty());
+    // Both groups have a write in flight: their deadlines wait for the results.
+    assert_eq!(h.coordinator.next_deadline_ms(), None);
+    // Each write's result lets the next parked heartbeat run: they are answered in arrival
+    // order, one write of the group in flight at a time.
+    let mut write = Some(write);
+    let mut replied = Vec::new();
+    while let Some(done) = write.take() {
+        h.coordinator.consumer_records_persisted(done, Ok(()));
+        for output in h.outputs() {
+            match output {
+                Output::Reply {
+                    request_id,
+                    response: Response::ConsumerGroupHeartbeat(response),
+                    ..
+                } => {
+                    assert_eq!(response.error_code, 0, "{response:?}");
+                    replied.push(request_id);
+                }
+                Output::PersistConsumerRecords { write: next, .. } => {
+                    assert!(write.replace(next).is_none(), "two writes of one group");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(replied, vec![first, steady, third]);
+    h.coordinator
+        .consumer_records_persisted(other_write, Ok(()));
+    assert_eq!(h.reply(other).error_code, 0);
+}
+
+#[test]
+fn session_expiry_is_written_and_rolled_back_when_the_write_fails() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let deadline = h.coordinator.next_deadline_ms().expect("a session");
+    h.coordinator.tick(deadline);
+    let (write, records) = h.write();
+    assert!(records >= 3, "the member's tombstones and the epoch bump");
+    assert!(h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .is_some_and(|g| g.members().is_empty()));
+    h.coordinator
+        .consumer_records_persisted(write, Err(PersistError::Unavailable));
+    assert!(h.outputs().is_empty(), "an expiry has nobody to answer");
+    assert_eq!(
+        h.coordinator
+            .consumer_groups()
+            .group("g")
+            .map(|g| g.members().len()),
+        Some(1)
+    );
+    // Tried again after Kafka's timer backoff, not at once.
+    assert_eq!(
+        h.coordinator.next_deadline_ms(),
+        Some(deadline + crate::consumer_coord::EXPIRY_RETRY_BACKOFF_MS)
+    );
+    h.coordinator.tick(deadline + 500);
+    let (write, _) = h.write();
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    assert!(h.outputs().is_empty());
+    assert!(h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .is_some_and(|g| g.members().is_empty()));
+}
+
+#[test]
+fn a_consumer_heartbeat_on_a_classic_group_is_answered_as_kafka() {
+    let mut h = H::new();
+    classic_member(&mut h, "classic");
+    let not_found = ErrorCode::GROUP_ID_NOT_FOUND.code();
+    let cases = [
+        (
+            join("classic", "m"),
+            "Cannot upgrade classic group classic to consumer group because online upgrade is disabled.",
+        ),
+        (at_epoch("classic", "m", 3), "Group classic is not a consumer group."),
+        (at_epoch("classic", "m", epochs::LEAVE), "Group classic is not a consumer group."),
+        (at_epoch("missing", "m", epochs::LEAVE), "Group missing not found."),
+        (at_epoch("missing", "m", 3), "Consumer group missing not found."),
+    ];
+    for (request, message) in cases {
+        let id = h.heartbeat(request);
+        let response = h.reply(id);
+        assert_eq!(response.error_code, not_found);
+        assert_eq!(response.error_message.as_deref(), Some(message));
+    }
+    // The request's own checks come first, as Kafka's.
+    let mut bad = join("classic", "m");
+    bad.rebalance_timeout_ms = -1;
+    let id = h.heartbeat(bad);
+    assert_eq!(h.reply(id).error_code, ErrorCode::INVALID_REQUEST.code());
+    assert!(h.coordinator.consumer_groups().group("classic").is_none());
+}
+
+#[test]
+fn a_join_takes_over_an_empty_classic_group_and_keeps_its_offsets() {
+    let mut h = H::new();
+    // A group known by its committed offsets only is an Empty classic group, as in Kafka.
+    h.coordinator.load_offsets([crate::OffsetLogEntry::Commit(
+        crate::OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        },
+        crate::OffsetValue {
+            offset: 42,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 1,
+        },
+    )
+    .into()]);
+    let id = h.heartbeat(at_epoch("g", "m", 1));
+    assert_eq!(
+        h.reply(id).error_message.as_deref(),
+        Some("Group g is not a consumer group.")
+    );
+    joined(&mut h, "g", "m");
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(42)
+    );
+}
+
+#[test]
+fn classic_requests_on_a_consumer_group_are_refused_as_kafka() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let meta = h.meta(5);
+    let id = meta.request_id;
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("g"));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    h.coordinator.handle_join_group(h.now_ms, meta, request);
+    match h.outputs().as_slice() {
+        [Output::Reply {
+            request_id,
+            response: Response::JoinGroup(response),
+            ..
+        }] if *request_id == id => {
+            assert_eq!(
+                response.error_code,
+                ErrorCode::INCONSISTENT_GROUP_PROTOCOL.code()
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // No member of a consumer group uses the classic protocol: Kafka answers UNKNOWN_MEMBER_ID.
+    let meta = h.meta(3);
+    let mut heartbeat = ClassicHeartbeat::default();
+    heartbeat.group_id = GroupId(StrBytes::from_static_str("g"));
+    heartbeat.member_id = StrBytes::from_static_str("m1");
+    heartbeat.generation_id = 1;
+    h.coordinator.handle_heartbeat(h.now_ms, meta, heartbeat);
+    match h.outputs().as_slice() {
+        [Output::Reply {
+            response: Response::Heartbeat(response),
+            ..
+        }] => assert_eq!(response.error_code, ErrorCode::UNKNOWN_MEMBER_ID.code()),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        h.coordinator.group_state("g").is_none(),
+        "no classic group was made"
+    );
+}
+
+#[test]
+fn describe_answers_each_group_as_kafka() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    classic_member(&mut h, "classic");
+    let meta = h.meta(1);
+    h.coordinator.handle_consumer_group_describe(
+        meta,
+        vec![
+            "g".into(),
+            "classic".into(),
+            "missing".into(),
+            String::new(),
+        ],
+    );
+    let outputs = h.outputs();
+    let [Output::Reply {
+        response: Response::ConsumerGroupDescribe(response),
+        ..
+    }] = outputs.as_slice()
+    else {
+        panic!("one describe reply");
+    };
+    let groups = &response.groups;
+    assert_eq!(groups[0].error_code, 0);
+    assert_eq!(groups[0].group_state, "Stable");
+    assert_eq!(groups[0].assignor_name, "uniform");
+    let member = &groups[0].members[0];
+    assert_eq!(member.member_id, "m1");
+    assert_eq!(member.member_type, 1);
+    assert_eq!(member.assignment[0].topic_name, "t");
+    assert_eq!(member.assignment[0].partitions, vec![0, 1, 2, 3]);
+    let errors: Vec<(i16, Option<&str>)> = groups[1..]
+        .iter()
+        .map(|g| (g.error_code, g.error_message.as_deref()))
+        .collect();
+    assert_eq!(
+        errors,
+        vec![
+            (69, Some("Group classic is not a consumer group.")),
+            (69, Some("Group missing not found.")),
+            (ErrorCode::INVALID_GROUP_ID.code(), None),
+        ]
+    );
+}
+
+#[test]
+fn loaded_members_get_sessions_at_the_next_tick() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let records: Vec<crate::Replayed> = {
+        let id = h.heartbeat(join("g2", "m"));
+        let written = match h.outputs().as_slice() {
+            [Output::PersistConsumerRecords { write, records, .. }] => {
+                h.coordinator.consumer_records_persisted(*write, Ok(()));
+                records.clone()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(h.reply(id).error_code, 0);
+        written.into_iter().map(crate::Replayed::Consumer).collect()
+    };
+    let mut restarted = H::new();
+    restarted.coordinator.load_offsets(records);
+    // The load asks for a tick at once; it starts the loaded member's session from then.
+    assert_eq!(restarted.coordinator.next_deadline_ms(), Some(i64::MIN));
+    restarted.coordinator.tick(5_000);
+    let session = i64::from(crate::consumer::group::SESSION_TIMEOUT_MS_DEFAULT);
+    assert_eq!(
+        restarted.coordinator.next_deadline_ms(),
+        Some(5_000 + session)
+    );
+    let members = restarted
+        .coordinator
+        .consumer_groups()
+        .group("g2")
+        .map(|g| g.members().len());
+    assert_eq!(members, Some(1));
+}
