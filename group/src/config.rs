@@ -100,6 +100,8 @@ pub struct GroupConfig {
     /// Mixed into every member id so that ids handed out before a restart are not handed out again
     /// after it (the driver passes something that differs per start, e.g. the start time).
     pub member_id_salt: u64,
+    /// The consumer groups' (KIP-848) settings, Kafka's `group.consumer.*` keys.
+    pub consumer: crate::consumer::ConsumerGroupConfig,
 }
 
 impl GroupConfig {
@@ -118,6 +120,7 @@ impl GroupConfig {
             initial_rebalance_delay_ms: keys.initial_rebalance_delay_ms,
             emptied_group_retention_ms: EMPTIED_GROUP_RETENTION_MS_DEFAULT,
             member_id_salt,
+            consumer: crate::consumer::ConsumerGroupConfig::default(),
         }
     }
 

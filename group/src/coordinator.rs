@@ -211,6 +211,7 @@ pub struct Coordinator {
 impl Coordinator {
     /// A coordinator holding no group yet; call [`Coordinator::load_offsets`] before serving.
     pub fn new(config: GroupConfig) -> Self {
+        let consumer_groups = crate::consumer::ConsumerGroups::new(config.consumer.clone());
         Self {
             config,
             loaded: false,
@@ -225,7 +226,7 @@ impl Coordinator {
             offsets_count: 0,
             member_id_count: 0,
             persist_sequence: 0,
-            consumer_groups: crate::consumer::ConsumerGroups::default(),
+            consumer_groups,
             consumer: crate::consumer_coord::ConsumerSide::default(),
         }
     }

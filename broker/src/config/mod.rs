@@ -712,6 +712,20 @@ config_keys! {
         "Longest session a group member may ask for; a JoinGroup asking more gets INVALID_SESSION_TIMEOUT."
     "group.initial.rebalance.delay.ms" => group_initial_rebalance_delay_ms: i32 = group::INITIAL_REBALANCE_DELAY_MS_DEFAULT, Bound::Between(0, group::INITIAL_REBALANCE_DELAY_MS_MAX as i128, Unit::Milliseconds);
         "How long the first rebalance of an empty group waits for more members (extended by each newcomer, up to the rebalance timeout); 0 rebalances at once."
+    "group.consumer.session.timeout.ms" => group_consumer_session_timeout_ms: i32 = group::CONSUMER_SESSION_TIMEOUT_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "How long a consumer group (group.protocol=consumer) member may stay silent before it is removed and its partitions reassigned."
+    "group.consumer.min.session.timeout.ms" => group_consumer_min_session_timeout_ms: i32 = group::CONSUMER_SESSION_TIMEOUT_MS_MIN_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "Lower bound of group.consumer.session.timeout.ms."
+    "group.consumer.max.session.timeout.ms" => group_consumer_max_session_timeout_ms: i32 = group::CONSUMER_SESSION_TIMEOUT_MS_MAX_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "Upper bound of group.consumer.session.timeout.ms."
+    "group.consumer.heartbeat.interval.ms" => group_consumer_heartbeat_interval_ms: i32 = group::CONSUMER_HEARTBEAT_INTERVAL_MS_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "How often consumer group members heartbeat (sent to them in every heartbeat response); below group.consumer.session.timeout.ms."
+    "group.consumer.min.heartbeat.interval.ms" => group_consumer_min_heartbeat_interval_ms: i32 = group::CONSUMER_HEARTBEAT_INTERVAL_MS_MIN_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "Lower bound of group.consumer.heartbeat.interval.ms."
+    "group.consumer.max.heartbeat.interval.ms" => group_consumer_max_heartbeat_interval_ms: i32 = group::CONSUMER_HEARTBEAT_INTERVAL_MS_MAX_DEFAULT, Bound::AtLeast(1, Unit::Milliseconds);
+        "Upper bound of group.consumer.heartbeat.interval.ms."
+    "group.consumer.max.size" => group_consumer_max_size: usize = group::CONSUMER_GROUP_MAX_SIZE_DEFAULT, Bound::AtLeast(1, Unit::Count);
+        "Members of one consumer group; a join beyond it gets GROUP_MAX_SIZE_REACHED. Kafka's default is 2147483647; Skiff's 1000 bounds one group's memory."
     "transaction.state.log.num.partitions" => transaction_state_log_num_partitions: i32 = txn::STATE_LOG_PARTITIONS_DEFAULT, Bound::Between(1, skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i128, Unit::Count);
         "Partitions of __transaction_state, created on the first FindCoordinator for a transactional id: the coordinator of a transactional id is the leader of its partition (Kafka's hash of the id). Fixed once the topic exists."
     "transaction.state.log.replication.factor" => transaction_state_log_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);
@@ -1491,6 +1505,44 @@ mod tests {
             let error = configured(overrides).expect_err(expected);
             assert_eq!(error.to_string(), expected);
         }
+    }
+
+    #[test]
+    fn consumer_group_timeouts_are_checked_as_kafka_checks_them() {
+        let rule = "(rule 'consumer group timeouts are ordered' over group.consumer.heartbeat.interval.ms, group.consumer.session.timeout.ms, group.consumer.min.heartbeat.interval.ms, group.consumer.max.heartbeat.interval.ms, group.consumer.min.session.timeout.ms, group.consumer.max.session.timeout.ms)";
+        for (overrides, expected) in [
+            (
+                &["group.consumer.min.heartbeat.interval.ms=20000"][..],
+                "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+            ),
+            (
+                &["group.consumer.heartbeat.interval.ms=16000"][..],
+                "group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=40000"][..],
+                "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=70000"][..],
+                "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+            ),
+            (
+                &[
+                    "group.consumer.min.session.timeout.ms=1000",
+                    "group.consumer.session.timeout.ms=5000",
+                ][..],
+                "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms",
+            ),
+        ] {
+            let error = configured(overrides).expect_err(expected);
+            assert_eq!(error.to_string(), format!("{expected} {rule}"));
+        }
+        let fine = configured(&[
+            "group.consumer.session.timeout.ms=50000",
+            "group.consumer.heartbeat.interval.ms=15000",
+        ]);
+        assert!(fine.is_ok(), "{fine:?}");
     }
 
     /// The defaults with `overrides` applied (as `--set` does), validated.

@@ -88,6 +88,18 @@ pub(super) const CROSS_KEY_RULES: &[CrossKeyRule] = &[
         },
     },
     CrossKeyRule {
+        name: "consumer group timeouts are ordered",
+        keys: &[
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.session.timeout.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ],
+        broken: |c| Ok(consumer_group_timeouts_broken(c)),
+    },
+    CrossKeyRule {
         name: "each cleaner thread has 1 MiB of key map",
         keys: &["log.cleaner.dedupe.buffer.size", "log.cleaner.threads"],
         // Kafka's rule: a thread's share of the dedupe buffer must hold a useful key map.
@@ -191,6 +203,51 @@ fn below(low: (&str, i128), high: (&str, i128), why: &str) -> Option<String> {
     let ((low_key, low_value), (high_key, high_value)) = (low, high);
     (low_value < high_value)
         .then(|| format!("{low_key} = {low_value} is below {high_key} = {high_value}: {why}"))
+}
+
+/// Kafka 4.1.1's checks of the consumer group timeouts (`GroupCoordinatorConfig`'s
+/// constructor), in its order and words.
+fn consumer_group_timeouts_broken(c: &Config) -> Option<String> {
+    let heartbeat = (
+        "group.consumer.heartbeat.interval.ms",
+        c.group_consumer_heartbeat_interval_ms,
+    );
+    let heartbeat_min = (
+        "group.consumer.min.heartbeat.interval.ms",
+        c.group_consumer_min_heartbeat_interval_ms,
+    );
+    let heartbeat_max = (
+        "group.consumer.max.heartbeat.interval.ms",
+        c.group_consumer_max_heartbeat_interval_ms,
+    );
+    let session = (
+        "group.consumer.session.timeout.ms",
+        c.group_consumer_session_timeout_ms,
+    );
+    let session_min = (
+        "group.consumer.min.session.timeout.ms",
+        c.group_consumer_min_session_timeout_ms,
+    );
+    let session_max = (
+        "group.consumer.max.session.timeout.ms",
+        c.group_consumer_max_session_timeout_ms,
+    );
+    let at_least = |a: (&str, i32), b: (&str, i32)| {
+        (a.1 < b.1).then(|| format!("{} must be greater than or equal to {}", a.0, b.0))
+    };
+    let at_most = |a: (&str, i32), b: (&str, i32)| {
+        (a.1 > b.1).then(|| format!("{} must be less than or equal to {}", a.0, b.0))
+    };
+    at_least(heartbeat_max, heartbeat_min)
+        .or_else(|| at_least(heartbeat, heartbeat_min))
+        .or_else(|| at_most(heartbeat, heartbeat_max))
+        .or_else(|| at_least(session_max, session_min))
+        .or_else(|| at_least(session, session_min))
+        .or_else(|| at_most(session, session_max))
+        .or_else(|| {
+            (heartbeat.1 >= session.1)
+                .then(|| format!("{} must be less than {}", heartbeat.0, session.0))
+        })
 }
 
 /// With a shared metadata store, followers fetch over a PLAINTEXT listener that exists.

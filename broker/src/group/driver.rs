@@ -52,7 +52,7 @@ use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
-use skiff_group::consumer::ConsumerRecord;
+use skiff_group::consumer::{ConsumerGroupConfig, ConsumerRecord};
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
     ConsumerWriteId, Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed,
@@ -1002,7 +1002,21 @@ fn append_durably(
 pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
     // Differs per start, so member ids from before a restart are never handed out again.
     let salt = u64::try_from(now_ms()).unwrap_or(0);
-    GroupConfig::new(group_keys(config), salt)
+    let mut group_config = GroupConfig::new(group_keys(config), salt);
+    group_config.consumer = consumer_group_config(config);
+    group_config
+}
+
+/// The consumer groups' (KIP-848) settings from the broker's `group.consumer.*` keys (the
+/// config checks their order as Kafka does; the min/max bounds matter only for per-group
+/// settings, which Skiff does not have yet).
+fn consumer_group_config(config: &crate::config::Config) -> ConsumerGroupConfig {
+    ConsumerGroupConfig {
+        heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+        session_timeout_ms: config.group_consumer_session_timeout_ms,
+        max_size: config.group_consumer_max_size,
+        ..ConsumerGroupConfig::default()
+    }
 }
 
 /// The coordinator's settings that are broker keys, from the broker's config.
@@ -1062,6 +1076,31 @@ mod tests {
             by_name: [("t".to_owned(), (topic, 3))].into(),
         });
         (log_dir, driver)
+    }
+
+    #[test]
+    fn the_consumer_group_keys_reach_the_coordinator_with_kafkas_defaults() {
+        // The config's defaults are the core's (both Kafka's, but for Skiff's bounded max size).
+        let defaults = group_config(&Default::default());
+        assert_eq!(defaults.consumer, ConsumerGroupConfig::default());
+        let mut config = crate::config::Config::default();
+        for setting in [
+            "group.consumer.session.timeout.ms=50000",
+            "group.consumer.heartbeat.interval.ms=6000",
+            "group.consumer.max.size=7",
+        ] {
+            config.apply_override(setting).expect(setting);
+        }
+        let (driver, _handle) = GroupDriver::open(group_config(&config), 1_000);
+        let consumer = driver.coordinator.consumer_groups().config();
+        assert_eq!(
+            (
+                consumer.session_timeout_ms,
+                consumer.heartbeat_interval_ms,
+                consumer.max_size
+            ),
+            (50_000, 6_000, 7)
+        );
     }
 
     #[tokio::test]
