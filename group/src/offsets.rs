@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -48,6 +49,9 @@ struct FetchedPartition {
 
 /// First OffsetFetch version with `require_stable` (KIP-447).
 const REQUIRE_STABLE_VERSION_MIN: i16 = 7;
+
+/// First OffsetFetch version whose groups carry the member id and epoch (KIP-848).
+const OFFSET_FETCH_MEMBER_VERSION_MIN: i16 = 9;
 
 /// OffsetFetch topics: `None` asks for every committed partition (v2+).
 type TopicQuery = Option<Vec<(String, Vec<i32>)>>;
@@ -168,9 +172,23 @@ impl Coordinator {
             -1
         };
         let member_id = request.member_id.as_str();
+        if self.consumer_groups.group(group_id).is_some() {
+            // Kafka 4.1.1's `ConsumerGroup.validateOffsetCommit`: the member and its epoch
+            // (an empty group takes commits with a negative epoch); no session is refreshed.
+            return self
+                .consumer_groups
+                .validate_offset_commit(group_id, member_id, generation_id, false, version)
+                .map_err(|error| ErrorCode(error.code()));
+        }
         let Some(group) = self.groups.get_mut(group_id) else {
             if generation_id >= 0 {
-                return Err(ErrorCode::ILLEGAL_GENERATION);
+                // Kafka 4.1.1's `OffsetMetadataManager.validateOffsetCommit`: from v9, for both
+                // protocols, the group is not found; before, the generation is illegal.
+                return Err(if version >= 9 {
+                    ErrorCode::GROUP_ID_NOT_FOUND
+                } else {
+                    ErrorCode::ILLEGAL_GENERATION
+                });
             }
             if self.groups.len() >= self.config.groups_max {
                 return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
@@ -263,21 +281,7 @@ impl Coordinator {
         let mut response = OffsetFetchResponse::default();
         if version >= 8 {
             for group in &request.groups {
-                let query: TopicQuery = group.topics.as_ref().map(|topics| {
-                    topics
-                        .iter()
-                        .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
-                        .collect()
-                });
-                let (error_code, topics) = self.fetch_offsets(
-                    group.group_id.0.as_str(),
-                    &query,
-                    (version, require_stable),
-                );
-                let mut group_response = OffsetFetchResponseGroup::default();
-                group_response.group_id = group.group_id.clone();
-                group_response.error_code = error_code;
-                group_response.topics = topics.into_iter().map(group_topic).collect();
+                let group_response = self.fetch_group(group, version, require_stable);
                 response.groups.push(group_response);
             }
         } else {
@@ -296,6 +300,7 @@ impl Coordinator {
                 request.group_id.0.as_str(),
                 &query,
                 (version, require_stable),
+                None,
             );
             if version >= 2 {
                 response.error_code = error_code;
@@ -326,6 +331,39 @@ impl Coordinator {
         self.reply(meta.request_id, version, Response::OffsetFetch(response));
     }
 
+    /// One group of an OffsetFetch v8+.
+    fn fetch_group(
+        &self,
+        group: &OffsetFetchRequestGroup,
+        version: i16,
+        require_stable: bool,
+    ) -> OffsetFetchResponseGroup {
+        let query: TopicQuery = group.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes.clone()))
+                .collect()
+        });
+        // v9 names the member (KIP-848): a consumer group checks it and its epoch.
+        let member = (version >= OFFSET_FETCH_MEMBER_VERSION_MIN).then(|| {
+            (
+                group.member_id.as_ref().map(StrBytes::as_str),
+                group.member_epoch,
+            )
+        });
+        let (error_code, topics) = self.fetch_offsets(
+            group.group_id.0.as_str(),
+            &query,
+            (version, require_stable),
+            member,
+        );
+        let mut group_response = OffsetFetchResponseGroup::default();
+        group_response.group_id = group.group_id.clone();
+        group_response.error_code = error_code;
+        group_response.topics = topics.into_iter().map(group_topic).collect();
+        group_response
+    }
+
     /// One group's offsets for `query`, with the group-level error: in v0/v1 (no top-level error
     /// field) the group error is copied into every requested partition and the returned code is 0;
     /// from v2 the partitions are left out and the code is returned.
@@ -334,8 +372,19 @@ impl Coordinator {
         group_id: &str,
         query: &TopicQuery,
         (version, require_stable): (i16, bool),
+        member: Option<(Option<&str>, i32)>,
     ) -> (i16, Vec<(String, Vec<FetchedPartition>)>) {
-        let group_error = self.unavailable_for(group_id).map(ErrorCode::code);
+        let group_error = self
+            .unavailable_for(group_id)
+            .map(ErrorCode::code)
+            .or_else(|| {
+                // Kafka 4.1.1's `ConsumerGroup.validateOffsetFetch`.
+                let (member_id, member_epoch) = member?;
+                self.consumer_groups
+                    .validate_offset_fetch(group_id, member_id, member_epoch)
+                    .err()
+                    .map(|error| error.code())
+            });
         if let Some(error_code) = group_error {
             if version >= 2 {
                 return (error_code, Vec::new());

@@ -477,3 +477,123 @@ fn loaded_members_get_sessions_at_the_next_tick() {
         .map(|g| g.members().len());
     assert_eq!(members, Some(1));
 }
+
+/// OffsetCommit of one partition of "t" at `version`; returns its error code once answered
+/// (a durable write is acknowledged).
+fn commit(h: &mut H, version: i16, group: &str, member: &str, epoch: i32, offset: i64) -> i16 {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, TopicName};
+    let mut partition = OffsetCommitRequestPartition::default();
+    partition.partition_index = 0;
+    partition.committed_offset = offset;
+    let mut topic = OffsetCommitRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str("t"));
+    topic.partitions = vec![partition];
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(StrBytes::from_string(group.to_owned()));
+    request.member_id = StrBytes::from_string(member.to_owned());
+    request.generation_id_or_member_epoch = epoch;
+    request.topics = vec![topic];
+    let meta = h.meta(version);
+    h.coordinator
+        .handle_offset_commit(h.now_ms, meta, request, |_, _| true);
+    loop {
+        match h.outputs().as_slice() {
+            [Output::PersistOffsets { request_id, .. }] => {
+                h.coordinator.offsets_persisted(*request_id, Ok(()));
+            }
+            [Output::Reply {
+                response: Response::OffsetCommit(response),
+                ..
+            }] => return response.topics[0].partitions[0].error_code,
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn offset_commits_of_a_consumer_group_are_checked_by_member_and_epoch() {
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(5)
+    );
+    let refused = [
+        (9, "m1", epoch + 1, ErrorCode::STALE_MEMBER_EPOCH),
+        (9, "nobody", epoch, ErrorCode::UNKNOWN_MEMBER_ID),
+        (8, "m1", epoch, ErrorCode::UNSUPPORTED_VERSION),
+        // A group with members takes no commit without a member, as Kafka.
+        (9, "", -1, ErrorCode::UNKNOWN_MEMBER_ID),
+    ];
+    for (version, member, member_epoch, expected) in refused {
+        let code = commit(&mut h, version, "g", member, member_epoch, 6);
+        assert_eq!(code, expected.code(), "v{version} {member} {member_epoch}");
+    }
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(5)
+    );
+    // An unknown group with an epoch: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+    assert_eq!(
+        commit(&mut h, 9, "none", "m", 3, 1),
+        ErrorCode::GROUP_ID_NOT_FOUND.code()
+    );
+    assert_eq!(
+        commit(&mut h, 8, "none", "m", 3, 1),
+        ErrorCode::ILLEGAL_GENERATION.code()
+    );
+}
+
+#[test]
+fn offset_fetch_v9_of_a_consumer_group_is_checked_by_member_and_epoch() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    let mut fetch = |member: Option<&'static str>, member_epoch: i32| {
+        let mut group = OffsetFetchRequestGroup::default();
+        group.group_id = GroupId(StrBytes::from_static_str("g"));
+        group.member_id = member.map(StrBytes::from_static_str);
+        group.member_epoch = member_epoch;
+        group.topics = None;
+        let mut request = OffsetFetchRequest::default();
+        request.groups = vec![group];
+        let meta = h.meta(9);
+        h.coordinator.handle_offset_fetch(meta, request);
+        match h.outputs().as_slice() {
+            [Output::Reply {
+                response: Response::OffsetFetch(response),
+                ..
+            }] => {
+                let group = &response.groups[0];
+                let offsets: Vec<i64> = group
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.committed_offset))
+                    .collect();
+                (group.error_code, offsets)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(fetch(Some("m1"), epoch), (0, vec![5]));
+    // Admin clients send no member and epoch -1.
+    assert_eq!(fetch(None, -1), (0, vec![5]));
+    assert_eq!(
+        fetch(Some("m1"), epoch + 1),
+        (ErrorCode::STALE_MEMBER_EPOCH.code(), vec![])
+    );
+    assert_eq!(
+        fetch(Some("x"), epoch),
+        (ErrorCode::UNKNOWN_MEMBER_ID.code(), vec![])
+    );
+}
