@@ -13,8 +13,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::coordinator::{Coordinator, RequestMeta, Response};
 use super::state::GroupState;
 
-/// The group type ListGroups v5+ reports: only the classic protocol is served.
+/// The group types ListGroups v5+ reports (Kafka's `Group.GroupType` names).
 const GROUP_TYPE_CLASSIC: &str = "classic";
+const GROUP_TYPE_CONSUMER: &str = "consumer";
+/// A consumer group's protocol type (Kafka's `ConsumerProtocol.PROTOCOL_TYPE`).
+const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 /// DescribeGroups' state for a group the coordinator does not hold (Kafka answers it without an
 /// error up to v5).
 const STATE_DEAD: &str = "Dead";
@@ -91,7 +94,13 @@ impl Coordinator {
                 .collect();
             let type_wanted =
                 version < 5 || types.is_empty() || types.iter().any(|t| t == GROUP_TYPE_CLASSIC);
-            for group in self.groups.values() {
+            // A consumer group's committed offsets live in a classic entry of the same id: the
+            // group is listed once, as the consumer group it is.
+            let classic = self
+                .groups
+                .values()
+                .filter(|group| self.consumer_groups.group(&group.group_id).is_none());
+            for group in classic {
                 let state_wanted = version < 4
                     || states.is_empty()
                     || states.contains(&group.state.name().to_lowercase());
@@ -109,7 +118,46 @@ impl Coordinator {
                 }
                 response.groups.push(listed);
             }
+            let consumer = self.listed_consumer_groups(version, &states, &types);
+            response.groups.extend(consumer);
         }
         self.reply(meta.request_id, version, Response::ListGroups(response));
+    }
+
+    /// The consumer groups (KIP-848) of a ListGroups, as Kafka 4.1.1's `ModernGroup.asListedGroup`
+    /// shows them: protocol type "consumer", the state's name, type "consumer"; the filters as
+    /// for classic groups (lowercase already).
+    fn listed_consumer_groups(
+        &self,
+        version: i16,
+        states: &[String],
+        types: &[String],
+    ) -> Vec<ListedGroup> {
+        let type_wanted =
+            version < 5 || types.is_empty() || types.iter().any(|t| t == GROUP_TYPE_CONSUMER);
+        if !type_wanted {
+            return Vec::new();
+        }
+        self.consumer_groups
+            .group_ids()
+            .filter_map(|group_id| self.consumer_groups.group(group_id))
+            .filter(|group| {
+                version < 4
+                    || states.is_empty()
+                    || states.contains(&group.state().name().to_lowercase())
+            })
+            .map(|group| {
+                let mut listed = ListedGroup::default();
+                listed.group_id = kafka_protocol::messages::GroupId(str_bytes(group.group_id()));
+                listed.protocol_type = StrBytes::from_static_str(CONSUMER_PROTOCOL_TYPE);
+                if version >= 4 {
+                    listed.group_state = StrBytes::from_static_str(group.state().name());
+                }
+                if version >= 5 {
+                    listed.group_type = StrBytes::from_static_str(GROUP_TYPE_CONSUMER);
+                }
+                listed
+            })
+            .collect()
     }
 }

@@ -597,3 +597,55 @@ fn offset_fetch_v9_of_a_consumer_group_is_checked_by_member_and_epoch() {
         (ErrorCode::UNKNOWN_MEMBER_ID.code(), vec![])
     );
 }
+
+#[test]
+fn list_groups_shows_a_consumer_group_once_with_its_type_and_state() {
+    use kafka_protocol::messages::ListGroupsRequest;
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    // Its offsets live in a classic entry of the same id; it is listed once, as a consumer group.
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    classic_member(&mut h, "classic");
+    let mut list = |version: i16, states: &[&'static str], types: &[&'static str]| {
+        let mut request = ListGroupsRequest::default();
+        request.states_filter = states
+            .iter()
+            .map(|s| StrBytes::from_static_str(s))
+            .collect();
+        request.types_filter = types.iter().map(|s| StrBytes::from_static_str(s)).collect();
+        let meta = h.meta(version);
+        h.coordinator.handle_list_groups(meta, request);
+        match h.outputs().as_slice() {
+            [Output::Reply {
+                response: Response::ListGroups(response),
+                ..
+            }] => response
+                .groups
+                .iter()
+                .map(|g| {
+                    let id = g.group_id.0.as_str().to_owned();
+                    (
+                        id,
+                        g.protocol_type.as_str().to_owned(),
+                        g.group_state.as_str().to_owned(),
+                        g.group_type.as_str().to_owned(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let consumer = (
+        "g".to_owned(),
+        "consumer".to_owned(),
+        "Stable".to_owned(),
+        "consumer".to_owned(),
+    );
+    let all = list(5, &[], &[]);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.contains(&consumer), "{all:?}");
+    assert_eq!(list(5, &[], &["Consumer"]), vec![consumer.clone()]);
+    assert_eq!(list(5, &["stable"], &[]), vec![consumer]);
+    assert!(list(5, &[], &["classic"]).iter().all(|g| g.0 == "classic"));
+    assert_eq!(list(3, &[], &[]).len(), 2);
+}
