@@ -28,7 +28,8 @@ fn str_bytes(text: &str) -> StrBytes {
 
 impl Coordinator {
     /// DescribeGroups, every version: state, protocol and members; member metadata and assignments
-    /// only for a Stable group (as Kafka), and "Dead" for a group that does not exist.
+    /// only for a Stable group (as Kafka), and "Dead" for a group that does not exist or is a
+    /// consumer group.
     pub fn handle_describe_groups(&mut self, meta: RequestMeta, request: DescribeGroupsRequest) {
         let version = meta.version;
         let mut response = DescribeGroupsResponse::default();
@@ -40,7 +41,14 @@ impl Coordinator {
                 response.groups.push(described);
                 continue;
             }
-            let Some(group) = self.groups.get(group_id.0.as_str()) else {
+            // Kafka 4.1.1 looks a consumer group's id up as a classic group, which fails, and
+            // answers "Dead" (with GROUP_ID_NOT_FOUND from v6, past Skiff's v5); the classic
+            // entry holding a consumer group's offsets is not shown.
+            let classic = self
+                .groups
+                .get(group_id.0.as_str())
+                .filter(|_| self.consumer_groups.group(group_id.0.as_str()).is_none());
+            let Some(group) = classic else {
                 described.group_state = StrBytes::from_static_str(STATE_DEAD);
                 response.groups.push(described);
                 continue;

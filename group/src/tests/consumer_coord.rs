@@ -649,3 +649,27 @@ fn list_groups_shows_a_consumer_group_once_with_its_type_and_state() {
     assert!(list(5, &[], &["classic"]).iter().all(|g| g.0 == "classic"));
     assert_eq!(list(3, &[], &[]).len(), 2);
 }
+
+#[test]
+fn describe_groups_answers_a_consumer_group_dead_as_kafka_before_v6() {
+    use kafka_protocol::messages::DescribeGroupsRequest;
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    let mut request = DescribeGroupsRequest::default();
+    request.groups = vec![GroupId(StrBytes::from_static_str("g"))];
+    let meta = h.meta(5);
+    h.coordinator.handle_describe_groups(meta, request);
+    match h.outputs().as_slice() {
+        [Output::Reply {
+            response: Response::DescribeGroups(response),
+            ..
+        }] => {
+            let group = &response.groups[0];
+            assert_eq!(group.error_code, 0);
+            assert_eq!(group.group_state.as_str(), "Dead");
+            assert!(group.members.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}
