@@ -69,6 +69,14 @@ impl Coordinator {
             result.group_id = group_id.clone();
             let outcome = match self.unavailable_for(group_id.0.as_str()) {
                 Some(error) => Err(error),
+                // Kafka 4.1.1's `ConsumerGroup.validateDeleteGroup`: not while it has members.
+                None if self
+                    .consumer_groups
+                    .group(group_id.0.as_str())
+                    .is_some_and(|group| !group.members().is_empty()) =>
+                {
+                    Err(ErrorCode::NON_EMPTY_GROUP)
+                }
                 None => match self.groups.get(group_id.0.as_str()) {
                     None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
                     Some(group) if group.state != GroupState::Empty => {

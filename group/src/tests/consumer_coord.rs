@@ -673,3 +673,31 @@ fn describe_groups_answers_a_consumer_group_dead_as_kafka_before_v6() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn delete_groups_refuses_a_consumer_group_with_members() {
+    use kafka_protocol::messages::DeleteGroupsRequest;
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    let mut request = DeleteGroupsRequest::default();
+    request.groups_names = vec![GroupId(StrBytes::from_static_str("g"))];
+    let meta = h.meta(2);
+    h.coordinator.handle_delete_groups(meta, request);
+    match h.outputs().as_slice() {
+        [Output::Reply {
+            response: Response::DeleteGroups(response),
+            ..
+        }] => assert_eq!(
+            response.results[0].error_code,
+            ErrorCode::NON_EMPTY_GROUP.code()
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(5)
+    );
+}
