@@ -132,28 +132,19 @@ impl Coordinator {
                 .get(group_id)
                 .ok_or(ErrorCode::GROUP_ID_NOT_FOUND),
         };
+        // A consumer group's offsets sit in an Empty classic entry; its subscriptions are the
+        // consumer group's (Kafka 4.1.1's `ConsumerGroup.isSubscribedToTopic`).
+        let consumer = self.consumer_groups.group(group_id);
         let subscribed = match group {
-            Err(error) => {
-                response.error_code = error.code();
-                self.reply(
-                    meta.request_id,
-                    meta.version,
-                    Response::OffsetDelete(response),
-                );
-                return;
-            }
+            Err(error) => return self.reply_offset_delete_error(meta, response, error),
+            Ok(_) if consumer.is_some() => consumer.map(|group| group.subscribed_topics()),
             Ok(group) if group.state == GroupState::Empty => Some(BTreeSet::new()),
             Ok(group) if group.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE) => {
                 subscribed_topics(group)
             }
             Ok(_) => {
-                response.error_code = ErrorCode::NON_EMPTY_GROUP.code();
-                self.reply(
-                    meta.request_id,
-                    meta.version,
-                    Response::OffsetDelete(response),
-                );
-                return;
+                let error = ErrorCode::NON_EMPTY_GROUP;
+                return self.reply_offset_delete_error(meta, response, error);
             }
         };
         let is_subscribed = |topic: &str| {
@@ -193,6 +184,17 @@ impl Coordinator {
                 kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
             },
         );
+    }
+
+    fn reply_offset_delete_error(
+        &mut self,
+        meta: RequestMeta,
+        mut response: OffsetDeleteResponse,
+        error: ErrorCode,
+    ) {
+        response.error_code = error.code();
+        let reply = Response::OffsetDelete(response);
+        self.reply(meta.request_id, meta.version, reply);
     }
 
     /// Whether the group has an offset of the partition to tombstone: committed, or pending in a

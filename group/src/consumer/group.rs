@@ -343,6 +343,15 @@ impl ConsumerGroup {
         }
     }
 
+    /// Every topic some member subscribes to, by name or through a resolved pattern (Kafka's
+    /// `subscribedTopicNames`, which `isSubscribedToTopic` reads).
+    pub fn subscribed_topics(&self) -> std::collections::BTreeSet<String> {
+        self.members
+            .values()
+            .flat_map(|member| self.member_topics(member))
+            .collect()
+    }
+
     /// The member holding `instance_id`.
     pub fn static_member(&self, instance_id: &str) -> Option<&Member> {
         self.members

@@ -701,3 +701,42 @@ fn delete_groups_refuses_a_consumer_group_with_members() {
         Some(5)
     );
 }
+
+#[test]
+fn offset_delete_refuses_the_topics_a_consumer_group_subscribes_to() {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetDeleteRequest, TopicName};
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    assert_eq!(commit(&mut h, 9, "g", "m1", epoch, 5), 0);
+    let mut partition = OffsetDeleteRequestPartition::default();
+    partition.partition_index = 0;
+    let mut topic = OffsetDeleteRequestTopic::default();
+    topic.name = TopicName(StrBytes::from_static_str("t"));
+    topic.partitions = vec![partition];
+    let mut request = OffsetDeleteRequest::default();
+    request.group_id = GroupId(StrBytes::from_static_str("g"));
+    request.topics = vec![topic];
+    let meta = h.meta(0);
+    h.coordinator
+        .handle_offset_delete(h.now_ms, meta, request, |_, _| None);
+    match h.outputs().as_slice() {
+        [Output::Reply {
+            response: Response::OffsetDelete(response),
+            ..
+        }] => {
+            assert_eq!(response.error_code, 0);
+            let code = response.topics[0].partitions[0].error_code;
+            assert_eq!(code, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC.code());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        h.coordinator
+            .committed_offset("g", "t", 0)
+            .map(|c| c.offset),
+        Some(5)
+    );
+}
