@@ -740,3 +740,54 @@ fn offset_delete_refuses_the_topics_a_consumer_group_subscribes_to() {
         Some(5)
     );
 }
+
+#[test]
+fn a_resigned_partition_answers_its_parked_and_in_flight_heartbeats_not_coordinator() {
+    use crate::Coordinated;
+    let mut h = H::new();
+    let leading = |led: &[i32]| Coordinated {
+        partitions: 1,
+        led: led.iter().copied().collect(),
+    };
+    h.coordinator.set_coordinated(leading(&[0]));
+    h.coordinator.load_partition(0, []);
+    joined(&mut h, "g", "m1");
+    let in_flight = h.heartbeat(join("g", "m2"));
+    let (write, _) = h.write();
+    let parked = h.heartbeat(join("g", "m3"));
+    assert!(h.outputs().is_empty());
+    h.coordinator.set_coordinated(leading(&[]));
+    assert_eq!(
+        h.reply(parked).error_code,
+        ErrorCode::NOT_COORDINATOR.code()
+    );
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    // The write's result (even a failure) touches nothing now: the next leader loads the log.
+    h.coordinator
+        .consumer_records_persisted(write, Err(PersistError::Unavailable));
+    assert_eq!(
+        h.reply(in_flight).error_code,
+        ErrorCode::NOT_COORDINATOR.code()
+    );
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    let id = h.heartbeat(join("g", "m4"));
+    assert_eq!(h.reply(id).error_code, ErrorCode::NOT_COORDINATOR.code());
+}
+
+#[test]
+fn parked_heartbeats_are_bounded() {
+    let mut h = H::new();
+    let epoch = joined(&mut h, "g", "m1");
+    h.heartbeat(join("g", "m2"));
+    h.write();
+    for _ in 0..crate::PARKED_HEARTBEATS_MAX {
+        h.heartbeat(at_epoch("g", "m1", epoch));
+    }
+    assert!(h.outputs().is_empty());
+    let over = h.heartbeat(at_epoch("g", "m1", epoch));
+    let response = h.reply(over);
+    assert_eq!(
+        response.error_code,
+        ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
+    );
+}
