@@ -181,9 +181,10 @@ fn validate_join(request: &HeartbeatRequest) -> Result<(), HeartbeatError> {
 
 impl ConsumerGroups {
     /// Handles one ConsumerGroupHeartbeat at `now_ms` against the cluster's `topics`.
-    /// `fresh_member_id` is used when a v0 client joins without a member id (the driver makes it,
-    /// a random UUID in Kafka's form). On success the records are already applied; the driver
-    /// persists them, then sends the response.
+    /// `fresh_member_id` is used when a v0 client joins without a member id (the
+    /// [`crate::Coordinator`] makes it as it makes classic member ids: the client id, a per-start
+    /// salt and a counter; Kafka uses a random UUID, and clients treat it as opaque). On success
+    /// the records are already applied; the coordinator has them persisted, then answers.
     pub fn heartbeat(
         &mut self,
         request: &HeartbeatRequest,
