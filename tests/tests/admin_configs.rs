@@ -380,8 +380,8 @@ async fn config_changes_apply_at_once_and_survive_a_restart() -> anyhow::Result<
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_broker_is_described_and_its_configs_are_not_changed_at_runtime() -> anyhow::Result<()>
-{
+async fn the_broker_is_described_and_its_static_configs_are_not_changed_at_runtime(
+) -> anyhow::Result<()> {
     let broker = TestBroker::start(&["log.retention.ms=3600000"]).await?;
     let mut client = Connection::connect(&broker.bootstrap()).await?;
     let (code, configs) = describe(&mut client, BROKER, "1").await?;
@@ -389,7 +389,9 @@ async fn the_broker_is_described_and_its_configs_are_not_changed_at_runtime() ->
     let retention = &configs["log.retention.ms"];
     assert_eq!(retention.value.as_deref(), Some("3600000"));
     assert_eq!(retention.config_source, 4, "STATIC_BROKER_CONFIG");
-    assert!(retention.read_only);
+    // A topic default is a dynamic broker config (Kafka's DynamicLogConfig); log.dirs is not.
+    assert!(!retention.read_only);
+    assert!(configs["log.dirs"].read_only);
     assert_eq!(configs["num.partitions"].config_source, 5, "DEFAULT_CONFIG");
     assert_eq!(configs["num.partitions"].value.as_deref(), Some("1"));
     // The empty name is the cluster's dynamic defaults: none. Another broker id is refused.
@@ -407,12 +409,12 @@ async fn the_broker_is_described_and_its_configs_are_not_changed_at_runtime() ->
         &mut client,
         BROKER,
         "1",
-        &[("log.retention.ms", SET, Some("1"))],
+        &[("log.dirs", SET, Some("/elsewhere"))],
         false,
     )
     .await?;
     assert_eq!(code, 42);
-    assert!(message.unwrap_or_default().contains("log.retention.ms"));
+    assert!(message.unwrap_or_default().contains("log.dirs"));
     let (code, _) = alter(
         &mut client,
         BROKER,
