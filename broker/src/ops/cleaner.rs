@@ -679,14 +679,6 @@ impl MetricsSection for CleanerMetrics {
 mod tests {
     use super::*;
 
-    fn with_threads(threads: usize) -> Config {
-        let mut config = Config::default();
-        config
-            .apply_override(&format!("log.cleaner.threads={threads}"))
-            .expect("threads");
-        config
-    }
-
     #[test]
     fn sizes_follow_the_four_keys_that_restart_the_threads() {
         let base = Config::default();
@@ -704,7 +696,11 @@ mod tests {
             next.apply_override(key).expect(key);
             assert_ne!(CleanerSizes::of(&base), CleanerSizes::of(&next), "{key}");
         }
-        let two = CleanerSizes::of(&with_threads(2));
+        let mut two_threads = base.clone();
+        two_threads
+            .apply_override("log.cleaner.threads=2")
+            .expect("threads");
+        let two = CleanerSizes::of(&two_threads);
         assert_eq!(two.map_bytes() * 2, CleanerSizes::of(&base).map_bytes());
     }
 }
