@@ -240,6 +240,9 @@ class SkiffTarget:
         broker = self.cluster.brokers[index]
         if broker.alive():
             broker.process.send_signal(signal.SIGCONT)
+        else:
+            # A broker that ended while it was stopped (queue seed 134 lost one that way, unexplained).
+            print(f"resume: broker {index} is not running ({process_status(broker.process)})", flush=True)
 
     def wait_healthy(self, topic, timeout_s):
         def healthy():
@@ -254,9 +257,11 @@ class SkiffTarget:
         return {index: "".join(broker.log_lines[-lines:]) for index, broker in enumerate(self.cluster.brokers)}
 
     def save_logs(self, prefix):
-        """Writes each broker's log (every session of it) to `prefix`.brokerN.log."""
+        """Writes each broker's log (every session of it) to `prefix`.brokerN.log, ending with a
+        line of the harness's own: whether that broker was still running, or how it ended."""
         for index, broker in enumerate(self.cluster.brokers):
-            pathlib.Path(f"{prefix}.broker{index}.log").write_text("".join(broker.log_lines))
+            status = f"(harness) at the end of the run: {process_status(broker.process)}\n"
+            pathlib.Path(f"{prefix}.broker{index}.log").write_text("".join(broker.log_lines) + status)
 
     def stop(self):
         if self.lab:
@@ -432,6 +437,17 @@ def describe_brokers(bootstrap):
         return AdminClient(_quiet(bootstrap)).list_topics(timeout=METADATA_TIMEOUT_S).brokers
     except Exception:  # noqa: BLE001 - not up yet
         return {}
+
+
+def process_status(process):
+    """How a broker process stands: running, or its exit code (a negative one is the signal that
+    ended it, as subprocess reports it)."""
+    if process is None:
+        return "not started"
+    code = process.poll()
+    if code is None:
+        return "running"
+    return f"ended by signal {-code}" if code < 0 else f"exited with code {code}"
 
 
 def _wait(condition, timeout_s, what):
