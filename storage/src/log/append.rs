@@ -163,67 +163,92 @@ fn check_kept(batches: &[u8], log_end: i64, latest_epoch: Option<i32>) -> Result
     Ok(())
 }
 
-/// Rewrites the base offset of each batch in `batches` (checked by [`check_input`]) so that
-/// they follow each other from `base_offset`, and stamps `leader_epoch` on each if given. Both
-/// fields lie outside the CRC: nothing is re-encoded.
-fn stamp(batches: &mut [u8], base_offset: i64, leader_epoch: Option<i32>) -> Result<()> {
-    let mut next_offset = base_offset;
-    let mut at = 0usize;
-    while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
-        let header = BatchHeader::parse(rest)?;
-        v2::set_base_offset(rest, next_offset)?;
-        if let Some(epoch) = leader_epoch {
-            v2::set_partition_leader_epoch(rest, epoch)?;
-        }
-        next_offset += i64::from(header.last_offset_delta) + 1;
-        at += header.total_bytes();
-    }
-    Ok(())
-}
-
 /// Gives the batches of `input` (checked by [`check_input`], and by [`check_kept`] for
-/// [`Input::Keep`]) their offsets from `base_offset` on (a producer's are stamped first, after
-/// which they read as a follower's would: offsets following each other, each batch carrying its
-/// epoch), and records each epoch's first offset in `epochs`. Returns the offsets and whether
-/// the epoch cache changed.
+/// [`Input::Keep`]) their offsets from `base_offset` on, in one pass: a producer's batches get
+/// their base offsets rewritten (and `leader_epoch` stamped, if given; both fields lie outside
+/// the CRC, so nothing is re-encoded), a follower's keep theirs. Records each epoch's first
+/// offset in `epochs`. Returns the offsets and whether the epoch cache changed.
 fn assign_offsets(
     input: &mut Input<'_>,
     base_offset: i64,
     epochs: &mut EpochCache,
 ) -> Result<(Assigned, bool)> {
-    if let Input::Assign {
-        batches,
-        leader_epoch,
-    } = input
-    {
-        stamp(batches, base_offset, *leader_epoch)?;
-    }
-    let batches = input.bytes();
-    let mut epochs_changed = false;
-    let mut assigned = Assigned {
-        base_offset,
-        next_offset: base_offset,
-        max_timestamp_ms: -1,
-        offset_of_max_timestamp: base_offset,
-    };
+    let mut tally = Tally::new(base_offset);
     let mut at = 0usize;
-    while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
-        let header = BatchHeader::parse(rest)?;
-        debug_assert!(header.base_offset >= assigned.next_offset, "check_kept ran");
-        // A compacted leader's gap: the batch keeps its offsets.
-        if at == 0 {
-            assigned.base_offset = header.base_offset;
+    match input {
+        Input::Assign {
+            batches,
+            leader_epoch,
+        } => {
+            while let Some(rest) = batches.get_mut(at..).filter(|rest| !rest.is_empty()) {
+                let header = BatchHeader::parse(rest)?;
+                let offset = tally.assigned.next_offset;
+                v2::set_base_offset(rest, offset)?;
+                if let Some(epoch) = *leader_epoch {
+                    v2::set_partition_leader_epoch(rest, epoch)?;
+                }
+                let epoch = leader_epoch.unwrap_or(header.partition_leader_epoch);
+                tally.add(&header, offset, epoch, epochs);
+                at += header.total_bytes();
+            }
         }
-        assigned.next_offset = header.base_offset;
-        epochs_changed |= epochs.assign(header.partition_leader_epoch, assigned.next_offset);
+        Input::Keep(batches) => {
+            while let Some(rest) = batches.get(at..).filter(|rest| !rest.is_empty()) {
+                let header = BatchHeader::parse(rest)?;
+                debug_assert!(
+                    header.base_offset >= tally.assigned.next_offset,
+                    "check_kept ran"
+                );
+                // A compacted leader's gap: the batch keeps its offsets.
+                tally.add(
+                    &header,
+                    header.base_offset,
+                    header.partition_leader_epoch,
+                    epochs,
+                );
+                at += header.total_bytes();
+            }
+        }
+    }
+    Ok((tally.assigned, tally.epochs_changed))
+}
+
+/// What [`assign_offsets`] has seen so far.
+struct Tally {
+    assigned: Assigned,
+    epochs_changed: bool,
+    batches: usize,
+}
+
+impl Tally {
+    fn new(base_offset: i64) -> Self {
+        Self {
+            assigned: Assigned {
+                base_offset,
+                next_offset: base_offset,
+                max_timestamp_ms: -1,
+                offset_of_max_timestamp: base_offset,
+            },
+            epochs_changed: false,
+            batches: 0,
+        }
+    }
+
+    /// One batch, whose first offset is `offset` and whose epoch is `epoch`.
+    fn add(&mut self, header: &BatchHeader, offset: i64, epoch: i32, epochs: &mut EpochCache) {
+        let assigned = &mut self.assigned;
+        if self.batches == 0 {
+            assigned.base_offset = offset;
+        }
+        self.batches += 1;
+        assigned.next_offset = offset;
+        self.epochs_changed |= epochs.assign(epoch, offset);
         if header.max_timestamp > assigned.max_timestamp_ms {
             assigned.max_timestamp_ms = header.max_timestamp;
-            assigned.offset_of_max_timestamp = assigned.next_offset;
+            assigned.offset_of_max_timestamp = offset;
         }
         assigned.next_offset += i64::from(header.last_offset_delta) + 1;
-        at += header.total_bytes();
     }
-    Ok((assigned, epochs_changed))
 }
 
 impl Log {
