@@ -597,7 +597,7 @@ mod tests {
     }
 
     #[test]
-    fn this_thread_spends_cpu_and_the_floors_move_every_byte() {
+    fn the_floors_move_every_byte_and_record_of_a_round() {
         let spec = CpuSpec {
             partition_count: 2,
             records_per_partition: 64,
