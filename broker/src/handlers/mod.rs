@@ -408,11 +408,12 @@ async fn dispatch(
         // `decode_request` refuses them and these variants never reach here; should one, it is
         // answered as Kafka answers an API it does not serve: the connection closes. Each arm
         // becomes its handler when the API's row moves into `api::SUPPORTED_APIS`.
+        // No catch-all arm: every request the protocol crate decodes has an arm here, so a new
+        // decoder without one does not compile.
         Request::ConsumerGroupHeartbeat(_) | Request::ConsumerGroupDescribe(_) => {
             tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
             return Outcome::close();
-        } // No catch-all arm: every request the protocol crate decodes has its handler here, so a
-          // new decoder without a handler does not compile.
+        }
     };
     Outcome::encoded(encoded, correlation_id)
 }
