@@ -28,7 +28,9 @@ use serde::Serialize;
 
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
-use crate::kip283::produce::{batch_of, produce, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX};
+use crate::kip283::produce::{
+    batch_of, create_ready, produce_created, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
+};
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
 
@@ -143,8 +145,11 @@ pub async fn broker_round(
 ) -> anyhow::Result<Vec<Sample>> {
     let topic = format!("cpu-per-gb-{}-{round}", std::process::id());
     let records = u64::try_from(spec.partition_count)? * spec.records_per_partition;
+    // Created outside the measured window: a topic's creation is not produce's cost per GB.
+    create_ready(bootstrap, &topic, spec.partition_count).await?;
+    create_ready(bootstrap, &small_topic(&topic), spec.partition_count).await?;
     let before = CpuTimes::of_process(pid)?;
-    let produced = produce(
+    let produced = produce_created(
         bootstrap,
         &ProduceSpec {
             topic: topic.clone(),
@@ -227,10 +232,10 @@ async fn produce_small(
     topic: &str,
 ) -> anyhow::Result<Sample> {
     let before = CpuTimes::of_process(pid)?;
-    let produced = produce(
+    let produced = produce_created(
         bootstrap,
         &ProduceSpec {
-            topic: format!("{topic}-small"),
+            topic: small_topic(topic),
             partition_count: spec.partition_count,
             records_per_partition: spec.records_per_partition * SMALL_RECORDS_FACTOR,
             records_per_batch: SMALL_RECORDS_PER_BATCH,
@@ -246,6 +251,11 @@ async fn produce_small(
         records: produced.record_count,
         cpu: CpuTimes::of_process(pid)?.since(before),
     })
+}
+
+/// The topic of a round's 100 B records.
+fn small_topic(topic: &str) -> String {
+    format!("{topic}-small")
 }
 
 /// The small records' value size, and how many more of them a round produces than 1 kB ones
