@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
 use crate::kip283::produce::{
-    batch_of, create_ready, produce_created, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
+    batch_of, create_ready, produce_created, produce_over, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
 };
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
@@ -133,6 +133,8 @@ pub struct CpuSpec {
     /// Bytes each fetch phase (and fetch floor) moves at least: the topic is read again until
     /// then, so the phase's CPU spans many of `/proc`'s 10 ms ticks.
     pub fetch_bytes_min: u64,
+    /// Connections of the second 1 kB produce path (1 or less: that path is left out).
+    pub connections: usize,
 }
 
 /// The broker's paths in one round, on a fresh topic: produce, then a fetch pass per version.
@@ -148,6 +150,9 @@ pub async fn broker_round(
     // Created outside the measured window: a topic's creation is not produce's cost per GB.
     create_ready(bootstrap, &topic, spec.partition_count).await?;
     create_ready(bootstrap, &small_topic(&topic), spec.partition_count).await?;
+    if spec.connections > 1 {
+        create_ready(bootstrap, &many_topic(&topic), spec.partition_count).await?;
+    }
     let before = CpuTimes::of_process(pid)?;
     let produced = produce_created(
         bootstrap,
@@ -221,6 +226,9 @@ pub async fn broker_round(
         });
     }
     samples.push(produce_small(bootstrap, pid, spec, &topic).await?);
+    if spec.connections > 1 {
+        samples.push(produce_many(bootstrap, pid, spec, &topic).await?);
+    }
     Ok(samples)
 }
 
@@ -251,6 +259,44 @@ async fn produce_small(
         records: produced.record_count,
         cpu: CpuTimes::of_process(pid)?.since(before),
     })
+}
+
+/// Produce of 1 kB records (acks=1) over `spec.connections` connections side by side.
+async fn produce_many(
+    bootstrap: &str,
+    pid: u32,
+    spec: &CpuSpec,
+    topic: &str,
+) -> anyhow::Result<Sample> {
+    let before = CpuTimes::of_process(pid)?;
+    let produced = produce_over(
+        bootstrap,
+        &ProduceSpec {
+            topic: many_topic(topic),
+            partition_count: spec.partition_count,
+            records_per_partition: spec.records_per_partition,
+            records_per_batch: spec.records_per_batch,
+            value_bytes: crate::kip283::RECORD_VALUE_BYTES,
+            in_flight: 4,
+            request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+        },
+        spec.connections,
+    )
+    .await?;
+    Ok(Sample {
+        path: format!(
+            "produce acks=1, 1 kB records, {} connections",
+            spec.connections
+        ),
+        bytes: produced.batch_bytes,
+        records: produced.record_count,
+        cpu: CpuTimes::of_process(pid)?.since(before),
+    })
+}
+
+/// The topic of a round's produce over several connections.
+fn many_topic(topic: &str) -> String {
+    format!("{topic}-connections")
 }
 
 /// The topic of a round's 100 B records.
@@ -614,6 +660,7 @@ mod tests {
             records_per_batch: 16,
             versions: vec![4],
             fetch_bytes_min: 1,
+            connections: 1,
         };
         let certificate = RunCertificate::generate().expect("certificate");
         let floors = floor_round(&spec, Some(&certificate)).expect("floors");

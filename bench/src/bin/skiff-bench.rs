@@ -96,6 +96,10 @@ struct CpuArgs {
     /// Also fetch over TLS (the spawned skiff gets an SSL listener) beside a TLS floor.
     #[arg(long)]
     tls: bool,
+    /// Connections of the second 1 kB produce path (each produces to every N-th partition);
+    /// 1 leaves that path out.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
     /// CI's short form: 4096 records per partition, 0.5 GB per fetch phase, 2 rounds.
     #[arg(long)]
     smoke: bool,
@@ -884,6 +888,7 @@ async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
         records_per_batch: 16,
         versions: args.versions.clone(),
         fetch_bytes_min,
+        connections: args.connections,
     };
     // Kept until the run ends: the spawned broker reads its keystore from here.
     let keystore_directory = tempfile::Builder::new()

@@ -116,8 +116,50 @@ pub async fn produce_created(
     bootstrap: &str,
     spec: &ProduceSpec,
 ) -> anyhow::Result<ProduceOutcome> {
-    let mut connection = Connection::connect(bootstrap).await?;
+    produce_over(bootstrap, spec, 1).await
+}
+
+/// [`produce_created`] over `connections` connections side by side, each producing to every
+/// `connections`-th partition (Kafka's producers spread over a broker's connections the same way:
+/// each partition's batches on one connection, in order).
+pub async fn produce_over(
+    bootstrap: &str,
+    spec: &ProduceSpec,
+    connections: usize,
+) -> anyhow::Result<ProduceOutcome> {
+    let connections = connections.max(1);
     let started = Instant::now();
+    let mut lanes = tokio::task::JoinSet::new();
+    for lane in 0..connections {
+        let (bootstrap, spec) = (bootstrap.to_owned(), spec.clone());
+        lanes.spawn(async move { produce_lane(&bootstrap, &spec, lane, connections).await });
+    }
+    let (mut record_count, mut batch_bytes) = (0u64, 0u64);
+    while let Some(lane) = lanes.join_next().await {
+        let (records, bytes) = lane??;
+        record_count += records;
+        batch_bytes += bytes;
+    }
+    Ok(ProduceOutcome {
+        record_count,
+        batch_bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// One connection's share of [`produce_over`]: partitions `lane`, `lane + lanes`, ...; returns
+/// the records and batch bytes it sent.
+async fn produce_lane(
+    bootstrap: &str,
+    spec: &ProduceSpec,
+    lane: usize,
+    lanes: usize,
+) -> anyhow::Result<(u64, u64)> {
+    let mut connection = Connection::connect(bootstrap).await?;
+    let partitions: Vec<i32> = (0..spec.partition_count)
+        .skip(lane)
+        .step_by(lanes)
+        .collect();
     let mut pending = VecDeque::new();
     let mut batch_bytes = 0u64;
     let mut next = 0u64;
@@ -128,7 +170,7 @@ pub async fn produce_created(
         // Each request goes as soon as it is full, while the rest of the round is built, as
         // Kafka's sender drains full batches while the application adds records.
         let mut filler = RequestFiller::new(spec.request_bytes_max);
-        for partition in 0..spec.partition_count {
+        for &partition in &partitions {
             let one = batch_of(next, count, spec.value_bytes)?;
             batch_bytes += u64::try_from(one.len())?;
             if let Some(full) = filler.push(partition, Bytes::from(one)) {
@@ -157,11 +199,8 @@ pub async fn produce_created(
     while let Some(id) = pending.pop_front() {
         connection.receive_produce(id).await?;
     }
-    Ok(ProduceOutcome {
-        record_count: spec.records_per_partition * u64::try_from(spec.partition_count)?,
-        batch_bytes,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    let records = spec.records_per_partition * u64::try_from(partitions.len())?;
+    Ok((records, batch_bytes))
 }
 
 /// Gathers batches, in order, into requests of at most `request_bytes_max` batch bytes each (a
