@@ -845,6 +845,20 @@ pub fn read_batches(log: &Log, offset: i64) -> Result<(Vec<u8>, i64), skiff_stor
     Ok((bytes, next))
 }
 
+/// Creates the log of a new partition with its producer state, empty, as a snapshot at offset 0:
+/// said once with the log's creation, so that its first append need not write one on the produce
+/// path (`Partition::snapshot_at_roll`) and a restart still replays it from its start.
+pub(crate) fn create_log(
+    log_dir: &skiff_storage::LogDir,
+    topic: &str,
+    index: i32,
+    config: Option<skiff_storage::LogConfig>,
+) -> Result<Arc<Log>, skiff_storage::Error> {
+    let log = log_dir.create(topic, index, config)?;
+    log.write_producer_snapshot(0, &PartitionProducers::default().encode_snapshot())?;
+    Ok(log)
+}
+
 /// Rebuilds a partition's producer state: from the newest producer snapshot that reads back
 /// (written at each segment roll) and the batches after it; without one (a log of the previous
 /// release, or none written yet), from the batches of its last [`PRODUCER_REPLAY_OFFSETS_MAX`]

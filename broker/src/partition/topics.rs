@@ -19,7 +19,7 @@ use skiff_storage::{CleanupPolicy, Log, LogConfig, LogDir, PersistMode, Ratio};
 use crate::config::Config;
 use crate::partition::config_change::ConfigChangeError;
 use crate::partition::materialized::{MaterializedTopicsFile, TopicRecord};
-use crate::partition::partition::replay_producers;
+use crate::partition::partition::{create_log, replay_producers};
 pub use crate::partition::partition::{read_batches, Partition};
 use crate::partition::producer_state::PartitionProducers;
 use crate::partition::replica::PartitionReplica;
@@ -336,8 +336,7 @@ impl Topics {
                 log.set_config(storage_config.clone()).map_err(storage)?;
                 log
             }
-            None => log_dir
-                .create(topic, index, Some(storage_config.clone()))
+            None => create_log(log_dir, topic, index, Some(storage_config.clone()))
                 .map_err(creation_error)?,
         };
         // A log still recovering gets its producers in `recover_pending`.

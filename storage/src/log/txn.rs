@@ -456,6 +456,11 @@ impl Log {
         Ok(None)
     }
 
+    /// Whether the log holds a producer snapshot at `offset`.
+    pub fn has_producer_snapshot(&self, offset: i64) -> Result<bool> {
+        Ok(self.read_state()?.snapshots.contains(&offset))
+    }
+
     /// Offsets of the producer snapshots the log holds, oldest first.
     pub fn producer_snapshot_offsets(&self) -> Result<Vec<i64>> {
         Ok(self.read_state()?.snapshots.iter().copied().collect())

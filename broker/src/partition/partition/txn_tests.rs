@@ -21,7 +21,7 @@ use crate::partition::replica::proposal_channel;
 fn led_with_follower(log_dir: &LogDir) -> Partition {
     let log = match log_dir.log("t", 0).expect("listed") {
         Some(log) => log,
-        None => log_dir.create("t", 0, None).expect("log"),
+        None => super::create_log(log_dir, "t", 0, None).expect("log"),
     };
     let producers = replay_producers(&log).expect("replayed");
     let config = ReplicaConfig {
@@ -293,4 +293,59 @@ fn a_follower_writes_the_index_entry_of_a_fetched_abort_marker() {
         }]
     );
     assert_eq!(partition.open_transaction(5), None);
+}
+
+#[test]
+fn a_new_logs_first_append_writes_no_snapshot_and_a_restart_still_replays_from_its_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        batch_bytes_max: 128 * 1024,
+        ..LogConfig::default()
+    };
+    let records_per_batch = 5_000;
+    let batches = PRODUCER_REPLAY_OFFSETS_MAX / i64::from(records_per_batch) + 2;
+    {
+        let log_dir = LogDir::open(dir.path(), config.clone()).expect("log dir");
+        let partition = led_with_follower(&log_dir);
+        assert_eq!(
+            partition
+                .log()
+                .producer_snapshot_offsets()
+                .expect("offsets"),
+            vec![0]
+        );
+        assert_eq!(produce(&partition, batch(5, 0, true)), 0);
+        assert_eq!(
+            partition
+                .log()
+                .producer_snapshot_offsets()
+                .expect("offsets"),
+            vec![0],
+            "the first append wrote no snapshot of its own"
+        );
+        for index in 0..batches {
+            let sequence = i32::try_from(index).expect("small") * records_per_batch;
+            produce(&partition, many(6, sequence, records_per_batch));
+        }
+        let end = partition.log().log_end_offset().expect("end");
+        assert!(
+            end > PRODUCER_REPLAY_OFFSETS_MAX + 1,
+            "past the replay window"
+        );
+        assert_eq!(
+            partition.log().segment_count().expect("segments"),
+            1,
+            "no roll"
+        );
+        follower_caught_up_to(&partition, end);
+        partition.log().sync().expect("synced");
+    }
+    let log_dir = LogDir::open(dir.path(), config).expect("reopened");
+    let partition = led_with_follower(&log_dir);
+    assert_eq!(
+        partition.open_transaction(5),
+        Some((0, 0)),
+        "replayed from the creation's snapshot at 0, not from the window"
+    );
+    assert_eq!(partition.last_stable_offset(), 0);
 }
