@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
 use crate::kip283::produce::{
-    batch_of, create_ready, produce_created, produce_over, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
+    batch_of, create_ready, produce_over, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
 };
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
@@ -153,26 +153,16 @@ pub async fn broker_round(
     if spec.connections > 1 {
         create_ready(bootstrap, &many_topic(&topic), spec.partition_count).await?;
     }
-    let before = CpuTimes::of_process(pid)?;
-    let produced = produce_created(
-        bootstrap,
-        &ProduceSpec {
-            topic: topic.clone(),
-            partition_count: spec.partition_count,
-            records_per_partition: spec.records_per_partition,
-            records_per_batch: spec.records_per_batch,
-            value_bytes: crate::kip283::RECORD_VALUE_BYTES,
-            in_flight: 4,
-            request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
-        },
-    )
-    .await?;
-    let mut samples = vec![Sample {
-        path: "produce acks=1, 1 kB records, 1 connection".to_owned(),
-        bytes: produced.batch_bytes,
-        records: produced.record_count,
-        cpu: CpuTimes::of_process(pid)?.since(before),
-    }];
+    let mut samples = vec![
+        produce_phase(
+            bootstrap,
+            pid,
+            PRODUCE_LARGE.to_owned(),
+            &produce_spec(spec, topic.clone(), false),
+            1,
+        )
+        .await?,
+    ];
     let end_offset = i64::try_from(spec.records_per_partition)?;
     let mut buffer = BytesMut::new();
     let plaintext = spec.versions.iter().map(|&version| (version, None));
@@ -225,69 +215,58 @@ pub async fn broker_round(
             cpu: CpuTimes::of_process(pid)?.since(before),
         });
     }
-    samples.push(produce_small(bootstrap, pid, spec, &topic).await?);
+    let small = produce_spec(spec, small_topic(&topic), true);
+    samples.push(produce_phase(bootstrap, pid, PRODUCE_SMALL.to_owned(), &small, 1).await?);
     if spec.connections > 1 {
-        samples.push(produce_many(bootstrap, pid, spec, &topic).await?);
+        let path = format!(
+            "produce acks=1, 1 kB records, {} connections",
+            spec.connections
+        );
+        let many = produce_spec(spec, many_topic(&topic), false);
+        samples.push(produce_phase(bootstrap, pid, path, &many, spec.connections).await?);
     }
     Ok(samples)
 }
 
-/// Produce of 100 B records (acks=1, one connection): what a broker pays per record.
-async fn produce_small(
-    bootstrap: &str,
-    pid: u32,
-    spec: &CpuSpec,
-    topic: &str,
-) -> anyhow::Result<Sample> {
-    let before = CpuTimes::of_process(pid)?;
-    let produced = produce_created(
-        bootstrap,
-        &ProduceSpec {
-            topic: small_topic(topic),
-            partition_count: spec.partition_count,
-            records_per_partition: spec.records_per_partition * SMALL_RECORDS_FACTOR,
-            records_per_batch: SMALL_RECORDS_PER_BATCH,
-            value_bytes: SMALL_VALUE_BYTES,
-            in_flight: 4,
-            request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
-        },
-    )
-    .await?;
-    Ok(Sample {
-        path: PRODUCE_SMALL.to_owned(),
-        bytes: produced.batch_bytes,
-        records: produced.record_count,
-        cpu: CpuTimes::of_process(pid)?.since(before),
-    })
+/// What a produce phase sends: 1 kB records in the round's batches, or (`small`) 100 B ones,
+/// [`SMALL_RECORDS_FACTOR`] times as many in batches of about the same 16 kB.
+fn produce_spec(spec: &CpuSpec, topic: String, small: bool) -> ProduceSpec {
+    let (records_per_partition, records_per_batch, value_bytes) = if small {
+        (
+            spec.records_per_partition * SMALL_RECORDS_FACTOR,
+            SMALL_RECORDS_PER_BATCH,
+            SMALL_VALUE_BYTES,
+        )
+    } else {
+        (
+            spec.records_per_partition,
+            spec.records_per_batch,
+            crate::kip283::RECORD_VALUE_BYTES,
+        )
+    };
+    ProduceSpec {
+        topic,
+        partition_count: spec.partition_count,
+        records_per_partition,
+        records_per_batch,
+        value_bytes,
+        in_flight: 4,
+        request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+    }
 }
 
-/// Produce of 1 kB records (acks=1) over `spec.connections` connections side by side.
-async fn produce_many(
+/// One produce phase (acks=1) over `connections` connections, with the broker's CPU over it.
+async fn produce_phase(
     bootstrap: &str,
     pid: u32,
-    spec: &CpuSpec,
-    topic: &str,
+    path: String,
+    produce: &ProduceSpec,
+    connections: usize,
 ) -> anyhow::Result<Sample> {
     let before = CpuTimes::of_process(pid)?;
-    let produced = produce_over(
-        bootstrap,
-        &ProduceSpec {
-            topic: many_topic(topic),
-            partition_count: spec.partition_count,
-            records_per_partition: spec.records_per_partition,
-            records_per_batch: spec.records_per_batch,
-            value_bytes: crate::kip283::RECORD_VALUE_BYTES,
-            in_flight: 4,
-            request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
-        },
-        spec.connections,
-    )
-    .await?;
+    let produced = produce_over(bootstrap, produce, connections).await?;
     Ok(Sample {
-        path: format!(
-            "produce acks=1, 1 kB records, {} connections",
-            spec.connections
-        ),
+        path,
         bytes: produced.batch_bytes,
         records: produced.record_count,
         cpu: CpuTimes::of_process(pid)?.since(before),
@@ -310,6 +289,7 @@ const SMALL_VALUE_BYTES: usize = 100;
 const SMALL_RECORDS_FACTOR: u64 = 4;
 const SMALL_RECORDS_PER_BATCH: u64 = 128;
 const PRODUCE_SMALL: &str = "produce acks=1, 100 B records, 1 connection";
+const PRODUCE_LARGE: &str = "produce acks=1, 1 kB records, 1 connection";
 
 /// The name of the fetch path at `version`.
 pub fn fetch_path_name(version: i16) -> String {

@@ -221,6 +221,23 @@ fn many(producer_id: i64, sequence: i32, count: i32) -> Vec<u8> {
     builder.build().expect("builds")
 }
 
+/// Appends batches of another producer until the log holds more than the offsets a restart
+/// without a snapshot would replay; returns the log end.
+fn produce_past_the_replay_window(partition: &Partition) -> i64 {
+    let records_per_batch = 5_000;
+    let batches = PRODUCER_REPLAY_OFFSETS_MAX / i64::from(records_per_batch) + 2;
+    for index in 0..batches {
+        let sequence = i32::try_from(index).expect("small") * records_per_batch;
+        produce(partition, many(6, sequence, records_per_batch));
+    }
+    let end = partition.log().log_end_offset().expect("end");
+    assert!(
+        end > PRODUCER_REPLAY_OFFSETS_MAX + 1,
+        "the transaction is out of the window"
+    );
+    end
+}
+
 #[test]
 fn a_transaction_older_than_the_replay_window_survives_a_restart_through_the_snapshots() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -229,21 +246,11 @@ fn a_transaction_older_than_the_replay_window_survives_a_restart_through_the_sna
         batch_bytes_max: 128 * 1024,
         ..LogConfig::default()
     };
-    let records_per_batch = 5_000;
-    let batches = PRODUCER_REPLAY_OFFSETS_MAX / i64::from(records_per_batch) + 2;
     {
         let log_dir = LogDir::open(dir.path(), config.clone()).expect("log dir");
         let partition = led_with_follower(&log_dir);
         assert_eq!(produce(&partition, batch(5, 0, true)), 0);
-        for index in 0..batches {
-            let sequence = i32::try_from(index).expect("small") * records_per_batch;
-            produce(&partition, many(6, sequence, records_per_batch));
-        }
-        let end = partition.log().log_end_offset().expect("end");
-        assert!(
-            end > PRODUCER_REPLAY_OFFSETS_MAX + 1,
-            "the transaction is out of the window"
-        );
+        let end = produce_past_the_replay_window(&partition);
         follower_caught_up_to(&partition, end);
         assert_eq!(partition.last_stable_offset(), 0);
         partition.log().sync().expect("synced");
@@ -302,8 +309,6 @@ fn a_new_logs_first_append_writes_no_snapshot_and_a_restart_still_replays_from_i
         batch_bytes_max: 128 * 1024,
         ..LogConfig::default()
     };
-    let records_per_batch = 5_000;
-    let batches = PRODUCER_REPLAY_OFFSETS_MAX / i64::from(records_per_batch) + 2;
     {
         let log_dir = LogDir::open(dir.path(), config.clone()).expect("log dir");
         let partition = led_with_follower(&log_dir);
@@ -323,15 +328,7 @@ fn a_new_logs_first_append_writes_no_snapshot_and_a_restart_still_replays_from_i
             vec![0],
             "the first append wrote no snapshot of its own"
         );
-        for index in 0..batches {
-            let sequence = i32::try_from(index).expect("small") * records_per_batch;
-            produce(&partition, many(6, sequence, records_per_batch));
-        }
-        let end = partition.log().log_end_offset().expect("end");
-        assert!(
-            end > PRODUCER_REPLAY_OFFSETS_MAX + 1,
-            "past the replay window"
-        );
+        let end = produce_past_the_replay_window(&partition);
         assert_eq!(
             partition.log().segment_count().expect("segments"),
             1,
