@@ -221,6 +221,14 @@ fn many(producer_id: i64, sequence: i32, count: i32) -> Vec<u8> {
     builder.build().expect("builds")
 }
 
+/// Reopens the log in `dir`: producer 5's transaction, opened at offset 0, is still open.
+fn reopened_knows_the_open_transaction(dir: &std::path::Path, config: LogConfig, why: &str) {
+    let log_dir = LogDir::open(dir, config).expect("reopened");
+    let partition = led_with_follower(&log_dir);
+    assert_eq!(partition.open_transaction(5), Some((0, 0)), "{why}");
+    assert_eq!(partition.last_stable_offset(), 0);
+}
+
 /// Appends batches of another producer until the log holds more than the offsets a restart
 /// without a snapshot would replay; returns the log end.
 fn produce_past_the_replay_window(partition: &Partition) -> i64 {
@@ -255,14 +263,11 @@ fn a_transaction_older_than_the_replay_window_survives_a_restart_through_the_sna
         assert_eq!(partition.last_stable_offset(), 0);
         partition.log().sync().expect("synced");
     }
-    let log_dir = LogDir::open(dir.path(), config).expect("reopened");
-    let partition = led_with_follower(&log_dir);
-    assert_eq!(
-        partition.open_transaction(5),
-        Some((0, 0)),
-        "the snapshot carried the open transaction"
+    reopened_knows_the_open_transaction(
+        dir.path(),
+        config,
+        "the snapshot carried the open transaction",
     );
-    assert_eq!(partition.last_stable_offset(), 0);
 }
 
 #[test]
@@ -337,12 +342,9 @@ fn a_new_logs_first_append_writes_no_snapshot_and_a_restart_still_replays_from_i
         follower_caught_up_to(&partition, end);
         partition.log().sync().expect("synced");
     }
-    let log_dir = LogDir::open(dir.path(), config).expect("reopened");
-    let partition = led_with_follower(&log_dir);
-    assert_eq!(
-        partition.open_transaction(5),
-        Some((0, 0)),
-        "replayed from the creation's snapshot at 0, not from the window"
+    reopened_knows_the_open_transaction(
+        dir.path(),
+        config,
+        "replayed from the creation's snapshot at 0, not from the window",
     );
-    assert_eq!(partition.last_stable_offset(), 0);
 }
