@@ -313,3 +313,41 @@ async fn offset_commit_and_fetch_v9_check_the_member_epoch() -> anyhow::Result<(
     broker.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_for(
+) -> anyhow::Result<()> {
+    const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    let broker = TestBroker::start(&["group.consumer.assignors=range"]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "assigned", &[]).await?;
+    let joined = heartbeat(
+        &mut client,
+        1,
+        &join("g-range", "m-range", &["assigned"], None),
+    )
+    .await?;
+    assert_eq!(joined.error_code, 0);
+    let mut uniform = join("g-range", "m-uniform", &["assigned"], None);
+    uniform.base.server_assignor = Some(text("uniform"));
+    let refused = heartbeat(&mut client, 1, &uniform).await?;
+    assert_eq!(refused.error_code, UNSUPPORTED_ASSIGNOR);
+    assert_eq!(
+        refused
+            .error_message
+            .as_deref()
+            .map(|message| message.to_string()),
+        Some("ServerAssignor uniform is not supported. Supported assignors: range.".to_owned())
+    );
+    let request =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("g-range"))]);
+    client
+        .send(ApiKey::ConsumerGroupDescribe, 0, &request)
+        .await?;
+    let mut frame = client.receive_frame().await?;
+    let _ = frame.split_to(5);
+    let described = ConsumerGroupDescribeResponse::decode(&mut frame, 0)?;
+    assert_eq!(described.groups[0].assignor_name.as_str(), "range");
+    broker.stop().await;
+    Ok(())
+}

@@ -53,8 +53,8 @@ use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
 use skiff_group::consumer::{
-    ConsumerGroupConfig, ConsumerRecord, HeartbeatRequest as ConsumerHeartbeatRequest, TopicId,
-    TopicImage,
+    AssignorKind, ConsumerGroupConfig, ConsumerRecord,
+    HeartbeatRequest as ConsumerHeartbeatRequest, TopicId, TopicImage,
 };
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
@@ -1055,13 +1055,19 @@ pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
 
 /// The consumer groups' (KIP-848) settings from the broker's `group.consumer.*` keys (the
 /// config checks their order as Kafka does; the min/max bounds matter only for per-group
-/// settings, which Skiff does not have yet).
+/// settings, which Skiff does not have yet). Every assignor name the config accepts is one the
+/// coordinator has.
 fn consumer_group_config(config: &crate::config::Config) -> ConsumerGroupConfig {
     ConsumerGroupConfig {
         heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
         session_timeout_ms: config.group_consumer_session_timeout_ms,
         max_size: config.group_consumer_max_size,
-        ..ConsumerGroupConfig::default()
+        assignors: config
+            .group_consumer_assignors
+            .names()
+            .iter()
+            .filter_map(|name| AssignorKind::from_name(name))
+            .collect(),
     }
 }
 
@@ -1134,6 +1140,7 @@ mod tests {
             "group.consumer.session.timeout.ms=50000",
             "group.consumer.heartbeat.interval.ms=6000",
             "group.consumer.max.size=7",
+            "group.consumer.assignors=org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
         ] {
             config.apply_override(setting).expect(setting);
         }
@@ -1147,6 +1154,16 @@ mod tests {
             ),
             (50_000, 6_000, 7)
         );
+        assert_eq!(
+            consumer.assignors,
+            vec![AssignorKind::Range, AssignorKind::Uniform]
+        );
+        for refused in [
+            "group.consumer.assignors=sticky",
+            "group.consumer.assignors= , ",
+        ] {
+            assert!(config.clone().apply_override(refused).is_err(), "{refused}");
+        }
     }
 
     #[tokio::test]
