@@ -13,7 +13,7 @@ member, each printing what it reads, commits and owns as JSON lines) and conflue
 - Pattern subscriptions, broker-side (`SubscriptionPattern`, RE2/J resolved by the coordinator)
   and client-side (`java.util.regex.Pattern`), pick up a topic created later.
 - A confluent-kafka member and a Java member share a group: both get partitions, every record is
-  consumed once.
+  consumed once; once both left, DeleteGroups deletes the group.
 
 The broker runs with the session timeout and its minimum at 10 s and the heartbeat interval at
 1 s, so a kill costs seconds."""
@@ -348,7 +348,7 @@ def test_pattern_subscriptions_pick_up_a_topic_created_later(members, module_bro
                         "a record read from every partition of both topics", timeout_s=CONSUME_TIMEOUT_S)
 
 
-def test_confluent_kafka_and_java_members_share_a_group(members, module_broker):
+def test_confluent_kafka_and_java_members_share_a_group_then_it_is_deleted(members, module_broker):
     topic, partitions, group, count = "kip848-mixed", 6, "kip848-mixed-g", 600
     create_topic(module_broker.bootstrap, topic, partitions)
     java = members(group, f"topics:{topic}")
@@ -382,3 +382,12 @@ def test_confluent_kafka_and_java_members_share_a_group(members, module_broker):
     everything_read = ck_read + java_read
     assert len(everything_read) == len(set(everything_read)) == count
     assert {(t, p) for t, p, _ in ck_read}.isdisjoint({(t, p) for t, p, _ in java_read})
+
+    # Both left: the empty consumer group is deleted (DeleteGroups through librdkafka's admin
+    # client), records and offsets, and no longer listed.
+    java.stop()
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    for future in admin.delete_consumer_groups([group]).values():
+        future.result(30)
+    listed = admin.list_consumer_groups().result(30)
+    assert group not in {listing.group_id for listing in listed.valid}

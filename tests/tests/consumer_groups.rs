@@ -351,3 +351,54 @@ async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_f
     broker.stop().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_groups_deletes_an_empty_consumer_group_with_its_offsets() -> anyhow::Result<()> {
+    const NON_EMPTY_GROUP: i16 = 68;
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "deleted", &[]).await?;
+    let joined = heartbeat(&mut client, 1, &join("g-del", "m-del", &["deleted"], None)).await?;
+    assert_eq!(joined.error_code, 0);
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(GroupId(text("g-del")))
+        .with_member_id(text("m-del"))
+        .with_generation_id_or_member_epoch(joined.member_epoch)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name("deleted"))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(3)])]);
+    let committed: OffsetCommitResponse = client.request(ApiKey::OffsetCommit, 9, &commit).await?;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text("g-del"))]);
+    let refused: DeleteGroupsResponse = client.request(ApiKey::DeleteGroups, 2, &delete).await?;
+    assert_eq!(refused.results[0].error_code, NON_EMPTY_GROUP);
+    let mut leave = beat("g-del", "m-del", -1, &joined);
+    leave.base.topic_partitions = None;
+    assert_eq!(heartbeat(&mut client, 1, &leave).await?.error_code, 0);
+    let deleted: DeleteGroupsResponse = client.request(ApiKey::DeleteGroups, 2, &delete).await?;
+    assert_eq!(deleted.results[0].error_code, 0);
+    // Gone with its offsets: describe does not find it, and the offset is no more.
+    let request =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("g-del"))]);
+    client
+        .send(ApiKey::ConsumerGroupDescribe, 0, &request)
+        .await?;
+    let mut frame = client.receive_frame().await?;
+    let _ = frame.split_to(5);
+    let described = ConsumerGroupDescribeResponse::decode(&mut frame, 0)?;
+    assert_eq!(described.groups[0].error_code, GROUP_ID_NOT_FOUND);
+    let fetch = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+        .with_group_id(GroupId(text("g-del")))
+        .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+            .with_name(topic_name("deleted"))
+            .with_partition_indexes(vec![0])]))]);
+    let fetched: OffsetFetchResponse = client.request(ApiKey::OffsetFetch, 9, &fetch).await?;
+    assert_eq!(
+        fetched.groups[0].topics[0].partitions[0].committed_offset,
+        -1
+    );
+    broker.stop().await;
+    Ok(())
+}
