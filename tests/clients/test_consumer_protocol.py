@@ -8,8 +8,8 @@ member, each printing what it reads, commits and owns as JSON lines) and conflue
   than one heartbeat interval (plus the slack below), and every record is read exactly once
   except those the killed member read after its last commit.
 - A static member (`group.instance.id`) leaves and comes back within its session and gets the
-  same partitions; the other member never gets them. Admin.describeConsumerGroups shows the
-  group as Kafka shows a consumer group.
+  same partitions; the other member never gets them. Admin.describeConsumerGroups and
+  kafka-consumer-groups.sh --describe --members show the group as Kafka shows a consumer group.
 - Pattern subscriptions, broker-side (`SubscriptionPattern`, RE2/J resolved by the coordinator)
   and client-side (`java.util.regex.Pattern`), pick up a topic created later.
 - A confluent-kafka member and a Java member share a group: both get partitions, every record is
@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import SUMMARY_LINES
-from java_programs import JVM_OPTIONS, classpath
+from java_programs import JVM_OPTIONS, classpath, run_tools
 
 SESSION_TIMEOUT_MS = 10_000
 HEARTBEAT_INTERVAL_MS = 1_000
@@ -291,7 +291,20 @@ def check_read_once(survivors, victim):
         assert again, f"{t}-{p}@{o} read {len(readers)} times (victim committed {committed.get((t, p))})"
 
 
-def test_static_member_comes_back_to_its_partitions_and_describe_shows_the_group(members, module_broker):
+def tool_rows(out, group):
+    """The rows of a kafka-consumer-groups.sh table, each a {column: value} by the header's column
+    positions (an empty cell, such as a dynamic member's instance id, is blank)."""
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("GROUP "))
+    names = header.split()
+    starts = [header.index(f" {name}") + 1 if i else 0 for i, name in enumerate(names)]
+    bounds = list(zip(starts, starts[1:] + [None]))
+    return [{name: line[a:b].strip() for name, (a, b) in zip(names, bounds)}
+            for line in lines if line.startswith(group + " ")]
+
+
+def test_static_member_comes_back_to_its_partitions_and_describe_shows_the_group(members, module_broker,
+                                                                                 java_classes):
     topic, partitions, group = "kip848-static", 6, "kip848-static-g"
     create_topic(module_broker.bootstrap, topic, partitions)
     everything = {(topic, p) for p in range(partitions)}
@@ -310,6 +323,21 @@ def test_static_member_comes_back_to_its_partitions_and_describe_shows_the_group
         assert {tuple(p) for p in member["assignment"]} == reported.assignment()
         assert {tuple(p) for p in member["target"]} == reported.assignment()
         assert member["host"] == "/127.0.0.1" and member["client"].startswith("consumer-")
+
+    # kafka-consumer-groups.sh --describe --members --verbose shows both members, each with its
+    # current and target assignment (the tool reads ConsumerGroupDescribe for a consumer group).
+    tool = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+    [(code, out, err)] = run_tools(java_classes, [[tool, "--bootstrap-server", module_broker.bootstrap,
+                                                   "--describe", "--group", group, "--members", "--verbose"]])
+    assert code == 0, err
+    rows = tool_rows(out, group)
+    shown = {row["CLIENT-ID"]: (row["CURRENT-ASSIGNMENT"], row["TARGET-ASSIGNMENT"]) for row in rows}
+    assert sorted(row["GROUP-INSTANCE-ID"] for row in rows) == ["", "static-1"], out
+    expected = {}
+    for member in described["members"]:
+        parts = ",".join(str(p) for _, p in sorted(tuple(part) for part in member["assignment"]))
+        expected[member["client"]] = (f"{topic}:{parts}", f"{topic}:{parts}")
+    assert shown == expected, out
 
     restarted_at = len(static.of("start"))
     other_assigned_before = len(other.of("assigned"))
