@@ -64,6 +64,8 @@ pub(super) struct ConsumerWrite {
     before: Option<ConsumerGroup>,
     /// The heartbeat answered by the write's result (none for the tick's expiries).
     reply: Option<(RequestId, i16, ConsumerGroupHeartbeatResponse)>,
+    /// The DeleteGroups waiting for this write (the group's tombstones), if any.
+    delete: Option<RequestId>,
     /// The group's partition was unloaded while writing: the result touches no group.
     orphaned: bool,
 }
@@ -211,6 +213,7 @@ impl Coordinator {
             group_id,
             before,
             reply,
+            delete: None,
             orphaned: false,
         };
         self.consumer.writes.insert(write, pending);
@@ -219,6 +222,29 @@ impl Coordinator {
             partition,
             records,
         });
+    }
+
+    /// DeleteGroups of an empty consumer group (Kafka's `validateDeleteGroup` passed): its
+    /// tombstones are applied and handed to the driver; the DeleteGroups `request_id` is answered
+    /// once they are durable (and its offsets' tombstones too). Returns the write.
+    pub(super) fn write_consumer_group_deletion(
+        &mut self,
+        group_id: &str,
+        request_id: RequestId,
+    ) -> Option<ConsumerWriteId> {
+        let before = self.consumer_groups.group(group_id).cloned();
+        let records = self.consumer_groups.delete(group_id).ok()?;
+        self.write_consumer_records(group_id.to_owned(), before, None, records);
+        let write = self.consumer.next_write;
+        if let Some(pending) = self.consumer.writes.get_mut(&write) {
+            pending.delete = Some(request_id);
+        }
+        Some(write)
+    }
+
+    /// Whether a write of `group_id`'s records is in flight.
+    pub(super) fn consumer_group_busy(&self, group_id: &str) -> bool {
+        self.consumer.busy.contains_key(group_id)
     }
 
     /// The driver's result for an [`Output::PersistConsumerRecords`]: on success the heartbeat
@@ -237,6 +263,7 @@ impl Coordinator {
             group_id,
             before,
             reply,
+            delete,
             orphaned,
         } = pending;
         let error_code = if orphaned {
@@ -257,6 +284,9 @@ impl Coordinator {
                 heartbeat_write_error(error)
             })
         };
+        if let Some(request_id) = delete {
+            self.consumer_deletion_written(request_id, write, &group_id, error_code);
+        }
         if let Some((request_id, version, response)) = reply {
             let response = match error_code {
                 Some(code) => heartbeat_error(code, None),

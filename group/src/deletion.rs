@@ -1,8 +1,9 @@
 //! DeleteGroups (v0–v2) and OffsetDelete (v0): which groups and committed offsets may go (Kafka's
-//! rules: only an Empty group is deleted, NON_EMPTY_GROUP otherwise; an offset goes unless an
-//! active member of a consumer group subscribes to its topic), the tombstones that make the
-//! deletion durable (they also remove transactional commits of the same keys still pending, as
-//! Kafka 4.x does), and the answers.
+//! rules: only an Empty group is deleted, NON_EMPTY_GROUP otherwise, and a KIP-848 consumer group
+//! only without members; an offset goes unless an active member of a consumer group subscribes to
+//! its topic), the tombstones that make the deletion durable (they also remove transactional
+//! commits of the same keys still pending, as Kafka 4.x does; a consumer group's records get
+//! theirs through the consumer groups' write, `consumer_coord.rs`), and the answers.
 //!
 //! Must never: answer a deletion before the driver reported its tombstones durable, or let a
 //! tombstone remove a commit that was handed to the driver after it.
@@ -19,6 +20,7 @@ use kafka_protocol::messages::{
 use skiff_protocol::codec::Reader;
 use skiff_protocol::error_code::ErrorCode;
 
+use super::consumer_coord::ConsumerWriteId;
 use super::coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 use super::offsets_log::OffsetKey;
 use super::state::{Group, GroupState};
@@ -38,6 +40,12 @@ pub(super) struct PendingDelete {
     persist_sequence: u64,
     keys: Vec<OffsetKey>,
     kind: PendingKind,
+    /// The offsets' tombstones' result (`None`: not back yet).
+    offsets: Option<Result<(), PersistError>>,
+    /// Consumer groups' tombstone writes not back yet (DeleteGroups of empty consumer groups).
+    consumer_writes: BTreeSet<ConsumerWriteId>,
+    /// Consumer groups whose tombstones could not be written, with the error they get.
+    consumer_errors: Vec<(String, i16)>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,58 +63,89 @@ enum PendingKind {
     },
 }
 
+/// What DeleteGroups deletes of one group id beside its committed offsets.
+struct DeletionTarget {
+    /// A consumer group's records (tombstones written as the group's records).
+    consumer: bool,
+}
+
+/// The offsets of `group` to tombstone: the committed ones and those pending in transactions (as
+/// Kafka 4.x does: the tombstone removes them, and their marker then finds nothing).
+fn tombstone_keys(group: &Group) -> Vec<OffsetKey> {
+    let pending = group
+        .pending_txn
+        .values()
+        .flat_map(|pending| pending.offsets.keys());
+    let slots: BTreeSet<&(String, i32)> = group.offsets.keys().chain(pending).collect();
+    slots
+        .into_iter()
+        .map(|(topic, partition)| OffsetKey {
+            group: group.group_id.clone(),
+            topic: topic.clone(),
+            partition: *partition,
+        })
+        .collect()
+}
+
 impl Coordinator {
     /// DeleteGroups, every version: an Empty group (offsets only, or members all gone) is deleted
     /// with its committed offsets; a group with members gets NON_EMPTY_GROUP, an unknown one
-    /// GROUP_ID_NOT_FOUND. The reply comes after [`Coordinator::deletes_persisted`] unless no
-    /// offset needed a tombstone.
+    /// GROUP_ID_NOT_FOUND. An empty consumer group goes as Kafka 4.1.1 deletes it: the
+    /// tombstones of its records (group metadata, target assignment, patterns) and of its
+    /// offsets. The reply comes once every tombstone is durable ([`Coordinator::deletes_persisted`]
+    /// and [`Coordinator::consumer_records_persisted`]), at once if none was needed.
     pub fn handle_delete_groups(&mut self, meta: RequestMeta, request: DeleteGroupsRequest) {
         let mut response = DeleteGroupsResponse::default();
         let mut deleted = Vec::new();
         let mut keys = Vec::new();
+        let mut consumer_deleted = Vec::new();
         for group_id in &request.groups_names {
             let mut result = DeletableGroupResult::default();
             result.group_id = group_id.clone();
-            let outcome = match self.unavailable_for(group_id.0.as_str()) {
-                Some(error) => Err(error),
-                // Kafka 4.1.1's `ConsumerGroup.validateDeleteGroup`: not while it has members.
-                None if self
-                    .consumer_groups
-                    .group(group_id.0.as_str())
-                    .is_some_and(|group| !group.members().is_empty()) =>
-                {
-                    Err(ErrorCode::NON_EMPTY_GROUP)
-                }
-                None => match self.groups.get(group_id.0.as_str()) {
-                    None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
-                    Some(group) if group.state != GroupState::Empty => {
-                        Err(ErrorCode::NON_EMPTY_GROUP)
-                    }
-                    Some(group) => Ok(group),
-                },
-            };
-            match outcome {
+            match self.deletion_of(group_id.0.as_str()) {
                 Err(error) => result.error_code = error.code(),
-                Ok(group) => {
-                    // Pending transactional commits are tombstoned too (as Kafka 4.x does):
-                    // the tombstone removes them, and their marker then finds nothing.
-                    let pending = group
-                        .pending_txn
-                        .values()
-                        .flat_map(|pending| pending.offsets.keys());
-                    let slots: BTreeSet<&(String, i32)> =
-                        group.offsets.keys().chain(pending).collect();
-                    keys.extend(slots.into_iter().map(|(topic, partition)| OffsetKey {
-                        group: group.group_id.clone(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    }));
-                    deleted.push(group.group_id.clone());
+                Ok(target) => {
+                    if target.consumer {
+                        consumer_deleted.push(group_id.0.to_string());
+                    }
+                    if let Some(group) = self.groups.get(group_id.0.as_str()) {
+                        keys.extend(tombstone_keys(group));
+                        deleted.push(group.group_id.clone());
+                    }
                 }
             }
             response.results.push(result);
         }
-        self.start_delete(meta, keys, PendingKind::DeleteGroups { response, deleted });
+        let writes = consumer_deleted
+            .iter()
+            .filter_map(|group_id| self.write_consumer_group_deletion(group_id, meta.request_id))
+            .collect();
+        let kind = PendingKind::DeleteGroups { response, deleted };
+        self.start_delete(meta, keys, kind, writes);
+    }
+
+    /// What DeleteGroups may delete of `group_id`, Kafka's checks: a consumer group only without
+    /// members (`ConsumerGroup.validateDeleteGroup`), a classic group only when Empty.
+    fn deletion_of(&self, group_id: &str) -> Result<DeletionTarget, ErrorCode> {
+        if let Some(error) = self.unavailable_for(group_id) {
+            return Err(error);
+        }
+        if let Some(consumer) = self.consumer_groups.group(group_id) {
+            if !consumer.members().is_empty() {
+                return Err(ErrorCode::NON_EMPTY_GROUP);
+            }
+            // Its last member's removal is being written: the group is not settled yet (Kafka's
+            // coordinator would run the deletion after that write; clients retry this error).
+            if self.consumer_group_busy(group_id) {
+                return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+            }
+            return Ok(DeletionTarget { consumer: true });
+        }
+        match self.groups.get(group_id) {
+            None => Err(ErrorCode::GROUP_ID_NOT_FOUND),
+            Some(group) if group.state != GroupState::Empty => Err(ErrorCode::NON_EMPTY_GROUP),
+            Some(_) => Ok(DeletionTarget { consumer: false }),
+        }
     }
 
     /// OffsetDelete (at `now_ms`): the group-level checks (unknown group: GROUP_ID_NOT_FOUND; a
@@ -176,14 +215,11 @@ impl Coordinator {
             }
             response.topics.push(topic_response);
         }
-        self.start_delete(
-            meta,
-            keys,
-            PendingKind::OffsetDelete {
-                response,
-                kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
-            },
-        );
+        let kind = PendingKind::OffsetDelete {
+            response,
+            kept_until_ms: now_ms.saturating_add(self.config.emptied_group_retention_ms),
+        };
+        self.start_delete(meta, keys, kind, BTreeSet::new());
     }
 
     fn reply_offset_delete_error(
@@ -204,32 +240,76 @@ impl Coordinator {
             || self.has_pending_txn_offset(group_id, topic, partition)
     }
 
-    /// Hands the tombstones to the driver (or, with none to write, finishes at once).
-    fn start_delete(&mut self, meta: RequestMeta, keys: Vec<OffsetKey>, kind: PendingKind) {
+    /// Hands the offsets' tombstones to the driver (the consumer groups' `consumer_writes` were
+    /// handed to it already), or, with nothing to wait for, finishes at once.
+    fn start_delete(
+        &mut self,
+        meta: RequestMeta,
+        keys: Vec<OffsetKey>,
+        kind: PendingKind,
+        consumer_writes: BTreeSet<ConsumerWriteId>,
+    ) {
         let persist_sequence = self.next_persist_sequence();
+        let offsets = keys.is_empty().then_some(Ok(()));
         let pending = PendingDelete {
             version: meta.version,
             persist_sequence,
             keys,
             kind,
+            offsets,
+            consumer_writes,
+            consumer_errors: Vec::new(),
         };
-        if pending.keys.is_empty() {
-            self.finish_delete(meta.request_id, pending, Ok(()));
-            return;
+        if pending.offsets.is_none() {
+            self.outputs.push_back(Output::PersistOffsetDeletes {
+                request_id: meta.request_id,
+                keys: pending.keys.clone(),
+            });
         }
-        self.outputs.push_back(Output::PersistOffsetDeletes {
-            request_id: meta.request_id,
-            keys: pending.keys.clone(),
-        });
         self.pending_deletes.insert(meta.request_id, pending);
+        self.maybe_finish_delete(meta.request_id);
     }
 
     /// The driver's answer to [`Output::PersistOffsetDeletes`]: on success the offsets (and the
-    /// deleted groups, if still empty) go and the request is answered; on failure nothing changes
-    /// and the affected groups or partitions get the failure's error. An unknown request id is
-    /// ignored.
+    /// deleted groups, if still empty) go and the request is answered (once its consumer groups'
+    /// tombstones are durable too); on failure nothing changes and the affected groups or
+    /// partitions get the failure's error. An unknown request id is ignored.
     pub fn deletes_persisted(&mut self, request_id: RequestId, result: Result<(), PersistError>) {
-        if let Some(pending) = self.pending_deletes.remove(&request_id) {
+        if let Some(pending) = self.pending_deletes.get_mut(&request_id) {
+            pending.offsets = Some(result);
+            self.maybe_finish_delete(request_id);
+        }
+    }
+
+    /// A consumer group's tombstones of DeleteGroups `request_id` were written (`error`: with
+    /// that error, the group is back as it was).
+    pub(super) fn consumer_deletion_written(
+        &mut self,
+        request_id: RequestId,
+        write: ConsumerWriteId,
+        group_id: &str,
+        error: Option<i16>,
+    ) {
+        if let Some(pending) = self.pending_deletes.get_mut(&request_id) {
+            pending.consumer_writes.remove(&write);
+            if let Some(code) = error {
+                pending.consumer_errors.push((group_id.to_owned(), code));
+            }
+            self.maybe_finish_delete(request_id);
+        }
+    }
+
+    /// Answers a deletion once every write it waits for is back.
+    fn maybe_finish_delete(&mut self, request_id: RequestId) {
+        let done = self
+            .pending_deletes
+            .get(&request_id)
+            .is_some_and(|pending| pending.offsets.is_some() && pending.consumer_writes.is_empty());
+        if let Some(pending) = done
+            .then(|| self.pending_deletes.remove(&request_id))
+            .flatten()
+        {
+            let result = pending.offsets.unwrap_or(Ok(()));
             self.finish_delete(request_id, pending, result);
         }
     }
@@ -245,6 +325,8 @@ impl Coordinator {
             persist_sequence,
             keys,
             kind,
+            consumer_errors,
+            ..
         } = pending;
         if result.is_ok() {
             for key in &keys {
@@ -252,24 +334,9 @@ impl Coordinator {
             }
         }
         let response = match kind {
-            PendingKind::DeleteGroups {
-                mut response,
-                deleted,
-            } => {
-                for group_id in &deleted {
-                    match result {
-                        Ok(()) => self.forget_deleted_group(group_id),
-                        Err(error) => {
-                            for group in &mut response.results {
-                                if group.group_id.0.as_str() == group_id {
-                                    group.error_code = error.error_code();
-                                }
-                            }
-                        }
-                    }
-                }
-                Response::DeleteGroups(response)
-            }
+            PendingKind::DeleteGroups { response, deleted } => Response::DeleteGroups(
+                self.delete_groups_answer(response, &deleted, result, consumer_errors),
+            ),
             PendingKind::OffsetDelete {
                 mut response,
                 kept_until_ms,
@@ -297,6 +364,39 @@ impl Coordinator {
             }
         };
         self.reply(request_id, version, response);
+    }
+
+    /// DeleteGroups' answer once its writes are back: the classic entries (offsets) deleted go
+    /// unless their tombstones failed (then those groups get the failure's error), and consumer
+    /// groups whose tombstones failed get that write's error.
+    fn delete_groups_answer(
+        &mut self,
+        mut response: DeleteGroupsResponse,
+        deleted: &[String],
+        result: Result<(), PersistError>,
+        consumer_errors: Vec<(String, i16)>,
+    ) -> DeleteGroupsResponse {
+        let mut failed: Vec<(String, i16)> = match result {
+            Ok(()) => {
+                for group_id in deleted {
+                    self.forget_deleted_group(group_id);
+                }
+                Vec::new()
+            }
+            Err(error) => deleted
+                .iter()
+                .map(|group_id| (group_id.clone(), error.error_code()))
+                .collect(),
+        };
+        failed.extend(consumer_errors);
+        for (group_id, code) in failed {
+            for group in &mut response.results {
+                if group.group_id.0.as_str() == group_id && group.error_code == 0 {
+                    group.error_code = code;
+                }
+            }
+        }
+        response
     }
 
     /// Removes one committed offset unless it was handed to the driver after the tombstone (a

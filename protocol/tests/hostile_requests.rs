@@ -161,6 +161,12 @@ fn default_request(api_key: ApiKey) -> Request {
         ApiKey::DescribeProducers => {
             Request::DescribeProducers(DescribeProducersRequest::default())
         }
+        ApiKey::ConsumerGroupHeartbeat => Request::ConsumerGroupHeartbeat(
+            skiff_protocol::requests::ConsumerGroupHeartbeatRequest::default(),
+        ),
+        ApiKey::ConsumerGroupDescribe => {
+            Request::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default())
+        }
         other => panic!("no default for {other:?}"),
     }
 }

@@ -650,7 +650,8 @@ async fn every_advertised_group_api_version_answers() -> anyhow::Result<()> {
 
 /// The APIs the two tests above exercise at every advertised version, the SASL ones, which
 /// `tests/security.rs` exercises at every version (they need a SASL listener), the admin ones
-/// `tests/every_admin_version.rs` exercises, and the transactional ones of `tests/txn_offsets.rs`.
+/// `tests/every_admin_version.rs` exercises, the transactional ones of `tests/txn_offsets.rs`, and
+/// the consumer group ones of `tests/consumer_groups.rs`.
 const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
@@ -707,6 +708,9 @@ const EXERCISED_APIS: &[ApiKey] = &[
     ApiKey::WriteTxnMarkers,
     // DescribeProducers at every advertised version (tests/transactions_partition.rs).
     ApiKey::DescribeProducers,
+    // KIP-848 consumer groups at every advertised version (tests/consumer_groups.rs).
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
 ];
 
 /// What ApiVersions advertises decides what must be exercised: an API advertised without a case

@@ -4,6 +4,10 @@
 //!
 //! Must never: import the coordinator (config is a leaf of the broker's folders).
 
+use std::fmt;
+
+use super::{invalid, ConfigError};
+
 /// Kafka's `group.min.session.timeout.ms`: a JoinGroup asking for less gets
 /// INVALID_SESSION_TIMEOUT. Below this, a member that pauses for a GC or a slow poll would be
 /// expelled constantly.
@@ -43,6 +47,76 @@ pub const CONSUMER_HEARTBEAT_INTERVAL_MS_MAX_DEFAULT: i32 = 15_000;
 /// GROUP_MAX_SIZE_REACHED. Kafka's default is `i32::MAX`; Skiff's is the classic groups' member
 /// bound, so one group's memory (members × metadata and assignments) stays bounded.
 pub const CONSUMER_GROUP_MAX_SIZE_DEFAULT: usize = 1_000;
+
+/// Kafka's `group.consumer.assignors`: the server-side assignors consumer groups may ask for
+/// (ConsumerGroupHeartbeat's `server_assignor`), the first being the one a group uses when its
+/// members ask for none. Kafka takes builtin names or class names; Skiff has Kafka's two builtin
+/// assignors and takes their names or their Kafka class names, kept as the names.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsumerAssignors(Vec<String>);
+
+impl ConsumerAssignors {
+    /// Each builtin assignor's name and Kafka's class for it.
+    const BUILTIN: [(&'static str, &'static str); 2] = [
+        (
+            "uniform",
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+        ),
+        (
+            "range",
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+        ),
+    ];
+
+    /// A comma-separated list of names or class names, at least one.
+    pub fn parse(key: &str, text: &str) -> Result<Self, ConfigError> {
+        let mut names = Vec::new();
+        for item in text
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+        {
+            let Some((name, _)) = Self::BUILTIN
+                .iter()
+                .find(|(name, class)| item == *name || item == *class)
+            else {
+                return Err(invalid(
+                    key,
+                    format!("'{item}' is not an assignor Skiff has (uniform, range)"),
+                ));
+            };
+            names.push((*name).to_owned());
+        }
+        if names.is_empty() {
+            return Err(invalid(key, "at least one assignor is needed"));
+        }
+        Ok(Self(names))
+    }
+
+    /// The assignors' names, the default first.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+}
+
+impl Default for ConsumerAssignors {
+    /// Kafka's default: uniform, then range.
+    fn default() -> Self {
+        Self(
+            Self::BUILTIN
+                .iter()
+                .map(|(name, _)| (*name).to_owned())
+                .collect(),
+        )
+    }
+}
+
+/// Written as a config file writes it, as every config type's `Debug` must be.
+impl fmt::Debug for ConsumerAssignors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(","))
+    }
+}
 
 const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);
 const _: () = assert!(

@@ -52,7 +52,10 @@ use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend};
 use crate::partition::replica::{ProposalSender, ReplicationWait};
 use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
-use skiff_group::consumer::{ConsumerGroupConfig, ConsumerRecord};
+use skiff_group::consumer::{
+    AssignorKind, ConsumerGroupConfig, ConsumerRecord,
+    HeartbeatRequest as ConsumerHeartbeatRequest, TopicId, TopicImage,
+};
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
     ConsumerWriteId, Coordinator, GroupConfig, GroupKeys, Output, PersistError, Replayed,
@@ -98,6 +101,10 @@ pub(crate) enum GroupRequest {
     /// With the partitions the handler refused (authorization, unknown topic) and their error.
     OffsetDelete(OffsetDeleteRequest, BTreeMap<(String, i32), i16>),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// KIP-848: decoded and authorized by its handler, with the client's id and address.
+    ConsumerGroupHeartbeat(ConsumerHeartbeatRequest),
+    /// KIP-848: the group ids the principal may describe.
+    ConsumerGroupDescribe(Vec<String>),
     /// Not a client's: an end-transaction marker reached a `__consumer_offsets` partition
     /// ([`GroupHandle::complete_transaction`]).
     CompleteTransaction {
@@ -233,6 +240,9 @@ pub(crate) struct GroupDriver {
     /// Whether this broker's session was provably alive when leadership was last followed: a
     /// change either way is followed before the next request is served.
     session_alive: bool,
+    /// The topics the coordinator was last given (KIP-848 subscriptions and assignments), kept to
+    /// tell whether the topic table changed.
+    topic_image: TopicImage,
 }
 
 /// One loaded partition's log. The log is compacted by key by the log cleaner (`ops::cleaner`),
@@ -416,6 +426,7 @@ impl GroupDriver {
                 next_request_id: 0,
                 replicated: mpsc::channel(GROUP_REQUESTS_QUEUED_MAX),
                 session_alive: false,
+                topic_image: TopicImage::default(),
             },
             GroupHandle { requests: sender },
         )
@@ -501,6 +512,8 @@ impl GroupDriver {
     /// a partition led now at another leader epoch than the one it was loaded at is unloaded and
     /// loaded again, since others led it in between.
     async fn follow_leadership(&mut self, topics: &Arc<Topics>, cluster: &crate::cluster::Cluster) {
+        let materialized = *cluster.materialized_changes().borrow();
+        self.follow_topics(topics, materialized);
         self.session_alive = cluster.may_lead();
         let (coordinated, epochs) = cluster.coordinated();
         let stale: Vec<i32> = self
@@ -565,6 +578,33 @@ impl GroupDriver {
                 }
             }
         }
+    }
+
+    /// Gives the coordinator the cluster's topics (name, id, partition count) when they changed
+    /// since it was last given them: a topic created or deleted, or partitions added. Consumer
+    /// groups see the change at their members' next heartbeats (patterns are resolved again, and
+    /// a group whose subscribed topics changed gets a new target assignment), as Kafka's groups
+    /// follow its metadata image. The image's version is the materialized revision the change
+    /// was seen at (the metadata store's revisions only grow, also across restarts, so a pattern
+    /// resolved before a restart is resolved again unless nothing changed since), and at least one
+    /// more than the previous version.
+    fn follow_topics(&mut self, topics: &Topics, revision: i64) {
+        let by_name: BTreeMap<String, (TopicId, i32)> = topics
+            .all()
+            .iter()
+            .map(|topic| {
+                let entry = (TopicId(topic.topic_id), topic.partition_count());
+                (topic.name.clone(), entry)
+            })
+            .collect();
+        if by_name == self.topic_image.by_name && self.topic_image.version != 0 {
+            return;
+        }
+        self.topic_image = TopicImage {
+            version: revision.max(self.topic_image.version.saturating_add(1)),
+            by_name,
+        };
+        self.coordinator.set_topic_image(self.topic_image.clone());
     }
 
     /// Hands a replayed partition log to the coordinator and keeps it for the partition's
@@ -665,6 +705,12 @@ impl GroupDriver {
             GroupRequest::DeleteGroups(request) => coordinator.handle_delete_groups(meta, request),
             GroupRequest::TxnOffsetCommit(request) => {
                 coordinator.handle_txn_offset_commit(now, meta, request, partition_exists(topics))
+            }
+            GroupRequest::ConsumerGroupHeartbeat(request) => {
+                coordinator.handle_consumer_group_heartbeat(meta, request, now)
+            }
+            GroupRequest::ConsumerGroupDescribe(group_ids) => {
+                coordinator.handle_consumer_group_describe(meta, group_ids)
             }
             GroupRequest::CompleteTransaction { .. } => {
                 unreachable!("answered above, before a request id is taken")
@@ -1009,13 +1055,19 @@ pub(crate) fn group_config(config: &crate::config::Config) -> GroupConfig {
 
 /// The consumer groups' (KIP-848) settings from the broker's `group.consumer.*` keys (the
 /// config checks their order as Kafka does; the min/max bounds matter only for per-group
-/// settings, which Skiff does not have yet).
+/// settings, which Skiff does not have yet). Every assignor name the config accepts is one the
+/// coordinator has.
 fn consumer_group_config(config: &crate::config::Config) -> ConsumerGroupConfig {
     ConsumerGroupConfig {
         heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
         session_timeout_ms: config.group_consumer_session_timeout_ms,
         max_size: config.group_consumer_max_size,
-        ..ConsumerGroupConfig::default()
+        assignors: config
+            .group_consumer_assignors
+            .names()
+            .iter()
+            .filter_map(|name| AssignorKind::from_name(name))
+            .collect(),
     }
 }
 
@@ -1088,6 +1140,7 @@ mod tests {
             "group.consumer.session.timeout.ms=50000",
             "group.consumer.heartbeat.interval.ms=6000",
             "group.consumer.max.size=7",
+            "group.consumer.assignors=org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
         ] {
             config.apply_override(setting).expect(setting);
         }
@@ -1101,6 +1154,16 @@ mod tests {
             ),
             (50_000, 6_000, 7)
         );
+        assert_eq!(
+            consumer.assignors,
+            vec![AssignorKind::Range, AssignorKind::Uniform]
+        );
+        for refused in [
+            "group.consumer.assignors=sticky",
+            "group.consumer.assignors= , ",
+        ] {
+            assert!(config.clone().apply_override(refused).is_err(), "{refused}");
+        }
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 //! Metadata, from the cluster image: every live broker at its endpoint for the listener the client
 //! came in on (with its rack), the controller, the cluster id, and the requested topics (all of
-//! them for a null list, or for an empty list in v0) with each partition's leader, leader epoch,
-//! replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while it has no leader),
-//! auto-creating unknown topics when allowed.
+//! them for a null list, or for an empty list in v0; from v12 by topic id when the request names
+//! ids) with each partition's leader, leader epoch, replicas, ISR and offline replicas
+//! (LEADER_NOT_AVAILABLE while it has no leader), auto-creating unknown topics (asked for by
+//! name) when allowed.
 //!
 //! Authorization (Kafka's rules): a listing of every topic leaves out those the principal may not
 //! Describe; a named one it may not Describe gets TOPIC_AUTHORIZATION_FAILED, and so does an
@@ -10,8 +11,9 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
-    MetadataResponsePartition, MetadataResponseTopic,
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
     BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName,
@@ -31,6 +33,9 @@ const LEADER_EPOCH_VERSION_MIN: i16 = 7;
 const TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN: i16 = 8;
 /// First Metadata version with topic ids.
 const TOPIC_ID_VERSION_MIN: i16 = 10;
+/// First Metadata version whose request may name topics by id (Kafka 4.1.1 refuses ids at v10
+/// and v11).
+const TOPIC_ID_LOOKUP_VERSION_MIN: i16 = 12;
 
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -52,6 +57,14 @@ pub(crate) async fn handle(
             .collect(),
         listed: listed.iter().map(|broker| broker.node_id.0).collect(),
     };
+    let asked_operations = request.include_topic_authorized_operations;
+    if let Some(ids) = requested_ids(version, request.topics.as_deref()) {
+        let mut topics = by_id(ctx, &access, version, &known, &ids);
+        if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN && asked_operations {
+            with_authorized_operations(&mut topics, &access);
+        }
+        return response(ctx, version, listed, topics);
+    }
     let requested: Option<Vec<String>> = match request.topics {
         None => None,
         Some(topics) if topics.is_empty() && version == 0 => None,
@@ -64,7 +77,6 @@ pub(crate) async fn handle(
     };
     let allow_auto_create =
         ctx.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
-    let asked_operations = request.include_topic_authorized_operations;
     let mut topics = match requested {
         None => ctx
             .topics
@@ -92,6 +104,61 @@ pub(crate) async fn handle(
     if version >= TOPIC_AUTHORIZED_OPERATIONS_VERSION_MIN && asked_operations {
         with_authorized_operations(&mut topics, &access);
     }
+    response(ctx, version, listed, topics)
+}
+
+/// The topic ids a v12+ request asks for, when it asks by id: Kafka 4.1.1 then looks every topic
+/// up by its id and ignores the names (`KafkaApis.handleTopicMetadataRequest`'s `useTopicId`).
+/// Kafka's consumer asks this way for the topics of a KIP-848 assignment, which names topics by
+/// id only (a broker-side pattern subscription knows no names).
+fn requested_ids(version: i16, topics: Option<&[MetadataRequestTopic]>) -> Option<Vec<[u8; 16]>> {
+    if version < TOPIC_ID_LOOKUP_VERSION_MIN {
+        return None;
+    }
+    let ids: Vec<[u8; 16]> = topics?
+        .iter()
+        .map(|topic| *topic.topic_id.as_bytes())
+        .filter(|id| *id != [0; 16])
+        .collect();
+    (!ids.is_empty()).then_some(ids)
+}
+
+/// The topics asked for by id: UNKNOWN_TOPIC_ID for an id no topic has, TOPIC_AUTHORIZATION_FAILED
+/// (with the id, no name: Kafka does not treat ids as sensitive) for one the principal may not
+/// Describe; never auto-created.
+fn by_id(
+    ctx: &Ctx,
+    access: &Access<'_>,
+    version: i16,
+    known: &KnownBrokers,
+    ids: &[[u8; 16]],
+) -> Vec<MetadataResponseTopic> {
+    let refused = |id: &[u8; 16], code: i16| {
+        MetadataResponseTopic::default()
+            .with_error_code(code)
+            .with_name(None)
+            .with_topic_id(uuid::Uuid::from_bytes(*id))
+    };
+    ids.iter()
+        .map(|id| match ctx.topics.get_by_id(id) {
+            None => refused(id, error_code::UNKNOWN_TOPIC_ID),
+            Some(topic)
+                if !access.allows(Operation::Describe, ResourceType::Topic, &topic.name) =>
+            {
+                refused(id, error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
+            Some(topic) => describe(ctx, version, &topic, known),
+        })
+        .collect()
+}
+
+/// The response around `topics`: the brokers, the controller and the cluster id.
+fn response(
+    ctx: &Ctx,
+    version: i16,
+    listed: Vec<MetadataResponseBroker>,
+    topics: Vec<MetadataResponseTopic>,
+) -> MetadataResponse {
     // kafka-protocol refuses to encode a non-default value in a field the version lacks, so
     // version-gated fields are set only where they exist.
     let mut response = MetadataResponse::default()

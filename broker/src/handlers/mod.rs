@@ -18,6 +18,8 @@ mod alter_partition_reassignments;
 mod create_partitions;
 mod incremental_alter_configs;
 
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_topics;
 // Security admin APIs.
 mod alter_user_scram_credentials;
@@ -133,6 +135,9 @@ pub(crate) const HANDLED_APIS: &[ApiKey] = &[
     ApiKey::TxnOffsetCommit,
     ApiKey::WriteTxnMarkers,
     ApiKey::DescribeProducers,
+    // KIP-848 consumer groups (issue 40).
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
 ];
 
 /// What to do after a frame.
@@ -313,6 +318,8 @@ async fn dispatch(
             )
         };
     }
+    // No catch-all arm: every request the protocol crate decodes has an arm here, so a new
+    // decoder without one does not compile.
     let encoded = match request {
         Request::ApiVersions(r) => answer(turn, &header, api_versions::handle(ctx, &header, r)),
         Request::Metadata(r) => handled!(metadata, r),
@@ -404,16 +411,9 @@ async fn dispatch(
         Request::TxnOffsetCommit(r) => handled!(txn_offset_commit, r),
         Request::WriteTxnMarkers(r) => handled!(write_txn_markers, r),
         Request::DescribeProducers(r) => handled!(describe_producers, r),
-        // KIP-848 consumer groups (issue 40): their rows are in `api::PENDING_APIS`, so
-        // `decode_request` refuses them and these variants never reach here; should one, it is
-        // answered as Kafka answers an API it does not serve: the connection closes. Each arm
-        // becomes its handler when the API's row moves into `api::SUPPORTED_APIS`.
-        // No catch-all arm: every request the protocol crate decodes has an arm here, so a new
-        // decoder without one does not compile.
-        Request::ConsumerGroupHeartbeat(_) | Request::ConsumerGroupDescribe(_) => {
-            tracing::debug!(api = ?header.request_api_key, "API without a handler; closing");
-            return Outcome::close();
-        }
+        // KIP-848 consumer groups (issue 40).
+        Request::ConsumerGroupHeartbeat(r) => handled!(consumer_group_heartbeat, r),
+        Request::ConsumerGroupDescribe(r) => handled!(consumer_group_describe, r),
     };
     Outcome::encoded(encoded, correlation_id)
 }

@@ -1,7 +1,8 @@
-//! OffsetCommit, v0–v8: Read on the group (else GROUP_AUTHORIZATION_FAILED for every partition),
+//! OffsetCommit, v0–v9: Read on the group (else GROUP_AUTHORIZATION_FAILED for every partition),
 //! then Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions); the authorized
-//! topics are handed to the group coordinator task, which answers once the commit is durable in
-//! the offsets log.
+//! topics are handed to the group coordinator task, which checks the member (a classic member's
+//! generation, or from v9 a consumer group member's id and epoch, KIP-848) and answers once the
+//! commit is durable in the offsets log.
 //!
 //! Must never: acknowledge a commit itself (only the coordinator's reply does, after the flush).
 

@@ -1,10 +1,11 @@
-//! OffsetFetch, v0–v8: Describe on the group (else GROUP_AUTHORIZATION_FAILED: per partition in
-//! v0–1, top-level in v2–7, per group in v8) and on each topic: a named topic the principal may
+//! OffsetFetch, v0–v9: Describe on the group (else GROUP_AUTHORIZATION_FAILED: per partition in
+//! v0–1, top-level in v2–7, per group from v8) and on each topic: a named topic the principal may
 //! not describe gets TOPIC_AUTHORIZATION_FAILED for its partitions, and an all-topics request
 //! silently leaves such topics out (Kafka's rules). The rest is handed to the group coordinator
 //! task, which answers from the committed offsets it loaded from the offsets log (with
 //! `require_stable`, v7+: UNSTABLE_OFFSET_COMMIT for a partition whose transactional commit
-//! awaits its marker).
+//! awaits its marker; from v9 a group may name a consumer group member's id and epoch, which the
+//! coordinator checks, KIP-848).
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the fallback when the
 //! coordinator task has stopped, which happens only during shutdown).

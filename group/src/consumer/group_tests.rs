@@ -105,6 +105,30 @@ fn second_member_waits_for_the_first_to_revoke() {
 }
 
 #[test]
+fn a_member_may_join_subscribed_to_nothing_yet() {
+    // Kafka's consumer joins with an empty name list while its client-side pattern matches no
+    // topic, and may send no owned partitions at all; Kafka 4.1.1 accepts both.
+    let mut groups = groups();
+    let empty = HeartbeatRequest {
+        subscribed_topic_names: Some(vec![]),
+        topic_partitions: None,
+        ..join("a")
+    };
+    let joined = send(&mut groups, &empty, 0).unwrap().response;
+    assert_eq!(
+        (joined.member_epoch, joined.assignment),
+        (1, Some(Assignment::new()))
+    );
+    // Its subscription arrives later and it gets partitions.
+    let subscribed = HeartbeatRequest {
+        subscribed_topic_names: Some(vec!["orders".into()]),
+        ..beat("a", 1, Some(Assignment::new()))
+    };
+    let assigned = send(&mut groups, &subscribed, 1).unwrap().response;
+    assert_eq!(partition_count(&assigned.assignment.unwrap()), 4);
+}
+
+#[test]
 fn requests_are_validated_with_kafkas_messages() {
     let mut groups = groups();
     let cases: Vec<(HeartbeatRequest, i16, &str)> = vec![
@@ -119,7 +143,7 @@ fn requests_are_validated_with_kafkas_messages() {
         ),
         (
             HeartbeatRequest {
-                topic_partitions: None,
+                topic_partitions: Some([(TopicId([1; 16]), [0].into())].into()),
                 ..join("a")
             },
             1,
@@ -127,11 +151,12 @@ fn requests_are_validated_with_kafkas_messages() {
         ),
         (
             HeartbeatRequest {
-                subscribed_topic_names: Some(vec![]),
+                subscribed_topic_names: None,
+                subscribed_topic_regex: None,
                 ..join("a")
             },
             1,
-            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
         ),
         (
             HeartbeatRequest {

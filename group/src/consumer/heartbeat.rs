@@ -150,6 +150,11 @@ fn validate(
     Ok(())
 }
 
+/// The checks of a joining heartbeat (epoch 0), as Kafka 4.1.1's
+/// `GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid` makes them: owned
+/// partitions may be null or empty, and an empty subscription is a member subscribed to nothing
+/// (Kafka's consumer joins so while its client-side pattern matches no topic yet); only a
+/// subscription given neither as names nor as a pattern is refused.
 fn validate_join(request: &HeartbeatRequest) -> Result<(), HeartbeatError> {
     if request.rebalance_timeout_ms == -1 {
         return Err(invalid(
@@ -159,21 +164,13 @@ fn validate_join(request: &HeartbeatRequest) -> Result<(), HeartbeatError> {
     if request
         .topic_partitions
         .as_ref()
-        .is_none_or(|owned| !owned.is_empty())
+        .is_some_and(|owned| !owned.is_empty())
     {
         return Err(invalid("TopicPartitions must be empty when (re-)joining."));
     }
-    let names = request
-        .subscribed_topic_names
-        .as_ref()
-        .is_some_and(|n| !n.is_empty());
-    let regex = request
-        .subscribed_topic_regex
-        .as_ref()
-        .is_some_and(|r| !r.is_empty());
-    if !names && !regex {
+    if request.subscribed_topic_names.is_none() && request.subscribed_topic_regex.is_none() {
         return Err(invalid(
-            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+            "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
         ));
     }
     Ok(())

@@ -702,6 +702,96 @@ fn delete_groups_refuses_a_consumer_group_with_members() {
     );
 }
 
+/// A consumer group left empty: `member` joined, committed offset 5 and left.
+fn emptied(h: &mut H, group: &str, member: &str) {
+    let epoch = joined(h, group, member);
+    assert_eq!(commit(h, 9, group, member, epoch, 5), 0);
+    let id = h.heartbeat(at_epoch(group, member, epochs::LEAVE));
+    let (write, _) = h.write();
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    assert_eq!(h.reply(id).error_code, 0);
+    assert!(h.coordinator.consumer_groups().group(group).is_some());
+}
+
+/// DeleteGroups of `group`: its writes (consumer records, offsets' tombstones) in output order.
+fn delete_group(h: &mut H, group: &str) -> (u64, Vec<Output>) {
+    use kafka_protocol::messages::DeleteGroupsRequest;
+    let mut request = DeleteGroupsRequest::default();
+    request.groups_names = vec![GroupId(StrBytes::from_string(group.to_owned()))];
+    let meta = h.meta(2);
+    let id = meta.request_id;
+    h.coordinator.handle_delete_groups(meta, request);
+    (id, h.outputs())
+}
+
+fn delete_groups_error(outputs: &[Output]) -> i16 {
+    match outputs {
+        [Output::Reply {
+            response: Response::DeleteGroups(response),
+            ..
+        }] => response.results[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn delete_groups_deletes_an_empty_consumer_group_with_its_offsets_once_both_are_durable() {
+    let mut h = H::new();
+    emptied(&mut h, "g", "m1");
+    let (id, outputs) = delete_group(&mut h, "g");
+    let write = match outputs.as_slice() {
+        [Output::PersistConsumerRecords { write, records, .. }, Output::PersistOffsetDeletes { request_id, keys }]
+            if *request_id == id && keys.len() == 1 =>
+        {
+            assert!(
+                records.iter().all(|record| record.is_tombstone()),
+                "{records:?}"
+            );
+            *write
+        }
+        other => panic!("{other:?}"),
+    };
+    // Neither write alone answers.
+    h.coordinator.deletes_persisted(id, Ok(()));
+    assert!(h.outputs().is_empty());
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    assert_eq!(delete_groups_error(&h.outputs()), 0);
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    assert_eq!(h.coordinator.committed_offset("g", "t", 0), None);
+    // Gone: a second deletion finds nothing.
+    let (_, outputs) = delete_group(&mut h, "g");
+    assert_eq!(
+        delete_groups_error(&outputs),
+        ErrorCode::GROUP_ID_NOT_FOUND.code()
+    );
+}
+
+#[test]
+fn a_failed_deletion_of_a_consumer_group_keeps_it() {
+    let mut h = H::new();
+    emptied(&mut h, "g", "m1");
+    let (id, outputs) = delete_group(&mut h, "g");
+    let Output::PersistConsumerRecords { write, .. } = outputs[0] else {
+        panic!("{outputs:?}");
+    };
+    h.coordinator
+        .consumer_records_persisted(write, Err(PersistError::NotLeader));
+    h.coordinator.deletes_persisted(id, Ok(()));
+    assert_eq!(
+        delete_groups_error(&h.outputs()),
+        ErrorCode::NOT_COORDINATOR.code()
+    );
+    assert!(h.coordinator.consumer_groups().group("g").is_some());
+    // An empty consumer group without offsets has only its records to write.
+    let (_, outputs) = delete_group(&mut h, "g");
+    let [Output::PersistConsumerRecords { write, .. }] = outputs.as_slice() else {
+        panic!("{outputs:?}");
+    };
+    h.coordinator.consumer_records_persisted(*write, Ok(()));
+    assert_eq!(delete_groups_error(&h.outputs()), 0);
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+}
+
 #[test]
 fn offset_delete_refuses_the_topics_a_consumer_group_subscribes_to() {
     use kafka_protocol::messages::offset_delete_request::{

@@ -156,7 +156,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::requests::{decode_pending_body, Request};
+    use crate::requests::{decode_body, Request};
 
     fn hex(text: &str) -> Bytes {
         (0..text.len())
@@ -208,7 +208,7 @@ mod tests {
             .encode_body(version)
             .unwrap();
         assert_eq!(body.as_ref(), hex(kafka).as_ref(), "v{version}");
-        let decoded = decode_pending_body(ApiKey::ConsumerGroupHeartbeat, version, &hex(kafka));
+        let decoded = decode_body(ApiKey::ConsumerGroupHeartbeat, version, &hex(kafka));
         assert_eq!(decoded, Ok(Request::ConsumerGroupHeartbeat(request)));
     }
 
@@ -270,7 +270,7 @@ mod tests {
                 .encode_body(version)
                 .unwrap();
             assert_eq!(body.as_ref(), hex("030367310367320100").as_ref());
-            let decoded = decode_pending_body(
+            let decoded = decode_body(
                 ApiKey::ConsumerGroupDescribe,
                 version,
                 &hex("030367310367320100"),

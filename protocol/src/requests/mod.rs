@@ -249,8 +249,7 @@ requests! {
     // Client quota admin APIs.
     DescribeClientQuotas(DescribeClientQuotasRequest) = client_quotas::decode_describe;
     AlterClientQuotas(AlterClientQuotasRequest) = client_quotas::decode_alter;
-    // Transactions (issue 38): decoded only through `decode_pending_body` while their rows are in
-    // `api::PENDING_APIS`.
+    // Transactions (issue 38).
     AddPartitionsToTxn(AddPartitionsToTxnRequest) = add_partitions_to_txn::decode;
     AddOffsetsToTxn(AddOffsetsToTxnRequest) = add_offsets_to_txn::decode;
     EndTxn(EndTxnRequest) = end_txn::decode;
@@ -259,8 +258,7 @@ requests! {
     DescribeProducers(DescribeProducersRequest) = transactions_admin::decode_describe_producers;
     DescribeTransactions(DescribeTransactionsRequest) = transactions_admin::decode_describe;
     ListTransactions(ListTransactionsRequest) = transactions_admin::decode_list;
-    // KIP-848 consumer groups (issue 40): decoded only through `decode_pending_body` while their
-    // rows are in `api::PENDING_APIS`.
+    // KIP-848 consumer groups (issue 40).
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest) = consumer_group::decode_heartbeat;
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest) = consumer_group::decode_describe;
 }

@@ -908,12 +908,27 @@ fn elect_leaders_bytes_follow_kafkas_schema() {
     assert!(decode_body(ApiKey::ElectLeaders, 0, &body).is_err());
 }
 
+/// A frame of `api_key` at `version` with `body`, as a client sends it (header then body).
+fn frame_of(api_key: ApiKey, version: i16, body: &[u8]) -> Bytes {
+    use kafka_protocol::messages::RequestHeader;
+    let row = crate::api::decodable(api_key).unwrap();
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(5);
+    let mut frame = bytes::BytesMut::new();
+    header
+        .encode(&mut frame, row.request_header_version(version))
+        .unwrap();
+    frame.extend_from_slice(body);
+    frame.freeze()
+}
+
 #[test]
 fn pending_apis_and_versions_are_decoded_only_by_the_pending_entry_point() {
-    use kafka_protocol::messages::RequestHeader;
-    // Each pending row's newest version: the body decodes through `decode_pending_body`, while a
-    // whole frame is refused by `decode_request` (the broker's path) exactly as an unsupported
-    // version or an unknown API, and `decode_body` refuses it too.
+    // Each pending row's newest version (none while nothing is staged): the body decodes through
+    // `decode_pending_body`, while a whole frame is refused by `decode_request` (the broker's
+    // path) exactly as an unsupported version or an unknown API, and `decode_body` refuses it too.
     for row in PENDING_APIS {
         let version = row.version_max;
         let sample = (0..)
@@ -925,16 +940,7 @@ fn pending_apis_and_versions_are_decoded_only_by_the_pending_entry_point() {
             Ok(sample.clone())
         );
         assert!(decode_body(row.api_key, version, &body).is_err());
-        let header = RequestHeader::default()
-            .with_request_api_key(row.api_key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(5);
-        let mut frame = bytes::BytesMut::new();
-        header
-            .encode(&mut frame, row.request_header_version(version))
-            .unwrap();
-        frame.extend_from_slice(&body);
-        let refused = decode_request(&frame.freeze()).unwrap_err();
+        let refused = decode_request(&frame_of(row.api_key, version, &body)).unwrap_err();
         let expected = if crate::api::supported(row.api_key).is_some() {
             RequestError::UnsupportedVersion {
                 api_key: row.api_key as i16,
@@ -949,6 +955,38 @@ fn pending_apis_and_versions_are_decoded_only_by_the_pending_entry_point() {
             }
         };
         assert_eq!(refused, expected, "{:?}", row.api_key);
+    }
+}
+
+#[test]
+fn the_kip_848_versions_are_served_and_the_next_ones_refused() {
+    // Switched on for issue 40: ConsumerGroupHeartbeat and ConsumerGroupDescribe 0-1, and
+    // OffsetCommit / OffsetFetch v9 (the member epoch). A sample of each newest version decodes
+    // through the broker's entry point; one version past each (Kafka 4.1.1's v10 of the offset
+    // APIs, topic ids) is refused as unsupported before its body is looked at.
+    for (api_key, served_max) in [
+        (ApiKey::ConsumerGroupHeartbeat, 1),
+        (ApiKey::ConsumerGroupDescribe, 1),
+        (ApiKey::OffsetCommit, 9),
+        (ApiKey::OffsetFetch, 9),
+    ] {
+        let row = crate::api::supported(api_key).unwrap();
+        assert_eq!((row.version_min, row.version_max), (0, served_max));
+        let sample = (0..)
+            .find_map(|seed| decode_from(&mut SampleSource::new(seed), api_key, served_max).ok())
+            .unwrap();
+        let body = sample.encode_body(served_max).unwrap().freeze();
+        let (_, decoded) = decode_request(&frame_of(api_key, served_max, &body)).unwrap();
+        assert_eq!(decoded, sample, "{api_key:?}");
+        let past = served_max + 1;
+        assert_eq!(
+            decode_request(&frame_of(api_key, past, &[])).unwrap_err(),
+            RequestError::UnsupportedVersion {
+                api_key: api_key as i16,
+                api_version: past,
+                correlation_id: 5,
+            }
+        );
     }
 }
 
@@ -988,10 +1026,7 @@ fn offset_commit_and_fetch_v9_are_kafkas_bytes() {
             request.encode_body(version).unwrap().as_ref(),
             hex(kafka).as_ref()
         );
-        assert_eq!(
-            decode_pending_body(api_key, version, &hex(kafka)),
-            Ok(request)
-        );
+        assert_eq!(decode_body(api_key, version, &hex(kafka)), Ok(request));
     }
 
     let commit = OffsetCommitRequest::default()

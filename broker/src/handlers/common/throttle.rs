@@ -292,6 +292,19 @@ impl ThrottleField for skiff_protocol::responses::describe_cluster::DescribeClus
     }
 }
 
+// The KIP-848 responses are Skiff's own types: kafka-protocol 0.15.1 encodes only their v0.
+impl ThrottleField for skiff_protocol::responses::consumer_group::ConsumerGroupHeartbeatResponse {
+    fn set_throttle_time_ms(&mut self, ms: i32) {
+        self.throttle_time_ms = ms;
+    }
+}
+
+impl ThrottleField for skiff_protocol::responses::consumer_group::ConsumerGroupDescribeResponse {
+    fn set_throttle_time_ms(&mut self, ms: i32) {
+        self.throttle_time_ms = ms;
+    }
+}
+
 impl ThrottleField for kafka_protocol::messages::SaslHandshakeResponse {
     fn set_throttle_time_ms(&mut self, _ms: i32) {}
 }
