@@ -4,15 +4,24 @@
 //! ([`Output::PersistConsumerRecords`]) and its reply sent only once they are durable
 //! ([`Coordinator::consumer_records_persisted`]), and the expiry records of the tick.
 //!
-//! A failed write rolls the group back to its state before the request. That is correct only if
-//! nothing else was applied to the group meanwhile, so each consumer group has at most one write
-//! in flight: a heartbeat for a group whose write is in flight waits (parked, bounded) until the
-//! write's result, and the tick leaves that group alone until then. The alternative, reloading
-//! the group from the durable log, would need the log or a durable copy of every group here;
-//! the rollback needs one clone of the group per write, which the core's heartbeat makes anyway.
-//! A heartbeat that writes nothing is answered at once unless a write of its group is in flight
-//! (then it waits like the others, so no reply shows state that is not durable yet, as Kafka's
-//! runtime completes such a read only after the last write is committed).
+//! A failed write rolls the group back to its state before the requests it carries. That is
+//! correct only if nothing else was applied to the group meanwhile, so each consumer group has
+//! at most one write in flight: a heartbeat for a group whose write is in flight waits (parked,
+//! bounded) until the write's result, and the tick leaves that group alone until then. The
+//! alternative, reloading the group from the durable log, would need the log or a durable copy
+//! of every group here; the rollback needs one clone of the group per write, which the core's
+//! heartbeat makes anyway. A heartbeat that writes nothing is answered at once unless a write of
+//! its group is in flight (then it waits like the others, so no reply shows state that is not
+//! durable yet, as Kafka's runtime completes such a read only after the last write is committed).
+//!
+//! When a group's write has its result, the heartbeats parked behind it all run, in arrival
+//! order, and their records go out as ONE write (one batch: a replay sees all of them or none),
+//! as Kafka's coordinator runtime batches the records of many requests into one append. Each of
+//! them is answered by that write's result; a failure puts the group back as it was before the
+//! first of them and answers each with the write's error. Those that run before any of them
+//! wrote are answered at once, as a heartbeat with no write in flight is. A combined write stays
+//! within [`CONSUMER_WRITE_BYTES_MAX`]: the heartbeat that would take it over is undone and
+//! waits, first in line, for the next write.
 //!
 //! Routing, as Kafka 4.1.1's `GroupMetadataManager` with `group.consumer.migration.policy=disabled`
 //! (online upgrade and downgrade are not implemented): a heartbeat for a group id held by a
@@ -52,6 +61,16 @@ pub type ConsumerWriteId = u64;
 pub const PARKED_HEARTBEATS_MAX: usize =
     4 * crate::consumer::group::CONSUMER_GROUP_MAX_SIZE_DEFAULT;
 
+/// The encoded size (keys, values and the records' framing) one combined write of parked
+/// heartbeats' records stays within: a quarter of the offsets log's default batch bound
+/// (`message.max.bytes`, 1 MiB + 12), leaving room for a topic configured below it. A single
+/// heartbeat's records go out alone whatever their size, as before batching.
+pub const CONSUMER_WRITE_BYTES_MAX: usize = 256 * 1024;
+
+/// Framing a v2 record adds to its key and value, at most (length, attributes, timestamp and
+/// offset deltas, key and value lengths, header count, as varints).
+const RECORD_FRAMING_BYTES_MAX: usize = 32;
+
 /// How long after a failed write of expiry records the expiry is tried again (Kafka's
 /// coordinator timer retries a failed timeout operation after 500 ms).
 pub const EXPIRY_RETRY_BACKOFF_MS: i64 = 500;
@@ -62,12 +81,38 @@ pub(super) struct ConsumerWrite {
     group_id: String,
     /// The group before the write (`None`: it did not exist), put back if the write fails.
     before: Option<ConsumerGroup>,
-    /// The heartbeat answered by the write's result (none for the tick's expiries).
-    reply: Option<(RequestId, i16, ConsumerGroupHeartbeatResponse)>,
+    /// The heartbeats answered by the write's result, in arrival order (none for the tick's
+    /// expiries and a deletion).
+    replies: Vec<HeartbeatReply>,
     /// The DeleteGroups waiting for this write (the group's tombstones), if any.
     delete: Option<RequestId>,
     /// The group's partition was unloaded while writing: the result touches no group.
     orphaned: bool,
+}
+
+/// A heartbeat's reply waiting for a write's result: request, version, the answer if it succeeds.
+type HeartbeatReply = (RequestId, i16, ConsumerGroupHeartbeatResponse);
+
+/// What one heartbeat did, before anything is answered or written.
+enum HeartbeatRun {
+    /// Refused; the group is unchanged.
+    Refused(ConsumerGroupHeartbeatResponse),
+    /// Applied to the group (`before` it, boxed: a group is large); `records` may be empty.
+    Applied {
+        before: Box<Option<ConsumerGroup>>,
+        records: Vec<ConsumerRecord>,
+        response: ConsumerGroupHeartbeatResponse,
+    },
+}
+
+/// Parked heartbeats run together for one write: the group before the first that wrote, the
+/// replies waiting for the write, the records and their encoded size.
+#[derive(Default)]
+struct HeartbeatBatch {
+    before: Option<Option<ConsumerGroup>>,
+    replies: Vec<HeartbeatReply>,
+    records: Vec<ConsumerRecord>,
+    bytes: usize,
 }
 
 /// A heartbeat waiting for its group's write.
@@ -129,13 +174,40 @@ impl Coordinator {
         self.run_heartbeat(meta, &request, now_ms);
     }
 
+    /// Runs a heartbeat with no write of its group in flight: answered at once unless it writes.
     fn run_heartbeat(&mut self, meta: RequestMeta, request: &HeartbeatRequest, now_ms: i64) {
+        match self.apply_heartbeat(&meta, request, now_ms) {
+            HeartbeatRun::Applied {
+                before,
+                records,
+                response,
+            } if !records.is_empty() => {
+                let reply = (meta.request_id, meta.version, response);
+                let group_id = request.group_id.clone();
+                self.write_consumer_records(group_id, *before, vec![reply], records);
+            }
+            HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
+                let reply = Response::ConsumerGroupHeartbeat(response);
+                self.reply(meta.request_id, meta.version, reply);
+            }
+        }
+    }
+
+    /// Applies a heartbeat to its group; nothing is answered or written yet.
+    fn apply_heartbeat(
+        &mut self,
+        meta: &RequestMeta,
+        request: &HeartbeatRequest,
+        now_ms: i64,
+    ) -> HeartbeatRun {
+        if let Some(error) = self.unavailable_for(&request.group_id) {
+            return HeartbeatRun::Refused(heartbeat_error(error.code(), None));
+        }
         if let Err(error) = self.route_heartbeat(request, meta.version) {
             let message = Some(error.message().to_owned());
-            return self.reply_heartbeat_error(&meta, error.code(), message);
+            return HeartbeatRun::Refused(heartbeat_error(error.code(), message));
         }
-        let group_id = request.group_id.clone();
-        let before = self.consumer_groups.group(&group_id).cloned();
+        let before = Box::new(self.consumer_groups.group(&request.group_id).cloned());
         let fresh_member_id = if request.member_id.is_empty() {
             self.new_member_id(&meta.client_id)
         } else {
@@ -150,20 +222,17 @@ impl Coordinator {
             &fresh_member_id,
         );
         self.consumer.topics = topics;
-        let outcome = match result {
-            Ok(outcome) => outcome,
+        match result {
+            Ok(outcome) => HeartbeatRun::Applied {
+                before,
+                records: outcome.records,
+                response: heartbeat_response(outcome.response),
+            },
             Err(error) => {
                 let message = Some(error.message().to_owned());
-                return self.reply_heartbeat_error(&meta, error.code(), message);
+                HeartbeatRun::Refused(heartbeat_error(error.code(), message))
             }
-        };
-        let response = heartbeat_response(outcome.response);
-        if outcome.records.is_empty() {
-            let reply = Response::ConsumerGroupHeartbeat(response);
-            return self.reply(meta.request_id, meta.version, reply);
         }
-        let reply = Some((meta.request_id, meta.version, response));
-        self.write_consumer_records(group_id, before, reply, outcome.records);
     }
 
     /// Kafka's refusals of a heartbeat by the kind of group that holds its id (module doc).
@@ -202,7 +271,7 @@ impl Coordinator {
         &mut self,
         group_id: String,
         before: Option<ConsumerGroup>,
-        reply: Option<(RequestId, i16, ConsumerGroupHeartbeatResponse)>,
+        replies: Vec<HeartbeatReply>,
         records: Vec<ConsumerRecord>,
     ) {
         self.consumer.next_write += 1;
@@ -212,7 +281,7 @@ impl Coordinator {
         let pending = ConsumerWrite {
             group_id,
             before,
-            reply,
+            replies,
             delete: None,
             orphaned: false,
         };
@@ -234,7 +303,7 @@ impl Coordinator {
     ) -> Option<ConsumerWriteId> {
         let before = self.consumer_groups.group(group_id).cloned();
         let records = self.consumer_groups.delete(group_id).ok()?;
-        self.write_consumer_records(group_id.to_owned(), before, None, records);
+        self.write_consumer_records(group_id.to_owned(), before, Vec::new(), records);
         let write = self.consumer.next_write;
         if let Some(pending) = self.consumer.writes.get_mut(&write) {
             pending.delete = Some(request_id);
@@ -247,10 +316,10 @@ impl Coordinator {
         self.consumer.busy.contains_key(group_id)
     }
 
-    /// The driver's result for an [`Output::PersistConsumerRecords`]: on success the heartbeat
-    /// (if any) is answered; on failure the group goes back to its state before the write and
-    /// the heartbeat gets Kafka's error for a failed coordinator write. Heartbeats parked
-    /// behind the write then run.
+    /// The driver's result for an [`Output::PersistConsumerRecords`]: on success its heartbeats
+    /// (if any) are answered; on failure the group goes back to its state before the write and
+    /// each heartbeat gets Kafka's error for a failed coordinator write. The heartbeats parked
+    /// behind the write then run, their records as one write.
     pub fn consumer_records_persisted(
         &mut self,
         write: ConsumerWriteId,
@@ -262,7 +331,7 @@ impl Coordinator {
         let ConsumerWrite {
             group_id,
             before,
-            reply,
+            replies,
             delete,
             orphaned,
         } = pending;
@@ -277,7 +346,7 @@ impl Coordinator {
             self.consumer.busy.remove(&group_id);
             result.err().map(|error| {
                 self.consumer_groups.restore(&group_id, before);
-                if reply.is_none() {
+                if replies.is_empty() {
                     let retry_ms = self.consumer.now_ms.saturating_add(EXPIRY_RETRY_BACKOFF_MS);
                     self.consumer_groups.postpone_deadlines(&group_id, retry_ms);
                 }
@@ -287,7 +356,7 @@ impl Coordinator {
         if let Some(request_id) = delete {
             self.consumer_deletion_written(request_id, write, &group_id, error_code);
         }
-        if let Some((request_id, version, response)) = reply {
+        for (request_id, version, response) in replies {
             let response = match error_code {
                 Some(code) => heartbeat_error(code, None),
                 None => response,
@@ -301,28 +370,74 @@ impl Coordinator {
         self.run_parked(&group_id);
     }
 
-    /// Runs the heartbeats parked for `group_id` until one of them writes again.
+    /// Runs the heartbeats parked for `group_id` (none while a write of it is in flight), in
+    /// arrival order, their records as one write within [`CONSUMER_WRITE_BYTES_MAX`] (module doc).
     fn run_parked(&mut self, group_id: &str) {
-        while !self.consumer.busy.contains_key(group_id) {
-            let Some(queue) = self.consumer.parked.get_mut(group_id) else {
-                return;
-            };
-            let Some(parked) = queue.pop_front() else {
-                self.consumer.parked.remove(group_id);
-                return;
-            };
-            self.consumer.parked_count -= 1;
+        if self.consumer.busy.contains_key(group_id) {
+            return;
+        }
+        let mut batch = HeartbeatBatch::default();
+        while let Some(parked) = self.unpark(group_id) {
             let now_ms = self.consumer.now_ms;
-            self.handle_parked(parked, now_ms);
+            let run = self.apply_heartbeat(&parked.meta, &parked.request, now_ms);
+            let reply = |response| (parked.meta.request_id, parked.meta.version, response);
+            match run {
+                HeartbeatRun::Applied {
+                    before,
+                    records,
+                    response,
+                } if !records.is_empty() => {
+                    let bytes = records_bytes(&records);
+                    let count = batch.records.len() + records.len();
+                    let full = batch.bytes.saturating_add(bytes) > CONSUMER_WRITE_BYTES_MAX
+                        || count > crate::offsets_log::RECORDS_PER_BATCH_MAX;
+                    if full && !batch.records.is_empty() {
+                        // Undone; it runs first behind this write.
+                        self.consumer_groups.restore(group_id, *before);
+                        self.repark(group_id, parked);
+                        break;
+                    }
+                    batch.before.get_or_insert(*before);
+                    batch.replies.push(reply(response));
+                    batch.records.extend(records);
+                    batch.bytes = batch.bytes.saturating_add(bytes);
+                }
+                HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
+                    if batch.records.is_empty() {
+                        let (request_id, version, response) = reply(response);
+                        let response = Response::ConsumerGroupHeartbeat(response);
+                        self.reply(request_id, version, response);
+                    } else {
+                        // It may show what the batch changed: answered once that is durable.
+                        batch.replies.push(reply(response));
+                    }
+                }
+            }
+        }
+        if let Some(before) = batch.before {
+            let group_id = group_id.to_owned();
+            self.write_consumer_records(group_id, before, batch.replies, batch.records);
         }
     }
 
-    fn handle_parked(&mut self, parked: ParkedHeartbeat, now_ms: i64) {
-        let ParkedHeartbeat { meta, request } = parked;
-        if let Some(error) = self.unavailable_for(&request.group_id) {
-            return self.reply_heartbeat_error(&meta, error.code(), None);
+    /// The first heartbeat parked for `group_id`, taken off its queue.
+    fn unpark(&mut self, group_id: &str) -> Option<ParkedHeartbeat> {
+        let queue = self.consumer.parked.get_mut(group_id)?;
+        let parked = queue.pop_front();
+        if queue.is_empty() {
+            self.consumer.parked.remove(group_id);
         }
-        self.run_heartbeat(meta, &request, now_ms);
+        if parked.is_some() {
+            self.consumer.parked_count -= 1;
+        }
+        parked
+    }
+
+    /// Puts a heartbeat taken by [`Coordinator::unpark`] back at the head of its queue.
+    fn repark(&mut self, group_id: &str, parked: ParkedHeartbeat) {
+        self.consumer.parked_count += 1;
+        let queue = self.consumer.parked.entry(group_id.to_owned());
+        queue.or_default().push_front(parked);
     }
 
     /// A consumer group's partition was unloaded: its write in flight no longer touches it and
@@ -363,7 +478,7 @@ impl Coordinator {
                 .consumer_groups
                 .expire(&group_id, now_ms, &self.consumer.topics);
             if !records.is_empty() {
-                self.write_consumer_records(group_id, before, None, records);
+                self.write_consumer_records(group_id, before, Vec::new(), records);
             }
         }
     }
@@ -477,6 +592,20 @@ impl Coordinator {
             })
             .collect()
     }
+}
+
+/// The encoded size of `records` in a batch, at most; a record that cannot be encoded counts as
+/// the whole bound (its write fails alone, as it would unbatched).
+fn records_bytes(records: &[ConsumerRecord]) -> usize {
+    records
+        .iter()
+        .map(|record| match record.encode() {
+            Ok((key, value)) => {
+                key.len() + value.map_or(0, |value| value.len()) + RECORD_FRAMING_BYTES_MAX
+            }
+            Err(_) => CONSUMER_WRITE_BYTES_MAX,
+        })
+        .fold(0, usize::saturating_add)
 }
 
 /// The wire response of a successful heartbeat.

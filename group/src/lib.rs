@@ -144,7 +144,9 @@ mod sim;
 mod tests;
 
 pub use config::{GroupConfig, GroupKeys};
-pub use consumer_coord::{ConsumerWriteId, EXPIRY_RETRY_BACKOFF_MS, PARKED_HEARTBEATS_MAX};
+pub use consumer_coord::{
+    ConsumerWriteId, CONSUMER_WRITE_BYTES_MAX, EXPIRY_RETRY_BACKOFF_MS, PARKED_HEARTBEATS_MAX,
+};
 pub use coordinated::{coordinator_partition, Coordinated};
 pub use coordinator::{Coordinator, Output, PersistError, RequestId, RequestMeta, Response};
 pub use loading::{Loaded, UNPARTITIONED};

@@ -7,8 +7,9 @@
 //! The clients talk to a [`crate::Coordinator`] as the broker's driver does
 //! (`consumer_io.rs`): each heartbeat's records and each expiry's come out as a write, and a
 //! write fails now and then (the heartbeat is then answered with the coordinator's error and the
-//! client retries). The log holds only the writes that succeeded, and a restart replays only
-//! that log.
+//! client retries). In half the steps the due clients heartbeat at once, so all but the first
+//! wait behind its write and then go out as one combined write (which fails now and then too).
+//! The log holds only the writes that succeeded, and a restart replays only that log.
 //!
 //! Checked after every step:
 //! - no partition is owned by two members at once: in the coordinator, each partition is in at
@@ -96,6 +97,9 @@ struct Sim {
     coord: crate::Coordinator,
     /// Writes that failed so far (the runs must exercise some).
     failed_writes: usize,
+    /// Writes (and failed ones) carrying several members' current assignments: heartbeats
+    /// batched into one write (the runs must exercise some).
+    batched_writes: (usize, usize),
     /// Whether writes may fail in this step (not while quiescing).
     write_faults: bool,
     next_request: u64,
@@ -140,6 +144,7 @@ impl Sim {
             },
             coord: io::coordinator(&[]),
             failed_writes: 0,
+            batched_writes: (0, 0),
             write_faults: false,
             next_request: 0,
             clients: Vec::new(),
@@ -206,7 +211,10 @@ mod steps;
 #[path = "consumer_io.rs"]
 mod io;
 
-fn run_seed(seed: u64) -> (usize, usize, usize) {
+/// What a seed exercised: restarts, Stable checks, failed writes, batched writes (and failed).
+type SeedStats = (usize, usize, usize, (usize, usize));
+
+fn run_seed(seed: u64) -> SeedStats {
     let result = std::panic::catch_unwind(|| {
         let mut sim = Sim::new(seed);
         for _ in 0..STEPS {
@@ -216,14 +224,20 @@ fn run_seed(seed: u64) -> (usize, usize, usize) {
         sim.quiesce();
         if std::env::var_os("SKIFF_SIM_STATS").is_some() {
             eprintln!(
-                "seed {seed}: restarts {} stable checks {} group epoch {} records {}",
+                "seed {seed}: restarts {} stable checks {} group epoch {} records {} batched {:?}",
                 sim.restarts,
                 sim.stable_checks,
                 sim.group_epoch_max,
-                sim.log.len()
+                sim.log.len(),
+                sim.batched_writes
             );
         }
-        (sim.restarts, sim.stable_checks, sim.failed_writes)
+        (
+            sim.restarts,
+            sim.stable_checks,
+            sim.failed_writes,
+            sim.batched_writes,
+        )
     });
     match result {
         Ok(stats) => stats,
@@ -235,7 +249,7 @@ fn run_seed(seed: u64) -> (usize, usize, usize) {
 }
 
 /// Runs `seeds` (or only `SKIFF_SEED` when set, from the first half's test) and checks that they
-/// exercised restarts and stable groups.
+/// exercised restarts, stable groups, failed writes and batched heartbeats (failed ones too).
 fn run_seeds(seeds: std::ops::RangeInclusive<u64>, first_half: bool) {
     if let Some(seed) = std::env::var("SKIFF_SEED")
         .ok()
@@ -247,14 +261,22 @@ fn run_seeds(seeds: std::ops::RangeInclusive<u64>, first_half: bool) {
         return;
     }
     let count = seeds.clone().count();
-    let (restarts, stable_checks, failed_writes) = seeds
-        .map(run_seed)
-        .fold((0, 0, 0), |(r, s, f), (restarts, stable, failed)| {
-            (r + restarts, s + stable, f + failed)
-        });
+    let (restarts, stable_checks, failed_writes, batched) = seeds.map(run_seed).fold(
+        (0, 0, 0, (0, 0)),
+        |(r, s, f, (b, bf)), (restarts, stable, failed, (batched, batched_failed))| {
+            (
+                r + restarts,
+                s + stable,
+                f + failed,
+                (b + batched, bf + batched_failed),
+            )
+        },
+    );
     assert!(restarts > 0, "no seed restarted the coordinator");
     assert!(failed_writes > count, "writes seldom failed");
     assert!(stable_checks > count, "the group was seldom stable");
+    assert!(batched.0 > count, "heartbeats were seldom batched");
+    assert!(batched.1 > 0, "no batched write failed");
 }
 
 // The seeds run as two tests so the harness spreads them over two threads.

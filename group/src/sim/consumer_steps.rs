@@ -41,14 +41,31 @@ impl Sim {
             self.fault();
             self.coord.set_topic_image(self.topics.clone());
         }
-        for index in 0..self.clients.len() {
-            let due = self.clients.get(index).is_some_and(|c| {
-                c.liveness == Liveness::Alive && c.next_heartbeat_ms <= self.now_ms
-            });
-            if due {
+        let due: Vec<usize> = (0..self.clients.len())
+            .filter(|&index| {
+                let client = &self.clients[index];
+                client.liveness == Liveness::Alive && client.next_heartbeat_ms <= self.now_ms
+            })
+            .collect();
+        // Half the steps, the due clients heartbeat at once: all but the first wait behind
+        // its write and then go out as one write.
+        if self.rng.gen_bool(0.5) {
+            let requests: Vec<HeartbeatRequest> = due
+                .iter()
+                .map(|&index| self.heartbeat_request(index))
+                .collect();
+            let answers = self.exchange_together(&requests);
+            for ((index, request), answer) in due.into_iter().zip(&requests).zip(answers) {
                 let lose = faults && self.rng.gen_bool(0.03);
-                self.heartbeat(index, lose);
+                self.absorb(index, request, answer, lose);
             }
+            return;
+        }
+        for index in due {
+            let lose = faults && self.rng.gen_bool(0.03);
+            let request = self.heartbeat_request(index);
+            let answer = self.exchange(&request);
+            self.absorb(index, &request, answer, lose);
         }
     }
 
@@ -131,10 +148,19 @@ impl Sim {
         self.clients[index] = client;
     }
 
-    fn heartbeat(&mut self, index: usize, lose_response: bool) {
+    fn heartbeat_request(&mut self, index: usize) -> HeartbeatRequest {
         let full = self.rng.gen_bool(0.3) || self.clients[index].owned_changed;
-        let request = request(&self.clients[index], full);
-        let result = self.exchange(&request);
+        request(&self.clients[index], full)
+    }
+
+    /// What a client does with its heartbeat's answer.
+    fn absorb(
+        &mut self,
+        index: usize,
+        request: &HeartbeatRequest,
+        result: io::Answer,
+        lose_response: bool,
+    ) {
         let delay = if self.clients[index].slow {
             self.rng.gen_range(0..8_000)
         } else {

@@ -1,6 +1,7 @@
 //! Tests of the consumer group entry points: routing by the kind of group an id names (answers
 //! checked against Kafka 4.1.1's `GroupMetadataManager`), persist-then-reply, rollback of a failed
-//! write, parking behind a write in flight, and the tick's expiry writes.
+//! write, parking behind a write in flight and the parked heartbeats' combined writes, and the
+//! tick's expiry writes.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::responses::consumer_group::ConsumerGroupHeartbeatResponse;
 
-use crate::consumer::{epochs, Assignment, HeartbeatRequest, TopicId, TopicImage};
+use crate::consumer::{epochs, Assignment, ConsumerRecord, HeartbeatRequest, TopicId, TopicImage};
 use crate::{Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestMeta, Response};
 
 const TOPIC: TopicId = TopicId([7; 16]);
@@ -224,11 +225,12 @@ fn heartbeats_wait_behind_their_groups_write() {
     assert!(h.outputs().is_empty());
     // Both groups have a write in flight: their deadlines wait for the results.
     assert_eq!(h.coordinator.next_deadline_ms(), None);
-    // Each write's result lets the next parked heartbeat run: they are answered in arrival
-    // order, one write of the group in flight at a time.
+    // The write's result runs the parked heartbeats, their records as one further write: they
+    // are answered in arrival order, one write of the group in flight at a time.
     let mut write = Some(write);
-    let mut replied = Vec::new();
+    let (mut replied, mut writes) = (Vec::new(), 0);
     while let Some(done) = write.take() {
+        writes += 1;
         h.coordinator.consumer_records_persisted(done, Ok(()));
         for output in h.outputs() {
             match output {
@@ -248,6 +250,7 @@ fn heartbeats_wait_behind_their_groups_write() {
         }
     }
     assert_eq!(replied, vec![first, steady, third]);
+    assert_eq!(writes, 2, "the parked heartbeats share one write");
     h.coordinator
         .consumer_records_persisted(other_write, Ok(()));
     assert_eq!(h.reply(other).error_code, 0);
@@ -880,4 +883,175 @@ fn parked_heartbeats_are_bounded() {
         response.error_code,
         ErrorCode::COORDINATOR_NOT_AVAILABLE.code()
     );
+}
+
+/// The heartbeat replies among `outputs`, in order: (request, error code).
+fn replies(outputs: &[Output]) -> Vec<(u64, i16)> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::Reply {
+                request_id,
+                response: Response::ConsumerGroupHeartbeat(response),
+                ..
+            } => Some((*request_id, response.error_code)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The writes among `outputs`: (write, the members whose metadata they carry).
+fn writes(outputs: &[Output]) -> Vec<(u64, Vec<String>)> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::PersistConsumerRecords { write, records, .. } => {
+                let members = records
+                    .iter()
+                    .filter_map(|record| match record {
+                        ConsumerRecord::MemberMetadata { member, .. } => Some(member.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                Some((*write, members))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The group's members and epochs, what a rollback must put back.
+fn group_state(h: &H, group: &str) -> Option<impl PartialEq + std::fmt::Debug> {
+    let group = h.coordinator.consumer_groups().group(group)?;
+    Some((
+        group.members().clone(),
+        group.group_epoch(),
+        group.assignment_epoch(),
+    ))
+}
+
+#[test]
+fn heartbeats_parked_behind_a_write_go_out_as_one_write_and_are_answered_after_it() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let first = h.heartbeat(join("g", "m2"));
+    let (write, _) = h.write();
+    // A refusal before any batched heartbeat wrote is answered at once, as with no write in
+    // flight; one after a batched write waits for it (it may show what the batch changed).
+    let unknown = h.heartbeat(at_epoch("g", "ghost", 3));
+    let joins: Vec<u64> = (3..=6)
+        .map(|n| h.heartbeat(join("g", &format!("m{n}"))))
+        .collect();
+    let late_unknown = h.heartbeat(at_epoch("g", "ghost", 3));
+    assert!(h.outputs().is_empty());
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    let outputs = h.outputs();
+    let unknown_code = ErrorCode::UNKNOWN_MEMBER_ID.code();
+    assert_eq!(replies(&outputs), vec![(first, 0), (unknown, unknown_code)]);
+    let members = ["m3", "m4", "m5", "m6"].map(str::to_owned).to_vec();
+    let [(combined, written)] = writes(&outputs).try_into().expect("one write");
+    assert_eq!(written, members, "one write carries every parked join");
+    assert_eq!(h.coordinator.next_deadline_ms(), None);
+    h.coordinator.consumer_records_persisted(combined, Ok(()));
+    let outputs = h.outputs();
+    assert!(writes(&outputs).is_empty());
+    let mut expected: Vec<(u64, i16)> = joins.iter().map(|id| (*id, 0)).collect();
+    expected.push((late_unknown, unknown_code));
+    assert_eq!(replies(&outputs), expected, "answered in arrival order");
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    assert_eq!(group.members().len(), 6);
+}
+
+#[test]
+fn a_failed_combined_write_rolls_back_every_batched_heartbeat() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let first = h.heartbeat(join("g", "m2"));
+    let (write, _) = h.write();
+    let joins: Vec<u64> = (3..=5)
+        .map(|n| h.heartbeat(join("g", &format!("m{n}"))))
+        .collect();
+    let before_batch = group_state(&h, "g");
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    let outputs = h.outputs();
+    assert_eq!(replies(&outputs), vec![(first, 0)]);
+    let [(combined, _)] = writes(&outputs).try_into().expect("one write");
+    assert_ne!(group_state(&h, "g"), before_batch);
+    h.coordinator
+        .consumer_records_persisted(combined, Err(PersistError::Unavailable));
+    let outputs = h.outputs();
+    assert!(writes(&outputs).is_empty());
+    let code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
+    let expected: Vec<(u64, i16)> = joins.iter().map(|id| (*id, code)).collect();
+    assert_eq!(replies(&outputs), expected);
+    assert_eq!(
+        group_state(&h, "g"),
+        before_batch,
+        "back to before the batch"
+    );
+    // The group works again: the joins retried are written and answered.
+    let retried = h.heartbeat(join("g", "m3"));
+    let (write, _) = h.write();
+    let parked = h.heartbeat(join("g", "m4"));
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    let outputs = h.outputs();
+    assert_eq!(replies(&outputs), vec![(retried, 0)]);
+    let [(write, _)] = writes(&outputs).try_into().expect("one write");
+    h.coordinator.consumer_records_persisted(write, Ok(()));
+    assert_eq!(h.reply(parked).error_code, 0);
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    assert_eq!(group.members().len(), 4);
+}
+
+#[test]
+fn a_combined_write_over_its_bound_goes_out_as_consecutive_writes() {
+    let mut h = H::new();
+    joined(&mut h, "g", "m1");
+    let first = h.heartbeat(join("g", "m2"));
+    let (mut write, _) = h.write();
+    // Each join carries about 60 KB of subscription: eight cannot share one write.
+    let big_join = |n: usize| {
+        let mut request = join("g", &format!("m{n}"));
+        let names = (0..300)
+            .map(|t| format!("{t:0>200}"))
+            .chain(["t".to_owned()]);
+        request.subscribed_topic_names = Some(names.collect());
+        request
+    };
+    let joins: Vec<u64> = (3..=10).map(|n| h.heartbeat(big_join(n))).collect();
+    assert!(h.outputs().is_empty());
+    let (mut answered, mut written, mut write_count) = (Vec::new(), Vec::new(), 0);
+    loop {
+        h.coordinator.consumer_records_persisted(write, Ok(()));
+        let outputs = h.outputs();
+        answered.extend(replies(&outputs).into_iter().map(|(id, code)| {
+            assert_eq!(code, 0);
+            id
+        }));
+        let next = match outputs.as_slice() {
+            [.., Output::PersistConsumerRecords { write, records, .. }] => {
+                let batch = crate::offsets_log::encode_consumer_batch(records, 0).expect("batch");
+                assert!(
+                    batch.len() <= crate::CONSUMER_WRITE_BYTES_MAX,
+                    "{}",
+                    batch.len()
+                );
+                Some(*write)
+            }
+            _ => None,
+        };
+        written.extend(
+            writes(&outputs)
+                .into_iter()
+                .flat_map(|(_, members)| members),
+        );
+        let Some(next) = next else { break };
+        (write, write_count) = (next, write_count + 1);
+    }
+    assert!(write_count >= 2, "{write_count} writes");
+    let members: Vec<String> = (3..=10).map(|n| format!("m{n}")).collect();
+    assert_eq!(written, members, "each join written once, in order");
+    let mut expected = vec![first];
+    expected.extend(joins);
+    assert_eq!(answered, expected, "answered in arrival order");
 }
