@@ -77,6 +77,22 @@ fn beat(
     request
 }
 
+/// A broker started with `settings`, a client, topic `topic` and member `member` of `group`
+/// joined to it through ConsumerGroupHeartbeat v1.
+async fn broker_with_member(
+    settings: &[&str],
+    topic: &str,
+    group: &str,
+    member: &str,
+) -> anyhow::Result<(TestBroker, Connection, ConsumerGroupHeartbeatResponse)> {
+    let broker = TestBroker::start(settings).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, topic, &[]).await?;
+    let joined = heartbeat(&mut client, 1, &join(group, member, &[topic], None)).await?;
+    anyhow::ensure!(joined.error_code == 0, "joining: {joined:?}");
+    Ok((broker, client, joined))
+}
+
 /// Sends a heartbeat at `version`. Its response's bytes are v0's at both versions, which is all
 /// kafka-protocol 0.15.1 decodes.
 async fn heartbeat(
@@ -260,16 +276,8 @@ async fn a_group_follows_partitions_added_and_topics_its_pattern_matches() -> an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offset_commit_and_fetch_v9_check_the_member_epoch() -> anyhow::Result<()> {
-    let broker = TestBroker::start(&[]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    create_topic(&mut client, "epochs", &[]).await?;
-    let joined = heartbeat(
-        &mut client,
-        1,
-        &join("g-epochs", "m-epochs", &["epochs"], None),
-    )
-    .await?;
-    assert_eq!(joined.error_code, 0);
+    let (broker, mut client, joined) =
+        broker_with_member(&[], "epochs", "g-epochs", "m-epochs").await?;
     let commit = |version: i16, epoch: i32, offset: i64| {
         let request = OffsetCommitRequest::default()
             .with_group_id(GroupId(text("g-epochs")))
@@ -318,16 +326,13 @@ async fn offset_commit_and_fetch_v9_check_the_member_epoch() -> anyhow::Result<(
 async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_for(
 ) -> anyhow::Result<()> {
     const UNSUPPORTED_ASSIGNOR: i16 = 112;
-    let broker = TestBroker::start(&["group.consumer.assignors=range"]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    create_topic(&mut client, "assigned", &[]).await?;
-    let joined = heartbeat(
-        &mut client,
-        1,
-        &join("g-range", "m-range", &["assigned"], None),
+    let (broker, mut client, joined) = broker_with_member(
+        &["group.consumer.assignors=range"],
+        "assigned",
+        "g-range",
+        "m-range",
     )
     .await?;
-    assert_eq!(joined.error_code, 0);
     let mut uniform = join("g-range", "m-uniform", &["assigned"], None);
     uniform.base.server_assignor = Some(text("uniform"));
     let refused = heartbeat(&mut client, 1, &uniform).await?;
@@ -355,11 +360,7 @@ async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_groups_deletes_an_empty_consumer_group_with_its_offsets() -> anyhow::Result<()> {
     const NON_EMPTY_GROUP: i16 = 68;
-    let broker = TestBroker::start(&[]).await?;
-    let mut client = Connection::connect(&broker.bootstrap()).await?;
-    create_topic(&mut client, "deleted", &[]).await?;
-    let joined = heartbeat(&mut client, 1, &join("g-del", "m-del", &["deleted"], None)).await?;
-    assert_eq!(joined.error_code, 0);
+    let (broker, mut client, joined) = broker_with_member(&[], "deleted", "g-del", "m-del").await?;
     let commit = OffsetCommitRequest::default()
         .with_group_id(GroupId(text("g-del")))
         .with_member_id(text("m-del"))
