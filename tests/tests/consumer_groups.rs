@@ -326,7 +326,7 @@ async fn offset_commit_and_fetch_v9_check_the_member_epoch() -> anyhow::Result<(
 async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_for(
 ) -> anyhow::Result<()> {
     const UNSUPPORTED_ASSIGNOR: i16 = 112;
-    let (broker, mut client, joined) = broker_with_member(
+    let (broker, mut client, _joined) = broker_with_member(
         &["group.consumer.assignors=range"],
         "assigned",
         "g-range",
