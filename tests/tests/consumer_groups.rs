@@ -109,6 +109,22 @@ async fn heartbeat(
     ConsumerGroupHeartbeatResponse::decode(&mut frame, 0)
 }
 
+/// ConsumerGroupDescribe of `group` at `version` (its response bytes are v0's at both versions).
+async fn describe(
+    client: &mut Connection,
+    version: i16,
+    group: &str,
+) -> anyhow::Result<ConsumerGroupDescribeResponse> {
+    let request =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
+    client
+        .send(ApiKey::ConsumerGroupDescribe, version, &request)
+        .await?;
+    let mut frame: Bytes = client.receive_frame().await?;
+    let _ = frame.split_to(5);
+    ConsumerGroupDescribeResponse::decode(&mut frame, 0)
+}
+
 /// The partitions assigned, sorted.
 fn partitions(response: &ConsumerGroupHeartbeatResponse) -> Vec<i32> {
     let mut out: Vec<i32> = response
@@ -182,14 +198,7 @@ async fn every_advertised_version_of_the_consumer_group_apis_answers() -> anyhow
         } else {
             ("cg-unknown", GROUP_ID_NOT_FOUND)
         };
-        let request =
-            ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
-        client
-            .send(ApiKey::ConsumerGroupDescribe, version, &request)
-            .await?;
-        let mut frame = client.receive_frame().await?;
-        let _ = frame.split_to(5);
-        let response = ConsumerGroupDescribeResponse::decode(&mut frame, 0)?;
+        let response = describe(&mut client, version, group).await?;
         let described = &response.groups[0];
         assert_eq!(described.error_code, code, "v{version}: {described:?}");
         if code == 0 {
@@ -344,14 +353,7 @@ async fn group_consumer_assignors_decides_the_default_and_what_members_may_ask_f
             .map(|message| message.to_string()),
         Some("ServerAssignor uniform is not supported. Supported assignors: range.".to_owned())
     );
-    let request =
-        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("g-range"))]);
-    client
-        .send(ApiKey::ConsumerGroupDescribe, 0, &request)
-        .await?;
-    let mut frame = client.receive_frame().await?;
-    let _ = frame.split_to(5);
-    let described = ConsumerGroupDescribeResponse::decode(&mut frame, 0)?;
+    let described = describe(&mut client, 0, "g-range").await?;
     assert_eq!(described.groups[0].assignor_name.as_str(), "range");
     broker.stop().await;
     Ok(())
@@ -381,14 +383,7 @@ async fn delete_groups_deletes_an_empty_consumer_group_with_its_offsets() -> any
     let deleted: DeleteGroupsResponse = client.request(ApiKey::DeleteGroups, 2, &delete).await?;
     assert_eq!(deleted.results[0].error_code, 0);
     // Gone with its offsets: describe does not find it, and the offset is no more.
-    let request =
-        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text("g-del"))]);
-    client
-        .send(ApiKey::ConsumerGroupDescribe, 0, &request)
-        .await?;
-    let mut frame = client.receive_frame().await?;
-    let _ = frame.split_to(5);
-    let described = ConsumerGroupDescribeResponse::decode(&mut frame, 0)?;
+    let described = describe(&mut client, 0, "g-del").await?;
     assert_eq!(described.groups[0].error_code, GROUP_ID_NOT_FOUND);
     let fetch = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
         .with_group_id(GroupId(text("g-del")))
