@@ -1,8 +1,9 @@
 """Real clients over Skiff's SSL, SASL_PLAINTEXT and SASL_SSL listeners: kafka-python, confluent-kafka
 and kcat with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; legacy clients (kafka-python 0.10.1 and
 kafka-node) with SASL/PLAIN through SaslHandshake v0 and bare tokens; wrong passwords refused while
-others keep working; ACLs (topic, group and cluster errors, Metadata hiding, super users, a reload
-without restart). The certificate is made by the test (openssl), never committed."""
+others keep working; ACLs (topic, group and cluster errors, Metadata hiding, a consumer group's
+broker-side pattern resolved to the describable topics only, super users, a reload without
+restart). The certificate is made by the test (openssl), never committed."""
 
 import logging
 import pathlib
@@ -18,6 +19,8 @@ from conftest import BROKER_BIN, messages
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret", "legacy": "legacy-secret",
          "mallory": "mallory-secret", "root": "root-secret"}
+# The broker's group.consumer.heartbeat.interval.ms in these tests (the ACL test sets it).
+CONSUMER_HEARTBEAT_S = 1
 ALL_LISTENERS = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"
 
 
@@ -227,7 +230,8 @@ def test_acls_refuse_with_kafkas_errors_hide_topics_and_reload(secure_broker, ma
     acl_file = material["folder"] / "acls.txt"
     acl_file.write_text(ACLS)
     broker = secure_broker(f"skiff.acl.file={acl_file}", "skiff.acl.reload.interval.ms=200",
-                           "super.users=User:root")
+                           "super.users=User:root", "group.consumer.min.heartbeat.interval.ms=1000",
+                           f"group.consumer.heartbeat.interval.ms={CONSUMER_HEARTBEAT_S * 1000}")
     address = broker.listeners["SASL_PLAINTEXT"]
 
     def conf(user):
@@ -288,6 +292,13 @@ def test_acls_refuse_with_kafkas_errors_hide_topics_and_reload(secure_broker, ma
     assert visible_topics("mallory") == set()
     assert {"shared-data", "shared-secret", "private-data"} <= visible_topics("root")
 
+    # A consumer group (KIP-848) member's broker-side pattern resolves only to topics it may
+    # describe: bob's pattern matches private-data too, which he may not see (Kafka 4.1.1 filters
+    # the resolution by the refreshing member's ACLs).
+    assert pattern_assignment(address, "^.*-data$", "bob-848", conf("bob")) == {"shared-data"}
+    assert pattern_assignment(address, "^.*-data$", "alice-848", conf("alice")) == {
+        "shared-data", "private-data"}
+
     # A reload without restart: mallory gets read on private-data.
     acl_file.write_text(ACLS + "allow User:mallory read topic:private-data\n"
                         "allow User:mallory read group:mallory\n")
@@ -302,6 +313,31 @@ def test_acls_refuse_with_kafkas_errors_hide_topics_and_reload(secure_broker, ma
     # Meanwhile the others were never interrupted.
     seen, errors = ck_consume(address, "shared-data", 20, **conf("bob"), **{"group.id": "bob-1"})
     assert not errors and len(seen) == 20
+
+
+def pattern_assignment(address, pattern, group, settings):
+    """The topics a confluent-kafka consumer-protocol member subscribed to `pattern` (which
+    librdkafka sends to the broker as the heartbeat's SubscribedTopicRegex) is assigned, once its
+    assignment has held still for two heartbeat intervals."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": address, "group.id": group,
+                         "group.protocol": "consumer", "enable.auto.commit": False, **settings})
+    owned = set()
+    consumer.subscribe([pattern],
+                       on_assign=lambda c, parts: owned.update(p.topic for p in parts),
+                       on_revoke=lambda c, parts: owned.difference_update(p.topic for p in parts))
+    try:
+        deadline, last_change, last = time.monotonic() + 30, time.monotonic(), set()
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+            if owned != last:
+                last, last_change = set(owned), time.monotonic()
+            if owned and time.monotonic() - last_change > 2 * CONSUMER_HEARTBEAT_S:
+                return set(owned)  # a copy: closing revokes, emptying `owned`
+        raise AssertionError(f"no settled assignment for {pattern} in {group}: {owned}")
+    finally:
+        consumer.close()
 
 
 def make_keystore(folder, name, subject="/CN=localhost"):

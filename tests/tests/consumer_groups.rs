@@ -1,7 +1,7 @@
 //! KIP-848 consumer groups over the wire: ConsumerGroupHeartbeat and ConsumerGroupDescribe at every
 //! advertised version, a group following its topics (partitions added, a topic created that a
 //! pattern matches) at the members' next heartbeats, the assigned topic's name from Metadata v12
-//! by its id, and OffsetCommit / OffsetFetch v9 checked by member id and epoch. Real clients (Kafka's Java client, librdkafka) are in
+//! by its id (and v10-11 refusing ids), and OffsetCommit / OffsetFetch v9 checked by member id and epoch. Real clients (Kafka's Java client, librdkafka) are in
 //! `tests/clients/test_consumer_protocol.py`.
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ const STALE_MEMBER_EPOCH: i16 = 113;
 const UNSUPPORTED_VERSION: i16 = 35;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const UNKNOWN_TOPIC_ID: i16 = 100;
+const INVALID_REQUEST: i16 = 42;
 
 fn text(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
@@ -139,6 +140,12 @@ fn partitions(response: &ConsumerGroupHeartbeatResponse) -> Vec<i32> {
 
 /// Heartbeats until the member's assignment is `wanted` (a member moves to a new target one step
 /// per heartbeat); returns the last response.
+/// Heartbeats `beat_until` sends back to back before pausing between them, how long it pauses,
+/// and how many it sends in all (15 s of pauses: past the coordinator's 10 s pattern refresh).
+const BEATS_AT_ONCE: usize = 10;
+const BEAT_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+const BEATS_MAX: usize = BEATS_AT_ONCE + 60;
+
 async fn beat_until(
     client: &mut Connection,
     group: &str,
@@ -147,7 +154,12 @@ async fn beat_until(
 ) -> anyhow::Result<ConsumerGroupHeartbeatResponse> {
     let member_id = last.member_id.clone().unwrap_or_default().to_string();
     let mut owned = last.clone();
-    for _ in 0..10 {
+    // A pattern's new topic waits for the coordinator's next refresh, at most 10 s after its
+    // last one (Kafka's batch interval): the member keeps heartbeating, as a client would.
+    for attempt in 0..BEATS_MAX {
+        if attempt >= BEATS_AT_ONCE {
+            tokio::time::sleep(BEAT_PAUSE).await;
+        }
         let response = heartbeat(
             client,
             1,
@@ -279,6 +291,21 @@ async fn a_group_follows_partitions_added_and_topics_its_pattern_matches() -> an
             (UNKNOWN_TOPIC_ID, None, unknown)
         ]
     );
+    // Before v12 a topic named by id (or by no name) is INVALID_REQUEST, as Kafka 4.1.1 answers.
+    for version in [10, 11] {
+        let refused: MetadataResponse = client.request(ApiKey::Metadata, version, &by_id).await?;
+        let codes: Vec<(i16, uuid::Uuid)> = refused
+            .topics
+            .iter()
+            .map(|topic| (topic.error_code, topic.topic_id))
+            .collect();
+        assert_eq!(
+            codes,
+            vec![(INVALID_REQUEST, topic_id), (INVALID_REQUEST, unknown)],
+            "v{version}"
+        );
+        assert!(refused.brokers.is_empty(), "v{version}");
+    }
     broker.stop().await;
     Ok(())
 }

@@ -48,6 +48,13 @@ pub const CONSUMER_HEARTBEAT_INTERVAL_MS_MAX_DEFAULT: i32 = 15_000;
 /// bound, so one group's memory (members × metadata and assignments) stays bounded.
 pub const CONSUMER_GROUP_MAX_SIZE_DEFAULT: usize = 1_000;
 
+/// Kafka's `group.consumer.regex.refresh.interval.ms` (an internal key there): a consumer
+/// group's topic patterns are resolved again at least this often, so changed ACLs show.
+pub const CONSUMER_REGEX_REFRESH_INTERVAL_MS_DEFAULT: i32 =
+    skiff_group::consumer::regex::REGEX_REFRESH_INTERVAL_MS_DEFAULT;
+/// Kafka's lower bound of `group.consumer.regex.refresh.interval.ms` (`atLeast(10000)`).
+pub const CONSUMER_REGEX_REFRESH_INTERVAL_MS_MIN: i32 = 10_000;
+
 /// Kafka's `group.consumer.assignors`: the server-side assignors consumer groups may ask for
 /// (ConsumerGroupHeartbeat's `server_assignor`), the first being the one a group uses when its
 /// members ask for none. Kafka takes builtin names or class names; Skiff has Kafka's two builtin

@@ -1068,6 +1068,7 @@ fn consumer_group_config(config: &crate::config::Config) -> ConsumerGroupConfig 
             .iter()
             .filter_map(|name| AssignorKind::from_name(name))
             .collect(),
+        regex_refresh_interval_ms: config.group_consumer_regex_refresh_interval_ms,
     }
 }
 

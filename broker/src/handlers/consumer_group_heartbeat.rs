@@ -1,14 +1,19 @@
 //! ConsumerGroupHeartbeat (KIP-848, v0–v1): Read on the group (else GROUP_AUTHORIZATION_FAILED),
 //! Describe on every subscribed topic name (else TOPIC_AUTHORIZATION_FAILED), as Kafka 4.1.1's
 //! `KafkaApis.handleConsumerGroupHeartbeat` checks them; then the request, turned into the
-//! coordinator's [`HeartbeatRequest`] with the client's id and address, is handed to the group
+//! coordinator's [`HeartbeatRequest`] with the client's id and address and the principal's
+//! Describe access to topics (a refresh of the group's patterns this heartbeat brings keeps only
+//! the topics it allows, as Kafka 4.1.1 filters them), is handed to the group
 //! coordinator task, which answers once the records it wrote are durable (or at once, with
 //! NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for a group it does not hold).
 //!
 //! Must never: answer from anything but the coordinator's reply (beyond the refusals above and the
 //! fallback when the coordinator task has stopped, which happens only during shutdown).
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::RequestHeader;
+use skiff_group::consumer::regex::{TopicDescribeCheck, TopicVisibility};
 use skiff_group::consumer::{Assignment, HeartbeatRequest, TopicId};
 use skiff_protocol::requests::ConsumerGroupHeartbeatRequest;
 use skiff_protocol::responses::consumer_group::ConsumerGroupHeartbeatResponse;
@@ -17,7 +22,7 @@ use super::error_code;
 use crate::context::Ctx;
 use crate::group::driver::{GroupReply, GroupRequest};
 use crate::group::Response;
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::{Operation, ResourceType, TopicDescribe};
 use crate::security::session::Session;
 
 pub(crate) async fn handle(
@@ -42,7 +47,10 @@ pub(crate) async fn handle(
     if refused_topics > 0 {
         return refused(error_code::TOPIC_AUTHORIZATION_FAILED);
     }
-    let request = core_request(header, session, request);
+    let mut request = core_request(header, session, request);
+    if let Some(describe) = access.topic_describe() {
+        request.topic_visibility = TopicVisibility::checked(Arc::new(DescribeCheck(describe)));
+    }
     match super::common::leadership::group_call(
         ctx,
         header,
@@ -52,6 +60,15 @@ pub(crate) async fn handle(
     {
         Some(GroupReply::Group(Response::ConsumerGroupHeartbeat(response))) => response,
         _ => refused(error_code::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// The coordinator's view of [`TopicDescribe`].
+struct DescribeCheck(TopicDescribe);
+
+impl TopicDescribeCheck for DescribeCheck {
+    fn may_describe(&self, topic: &str) -> bool {
+        self.0.may_describe(topic)
     }
 }
 
@@ -106,6 +123,7 @@ fn core_request(
             .peer_ip
             .map(|ip| format!("/{ip}"))
             .unwrap_or_default(),
+        topic_visibility: TopicVisibility::all(),
     }
 }
 

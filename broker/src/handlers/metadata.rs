@@ -57,6 +57,9 @@ pub(crate) async fn handle(
             .collect(),
         listed: listed.iter().map(|broker| broker.node_id.0).collect(),
     };
+    if let Some(refused) = refused_without_names(version, request.topics.as_deref()) {
+        return refused;
+    }
     let asked_operations = request.include_topic_authorized_operations;
     if let Some(ids) = requested_ids(version, request.topics.as_deref()) {
         let mut topics = by_id(ctx, &access, version, &known, &ids);
@@ -105,6 +108,33 @@ pub(crate) async fn handle(
         with_authorized_operations(&mut topics, &access);
     }
     response(ctx, version, listed, topics)
+}
+
+/// Kafka 4.1.1's refusal of a v10 or v11 request naming a topic by id or by no name
+/// (`handleTopicMetadataRequest` throws INVALID_REQUEST, answered as `MetadataRequest`'s error
+/// response: every requested topic, its name or "" and its id, with the error, and nothing else).
+fn refused_without_names(
+    version: i16,
+    topics: Option<&[MetadataRequestTopic]>,
+) -> Option<MetadataResponse> {
+    let topics = topics?;
+    let refused = (TOPIC_ID_VERSION_MIN..TOPIC_ID_LOOKUP_VERSION_MIN).contains(&version)
+        && topics
+            .iter()
+            .any(|topic| topic.name.is_none() || !topic.topic_id.is_nil());
+    refused.then(|| {
+        let topics = topics
+            .iter()
+            .map(|topic| {
+                let name = topic.name.clone().unwrap_or_default();
+                MetadataResponseTopic::default()
+                    .with_name(Some(name))
+                    .with_topic_id(topic.topic_id)
+                    .with_error_code(error_code::INVALID_REQUEST)
+            })
+            .collect();
+        MetadataResponse::default().with_topics(topics)
+    })
 }
 
 /// The topic ids a v12+ request asks for, when it asks by id: Kafka 4.1.1 then looks every topic

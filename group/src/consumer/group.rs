@@ -53,6 +53,9 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
     pub assignors: Vec<AssignorKind>,
+    /// `group.consumer.regex.refresh.interval.ms`: patterns are resolved again at least this
+    /// often (a heartbeat after it brings the refresh), so changed ACLs show.
+    pub regex_refresh_interval_ms: i32,
 }
 
 impl Default for ConsumerGroupConfig {
@@ -62,6 +65,7 @@ impl Default for ConsumerGroupConfig {
             session_timeout_ms: SESSION_TIMEOUT_MS_DEFAULT,
             max_size: CONSUMER_GROUP_MAX_SIZE_DEFAULT,
             assignors: vec![AssignorKind::Uniform, AssignorKind::Range],
+            regex_refresh_interval_ms: super::regex::REGEX_REFRESH_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -97,6 +101,10 @@ impl ConsumerGroupConfig {
                 self.heartbeat_interval_ms,
             ),
             ("group.consumer.session.timeout.ms", self.session_timeout_ms),
+            (
+                "group.consumer.regex.refresh.interval.ms",
+                self.regex_refresh_interval_ms,
+            ),
         ] {
             if value < 1 {
                 return Err(ConsumerConfigError::NotPositive { key, value });

@@ -364,6 +364,84 @@ fn regex_subscriptions_resolve_and_bad_patterns_are_refused() {
         .any(|r| matches!(r, ConsumerRecord::RegularExpression { value: None, .. })));
 }
 
+/// Hides the topics whose names start with "secret".
+struct NoSecrets;
+
+impl crate::consumer::regex::TopicDescribeCheck for NoSecrets {
+    fn may_describe(&self, topic: &str) -> bool {
+        !topic.starts_with("secret")
+    }
+}
+
+fn resolved(groups: &ConsumerGroups, regex: &str) -> Vec<String> {
+    groups.group(G).unwrap().resolved_regexes()[regex]
+        .topics
+        .clone()
+}
+
+#[test]
+fn patterns_resolve_to_visible_topics_and_refresh_on_kafkas_schedule() {
+    use crate::consumer::regex::{TopicVisibility, REGEX_BATCH_REFRESH_MIN_INTERVAL_MS};
+    let visibility = TopicVisibility::checked(std::sync::Arc::new(NoSecrets));
+    let mut groups = groups();
+    let mut image = topics();
+    image
+        .by_name
+        .insert("secret-orders".into(), (TopicId([3; 16]), 1));
+    let request = HeartbeatRequest {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some(".*orders".into()),
+        topic_visibility: visibility.clone(),
+        ..join("a")
+    };
+    let joined = groups.heartbeat(&request, 1, 0, &image, "fresh").unwrap();
+    // The topic the member may not describe is left out of the resolution and the assignment.
+    assert_eq!(resolved(&groups, ".*orders"), vec!["orders"]);
+    assert_eq!(
+        partition_count(joined.response.assignment.as_ref().unwrap()),
+        4
+    );
+    let epoch = joined.response.member_epoch;
+    let heartbeat = HeartbeatRequest {
+        topic_visibility: visibility,
+        ..beat("a", epoch, None)
+    };
+    // A topic created: not resolved again before the batch interval has passed...
+    image.version += 1;
+    image
+        .by_name
+        .insert("more-orders".into(), (TopicId([4; 16]), 2));
+    let early = REGEX_BATCH_REFRESH_MIN_INTERVAL_MS - 1;
+    groups.heartbeat(&heartbeat, 1, early, &image, "x").unwrap();
+    assert_eq!(resolved(&groups, ".*orders"), vec!["orders"]);
+    // ...then by the first heartbeat after it.
+    let due = REGEX_BATCH_REFRESH_MIN_INTERVAL_MS;
+    let outcome = groups.heartbeat(&heartbeat, 1, due, &image, "x").unwrap();
+    assert_eq!(resolved(&groups, ".*orders"), vec!["more-orders", "orders"]);
+    assert!(outcome.records.iter().any(|r| matches!(
+        r,
+        ConsumerRecord::RegularExpression { value: Some(v), .. } if v.timestamp_ms == due
+    )));
+    // With no topic change, only the refresh interval brings the next resolution: a heartbeat
+    // without the check (as after the member's ACLs were dropped) sees the hidden topic then.
+    let epoch = groups.group(G).unwrap().members()["a"]
+        .assignment
+        .member_epoch;
+    let open = beat("a", epoch, None);
+    let interval = i64::from(ConsumerGroupConfig::default().regex_refresh_interval_ms);
+    groups
+        .heartbeat(&open, 1, due + interval - 1, &image, "x")
+        .unwrap();
+    assert_eq!(resolved(&groups, ".*orders").len(), 2);
+    groups
+        .heartbeat(&open, 1, due + interval, &image, "x")
+        .unwrap();
+    assert_eq!(
+        resolved(&groups, ".*orders"),
+        vec!["more-orders", "orders", "secret-orders"]
+    );
+}
+
 #[test]
 fn replaying_the_records_rebuilds_the_group() {
     let mut groups = groups();

@@ -14,7 +14,7 @@
 
 use super::*;
 use crate::consumer::epochs;
-use crate::consumer::regex::RegexError;
+use crate::consumer::regex::{RegexError, TopicVisibility};
 
 /// Bytes of any string a heartbeat brings (ids, names, pattern): what the records' i16 length
 /// prefixes hold. Kafka's request decoder refuses longer strings already, so a real client never
@@ -51,6 +51,10 @@ pub struct HeartbeatRequest {
     pub client_id: String,
     /// The client's address.
     pub client_host: String,
+    /// The topics this member may Describe: a refresh of the group's patterns that this
+    /// heartbeat brings resolves them to these only (Kafka 4.1.1 filters by the refreshing
+    /// member's ACLs).
+    pub topic_visibility: TopicVisibility,
 }
 
 /// A successful ConsumerGroupHeartbeat response.

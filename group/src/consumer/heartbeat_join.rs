@@ -14,7 +14,9 @@ use crate::consumer::epochs;
 use crate::consumer::group::*;
 use crate::consumer::reconcile::reconcile;
 use crate::consumer::records::GroupMetadataValue;
-use crate::consumer::regex::{TopicRegex, GROUP_REGEXES_MAX};
+use crate::consumer::regex::{
+    TopicRegex, TopicVisibility, GROUP_REGEXES_MAX, REGEX_BATCH_REFRESH_MIN_INTERVAL_MS,
+};
 
 pub(super) fn join_or_heartbeat(
     group: &mut ConsumerGroup,
@@ -49,20 +51,14 @@ pub(super) fn join_or_heartbeat(
         };
         apply(group, &mut records, vec![record]);
     }
-    let resolved = group.resolve_regexes(topics, now_ms);
+    let resolved = group.resolve_regexes(
+        topics,
+        &request.topic_visibility,
+        config.regex_refresh_interval_ms,
+        now_ms,
+    );
     apply(group, &mut records, resolved);
-    let hash = group.metadata_hash_for(topics);
-    if bump || hash != group.metadata_hash {
-        let value = GroupMetadataValue {
-            epoch: group.group_epoch.saturating_add(1),
-            metadata_hash: hash,
-        };
-        let record = ConsumerRecord::GroupMetadata {
-            group: group.group_id.clone(),
-            value: Some(value),
-        };
-        apply(group, &mut records, vec![record]);
-    }
+    bump_epoch_if(group, bump, topics, &mut records);
     if group.group_epoch > group.assignment_epoch {
         let target = group.target_records(config, topics)?;
         apply(group, &mut records, target);
@@ -85,6 +81,28 @@ pub(super) fn join_or_heartbeat(
         assignment: (full || after.assigned != before).then(|| after.assigned.clone()),
     };
     Ok(HeartbeatOutcome { response, records })
+}
+
+/// Bumps the group epoch when a member's subscription changed (`subscription_changed`) or the
+/// subscribed topics' metadata hash moved (topics created, grown, a pattern resolved anew).
+fn bump_epoch_if(
+    group: &mut ConsumerGroup,
+    subscription_changed: bool,
+    topics: &TopicImage,
+    records: &mut Vec<ConsumerRecord>,
+) {
+    let hash = group.metadata_hash_for(topics);
+    if subscription_changed || hash != group.metadata_hash {
+        let value = GroupMetadataValue {
+            epoch: group.group_epoch.saturating_add(1),
+            metadata_hash: hash,
+        };
+        let record = ConsumerRecord::GroupMetadata {
+            group: group.group_id.clone(),
+            value: Some(value),
+        };
+        apply(group, records, vec![record]);
+    }
 }
 
 /// The member the request speaks for: an existing one (its epoch checked), a new dynamic one, or
@@ -264,40 +282,42 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Records resolving every pattern in use that is new or was resolved against an older topic
-    /// table, and deleting those no member uses.
-    fn resolve_regexes(&mut self, topics: &TopicImage, now_ms: i64) -> Vec<ConsumerRecord> {
+    /// Records resolving the patterns in use again when they are due ([`Self::regexes_due`]), each
+    /// to the topics it matches that `visibility` allows, and deleting those no member uses.
+    fn resolve_regexes(
+        &mut self,
+        topics: &TopicImage,
+        visibility: &TopicVisibility,
+        refresh_interval_ms: i32,
+        now_ms: i64,
+    ) -> Vec<ConsumerRecord> {
         let mut records = Vec::new();
-        for regex in self.regexes_in_use() {
-            if self
-                .resolved
-                .get(&regex)
-                .is_some_and(|value| value.version == topics.version)
-            {
-                continue;
+        let in_use = self.regexes_in_use();
+        if self.regexes_due(&in_use, topics, refresh_interval_ms, now_ms) {
+            for regex in in_use {
+                if !self.compiled.contains_key(&regex) && self.compile_regex(&regex).is_err() {
+                    continue;
+                }
+                let Some(compiled) = self.compiled.get(&regex) else {
+                    continue;
+                };
+                let matched: Vec<String> = topics
+                    .by_name
+                    .keys()
+                    .filter(|name| compiled.matches(name) && visibility.allows(name))
+                    .cloned()
+                    .collect();
+                let value = RegexValue {
+                    topics: matched,
+                    version: topics.version,
+                    timestamp_ms: now_ms,
+                };
+                records.push(ConsumerRecord::RegularExpression {
+                    group: self.group_id.clone(),
+                    regex,
+                    value: Some(value),
+                });
             }
-            if !self.compiled.contains_key(&regex) && self.compile_regex(&regex).is_err() {
-                continue;
-            }
-            let Some(compiled) = self.compiled.get(&regex) else {
-                continue;
-            };
-            let matched: Vec<String> = topics
-                .by_name
-                .keys()
-                .filter(|name| compiled.matches(name))
-                .cloned()
-                .collect();
-            let value = RegexValue {
-                topics: matched,
-                version: topics.version,
-                timestamp_ms: now_ms,
-            };
-            records.push(ConsumerRecord::RegularExpression {
-                group: self.group_id.clone(),
-                regex,
-                value: Some(value),
-            });
         }
         for regex in self.unused_regexes() {
             records.push(ConsumerRecord::RegularExpression {
@@ -307,6 +327,33 @@ impl ConsumerGroup {
             });
         }
         records
+    }
+
+    /// Whether the group's patterns are resolved again now, all together as Kafka 4.1.1's
+    /// `maybeUpdateRegularExpressions` does: one in use has no resolution yet (a member just
+    /// brought it; Kafka would also wait out the batch interval here, Skiff resolves at once), the
+    /// topics changed since the oldest resolution and it is at least
+    /// [`REGEX_BATCH_REFRESH_MIN_INTERVAL_MS`] old, or it is older than
+    /// `group.consumer.regex.refresh.interval.ms` (so a change of ACLs shows).
+    fn regexes_due(
+        &self,
+        in_use: &BTreeSet<String>,
+        topics: &TopicImage,
+        refresh_interval_ms: i32,
+        now_ms: i64,
+    ) -> bool {
+        let mut oldest_ms = i64::MAX;
+        let mut topics_changed = false;
+        for regex in in_use {
+            let Some(value) = self.resolved.get(regex) else {
+                return true;
+            };
+            oldest_ms = oldest_ms.min(value.timestamp_ms);
+            topics_changed |= value.version != topics.version;
+        }
+        let age_ms = now_ms.saturating_sub(oldest_ms);
+        (topics_changed && age_ms >= REGEX_BATCH_REFRESH_MIN_INTERVAL_MS)
+            || age_ms >= i64::from(refresh_interval_ms)
     }
 
     /// The topic names `member` subscribes to: its list and what its pattern resolved to.

@@ -37,6 +37,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::consumer::group::ConsumerGroupState;
+use crate::consumer::regex::TopicVisibility;
 use crate::consumer::{
     epochs, Assignment, ConsumerGroupConfig, ConsumerGroups, ConsumerRecord, HeartbeatRequest,
     TopicId, TopicImage,
@@ -363,5 +364,6 @@ fn request(client: &Client, full: bool) -> HeartbeatRequest {
         },
         client_id: "sim".to_owned(),
         client_host: "/127.0.0.1".to_owned(),
+        topic_visibility: TopicVisibility::all(),
     }
 }

@@ -267,6 +267,17 @@ impl<'a> Access<'a> {
         })
     }
 
+    /// The principal's Describe access to topics, owned so that it outlives the request (the
+    /// group coordinator filters a pattern's topics with it); `None` when ACLs are off. It holds
+    /// the ACLs in force now: a later change shows at the next request.
+    pub(crate) fn topic_describe(&self) -> Option<TopicDescribe> {
+        self.authorizer.as_ref().map(|authorizer| TopicDescribe {
+            authorizer: authorizer.clone(),
+            principal: self.principal.clone(),
+            peer: self.peer,
+        })
+    }
+
     /// The operations the principal may perform on `resource_type`/`name`, as Kafka's bit field
     /// (bit `1 << code` per operation of [`ResourceType::supported_operations`]); refusals are not
     /// counted.
@@ -320,6 +331,27 @@ impl<'a> Access<'a> {
             api_key = self.api_key,
             "authorization refused"
         );
+    }
+}
+
+/// A principal's Describe access to topics, detached from its request ([`Access::topic_describe`]):
+/// a filter, so refusals are not counted (Kafka does not log them either).
+pub(crate) struct TopicDescribe {
+    authorizer: Arc<Authorizer>,
+    principal: Principal,
+    peer: Option<std::net::IpAddr>,
+}
+
+impl TopicDescribe {
+    /// Whether the principal may Describe `topic`.
+    pub(crate) fn may_describe(&self, topic: &str) -> bool {
+        self.authorizer.authorize_from(
+            &self.principal,
+            self.peer,
+            Operation::Describe,
+            ResourceType::Topic,
+            topic,
+        )
     }
 }
 
