@@ -29,10 +29,12 @@ use serde::Serialize;
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
 use crate::kip283::produce::{
-    batch_of, create_ready, produce_over, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
+    batch_of, create_ready, produce_over, ProduceOutcome, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
 };
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
+
+pub mod replicated;
 
 /// CPU seconds, user and system apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -81,6 +83,14 @@ impl CpuTimes {
     /// User plus system.
     pub fn total(self) -> f64 {
         self.user_s + self.system_s
+    }
+
+    /// The CPU of several processes together.
+    pub fn sum(all: &[Self]) -> Self {
+        all.iter().fold(Self::default(), |sum, one| Self {
+            user_s: sum.user_s + one.user_s,
+            system_s: sum.system_s + one.system_s,
+        })
     }
 }
 
@@ -171,7 +181,13 @@ pub async fn broker_round(
     for (version, tls) in plaintext.chain(secured) {
         let mut connection = match tls {
             None => Connection::connect(bootstrap).await?,
-            Some((address, security)) => Connection::connect_with(address, security).await?,
+            Some((address, security)) => {
+                let connection = Connection::connect_with(address, security).await?;
+                if let Some(negotiated) = connection.tls_negotiated() {
+                    eprintln!("tls negotiated with the broker: {negotiated}");
+                }
+                connection
+            }
         };
         let fetch = FetchSpec {
             topic: topic.clone(),
@@ -252,10 +268,11 @@ fn produce_spec(spec: &CpuSpec, topic: String, small: bool) -> ProduceSpec {
         value_bytes,
         in_flight: 4,
         request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+        acks: crate::client::ACKS_LEADER,
     }
 }
 
-/// One produce phase (acks=1) over `connections` connections, with the broker's CPU over it.
+/// One produce phase over `connections` connections, with the broker's CPU over it.
 async fn produce_phase(
     bootstrap: &str,
     pid: u32,
@@ -263,14 +280,34 @@ async fn produce_phase(
     produce: &ProduceSpec,
     connections: usize,
 ) -> anyhow::Result<Sample> {
-    let before = CpuTimes::of_process(pid)?;
-    let produced = produce_over(bootstrap, produce, connections).await?;
+    let (produced, spent) = produce_measured(bootstrap, &[pid], produce, connections).await?;
     Ok(Sample {
         path,
         bytes: produced.batch_bytes,
         records: produced.record_count,
-        cpu: CpuTimes::of_process(pid)?.since(before),
+        cpu: CpuTimes::sum(&spent),
     })
+}
+
+/// One produce over `connections` connections to `bootstrap`, with what each of `pids` spent
+/// over it (in their order): the measured window of every produce path.
+async fn produce_measured(
+    bootstrap: &str,
+    pids: &[u32],
+    produce: &ProduceSpec,
+    connections: usize,
+) -> anyhow::Result<(ProduceOutcome, Vec<CpuTimes>)> {
+    let before: Vec<CpuTimes> = pids
+        .iter()
+        .map(|&pid| CpuTimes::of_process(pid))
+        .collect::<anyhow::Result<_>>()?;
+    let produced = produce_over(bootstrap, produce, connections).await?;
+    let spent = pids
+        .iter()
+        .zip(before)
+        .map(|(&pid, before)| Ok(CpuTimes::of_process(pid)?.since(before)))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((produced, spent))
 }
 
 /// The topic of a round's produce over several connections.
@@ -543,6 +580,14 @@ fn tls_floor(
     }
     stream.flush()?;
     let cpu = CpuTimes::of_this_thread()?.since(before);
+    eprintln!(
+        "tls negotiated by the floor: {:?} {:?}",
+        stream.conn.protocol_version(),
+        stream
+            .conn
+            .negotiated_cipher_suite()
+            .map(|suite| suite.suite())
+    );
     reader
         .join()
         .map_err(|_| anyhow::anyhow!("reader panicked"))??;
@@ -561,25 +606,35 @@ fn median_range(mut values: Vec<f64>) -> (f64, f64, f64) {
     (median, low, high)
 }
 
-/// Which floor a path is held against.
-fn floor_of(path: &str) -> Option<&'static str> {
+/// The floors a path is held against (its ratio is to their sum): replication's added cost to a
+/// follower's receive and write plus the leader's send of the same bytes (issue 41's pairing); a
+/// produce summed over several brokers to none.
+fn floors_of(path: &str) -> &'static [&'static str] {
     if path == PRODUCE_SMALL {
-        Some(FLOOR_PRODUCE_SMALL)
+        &[FLOOR_PRODUCE_SMALL]
+    } else if path.starts_with(replicated::ADDED_COST) {
+        &[FLOOR_PRODUCE, FLOOR_SENDFILE]
+    } else if path.starts_with(replicated::LEADER_ADDED_COST) {
+        &[FLOOR_SENDFILE]
+    } else if path.starts_with(replicated::FOLLOWER) {
+        &[FLOOR_PRODUCE]
+    } else if path.starts_with(replicated::PRODUCE_ALL) {
+        &[]
     } else if path.starts_with("produce") {
-        Some(FLOOR_PRODUCE)
+        &[FLOOR_PRODUCE]
     } else if path.starts_with("modern fetch") && path.ends_with("over TLS") {
-        Some(FLOOR_TLS)
+        &[FLOOR_TLS]
     } else if path.starts_with("modern fetch") {
-        Some(FLOOR_SENDFILE)
+        &[FLOOR_SENDFILE]
     } else if path.starts_with("legacy fetch") {
-        Some(FLOOR_LEGACY)
+        &[FLOOR_LEGACY]
     } else {
-        None
+        &[]
     }
 }
 
 /// The markdown table of every path over the rounds: CPU s per GB (median, range, user and
-/// system), per million records, and the ratio to its floor's median.
+/// system), per million records, and the ratio to its floors' medians (summed).
 pub fn render(samples: &[Sample]) -> String {
     // Paths in the order they first ran, each with its rounds.
     let mut paths: Vec<(&str, Vec<&Sample>)> = Vec::new();
@@ -606,9 +661,16 @@ pub fn render(samples: &[Sample]) -> String {
                 .collect(),
         )
         .0;
-        let floor = floor_of(path)
-            .and_then(|floor| paths.iter().find(|(other, _)| *other == floor))
-            .map(|(_, floor_rounds)| median / per_gb(floor_rounds).0);
+        let floors = floors_of(path);
+        let floor_sum = floors
+            .iter()
+            .map(|floor| {
+                let (_, rounds) = paths.iter().find(|(other, _)| other == floor)?;
+                Some(per_gb(rounds).0)
+            })
+            .sum::<Option<f64>>()
+            .filter(|_| !floors.is_empty());
+        let floor = floor_sum.map(|sum| median / sum);
         out.push_str(&format!(
             "| {path} | {} | {median:.2} ({low:.2}–{high:.2}) | {user:.2} | {system:.2} | {per_million:.3} | {} |\n",
             rounds.len(),
