@@ -43,7 +43,13 @@ def floors_of(path):
     return []
 
 
-def target(path, to_peer, to_floor):
+# Where Kafka itself is within this much of the floor, halving it is out of reach and the floor
+# target alone applies: at most FLOOR_ONLY_BOUND times the floor.
+PEER_NEAR_FLOOR = 2.2
+FLOOR_ONLY_BOUND = 1.1
+
+
+def target(path, to_peer, to_floor, peer_to_floor):
     """Issue 41's target for the path, and whether Skiff's medians meet it."""
     def verdict(value, bound):
         return "—" if value is None else ("met" if value <= bound else "missed")
@@ -51,9 +57,22 @@ def target(path, to_peer, to_floor):
         return f"≤ 1.5× floors: {verdict(to_floor, 1.5)}"
     if path.startswith("modern fetch") and path.endswith("over TLS"):
         return f"≤ 1.25× TLS floor: {verdict(to_floor, 1.25)}; ≤ ½ Kafka: {verdict(to_peer, 0.5)}"
-    if path.startswith(("produce", "modern fetch", "legacy fetch", "follower replication")):
-        return f"≤ ½ Kafka: {verdict(to_peer, 0.5)}"
-    return ""
+    if not path.startswith(("produce", "modern fetch", "legacy fetch", "follower replication")):
+        return ""
+    if peer_to_floor is not None and peer_to_floor <= PEER_NEAR_FLOOR:
+        return (f"Kafka at {peer_to_floor:.2f}× its floor: ≤ {FLOOR_ONLY_BOUND}× floor: "
+                f"{verdict(to_floor, FLOOR_ONLY_BOUND)} (≤ ½ Kafka: {verdict(to_peer, 0.5)})")
+    return f"≤ ½ Kafka: {verdict(to_peer, 0.5)}"
+
+
+def to_floors(figures, broker, path):
+    """The broker's median on the path over the sum of its floors' medians, or None."""
+    own = figures.get(broker, {}).get(path)
+    floor_medians = [next((figure[0] for name, figure in figures.get(broker, {}).items()
+                           if name.startswith(prefix)), None) for prefix in floors_of(path)]
+    if own is None or not floor_medians or None in floor_medians or sum(floor_medians) <= 0:
+        return None
+    return own[0] / sum(floor_medians)
 
 
 def cell(figure):
@@ -102,14 +121,10 @@ def main(data, report, names):
             other = figures[peer].get(path)
             ratios[peer] = None if skiff is None or other is None or other[0] <= 0 else skiff[0] / other[0]
             cells.append("—" if ratios[peer] is None else f"{ratios[peer]:.2f}")
-        floor_medians = [next((figure[0] for name, figure in figures.get("skiff", {}).items()
-                               if name.startswith(prefix)), None) for prefix in floors_of(path)]
-        to_floor = None
-        if skiff is not None and floor_medians and None not in floor_medians and sum(floor_medians) > 0:
-            to_floor = skiff[0] / sum(floor_medians)
+        to_floor = to_floors(figures, "skiff", path)
         cells.append("—" if to_floor is None else f"{to_floor:.2f}")
         peer = "kafka-3.9.1" if path.startswith("legacy") else "kafka-4.1.1"
-        cells.append(target(path, ratios.get(peer), to_floor))
+        cells.append(target(path, ratios.get(peer), to_floor, to_floors(figures, peer, path)))
         lines.append(f"| {path} | " + " | ".join(cells) + " |")
     lines += ["", "Load average (1, 5, 15 min) before and after each invocation:", ""]
     for name, values in loads.items():

@@ -141,22 +141,11 @@ start_skiff_cluster() { # dir
     CLUSTER_PIDS[skiff]=$(IFS=,; echo "${pids[*]}")
 }
 
-# Kafka's common cluster settings: the internal topics fit a cluster of any size here.
+# The settings every node of a Kafka cluster here shares (the controller is node 100).
 kafka_cluster_properties() { # node-id roles controller-port dir
-    cat <<EOF
-process.roles=$2
-node.id=$1
-controller.quorum.voters=100@127.0.0.1:$3
-controller.listener.names=CONTROLLER
-log.dirs=$4/data
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-$PEERS_KAFKA_EXTRA
-EOF
+    printf '%s\n' "process.roles=$2" "node.id=$1" "controller.quorum.voters=100@127.0.0.1:$3" \
+        controller.listener.names=CONTROLLER "log.dirs=$4/data" "$PEERS_KAFKA_EXTRA"
+    kafka_small_cluster_properties
 }
 
 start_kafka_cluster() { # name dir

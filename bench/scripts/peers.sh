@@ -148,6 +148,14 @@ kafka_cluster_id() {
     python3 -c 'import base64,uuid; print("A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22])'
 }
 
+# Internal topics of one replica (they fit a cluster of any size) and no wait for a group's first
+# members: the settings every Kafka node started here shares.
+kafka_small_cluster_properties() {
+    printf '%s\n' offsets.topic.replication.factor=1 transaction.state.log.replication.factor=1 \
+        transaction.state.log.min.isr=1 share.coordinator.state.topic.replication.factor=1 \
+        share.coordinator.state.topic.min.isr=1 group.initial.rebalance.delay.ms=0
+}
+
 # Formats the node of <dir>/server.properties into the cluster <id> and starts it (BROKER_PID).
 start_kafka_node() { # version dir cluster-id
     local version=$1 dir=$2 libs
@@ -189,13 +197,8 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
 EOF
+    kafka_small_cluster_properties >>"$dir/server.properties"
     if [ -n "${PEERS_SSL_KEYSTORE:-}" ]; then
         printf '%s\n' ssl.keystore.type=PEM "ssl.keystore.location=$PEERS_SSL_KEYSTORE" >>"$dir/server.properties"
     fi

@@ -3,17 +3,19 @@
 //! (user and system apart, from `/proc/<pid>/stat`) over a phase is divided by the bytes the
 //! phase moved (batch bytes produced, response bytes fetched) and by its records.
 //!
-//! Paths: produce acks=1 of 1 kB and of 100 B records on one connection (Produce v3), a modern
-//! fetch (v4+)
-//! of the same bytes (over TLS too, with `--tls`), and the legacy fetches that down-convert them (Fetch v2: magic 1, Fetch
-//! v0: magic 0). Floors, small programs over the same bytes on the same machine: receiving the
-//! batches and checking each one's CRC32C before writing it to a file in the page cache
-//! (produce); `sendfile` of the stored bytes in fetch-response-sized blocks to a loopback
-//! reader (modern fetch); reading the bytes, computing a CRC32 per 1 kB message and writing
-//! them to the socket (legacy fetch); reading them and sealing 16 KiB TLS records with the
-//! provider the broker uses (TLS fetch, `--tls`). A floor's CPU is that of the thread doing the broker's
-//! part (`/proc/thread-self/stat`). Rounds interleave every path, and each figure is the median
-//! of the rounds with its range.
+//! Paths: produce acks=1 of 1 kB and of 100 B records on one connection (Produce v3) and of
+//! 1 kB records on several, a modern fetch (v4+) of the same bytes (over TLS too: `--tls` on a
+//! spawned skiff, `--ssl-bootstrap` on a running broker), and the legacy fetches that
+//! down-convert them (Fetch v2: magic 1, Fetch v0: magic 0). On a cluster ([`replicated`]),
+//! produce at RF 1 with acks=1 and at RF 2 and more with acks=all, each broker's CPU apart.
+//! Floors, small programs over the same bytes on the same machine: receiving the batches and
+//! checking each one's CRC32C before writing it to a file in the page cache (produce; a
+//! follower's floor too); `sendfile` of the stored bytes in fetch-response-sized blocks to a
+//! loopback reader (modern fetch; a leader's to its followers); reading the bytes, computing a
+//! CRC32 per 1 kB message and writing them to the socket (legacy fetch); reading them and
+//! sealing 16 KiB TLS records with the provider the bench uses (TLS fetch). A floor's CPU is that
+//! of the thread doing the broker's part (`/proc/thread-self/stat`). Rounds interleave every
+//! path, and each figure is the median of the rounds with its range.
 //!
 //! Must never: time a phase it did not verify moved the bytes it counts (the produce is
 //! acknowledged, the fetch reads to the end), or compare figures from different runs.
