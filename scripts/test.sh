@@ -132,11 +132,12 @@ step "cpu-per-gb.sh on a Skiff cluster of 3, short: the replicated paths end to 
 # RF 1, 2 and 3 on a one-member etcd, 12 MB a phase: fails if a phase or the report does, never
 # on the figures. The peers (Kafka) stay out: CI has no Kafka installed.
 cpu_smoke_work=$(mktemp -d)
+cpu_smoke_report=cpu-smoke
 CARGO_TARGET_DIR="$target_dir" PEERS_SKIP_BUILD=1 PEERS_WORK="$cpu_smoke_work" CPU_BROKERS= \
   CPU_CLUSTER_BROKERS=skiff CPU_ROUNDS=1 CPU_FETCH_GB=0.2 CPU_RECORDS_PER_PARTITION=1024 \
-  CPU_REPORT=cpu-smoke bench/scripts/cpu-per-gb.sh
-grep -q "replication's added cost, RF 3" bench/reports/cpu-smoke.md
-rm -rf "$cpu_smoke_work" bench/reports/cpu-smoke.md bench/reports/data/cpu-smoke
+  CPU_REPORT="$cpu_smoke_report" bench/scripts/cpu-per-gb.sh
+grep -q "replication's added cost, RF 3" "bench/reports/$cpu_smoke_report.md"
+rm -rf "$cpu_smoke_work" "bench/reports/$cpu_smoke_report.md" "bench/reports/data/$cpu_smoke_report"
 
 step "placement simulator: its quick run writes bench/reports/placement-quick/ byte for byte"
 # The committed reports are what the code writes. The full run (bench/reports/placement.md) takes
