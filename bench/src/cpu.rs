@@ -3,17 +3,19 @@
 //! (user and system apart, from `/proc/<pid>/stat`) over a phase is divided by the bytes the
 //! phase moved (batch bytes produced, response bytes fetched) and by its records.
 //!
-//! Paths: produce acks=1 of 1 kB and of 100 B records on one connection (Produce v3), a modern
-//! fetch (v4+)
-//! of the same bytes (over TLS too, with `--tls`), and the legacy fetches that down-convert them (Fetch v2: magic 1, Fetch
-//! v0: magic 0). Floors, small programs over the same bytes on the same machine: receiving the
-//! batches and checking each one's CRC32C before writing it to a file in the page cache
-//! (produce); `sendfile` of the stored bytes in fetch-response-sized blocks to a loopback
-//! reader (modern fetch); reading the bytes, computing a CRC32 per 1 kB message and writing
-//! them to the socket (legacy fetch); reading them and sealing 16 KiB TLS records with the
-//! provider the broker uses (TLS fetch, `--tls`). A floor's CPU is that of the thread doing the broker's
-//! part (`/proc/thread-self/stat`). Rounds interleave every path, and each figure is the median
-//! of the rounds with its range.
+//! Paths: produce acks=1 of 1 kB and of 100 B records on one connection (Produce v3) and of
+//! 1 kB records on several, a modern fetch (v4+) of the same bytes (over TLS too: `--tls` on a
+//! spawned skiff, `--ssl-bootstrap` on a running broker), and the legacy fetches that
+//! down-convert them (Fetch v2: magic 1, Fetch v0: magic 0). On a cluster ([`replicated`]),
+//! produce at RF 1 with acks=1 and at RF 2 and more with acks=all, each broker's CPU apart.
+//! Floors, small programs over the same bytes on the same machine: receiving the batches and
+//! checking each one's CRC32C before writing it to a file in the page cache (produce; a
+//! follower's floor too); `sendfile` of the stored bytes in fetch-response-sized blocks to a
+//! loopback reader (modern fetch; a leader's to its followers); reading the bytes, computing a
+//! CRC32 per 1 kB message and writing them to the socket (legacy fetch); reading them and
+//! sealing 16 KiB TLS records with the provider the bench uses (TLS fetch). A floor's CPU is that
+//! of the thread doing the broker's part (`/proc/thread-self/stat`). Rounds interleave every
+//! path, and each figure is the median of the rounds with its range.
 //!
 //! Must never: time a phase it did not verify moved the bytes it counts (the produce is
 //! acknowledged, the fetch reads to the end), or compare figures from different runs.
@@ -29,10 +31,12 @@ use serde::Serialize;
 use crate::client::{Connection, Security};
 use crate::kip283::consume::{read_pass, FetchSpec};
 use crate::kip283::produce::{
-    batch_of, create_ready, produce_over, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
+    batch_of, create_ready, produce_over, ProduceOutcome, ProduceSpec, PRODUCE_REQUEST_BYTES_MAX,
 };
 use crate::kip283::{FETCH_MAX_BYTES, PARTITION_MAX_BYTES, RECORD_VALUE_BYTES};
 use crate::tls::RunCertificate;
+
+pub mod replicated;
 
 /// CPU seconds, user and system apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -81,6 +85,14 @@ impl CpuTimes {
     /// User plus system.
     pub fn total(self) -> f64 {
         self.user_s + self.system_s
+    }
+
+    /// The CPU of several processes together.
+    pub fn sum(all: &[Self]) -> Self {
+        all.iter().fold(Self::default(), |sum, one| Self {
+            user_s: sum.user_s + one.user_s,
+            system_s: sum.system_s + one.system_s,
+        })
     }
 }
 
@@ -171,7 +183,13 @@ pub async fn broker_round(
     for (version, tls) in plaintext.chain(secured) {
         let mut connection = match tls {
             None => Connection::connect(bootstrap).await?,
-            Some((address, security)) => Connection::connect_with(address, security).await?,
+            Some((address, security)) => {
+                let connection = Connection::connect_with(address, security).await?;
+                if let Some(negotiated) = connection.tls_negotiated() {
+                    eprintln!("tls negotiated with the broker: {negotiated}");
+                }
+                connection
+            }
         };
         let fetch = FetchSpec {
             topic: topic.clone(),
@@ -252,10 +270,11 @@ fn produce_spec(spec: &CpuSpec, topic: String, small: bool) -> ProduceSpec {
         value_bytes,
         in_flight: 4,
         request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+        acks: crate::client::ACKS_LEADER,
     }
 }
 
-/// One produce phase (acks=1) over `connections` connections, with the broker's CPU over it.
+/// One produce phase over `connections` connections, with the broker's CPU over it.
 async fn produce_phase(
     bootstrap: &str,
     pid: u32,
@@ -263,14 +282,34 @@ async fn produce_phase(
     produce: &ProduceSpec,
     connections: usize,
 ) -> anyhow::Result<Sample> {
-    let before = CpuTimes::of_process(pid)?;
-    let produced = produce_over(bootstrap, produce, connections).await?;
+    let (produced, spent) = produce_measured(bootstrap, &[pid], produce, connections).await?;
     Ok(Sample {
         path,
         bytes: produced.batch_bytes,
         records: produced.record_count,
-        cpu: CpuTimes::of_process(pid)?.since(before),
+        cpu: CpuTimes::sum(&spent),
     })
+}
+
+/// One produce over `connections` connections to `bootstrap`, with what each of `pids` spent
+/// over it (in their order): the measured window of every produce path.
+async fn produce_measured(
+    bootstrap: &str,
+    pids: &[u32],
+    produce: &ProduceSpec,
+    connections: usize,
+) -> anyhow::Result<(ProduceOutcome, Vec<CpuTimes>)> {
+    let before: Vec<CpuTimes> = pids
+        .iter()
+        .map(|&pid| CpuTimes::of_process(pid))
+        .collect::<anyhow::Result<_>>()?;
+    let produced = produce_over(bootstrap, produce, connections).await?;
+    let spent = pids
+        .iter()
+        .zip(before)
+        .map(|(&pid, before)| Ok(CpuTimes::of_process(pid)?.since(before)))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((produced, spent))
 }
 
 /// The topic of a round's produce over several connections.
@@ -543,6 +582,14 @@ fn tls_floor(
     }
     stream.flush()?;
     let cpu = CpuTimes::of_this_thread()?.since(before);
+    eprintln!(
+        "tls negotiated by the floor: {:?} {:?}",
+        stream.conn.protocol_version(),
+        stream
+            .conn
+            .negotiated_cipher_suite()
+            .map(|suite| suite.suite())
+    );
     reader
         .join()
         .map_err(|_| anyhow::anyhow!("reader panicked"))??;
@@ -561,25 +608,35 @@ fn median_range(mut values: Vec<f64>) -> (f64, f64, f64) {
     (median, low, high)
 }
 
-/// Which floor a path is held against.
-fn floor_of(path: &str) -> Option<&'static str> {
+/// The floors a path is held against (its ratio is to their sum): replication's added cost to a
+/// follower's receive and write plus the leader's send of the same bytes (issue 41's pairing); a
+/// produce summed over several brokers to none.
+fn floors_of(path: &str) -> &'static [&'static str] {
     if path == PRODUCE_SMALL {
-        Some(FLOOR_PRODUCE_SMALL)
+        &[FLOOR_PRODUCE_SMALL]
+    } else if path.starts_with(replicated::ADDED_COST) {
+        &[FLOOR_PRODUCE, FLOOR_SENDFILE]
+    } else if path.starts_with(replicated::LEADER_ADDED_COST) {
+        &[FLOOR_SENDFILE]
+    } else if path.starts_with(replicated::FOLLOWER) {
+        &[FLOOR_PRODUCE]
+    } else if path.starts_with(replicated::PRODUCE_ALL) {
+        &[]
     } else if path.starts_with("produce") {
-        Some(FLOOR_PRODUCE)
+        &[FLOOR_PRODUCE]
     } else if path.starts_with("modern fetch") && path.ends_with("over TLS") {
-        Some(FLOOR_TLS)
+        &[FLOOR_TLS]
     } else if path.starts_with("modern fetch") {
-        Some(FLOOR_SENDFILE)
+        &[FLOOR_SENDFILE]
     } else if path.starts_with("legacy fetch") {
-        Some(FLOOR_LEGACY)
+        &[FLOOR_LEGACY]
     } else {
-        None
+        &[]
     }
 }
 
 /// The markdown table of every path over the rounds: CPU s per GB (median, range, user and
-/// system), per million records, and the ratio to its floor's median.
+/// system), per million records, and the ratio to its floors' medians (summed).
 pub fn render(samples: &[Sample]) -> String {
     // Paths in the order they first ran, each with its rounds.
     let mut paths: Vec<(&str, Vec<&Sample>)> = Vec::new();
@@ -606,9 +663,16 @@ pub fn render(samples: &[Sample]) -> String {
                 .collect(),
         )
         .0;
-        let floor = floor_of(path)
-            .and_then(|floor| paths.iter().find(|(other, _)| *other == floor))
-            .map(|(_, floor_rounds)| median / per_gb(floor_rounds).0);
+        let floors = floors_of(path);
+        let floor_sum = floors
+            .iter()
+            .map(|floor| {
+                let (_, rounds) = paths.iter().find(|(other, _)| other == floor)?;
+                Some(per_gb(rounds).0)
+            })
+            .sum::<Option<f64>>()
+            .filter(|_| !floors.is_empty());
+        let floor = floor_sum.map(|sum| median / sum);
         out.push_str(&format!(
             "| {path} | {} | {median:.2} ({low:.2}–{high:.2}) | {user:.2} | {system:.2} | {per_million:.3} | {} |\n",
             rounds.len(),

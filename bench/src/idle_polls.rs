@@ -144,6 +144,7 @@ pub async fn measure(spec: &IdlePollsSpec, command: String) -> anyhow::Result<Id
                     value_bytes: crate::kip283::RECORD_VALUE_BYTES,
                     in_flight: spec.in_flight,
                     request_bytes_max: PRODUCE_REQUEST_BYTES_MAX,
+                    acks: crate::client::ACKS_LEADER,
                 },
             )
             .await;

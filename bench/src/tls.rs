@@ -1,9 +1,10 @@
 //! TLS for the bench client: a self-signed certificate made at run time (for 127.0.0.1 and
 //! localhost; never a key on disk beyond the run's temporary directory, never a committed one),
 //! the PEM file a broker's `ssl.keystore.location` reads (certificate chain, then the PKCS#8 key),
-//! and the rustls configurations that trust exactly that certificate.
+//! and the rustls configurations that trust exactly that certificate; or the certificate of a PEM
+//! keystore the caller made (a broker the bench did not start).
 //!
-//! Must never: trust any certificate but the one generated here, or write the key anywhere but the
+//! Must never: trust any certificate but the one generated or read here, or write the key anywhere but the
 //! directory the caller owns for the run.
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,22 @@ impl RunCertificate {
             certificate: certified.cert.der().clone(),
             key_pkcs8: certified.key_pair.serialize_der(),
             pem,
+        })
+    }
+
+    /// The certificate and PKCS#8 key of a PEM keystore made outside the bench (the broker's own
+    /// `ssl.keystore.location` when the bench did not start it): the first certificate is the one
+    /// trusted.
+    pub fn from_keystore_pem(pem: &str) -> anyhow::Result<Self> {
+        use rustls::pki_types::pem::PemObject;
+        let certificate = CertificateDer::from_pem_slice(pem.as_bytes())
+            .context("no certificate in the keystore")?;
+        let key = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes())
+            .context("no PKCS#8 private key in the keystore")?;
+        Ok(Self {
+            certificate,
+            key_pkcs8: key.secret_pkcs8_der().to_vec(),
+            pem: pem.to_owned(),
         })
     }
 
@@ -116,6 +133,15 @@ mod tests {
         let directory = tempfile::tempdir().expect("tempdir");
         let path = certificate.write_keystore(directory.path()).expect("write");
         assert_eq!(std::fs::read_to_string(path).expect("read"), pem);
+    }
+
+    #[test]
+    fn a_keystore_read_back_is_the_certificate_it_was_written_from() {
+        let written = RunCertificate::generate().expect("generate");
+        let read = RunCertificate::from_keystore_pem(written.keystore_pem()).expect("read");
+        assert_eq!(read.certificate, written.certificate);
+        assert_eq!(read.key_pkcs8, written.key_pkcs8);
+        assert!(RunCertificate::from_keystore_pem("no PEM here").is_err());
     }
 
     #[test]

@@ -68,13 +68,28 @@ enum Command {
 
 #[derive(Args)]
 struct CpuArgs {
-    /// An already running broker (127.0.0.1 only; Skiff or Apache Kafka) with its --pid.
-    /// Without it, a skiff is spawned.
+    /// An already running broker (127.0.0.1 only; Skiff or Apache Kafka) with its --pid; with
+    /// --cluster, the PLAINTEXT listeners of a cluster's brokers, comma-separated. Without it, a
+    /// skiff is spawned.
     #[arg(long, requires = "pid")]
     bootstrap: Option<String>,
-    /// The broker process whose CPU is read from /proc (with --bootstrap).
-    #[arg(long)]
-    pid: Option<u32>,
+    /// The broker process whose CPU is read from /proc (with --bootstrap); with --cluster, each
+    /// broker's, in the order of --bootstrap.
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<u32>,
+    /// The brokers of --bootstrap are one cluster: measure the replicated paths instead of the
+    /// single-broker ones (produce of 1 kB records at RF 1 with acks=1 and at RF 2..n with
+    /// acks=all, the first broker leading every partition, each broker's CPU apart).
+    #[arg(long, requires = "bootstrap")]
+    cluster: bool,
+    /// The SSL listener (host:port) of the --bootstrap broker: also fetch over TLS, trusting
+    /// the certificate of --ssl-keystore.
+    #[arg(long, requires_all = ["bootstrap", "ssl_keystore"])]
+    ssl_bootstrap: Option<String>,
+    /// The broker's PEM keystore (its certificate, then its PKCS#8 key): the certificate the
+    /// client trusts, and the TLS floor's.
+    #[arg(long, requires = "ssl_bootstrap")]
+    ssl_keystore: Option<PathBuf>,
     #[command(flatten)]
     skiff: SkiffArgs,
     /// Rounds; each produces a fresh topic, fetches it at every version, and runs the floors.
@@ -870,6 +885,73 @@ async fn run_smoke(args: SmokeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The broker (or cluster) a cpu run measures, with what its TLS path needs.
+struct CpuTarget {
+    /// The skiff this run spawned (stopped at the end).
+    spawned: Option<SpawnedBroker>,
+    bootstrap: String,
+    pids: Vec<u32>,
+    /// The SSL listener and how to reach it.
+    tls: Option<(String, Security)>,
+    /// The certificate the broker presents: the TLS floor's too.
+    certificate: Option<RunCertificate>,
+}
+
+/// Spawns a skiff (with an SSL listener for --tls) or takes the running broker of --bootstrap.
+fn cpu_target(args: &CpuArgs, keystore_directory: &Path) -> anyhow::Result<CpuTarget> {
+    let Some(bootstrap) = &args.bootstrap else {
+        let certificate = args.tls.then(RunCertificate::generate).transpose()?;
+        let mut spec = args.skiff.spawn_spec()?;
+        if let Some(certificate) = &certificate {
+            spec.ssl_keystore = Some(certificate.write_keystore(keystore_directory)?);
+        }
+        let broker = SpawnedBroker::start(&spec, &[])?;
+        let target = broker.target();
+        let tls = match &certificate {
+            Some(certificate) => Some((
+                target
+                    .ssl_bootstrap
+                    .clone()
+                    .context("the spawned broker has no SSL listener")?,
+                Security::Tls(certificate.client_config()?),
+            )),
+            None => None,
+        };
+        let (bootstrap, pid) = (target.bootstrap.clone(), target.pid);
+        return Ok(CpuTarget {
+            spawned: Some(broker),
+            bootstrap,
+            pids: vec![pid.context("the spawned broker has no pid")?],
+            tls,
+            certificate,
+        });
+    };
+    if args.tls {
+        bail!("--tls spawns a skiff with an SSL listener; a running broker's is --ssl-bootstrap");
+    }
+    let certificate = match &args.ssl_keystore {
+        Some(path) => Some(RunCertificate::from_keystore_pem(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )?),
+        None => None,
+    };
+    let tls = match (&args.ssl_bootstrap, &certificate) {
+        (Some(address), Some(certificate)) => {
+            require_loopback(address)?;
+            Some((address.clone(), Security::Tls(certificate.client_config()?)))
+        }
+        _ => None,
+    };
+    Ok(CpuTarget {
+        spawned: None,
+        bootstrap: bootstrap.clone(),
+        pids: args.pid.clone(),
+        tls,
+        certificate,
+    })
+}
+
 async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
     use skiff_bench::cpu;
 
@@ -894,54 +976,36 @@ async fn run_cpu(args: CpuArgs) -> anyhow::Result<()> {
     let keystore_directory = tempfile::Builder::new()
         .prefix("skiff-bench-cpu-")
         .tempdir()?;
-    let certificate = match (args.tls, &args.bootstrap) {
-        (true, Some(_)) => bail!("--tls needs a spawned skiff (no --bootstrap)"),
-        (true, None) => Some(RunCertificate::generate()?),
-        (false, _) => None,
+    let target = cpu_target(&args, keystore_directory.path())?;
+    let addresses: Vec<String> = target.bootstrap.split(',').map(str::to_owned).collect();
+    for address in &addresses {
+        require_loopback(address)?;
+    }
+    let cluster = if args.cluster {
+        Some(cpu::replicated::cluster_brokers(&addresses, &target.pids).await?)
+    } else {
+        None
     };
-    let spawned = match &args.bootstrap {
-        Some(_) => None,
-        None => {
-            let mut spec = args.skiff.spawn_spec()?;
-            if let Some(certificate) = &certificate {
-                spec.ssl_keystore = Some(certificate.write_keystore(keystore_directory.path())?);
-            }
-            Some(SpawnedBroker::start(&spec, &[])?)
-        }
+    let pid = match (&cluster, target.pids.as_slice()) {
+        (Some(_), _) | (None, [_]) => target.pids.first().copied().unwrap_or_default(),
+        (None, _) => bail!("one broker needs one --pid (several are for --cluster)"),
     };
-    let tls = match (&certificate, &spawned) {
-        (Some(certificate), Some(broker)) => Some((
-            broker
-                .target()
-                .ssl_bootstrap
-                .clone()
-                .context("the spawned broker has no SSL listener")?,
-            Security::Tls(certificate.client_config()?),
-        )),
-        _ => None,
-    };
-    let (bootstrap, pid) = match (&spawned, &args.bootstrap, args.pid) {
-        (Some(broker), _, _) => (
-            broker.target().bootstrap.clone(),
-            broker
-                .target()
-                .pid
-                .context("the spawned broker has no pid")?,
-        ),
-        (None, Some(bootstrap), Some(pid)) => (bootstrap.clone(), pid),
-        _ => bail!("--bootstrap needs --pid"),
-    };
-    require_loopback(&bootstrap)?;
     let mut samples = Vec::new();
     for round in 0..rounds {
-        let listener = tls
-            .as_ref()
-            .map(|(address, security)| (address.as_str(), security));
-        samples.extend(cpu::broker_round(&bootstrap, pid, &spec, round, listener).await?);
-        samples.extend(cpu::floor_round(&spec, certificate.as_ref())?);
+        samples.extend(match &cluster {
+            Some(brokers) => cpu::replicated::replicated_round(brokers, &spec, round).await?,
+            None => {
+                let listener = target
+                    .tls
+                    .as_ref()
+                    .map(|(address, security)| (address.as_str(), security));
+                cpu::broker_round(&target.bootstrap, pid, &spec, round, listener).await?
+            }
+        });
+        samples.extend(cpu::floor_round(&spec, target.certificate.as_ref())?);
         eprintln!("round {} of {rounds} done", round + 1);
     }
-    if let Some(broker) = spawned {
+    if let Some(broker) = target.spawned {
         broker.stop()?;
     }
     let table = cpu::render(&samples);

@@ -126,6 +126,7 @@ pub async fn measure(
             value_bytes: crate::kip283::RECORD_VALUE_BYTES,
             in_flight: spec.produce_in_flight,
             request_bytes_max: super::produce::PRODUCE_REQUEST_BYTES_MAX,
+            acks: crate::client::ACKS_LEADER,
         },
     )
     .await?;

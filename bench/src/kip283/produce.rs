@@ -46,6 +46,9 @@ pub struct ProduceSpec {
     /// Batch bytes per Produce request at most (one batch goes alone if larger): see
     /// [`PRODUCE_REQUEST_BYTES_MAX`].
     pub request_bytes_max: usize,
+    /// Produce `acks`: [`crate::client::ACKS_LEADER`] (the leader's append) or [`crate::client::ACKS_ALL`]
+    /// (every in-sync replica's).
+    pub acks: i16,
 }
 
 /// How producing went.
@@ -174,25 +177,11 @@ async fn produce_lane(
             let one = batch_of(next, count, spec.value_bytes)?;
             batch_bytes += u64::try_from(one.len())?;
             if let Some(full) = filler.push(partition, Bytes::from(one)) {
-                send(
-                    &mut connection,
-                    &spec.topic,
-                    &mut pending,
-                    spec.in_flight,
-                    &full,
-                )
-                .await?;
+                send(&mut connection, spec, &mut pending, &full).await?;
             }
         }
         if let Some(last) = filler.finish() {
-            send(
-                &mut connection,
-                &spec.topic,
-                &mut pending,
-                spec.in_flight,
-                &last,
-            )
-            .await?;
+            send(&mut connection, spec, &mut pending, &last).await?;
         }
         next += count;
     }
@@ -240,20 +229,23 @@ impl RequestFiller {
     }
 }
 
-/// Sends one Produce request of `batches`, first waiting for the oldest answer if `in_flight` are
-/// outstanding.
+/// Sends one Produce request of `batches` to the spec's topic with its acks, first waiting for
+/// the oldest answer if the spec's `in_flight` are outstanding.
 async fn send(
     connection: &mut Connection,
-    topic: &str,
+    spec: &ProduceSpec,
     pending: &mut VecDeque<i32>,
-    in_flight: usize,
     batches: &[(i32, Bytes)],
 ) -> anyhow::Result<()> {
-    if pending.len() >= in_flight.max(1) {
+    if pending.len() >= spec.in_flight.max(1) {
         let id = pending.pop_front().context("pending")?;
         connection.receive_produce(id).await?;
     }
-    pending.push_back(connection.send_produce(topic, batches).await?);
+    pending.push_back(
+        connection
+            .send_produce(&spec.topic, spec.acks, batches)
+            .await?,
+    );
     Ok(())
 }
 

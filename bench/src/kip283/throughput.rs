@@ -184,6 +184,7 @@ pub async fn measure(
             value_bytes: crate::kip283::RECORD_VALUE_BYTES,
             in_flight: spec.produce_in_flight,
             request_bytes_max: spec.produce_request_bytes_max,
+            acks: crate::client::ACKS_LEADER,
         },
     )
     .await?;
