@@ -198,6 +198,8 @@ async fn serve<S: Transport>(
             .await
             .map_err(|_| CloseReason::FrameBodyTimedOut(idle))??;
         let body: Bytes = body.freeze();
+        // The frame is received: its service time starts here (Kafka's request start time).
+        let received = ctx.instant();
         let outcome = match state.sasl.as_mut() {
             Some(authenticator) if authenticator.expected_token() == Some(TokenFraming::Bare) => {
                 handlers::handle_bare_sasl_token(authenticator, &body)
@@ -206,7 +208,7 @@ async fn serve<S: Transport>(
                 if let Some(capture) = &state.capture {
                     capture.record(&body);
                 }
-                handlers::handle_frame(ctx, &state.session, sasl, body).await
+                handlers::handle_frame(ctx, &state.session, sasl, body, received).await
             }
         };
         if let Some(user) = &outcome.authenticated {
@@ -217,6 +219,12 @@ async fn serve<S: Transport>(
         let answered = outcome.response.is_some();
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle).await?;
+        }
+        if let Some(api_key) = outcome.api_key {
+            // Written (or, with no response, handled): the service time ends here, less the
+            // request's waits on others.
+            let service = received.elapsed().saturating_sub(outcome.remote);
+            ctx.metrics.request_served(api_key, service);
         }
         if outcome.close {
             if answered {
