@@ -126,8 +126,12 @@ BROKER_PORT=
 
 start_skiff() { # dir
     BROKER_PORT=$(free_port)
+    # More settings from the caller, one key=value per word (service-time.sh opens the metrics
+    # listener).
+    local extra=() setting
+    for setting in ${PEERS_SKIFF_EXTRA:-}; do extra+=(--set "$setting"); done
     SKIFF_LOG=warn "$SKIFF" serve --set "log.dirs=$1/data" \
-        --set "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" >"$1/broker.log" 2>&1 &
+        --set "listeners=PLAINTEXT://127.0.0.1:$BROKER_PORT" "${extra[@]}" >"$1/broker.log" 2>&1 &
     BROKER_PID=$!
 }
 
@@ -167,8 +171,9 @@ EOF
     java $KAFKA_HEAP $KAFKA_JVM -cp "$libs/*" kafka.tools.StorageTool format \
         -t "$(python3 -c 'import base64,uuid; print("A" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[1:22])')" \
         -c "$dir/server.properties" >"$dir/format.log" 2>&1
+    # PEERS_KAFKA_JVM_EXTRA: more JVM options for the broker alone (service-time.sh opens JMX).
     # shellcheck disable=SC2086
-    java $KAFKA_HEAP $KAFKA_JVM "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$libs/*" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
+    java $KAFKA_HEAP $KAFKA_JVM ${PEERS_KAFKA_JVM_EXTRA:-} "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$libs/*" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
     BROKER_PID=$!
 }
 
