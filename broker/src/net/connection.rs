@@ -11,6 +11,9 @@
 //! After an answer that throttles the client (a client quota, `crate::quota`), the connection
 //! reads nothing for the throttle time: Kafka's channel mute of KIP-219.
 //!
+//! Each request's service time ends here, where its response has been written: from its frame
+//! received to that point, less the waits the handler counted as remote (`crate::metrics`).
+//!
 //! Must never: allocate a frame before its size is checked, let a bad frame take down anything but
 //! this connection, or serve a request on a SASL listener before authentication (ApiVersions and
 //! the SASL APIs aside).
