@@ -169,8 +169,9 @@ start_kafka_node() { # version dir cluster-id
     # shellcheck disable=SC2086
     java $KAFKA_HEAP $KAFKA_JVM -cp "$libs/*" kafka.tools.StorageTool format -t "$3" \
         -c "$dir/server.properties" >"$dir/format.log" 2>&1
+    # PEERS_KAFKA_JVM_EXTRA: more JVM options for the broker alone (service-time.sh opens JMX).
     # shellcheck disable=SC2086
-    java $KAFKA_HEAP $KAFKA_JVM "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$libs/*" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
+    java $KAFKA_HEAP $KAFKA_JVM ${PEERS_KAFKA_JVM_EXTRA:-} "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$libs/*" kafka.Kafka "$dir/server.properties" >"$dir/broker.log" 2>&1 &
     BROKER_PID=$!
 }
 

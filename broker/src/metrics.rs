@@ -31,6 +31,12 @@ pub const API_KEY_SLOTS: usize = 76;
 pub const LATENCY_BUCKETS_MS: [u64; 13] = [
     1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
 ];
+/// Upper bounds of the service-time histogram buckets, in microseconds: fine below and around
+/// 1 ms (the bound a request's service time is judged by), coarser above.
+pub const SERVICE_TIME_BUCKETS_US: [u64; 24] = [
+    25, 50, 75, 100, 150, 200, 250, 300, 400, 500, 600, 750, 1_000, 1_500, 2_000, 3_000, 5_000,
+    10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+];
 /// Upper bounds of the conversion-time histogram buckets, in microseconds.
 pub const CONVERSION_TIME_BUCKETS_US: [u64; 10] = [
     10, 50, 100, 500, 1_000, 5_000, 10_000, 50_000, 100_000, 1_000_000,
@@ -173,6 +179,9 @@ pub struct Metrics {
     conversion_time_us: Histogram<10>,
     conversion_memory_bytes: Histogram<9>,
     request_latency_ms: [Histogram<13>; API_KEY_SLOTS],
+    /// Frame received to response written, less the request's remote waits (Kafka's
+    /// `TotalTimeMs` less `RemoteTimeMs`), by API key.
+    service_time_us: [Histogram<24>; API_KEY_SLOTS],
     request_bytes_in: AtomicU64,
     response_bytes_out: AtomicU64,
     /// Requests (or parts of requests) refused by the ACLs, by API key.
@@ -209,6 +218,7 @@ impl Default for Metrics {
             conversion_time_us: Histogram::new(CONVERSION_TIME_BUCKETS_US),
             conversion_memory_bytes: Histogram::new(CONVERSION_MEMORY_BUCKETS_BYTES),
             request_latency_ms: std::array::from_fn(|_| Histogram::new(LATENCY_BUCKETS_MS)),
+            service_time_us: std::array::from_fn(|_| Histogram::new(SERVICE_TIME_BUCKETS_US)),
             request_bytes_in: AtomicU64::new(0),
             response_bytes_out: AtomicU64::new(0),
             authorization_failures: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -373,6 +383,15 @@ impl Metrics {
             .fetch_add(bytes_out, Ordering::Relaxed);
     }
 
+    /// One request served: `service` is its time from the frame received to the response's last
+    /// byte handed to the socket (or, with no response, to the end of its handling), less its
+    /// remote waits.
+    pub(crate) fn request_served(&self, api_key: i16, service: std::time::Duration) {
+        if let Some(histogram) = api_key_slot(&self.service_time_us, api_key) {
+            histogram.observe(u64::try_from(service.as_micros()).unwrap_or(u64::MAX));
+        }
+    }
+
     /// One authorization refusal (a topic, group or cluster check that failed) for `api_key`.
     pub(crate) fn authorization_failed(&self, api_key: i16) {
         if let Some(failures) = api_key_slot(&self.authorization_failures, api_key) {
@@ -443,6 +462,7 @@ impl Metrics {
     pub fn render_prometheus(&self) -> String {
         let mut out = Exposition::default();
         self.render_traffic(&mut out);
+        self.render_request_times(&mut out);
         self.render_authorization(&mut out);
         self.render_down_conversion(&mut out);
         self.render_replication(&mut out);
@@ -476,7 +496,7 @@ impl Metrics {
         );
     }
 
-    /// Connections, request and record bytes in and out, and request latency by API.
+    /// Connections, and request and record bytes in and out.
     fn render_traffic(&self, out: &mut Exposition) {
         out.gauge(
             "skiff_connections",
@@ -544,18 +564,24 @@ impl Metrics {
                 rate,
             );
         }
+    }
+
+    /// Request latency and service time, by API.
+    fn render_request_times(&self, out: &mut Exposition) {
         out.header(
             "skiff_request_latency_ms",
-            "Time from a decoded request to its planned response.",
+            "Time from a request frame received to its planned response, waits included.",
             "histogram",
         );
-        for (api_key, histogram) in self.request_latency_ms.iter().enumerate() {
-            if histogram.count() == 0 {
-                continue;
-            }
-            let labels = format!("api=\"{}\",", api_name(api_key));
-            histogram.render(&mut out.text, "skiff_request_latency_ms", &labels);
-        }
+        render_by_api(out, "skiff_request_latency_ms", &self.request_latency_ms);
+        out.header(
+            "skiff_request_service_time_us",
+            "Time from a request frame received to its response written, less its waits for data \
+             (a Fetch's long poll) and for followers (an acks=all Produce): Kafka's TotalTimeMs \
+             less RemoteTimeMs.",
+            "histogram",
+        );
+        render_by_api(out, "skiff_request_service_time_us", &self.service_time_us);
     }
 
     /// Requests the ACLs refused, by API (only APIs with refusals get a series).
@@ -641,6 +667,21 @@ impl Metrics {
             "Highest converted bytes held at once since start.",
             self.converted_bytes_in_flight_peak(),
         );
+    }
+}
+
+/// One histogram family with a series per API that has observations, labelled with its name.
+fn render_by_api<const N: usize>(
+    out: &mut Exposition,
+    name: &str,
+    by_api: &[Histogram<N>; API_KEY_SLOTS],
+) {
+    for (api_key, histogram) in by_api.iter().enumerate() {
+        if histogram.count() == 0 {
+            continue;
+        }
+        let labels = format!("api=\"{}\",", api_name(api_key));
+        histogram.render(&mut out.text, name, &labels);
     }
 }
 
@@ -741,6 +782,40 @@ mod tests {
         assert!(text.contains("skiff_down_conversion_time_us_count 2"));
         assert!(text.contains("skiff_request_bytes_total 200"));
         assert!(text.contains("skiff_down_converted_records_by_topic_total{topic=\"orders\"} 15"));
+    }
+
+    #[test]
+    fn service_time_lands_in_microsecond_buckets_by_api() {
+        use std::time::Duration;
+        let metrics = Metrics::default();
+        metrics.request_served(0, Duration::from_micros(80));
+        metrics.request_served(0, Duration::from_micros(999));
+        metrics.request_served(0, Duration::from_micros(1_000));
+        metrics.request_served(0, Duration::from_micros(1_001));
+        metrics.request_served(0, Duration::from_secs(3));
+        // A key past the known ones shares the last slot rather than being lost.
+        metrics.request_served(i16::MAX, Duration::from_micros(10));
+        let text = metrics.render_prometheus();
+        for line in [
+            "# TYPE skiff_request_service_time_us histogram",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"75\"} 0",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"100\"} 1",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"750\"} 1",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"1000\"} 3",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"1500\"} 4",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"1000000\"} 4",
+            "skiff_request_service_time_us_bucket{api=\"Produce\",le=\"+Inf\"} 5",
+            "skiff_request_service_time_us_sum{api=\"Produce\"} 3003080",
+            "skiff_request_service_time_us_count{api=\"Produce\"} 5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        let last_slot = format!(
+            "skiff_request_service_time_us_count{{api=\"{}\"}} 1",
+            api_name(API_KEY_SLOTS - 1)
+        );
+        assert!(text.lines().any(|l| l == last_slot), "{text}");
+        assert!(!text.contains("skiff_request_service_time_us_count{api=\"Fetch\"}"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Broker behaviours no real client exercises on purpose: shutdown while fetches long-poll,
 //! `message.downconversion.enable=false`, retention by the background task, long polls woken by
-//! appends, the record traffic counters.
+//! appends, the record traffic counters, a long poll's wait left out of the Fetch service time.
 
 use std::time::Duration;
 
@@ -212,6 +212,47 @@ async fn traffic_totals_when(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The value of the Prometheus sample `series` (its name and labels, exactly as rendered), or
+/// `None` when the broker has not rendered it.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_wait_is_left_out_of_the_fetch_service_time() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    create_topic(&mut client, "waited", &[]).await?;
+    // An empty partition: the Fetch waits its whole max_wait_ms of 500 ms for data.
+    let request = fetch_request("waited", 0, 0, 1 << 20, 1 << 20, 500);
+    let asked = tokio::time::Instant::now();
+    fetch(&mut client, 11, &request).await?;
+    assert!(asked.elapsed() >= Duration::from_millis(500));
+    // The service time is recorded once the response is written, which may be just after the
+    // client has read it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = broker.metrics.render_prometheus();
+        if sample(&text, r#"skiff_request_service_time_us_count{api="Fetch"}"#) == Some(1) {
+            break text;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "no Fetch service time:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // It waited 500 ms (the latency, waits included, says so) ...
+    let latency_below_500 = r#"skiff_request_latency_ms_bucket{api="Fetch",le="250"}"#;
+    assert_eq!(sample(&text, latency_below_500), Some(0), "{text}");
+    // ... and its service time, the wait left out, is in a sub-millisecond bucket.
+    let service_sub_ms = r#"skiff_request_service_time_us_bucket{api="Fetch",le="1000"}"#;
+    assert_eq!(sample(&text, service_sub_ms), Some(1), "{text}");
+    broker.stop().await;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,8 +88,8 @@ def throughput(directory):
 
 
 def latency(directory, broker, step="latency"):
-    # skiff-bench names it latency-<name>.json, but a dotted name loses its last dotted part to
-    # the extension (latency-kafka-4.1.json for kafka-4.1.1): take the one record there is.
+    # skiff-bench names it latency-<name>.json; records of older runs lost a dotted name's last
+    # part to the extension (latency-kafka-4.1.json for kafka-4.1.1): take the one record there is.
     found = sorted((directory / step).glob("latency-*.json"))
     error = step_error(directory, step)
     if error is not None or not found:

@@ -25,6 +25,7 @@ use skiff_bench::kip283::throughput::{
     self, SecurityProtocol, Setting, ThroughputSpec, CHUNK_BYTES_SWEEP,
 };
 use skiff_bench::latency;
+use skiff_bench::latency::service_time::{PhaseServiceTimes, ServiceTimeSource};
 use skiff_bench::latency::sweep::{Acks, LatencySpec};
 use skiff_bench::tls::RunCertificate;
 use skiff_protocol::down_convert::DOWN_CONVERT_CHUNK_BYTES;
@@ -169,6 +170,16 @@ struct LatencyArgs {
     /// Where `latency-<name>.json`, `.md` and `.svg` go.
     #[arg(long, default_value = "bench/reports/data/latency")]
     out: PathBuf,
+    /// A Skiff's metrics listener (host:port): read its service time per API over each rate.
+    #[arg(long, conflicts_with = "service_time_jmx")]
+    service_time_metrics: Option<String>,
+    /// An Apache Kafka's JMX port (host:port, its JMX_PORT): read its request metrics per API
+    /// over each rate, with the Java program `--jmx-reader` (compiled with javac).
+    #[arg(long)]
+    service_time_jmx: Option<String>,
+    /// The `.java` source of the JMX reader.
+    #[arg(long, default_value = "bench/scripts/jmx/KafkaRequestTimes.java")]
+    jmx_reader: PathBuf,
 }
 
 #[derive(Args)]
@@ -719,22 +730,29 @@ async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
         in_flight_max: args.in_flight,
         fetch_max_wait_ms: latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT,
         parked_fetchers: args.parked_fetchers,
+        service_time: match (args.service_time_metrics, args.service_time_jmx) {
+            (Some(address), _) => Some(ServiceTimeSource::SkiffMetrics(address)),
+            (None, Some(address)) => Some(ServiceTimeSource::KafkaJmx {
+                address,
+                program: args.jmx_reader,
+            }),
+            (None, None) => None,
+        },
     };
     let record = latency::sweep::sweep(&spec, command_line()).await?;
     if let Some(broker) = broker {
         broker.stop()?;
     }
     std::fs::create_dir_all(&args.out)?;
+    // Not `with_extension`: a name with a dot (`kafka-4.1.1`) would lose its tail.
     let stem = args.out.join(format!("latency-{}", args.name));
-    std::fs::write(
-        stem.with_extension("json"),
-        serde_json::to_vec_pretty(&record)?,
-    )?;
+    let file = |extension: &str| args.out.join(format!("latency-{}.{extension}", args.name));
+    std::fs::write(file("json"), serde_json::to_vec_pretty(&record)?)?;
     let markdown = latency::report::markdown(&record);
-    std::fs::write(stem.with_extension("md"), &markdown)?;
+    std::fs::write(file("md"), &markdown)?;
     let svg =
         latency::report::plot(&record).map_err(|error| anyhow::anyhow!("plotting: {error}"))?;
-    std::fs::write(stem.with_extension("svg"), svg)?;
+    std::fs::write(file("svg"), svg)?;
     println!("{markdown}");
     eprintln!("wrote {}.{{json,md,svg}}", stem.display());
     Ok(())
@@ -743,9 +761,11 @@ async fn run_latency(args: LatencyArgs) -> anyhow::Result<()> {
 /// A few seconds of `skiff-bench latency` against a spawned skiff: a short maximum, then 10 % and
 /// 50 % of it; fails unless every message was acknowledged and consumed with latencies recorded.
 async fn latency_smoke(binary: PathBuf) -> anyhow::Result<()> {
+    // The service time is read from the broker's metrics listener, on a port free a moment ago.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let skiff = SkiffArgs {
         skiff_bin: Some(binary),
-        settings: Vec::new(),
+        settings: vec![format!("skiff.metrics.listener={metrics}")],
     };
     let (broker, bootstrap) = latency_target(None, &skiff)?;
     let spec = LatencySpec {
@@ -761,6 +781,7 @@ async fn latency_smoke(binary: PathBuf) -> anyhow::Result<()> {
         in_flight_max: latency::sweep::IN_FLIGHT_DEFAULT,
         fetch_max_wait_ms: latency::sweep::FETCH_MAX_WAIT_MS_DEFAULT,
         parked_fetchers: 0,
+        service_time: Some(ServiceTimeSource::SkiffMetrics(metrics.to_string())),
     };
     let record = latency::sweep::sweep(&spec, command_line()).await?;
     drop(broker);
@@ -782,6 +803,20 @@ async fn latency_smoke(binary: PathBuf) -> anyhow::Result<()> {
                 rate.percent_of_max,
                 produce.count,
                 end_to_end.count
+            );
+        }
+        let served = |name: &str| match &rate.service_time {
+            Some(PhaseServiceTimes::Skiff { apis }) => apis
+                .iter()
+                .find(|api| api.api == name)
+                .is_some_and(|api| api.count > 0 && api.p50_us.is_some()),
+            _ => false,
+        };
+        if !(served("Produce") && served("Fetch")) {
+            bail!(
+                "latency smoke at {:.0} %: no Produce and Fetch service time read: {:?}",
+                rate.percent_of_max,
+                rate.service_time
             );
         }
     }

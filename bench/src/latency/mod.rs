@@ -8,7 +8,8 @@
 //! ([`stamp`]), which is how the consumer measures end to end.
 //!
 //! Owns: the schedule, the histograms, the timed producer/consumer threads ([`run`]), the sweep over
-//! acks settings and rates, and its JSON/markdown/SVG report ([`report`]).
+//! acks settings and rates, the broker's own service time per API read from the broker
+//! ([`service_time`]), and its JSON/markdown/SVG report ([`report`]).
 //! Must never: talk to anything but 127.0.0.1, run without a deadline, decode a response with
 //! kafka-protocol (see [`crate::responses`]), or keep more than the configured requests in flight.
 
@@ -16,6 +17,7 @@ pub mod histogram;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod service_time;
 pub mod sweep;
 
 /// Bytes of every message value (the 1 kB messages).

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use plotters::prelude::*;
 
 use super::histogram::LatencySummary;
+use super::service_time::{KafkaApiTimes, PhaseServiceTimes};
 use super::sweep::{Acks, LatencyRecord, RateResult};
 use crate::kip283::machine::format_utc;
 use crate::kip283::report::{machine_line, PlotError, PALETTE};
@@ -121,7 +122,95 @@ pub fn markdown(record: &LatencyRecord) -> String {
             );
         }
     }
+    md.push_str(&service_time_tables(record));
     md
+}
+
+/// A figure in µs as ms with three decimals; `None` is past the histogram's last finite bound.
+fn micros_as_ms(value: Option<f64>) -> String {
+    value.map_or("> 1000".to_owned(), |us| format!("{:.3}", us / 1000.0))
+}
+
+/// The broker's own service time per API at each rate, when the run read it: Skiff's histogram
+/// delta, or Kafka's JMX request metrics.
+fn service_time_tables(record: &LatencyRecord) -> String {
+    let mut skiff = String::new();
+    let mut kafka = String::new();
+    for acks in &record.results {
+        for rate in &acks.rates {
+            let at = format!(
+                "| {} | {:.0} % ({:.0} msg/s) ",
+                acks.acks.label(),
+                rate.percent_of_max,
+                rate.target_per_second
+            );
+            match &rate.service_time {
+                Some(PhaseServiceTimes::Skiff { apis }) => {
+                    for api in apis {
+                        let _ = writeln!(
+                            skiff,
+                            "{at}| {} | {} | {:.3} | {} | {} | {} | {:.2} % |",
+                            api.api,
+                            api.count,
+                            api.mean_us / 1000.0,
+                            micros_as_ms(api.p50_us),
+                            micros_as_ms(api.p90_us),
+                            micros_as_ms(api.p99_us),
+                            api.share_within_1ms * 100.0
+                        );
+                    }
+                }
+                Some(PhaseServiceTimes::Kafka { apis }) => {
+                    for api in apis {
+                        kafka.push_str(&kafka_row(&at, api));
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+    let mut md = String::new();
+    if !skiff.is_empty() {
+        md.push_str(
+            "\n#### The broker's service time per API (`skiff_request_service_time_us`, ms)\n\n",
+        );
+        md.push_str("Frame received to response written, less a Fetch's long poll and an acks=all Produce's wait for followers; the histogram's delta over the phase after its warm-up; percentiles interpolated linearly inside their bucket, the mean exact.\n\n");
+        md.push_str("| acks | rate | API | requests | mean | p50 | p90 | p99 | ≤ 1 ms |\n|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str(&skiff);
+    }
+    if !kafka.is_empty() {
+        md.push_str("\n#### Kafka's request metrics per API (JMX `kafka.network:type=RequestMetrics`, ms)\n\n");
+        md.push_str("Phase means exact (from `Count` and `Mean` before and after the phase); percentiles are the decaying reservoir's at the phase's end, which still holds earlier phases' requests. TotalTime p99 − RemoteTime p99 is not the p99 of TotalTime − RemoteTime. Kafka records whole milliseconds (rounded).\n\n");
+        md.push_str("| acks | rate | API | requests | mean Total − Remote | Total p50 | Total p99 | Remote p99 | Total p99 − Remote p99 | Local p99 | RequestQueue p99 | ResponseQueue p99 | ResponseSend p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str(&kafka);
+    }
+    md
+}
+
+/// One Kafka API's row of the request-metrics table.
+fn kafka_row(at: &str, api: &KafkaApiTimes) -> String {
+    let get = |name: &str| api.histograms.get(name);
+    let p99 = |name: &str| get(name).map_or("—".to_owned(), |h| format!("{:.2}", h.p99_ms));
+    let (Some(total), Some(remote)) = (get("TotalTimeMs"), get("RemoteTimeMs")) else {
+        return format!(
+            "{at}| {} | — | — | — | — | — | — | — | — | — | — |\n",
+            api.api
+        );
+    };
+    format!(
+        "{at}| {} | {} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |\n",
+        api.api,
+        total.count,
+        total.phase_mean_ms - remote.phase_mean_ms,
+        total.p50_ms,
+        total.p99_ms,
+        remote.p99_ms,
+        total.p99_ms - remote.p99_ms,
+        p99("LocalTimeMs"),
+        p99("RequestQueueTimeMs"),
+        p99("ResponseQueueTimeMs"),
+        p99("ResponseSendTimeMs"),
+    )
 }
 
 /// Which of a rate's summaries a plot panel shows.
@@ -255,6 +344,7 @@ mod tests {
                     produce: histogram.summary(),
                     end_to_end: histogram.summary(),
                     send_lateness: None,
+                    service_time: None,
                 }],
             }],
         }
@@ -265,6 +355,50 @@ mod tests {
         let md = markdown(&record());
         assert!(md.contains("load average 1.5"), "{md}");
         assert!(md.contains("| 1 | 50 % of 1000 | 500 | 499 | 0.50 | 0.99 | 1.00 | 1.00 | 0.50 | 0.99 | 1.00 | 1.00 | — |"), "{md}");
+    }
+
+    #[test]
+    fn service_times_get_a_table_per_source() {
+        use super::super::service_time::{KafkaHistogram, SkiffApiTime};
+        let mut record = record();
+        let rate = &mut record.results[0].rates[0];
+        rate.service_time = Some(PhaseServiceTimes::Skiff {
+            apis: vec![SkiffApiTime {
+                api: "Produce".to_owned(),
+                count: 4000,
+                mean_us: 180.0,
+                p50_us: Some(150.0),
+                p90_us: Some(400.0),
+                p99_us: None,
+                share_within_1ms: 0.985,
+            }],
+        });
+        let md = markdown(&record);
+        assert!(md.contains("| 1 | 50 % (500 msg/s) | Produce | 4000 | 0.180 | 0.150 | 0.400 | > 1000 | 98.50 % |"), "{md}");
+        assert!(!md.contains("Kafka's request metrics"));
+        let histogram = |phase_mean_ms, p99_ms| KafkaHistogram {
+            count: 4000,
+            phase_mean_ms,
+            p50_ms: 0.0,
+            p99_ms,
+            p999_ms: p99_ms,
+            max_ms: p99_ms,
+        };
+        let histograms = [
+            ("TotalTimeMs", histogram(1.5, 4.0)),
+            ("RemoteTimeMs", histogram(1.0, 3.0)),
+        ]
+        .into_iter()
+        .map(|(name, h)| (name.to_owned(), h))
+        .collect();
+        record.results[0].rates[0].service_time = Some(PhaseServiceTimes::Kafka {
+            apis: vec![KafkaApiTimes {
+                api: "Fetch".to_owned(),
+                histograms,
+            }],
+        });
+        let md = markdown(&record);
+        assert!(md.contains("| 1 | 50 % (500 msg/s) | Fetch | 4000 | 0.500 | 0.00 | 4.00 | 3.00 | 1.00 | — | — | — | — |"), "{md}");
     }
 
     #[test]

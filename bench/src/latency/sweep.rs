@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::histogram::LatencySummary;
 use super::run::{run_phase, PhaseOutcome, PhaseSpec};
 use super::schedule::Schedule;
+use super::service_time::{self, PhaseServiceTimes, ServiceTimeProbe, ServiceTimeSource};
 
 use crate::client::{Connection, ACKS_ALL, ACKS_LEADER};
 use crate::idle_polls::park_fetchers;
@@ -100,6 +101,8 @@ pub struct LatencySpec {
     /// run: what a broker with many idle consumers pays on every append (a diagnostic, 0 by
     /// default).
     pub parked_fetchers: usize,
+    /// Where to read the broker's own service time per API over each rate's measured part.
+    pub service_time: Option<ServiceTimeSource>,
 }
 
 /// One rate's figures.
@@ -119,6 +122,10 @@ pub struct RateResult {
     pub end_to_end: Option<LatencySummary>,
     /// Intended send → written to the socket (the client's own lateness).
     pub send_lateness: Option<LatencySummary>,
+    /// The broker's own service time per API over the measured part (after the warm-up, to the
+    /// consumer's last fetch), when the run read it.
+    #[serde(default)]
+    pub service_time: Option<PhaseServiceTimes>,
 }
 
 /// One acks setting's sweep.
@@ -189,14 +196,28 @@ fn nanos(seconds: f64) -> u64 {
 }
 
 /// Creates `topic` (one partition), waits until it serves, and runs `spec` on it in a blocking
-/// thread.
-async fn phase_on_fresh_topic(spec: PhaseSpec) -> anyhow::Result<PhaseOutcome> {
+/// thread. With a `probe`, the broker's service times are read when the warm-up ends and when
+/// the phase has ended.
+async fn phase_on_fresh_topic(
+    spec: PhaseSpec,
+    probe: Option<&mut ServiceTimeProbe>,
+) -> anyhow::Result<(PhaseOutcome, Option<PhaseServiceTimes>)> {
     let mut connection = Connection::connect(&spec.bootstrap).await?;
     connection.create_topic(&spec.topic, 1).await?;
     connection.await_partitions_ready(&spec.topic, 1).await?;
-    tokio::task::spawn_blocking(move || run_phase(&spec))
-        .await
-        .context("the phase thread panicked")?
+    let warmup = Duration::from_nanos(spec.warmup_nanos);
+    let phase = tokio::task::spawn_blocking(move || run_phase(&spec));
+    let Some(probe) = probe else {
+        let outcome = phase.await.context("the phase thread panicked")??;
+        return Ok((outcome, None));
+    };
+    tokio::time::sleep(warmup).await;
+    // A reading blocks this thread for a scrape or a JMX call (milliseconds); the phase runs on
+    // its own threads meanwhile.
+    let before = probe.read().context("reading the service times")?;
+    let outcome = phase.await.context("the phase thread panicked")??;
+    let after = probe.read().context("reading the service times")?;
+    Ok((outcome, Some(service_time::between(&before, &after)?)))
 }
 
 /// Runs the sweep.
@@ -223,7 +244,12 @@ pub async fn sweep(spec: &LatencySpec, command: String) -> anyhow::Result<Latenc
         spec.fetch_max_wait_ms,
     )
     .await?;
-    let outcome = sweep_acks(spec, &run_id, &mut record).await;
+    let mut probe = spec
+        .service_time
+        .clone()
+        .map(ServiceTimeProbe::open)
+        .transpose()?;
+    let outcome = sweep_acks(spec, &run_id, &mut record, probe.as_mut()).await;
     parked.abort_all();
     outcome?;
     record.machine_after = Machine::now();
@@ -235,6 +261,7 @@ async fn sweep_acks(
     spec: &LatencySpec,
     run_id: &str,
     record: &mut LatencyRecord,
+    mut probe: Option<&mut ServiceTimeProbe>,
 ) -> anyhow::Result<()> {
     let phase = |topic: String, schedule: Schedule, acks: Acks| PhaseSpec {
         bootstrap: spec.bootstrap.clone(),
@@ -263,7 +290,7 @@ async fn sweep_acks(
                 );
                 unthrottled.send_until_nanos = nanos(spec.max_seconds);
                 unthrottled.record_latency = false;
-                let outcome = phase_on_fresh_topic(unthrottled).await?;
+                let (outcome, _) = phase_on_fresh_topic(unthrottled, None).await?;
                 eprintln!(
                     "acks={}: maximum {:.0} msg/s end to end ({} messages; acknowledged at {:.0} msg/s)",
                     acks.label(),
@@ -281,15 +308,15 @@ async fn sweep_acks(
         for &percent in &spec.rate_percents {
             let rate = max_per_second * percent / 100.0;
             let message_count = ((rate * spec.seconds).ceil() as u64).max(1);
-            let outcome = phase_on_fresh_topic(phase(
+            let phase = phase(
                 format!("latency-{run_id}-acks{}-{percent}", acks.label()),
                 Schedule {
                     rate_per_second: Some(rate),
                     message_count,
                 },
                 acks,
-            ))
-            .await?;
+            );
+            let (outcome, service_time) = phase_on_fresh_topic(phase, probe.as_deref_mut()).await?;
             let result = RateResult {
                 percent_of_max: percent,
                 target_per_second: rate,
@@ -298,6 +325,7 @@ async fn sweep_acks(
                 produce: outcome.produce.summary(),
                 end_to_end: outcome.end_to_end.summary(),
                 send_lateness: outcome.send_lateness.summary(),
+                service_time,
             };
             eprintln!("{}", super::report::progress_line(acks, &result));
             rates.push(result);

@@ -40,6 +40,7 @@ use skiff_protocol::responses::fetch::{
 use skiff_storage::FetchSlice;
 
 use super::common::leadership::led_partition;
+use super::common::remote::RemoteTime;
 use super::common::throttle::Turn;
 use super::error_code;
 use crate::config::LegacyIsolationLevel;
@@ -154,7 +155,7 @@ fn target_magic(version: i16) -> Option<Magic> {
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
-    turn: &Turn<'_>,
+    (turn, remote): (&Turn<'_>, &RemoteTime),
     header: &RequestHeader,
     request: FetchRequest,
 ) -> Vec<ResponsePart> {
@@ -204,11 +205,16 @@ pub(crate) async fn handle(
         {
             break reads;
         }
-        tokio::select! {
-            _ = any_advanced(&mut waiters) => {}
-            _ = shutdown.changed() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-        }
+        // Waiting for data is the long poll's remote time, not this broker's work.
+        remote
+            .wait(async {
+                tokio::select! {
+                    _ = any_advanced(&mut waiters) => {}
+                    _ = shutdown.changed() => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                }
+            })
+            .await;
     };
     let quota = (!follower).then_some(turn);
     build_response(ctx, version, header.correlation_id, reads, quota)

@@ -65,6 +65,8 @@ mod list_transactions;
 mod txn_offset_commit;
 mod write_txn_markers;
 
+use std::time::{Duration, Instant};
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
@@ -77,6 +79,7 @@ use crate::context::Ctx;
 use crate::response::ResponsePart;
 use crate::security::sasl::Authenticator;
 use crate::security::session::Session;
+use common::remote::RemoteTime;
 use common::throttle::{Busy, ThrottleField, Timed, Turn};
 
 /// The APIs this broker answers; ApiVersions advertises exactly these (at the versions the
@@ -151,6 +154,12 @@ pub(crate) struct Outcome {
     /// Milliseconds the connection reads nothing after writing the response: the client went
     /// over a quota (KIP-219; the response's `throttle_time_ms` says the same where it has one).
     pub(crate) throttle_ms: u64,
+    /// The request's API key, once decoded: the connection records the service time under it.
+    pub(crate) api_key: Option<i16>,
+    /// How long the request waited on others (a Fetch's long poll, an acks=all Produce's wait for
+    /// followers): left out of its service time, as Kafka leaves `RemoteTimeMs` out of the
+    /// broker's own share.
+    pub(crate) remote: Duration,
 }
 
 impl Outcome {
@@ -160,6 +169,8 @@ impl Outcome {
             close: false,
             authenticated: None,
             throttle_ms: 0,
+            api_key: None,
+            remote: Duration::ZERO,
         }
     }
 
@@ -169,6 +180,8 @@ impl Outcome {
             close: true,
             authenticated: None,
             throttle_ms: 0,
+            api_key: None,
+            remote: Duration::ZERO,
         }
     }
 
@@ -178,6 +191,8 @@ impl Outcome {
             close: false,
             authenticated: None,
             throttle_ms: 0,
+            api_key: None,
+            remote: Duration::ZERO,
         }
     }
 
@@ -203,19 +218,20 @@ impl Outcome {
     }
 }
 
-/// Handles one frame body. `sasl` is the connection's SASL exchange while it is not finished (on
-/// SASL listeners); until it is, only ApiVersions and the SASL APIs are served.
+/// Handles one frame body, `received` when its last byte was read. `sasl` is the connection's SASL
+/// exchange while it is not finished (on SASL listeners); until it is, only ApiVersions and the
+/// SASL APIs are served.
 pub(crate) async fn handle_frame(
     ctx: &Ctx,
     session: &Session,
     sasl: Option<&mut Authenticator>,
     frame: Bytes,
+    received: Instant,
 ) -> Outcome {
     let (header, request) = match decode_request(&frame) {
         Ok(decoded) => decoded,
         Err(error) => return undecodable(error),
     };
-    let started = ctx.instant();
     let frame_bytes = frame.len();
     let api_key = header.request_api_key;
     let busy = Busy::default();
@@ -228,20 +244,24 @@ pub(crate) async fn handle_frame(
         &busy,
         frame_bytes,
     );
+    let remote = RemoteTime::default();
+    let at = (&turn, &remote);
     let mut outcome = match sasl {
         Some(authenticator) if !authenticator.is_authenticated() => {
             // The SASL exchange is never throttled (Kafka's authenticator runs before quotas).
             turn.exempt();
-            sasl_gate(ctx, session, authenticator, &turn, header, request).await
+            sasl_gate(ctx, session, authenticator, at, header, request).await
         }
         // Without quotas nothing reads the request's polling time: no clock reads per poll.
-        _ if !ctx.quotas.active() => dispatch(ctx, session, &turn, header, request).await,
+        _ if !ctx.quotas.active() => dispatch(ctx, session, at, header, request).await,
         _ => {
-            let handling = std::pin::pin!(dispatch(ctx, session, &turn, header, request));
+            let handling = std::pin::pin!(dispatch(ctx, session, at, header, request));
             Timed::new(handling, &busy).await
         }
     };
     outcome.throttle_ms = turn.finish_request_time();
+    outcome.api_key = Some(api_key);
+    outcome.remote = remote.total();
     let bytes_out: u64 = outcome
         .response
         .iter()
@@ -250,7 +270,7 @@ pub(crate) async fn handle_frame(
         // which is exactly what is sent for it.
         .map(|part| part.wire_len() as u64)
         .sum();
-    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let elapsed_ms = u64::try_from(received.elapsed().as_millis()).unwrap_or(u64::MAX);
     ctx.metrics
         .request_done(api_key, frame_bytes, bytes_out, elapsed_ms);
     outcome
@@ -262,13 +282,13 @@ async fn sasl_gate(
     ctx: &Ctx,
     session: &Session,
     authenticator: &mut Authenticator,
-    turn: &Turn<'_>,
+    (turn, remote): (&Turn<'_>, &RemoteTime),
     header: RequestHeader,
     request: Request,
 ) -> Outcome {
     let correlation_id = header.correlation_id;
     match request {
-        Request::ApiVersions(_) => dispatch(ctx, session, turn, header, request).await,
+        Request::ApiVersions(_) => dispatch(ctx, session, (turn, remote), header, request).await,
         Request::SaslHandshake(request) => {
             let (response, close) = sasl_handshake::handle(Some(authenticator), &header, request);
             let mut outcome = Outcome::encoded(encode(&header, &response), correlation_id);
@@ -297,11 +317,12 @@ pub(crate) fn handle_bare_sasl_token(authenticator: &mut Authenticator, token: &
     outcome.with_sasl_effect(effect)
 }
 
-/// Calls the handler of the request's API and encodes its answer.
+/// Calls the handler of the request's API and encodes its answer. The handlers that wait on
+/// others (Fetch, Produce) time those waits in `remote`.
 async fn dispatch(
     ctx: &Ctx,
     session: &Session,
-    turn: &Turn<'_>,
+    (turn, remote): (&Turn<'_>, &RemoteTime),
     header: RequestHeader,
     request: Request,
 ) -> Outcome {
@@ -338,7 +359,7 @@ async fn dispatch(
         ),
         Request::ListOffsets(r) => handled!(list_offsets, r),
         Request::Produce(r) => {
-            let response = produce::handle(ctx, session, &header, r).await;
+            let response = produce::handle(ctx, session, remote, &header, r).await;
             // Counted after the append, as Kafka does; acks=0 is throttled too (muted, no answer).
             turn.record_produce();
             match response {
@@ -347,7 +368,8 @@ async fn dispatch(
             }
         }
         Request::Fetch(r) => {
-            return Outcome::respond(fetch::handle(ctx, session, turn, &header, r).await)
+            let at = (turn, remote);
+            return Outcome::respond(fetch::handle(ctx, session, at, &header, r).await);
         }
         Request::FindCoordinator(r) => handled!(find_coordinator, r),
         Request::JoinGroup(r) => handled!(join_group, r),

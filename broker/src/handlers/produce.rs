@@ -40,6 +40,7 @@ use skiff_protocol::records::{v2, Compression, RecordError};
 use skiff_protocol::up_convert::{up_convert, UpConvertOptions};
 
 use super::common::errors::storage_error_code;
+use super::common::remote::RemoteTime;
 use super::error_code;
 use crate::context::Ctx;
 use crate::partition::partition::{AppendError, AppendOrigin, LeaderAppend, LeaderAppended};
@@ -109,6 +110,7 @@ const REPLICATION_WAIT_GRACE: Duration = Duration::from_secs(5);
 pub(crate) async fn handle(
     ctx: &Ctx,
     session: &Session,
+    remote: &RemoteTime,
     header: &RequestHeader,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
@@ -182,7 +184,8 @@ pub(crate) async fn handle(
     let wait_max = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
         + REPLICATION_WAIT_GRACE;
     for (topic_index, partition_index, wait) in waits {
-        let error = match tokio::time::timeout(wait_max, wait).await {
+        // The wait for the followers is remote time, not this broker's work.
+        let error = match remote.wait(tokio::time::timeout(wait_max, wait)).await {
             Ok(Ok(error)) => error.map(|code| code.code()),
             // The replica went away (its topic deleted) without answering.
             Ok(Err(_)) => Some(error_code::NOT_LEADER_OR_FOLLOWER),

@@ -11,6 +11,9 @@
 //! After an answer that throttles the client (a client quota, `crate::quota`), the connection
 //! reads nothing for the throttle time: Kafka's channel mute of KIP-219.
 //!
+//! Each request's service time ends here, where its response has been written: from its frame
+//! received to that point, less the waits the handler counted as remote (`crate::metrics`).
+//!
 //! Must never: allocate a frame before its size is checked, let a bad frame take down anything but
 //! this connection, or serve a request on a SASL listener before authentication (ApiVersions and
 //! the SASL APIs aside).
@@ -198,6 +201,8 @@ async fn serve<S: Transport>(
             .await
             .map_err(|_| CloseReason::FrameBodyTimedOut(idle))??;
         let body: Bytes = body.freeze();
+        // The frame is received: its service time starts here (Kafka's request start time).
+        let received = ctx.instant();
         let outcome = match state.sasl.as_mut() {
             Some(authenticator) if authenticator.expected_token() == Some(TokenFraming::Bare) => {
                 handlers::handle_bare_sasl_token(authenticator, &body)
@@ -206,7 +211,7 @@ async fn serve<S: Transport>(
                 if let Some(capture) = &state.capture {
                     capture.record(&body);
                 }
-                handlers::handle_frame(ctx, &state.session, sasl, body).await
+                handlers::handle_frame(ctx, &state.session, sasl, body, received).await
             }
         };
         if let Some(user) = &outcome.authenticated {
@@ -217,6 +222,12 @@ async fn serve<S: Transport>(
         let answered = outcome.response.is_some();
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle).await?;
+        }
+        if let Some(api_key) = outcome.api_key {
+            // Written (or, with no response, handled): the service time ends here, less the
+            // request's waits on others.
+            let service = received.elapsed().saturating_sub(outcome.remote);
+            ctx.metrics.request_served(api_key, service);
         }
         if outcome.close {
             if answered {

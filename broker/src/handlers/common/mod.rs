@@ -3,8 +3,8 @@
 //! the topic-config path of the config APIs ([`config_resources`]), the mapping of storage
 //! errors to error codes ([`errors`]), who may create a topic ([`topic_access`]), the gate
 //! and filters of the ACL and SCRAM admin APIs ([`security_admin`]), and one request's side of
-//! the client quotas ([`throttle`]), and the transaction APIs' hand-off to the coordinator
-//! ([`txn`]).
+//! the client quotas ([`throttle`]), the transaction APIs' hand-off to the coordinator
+//! ([`txn`]), and the time a request waits on others, left out of its service time ([`remote`]).
 //!
 //! Must never: hold one handler's request logic, or import a handler (the checker,
 //! `scripts/import-cycles.py`, fails a handler that imports another outside this folder).
@@ -13,6 +13,7 @@ pub(crate) mod brokers;
 pub(crate) mod config_resources;
 pub(crate) mod errors;
 pub(crate) mod leadership;
+pub(crate) mod remote;
 pub(crate) mod security_admin;
 pub(crate) mod throttle;
 pub(crate) mod topic_access;
