@@ -1151,6 +1151,44 @@ fn lazy_parked(
     (out, reads, pieces, buffers)
 }
 
+/// The lazy converter driven as the broker drives it since issue 41: a first converter's prepare
+/// phase gives the declared size and is dropped; at the partition's turn a second one, handed the
+/// response's chunk buffer (holding the last partition's bytes), prepares again and writes,
+/// every chunk's buffer handed back. Returns both declared sizes and the bytes.
+fn lazy_prepared_twice(
+    src: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> (u64, u64, Vec<u8>) {
+    let read = |range| source_range(src, range);
+    let planned = prepared(src, target, fetch_offset, config)
+        .declared_bytes()
+        .expect("prepared");
+    let slice_bytes = u64::try_from(src.len()).expect("len");
+    let mut converter =
+        DownConverter::new(slice_bytes, target, fetch_offset, config).expect("converter");
+    converter.reuse_buffer(vec![0xAB; 300]);
+    let declared = loop {
+        match converter.prepare_step().expect("prepare") {
+            Prepare::Read(range) => converter.feed(read(range)).expect("feed"),
+            Prepare::Ready(prepared) => break prepared.declared_bytes,
+        }
+    };
+    let mut out = Vec::new();
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => converter.feed(read(range)).expect("feed"),
+            Write::Output(piece) => {
+                out.extend_from_slice(&piece);
+                converter.reuse_buffer(piece);
+            }
+            Write::Done => break,
+        }
+    }
+    (planned, declared, out)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -1172,6 +1210,27 @@ proptest! {
             for range in reads {
                 prop_assert!(range.len <= bound, "{:?} > {}", range, bound);
             }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn preparing_again_at_the_turn_with_a_used_buffer_changes_no_byte(
+        (src, _) in arbitrary_slice(),
+        chunk_bytes in 1usize..4096,
+        read_bytes in 1usize..4096,
+        fetch_offset in 0i64..20,
+        target in prop::sample::select(vec![Magic::V0, Magic::V1]),
+    ) {
+        let config = DownConvertConfig { chunk_bytes, read_bytes, ..DownConvertConfig::default() };
+        if let Ok((reference, _)) = down_convert_eager(&src, target, fetch_offset, &config) {
+            let (planned, declared, out) = lazy_prepared_twice(&src, target, fetch_offset, config);
+            prop_assert_eq!(planned, declared);
+            prop_assert_eq!(declared, u64::try_from(reference.len()).expect("len"));
+            prop_assert_eq!(out, reference);
         }
     }
 }
