@@ -90,16 +90,16 @@ pub(crate) async fn write_response<S: Transport>(
                 }
             }
             ResponsePart::Legacy(mut response) => {
-                while let Some(piece) = response
-                    .next_piece(&mut conversion_buffers)
-                    .map_err(SendError::Conversion)?
-                {
+                while let Some(piece) = response.next_piece() {
                     match piece {
                         LegacyPiece::Bytes(bytes) => {
                             coalesce(stream, &mut pending, &bytes, stall_timeout).await?;
                         }
-                        LegacyPiece::Records(mut records) => {
+                        LegacyPiece::Records(set) => {
                             flush_pending(stream, &mut pending, stall_timeout).await?;
+                            let mut records = response
+                                .start(set, &mut conversion_buffers)
+                                .map_err(SendError::Conversion)?;
                             write_converted(
                                 stream,
                                 &mut records,

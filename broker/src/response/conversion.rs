@@ -360,8 +360,9 @@ pub(crate) struct LegacyResponse {
 pub(crate) enum LegacyPiece {
     /// Header bytes (or, eager, the whole converted response).
     Bytes(Bytes),
-    /// A record set, its converter prepared: write its chunks.
-    Records(ConvertingSet),
+    /// A record set: start it ([`LegacyResponse::start`]) once the bytes before it are written,
+    /// then write its chunks.
+    Records(PlannedSet),
 }
 
 /// Builds a [`LegacyResponse`] from the response's layout, in wire order.
@@ -420,24 +421,27 @@ impl LegacyResponseBuilder {
 }
 
 impl LegacyResponse {
-    /// What to write next, `None` at the end; a record set comes with its converter prepared.
-    pub(crate) fn next_piece(
-        &mut self,
-        buffers: &mut ConversionBuffers,
-    ) -> Result<Option<LegacyPiece>, ConversionError> {
+    /// What to write next, `None` at the end.
+    pub(crate) fn next_piece(&mut self) -> Option<LegacyPiece> {
         let header_end = self.sets.last().map_or(self.header.len(), |set| {
             usize::try_from(set.header_end).unwrap_or(usize::MAX)
         });
         if self.written < header_end {
             let bytes = self.header.slice(self.written..header_end);
             self.written = header_end;
-            return Ok(Some(LegacyPiece::Bytes(bytes)));
+            return Some(LegacyPiece::Bytes(bytes));
         }
-        let Some(set) = self.sets.pop() else {
-            return Ok(None);
-        };
-        let converting = set.start(self.target, &self.settings, &self.metrics, buffers)?;
-        Ok(Some(LegacyPiece::Records(converting)))
+        self.sets.pop().map(LegacyPiece::Records)
+    }
+
+    /// Builds and prepares `set`'s converter: its turn on the wire has come (the bytes before it
+    /// are written, so what the prepare phase converts is not held across their write).
+    pub(crate) fn start(
+        &self,
+        set: PlannedSet,
+        buffers: &mut ConversionBuffers,
+    ) -> Result<ConvertingSet, ConversionError> {
+        set.start(self.target, &self.settings, &self.metrics, buffers)
     }
 
     /// Bytes this response still puts on the wire.
@@ -470,10 +474,11 @@ impl LegacyResponse {
                 .sum::<usize>();
         let mut whole = Vec::with_capacity(total);
         let mut buffers = ConversionBuffers::default();
-        while let Some(piece) = self.next_piece(&mut buffers)? {
+        while let Some(piece) = self.next_piece() {
             match piece {
                 LegacyPiece::Bytes(bytes) => whole.extend_from_slice(&bytes),
-                LegacyPiece::Records(mut set) => {
+                LegacyPiece::Records(set) => {
+                    let mut set = self.start(set, &mut buffers)?;
                     while let Some(chunk) = set.next_chunk(&mut buffers)? {
                         whole.extend_from_slice(&chunk);
                         set.chunk_sent(chunk, &mut buffers);
@@ -615,13 +620,14 @@ mod tests {
     fn written(response: &mut LegacyResponse) -> (Vec<u8>, Vec<(bool, usize)>) {
         let mut buffers = ConversionBuffers::default();
         let (mut bytes, mut pieces) = (Vec::new(), Vec::new());
-        while let Some(piece) = response.next_piece(&mut buffers).expect("piece") {
+        while let Some(piece) = response.next_piece() {
             match piece {
                 LegacyPiece::Bytes(header) => {
                     bytes.extend_from_slice(&header);
                     pieces.push((false, header.len()));
                 }
-                LegacyPiece::Records(mut set) => {
+                LegacyPiece::Records(set) => {
+                    let mut set = response.start(set, &mut buffers).expect("start");
                     let mut written = 0;
                     while let Some(chunk) = set.next_chunk(&mut buffers).expect("chunk") {
                         written += chunk.len();
