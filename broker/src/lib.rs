@@ -14,7 +14,8 @@
 //! - [`config`]: every key, its default and bound, parsed once at load;
 //! - `metrics`: counters, gauges and histograms; other folders register their sections in it;
 //! - `clock`: the broker's clock readings;
-//! - `response`: the response plan (`ResponsePart`) and the lazy record sets (`LazyRecords`).
+//! - `response`: the response plan (`ResponsePart`) and legacy responses (`LegacyResponse`), whose
+//!   record sets are converted at their turn on the wire.
 //!
 //! Above them:
 //! - [`security`]: the session (principal, listener, protocol), SASL mechanisms and ACLs;

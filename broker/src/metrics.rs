@@ -170,6 +170,9 @@ pub struct Metrics {
     connections_evicted: AtomicU64,
     converted_bytes_in_flight: AtomicI64,
     converted_bytes_in_flight_peak: AtomicI64,
+    /// The most bytes one planned legacy response held besides its chunk (its header bytes and
+    /// planned record sets).
+    legacy_plan_bytes_peak: AtomicU64,
     records_converted: AtomicU64,
     conversions: AtomicU64,
     /// Kafka's per-topic `FetchMessageConversionsPerSec`: records converted, by topic.
@@ -210,6 +213,7 @@ impl Default for Metrics {
             connections_evicted: AtomicU64::new(0),
             converted_bytes_in_flight: AtomicI64::new(0),
             converted_bytes_in_flight_peak: AtomicI64::new(0),
+            legacy_plan_bytes_peak: AtomicU64::new(0),
             records_converted: AtomicU64::new(0),
             conversions: AtomicU64::new(0),
             records_converted_by_topic: std::sync::Mutex::new(std::collections::BTreeMap::new()),
@@ -323,6 +327,18 @@ impl Metrics {
     /// The highest [`Metrics::converted_bytes_in_flight`] seen since start.
     pub fn converted_bytes_in_flight_peak(&self) -> i64 {
         self.converted_bytes_in_flight_peak.load(Ordering::Relaxed)
+    }
+
+    /// A legacy response was planned holding `bytes` until it is written (besides its chunk).
+    pub(crate) fn legacy_plan_held(&self, bytes: usize) {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        self.legacy_plan_bytes_peak
+            .fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// The most bytes one planned legacy response held besides its chunk, since start.
+    pub fn legacy_plan_bytes_peak(&self) -> u64 {
+        self.legacy_plan_bytes_peak.load(Ordering::Relaxed)
     }
 
     /// Adds one finished conversion's figures: the caller passes the totals of one converted
@@ -666,6 +682,11 @@ impl Metrics {
             "skiff_converted_bytes_in_flight_peak",
             "Highest converted bytes held at once since start.",
             self.converted_bytes_in_flight_peak(),
+        );
+        out.gauge(
+            "skiff_legacy_response_plan_bytes_peak",
+            "Most bytes one planned legacy response held besides its chunk, since start.",
+            i64::try_from(self.legacy_plan_bytes_peak()).unwrap_or(i64::MAX),
         );
     }
 }

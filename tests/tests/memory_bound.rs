@@ -1,15 +1,17 @@
 //! The down-conversion memory bound, counted in bytes (not time): 20 concurrent legacy fetches of
 //! at least 50 MB each, by clients that read slowly, never hold more than 20 × (chunk + largest
 //! batch) of converted data in the broker at once: over a plain listener and over TLS (where every
-//! chunk is encrypted in user space before the next is converted).
+//! chunk is encrypted in user space before the next is converted). And a legacy fetch of 1,000
+//! partitions is answered whole while its response's plan and one chunk stay within 256 KiB.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::ApiKey;
-use skiff_bench::client::{fetch_request, Connection, Security};
+use kafka_protocol::messages::{ApiKey, FetchRequest};
+use skiff_bench::client::{fetch_request, fetch_request_partitions, Connection, Security};
 use skiff_bench::tls::RunCertificate;
-use skiff_protocol::records::Compression;
+use skiff_protocol::records::legacy::{deep_records, DeepOptions};
+use skiff_protocol::records::{Compression, Magic};
 use skiff_tests::{batch, TestBroker};
 
 const CONSUMERS: usize = 20;
@@ -104,4 +106,137 @@ async fn slow_legacy_fetches_stay_bounded(tls: bool) -> anyhow::Result<()> {
     assert_eq!(broker.metrics.converted_bytes_in_flight(), 0);
     broker.stop().await;
     Ok(())
+}
+
+/// The per-response bound of a legacy response (docs/design/downconversion.md §3): its plan (header
+/// bytes and planned record sets) and one chunk.
+const LEGACY_RESPONSE_BYTES_MAX: u64 = 256 * 1024;
+/// Four topics of 250 partitions (one CreateTopics of 1,000 partitions takes longer than its
+/// timeout in a debug build on a loaded machine), fetched in one request.
+const WIDE_TOPICS: i32 = 4;
+const WIDE_TOPIC_PARTITIONS: i32 = 250;
+const WIDE_PARTITIONS: i32 = WIDE_TOPICS * WIDE_TOPIC_PARTITIONS;
+/// Records per partition, in two batches of three; partition `p`'s record at offset `o` has the
+/// key `k<100 p + o>`.
+const WIDE_RECORDS: i64 = 6;
+
+/// A legacy fetch of 1,000 partitions over the wire: every partition's records come back whole,
+/// at their offsets, from each partition's fetch offset on, in the magic of each legacy version;
+/// and the largest response plan the broker held, plus one chunk, stays within 256 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_partition_legacy_fetch_is_whole_and_its_plan_bounded() -> anyhow::Result<()> {
+    let broker = TestBroker::start(&[]).await?;
+    let mut client = Connection::connect(&broker.bootstrap()).await?;
+    let topics: Vec<String> = (0..WIDE_TOPICS)
+        .map(|topic| format!("wide{topic}"))
+        .collect();
+    for topic in &topics {
+        client.create_topic(topic, WIDE_TOPIC_PARTITIONS).await?;
+        client
+            .await_partitions_ready(topic, WIDE_TOPIC_PARTITIONS)
+            .await?;
+        for partition in 0..WIDE_TOPIC_PARTITIONS {
+            for first in [0, 3] {
+                let key_base = usize::try_from(partition)? * 100 + first;
+                let records = batch(key_base, 3, 100, Compression::None);
+                client
+                    .produce(topic, partition, Bytes::from(records))
+                    .await?;
+            }
+        }
+    }
+    for version in [0, 1, 2, 3] {
+        // Fetch offsets 0, 1, 2, 3, 4, 5 in turn: the converter leaves out what lies below them.
+        let starts: Vec<i64> = (0..WIDE_TOPIC_PARTITIONS)
+            .map(|partition| i64::from(partition) % WIDE_RECORDS)
+            .collect();
+        let mut got: Vec<Vec<Vec<(i64, String)>>> =
+            vec![vec![Vec::new(); starts.len()]; topics.len()];
+        // A v1 message is larger than its v2 record: the record set is cut at its declared size
+        // (the stored slice's) and the client fetches again after its last whole message.
+        for round in 0..WIDE_RECORDS {
+            let next = |topic: usize, partition: usize| {
+                got[topic][partition]
+                    .last()
+                    .map_or(starts[partition], |(offset, _)| offset + 1)
+            };
+            let mut request: Option<FetchRequest> = None;
+            for (index, topic) in topics.iter().enumerate() {
+                let wanted: Vec<(i32, i64)> = (0..WIDE_TOPIC_PARTITIONS)
+                    .map(|partition| {
+                        (
+                            partition,
+                            next(index, usize::try_from(partition).unwrap_or(0)),
+                        )
+                    })
+                    .collect();
+                let more = fetch_request_partitions(topic, &wanted, 1 << 20, 64 << 20, 0);
+                match request.as_mut() {
+                    Some(request) => request.topics.extend(more.topics),
+                    None => request = Some(more),
+                }
+            }
+            let request = request.unwrap_or_default();
+            let response = skiff_tests::fetch(&mut client, version, &request).await?;
+            assert_eq!(response.responses.len(), topics.len(), "Fetch v{version}");
+            for (index, topic) in response.responses.iter().enumerate() {
+                assert_eq!(topic.partitions.len(), starts.len(), "Fetch v{version}");
+                for (partition, answer) in topic.partitions.iter().enumerate() {
+                    let at = format!("Fetch v{version} {}-{partition}", topic.topic.0.as_str());
+                    let records = legacy_records(answer, version, &at)?;
+                    if round == 0 {
+                        assert!(!records.is_empty(), "{at}: no record");
+                    }
+                    got[index][partition].extend(records);
+                }
+            }
+        }
+        for (index, topic) in got.iter().enumerate() {
+            for (partition, records) in topic.iter().enumerate() {
+                let key_base = i64::try_from(partition)? * 100;
+                let expected: Vec<(i64, String)> = (starts[partition]..WIDE_RECORDS)
+                    .map(|offset| (offset, format!("k{}", key_base + offset)))
+                    .collect();
+                assert_eq!(
+                    records, &expected,
+                    "Fetch v{version} wide{index}-{partition}"
+                );
+            }
+        }
+    }
+    let plan = broker.metrics.legacy_plan_bytes_peak();
+    let chunk = u64::try_from(CHUNK_BYTES)?;
+    println!(
+        "largest 1,000-partition legacy plan: {plan} bytes, {} per partition",
+        plan / u64::try_from(WIDE_PARTITIONS)?
+    );
+    assert!(plan > 0, "no legacy plan was counted");
+    assert!(
+        plan + chunk <= LEGACY_RESPONSE_BYTES_MAX,
+        "plan {plan} + chunk {chunk} above {LEGACY_RESPONSE_BYTES_MAX}"
+    );
+    assert_eq!(broker.metrics.converted_bytes_in_flight(), 0);
+    broker.stop().await;
+    Ok(())
+}
+
+/// The (offset, key) of every whole message of a legacy partition answer, checking its error,
+/// high watermark and magic.
+fn legacy_records(
+    answer: &kafka_protocol::messages::fetch_response::PartitionData,
+    version: i16,
+    at: &str,
+) -> anyhow::Result<Vec<(i64, String)>> {
+    assert_eq!(answer.error_code, 0, "{at}");
+    assert_eq!(answer.high_watermark, WIDE_RECORDS, "{at}");
+    let magic = if version < 2 { Magic::V0 } else { Magic::V1 };
+    let bytes = answer.records.clone().unwrap_or_default();
+    Ok(deep_records(&bytes, &DeepOptions::default())?
+        .into_iter()
+        .map(|record| {
+            assert_eq!(record.magic, magic, "{at}");
+            let key = record.key.unwrap_or_default();
+            (record.offset, String::from_utf8_lossy(&key).into_owned())
+        })
+        .collect())
 }

@@ -47,7 +47,9 @@ use crate::config::LegacyIsolationLevel;
 use crate::context::Ctx;
 use crate::partition::readable_end::any_advanced;
 use crate::partition::topics::{Partition, Topic};
-use crate::response::conversion::{ConversionError, ConversionSettings, LazyRecords};
+use crate::response::conversion::{
+    declared_size, ConversionError, ConversionSettings, LegacyResponseBuilder, PlannedSet,
+};
 use crate::response::ResponsePart;
 use crate::security::acl::{Operation, ResourceType};
 use crate::security::session::Session;
@@ -731,8 +733,24 @@ fn throttled_response(version: i16, correlation_id: i32, turn: &Turn<'_>) -> Vec
     }
 }
 
+/// One partition's records in a response: stored batches sent as they are, or a legacy record
+/// set planned (its size known, nothing converted).
+enum Records {
+    Stored(FetchSlice),
+    Converted(PlannedSet),
+}
+
+impl Records {
+    fn wire_len(&self) -> usize {
+        match self {
+            Self::Stored(slice) => usize::try_from(slice.len()).unwrap_or(usize::MAX),
+            Self::Converted(set) => set.declared_len(),
+        }
+    }
+}
+
 /// One partition's records in a response, with the partition whose traffic they count as.
-type Hole = (ResponsePart, Arc<Partition>);
+type Hole = (Records, Arc<Partition>);
 
 fn build_response(
     ctx: &Ctx,
@@ -807,24 +825,21 @@ fn build_response(
                     };
                     let (error_code, hole) = match (slice, convert_to) {
                         (None, _) => (error_code::NONE, None),
-                        (Some(slice), None) => {
-                            (error_code::NONE, Some(ResponsePart::File(Box::new(slice))))
-                        }
+                        (Some(slice), None) => (error_code::NONE, Some(Records::Stored(slice))),
                         (Some(slice), Some(magic)) => {
-                            match LazyRecords::prepare(
-                                ConversionSettings {
-                                    chunk_bytes: ctx.config.down_conversion_chunk_bytes,
-                                    read_bytes: ctx.config.down_conversion_read_bytes,
-                                    mode: ctx.config.down_conversion_mode,
-                                },
-                                &ctx.metrics,
-                                &topic,
-                                (slice, magic, fetch_offset),
-                                legacy_filter,
+                            match declared_size(
+                                &conversion_settings(ctx),
+                                (&slice, magic, fetch_offset),
+                                legacy_filter.as_ref(),
                             ) {
-                                Ok(records) => (
+                                Ok(0) => (error_code::NONE, None),
+                                Ok(declared) => (
                                     error_code::NONE,
-                                    Some(ResponsePart::Converted(Box::new(records))),
+                                    Some(Records::Converted(PlannedSet::new(
+                                        (slice, fetch_offset, declared),
+                                        &topic,
+                                        legacy_filter,
+                                    ))),
                                 ),
                                 Err(ConversionError::UnsupportedCompression) => {
                                     (error_code::UNSUPPORTED_COMPRESSION_TYPE, None)
@@ -836,7 +851,7 @@ fn build_response(
                             }
                         }
                     };
-                    let records_bytes = hole.as_ref().map_or(0, ResponsePart::wire_len);
+                    let records_bytes = hole.as_ref().map_or(0, Records::wire_len);
                     (
                         FetchPartitionShape {
                             error_code,
@@ -853,12 +868,22 @@ fn build_response(
         shape.topics.push(topic_shape);
         holes.push(topic_holes);
     }
-    lay_out(version, correlation_id, &shape, holes, quota)
+    lay_out(ctx, version, correlation_id, &shape, holes, quota)
+}
+
+/// The down-conversion settings of this broker's config.
+fn conversion_settings(ctx: &Ctx) -> ConversionSettings {
+    ConversionSettings {
+        chunk_bytes: ctx.config.down_conversion_chunk_bytes,
+        read_bytes: ctx.config.down_conversion_read_bytes,
+        mode: ctx.config.down_conversion_mode,
+    }
 }
 
 /// The response plan of `shape` with its records in `holes`; when the client is over its
 /// consumer or request quota ([`Turn::fetch_throttled`]), the throttled empty answer instead.
 fn lay_out(
+    ctx: &Ctx,
     version: i16,
     correlation_id: i32,
     shape: &FetchResponseShape,
@@ -878,6 +903,9 @@ fn lay_out(
             return throttled_response(version, correlation_id, turn);
         }
     }
+    if let Some(target) = target_magic(version) {
+        return plan_legacy(ctx, target, layout, &mut holes);
+    }
     layout
         .into_iter()
         .filter_map(|part| match part {
@@ -886,17 +914,73 @@ fn lay_out(
                 topic_index,
                 partition_index,
                 ..
-            } => {
-                let (records, partition) = holes
-                    .get_mut(topic_index)
-                    .and_then(|topic| topic.get_mut(partition_index))
-                    .and_then(Option::take)?;
-                // Counted once the response is laid out: what goes on the wire (stored bytes,
-                // or a legacy fetch's declared converted size).
-                let sent = u64::try_from(records.wire_len()).unwrap_or(u64::MAX);
-                partition.traffic().count_sent(sent);
-                Some(records)
-            }
+            } => match take_hole(&mut holes, topic_index, partition_index)? {
+                Records::Stored(slice) => Some(ResponsePart::File(Box::new(slice))),
+                Records::Converted(_) => None,
+            },
         })
         .collect()
+}
+
+/// The records of a layout's hole, counted as sent by their partition: counted once the response
+/// is laid out, what goes on the wire (stored bytes, or a legacy fetch's declared converted size).
+fn take_hole(
+    holes: &mut [Vec<Option<Hole>>],
+    topic_index: usize,
+    partition_index: usize,
+) -> Option<Records> {
+    let (records, partition) = holes
+        .get_mut(topic_index)
+        .and_then(|topic| topic.get_mut(partition_index))
+        .and_then(Option::take)?;
+    let sent = u64::try_from(records.wire_len()).unwrap_or(u64::MAX);
+    partition.traffic().count_sent(sent);
+    Some(records)
+}
+
+/// A legacy response's plan: one part holding its header bytes and its planned record sets, each
+/// converted at its turn on the wire (eager mode: all of them now).
+fn plan_legacy(
+    ctx: &Ctx,
+    target: Magic,
+    layout: Vec<FetchPart>,
+    holes: &mut [Vec<Option<Hole>>],
+) -> Vec<ResponsePart> {
+    let (header_bytes, sets) = layout
+        .iter()
+        .fold((0, 0), |(bytes, sets), part| match part {
+            FetchPart::Bytes(part) => (bytes + part.len(), sets),
+            FetchPart::Records { .. } => (bytes, sets + 1),
+        });
+    let mut builder = LegacyResponseBuilder::new(
+        (target, conversion_settings(ctx), &ctx.metrics),
+        header_bytes,
+        sets,
+    );
+    for part in layout {
+        match part {
+            FetchPart::Bytes(bytes) => builder.bytes(&bytes),
+            FetchPart::Records {
+                topic_index,
+                partition_index,
+                ..
+            } => {
+                if let Some(Records::Converted(set)) =
+                    take_hole(holes, topic_index, partition_index)
+                {
+                    builder.records(set);
+                }
+            }
+        }
+    }
+    match builder.finish() {
+        Ok(response) => {
+            ctx.metrics.legacy_plan_held(response.held_bytes());
+            vec![ResponsePart::Legacy(Box::new(response))]
+        }
+        Err(error) => {
+            tracing::error!(%error, "cannot convert a legacy fetch response (eager mode)");
+            Vec::new()
+        }
+    }
 }

@@ -14,7 +14,7 @@ use skiff_storage::FetchSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
-use crate::response::conversion::{ConversionBuffers, ConversionError};
+use crate::response::conversion::{ConversionBuffers, ConversionError, ConvertingSet, LegacyPiece};
 use crate::response::ResponsePart;
 
 /// A connection's byte stream: a plain TCP socket, or TLS over one.
@@ -80,12 +80,7 @@ pub(crate) async fn write_response<S: Transport>(
     for part in parts {
         match part {
             ResponsePart::Bytes(bytes) => {
-                if pending.len() + bytes.len() <= COALESCE_BYTES_MAX {
-                    pending.extend_from_slice(&bytes);
-                } else {
-                    flush_pending(stream, &mut pending, stall_timeout).await?;
-                    write_bytes(stream, &bytes, stall_timeout).await?;
-                }
+                coalesce(stream, &mut pending, &bytes, stall_timeout).await?;
             }
             ResponsePart::File(slice) => {
                 flush_pending(stream, &mut pending, stall_timeout).await?;
@@ -94,22 +89,66 @@ pub(crate) async fn write_response<S: Transport>(
                     None => copy_file(stream, &mut file_piece, &slice, stall_timeout).await?,
                 }
             }
-            ResponsePart::Converted(mut records) => {
-                flush_pending(stream, &mut pending, stall_timeout).await?;
-                while let Some(chunk) = records
-                    .next_chunk(&mut conversion_buffers)
-                    .map_err(SendError::Conversion)?
-                {
-                    write_bytes(stream, chunk.as_ref(), stall_timeout).await?;
-                    // Over TLS, the chunk is only gone once rustls has handed it to the socket.
-                    flush(stream, stall_timeout).await?;
-                    records.chunk_sent(chunk, &mut conversion_buffers);
+            ResponsePart::Legacy(mut response) => {
+                while let Some(piece) = response.next_piece() {
+                    match piece {
+                        LegacyPiece::Bytes(bytes) => {
+                            coalesce(stream, &mut pending, &bytes, stall_timeout).await?;
+                        }
+                        LegacyPiece::Records(set) => {
+                            flush_pending(stream, &mut pending, stall_timeout).await?;
+                            let mut records = response
+                                .start(set, &mut conversion_buffers)
+                                .map_err(SendError::Conversion)?;
+                            write_converted(
+                                stream,
+                                &mut records,
+                                &mut conversion_buffers,
+                                stall_timeout,
+                            )
+                            .await?;
+                        }
+                    }
                 }
             }
         }
     }
     flush_pending(stream, &mut pending, stall_timeout).await?;
     flush(stream, stall_timeout).await
+}
+
+/// Adds `bytes` to the small writes gathered in `pending`, or writes them (after `pending`) when
+/// they would take it past [`COALESCE_BYTES_MAX`].
+async fn coalesce<S: Transport>(
+    stream: &mut S,
+    pending: &mut Vec<u8>,
+    bytes: &[u8],
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    if pending.len() + bytes.len() <= COALESCE_BYTES_MAX {
+        pending.extend_from_slice(bytes);
+        Ok(())
+    } else {
+        flush_pending(stream, pending, stall_timeout).await?;
+        write_bytes(stream, bytes, stall_timeout).await
+    }
+}
+
+/// Writes a legacy record set one converted chunk at a time, each converted only once the
+/// connection has taken the one before.
+async fn write_converted<S: Transport>(
+    stream: &mut S,
+    records: &mut ConvertingSet,
+    buffers: &mut ConversionBuffers,
+    stall_timeout: Duration,
+) -> Result<(), SendError> {
+    while let Some(chunk) = records.next_chunk(buffers).map_err(SendError::Conversion)? {
+        write_bytes(stream, &chunk, stall_timeout).await?;
+        // Over TLS, the chunk is only gone once rustls has handed it to the socket.
+        flush(stream, stall_timeout).await?;
+        records.chunk_sent(chunk, buffers);
+    }
+    Ok(())
 }
 
 /// Pushes out what a TLS stream still buffers (a no-op on a plain socket).

@@ -52,6 +52,15 @@ impl AbortedFilter {
         }
     }
 
+    /// Heap and inline bytes this filter holds (what a planned legacy response accounts for it):
+    /// its aborted-transaction list and the producers found inside one so far (a B-tree's nodes
+    /// counted at their keys' bytes).
+    pub fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.aborted.capacity() * std::mem::size_of::<(i64, i64)>()
+            + self.producers.len() * std::mem::size_of::<i64>()
+    }
+
     /// Reads the v2 batch `batch` (with its parsed `header`): whether it is skipped, as the
     /// data of an aborted transaction. Control batches are never skipped here (the converter
     /// drops them anyway); an ABORT marker ends its producer's aborted transaction. Feeding a

@@ -25,7 +25,10 @@
 //! `chunk_bytes`, and at most `chunk_bytes` plus one batch's output; for a compressed batch also
 //! its decompressed records); [`Stats`] records the largest of each so tests can check. A prepared
 //! partition waiting for its turn on the wire can be [`DownConverter::park`]ed: about a hundred
-//! bytes instead of the converter's few hundred.
+//! bytes instead of the converter's few hundred. The prepare phase depends only on the slice's
+//! bytes, so a caller may also drop the prepared converter, keep only the declared size, and
+//! prepare a new one at the partition's turn: it fixes the same size and writes the same bytes
+//! (the broker does so, keeping nothing of the converter while a partition waits).
 //!
 //! Choices where Kafka is wrong or unhelpful (§3.7), each tested below:
 //!

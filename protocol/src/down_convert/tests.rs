@@ -1151,6 +1151,44 @@ fn lazy_parked(
     (out, reads, pieces, buffers)
 }
 
+/// The lazy converter driven as the broker drives it since issue 41: a first converter's prepare
+/// phase gives the declared size and is dropped; at the partition's turn a second one, handed the
+/// response's chunk buffer (holding the last partition's bytes), prepares again and writes,
+/// every chunk's buffer handed back. Returns both declared sizes and the bytes.
+fn lazy_prepared_twice(
+    src: &[u8],
+    target: Magic,
+    fetch_offset: i64,
+    config: DownConvertConfig,
+) -> (u64, u64, Vec<u8>) {
+    let read = |range| source_range(src, range);
+    let planned = prepared(src, target, fetch_offset, config)
+        .declared_bytes()
+        .expect("prepared");
+    let slice_bytes = u64::try_from(src.len()).expect("len");
+    let mut converter =
+        DownConverter::new(slice_bytes, target, fetch_offset, config).expect("converter");
+    converter.reuse_buffer(vec![0xAB; 300]);
+    let declared = loop {
+        match converter.prepare_step().expect("prepare") {
+            Prepare::Read(range) => converter.feed(read(range)).expect("feed"),
+            Prepare::Ready(prepared) => break prepared.declared_bytes,
+        }
+    };
+    let mut out = Vec::new();
+    loop {
+        match converter.write_step().expect("write") {
+            Write::Read(range) => converter.feed(read(range)).expect("feed"),
+            Write::Output(piece) => {
+                out.extend_from_slice(&piece);
+                converter.reuse_buffer(piece);
+            }
+            Write::Done => break,
+        }
+    }
+    (planned, declared, out)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -1165,7 +1203,13 @@ proptest! {
         let config = DownConvertConfig { chunk_bytes, read_bytes, ..DownConvertConfig::default() };
         if let Ok((reference, _)) = down_convert_eager(&src, target, fetch_offset, &config) {
             let (out, reads, _, _) = lazy_parked(&src, target, fetch_offset, config);
-            prop_assert_eq!(out, reference);
+            prop_assert_eq!(&out, &reference);
+            // Dropped after the prepare phase and prepared again at the turn (as the broker
+            // does), with a used buffer handed in: the same size, the same bytes.
+            let (planned, declared, again) = lazy_prepared_twice(&src, target, fetch_offset, config);
+            prop_assert_eq!(planned, declared);
+            prop_assert_eq!(declared, u64::try_from(reference.len()).expect("len"));
+            prop_assert_eq!(again, reference);
             // One read is at most `read_bytes` (a batch header at least), or one whole batch.
             let (_, largest) = entries_len(&src);
             let bound = read_bytes.min(chunk_bytes).max(BATCH_HEADER_BYTES).max(largest);
