@@ -21,6 +21,10 @@ use super::{Assignment, TopicId};
 #[path = "heartbeat.rs"]
 mod heartbeat;
 
+pub use heartbeat::classic::{
+    ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
+    ClassicTarget, CONSUMER_PROTOCOL_TYPE,
+};
 pub use heartbeat::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
     CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION, REQUEST_STRING_BYTES_MAX,
@@ -53,6 +57,62 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
     pub assignors: Vec<AssignorKind>,
+    /// `group.consumer.migration.policy`: whether classic groups are upgraded and consumer
+    /// groups downgraded online.
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `group.consumer.migration.policy` (`ConsumerGroupMigrationPolicy`): which online
+/// conversions between a classic group and a consumer group are allowed. Kafka 4.1.1's default
+/// is [`MigrationPolicy::Bidirectional`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Neither.
+    Disabled,
+    /// Classic to consumer only.
+    Upgrade,
+    /// Consumer to classic only.
+    Downgrade,
+    /// Both.
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// Every value, as Kafka lists them.
+    pub const ALL: [Self; 4] = [
+        Self::Bidirectional,
+        Self::Upgrade,
+        Self::Downgrade,
+        Self::Disabled,
+    ];
+
+    /// Kafka's name of the value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Upgrade => "upgrade",
+            Self::Downgrade => "downgrade",
+            Self::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// The value named `text`, case-insensitively (Kafka's `CaseInsensitiveValidString`).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|policy| policy.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether a classic group may become a consumer group.
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(self, Self::Upgrade | Self::Bidirectional)
+    }
+
+    /// Whether a consumer group may become a classic group.
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(self, Self::Downgrade | Self::Bidirectional)
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -62,6 +122,7 @@ impl Default for ConsumerGroupConfig {
             session_timeout_ms: SESSION_TIMEOUT_MS_DEFAULT,
             max_size: CONSUMER_GROUP_MAX_SIZE_DEFAULT,
             assignors: vec![AssignorKind::Uniform, AssignorKind::Range],
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }
@@ -207,6 +268,10 @@ pub enum OffsetValidationError {
     /// UNSUPPORTED_VERSION: a consumer-protocol member committing with OffsetCommit below v9.
     #[error("UNSUPPORTED_VERSION: {0}")]
     UnsupportedVersion(String),
+    /// ILLEGAL_GENERATION: a classic member of a consumer group committing with another
+    /// generation than its member epoch.
+    #[error("ILLEGAL_GENERATION: {0}")]
+    IllegalGeneration(String),
 }
 
 impl OffsetValidationError {
@@ -216,6 +281,7 @@ impl OffsetValidationError {
             Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
             Self::StaleMemberEpoch(_) => error_code::STALE_MEMBER_EPOCH,
             Self::UnsupportedVersion(_) => error_code::UNSUPPORTED_VERSION,
+            Self::IllegalGeneration(_) => error_code::ILLEGAL_GENERATION,
         }
     }
 }

@@ -417,4 +417,7 @@ fn check_member_epoch(
 #[path = "heartbeat_join.rs"]
 mod join;
 
+#[path = "classic.rs"]
+pub(crate) mod classic;
+
 use join::join_or_heartbeat;

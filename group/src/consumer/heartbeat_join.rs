@@ -225,6 +225,8 @@ fn updated_metadata(
     }
     updated.client_id.clone_from(&request.client_id);
     updated.client_host.clone_from(&request.client_host);
+    // A ConsumerGroupHeartbeat speaks the consumer protocol (Kafka sets no classic metadata).
+    updated.classic = None;
     updated
 }
 
@@ -266,7 +268,7 @@ impl ConsumerGroup {
 
     /// Records resolving every pattern in use that is new or was resolved against an older topic
     /// table, and deleting those no member uses.
-    fn resolve_regexes(&mut self, topics: &TopicImage, now_ms: i64) -> Vec<ConsumerRecord> {
+    pub(crate) fn resolve_regexes(&mut self, topics: &TopicImage, now_ms: i64) -> Vec<ConsumerRecord> {
         let mut records = Vec::new();
         for regex in self.regexes_in_use() {
             if self
@@ -380,7 +382,7 @@ impl ConsumerGroup {
 
     /// The records of a new target assignment at the group epoch: each member whose target
     /// changed, then the target assignment epoch.
-    fn target_records(
+    pub(crate) fn target_records(
         &self,
         config: &ConsumerGroupConfig,
         topics: &TopicImage,
@@ -440,7 +442,7 @@ impl ConsumerGroup {
 
     /// Reconciles `member_id` one step (Kafka's `maybeReconcile`), recording a change and setting
     /// or cancelling its rebalance deadline. Returns its current assignment.
-    fn reconcile_member(
+    pub(crate) fn reconcile_member(
         &mut self,
         member_id: &str,
         request: &HeartbeatRequest,

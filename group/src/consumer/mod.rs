@@ -21,6 +21,7 @@
 //! code.
 
 pub mod assignor;
+pub mod embedded;
 pub mod group;
 pub mod reconcile;
 pub mod records;
@@ -29,6 +30,10 @@ pub mod regex;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use assignor::{AssignorError, AssignorKind};
+pub use group::{
+    ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
+    ClassicTarget, MigrationPolicy, CONSUMER_PROTOCOL_TYPE,
+};
 pub use group::{
     ConsumerConfigError, ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, DeleteGroupError,
     GroupDescription, HeartbeatError, HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,

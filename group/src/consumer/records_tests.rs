@@ -125,6 +125,10 @@ fn record() -> impl Strategy<Value = ConsumerRecord> {
                         subscribed_topic_regex: regex,
                         rebalance_timeout_ms: timeout,
                         server_assignor: Some("uniform".into()),
+                        classic: (timeout % 2 == 0).then(|| ClassicMemberMetadata {
+                            session_timeout_ms: timeout,
+                            supported_protocols: vec![("range".into(), vec![0, 3, 1])],
+                        }),
                     }),
                 }
             }),
@@ -308,6 +312,7 @@ mod kafka_4_1_1 {
                 subscribed_topic_regex: None,
                 rebalance_timeout_ms: 45_000,
                 server_assignor: Some("uniform".into()),
+                classic: None,
             }),
         };
         check(
@@ -327,6 +332,7 @@ mod kafka_4_1_1 {
                 subscribed_topic_regex: Some("t.*".into()),
                 rebalance_timeout_ms: -1,
                 server_assignor: None,
+                classic: None,
             }),
         };
         check(

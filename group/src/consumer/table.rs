@@ -116,10 +116,13 @@ impl ConsumerGroups {
     /// already have deadlines keep them, so calling it again (a later partition's load) extends
     /// no live session.
     pub fn activate(&mut self, now_ms: i64) {
-        let session_ms = i64::from(self.config.session_timeout_ms);
         for group in self.groups.values_mut() {
             for member in group.members.values() {
                 let id = member.member_id.clone();
+                let session_ms = i64::from(super::heartbeat::classic::member_session_ms(
+                    member,
+                    &self.config,
+                ));
                 group
                     .session_deadlines
                     .entry(id.clone())
@@ -249,6 +252,16 @@ impl ConsumerGroups {
             return Ok(());
         }
         let member = known_member(group, member_id)?;
+        if member.metadata.classic.is_some() && !is_transactional {
+            // A classic member commits with its member epoch as the generation (any version).
+            if member_epoch != member.assignment.member_epoch {
+                return Err(OffsetValidationError::IllegalGeneration(format!(
+                    "The received generation id {member_epoch} does not match the expected generation id {}.",
+                    member.assignment.member_epoch
+                )));
+            }
+            return Ok(());
+        }
         if !is_transactional && api_version < 9 {
             return Err(OffsetValidationError::UnsupportedVersion(
                 "OffsetCommit version 9 or above must be used by members using the modern group protocol"
