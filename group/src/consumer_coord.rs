@@ -91,17 +91,17 @@ pub(super) struct ConsumerWrite {
 }
 
 /// A heartbeat's reply waiting for a write's result: request, version, the answer if it succeeds.
-type HeartbeatReply = (RequestId, i16, ConsumerGroupHeartbeatResponse);
+type HeartbeatReply = (RequestId, i16, Response);
 
 /// What one heartbeat did, before anything is answered or written.
-enum HeartbeatRun {
+pub(super) enum HeartbeatRun {
     /// Refused; the group is unchanged.
-    Refused(ConsumerGroupHeartbeatResponse),
+    Refused(Response),
     /// Applied to the group (`before` it, boxed: a group is large); `records` may be empty.
     Applied {
         before: Box<Option<ConsumerGroup>>,
         records: Vec<ConsumerRecord>,
-        response: ConsumerGroupHeartbeatResponse,
+        response: Response,
     },
 }
 
@@ -115,26 +115,37 @@ struct HeartbeatBatch {
     bytes: usize,
 }
 
-/// A heartbeat waiting for its group's write.
+/// A request waiting for its group's write.
 #[derive(Debug)]
-struct ParkedHeartbeat {
-    meta: RequestMeta,
-    request: HeartbeatRequest,
+pub(super) struct ParkedHeartbeat {
+    pub(super) meta: RequestMeta,
+    pub(super) request: ParkedRequest,
+}
+
+/// What a parked request asks.
+#[derive(Debug)]
+pub(super) enum ParkedRequest {
+    /// ConsumerGroupHeartbeat.
+    Consumer(HeartbeatRequest),
+    /// A classic member's request to the consumer group (`migration.rs`).
+    Classic(crate::migration::ClassicRequest),
 }
 
 /// The consumer groups' side of the coordinator: the topic image, writes in flight, parked
 /// heartbeats.
 #[derive(Debug, Default)]
 pub(super) struct ConsumerSide {
-    topics: TopicImage,
+    pub(super) topics: TopicImage,
+    /// Classic groups upgraded by a write in flight, as they were: put back if it fails.
+    pub(super) upgraded: BTreeMap<String, crate::state::Group>,
     writes: BTreeMap<ConsumerWriteId, ConsumerWrite>,
     /// Group → its write in flight.
     busy: BTreeMap<String, ConsumerWriteId>,
     parked: BTreeMap<String, VecDeque<ParkedHeartbeat>>,
-    parked_count: usize,
+    pub(super) parked_count: usize,
     next_write: ConsumerWriteId,
     /// The latest time seen (parked heartbeats run at it when their group's write is done).
-    now_ms: i64,
+    pub(super) now_ms: i64,
     /// A partition was loaded: its members get sessions at the next tick.
     activation_pending: bool,
 }
@@ -164,32 +175,56 @@ impl Coordinator {
                 let code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
                 return self.reply_heartbeat_error(&meta, code, None);
             }
-            self.consumer.parked_count += 1;
-            let queue = self.consumer.parked.entry(request.group_id.clone());
-            queue
-                .or_default()
-                .push_back(ParkedHeartbeat { meta, request });
-            return;
+            let group_id = request.group_id.clone();
+            let request = ParkedRequest::Consumer(request);
+            return self.park(group_id, ParkedHeartbeat { meta, request });
         }
-        self.run_heartbeat(meta, &request, now_ms);
+        self.run_heartbeat(meta, &ParkedRequest::Consumer(request), now_ms);
     }
 
-    /// Runs a heartbeat with no write of its group in flight: answered at once unless it writes.
-    fn run_heartbeat(&mut self, meta: RequestMeta, request: &HeartbeatRequest, now_ms: i64) {
-        match self.apply_heartbeat(&meta, request, now_ms) {
+    /// Queues a request behind its group's write in flight (the caller checked the bound).
+    pub(super) fn park(&mut self, group_id: String, parked: ParkedHeartbeat) {
+        self.consumer.parked_count += 1;
+        let queue = self.consumer.parked.entry(group_id);
+        queue.or_default().push_back(parked);
+    }
+
+    /// Runs a request with no write of its group in flight: answered at once unless it writes.
+    pub(super) fn run_heartbeat(
+        &mut self,
+        meta: RequestMeta,
+        request: &ParkedRequest,
+        now_ms: i64,
+    ) {
+        let group_id = match request {
+            ParkedRequest::Consumer(request) => request.group_id.clone(),
+            ParkedRequest::Classic(request) => request.group_id().to_owned(),
+        };
+        match self.apply_parked(&meta, request, now_ms) {
             HeartbeatRun::Applied {
                 before,
                 records,
                 response,
             } if !records.is_empty() => {
                 let reply = (meta.request_id, meta.version, response);
-                let group_id = request.group_id.clone();
                 self.write_consumer_records(group_id, *before, vec![reply], records);
             }
             HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
-                let reply = Response::ConsumerGroupHeartbeat(response);
-                self.reply(meta.request_id, meta.version, reply);
+                self.reply(meta.request_id, meta.version, response);
             }
+        }
+    }
+
+    /// Applies a parked request of either kind.
+    fn apply_parked(
+        &mut self,
+        meta: &RequestMeta,
+        request: &ParkedRequest,
+        now_ms: i64,
+    ) -> HeartbeatRun {
+        match request {
+            ParkedRequest::Consumer(request) => self.apply_heartbeat(meta, request, now_ms),
+            ParkedRequest::Classic(request) => self.apply_classic(meta, request, now_ms),
         }
     }
 
@@ -200,14 +235,22 @@ impl Coordinator {
         request: &HeartbeatRequest,
         now_ms: i64,
     ) -> HeartbeatRun {
+        let refused = |code: i16, message: Option<String>| {
+            HeartbeatRun::Refused(Response::ConsumerGroupHeartbeat(heartbeat_error(
+                code, message,
+            )))
+        };
         if let Some(error) = self.unavailable_for(&request.group_id) {
-            return HeartbeatRun::Refused(heartbeat_error(error.code(), None));
+            return refused(error.code(), None);
         }
         if let Err(error) = self.route_heartbeat(request, meta.version) {
-            let message = Some(error.message().to_owned());
-            return HeartbeatRun::Refused(heartbeat_error(error.code(), message));
+            return refused(error.code(), Some(error.message().to_owned()));
         }
         let before = Box::new(self.consumer_groups.group(&request.group_id).cloned());
+        let upgraded = match self.maybe_upgrade(request, now_ms) {
+            Ok(records) => records,
+            Err(error) => return refused(error.code(), Some(error.message().to_owned())),
+        };
         let fresh_member_id = if request.member_id.is_empty() {
             self.new_member_id(&meta.client_id)
         } else {
@@ -225,12 +268,13 @@ impl Coordinator {
         match result {
             Ok(outcome) => HeartbeatRun::Applied {
                 before,
-                records: outcome.records,
-                response: heartbeat_response(outcome.response),
+                records: upgraded.into_iter().chain(outcome.records).collect(),
+                response: Response::ConsumerGroupHeartbeat(heartbeat_response(outcome.response)),
             },
             Err(error) => {
-                let message = Some(error.message().to_owned());
-                HeartbeatRun::Refused(heartbeat_error(error.code(), message))
+                // An upgrade made for this heartbeat is undone with it (Kafka discards both).
+                self.undo_upgrade(&request.group_id);
+                refused(error.code(), Some(error.message().to_owned()))
             }
         }
     }
@@ -257,9 +301,12 @@ impl Coordinator {
                 if classic.state == GroupState::Empty {
                     Ok(())
                 } else {
-                    not_found(format!(
-                        "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
-                    ))
+                    // Kafka's `validateOnlineUpgrade`; the upgrade itself is `maybe_upgrade`.
+                    self.consumer_groups.check_upgrade(
+                        group_id,
+                        classic.protocol_type.as_deref(),
+                        classic.members.len(),
+                    )
                 }
             }
             Some(_) => not_found(format!("Group {group_id} is not a consumer group.")),
@@ -344,8 +391,12 @@ impl Coordinator {
             )
         } else {
             self.consumer.busy.remove(&group_id);
+            if result.is_ok() {
+                self.consumer.upgraded.remove(&group_id);
+            }
             result.err().map(|error| {
                 self.consumer_groups.restore(&group_id, before);
+                self.undo_upgrade(&group_id);
                 if replies.is_empty() {
                     let retry_ms = self.consumer.now_ms.saturating_add(EXPIRY_RETRY_BACKOFF_MS);
                     self.consumer_groups.postpone_deadlines(&group_id, retry_ms);
@@ -358,14 +409,10 @@ impl Coordinator {
         }
         for (request_id, version, response) in replies {
             let response = match error_code {
-                Some(code) => heartbeat_error(code, None),
+                Some(code) => crate::migration::failed_response(&response, version, code),
                 None => response,
             };
-            self.reply(
-                request_id,
-                version,
-                Response::ConsumerGroupHeartbeat(response),
-            );
+            self.reply(request_id, version, response);
         }
         self.run_parked(&group_id);
     }
@@ -379,7 +426,7 @@ impl Coordinator {
         let mut batch = HeartbeatBatch::default();
         while let Some(parked) = self.unpark(group_id) {
             let now_ms = self.consumer.now_ms;
-            let run = self.apply_heartbeat(&parked.meta, &parked.request, now_ms);
+            let run = self.apply_parked(&parked.meta, &parked.request, now_ms);
             let reply = |response| (parked.meta.request_id, parked.meta.version, response);
             match run {
                 HeartbeatRun::Applied {
@@ -405,7 +452,6 @@ impl Coordinator {
                 HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
                     if batch.records.is_empty() {
                         let (request_id, version, response) = reply(response);
-                        let response = Response::ConsumerGroupHeartbeat(response);
                         self.reply(request_id, version, response);
                     } else {
                         // It may show what the batch changed: answered once that is durable.
@@ -448,10 +494,19 @@ impl Coordinator {
                 pending.orphaned = true;
             }
         }
+        self.consumer.upgraded.remove(group_id);
         for parked in self.consumer.parked.remove(group_id).unwrap_or_default() {
             self.consumer.parked_count -= 1;
             let code = ErrorCode::NOT_COORDINATOR.code();
-            self.reply_heartbeat_error(&parked.meta, code, None);
+            let response = match &parked.request {
+                ParkedRequest::Consumer(_) => {
+                    Response::ConsumerGroupHeartbeat(heartbeat_error(code, None))
+                }
+                ParkedRequest::Classic(request) => {
+                    request.error_response(parked.meta.version, code)
+                }
+            };
+            self.reply(parked.meta.request_id, parked.meta.version, response);
         }
     }
 

@@ -135,6 +135,7 @@ mod coordinator;
 mod deletion;
 mod loading;
 mod membership;
+mod migration;
 mod offsets;
 mod txn_offsets;
 

@@ -44,6 +44,10 @@ impl Coordinator {
     pub fn handle_join_group(&mut self, now_ms: i64, meta: RequestMeta, request: JoinGroupRequest) {
         let member_id = request.member_id.as_str().to_owned();
         let group_id = request.group_id.0.as_str().to_owned();
+        if self.consumer_group_serves(&group_id, true) {
+            // A classic member of a consumer group (`migration.rs`).
+            return self.join_consumer_group(now_ms, meta, request);
+        }
         match self.join_group(now_ms, &meta, &group_id, &member_id, request) {
             Ok(()) => {}
             Err(error) => {
@@ -55,10 +59,9 @@ impl Coordinator {
     }
 
     /// Whether a JoinGroup for `group_id` may go on here: coordinated and loaded, a valid id,
-    /// not a consumer group's. Kafka 4.1.1 lets a classic member with the consumer protocol
-    /// join a consumer group (and turns an empty one into a classic group); Skiff does not, so
-    /// it answers as Kafka does for protocols the group does not support
-    /// (`throwIfClassicProtocolIsNotSupported`), and Kafka too checks the group's kind first.
+    /// not a consumer group's. A non-empty consumer group serves classic members
+    /// (`migration.rs`, routed before this); an empty one Kafka 4.1.1 deletes and replaces by a
+    /// classic group, which Skiff does not do yet: it answers INCONSISTENT_GROUP_PROTOCOL.
     fn check_join_target(&self, group_id: &str) -> Result<(), ErrorCode> {
         if let Some(error) = self.unavailable_for(group_id) {
             return Err(error);
@@ -505,6 +508,9 @@ impl Coordinator {
     /// SyncGroup, every version. Followers are parked until the leader's assignment arrives; the
     /// leader's SyncGroup completes the rebalance.
     pub fn handle_sync_group(&mut self, now_ms: i64, meta: RequestMeta, request: SyncGroupRequest) {
+        if self.consumer_group_serves(request.group_id.0.as_str(), false) {
+            return self.sync_consumer_group(now_ms, meta, &request);
+        }
         let parked = Parked {
             request_id: meta.request_id,
             version: meta.version,
@@ -607,6 +613,9 @@ impl Coordinator {
     /// Heartbeat, every version: keeps the session alive and tells the member whether it must
     /// rejoin (REBALANCE_IN_PROGRESS).
     pub fn handle_heartbeat(&mut self, now_ms: i64, meta: RequestMeta, request: HeartbeatRequest) {
+        if self.consumer_group_serves(request.group_id.0.as_str(), false) {
+            return self.heartbeat_consumer_group(now_ms, meta, &request);
+        }
         let error_code = match self.heartbeat(now_ms, meta.version, &request) {
             Ok(()) => 0,
             Err(error) => code(error),
@@ -669,6 +678,9 @@ impl Coordinator {
         } else {
             vec![(request.member_id.as_str().to_owned(), None)]
         };
+        if self.consumer_group_serves(&group_id, false) {
+            return self.leave_consumer_group(now_ms, meta, group_id, leaving);
+        }
         let mut response = LeaveGroupResponse::default();
         let group_error = if let Some(error) = self.unavailable_for(&group_id) {
             Some(error)

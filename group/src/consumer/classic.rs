@@ -143,9 +143,18 @@ fn upgraded_member(
     protocol: &str,
     topics: &TopicImage,
 ) -> Result<(Member, Assignment), HeartbeatError> {
-    let malformed = || upgrade_error(&group.group_id, "the embedded consumer protocol is malformed.");
+    let malformed = || {
+        upgrade_error(
+            &group.group_id,
+            "the embedded consumer protocol is malformed.",
+        )
+    };
     let assignment = embedded::decode_assignment(&member.assignment).map_err(|_| malformed())?;
-    if assignment.user_data.as_ref().is_some_and(|data| !data.is_empty()) {
+    if assignment
+        .user_data
+        .as_ref()
+        .is_some_and(|data| !data.is_empty())
+    {
         return Err(upgrade_error(
             &group.group_id,
             "an unsupported custom assignor is in use. Please refer to the documentation or switch to a default assignor before re-attempting the upgrade.",
@@ -232,11 +241,13 @@ impl ConsumerGroups {
         let mut group = ConsumerGroup::new(&classic.group_id);
         let name = classic.group_id.clone();
         let mut records = Vec::new();
-        let metadata = members.iter().map(|(member, _)| ConsumerRecord::MemberMetadata {
-            group: name.clone(),
-            member: member.member_id.clone(),
-            value: Some(member.metadata.clone()),
-        });
+        let metadata = members
+            .iter()
+            .map(|(member, _)| ConsumerRecord::MemberMetadata {
+                group: name.clone(),
+                member: member.member_id.clone(),
+                value: Some(member.metadata.clone()),
+            });
         apply(&mut group, &mut records, metadata.collect());
         let epoch = GroupMetadataValue {
             epoch: classic.generation_id,
@@ -257,13 +268,15 @@ impl ConsumerGroups {
             group: name.clone(),
             value: Some(classic.generation_id),
         });
-        rest.extend(members.iter().map(|(member, _)| {
-            ConsumerRecord::CurrentMemberAssignment {
-                group: name.clone(),
-                member: member.member_id.clone(),
-                value: Some(member.assignment.clone()),
-            }
-        }));
+        rest.extend(
+            members
+                .iter()
+                .map(|(member, _)| ConsumerRecord::CurrentMemberAssignment {
+                    group: name.clone(),
+                    member: member.member_id.clone(),
+                    value: Some(member.assignment.clone()),
+                }),
+        );
         apply(&mut group, &mut records, rest);
         for (member, _) in &members {
             group.refresh_session(&member.member_id, now_ms, &self.config);
@@ -358,7 +371,9 @@ impl ConsumerGroups {
         let member = group.classic_member(&target)?;
         let classic = member.metadata.classic.clone().unwrap_or_default();
         let first = classic.supported_protocols.first();
-        if protocol.0.is_some_and(|kind| kind != CONSUMER_PROTOCOL_TYPE)
+        if protocol
+            .0
+            .is_some_and(|kind| kind != CONSUMER_PROTOCOL_TYPE)
             || protocol
                 .1
                 .is_some_and(|name| first.is_none_or(|(first, _)| first != name))
@@ -373,7 +388,8 @@ impl ConsumerGroups {
         let version = first
             .and_then(|(_, metadata)| embedded::decode_version(metadata).ok())
             .unwrap_or(0);
-        let bytes = embedded::encode_assignment(&by_name(&member.assignment.assigned, topics), version);
+        let bytes =
+            embedded::encode_assignment(&by_name(&member.assignment.assigned, topics), version);
         let member_id = member.member_id.clone();
         group.refresh_session(&member_id, now_ms, &config);
         Ok(bytes)
@@ -653,7 +669,8 @@ impl ConsumerGroup {
                 let member = self
                     .static_member(instance_id)
                     .ok_or(code::UNKNOWN_MEMBER_ID)?;
-                let leave_by_instance = target.generation_id.is_none() && target.member_id.is_empty();
+                let leave_by_instance =
+                    target.generation_id.is_none() && target.member_id.is_empty();
                 if member.member_id != target.member_id && !leave_by_instance {
                     return Err(code::FENCED_INSTANCE_ID);
                 }
@@ -687,7 +704,9 @@ impl ConsumerGroup {
                 .unwrap_or_default();
             partitions.iter().any(|partition| {
                 !held.contains(partition)
-                    && self.owner_epoch(&member.member_id, *topic, *partition).is_some()
+                    && self
+                        .owner_epoch(&member.member_id, *topic, *partition)
+                        .is_some()
             })
         })
     }
@@ -699,5 +718,7 @@ pub(crate) fn member_session_ms(member: &Member, config: &ConsumerGroupConfig) -
         .metadata
         .classic
         .as_ref()
-        .map_or(config.session_timeout_ms, |classic| classic.session_timeout_ms)
+        .map_or(config.session_timeout_ms, |classic| {
+            classic.session_timeout_ms
+        })
 }

@@ -268,7 +268,11 @@ impl ConsumerGroup {
 
     /// Records resolving every pattern in use that is new or was resolved against an older topic
     /// table, and deleting those no member uses.
-    pub(crate) fn resolve_regexes(&mut self, topics: &TopicImage, now_ms: i64) -> Vec<ConsumerRecord> {
+    pub(crate) fn resolve_regexes(
+        &mut self,
+        topics: &TopicImage,
+        now_ms: i64,
+    ) -> Vec<ConsumerRecord> {
         let mut records = Vec::new();
         for regex in self.regexes_in_use() {
             if self

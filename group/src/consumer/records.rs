@@ -551,7 +551,10 @@ fn decode_classic_metadata(data: &[u8]) -> Result<ClassicMemberMetadata, DecodeE
     let mut supported_protocols = Vec::with_capacity(count.min(reader.remaining()));
     for _ in 0..count {
         let name = reader.compact_string()?.to_owned();
-        let metadata = reader.compact_nullable_bytes()?.unwrap_or_default().to_vec();
+        let metadata = reader
+            .compact_nullable_bytes()?
+            .unwrap_or_default()
+            .to_vec();
         reader.tagged_fields(TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
         supported_protocols.push((name, metadata));
     }

@@ -23,7 +23,13 @@ struct H {
 
 impl H {
     fn new() -> Self {
-        let mut coordinator = Coordinator::new(GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3));
+        Self::with_policy(crate::consumer::MigrationPolicy::default())
+    }
+
+    fn with_policy(policy: crate::consumer::MigrationPolicy) -> Self {
+        let mut config = GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3);
+        config.consumer.migration_policy = policy;
+        let mut coordinator = Coordinator::new(config);
         coordinator.load_offsets([]);
         coordinator.set_topic_image(TopicImage {
             version: 1,
@@ -297,7 +303,7 @@ fn session_expiry_is_written_and_rolled_back_when_the_write_fails() {
 
 #[test]
 fn a_consumer_heartbeat_on_a_classic_group_is_answered_as_kafka() {
-    let mut h = H::new();
+    let mut h = H::with_policy(crate::consumer::MigrationPolicy::Downgrade);
     classic_member(&mut h, "classic");
     let not_found = ErrorCode::GROUP_ID_NOT_FOUND.code();
     let cases = [

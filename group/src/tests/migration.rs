@@ -1,0 +1,479 @@
+//! Classic and consumer groups under one id: the online upgrade and classic members served by a
+//! consumer group, through the coordinator's write path.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    GroupId, HeartbeatRequest as ClassicHeartbeat, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, SyncGroupRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use skiff_protocol::error_code::ErrorCode;
+
+use crate::consumer::embedded::{self, NamedPartitions, Subscription};
+use crate::consumer::{
+    epochs, Assignment, ConsumerRecord, HeartbeatRequest, MigrationPolicy, TopicId, TopicImage,
+};
+use crate::Response;
+use crate::{Coordinator, GroupConfig, GroupKeys, GroupState, Output, PersistError, RequestMeta};
+
+const TOPIC: TopicId = TopicId([7; 16]);
+const GENERATION_START: i32 = 1;
+
+struct H {
+    coordinator: Coordinator,
+    next_request: u64,
+    now_ms: i64,
+}
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn subscription(owned: &[i32]) -> Vec<u8> {
+    embedded::encode_subscription(&Subscription {
+        version: 3,
+        topics: vec!["t".into()],
+        owned_partitions: named(owned),
+        generation_id: -1,
+        ..Subscription::default()
+    })
+}
+
+fn named(partitions: &[i32]) -> NamedPartitions {
+    if partitions.is_empty() {
+        return NamedPartitions::new();
+    }
+    BTreeMap::from([("t".to_owned(), partitions.iter().copied().collect())])
+}
+
+impl H {
+    fn new(policy: MigrationPolicy) -> Self {
+        let mut config = GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3);
+        config.consumer.migration_policy = policy;
+        let mut coordinator = Coordinator::new(config);
+        coordinator.load_offsets([]);
+        coordinator.set_topic_image(TopicImage {
+            version: 1,
+            by_name: BTreeMap::from([("t".to_owned(), (TOPIC, 4))]),
+        });
+        Self {
+            coordinator,
+            next_request: 0,
+            now_ms: 1_000,
+        }
+    }
+
+    fn meta(&mut self, version: i16) -> RequestMeta {
+        self.next_request += 1;
+        RequestMeta {
+            request_id: self.next_request,
+            version,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+
+    fn outputs(&mut self) -> Vec<Output> {
+        std::iter::from_fn(|| self.coordinator.poll_output()).collect()
+    }
+
+    /// The reply to `id` among `outputs`.
+    fn reply_in(outputs: &[Output], id: u64) -> Option<Response> {
+        outputs.iter().find_map(|output| match output {
+            Output::Reply {
+                request_id,
+                response,
+                ..
+            } if *request_id == id => Some(response.clone()),
+            _ => None,
+        })
+    }
+
+    fn join(&mut self, member_id: &str, owned: &[i32]) -> u64 {
+        let meta = self.meta(3);
+        let id = meta.request_id;
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(s("g"));
+        request.member_id = s(member_id);
+        request.session_timeout_ms = 10_000;
+        request.rebalance_timeout_ms = 10_000;
+        request.protocol_type = s("consumer");
+        let mut protocol = JoinGroupRequestProtocol::default();
+        protocol.name = s("range");
+        protocol.metadata = Bytes::from(subscription(owned));
+        request.protocols = vec![protocol];
+        self.coordinator
+            .handle_join_group(self.now_ms, meta, request);
+        id
+    }
+
+    fn sync(&mut self, member_id: &str, generation: i32, assignments: &[(&str, &[i32])]) -> u64 {
+        let meta = self.meta(5);
+        let id = meta.request_id;
+        let mut request = SyncGroupRequest::default();
+        request.group_id = GroupId(s("g"));
+        request.member_id = s(member_id);
+        request.generation_id = generation;
+        request.protocol_type = Some(s("consumer"));
+        request.protocol_name = Some(s("range"));
+        request.assignments = assignments
+            .iter()
+            .map(|(member, partitions)| {
+                let mut entry = SyncGroupRequestAssignment::default();
+                entry.member_id = s(member);
+                entry.assignment = Bytes::from(embedded::encode_assignment(&named(partitions), 3));
+                entry
+            })
+            .collect();
+        self.coordinator
+            .handle_sync_group(self.now_ms, meta, request);
+        id
+    }
+
+    fn heartbeat(&mut self, member_id: &str, generation: i32) -> i16 {
+        let meta = self.meta(3);
+        let id = meta.request_id;
+        let mut request = ClassicHeartbeat::default();
+        request.group_id = GroupId(s("g"));
+        request.member_id = s(member_id);
+        request.generation_id = generation;
+        self.coordinator
+            .handle_heartbeat(self.now_ms, meta, request);
+        match H::reply_in(&self.outputs(), id) {
+            Some(Response::Heartbeat(response)) => response.error_code,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Persists every write among `outputs` (in order) with `result`; returns the outputs that
+    /// follow.
+    fn persist(&mut self, outputs: &[Output], result: Result<(), PersistError>) -> Vec<Output> {
+        let mut after = Vec::new();
+        for output in outputs {
+            if let Output::PersistConsumerRecords { write, .. } = output {
+                self.coordinator
+                    .consumer_records_persisted(*write, result.clone());
+                after.extend(self.outputs());
+            }
+        }
+        after
+    }
+
+    /// A classic group "g" of two range members, Stable at generation 1 with {0,1} and {2,3}.
+    fn classic_group(&mut self) -> (String, String) {
+        let first = self.join("", &[]);
+        let second = self.join("", &[]);
+        self.outputs();
+        let mut outputs = Vec::new();
+        // The initial rebalance delay, extended once for the second member.
+        for _ in 0..2 {
+            self.now_ms += 3_001;
+            self.coordinator.tick(self.now_ms);
+            outputs.extend(self.outputs());
+        }
+        let joined = |id| match H::reply_in(&outputs, id) {
+            Some(Response::JoinGroup(response)) => response,
+            other => panic!("{other:?}"),
+        };
+        let (a, b): (JoinGroupResponse, JoinGroupResponse) = (joined(first), joined(second));
+        assert_eq!(a.generation_id, GENERATION_START);
+        let (leader, follower) = if a.leader == a.member_id {
+            (a.member_id.to_string(), b.member_id.to_string())
+        } else {
+            (b.member_id.to_string(), a.member_id.to_string())
+        };
+        self.sync(&follower, 1, &[]);
+        self.sync(&leader, 1, &[(&leader, &[0, 1]), (&follower, &[2, 3])]);
+        self.outputs();
+        assert_eq!(self.coordinator.group_state("g"), Some(GroupState::Stable));
+        (leader, follower)
+    }
+
+    fn consumer_join(&mut self) -> u64 {
+        let meta = self.meta(1);
+        let id = meta.request_id;
+        let request = HeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "c1".into(),
+            member_epoch: epochs::JOIN,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            topic_partitions: Some(Assignment::new()),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            ..HeartbeatRequest::default()
+        };
+        self.coordinator
+            .handle_consumer_group_heartbeat(meta, request, self.now_ms);
+        id
+    }
+
+    /// No partition is owned (assigned or pending revocation) by two members.
+    fn check_single_owners(&self) {
+        let group = self
+            .coordinator
+            .consumer_groups()
+            .group("g")
+            .expect("group");
+        let mut seen = BTreeSet::new();
+        for member in group.members().values() {
+            for set in [
+                &member.assignment.assigned,
+                &member.assignment.pending_revocation,
+            ] {
+                for (topic, partitions) in set {
+                    for partition in partitions {
+                        assert!(seen.insert((*topic, *partition)), "{partition} owned twice");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn upgraded(h: &mut H) -> (String, String) {
+    let members = h.classic_group();
+    let id = h.consumer_join();
+    let outputs = h.outputs();
+    assert!(
+        H::reply_in(&outputs, id).is_none(),
+        "answered before durable"
+    );
+    let writes: Vec<&Vec<ConsumerRecord>> = outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::PersistConsumerRecords { records, .. } => Some(records),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.len(), 1, "one write");
+    let classic_metadata = writes[0]
+        .iter()
+        .filter(|record| {
+            matches!(record, ConsumerRecord::MemberMetadata { value: Some(v), .. } if v.classic.is_some())
+        })
+        .count();
+    assert_eq!(classic_metadata, 2);
+    let after = h.persist(&outputs, Ok(()));
+    match H::reply_in(&after, id) {
+        Some(Response::ConsumerGroupHeartbeat(response)) => {
+            assert_eq!(response.error_code, 0, "{response:?}");
+            assert_eq!(response.member_epoch, GENERATION_START + 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    members
+}
+
+#[test]
+fn a_consumer_member_upgrades_a_classic_group_keeping_its_members_and_assignments() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let (leader, follower) = upgraded(&mut h);
+    let group = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .expect("a consumer group");
+    assert_eq!(group.members().len(), 3);
+    let assigned = |member: &str| group.members()[member].assignment.assigned.clone();
+    assert_eq!(
+        assigned(&leader),
+        BTreeMap::from([(TOPIC, BTreeSet::from([0, 1]))])
+    );
+    assert_eq!(
+        assigned(&follower),
+        BTreeMap::from([(TOPIC, BTreeSet::from([2, 3]))])
+    );
+    assert!(group.members()[&leader].metadata.classic.is_some());
+    h.check_single_owners();
+    // The classic entry keeps nothing but the offsets.
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Empty));
+}
+
+#[test]
+fn a_classic_member_rejoins_revokes_and_syncs_its_target_from_the_consumer_group() {
+    let mut h = H::new(MigrationPolicy::Upgrade);
+    let (leader, _) = upgraded(&mut h);
+    // The group moved on (epoch 2): the classic member must rejoin.
+    let rejoin = ErrorCode::REBALANCE_IN_PROGRESS.code();
+    assert_eq!(h.heartbeat(&leader, GENERATION_START), rejoin);
+    assert_eq!(
+        h.heartbeat(&leader, 7),
+        ErrorCode::ILLEGAL_GENERATION.code()
+    );
+    let id = h.join(&leader, &[0, 1]);
+    let outputs = h.outputs();
+    let after = h.persist(&outputs, Ok(()));
+    let joined = match H::reply_in(&outputs, id).or_else(|| H::reply_in(&after, id)) {
+        Some(Response::JoinGroup(response)) => response,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(
+        joined.leader.as_str(),
+        "",
+        "every classic member syncs as a follower"
+    );
+    let generation = joined.generation_id;
+    h.check_single_owners();
+    let id = h.sync(&leader, generation, &[]);
+    let outputs = h.outputs();
+    let assignment = match H::reply_in(&outputs, id) {
+        Some(Response::SyncGroup(response)) => {
+            assert_eq!(response.error_code, 0, "{response:?}");
+            embedded::decode_assignment(&response.assignment).expect("decodes")
+        }
+        other => panic!("{other:?}"),
+    };
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    let member = &group.members()[&leader];
+    let expected: BTreeSet<i32> = member
+        .assignment
+        .assigned
+        .get(&TOPIC)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        assignment.partitions.get("t").cloned().unwrap_or_default(),
+        expected
+    );
+    assert!(
+        expected.is_subset(&BTreeSet::from([0, 1])),
+        "it gave up, never gained, first"
+    );
+    // Revoking: it is told to rejoin until it has.
+    if !member.assignment.pending_revocation.is_empty() {
+        assert_eq!(h.heartbeat(&leader, generation), rejoin);
+    }
+}
+
+#[test]
+fn a_failed_upgrade_write_puts_the_classic_group_back() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let (leader, _) = h.classic_group();
+    let id = h.consumer_join();
+    let outputs = h.outputs();
+    let after = h.persist(&outputs, Err(PersistError::Unavailable));
+    match H::reply_in(&after, id) {
+        Some(Response::ConsumerGroupHeartbeat(response)) => assert_ne!(response.error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Stable));
+    assert_eq!(
+        h.heartbeat(&leader, GENERATION_START),
+        0,
+        "still a classic member"
+    );
+}
+
+#[test]
+fn the_policy_and_the_embedded_protocol_decide_whether_a_classic_group_upgrades() {
+    for (policy, upgrades) in [
+        (MigrationPolicy::Disabled, false),
+        (MigrationPolicy::Downgrade, false),
+        (MigrationPolicy::Upgrade, true),
+        (MigrationPolicy::Bidirectional, true),
+    ] {
+        let mut h = H::new(policy);
+        h.classic_group();
+        let id = h.consumer_join();
+        let outputs = h.outputs();
+        let wrote = outputs
+            .iter()
+            .any(|output| matches!(output, Output::PersistConsumerRecords { .. }));
+        assert_eq!(wrote, upgrades, "{policy:?}");
+        if !upgrades {
+            match H::reply_in(&outputs, id) {
+                Some(Response::ConsumerGroupHeartbeat(response)) => assert_eq!(
+                    response.error_message.as_deref(),
+                    Some("Cannot upgrade classic group g to consumer group because online upgrade is disabled.")
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(
+        MigrationPolicy::parse("BIDIRECTIONAL"),
+        Some(MigrationPolicy::Bidirectional)
+    );
+    assert_eq!(MigrationPolicy::parse("sideways"), None);
+    assert_eq!(MigrationPolicy::default(), MigrationPolicy::Bidirectional);
+}
+
+#[test]
+fn a_classic_member_leaving_a_consumer_group_is_fenced_once_durable() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let (leader, follower) = upgraded(&mut h);
+    let meta = h.meta(3);
+    let id = meta.request_id;
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    let mut member = MemberIdentity::default();
+    member.member_id = s(&leader);
+    let mut unknown = MemberIdentity::default();
+    unknown.member_id = s("nobody");
+    request.members = vec![member, unknown];
+    h.coordinator.handle_leave_group(h.now_ms, meta, request);
+    let outputs = h.outputs();
+    assert!(H::reply_in(&outputs, id).is_none());
+    let after = h.persist(&outputs, Ok(()));
+    match H::reply_in(&after, id) {
+        Some(Response::LeaveGroup(response)) => {
+            let codes: Vec<i16> = response.members.iter().map(|m| m.error_code).collect();
+            assert_eq!(codes, vec![0, ErrorCode::UNKNOWN_MEMBER_ID.code()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    assert!(!group.members().contains_key(&leader));
+    assert!(group.members().contains_key(&follower));
+}
+
+#[test]
+fn a_classic_member_commits_with_its_member_epoch_as_generation() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let (leader, _) = upgraded(&mut h);
+    let groups = h.coordinator.consumer_groups();
+    assert_eq!(
+        groups.validate_offset_commit("g", &leader, GENERATION_START, false, 2),
+        Ok(())
+    );
+    let stale = groups.validate_offset_commit("g", &leader, GENERATION_START + 5, false, 8);
+    assert_eq!(
+        stale.map_err(|error| error.code()),
+        Err(ErrorCode::ILLEGAL_GENERATION.code())
+    );
+}
+
+#[test]
+fn a_classic_group_with_a_malformed_subscription_is_not_upgraded() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let meta = h.meta(3);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = s("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = Bytes::from_static(&[0xff]);
+    request.protocols = vec![protocol];
+    h.coordinator.handle_join_group(h.now_ms, meta, request);
+    h.outputs();
+    let id = h.consumer_join();
+    let outputs = h.outputs();
+    match H::reply_in(&outputs, id) {
+        Some(Response::ConsumerGroupHeartbeat(response)) => assert_eq!(
+            response.error_message.as_deref(),
+            Some("Cannot upgrade classic group g to consumer group because the embedded consumer protocol is malformed.")
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+}
