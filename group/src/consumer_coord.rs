@@ -606,10 +606,12 @@ impl Coordinator {
     }
 
     fn described_member(&self, member: MemberDescription, version: i16) -> DescribedMember {
-        let member_type = if version >= DESCRIBE_MEMBER_TYPE_VERSION_MIN {
-            member_type::CONSUMER
-        } else {
+        let member_type = if version < DESCRIBE_MEMBER_TYPE_VERSION_MIN {
             member_type::UNKNOWN
+        } else if member.classic {
+            member_type::CLASSIC
+        } else {
+            member_type::CONSUMER
         };
         DescribedMember {
             member_id: member.member_id,

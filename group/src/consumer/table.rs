@@ -39,6 +39,8 @@ pub struct MemberDescription {
     pub assignment: Assignment,
     /// Its target assignment.
     pub target_assignment: Assignment,
+    /// Whether it speaks the classic protocol (Kafka's member type CLASSIC).
+    pub classic: bool,
 }
 
 /// What ConsumerGroupDescribe shows of a group.
@@ -328,6 +330,7 @@ impl ConsumerGroups {
                     .get(&member.member_id)
                     .cloned()
                     .unwrap_or_default(),
+                classic: member.metadata.classic.is_some(),
             })
             .collect();
         Some(GroupDescription {
