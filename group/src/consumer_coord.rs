@@ -138,6 +138,8 @@ pub(super) struct ConsumerSide {
     pub(super) topics: TopicImage,
     /// Classic groups upgraded by a write in flight, as they were: put back if it fails.
     pub(super) upgraded: BTreeMap<String, crate::state::Group>,
+    /// Consumer groups downgraded by a write in flight: their classic membership goes if it fails.
+    pub(super) downgraded: std::collections::BTreeSet<String>,
     writes: BTreeMap<ConsumerWriteId, ConsumerWrite>,
     /// Group → its write in flight.
     busy: BTreeMap<String, ConsumerWriteId>,
@@ -251,6 +253,9 @@ impl Coordinator {
             Ok(records) => records,
             Err(error) => return refused(error.code(), Some(error.message().to_owned())),
         };
+        if let Some(run) = self.leave_downgrading(request, &before, now_ms) {
+            return run;
+        }
         let fresh_member_id = if request.member_id.is_empty() {
             self.new_member_id(&meta.client_id)
         } else {
@@ -277,6 +282,39 @@ impl Coordinator {
                 refused(error.code(), Some(error.message().to_owned()))
             }
         }
+    }
+
+    /// A consumer-protocol member's leave (epoch -1) after which only classic members remain: the
+    /// group is downgraded instead of the member fenced (Kafka's `consumerGroupFenceMember`).
+    fn leave_downgrading(
+        &mut self,
+        request: &HeartbeatRequest,
+        before: &Option<ConsumerGroup>,
+        now_ms: i64,
+    ) -> Option<HeartbeatRun> {
+        if request.member_epoch != epochs::LEAVE {
+            return None;
+        }
+        let group = before.as_ref()?;
+        let member = match &request.instance_id {
+            Some(instance) => group.static_member(instance)?,
+            None => group.members().get(&request.member_id)?,
+        };
+        if member.member_id != request.member_id {
+            return None;
+        }
+        let leaving = std::collections::BTreeSet::from([member.member_id.clone()]);
+        let records = self.maybe_downgrade(&request.group_id, &leaving, now_ms)?;
+        let response = ConsumerGroupHeartbeatResponse {
+            member_id: Some(request.member_id.clone()),
+            member_epoch: epochs::LEAVE,
+            ..ConsumerGroupHeartbeatResponse::default()
+        };
+        Some(HeartbeatRun::Applied {
+            before: Box::new(before.clone()),
+            records,
+            response: Response::ConsumerGroupHeartbeat(response),
+        })
     }
 
     /// Kafka's refusals of a heartbeat by the kind of group that holds its id (module doc).
@@ -393,8 +431,10 @@ impl Coordinator {
             self.consumer.busy.remove(&group_id);
             if result.is_ok() {
                 self.consumer.upgraded.remove(&group_id);
+                self.consumer.downgraded.remove(&group_id);
             }
             result.err().map(|error| {
+                self.undo_downgrade(&group_id);
                 self.consumer_groups.restore(&group_id, before);
                 self.undo_upgrade(&group_id);
                 if replies.is_empty() {
@@ -495,6 +535,7 @@ impl Coordinator {
             }
         }
         self.consumer.upgraded.remove(group_id);
+        self.consumer.downgraded.remove(group_id);
         for parked in self.consumer.parked.remove(group_id).unwrap_or_default() {
             self.consumer.parked_count -= 1;
             let code = ErrorCode::NOT_COORDINATOR.code();
@@ -529,6 +570,11 @@ impl Coordinator {
                 continue;
             }
             let before = self.consumer_groups.group(&group_id).cloned();
+            let expired = self.consumer_groups.expired_members(&group_id, now_ms);
+            if let Some(records) = self.maybe_downgrade(&group_id, &expired, now_ms) {
+                self.write_consumer_records(group_id, before, Vec::new(), records);
+                continue;
+            }
             let records = self
                 .consumer_groups
                 .expire(&group_id, now_ms, &self.consumer.topics);

@@ -14,6 +14,8 @@
 //! Must never: answer a classic request before the records it produced are durable, or leave a
 //! group id with members in both kinds at once.
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{
@@ -255,6 +257,83 @@ impl Coordinator {
         group.members = saved.members;
         group.static_members = saved.static_members;
         group.rebalance_deadline_ms = saved.rebalance_deadline_ms;
+    }
+
+    /// Kafka's `convertToClassicGroup` when `leaving` go (a consumer-protocol member's leave or
+    /// the session expiry of members) and `validateOnlineDowngradeWithFencedMembers` allows it:
+    /// the consumer group's tombstones (returned, to write), the remaining classic members in the
+    /// classic entry at the group epoch, and a rebalance they all rejoin. Until the write's
+    /// result the classic membership can be taken back (`undo_downgrade`).
+    pub(super) fn maybe_downgrade(
+        &mut self,
+        group_id: &str,
+        leaving: &BTreeSet<String>,
+        now_ms: i64,
+    ) -> Option<Vec<ConsumerRecord>> {
+        let members_max = self.config.group_members_max;
+        if !self
+            .consumer_groups
+            .downgrade_allowed(group_id, leaving, members_max)
+        {
+            return None;
+        }
+        let topics = std::mem::take(&mut self.consumer.topics);
+        let downgraded = self.consumer_groups.downgrade(group_id, leaving, &topics);
+        self.consumer.topics = topics;
+        let downgraded = downgraded?;
+        let group = self
+            .groups
+            .entry(group_id.to_owned())
+            .or_insert_with(|| Group::new(group_id.to_owned()));
+        emptied(group);
+        group.state = GroupState::Stable;
+        group.generation_id = downgraded.generation_id;
+        group.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_owned());
+        for member in downgraded.members {
+            if let Some(instance) = &member.instance_id {
+                group
+                    .static_members
+                    .insert(instance.clone(), member.member_id.clone());
+            }
+            let session_ms = i64::from(member.session_timeout_ms);
+            group.members.insert(
+                member.member_id.clone(),
+                crate::state::Member {
+                    member_id: member.member_id,
+                    group_instance_id: member.instance_id,
+                    client_id: member.client_id,
+                    client_host: member.client_host,
+                    session_timeout_ms: member.session_timeout_ms,
+                    rebalance_timeout_ms: member.rebalance_timeout_ms,
+                    protocols: member
+                        .protocols
+                        .into_iter()
+                        .map(|(name, metadata)| (name, Bytes::from(metadata)))
+                        .collect(),
+                    assignment: Bytes::from(member.assignment),
+                    pending_join: None,
+                    pending_sync: None,
+                    session_deadline_ms: now_ms.saturating_add(session_ms),
+                    synced: true,
+                },
+            );
+        }
+        group.protocol_name = group.select_protocol();
+        self.prepare_rebalance(group_id, now_ms);
+        self.consumer.downgraded.insert(group_id.to_owned());
+        Some(downgraded.records)
+    }
+
+    /// A downgrade whose write failed: the classic membership goes again (the consumer group is
+    /// put back by the write's rollback); requests parked in it are told to rejoin.
+    pub(super) fn undo_downgrade(&mut self, group_id: &str) {
+        if !self.consumer.downgraded.remove(group_id) {
+            return;
+        }
+        self.answer_parked_classic(group_id);
+        if let Some(group) = self.groups.get_mut(group_id) {
+            emptied(group);
+        }
     }
 
     /// Whether a classic request for `group_id` is served by its consumer group (Kafka routes a

@@ -456,6 +456,134 @@ impl ConsumerGroups {
     }
 }
 
+/// A consumer group turned back into a classic group: its epoch (the classic generation) and
+/// its remaining members as classic members.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Downgraded {
+    /// The group epoch.
+    pub generation_id: i32,
+    /// The members that stay, each with its current assignment in the consumer protocol's bytes.
+    pub members: Vec<ClassicMemberSnapshot>,
+    /// The records deleting the consumer group (already applied: the group is gone).
+    pub records: Vec<ConsumerRecord>,
+}
+
+impl ConsumerGroups {
+    /// Kafka's `validateOnlineDowngradeWithFencedMembers`: with `leaving` gone, the group would
+    /// still have members, all of them classic, the policy allows a downgrade and the classic
+    /// group would hold them (`classic_members_max`).
+    pub fn downgrade_allowed(
+        &self,
+        group_id: &str,
+        leaving: &BTreeSet<String>,
+        classic_members_max: usize,
+    ) -> bool {
+        let Some(group) = self.groups.get(group_id) else {
+            return false;
+        };
+        let staying: Vec<&Member> = group
+            .members
+            .values()
+            .filter(|member| !leaving.contains(&member.member_id))
+            .collect();
+        staying
+            .iter()
+            .all(|member| member.metadata.classic.is_some())
+            && !staying.is_empty()
+            && self.config.migration_policy.downgrade_enabled()
+            && staying.len() <= classic_members_max
+    }
+
+    /// Kafka's `convertToClassicGroup` (consumer side): the records deleting the whole group
+    /// (applied here) and its members other than `leaving` as classic members, each owning its
+    /// current assignment.
+    pub fn downgrade(
+        &mut self,
+        group_id: &str,
+        leaving: &BTreeSet<String>,
+        topics: &TopicImage,
+    ) -> Option<Downgraded> {
+        let group = self.groups.get(group_id)?;
+        let members = group
+            .members
+            .values()
+            .filter(|member| !leaving.contains(&member.member_id))
+            .map(|member| downgraded_member(member, topics))
+            .collect();
+        let generation_id = group.group_epoch;
+        let records = group.all_tombstones();
+        for record in &records {
+            self.replay(record);
+        }
+        Some(Downgraded {
+            generation_id,
+            members,
+            records,
+        })
+    }
+
+    /// The members of `group_id` whose session or rebalance deadline has passed.
+    pub fn expired_members(&self, group_id: &str, now_ms: i64) -> BTreeSet<String> {
+        self.groups
+            .get(group_id)
+            .map(|group| super::super::table::expired_members(group, now_ms))
+            .unwrap_or_default()
+            .into_iter()
+            .collect()
+    }
+}
+
+/// A classic member of a consumer group as a classic group's member.
+fn downgraded_member(member: &Member, topics: &TopicImage) -> ClassicMemberSnapshot {
+    let classic = member.metadata.classic.clone().unwrap_or_default();
+    let version = classic
+        .supported_protocols
+        .first()
+        .and_then(|(_, metadata)| embedded::decode_version(metadata).ok())
+        .unwrap_or(0);
+    let assigned = by_name(&member.assignment.assigned, topics);
+    ClassicMemberSnapshot {
+        member_id: member.member_id.clone(),
+        instance_id: member.metadata.instance_id.clone(),
+        client_id: member.metadata.client_id.clone(),
+        client_host: member.metadata.client_host.clone(),
+        session_timeout_ms: classic.session_timeout_ms,
+        rebalance_timeout_ms: member.metadata.rebalance_timeout_ms,
+        protocols: classic.supported_protocols,
+        assignment: embedded::encode_assignment(&assigned, version),
+    }
+}
+
+impl ConsumerGroup {
+    /// Kafka's `createGroupTombstoneRecords`: every member's current and target assignment, the
+    /// target epoch, every member's metadata, the patterns, the group epoch last.
+    fn all_tombstones(&self) -> Vec<ConsumerRecord> {
+        let name = self.group_id.clone();
+        let members = || self.members.keys().cloned();
+        let mut records: Vec<ConsumerRecord> = members()
+            .map(|member| ConsumerRecord::CurrentMemberAssignment {
+                group: name.clone(),
+                member,
+                value: None,
+            })
+            .collect();
+        records.extend(
+            members().map(|member| ConsumerRecord::TargetAssignmentMember {
+                group: name.clone(),
+                member,
+                value: None,
+            }),
+        );
+        records.extend(members().map(|member| ConsumerRecord::MemberMetadata {
+            group: name.clone(),
+            member,
+            value: None,
+        }));
+        records.extend(self.tombstones());
+        records
+    }
+}
+
 /// The member a classic SyncGroup, Heartbeat or LeaveGroup names.
 #[derive(Debug, Clone, Copy)]
 pub struct ClassicTarget<'a> {

@@ -23,7 +23,7 @@ mod heartbeat;
 
 pub use heartbeat::classic::{
     ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
-    ClassicTarget, CONSUMER_PROTOCOL_TYPE,
+    ClassicTarget, Downgraded, CONSUMER_PROTOCOL_TYPE,
 };
 pub use heartbeat::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use assignor::{AssignorError, AssignorKind};
 pub use group::{
     ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
-    ClassicTarget, MigrationPolicy, CONSUMER_PROTOCOL_TYPE,
+    ClassicTarget, Downgraded, MigrationPolicy, CONSUMER_PROTOCOL_TYPE,
 };
 pub use group::{
     ConsumerConfigError, ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, DeleteGroupError,

@@ -367,7 +367,7 @@ impl DeleteGroupError {
 
 /// The members of `group` whose session, or whose rebalance deadline while still revoking at the
 /// epoch it was set at, has passed, by id.
-fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
+pub(super) fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
     let mut expired: Vec<String> = group
         .session_deadlines
         .iter()

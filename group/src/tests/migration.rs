@@ -477,3 +477,111 @@ fn a_classic_group_with_a_malformed_subscription_is_not_upgraded() {
     }
     assert!(h.coordinator.consumer_groups().group("g").is_none());
 }
+
+impl H {
+    /// The consumer-protocol member c1 leaves (epoch -1); returns the outputs and the request id.
+    fn consumer_leave(&mut self) -> (Vec<Output>, u64) {
+        let meta = self.meta(1);
+        let id = meta.request_id;
+        let request = HeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "c1".into(),
+            member_epoch: epochs::LEAVE,
+            rebalance_timeout_ms: -1,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            ..HeartbeatRequest::default()
+        };
+        self.coordinator
+            .handle_consumer_group_heartbeat(meta, request, self.now_ms);
+        (self.outputs(), id)
+    }
+}
+
+#[test]
+fn the_last_consumer_member_leaving_downgrades_the_group_and_the_classic_members_rejoin() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let (leader, follower) = upgraded(&mut h);
+    let epoch = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .map(|g| g.group_epoch());
+    let (outputs, id) = h.consumer_leave();
+    assert!(
+        H::reply_in(&outputs, id).is_none(),
+        "answered before durable"
+    );
+    let tombstones = outputs.iter().any(|output| {
+        matches!(output, Output::PersistConsumerRecords { records, .. }
+            if records.iter().all(ConsumerRecord::is_tombstone)
+                && records.iter().any(|r| matches!(r, ConsumerRecord::GroupMetadata { .. })))
+    });
+    assert!(tombstones, "{outputs:?}");
+    let after = h.persist(&outputs, Ok(()));
+    match H::reply_in(&after, id) {
+        Some(Response::ConsumerGroupHeartbeat(response)) => {
+            assert_eq!(
+                (response.error_code, response.member_epoch),
+                (0, epochs::LEAVE)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::PreparingRebalance)
+    );
+    // The classic members are told to rejoin, and a new generation follows theirs.
+    let generation = epoch.expect("epoch");
+    assert_eq!(
+        h.heartbeat(&leader, generation),
+        ErrorCode::REBALANCE_IN_PROGRESS.code()
+    );
+    let first = h.join(&leader, &[]);
+    let second = h.join(&follower, &[]);
+    let outputs = h.outputs();
+    for id in [first, second] {
+        match H::reply_in(&outputs, id) {
+            Some(Response::JoinGroup(response)) => {
+                assert_eq!(response.error_code, 0);
+                assert_eq!(response.generation_id, generation + 1);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_failed_downgrade_write_keeps_the_consumer_group() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    upgraded(&mut h);
+    let (outputs, id) = h.consumer_leave();
+    let after = h.persist(&outputs, Err(PersistError::Unavailable));
+    match H::reply_in(&after, id) {
+        Some(Response::ConsumerGroupHeartbeat(response)) => assert_ne!(response.error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    let group = h.coordinator.consumer_groups().group("g").expect("kept");
+    assert_eq!(group.members().len(), 3);
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Empty));
+}
+
+#[test]
+fn without_downgrade_the_classic_members_stay_in_the_consumer_group() {
+    let mut h = H::new(MigrationPolicy::Upgrade);
+    upgraded(&mut h);
+    let (outputs, _) = h.consumer_leave();
+    h.persist(&outputs, Ok(()));
+    let group = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .expect("still a consumer group");
+    assert_eq!(group.members().len(), 2);
+    assert!(group
+        .members()
+        .values()
+        .all(|m| m.metadata.classic.is_some()));
+}
