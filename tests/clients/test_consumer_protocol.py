@@ -18,7 +18,9 @@ member, each printing what it reads, commits and owns as JSON lines) and conflue
   group of three Java members (`group.protocol=classic`, Kafka's default assignors) consuming while
   records arrive is upgraded member by member (each stopped and started again with
   `group.protocol=consumer`); the first consumer-protocol member turns the group into a consumer
-  group that keeps serving the classic members; no record is lost or read twice past its commit.
+  group that keeps serving the classic members; then downgraded the same way (the last
+  consumer-protocol member's leave turns it back into a classic group); no record is lost or read
+  twice past its commit.
 
 The broker runs with the session timeout and its minimum at 10 s and the heartbeat interval at
 1 s, so a kill costs seconds."""
@@ -446,7 +448,7 @@ def check_read_once_past_commits(readers):
                 f"{t}-{p}@{o} read {len(seen)} times, the first reader had committed past it"
 
 
-def test_classic_group_upgrades_online_member_by_member(members, module_broker):
+def test_classic_group_upgrades_then_downgrades_online_member_by_member(members, module_broker):
     topic, partitions, group = "kip848-upgrade", 12, "kip848-upgrade-g"
     create_topic(module_broker.bootstrap, topic, partitions)
     everything = {(topic, p) for p in range(partitions)}
@@ -457,23 +459,29 @@ def test_classic_group_upgrades_online_member_by_member(members, module_broker):
     producer = SteadyProducer(module_broker.bootstrap, topic, partitions, per_second=200).start()
     wait_all(current, lambda: all(m.of("commit") for m in current), "each classic member committing")
     retired = []
-    for step in range(3):
+
+    def replace(step, protocol):
         retired.append(current[step])
         current[step].stop()
-        current[step] = members(group, f"topics:{topic}")
-        wait_all(current, covered, f"upgrade step {step + 1}: the three members owning all 12 partitions",
-                 timeout_s=JOIN_TIMEOUT_S)
+        current[step] = members(group, f"topics:{topic}", "-", protocol)
+        wait_all(current, covered, f"{protocol} member {step + 1} in: the three owning all 12 partitions")
+
+    for step in range(3):
+        replace(step, "consumer")
         if step == 0:
             # The first consumer-protocol member converted the group; the classic members stay in it.
             described = current[0].describe()
-            assert described["type"] == "Consumer", described
-            assert len(described["members"]) == 3, described
+            assert (described["type"], len(described["members"])) == ("Consumer", 3), described
+    described = current[0].describe()
+    assert (described["type"], described["state"], len(described["members"])) == ("Consumer", "Stable", 3)
+    # Back: classic members join the consumer group; the last consumer member's leave downgrades it.
+    for step in range(3):
+        replace(step, "classic")
+    described = current[0].describe()
+    assert (described["type"], len(described["members"])) == ("Classic", 3), described
     time.sleep(1)
     delivered = producer.stop()
     wanted = {(topic, p, o) for p, o in delivered}
     read = lambda: {(t, p, o) for m in (*retired, *current) for t, p, o, _ in m.records()}
     wait_all(current, lambda: wanted <= read(), "every delivered record read", timeout_s=CONSUME_TIMEOUT_S)
     check_read_once_past_commits([*retired, *current])
-    described = current[0].describe()
-    assert (described["type"], described["state"]) == ("Consumer", "Stable"), described
-    assert len(described["members"]) == 3, described

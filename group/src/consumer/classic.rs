@@ -664,8 +664,8 @@ impl ConsumerGroup {
     }
 
     /// The member a classic JoinGroup speaks for (Kafka's `getOrMaybeSubscribe*ConsumerGroupMember`
-    /// with the classic protocol): a new member, a known classic member, or for an unknown
-    /// member id with an instance id, that instance id's new holder (the old one's records go).
+    /// with the classic protocol): the member of that id, new or known, or for an unknown member
+    /// id with an instance id, that instance id's new holder (the old one's records go).
     fn classic_member_for(
         &mut self,
         join: &ClassicJoin,
@@ -678,12 +678,9 @@ impl ConsumerGroup {
             ..Member::default()
         };
         let Some(instance_id) = join.instance_id.as_deref() else {
-            return match self.members.get(member_id) {
-                Some(member) if member.metadata.classic.is_some() => Ok(member.clone()),
-                Some(_) => Err(code::UNKNOWN_MEMBER_ID),
-                None if unknown => Ok(fresh()),
-                None => Err(code::UNKNOWN_MEMBER_ID),
-            };
+            // Any member id joins (Kafka keeps no pending ids for a consumer group: the id a
+            // MEMBER_ID_REQUIRED handed out comes back unknown).
+            return Ok(self.members.get(member_id).cloned().unwrap_or_else(fresh));
         };
         let existing = self.static_member(instance_id).cloned();
         match existing {
@@ -691,7 +688,6 @@ impl ConsumerGroup {
             None => Err(code::UNKNOWN_MEMBER_ID),
             Some(old) if unknown => Ok(self.replace_classic_static(old, member_id, records)),
             Some(old) if old.member_id != member_id => Err(code::FENCED_INSTANCE_ID),
-            Some(old) if old.metadata.classic.is_none() => Err(code::UNKNOWN_MEMBER_ID),
             Some(old) => Ok(old),
         }
     }

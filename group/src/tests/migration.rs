@@ -585,3 +585,67 @@ fn without_downgrade_the_classic_members_stay_in_the_consumer_group() {
         .values()
         .all(|m| m.metadata.classic.is_some()));
 }
+
+#[test]
+fn a_classic_member_joins_a_consumer_group_of_consumer_members() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let id = h.consumer_join();
+    let outputs = h.outputs();
+    h.persist(&outputs, Ok(()));
+    let id2 = h.join("", &[]);
+    let outputs = h.outputs();
+    assert!(H::reply_in(&outputs, id).is_none());
+    let after = h.persist(&outputs, Ok(()));
+    let joined = match H::reply_in(&outputs, id2).or_else(|| H::reply_in(&after, id2)) {
+        Some(Response::JoinGroup(response)) => response,
+        other => panic!("{other:?} {outputs:?}"),
+    };
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let member = joined.member_id.to_string();
+    let sync = h.sync(&member, joined.generation_id, &[]);
+    let outputs = h.outputs();
+    match H::reply_in(&outputs, sync) {
+        Some(Response::SyncGroup(response)) => assert_eq!(response.error_code, 0, "{response:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_classic_member_id_handed_out_by_member_id_required_joins_the_consumer_group() {
+    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let outputs = {
+        h.consumer_join();
+        h.outputs()
+    };
+    h.persist(&outputs, Ok(()));
+    let meta = h.meta(9);
+    let id = meta.request_id;
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = s("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = Bytes::from(subscription(&[]));
+    request.protocols = vec![protocol];
+    h.coordinator
+        .handle_join_group(h.now_ms, meta, request.clone());
+    let member_id = match H::reply_in(&h.outputs(), id) {
+        Some(Response::JoinGroup(response)) => {
+            assert_eq!(response.error_code, ErrorCode::MEMBER_ID_REQUIRED.code());
+            response.member_id
+        }
+        other => panic!("{other:?}"),
+    };
+    request.member_id = member_id;
+    let meta = h.meta(9);
+    let id = meta.request_id;
+    h.coordinator.handle_join_group(h.now_ms, meta, request);
+    let outputs = h.outputs();
+    let after = h.persist(&outputs, Ok(()));
+    match H::reply_in(&after, id) {
+        Some(Response::JoinGroup(response)) => assert_eq!(response.error_code, 0, "{response:?}"),
+        other => panic!("{other:?}"),
+    }
+}
