@@ -352,7 +352,7 @@ impl Coordinator {
     }
 
     /// Hands a group's records to the driver; the group is busy until their result.
-    fn write_consumer_records(
+    pub(super) fn write_consumer_records(
         &mut self,
         group_id: String,
         before: Option<ConsumerGroup>,

@@ -48,6 +48,10 @@ impl Coordinator {
             // A classic member of a consumer group (`migration.rs`).
             return self.join_consumer_group(now_ms, meta, request);
         }
+        if let Err(error) = self.replace_empty_consumer_group(&group_id) {
+            let response = join_error(meta.version, code(error), &member_id);
+            return self.reply(meta.request_id, meta.version, Response::JoinGroup(response));
+        }
         match self.join_group(now_ms, &meta, &group_id, &member_id, request) {
             Ok(()) => {}
             Err(error) => {
@@ -59,9 +63,10 @@ impl Coordinator {
     }
 
     /// Whether a JoinGroup for `group_id` may go on here: coordinated and loaded, a valid id,
-    /// not a consumer group's. A non-empty consumer group serves classic members
-    /// (`migration.rs`, routed before this); an empty one Kafka 4.1.1 deletes and replaces by a
-    /// classic group, which Skiff does not do yet: it answers INCONSISTENT_GROUP_PROTOCOL.
+    /// not a consumer group's. A non-empty consumer group serves classic members and an empty
+    /// one is replaced by a classic group (`migration.rs`, both before this); what is left is a
+    /// consumer group not yet deleted, answered as Kafka answers protocols a group does not
+    /// support.
     fn check_join_target(&self, group_id: &str) -> Result<(), ErrorCode> {
         if let Some(error) = self.unavailable_for(group_id) {
             return Err(error);

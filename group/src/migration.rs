@@ -336,6 +336,33 @@ impl Coordinator {
         }
     }
 
+    /// A classic JoinGroup for an empty consumer group (Kafka's `maybeDeleteEmptyConsumerGroup`,
+    /// whatever the policy): the consumer group's tombstones are written and the join goes on in
+    /// a classic group at once; if the write fails, the consumer group comes back and the classic
+    /// members are told to rejoin (as a failed downgrade). While a write of that empty group is
+    /// still in flight (its last member's leave), COORDINATOR_NOT_AVAILABLE: the client retries.
+    pub(super) fn replace_empty_consumer_group(&mut self, group_id: &str) -> Result<(), ErrorCode> {
+        let empty = self.unavailable_for(group_id).is_none()
+            && self
+                .consumer_groups
+                .group(group_id)
+                .is_some_and(|group| group.members().is_empty());
+        if !empty {
+            return Ok(());
+        }
+        if self.consumer_group_busy(group_id) {
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        }
+        let before = self.consumer_groups.group(group_id).cloned();
+        let records = self
+            .consumer_groups
+            .delete(group_id)
+            .map_err(|_| ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
+        self.write_consumer_records(group_id.to_owned(), before, Vec::new(), records);
+        self.consumer.downgraded.insert(group_id.to_owned());
+        Ok(())
+    }
+
     /// Whether a classic request for `group_id` is served by its consumer group (Kafka routes a
     /// JoinGroup there only for a non-empty one; SyncGroup, Heartbeat and LeaveGroup for any).
     pub(super) fn consumer_group_serves(&self, group_id: &str, join: bool) -> bool {

@@ -649,3 +649,39 @@ fn a_classic_member_id_handed_out_by_member_id_required_joins_the_consumer_group
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_classic_join_replaces_an_empty_consumer_group() {
+    let mut h = H::new(MigrationPolicy::Disabled);
+    h.consumer_join();
+    let outputs = h.outputs();
+    h.persist(&outputs, Ok(()));
+    let (outputs, _) = h.consumer_leave();
+    h.persist(&outputs, Ok(()));
+    assert!(h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .is_some_and(|g| g.members().is_empty()));
+    h.join("", &[]);
+    let outputs = h.outputs();
+    let wrote_tombstones = outputs.iter().any(|output| {
+        matches!(output, Output::PersistConsumerRecords { records, .. }
+            if records.iter().all(ConsumerRecord::is_tombstone))
+    });
+    assert!(wrote_tombstones, "{outputs:?}");
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::PreparingRebalance)
+    );
+    // The write fails: the consumer group is back, the classic member told to rejoin.
+    let after = h.persist(&outputs, Err(PersistError::Unavailable));
+    assert!(h.coordinator.consumer_groups().group("g").is_some());
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Empty));
+    let rejoin = after.iter().any(|output| {
+        matches!(output, Output::Reply { response: Response::JoinGroup(r), .. }
+            if r.error_code == ErrorCode::REBALANCE_IN_PROGRESS.code())
+    });
+    assert!(rejoin, "{after:?}");
+}
