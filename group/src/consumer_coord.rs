@@ -23,14 +23,18 @@
 //! within [`CONSUMER_WRITE_BYTES_MAX`]: the heartbeat that would take it over is undone and
 //! waits, first in line, for the next write.
 //!
-//! Routing, as Kafka 4.1.1's `GroupMetadataManager` with `group.consumer.migration.policy=disabled`
-//! (online upgrade and downgrade are not implemented): a heartbeat for a group id held by a
-//! classic group is refused with GROUP_ID_NOT_FOUND (`getOrMaybeCreateConsumerGroup`, and
-//! `consumerGroup` for a leave), except that a joining heartbeat (epoch 0) takes over an Empty
-//! classic group (`maybeDeleteEmptyClassicGroup`; Skiff writes no classic group record, so there
-//! is nothing to delete, and the group's committed offsets stay with the group id, as Kafka
-//! keeps them). JoinGroup on a consumer group is refused in `membership.rs`.
-//!
+//! Routing, as Kafka 4.1.1's `GroupMetadataManager` (`getOrMaybeCreateConsumerGroup`,
+//! `consumerGroup`): a heartbeat for a group id held by a classic group is refused with
+//! GROUP_ID_NOT_FOUND ("Group <id> is not a consumer group."), except a joining heartbeat
+//! (epoch 0): it takes over an Empty classic group (`maybeDeleteEmptyClassicGroup`; Skiff writes
+//! no classic group record, so there is nothing to delete, and the group's committed offsets stay
+//! with the group id, as Kafka keeps them), and it upgrades a non-empty one when
+//! `validateOnlineUpgrade` allows (the policy, the consumer protocol type, the size; otherwise
+//! Kafka's message why not), the conversion's records going out in the heartbeat's write
+//! (`migration.rs`). A consumer-protocol member's leave that leaves only classic members
+//! downgrades the group when the policy allows. Classic requests on a consumer group are
+//! `migration.rs`'s and ride the same writes: the parked requests are of either kind.
+
 //! Must never: reply to a heartbeat before its records are durable, keep a change whose write
 //! failed, or have two writes of one group in flight.
 

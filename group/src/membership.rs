@@ -4,6 +4,10 @@
 //! arrive) → CompletingRebalance (new generation; wait for the leader's SyncGroup, or the sync
 //! deadline) → Stable.
 //!
+//! A group id held by a consumer group is not a classic group's: each handler first hands such
+//! requests to `migration.rs` (a non-empty consumer group serves classic members; a JoinGroup for
+//! an empty one replaces it by a classic group).
+//!
 //! Must never: answer a parked request twice or drop one (every path that removes a member or
 //! leaves a state answers what was parked), or let two generations be handed out at once.
 
