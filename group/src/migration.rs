@@ -55,7 +55,46 @@ pub(crate) struct ClassicCall {
     generation_id: i32,
 }
 
+/// The fields SyncGroup and Heartbeat share.
+trait NamesMember {
+    fn parts(&self) -> (&str, &str, Option<&StrBytes>, i32);
+}
+
+/// SyncGroup and Heartbeat name their member with the same fields.
+macro_rules! names_member {
+    ($($request:ty),*) => {$(
+        impl NamesMember for $request {
+            fn parts(&self) -> (&str, &str, Option<&StrBytes>, i32) {
+                let instance = self.group_instance_id.as_ref();
+                (&self.group_id.0, &self.member_id, instance, self.generation_id)
+            }
+        }
+    )*};
+}
+names_member!(SyncGroupRequest, ClassicHeartbeatRequest);
+
 impl ClassicCall {
+    /// The member a SyncGroup or Heartbeat names (the instance id from v3).
+    fn from_request(version: i16, request: &impl NamesMember) -> Self {
+        let (group_id, member_id, instance_id, generation_id) = request.parts();
+        let instance_id = instance_id.filter(|_| version >= 3);
+        Self::new(group_id, member_id, instance_id, generation_id)
+    }
+
+    fn new(
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&StrBytes>,
+        generation_id: i32,
+    ) -> Self {
+        Self {
+            group_id: group_id.to_owned(),
+            member_id: member_id.to_owned(),
+            instance_id: instance_id.map(|instance| instance.as_str().to_owned()),
+            generation_id,
+        }
+    }
+
     fn target(&self) -> ClassicTarget<'_> {
         ClassicTarget {
             group_id: &self.group_id,
@@ -442,33 +481,14 @@ impl Coordinator {
         meta: RequestMeta,
         request: &SyncGroupRequest,
     ) {
-        let call = ClassicCall {
-            group_id: request.group_id.0.as_str().to_owned(),
-            member_id: request.member_id.as_str().to_owned(),
-            instance_id: (meta.version >= 3)
-                .then(|| {
-                    request
-                        .group_instance_id
-                        .as_ref()
-                        .map(|i| i.as_str().to_owned())
-                })
-                .flatten(),
-            generation_id: request.generation_id,
+        let call = ClassicCall::from_request(meta.version, request);
+        let named = |field: &Option<StrBytes>| {
+            field
+                .as_ref()
+                .filter(|_| meta.version >= 5)
+                .map(|text| text.as_str().to_owned())
         };
-        let (kind, name) = if meta.version >= 5 {
-            (
-                request
-                    .protocol_type
-                    .as_ref()
-                    .map(|t| t.as_str().to_owned()),
-                request
-                    .protocol_name
-                    .as_ref()
-                    .map(|n| n.as_str().to_owned()),
-            )
-        } else {
-            (None, None)
-        };
+        let (kind, name) = (named(&request.protocol_type), named(&request.protocol_name));
         self.run_classic(meta, ClassicRequest::Sync(call, kind, name), now_ms);
     }
 
@@ -479,19 +499,7 @@ impl Coordinator {
         meta: RequestMeta,
         request: &ClassicHeartbeatRequest,
     ) {
-        let call = ClassicCall {
-            group_id: request.group_id.0.as_str().to_owned(),
-            member_id: request.member_id.as_str().to_owned(),
-            instance_id: (meta.version >= 3)
-                .then(|| {
-                    request
-                        .group_instance_id
-                        .as_ref()
-                        .map(|i| i.as_str().to_owned())
-                })
-                .flatten(),
-            generation_id: request.generation_id,
-        };
+        let call = ClassicCall::from_request(meta.version, request);
         self.run_classic(meta, ClassicRequest::Heartbeat(call), now_ms);
     }
 

@@ -686,61 +686,9 @@ impl ConsumerGroup {
         match existing {
             None if unknown => Ok(fresh()),
             None => Err(code::UNKNOWN_MEMBER_ID),
-            Some(old) if unknown => Ok(self.replace_classic_static(old, member_id, records)),
+            Some(old) if unknown => Ok(super::join::replace_member(self, old, member_id, records)),
             Some(old) if old.member_id != member_id => Err(code::FENCED_INSTANCE_ID),
             Some(old) => Ok(old),
-        }
-    }
-
-    /// A static member restarted: the new member id takes the old one's metadata and
-    /// assignment (Kafka's `replaceMember`).
-    fn replace_classic_static(
-        &mut self,
-        old: Member,
-        member_id: &str,
-        records: &mut Vec<ConsumerRecord>,
-    ) -> Member {
-        let name = self.group_id.clone();
-        let target = self.target.get(&old.member_id).cloned().unwrap_or_default();
-        let mut replaced = vec![
-            ConsumerRecord::CurrentMemberAssignment {
-                group: name.clone(),
-                member: old.member_id.clone(),
-                value: None,
-            },
-            ConsumerRecord::TargetAssignmentMember {
-                group: name.clone(),
-                member: old.member_id.clone(),
-                value: None,
-            },
-            ConsumerRecord::MemberMetadata {
-                group: name.clone(),
-                member: old.member_id.clone(),
-                value: None,
-            },
-        ];
-        replaced.extend([
-            ConsumerRecord::MemberMetadata {
-                group: name.clone(),
-                member: member_id.to_owned(),
-                value: Some(old.metadata.clone()),
-            },
-            ConsumerRecord::TargetAssignmentMember {
-                group: name.clone(),
-                member: member_id.to_owned(),
-                value: Some(target),
-            },
-            ConsumerRecord::CurrentMemberAssignment {
-                group: name,
-                member: member_id.to_owned(),
-                value: Some(old.assignment.clone()),
-            },
-        ]);
-        apply(self, records, replaced);
-        self.forget_deadlines(&old.member_id);
-        Member {
-            member_id: member_id.to_owned(),
-            ..old
         }
     }
 
@@ -757,24 +705,7 @@ impl ConsumerGroup {
         now_ms: i64,
     ) -> Result<(i32, Vec<ConsumerRecord>), HeartbeatError> {
         let mut records = Vec::new();
-        let resolved = self.resolve_regexes(topics, now_ms);
-        apply(self, &mut records, resolved);
-        let hash = self.metadata_hash_for(topics);
-        if bump || hash != self.metadata_hash {
-            let value = GroupMetadataValue {
-                epoch: self.group_epoch.saturating_add(1),
-                metadata_hash: hash,
-            };
-            let record = ConsumerRecord::GroupMetadata {
-                group: self.group_id.clone(),
-                value: Some(value),
-            };
-            apply(self, &mut records, vec![record]);
-        }
-        if self.group_epoch > self.assignment_epoch {
-            let target = self.target_records(config, topics)?;
-            apply(self, &mut records, target);
-        }
+        self.bump_and_assign(config, bump, topics, now_ms, &mut records)?;
         let request = HeartbeatRequest {
             topic_partitions: Some(owned),
             ..HeartbeatRequest::default()

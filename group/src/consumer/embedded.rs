@@ -142,7 +142,12 @@ fn put_string(out: &mut Vec<u8>, text: &str) {
     // Topic names are at most 249 bytes; anything longer was refused before it got here.
     let len = i16::try_from(text.len()).unwrap_or(i16::MAX);
     out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&text.as_bytes()[..usize::try_from(len).unwrap_or(0)]);
+    let bytes = text.as_bytes();
+    out.extend_from_slice(
+        bytes
+            .get(..usize::try_from(len).unwrap_or(0))
+            .unwrap_or(bytes),
+    );
 }
 
 fn put_count(out: &mut Vec<u8>, count: usize) {

@@ -49,24 +49,7 @@ pub(super) fn join_or_heartbeat(
         };
         apply(group, &mut records, vec![record]);
     }
-    let resolved = group.resolve_regexes(topics, now_ms);
-    apply(group, &mut records, resolved);
-    let hash = group.metadata_hash_for(topics);
-    if bump || hash != group.metadata_hash {
-        let value = GroupMetadataValue {
-            epoch: group.group_epoch.saturating_add(1),
-            metadata_hash: hash,
-        };
-        let record = ConsumerRecord::GroupMetadata {
-            group: group.group_id.clone(),
-            value: Some(value),
-        };
-        apply(group, &mut records, vec![record]);
-    }
-    if group.group_epoch > group.assignment_epoch {
-        let target = group.target_records(config, topics)?;
-        apply(group, &mut records, target);
-    }
+    group.bump_and_assign(config, bump, topics, now_ms, &mut records)?;
     let before = member.assignment.assigned.clone();
     let after = group.reconcile_member(member_id, request, now_ms, &mut records)?;
     let session_ms = i64::from(config.session_timeout_ms);
@@ -148,6 +131,17 @@ fn replace_static(
             old.member_id
         )));
     }
+    Ok(replace_member(group, old, member_id, records))
+}
+
+/// Kafka's `replaceMember`: the old member's records are deleted and `member_id` takes its
+/// metadata, target and assignment at epoch 0.
+pub(crate) fn replace_member(
+    group: &mut ConsumerGroup,
+    old: Member,
+    member_id: &str,
+    records: &mut Vec<ConsumerRecord>,
+) -> Member {
     let name = group.group_id.clone();
     let old_id = old.member_id.clone();
     let target = group.target.get(&old_id).cloned().unwrap_or_default();
@@ -190,11 +184,11 @@ fn replace_static(
     ];
     apply(group, records, replaced);
     group.forget_deadlines(&old_id);
-    Ok(Member {
+    Member {
         member_id: member_id.to_owned(),
         metadata: old.metadata,
         assignment,
-    })
+    }
 }
 
 /// Kafka's `ConsumerGroupMember.Builder.maybeUpdate*`: a field the request leaves unset keeps
@@ -231,6 +225,38 @@ fn updated_metadata(
 }
 
 impl ConsumerGroup {
+    /// The group-wide steps after a member's metadata: patterns resolved, the group epoch bumped
+    /// when `bump` or the subscribed topics' metadata changed, and a new target assignment when
+    /// the epoch is ahead of it; their records applied and kept in `records`.
+    pub(crate) fn bump_and_assign(
+        &mut self,
+        config: &ConsumerGroupConfig,
+        bump: bool,
+        topics: &TopicImage,
+        now_ms: i64,
+        records: &mut Vec<ConsumerRecord>,
+    ) -> Result<(), HeartbeatError> {
+        let resolved = self.resolve_regexes(topics, now_ms);
+        apply(self, records, resolved);
+        let hash = self.metadata_hash_for(topics);
+        if bump || hash != self.metadata_hash {
+            let value = GroupMetadataValue {
+                epoch: self.group_epoch.saturating_add(1),
+                metadata_hash: hash,
+            };
+            let record = ConsumerRecord::GroupMetadata {
+                group: self.group_id.clone(),
+                value: Some(value),
+            };
+            apply(self, records, vec![record]);
+        }
+        if self.group_epoch > self.assignment_epoch {
+            let target = self.target_records(config, topics)?;
+            apply(self, records, target);
+        }
+        Ok(())
+    }
+
     /// Compiles `regex` unless the group already has it; refuses an invalid pattern or one past
     /// [`GROUP_REGEXES_MAX`].
     fn compile_regex(&mut self, regex: &str) -> Result<(), HeartbeatError> {

@@ -15,20 +15,12 @@ use kafka_protocol::protocol::StrBytes;
 use skiff_protocol::error_code::ErrorCode;
 
 use crate::consumer::embedded::{self, NamedPartitions, Subscription};
-use crate::consumer::{
-    epochs, Assignment, ConsumerRecord, HeartbeatRequest, MigrationPolicy, TopicId, TopicImage,
-};
+use crate::consumer::{epochs, Assignment, ConsumerRecord, HeartbeatRequest, MigrationPolicy};
+use crate::tests::harness::{H, TOPIC};
 use crate::Response;
-use crate::{Coordinator, GroupConfig, GroupKeys, GroupState, Output, PersistError, RequestMeta};
+use crate::{GroupState, Output, PersistError};
 
-const TOPIC: TopicId = TopicId([7; 16]);
 const GENERATION_START: i32 = 1;
-
-struct H {
-    coordinator: Coordinator,
-    next_request: u64,
-    now_ms: i64,
-}
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
@@ -51,37 +43,22 @@ fn named(partitions: &[i32]) -> NamedPartitions {
     BTreeMap::from([("t".to_owned(), partitions.iter().copied().collect())])
 }
 
+/// A range member's JoinGroup for "g" with this protocol metadata.
+fn join_request(member_id: &str, metadata: Bytes) -> JoinGroupRequest {
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    request.member_id = s(member_id);
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.protocol_type = s("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = s("range");
+    protocol.metadata = metadata;
+    request.protocols = vec![protocol];
+    request
+}
+
 impl H {
-    fn new(policy: MigrationPolicy) -> Self {
-        let mut config = GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3);
-        config.consumer.migration_policy = policy;
-        let mut coordinator = Coordinator::new(config);
-        coordinator.load_offsets([]);
-        coordinator.set_topic_image(TopicImage {
-            version: 1,
-            by_name: BTreeMap::from([("t".to_owned(), (TOPIC, 4))]),
-        });
-        Self {
-            coordinator,
-            next_request: 0,
-            now_ms: 1_000,
-        }
-    }
-
-    fn meta(&mut self, version: i16) -> RequestMeta {
-        self.next_request += 1;
-        RequestMeta {
-            request_id: self.next_request,
-            version,
-            client_id: "c".into(),
-            client_host: "/127.0.0.1".into(),
-        }
-    }
-
-    fn outputs(&mut self) -> Vec<Output> {
-        std::iter::from_fn(|| self.coordinator.poll_output()).collect()
-    }
-
     /// The reply to `id` among `outputs`.
     fn reply_in(outputs: &[Output], id: u64) -> Option<Response> {
         outputs.iter().find_map(|output| match output {
@@ -97,16 +74,7 @@ impl H {
     fn join(&mut self, member_id: &str, owned: &[i32]) -> u64 {
         let meta = self.meta(3);
         let id = meta.request_id;
-        let mut request = JoinGroupRequest::default();
-        request.group_id = GroupId(s("g"));
-        request.member_id = s(member_id);
-        request.session_timeout_ms = 10_000;
-        request.rebalance_timeout_ms = 10_000;
-        request.protocol_type = s("consumer");
-        let mut protocol = JoinGroupRequestProtocol::default();
-        protocol.name = s("range");
-        protocol.metadata = Bytes::from(subscription(owned));
-        request.protocols = vec![protocol];
+        let request = join_request(member_id, Bytes::from(subscription(owned)));
         self.coordinator
             .handle_join_group(self.now_ms, meta, request);
         id
@@ -135,7 +103,7 @@ impl H {
         id
     }
 
-    fn heartbeat(&mut self, member_id: &str, generation: i32) -> i16 {
+    fn classic_heartbeat(&mut self, member_id: &str, generation: i32) -> i16 {
         let meta = self.meta(3);
         let id = meta.request_id;
         let mut request = ClassicHeartbeat::default();
@@ -156,8 +124,7 @@ impl H {
         let mut after = Vec::new();
         for output in outputs {
             if let Output::PersistConsumerRecords { write, .. } = output {
-                self.coordinator
-                    .consumer_records_persisted(*write, result.clone());
+                self.coordinator.consumer_records_persisted(*write, result);
                 after.extend(self.outputs());
             }
         }
@@ -272,7 +239,7 @@ fn upgraded(h: &mut H) -> (String, String) {
 
 #[test]
 fn a_consumer_member_upgrades_a_classic_group_keeping_its_members_and_assignments() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, follower) = upgraded(&mut h);
     let group = h
         .coordinator
@@ -297,13 +264,13 @@ fn a_consumer_member_upgrades_a_classic_group_keeping_its_members_and_assignment
 
 #[test]
 fn a_classic_member_rejoins_revokes_and_syncs_its_target_from_the_consumer_group() {
-    let mut h = H::new(MigrationPolicy::Upgrade);
+    let mut h = H::with_policy(MigrationPolicy::Upgrade);
     let (leader, _) = upgraded(&mut h);
     // The group moved on (epoch 2): the classic member must rejoin.
     let rejoin = ErrorCode::REBALANCE_IN_PROGRESS.code();
-    assert_eq!(h.heartbeat(&leader, GENERATION_START), rejoin);
+    assert_eq!(h.classic_heartbeat(&leader, GENERATION_START), rejoin);
     assert_eq!(
-        h.heartbeat(&leader, 7),
+        h.classic_heartbeat(&leader, 7),
         ErrorCode::ILLEGAL_GENERATION.code()
     );
     let id = h.join(&leader, &[0, 1]);
@@ -348,13 +315,13 @@ fn a_classic_member_rejoins_revokes_and_syncs_its_target_from_the_consumer_group
     );
     // Revoking: it is told to rejoin until it has.
     if !member.assignment.pending_revocation.is_empty() {
-        assert_eq!(h.heartbeat(&leader, generation), rejoin);
+        assert_eq!(h.classic_heartbeat(&leader, generation), rejoin);
     }
 }
 
 #[test]
 fn a_failed_upgrade_write_puts_the_classic_group_back() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, _) = h.classic_group();
     let id = h.consumer_join();
     let outputs = h.outputs();
@@ -366,7 +333,7 @@ fn a_failed_upgrade_write_puts_the_classic_group_back() {
     assert!(h.coordinator.consumer_groups().group("g").is_none());
     assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Stable));
     assert_eq!(
-        h.heartbeat(&leader, GENERATION_START),
+        h.classic_heartbeat(&leader, GENERATION_START),
         0,
         "still a classic member"
     );
@@ -380,7 +347,7 @@ fn the_policy_and_the_embedded_protocol_decide_whether_a_classic_group_upgrades(
         (MigrationPolicy::Upgrade, true),
         (MigrationPolicy::Bidirectional, true),
     ] {
-        let mut h = H::new(policy);
+        let mut h = H::with_policy(policy);
         h.classic_group();
         let id = h.consumer_join();
         let outputs = h.outputs();
@@ -408,7 +375,7 @@ fn the_policy_and_the_embedded_protocol_decide_whether_a_classic_group_upgrades(
 
 #[test]
 fn a_classic_member_leaving_a_consumer_group_is_fenced_once_durable() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, follower) = upgraded(&mut h);
     let meta = h.meta(3);
     let id = meta.request_id;
@@ -437,7 +404,7 @@ fn a_classic_member_leaving_a_consumer_group_is_fenced_once_durable() {
 
 #[test]
 fn a_classic_member_commits_with_its_member_epoch_as_generation() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, _) = upgraded(&mut h);
     let groups = h.coordinator.consumer_groups();
     assert_eq!(
@@ -453,17 +420,9 @@ fn a_classic_member_commits_with_its_member_epoch_as_generation() {
 
 #[test]
 fn a_classic_group_with_a_malformed_subscription_is_not_upgraded() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let meta = h.meta(3);
-    let mut request = JoinGroupRequest::default();
-    request.group_id = GroupId(s("g"));
-    request.session_timeout_ms = 10_000;
-    request.rebalance_timeout_ms = 10_000;
-    request.protocol_type = s("consumer");
-    let mut protocol = JoinGroupRequestProtocol::default();
-    protocol.name = s("range");
-    protocol.metadata = Bytes::from_static(&[0xff]);
-    request.protocols = vec![protocol];
+    let request = join_request("", Bytes::from_static(&[0xff]));
     h.coordinator.handle_join_group(h.now_ms, meta, request);
     h.outputs();
     let id = h.consumer_join();
@@ -500,7 +459,7 @@ impl H {
 
 #[test]
 fn the_last_consumer_member_leaving_downgrades_the_group_and_the_classic_members_rejoin() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, follower) = upgraded(&mut h);
     let epoch = h
         .coordinator
@@ -536,7 +495,7 @@ fn the_last_consumer_member_leaving_downgrades_the_group_and_the_classic_members
     // The classic members are told to rejoin, and a new generation follows theirs.
     let generation = epoch.expect("epoch");
     assert_eq!(
-        h.heartbeat(&leader, generation),
+        h.classic_heartbeat(&leader, generation),
         ErrorCode::REBALANCE_IN_PROGRESS.code()
     );
     let first = h.join(&leader, &[]);
@@ -555,7 +514,7 @@ fn the_last_consumer_member_leaving_downgrades_the_group_and_the_classic_members
 
 #[test]
 fn a_failed_downgrade_write_keeps_the_consumer_group() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     upgraded(&mut h);
     let (outputs, id) = h.consumer_leave();
     let after = h.persist(&outputs, Err(PersistError::Unavailable));
@@ -570,7 +529,7 @@ fn a_failed_downgrade_write_keeps_the_consumer_group() {
 
 #[test]
 fn without_downgrade_the_classic_members_stay_in_the_consumer_group() {
-    let mut h = H::new(MigrationPolicy::Upgrade);
+    let mut h = H::with_policy(MigrationPolicy::Upgrade);
     upgraded(&mut h);
     let (outputs, _) = h.consumer_leave();
     h.persist(&outputs, Ok(()));
@@ -588,7 +547,7 @@ fn without_downgrade_the_classic_members_stay_in_the_consumer_group() {
 
 #[test]
 fn a_classic_member_joins_a_consumer_group_of_consumer_members() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let id = h.consumer_join();
     let outputs = h.outputs();
     h.persist(&outputs, Ok(()));
@@ -612,7 +571,7 @@ fn a_classic_member_joins_a_consumer_group_of_consumer_members() {
 
 #[test]
 fn a_classic_member_id_handed_out_by_member_id_required_joins_the_consumer_group() {
-    let mut h = H::new(MigrationPolicy::Bidirectional);
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let outputs = {
         h.consumer_join();
         h.outputs()
@@ -620,15 +579,7 @@ fn a_classic_member_id_handed_out_by_member_id_required_joins_the_consumer_group
     h.persist(&outputs, Ok(()));
     let meta = h.meta(9);
     let id = meta.request_id;
-    let mut request = JoinGroupRequest::default();
-    request.group_id = GroupId(s("g"));
-    request.session_timeout_ms = 10_000;
-    request.rebalance_timeout_ms = 10_000;
-    request.protocol_type = s("consumer");
-    let mut protocol = JoinGroupRequestProtocol::default();
-    protocol.name = s("range");
-    protocol.metadata = Bytes::from(subscription(&[]));
-    request.protocols = vec![protocol];
+    let mut request = join_request("", Bytes::from(subscription(&[])));
     h.coordinator
         .handle_join_group(h.now_ms, meta, request.clone());
     let member_id = match H::reply_in(&h.outputs(), id) {
@@ -652,7 +603,7 @@ fn a_classic_member_id_handed_out_by_member_id_required_joins_the_consumer_group
 
 #[test]
 fn a_classic_join_replaces_an_empty_consumer_group() {
-    let mut h = H::new(MigrationPolicy::Disabled);
+    let mut h = H::with_policy(MigrationPolicy::Disabled);
     h.consumer_join();
     let outputs = h.outputs();
     h.persist(&outputs, Ok(()));
