@@ -514,7 +514,8 @@ fn encode_member_metadata(
     match &v.classic {
         None => put_unsigned_varint(out, 0),
         Some(classic) => {
-            let mut field = Vec::new();
+            // A nullable struct: a presence byte (1) before it.
+            let mut field = vec![1];
             encode_classic_metadata(&mut field, classic)?;
             put_unsigned_varint(out, 1);
             put_unsigned_varint(out, 0);
@@ -541,8 +542,13 @@ fn encode_classic_metadata(
     Ok(())
 }
 
-fn decode_classic_metadata(data: &[u8]) -> Result<ClassicMemberMetadata, DecodeError> {
+/// The tagged field's nullable struct: a presence byte (negative: null), then the struct.
+fn decode_classic_metadata(data: &[u8]) -> Result<Option<ClassicMemberMetadata>, DecodeError> {
     let mut reader = Reader::new(data);
+    if reader.i8()? < 0 {
+        reader.expect_end()?;
+        return Ok(None);
+    }
     let session_timeout_ms = reader.i32()?;
     // Each protocol takes at least a name length, a metadata length and its tag count.
     let count = reader
@@ -560,10 +566,10 @@ fn decode_classic_metadata(data: &[u8]) -> Result<ClassicMemberMetadata, DecodeE
     }
     reader.tagged_fields(TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
     reader.expect_end()?;
-    Ok(ClassicMemberMetadata {
+    Ok(Some(ClassicMemberMetadata {
         session_timeout_ms,
         supported_protocols,
-    })
+    }))
 }
 
 fn decode_member_metadata(
@@ -580,7 +586,7 @@ fn decode_member_metadata(
     let mut classic = None;
     reader.tagged_fields(TAGGED_FIELDS_MAX, |tag, data| {
         if tag == 0 {
-            classic = Some(decode_classic_metadata(data)?);
+            classic = decode_classic_metadata(data)?;
         }
         Ok(())
     })?;
