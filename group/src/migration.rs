@@ -584,7 +584,18 @@ impl Coordinator {
                 ))
             }
             ClassicRequest::Leave(group_id, leaving) => {
-                let (codes, records) = groups.classic_leave(group_id, leaving, topics, now_ms);
+                let resolved = groups.leavers(group_id, leaving);
+                let ids: BTreeSet<String> = resolved.iter().flatten().cloned().collect();
+                // Kafka's `consumerGroupFenceMembers`: nothing to fence writes nothing.
+                let downgraded = (!ids.is_empty())
+                    .then(|| self.maybe_downgrade(group_id, &ids, now_ms))
+                    .flatten();
+                let records = downgraded
+                    .unwrap_or_else(|| self.consumer_groups.fence_members(group_id, &ids, topics));
+                let codes: Vec<i16> = resolved
+                    .iter()
+                    .map(|r| r.as_ref().err().copied().unwrap_or_default())
+                    .collect();
                 Ok((
                     records,
                     Response::LeaveGroup(leave_response(meta.version, leaving, &codes)),

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use skiff_protocol::error_code as code;
 
-use super::{apply, fence_records, HeartbeatRequest};
+use super::{apply, fence_many, HeartbeatRequest};
 use crate::consumer::embedded::{self, NamedPartitions};
 use crate::consumer::group::*;
 use crate::consumer::records::{ClassicMemberMetadata, GroupMetadataValue};
@@ -421,38 +421,54 @@ impl ConsumerGroups {
         Ok(())
     }
 
-    /// LeaveGroup of classic members of a consumer group: each (member id, instance id) gets its
-    /// error code; those that may leave are fenced, their records applied and returned.
-    pub fn classic_leave(
-        &mut self,
+    /// The members a LeaveGroup names (Kafka's `classicGroupLeaveToConsumerGroup`: any member
+    /// of either protocol, by member id, or by instance id with the member id empty or its
+    /// holder's): each one's member id, or its error code.
+    pub fn leavers(
+        &self,
         group_id: &str,
         leaving: &[(String, Option<String>)],
-        topics: &TopicImage,
-        now_ms: i64,
-    ) -> (Vec<i16>, Vec<ConsumerRecord>) {
-        let mut codes = Vec::new();
-        let mut records = Vec::new();
-        let Some(group) = self.groups.get_mut(group_id) else {
-            return (vec![code::UNKNOWN_MEMBER_ID; leaving.len()], records);
-        };
-        for (member_id, instance_id) in leaving {
-            let target = ClassicTarget {
-                group_id,
-                member_id,
-                instance_id: instance_id.as_deref(),
-                generation_id: None,
-            };
-            match group.classic_member(&target).map(|m| m.member_id.clone()) {
-                Ok(found) => {
-                    let fenced = fence_records(group, &found, topics, now_ms);
-                    apply(group, &mut records, fenced);
-                    group.forget_deadlines(&found);
-                    codes.push(code::NONE);
+    ) -> Vec<Result<String, ClassicError>> {
+        let group = self.groups.get(group_id);
+        leaving
+            .iter()
+            .map(|(member_id, instance_id)| {
+                let group = group.ok_or(code::UNKNOWN_MEMBER_ID)?;
+                let member = match instance_id {
+                    None => group.members.get(member_id),
+                    Some(instance_id) => group.static_member(instance_id),
                 }
-                Err(error) => codes.push(error),
-            }
+                .ok_or(code::UNKNOWN_MEMBER_ID)?;
+                if !member_id.is_empty() && member.member_id != *member_id {
+                    return Err(code::FENCED_INSTANCE_ID);
+                }
+                Ok(member.member_id.clone())
+            })
+            .collect()
+    }
+
+    /// Fences `members` of `group_id` at once (Kafka's `consumerGroupFenceMembers`): their
+    /// records, applied here.
+    pub fn fence_members(
+        &mut self,
+        group_id: &str,
+        members: &BTreeSet<String>,
+        topics: &TopicImage,
+    ) -> Vec<ConsumerRecord> {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return Vec::new();
+        };
+        if members.is_empty() {
+            return Vec::new();
         }
-        (codes, records)
+        let members: Vec<String> = members.iter().cloned().collect();
+        let mut records = Vec::new();
+        let fenced = fence_many(group, &members, topics);
+        apply(group, &mut records, fenced);
+        for member in &members {
+            group.forget_deadlines(member);
+        }
+        records
     }
 }
 

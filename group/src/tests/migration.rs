@@ -636,3 +636,34 @@ fn a_classic_join_replaces_an_empty_consumer_group() {
     });
     assert!(rejoin, "{after:?}");
 }
+
+#[test]
+fn a_leave_group_naming_the_last_consumer_member_downgrades_the_group() {
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
+    let (leader, follower) = upgraded(&mut h);
+    let meta = h.meta(3);
+    let id = meta.request_id;
+    let mut request = LeaveGroupRequest::default();
+    request.group_id = GroupId(s("g"));
+    // Kafka's LeaveGroup may name a consumer-protocol member (an admin's removal).
+    let mut member = MemberIdentity::default();
+    member.member_id = s("c1");
+    request.members = vec![member];
+    h.coordinator.handle_leave_group(h.now_ms, meta, request);
+    let outputs = h.outputs();
+    let after = h.persist(&outputs, Ok(()));
+    match H::reply_in(&after, id) {
+        Some(Response::LeaveGroup(response)) => assert_eq!(response.members[0].error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    assert_eq!(
+        h.coordinator.group_state("g"),
+        Some(GroupState::PreparingRebalance)
+    );
+    let rejoin = ErrorCode::REBALANCE_IN_PROGRESS.code();
+    for member in [&leader, &follower] {
+        let generation = h.coordinator.group_generation("g").expect("classic");
+        assert_eq!(h.classic_heartbeat(member, generation), rejoin);
+    }
+}
