@@ -121,10 +121,8 @@
 //! until deleted), classic group metadata persistence (after a restart classic groups are empty
 //! and members rejoin; only offsets survive; a consumer group's classic members are in its
 //! records and survive), and of the migration between classic and consumer groups
-//! (`migration.rs`): Kafka's join and sync timeouts of classic members in a consumer group
-//! (a classic member told to rejoin that keeps heartbeating without rejoining is fenced only by
-//! its rebalance deadline while it revokes, not after its rebalance timeout otherwise), and the
-//! downgrade Kafka makes when a classic static member replaces a consumer-protocol one.
+//! (`migration.rs`): the downgrade Kafka makes when a classic static member replaces a
+//! consumer-protocol one.
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.

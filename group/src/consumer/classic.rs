@@ -340,6 +340,11 @@ impl ConsumerGroups {
         let after = after.map_err(|error| error.code())?;
         records.extend(after.1);
         group.refresh_session(&member_id, now_ms, &self.config);
+        group.join_deadlines.remove(&member_id);
+        let sync_ms = i64::from(join.rebalance_timeout_ms.max(0));
+        group
+            .sync_deadlines
+            .insert(member_id.clone(), now_ms.saturating_add(sync_ms));
         let protocol_name = join
             .protocols
             .first()
@@ -383,6 +388,8 @@ impl ConsumerGroups {
         if group.group_epoch > member.assignment.member_epoch
             && member.assignment.state != MemberState::UnrevokedPartitions
         {
+            let member = member.clone();
+            group.must_rejoin(&member, now_ms);
             return Err(code::REBALANCE_IN_PROGRESS);
         }
         let version = first
@@ -392,6 +399,7 @@ impl ConsumerGroups {
             embedded::encode_assignment(&by_name(&member.assignment.assigned, topics), version);
         let member_id = member.member_id.clone();
         group.refresh_session(&member_id, now_ms, &config);
+        group.sync_deadlines.remove(&member_id);
         Ok(bytes)
     }
 
@@ -416,6 +424,7 @@ impl ConsumerGroups {
             || (state == MemberState::UnreleasedPartitions
                 && !group.waiting_on_unreleased(&member));
         if rejoin {
+            group.must_rejoin(&member, now_ms);
             return Err(code::REBALANCE_IN_PROGRESS);
         }
         Ok(())
@@ -658,6 +667,15 @@ impl ConsumerGroup {
             member_id.to_owned(),
             now_ms.saturating_add(i64::from(session_ms)),
         );
+    }
+
+    /// A classic member told to rejoin must do so within its rebalance timeout (Kafka's
+    /// `scheduleConsumerGroupJoinTimeoutIfAbsent`: a deadline already running stays).
+    fn must_rejoin(&mut self, member: &Member, now_ms: i64) {
+        let timeout_ms = i64::from(member.metadata.rebalance_timeout_ms.max(0));
+        self.join_deadlines
+            .entry(member.member_id.clone())
+            .or_insert(now_ms.saturating_add(timeout_ms));
     }
 
     /// Kafka's `supportsClassicProtocols`: the consumer protocol type, and for a group with

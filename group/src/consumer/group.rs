@@ -319,6 +319,12 @@ pub struct ConsumerGroup {
     session_deadlines: BTreeMap<String, i64>,
     /// Member → (deadline, the member epoch it was set at).
     rebalance_deadlines: BTreeMap<String, (i64, i32)>,
+    /// Classic member → when it is fenced unless it rejoins (told REBALANCE_IN_PROGRESS; Kafka's
+    /// join timeout, its rebalance timeout).
+    join_deadlines: BTreeMap<String, i64>,
+    /// Classic member → when it is fenced unless it syncs (after its JoinGroup; Kafka's sync
+    /// timeout, its rebalance timeout).
+    sync_deadlines: BTreeMap<String, i64>,
 }
 
 /// A consumer group's state as Kafka names it (ConsumerGroupDescribe, ListGroups).

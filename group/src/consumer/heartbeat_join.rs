@@ -516,5 +516,7 @@ impl ConsumerGroup {
     pub(crate) fn forget_deadlines(&mut self, member_id: &str) {
         self.session_deadlines.remove(member_id);
         self.rebalance_deadlines.remove(member_id);
+        self.join_deadlines.remove(member_id);
+        self.sync_deadlines.remove(member_id);
     }
 }

@@ -154,7 +154,11 @@ impl ConsumerGroups {
             .filter(|group| include(&group.group_id))
             .flat_map(|group| {
                 let sessions = group.session_deadlines.values().copied();
-                sessions.chain(
+                let classic = group
+                    .join_deadlines
+                    .values()
+                    .chain(group.sync_deadlines.values());
+                sessions.chain(classic.copied()).chain(
                     group
                         .rebalance_deadlines
                         .values()
@@ -213,6 +217,10 @@ impl ConsumerGroups {
                 *deadline = (*deadline).max(until_ms);
             }
             for (deadline, _) in group.rebalance_deadlines.values_mut() {
+                *deadline = (*deadline).max(until_ms);
+            }
+            let classic = group.join_deadlines.values_mut();
+            for deadline in classic.chain(group.sync_deadlines.values_mut()) {
                 *deadline = (*deadline).max(until_ms);
             }
         }
@@ -365,12 +373,14 @@ impl DeleteGroupError {
     }
 }
 
-/// The members of `group` whose session, or whose rebalance deadline while still revoking at the
-/// epoch it was set at, has passed, by id.
+/// The members of `group` whose session, classic join or sync deadline, or rebalance deadline
+/// while still revoking at the epoch it was set at, has passed, by id.
 pub(super) fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
     let mut expired: Vec<String> = group
         .session_deadlines
         .iter()
+        .chain(&group.join_deadlines)
+        .chain(&group.sync_deadlines)
         .filter(|(_, deadline)| **deadline <= now_ms)
         .map(|(member, _)| member.clone())
         .collect();

@@ -667,3 +667,20 @@ fn a_leave_group_naming_the_last_consumer_member_downgrades_the_group() {
         assert_eq!(h.classic_heartbeat(member, generation), rejoin);
     }
 }
+
+#[test]
+fn a_classic_member_told_to_rejoin_that_never_does_is_fenced_after_its_rebalance_timeout() {
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
+    let (leader, _) = upgraded(&mut h);
+    let rejoin = ErrorCode::REBALANCE_IN_PROGRESS.code();
+    assert_eq!(h.classic_heartbeat(&leader, GENERATION_START), rejoin);
+    // It keeps heartbeating (its session stays alive) but never rejoins.
+    h.now_ms += 6_000;
+    assert_eq!(h.classic_heartbeat(&leader, GENERATION_START), rejoin);
+    h.now_ms += 4_001;
+    h.coordinator.tick(h.now_ms);
+    let outputs = h.outputs();
+    h.persist(&outputs, Ok(()));
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    assert!(!group.members().contains_key(&leader), "fenced by its join timeout");
+}
