@@ -472,7 +472,10 @@ def test_classic_group_upgrades_then_downgrades_online_member_by_member(members,
             # The first consumer-protocol member converted the group; the classic members stay in it.
             described = current[0].describe()
             assert (described["type"], len(described["members"])) == ("Consumer", 3), described
-    described = current[0].describe()
+    # Every member owning partitions does not mean every one acknowledged its epoch yet.
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while (described := current[0].describe())["state"] != "Stable" and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert (described["type"], described["state"], len(described["members"])) == ("Consumer", "Stable", 3)
     # Back: classic members join the consumer group; the last consumer member's leave downgrades it.
     for step in range(3):
