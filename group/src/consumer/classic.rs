@@ -323,18 +323,7 @@ impl ConsumerGroups {
             .first()
             .and_then(|(_, metadata)| embedded::decode_subscription(metadata).ok())
             .ok_or(code::INCONSISTENT_GROUP_PROTOCOL)?;
-        let updated = classic_metadata(&member.metadata, join, &subscription);
-        let bump = updated.subscribed_topic_names != member.metadata.subscribed_topic_names
-            || updated.subscribed_topic_regex != member.metadata.subscribed_topic_regex
-            || member.metadata == MemberMetadataValue::default();
-        if updated != member.metadata {
-            let record = ConsumerRecord::MemberMetadata {
-                group: group.group_id.clone(),
-                member: member_id.clone(),
-                value: Some(updated),
-            };
-            apply(&mut group, &mut records, vec![record]);
-        }
+        let bump = group.update_classic_metadata(&member, join, &subscription, &mut records);
         let owned = by_id(&subscription.owned_partitions, topics);
         let after = group.classic_rebalance(&self.config, &member_id, bump, owned, topics, now_ms);
         let after = after.map_err(|error| error.code())?;
@@ -667,6 +656,30 @@ impl ConsumerGroup {
             member_id.to_owned(),
             now_ms.saturating_add(i64::from(session_ms)),
         );
+    }
+
+    /// Records a classic member's changed metadata; returns whether its subscription changed
+    /// (the group epoch is bumped then; a new member's always is).
+    fn update_classic_metadata(
+        &mut self,
+        member: &Member,
+        join: &ClassicJoin,
+        subscription: &embedded::Subscription,
+        records: &mut Vec<ConsumerRecord>,
+    ) -> bool {
+        let updated = classic_metadata(&member.metadata, join, subscription);
+        let bump = updated.subscribed_topic_names != member.metadata.subscribed_topic_names
+            || updated.subscribed_topic_regex != member.metadata.subscribed_topic_regex
+            || member.metadata == MemberMetadataValue::default();
+        if updated != member.metadata {
+            let record = ConsumerRecord::MemberMetadata {
+                group: self.group_id.clone(),
+                member: member.member_id.clone(),
+                value: Some(updated),
+            };
+            apply(self, records, vec![record]);
+        }
+        bump
     }
 
     /// A classic member told to rejoin must do so within its rebalance timeout (Kafka's

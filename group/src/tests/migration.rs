@@ -377,17 +377,7 @@ fn the_policy_and_the_embedded_protocol_decide_whether_a_classic_group_upgrades(
 fn a_classic_member_leaving_a_consumer_group_is_fenced_once_durable() {
     let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, follower) = upgraded(&mut h);
-    let meta = h.meta(3);
-    let id = meta.request_id;
-    let mut request = LeaveGroupRequest::default();
-    request.group_id = GroupId(s("g"));
-    let mut member = MemberIdentity::default();
-    member.member_id = s(&leader);
-    let mut unknown = MemberIdentity::default();
-    unknown.member_id = s("nobody");
-    request.members = vec![member, unknown];
-    h.coordinator.handle_leave_group(h.now_ms, meta, request);
-    let outputs = h.outputs();
+    let (outputs, id) = h.leave(&[&leader, "nobody"]);
     assert!(H::reply_in(&outputs, id).is_none());
     let after = h.persist(&outputs, Ok(()));
     match H::reply_in(&after, id) {
@@ -438,6 +428,25 @@ fn a_classic_group_with_a_malformed_subscription_is_not_upgraded() {
 }
 
 impl H {
+    /// A LeaveGroup (v3) naming `members` of "g"; returns the outputs and the request id.
+    fn leave(&mut self, members: &[&str]) -> (Vec<Output>, u64) {
+        let meta = self.meta(3);
+        let id = meta.request_id;
+        let mut request = LeaveGroupRequest::default();
+        request.group_id = GroupId(s("g"));
+        request.members = members
+            .iter()
+            .map(|member_id| {
+                let mut member = MemberIdentity::default();
+                member.member_id = s(member_id);
+                member
+            })
+            .collect();
+        self.coordinator
+            .handle_leave_group(self.now_ms, meta, request);
+        (self.outputs(), id)
+    }
+
     /// The consumer-protocol member c1 leaves (epoch -1); returns the outputs and the request id.
     fn consumer_leave(&mut self) -> (Vec<Output>, u64) {
         let meta = self.meta(1);
@@ -641,16 +650,8 @@ fn a_classic_join_replaces_an_empty_consumer_group() {
 fn a_leave_group_naming_the_last_consumer_member_downgrades_the_group() {
     let mut h = H::with_policy(MigrationPolicy::Bidirectional);
     let (leader, follower) = upgraded(&mut h);
-    let meta = h.meta(3);
-    let id = meta.request_id;
-    let mut request = LeaveGroupRequest::default();
-    request.group_id = GroupId(s("g"));
     // Kafka's LeaveGroup may name a consumer-protocol member (an admin's removal).
-    let mut member = MemberIdentity::default();
-    member.member_id = s("c1");
-    request.members = vec![member];
-    h.coordinator.handle_leave_group(h.now_ms, meta, request);
-    let outputs = h.outputs();
+    let (outputs, id) = h.leave(&["c1"]);
     let after = h.persist(&outputs, Ok(()));
     match H::reply_in(&after, id) {
         Some(Response::LeaveGroup(response)) => assert_eq!(response.members[0].error_code, 0),
@@ -682,5 +683,8 @@ fn a_classic_member_told_to_rejoin_that_never_does_is_fenced_after_its_rebalance
     let outputs = h.outputs();
     h.persist(&outputs, Ok(()));
     let group = h.coordinator.consumer_groups().group("g").expect("group");
-    assert!(!group.members().contains_key(&leader), "fenced by its join timeout");
+    assert!(
+        !group.members().contains_key(&leader),
+        "fenced by its join timeout"
+    );
 }
