@@ -23,14 +23,18 @@
 //! within [`CONSUMER_WRITE_BYTES_MAX`]: the heartbeat that would take it over is undone and
 //! waits, first in line, for the next write.
 //!
-//! Routing, as Kafka 4.1.1's `GroupMetadataManager` with `group.consumer.migration.policy=disabled`
-//! (online upgrade and downgrade are not implemented): a heartbeat for a group id held by a
-//! classic group is refused with GROUP_ID_NOT_FOUND (`getOrMaybeCreateConsumerGroup`, and
-//! `consumerGroup` for a leave), except that a joining heartbeat (epoch 0) takes over an Empty
-//! classic group (`maybeDeleteEmptyClassicGroup`; Skiff writes no classic group record, so there
-//! is nothing to delete, and the group's committed offsets stay with the group id, as Kafka
-//! keeps them). JoinGroup on a consumer group is refused in `membership.rs`.
-//!
+//! Routing, as Kafka 4.1.1's `GroupMetadataManager` (`getOrMaybeCreateConsumerGroup`,
+//! `consumerGroup`): a heartbeat for a group id held by a classic group is refused with
+//! GROUP_ID_NOT_FOUND ("Group <id> is not a consumer group."), except a joining heartbeat
+//! (epoch 0): it takes over an Empty classic group (`maybeDeleteEmptyClassicGroup`; Skiff writes
+//! no classic group record, so there is nothing to delete, and the group's committed offsets stay
+//! with the group id, as Kafka keeps them), and it upgrades a non-empty one when
+//! `validateOnlineUpgrade` allows (the policy, the consumer protocol type, the size; otherwise
+//! Kafka's message why not), the conversion's records going out in the heartbeat's write
+//! (`migration.rs`). A consumer-protocol member's leave that leaves only classic members
+//! downgrades the group when the policy allows. Classic requests on a consumer group are
+//! `migration.rs`'s and ride the same writes: the parked requests are of either kind.
+
 //! Must never: reply to a heartbeat before its records are durable, keep a change whose write
 //! failed, or have two writes of one group in flight.
 
@@ -91,17 +95,17 @@ pub(super) struct ConsumerWrite {
 }
 
 /// A heartbeat's reply waiting for a write's result: request, version, the answer if it succeeds.
-type HeartbeatReply = (RequestId, i16, ConsumerGroupHeartbeatResponse);
+type HeartbeatReply = (RequestId, i16, Response);
 
 /// What one heartbeat did, before anything is answered or written.
-enum HeartbeatRun {
+pub(super) enum HeartbeatRun {
     /// Refused; the group is unchanged.
-    Refused(ConsumerGroupHeartbeatResponse),
+    Refused(Response),
     /// Applied to the group (`before` it, boxed: a group is large); `records` may be empty.
     Applied {
         before: Box<Option<ConsumerGroup>>,
         records: Vec<ConsumerRecord>,
-        response: ConsumerGroupHeartbeatResponse,
+        response: Response,
     },
 }
 
@@ -115,26 +119,39 @@ struct HeartbeatBatch {
     bytes: usize,
 }
 
-/// A heartbeat waiting for its group's write.
+/// A request waiting for its group's write.
 #[derive(Debug)]
-struct ParkedHeartbeat {
-    meta: RequestMeta,
-    request: HeartbeatRequest,
+pub(super) struct ParkedHeartbeat {
+    pub(super) meta: RequestMeta,
+    pub(super) request: ParkedRequest,
+}
+
+/// What a parked request asks.
+#[derive(Debug)]
+pub(super) enum ParkedRequest {
+    /// ConsumerGroupHeartbeat.
+    Consumer(HeartbeatRequest),
+    /// A classic member's request to the consumer group (`migration.rs`).
+    Classic(crate::migration::ClassicRequest),
 }
 
 /// The consumer groups' side of the coordinator: the topic image, writes in flight, parked
 /// heartbeats.
 #[derive(Debug, Default)]
 pub(super) struct ConsumerSide {
-    topics: TopicImage,
+    pub(super) topics: TopicImage,
+    /// Classic groups upgraded by a write in flight, as they were: put back if it fails.
+    pub(super) upgraded: BTreeMap<String, crate::state::Group>,
+    /// Consumer groups downgraded by a write in flight: their classic membership goes if it fails.
+    pub(super) downgraded: std::collections::BTreeSet<String>,
     writes: BTreeMap<ConsumerWriteId, ConsumerWrite>,
     /// Group → its write in flight.
     busy: BTreeMap<String, ConsumerWriteId>,
     parked: BTreeMap<String, VecDeque<ParkedHeartbeat>>,
-    parked_count: usize,
+    pub(super) parked_count: usize,
     next_write: ConsumerWriteId,
     /// The latest time seen (parked heartbeats run at it when their group's write is done).
-    now_ms: i64,
+    pub(super) now_ms: i64,
     /// A partition was loaded: its members get sessions at the next tick.
     activation_pending: bool,
 }
@@ -164,32 +181,56 @@ impl Coordinator {
                 let code = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
                 return self.reply_heartbeat_error(&meta, code, None);
             }
-            self.consumer.parked_count += 1;
-            let queue = self.consumer.parked.entry(request.group_id.clone());
-            queue
-                .or_default()
-                .push_back(ParkedHeartbeat { meta, request });
-            return;
+            let group_id = request.group_id.clone();
+            let request = ParkedRequest::Consumer(request);
+            return self.park(group_id, ParkedHeartbeat { meta, request });
         }
-        self.run_heartbeat(meta, &request, now_ms);
+        self.run_heartbeat(meta, &ParkedRequest::Consumer(request), now_ms);
     }
 
-    /// Runs a heartbeat with no write of its group in flight: answered at once unless it writes.
-    fn run_heartbeat(&mut self, meta: RequestMeta, request: &HeartbeatRequest, now_ms: i64) {
-        match self.apply_heartbeat(&meta, request, now_ms) {
+    /// Queues a request behind its group's write in flight (the caller checked the bound).
+    pub(super) fn park(&mut self, group_id: String, parked: ParkedHeartbeat) {
+        self.consumer.parked_count += 1;
+        let queue = self.consumer.parked.entry(group_id);
+        queue.or_default().push_back(parked);
+    }
+
+    /// Runs a request with no write of its group in flight: answered at once unless it writes.
+    pub(super) fn run_heartbeat(
+        &mut self,
+        meta: RequestMeta,
+        request: &ParkedRequest,
+        now_ms: i64,
+    ) {
+        let group_id = match request {
+            ParkedRequest::Consumer(request) => request.group_id.clone(),
+            ParkedRequest::Classic(request) => request.group_id().to_owned(),
+        };
+        match self.apply_parked(&meta, request, now_ms) {
             HeartbeatRun::Applied {
                 before,
                 records,
                 response,
             } if !records.is_empty() => {
                 let reply = (meta.request_id, meta.version, response);
-                let group_id = request.group_id.clone();
                 self.write_consumer_records(group_id, *before, vec![reply], records);
             }
             HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
-                let reply = Response::ConsumerGroupHeartbeat(response);
-                self.reply(meta.request_id, meta.version, reply);
+                self.reply(meta.request_id, meta.version, response);
             }
+        }
+    }
+
+    /// Applies a parked request of either kind.
+    fn apply_parked(
+        &mut self,
+        meta: &RequestMeta,
+        request: &ParkedRequest,
+        now_ms: i64,
+    ) -> HeartbeatRun {
+        match request {
+            ParkedRequest::Consumer(request) => self.apply_heartbeat(meta, request, now_ms),
+            ParkedRequest::Classic(request) => self.apply_classic(meta, request, now_ms),
         }
     }
 
@@ -200,14 +241,25 @@ impl Coordinator {
         request: &HeartbeatRequest,
         now_ms: i64,
     ) -> HeartbeatRun {
+        let refused = |code: i16, message: Option<String>| {
+            HeartbeatRun::Refused(Response::ConsumerGroupHeartbeat(heartbeat_error(
+                code, message,
+            )))
+        };
         if let Some(error) = self.unavailable_for(&request.group_id) {
-            return HeartbeatRun::Refused(heartbeat_error(error.code(), None));
+            return refused(error.code(), None);
         }
         if let Err(error) = self.route_heartbeat(request, meta.version) {
-            let message = Some(error.message().to_owned());
-            return HeartbeatRun::Refused(heartbeat_error(error.code(), message));
+            return refused(error.code(), Some(error.message().to_owned()));
         }
         let before = Box::new(self.consumer_groups.group(&request.group_id).cloned());
+        let upgraded = match self.maybe_upgrade(request, now_ms) {
+            Ok(records) => records,
+            Err(error) => return refused(error.code(), Some(error.message().to_owned())),
+        };
+        if let Some(run) = self.leave_downgrading(request, &before, now_ms) {
+            return run;
+        }
         let fresh_member_id = if request.member_id.is_empty() {
             self.new_member_id(&meta.client_id)
         } else {
@@ -225,14 +277,48 @@ impl Coordinator {
         match result {
             Ok(outcome) => HeartbeatRun::Applied {
                 before,
-                records: outcome.records,
-                response: heartbeat_response(outcome.response),
+                records: upgraded.into_iter().chain(outcome.records).collect(),
+                response: Response::ConsumerGroupHeartbeat(heartbeat_response(outcome.response)),
             },
             Err(error) => {
-                let message = Some(error.message().to_owned());
-                HeartbeatRun::Refused(heartbeat_error(error.code(), message))
+                // An upgrade made for this heartbeat is undone with it (Kafka discards both).
+                self.undo_upgrade(&request.group_id);
+                refused(error.code(), Some(error.message().to_owned()))
             }
         }
+    }
+
+    /// A consumer-protocol member's leave (epoch -1) after which only classic members remain: the
+    /// group is downgraded instead of the member fenced (Kafka's `consumerGroupFenceMember`).
+    fn leave_downgrading(
+        &mut self,
+        request: &HeartbeatRequest,
+        before: &Option<ConsumerGroup>,
+        now_ms: i64,
+    ) -> Option<HeartbeatRun> {
+        if request.member_epoch != epochs::LEAVE {
+            return None;
+        }
+        let group = before.as_ref()?;
+        let member = match &request.instance_id {
+            Some(instance) => group.static_member(instance)?,
+            None => group.members().get(&request.member_id)?,
+        };
+        if member.member_id != request.member_id {
+            return None;
+        }
+        let leaving = std::collections::BTreeSet::from([member.member_id.clone()]);
+        let records = self.maybe_downgrade(&request.group_id, &leaving, now_ms)?;
+        let response = ConsumerGroupHeartbeatResponse {
+            member_id: Some(request.member_id.clone()),
+            member_epoch: epochs::LEAVE,
+            ..ConsumerGroupHeartbeatResponse::default()
+        };
+        Some(HeartbeatRun::Applied {
+            before: Box::new(before.clone()),
+            records,
+            response: Response::ConsumerGroupHeartbeat(response),
+        })
     }
 
     /// Kafka's refusals of a heartbeat by the kind of group that holds its id (module doc).
@@ -257,9 +343,12 @@ impl Coordinator {
                 if classic.state == GroupState::Empty {
                     Ok(())
                 } else {
-                    not_found(format!(
-                        "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
-                    ))
+                    // Kafka's `validateOnlineUpgrade`; the upgrade itself is `maybe_upgrade`.
+                    self.consumer_groups.check_upgrade(
+                        group_id,
+                        classic.protocol_type.as_deref(),
+                        classic.members.len(),
+                    )
                 }
             }
             Some(_) => not_found(format!("Group {group_id} is not a consumer group.")),
@@ -267,7 +356,7 @@ impl Coordinator {
     }
 
     /// Hands a group's records to the driver; the group is busy until their result.
-    fn write_consumer_records(
+    pub(super) fn write_consumer_records(
         &mut self,
         group_id: String,
         before: Option<ConsumerGroup>,
@@ -344,8 +433,14 @@ impl Coordinator {
             )
         } else {
             self.consumer.busy.remove(&group_id);
+            if result.is_ok() {
+                self.consumer.upgraded.remove(&group_id);
+                self.consumer.downgraded.remove(&group_id);
+            }
             result.err().map(|error| {
+                self.undo_downgrade(&group_id);
                 self.consumer_groups.restore(&group_id, before);
+                self.undo_upgrade(&group_id);
                 if replies.is_empty() {
                     let retry_ms = self.consumer.now_ms.saturating_add(EXPIRY_RETRY_BACKOFF_MS);
                     self.consumer_groups.postpone_deadlines(&group_id, retry_ms);
@@ -358,14 +453,10 @@ impl Coordinator {
         }
         for (request_id, version, response) in replies {
             let response = match error_code {
-                Some(code) => heartbeat_error(code, None),
+                Some(code) => crate::migration::failed_response(&response, version, code),
                 None => response,
             };
-            self.reply(
-                request_id,
-                version,
-                Response::ConsumerGroupHeartbeat(response),
-            );
+            self.reply(request_id, version, response);
         }
         self.run_parked(&group_id);
     }
@@ -379,7 +470,7 @@ impl Coordinator {
         let mut batch = HeartbeatBatch::default();
         while let Some(parked) = self.unpark(group_id) {
             let now_ms = self.consumer.now_ms;
-            let run = self.apply_heartbeat(&parked.meta, &parked.request, now_ms);
+            let run = self.apply_parked(&parked.meta, &parked.request, now_ms);
             let reply = |response| (parked.meta.request_id, parked.meta.version, response);
             match run {
                 HeartbeatRun::Applied {
@@ -405,7 +496,6 @@ impl Coordinator {
                 HeartbeatRun::Refused(response) | HeartbeatRun::Applied { response, .. } => {
                     if batch.records.is_empty() {
                         let (request_id, version, response) = reply(response);
-                        let response = Response::ConsumerGroupHeartbeat(response);
                         self.reply(request_id, version, response);
                     } else {
                         // It may show what the batch changed: answered once that is durable.
@@ -448,10 +538,20 @@ impl Coordinator {
                 pending.orphaned = true;
             }
         }
+        self.consumer.upgraded.remove(group_id);
+        self.consumer.downgraded.remove(group_id);
         for parked in self.consumer.parked.remove(group_id).unwrap_or_default() {
             self.consumer.parked_count -= 1;
             let code = ErrorCode::NOT_COORDINATOR.code();
-            self.reply_heartbeat_error(&parked.meta, code, None);
+            let response = match &parked.request {
+                ParkedRequest::Consumer(_) => {
+                    Response::ConsumerGroupHeartbeat(heartbeat_error(code, None))
+                }
+                ParkedRequest::Classic(request) => {
+                    request.error_response(parked.meta.version, code)
+                }
+            };
+            self.reply(parked.meta.request_id, parked.meta.version, response);
         }
     }
 
@@ -474,6 +574,11 @@ impl Coordinator {
                 continue;
             }
             let before = self.consumer_groups.group(&group_id).cloned();
+            let expired = self.consumer_groups.expired_members(&group_id, now_ms);
+            if let Some(records) = self.maybe_downgrade(&group_id, &expired, now_ms) {
+                self.write_consumer_records(group_id, before, Vec::new(), records);
+                continue;
+            }
             let records = self
                 .consumer_groups
                 .expire(&group_id, now_ms, &self.consumer.topics);
@@ -551,10 +656,12 @@ impl Coordinator {
     }
 
     fn described_member(&self, member: MemberDescription, version: i16) -> DescribedMember {
-        let member_type = if version >= DESCRIBE_MEMBER_TYPE_VERSION_MIN {
-            member_type::CONSUMER
-        } else {
+        let member_type = if version < DESCRIBE_MEMBER_TYPE_VERSION_MIN {
             member_type::UNKNOWN
+        } else if member.classic {
+            member_type::CLASSIC
+        } else {
+            member_type::CONSUMER
         };
         DescribedMember {
             member_id: member.member_id,

@@ -310,6 +310,12 @@ impl Coordinator {
         self.groups.get(group_id).map(|group| group.state)
     }
 
+    /// A classic group's generation (simulations check that it only grows).
+    #[cfg(test)]
+    pub(crate) fn group_generation(&self, group_id: &str) -> Option<i32> {
+        self.groups.get(group_id).map(|group| group.generation_id)
+    }
+
     /// The current generation of a group, if the coordinator holds it.
     pub fn generation_id(&self, group_id: &str) -> Option<i32> {
         self.groups.get(group_id).map(|group| group.generation_id)

@@ -46,10 +46,11 @@
 //!    - [`Output::PersistOffsetDeletes`]: the same for tombstones ([`OffsetLogEntry::Delete`]),
 //!      answered with [`Coordinator::deletes_persisted`] (DeleteGroups, OffsetDelete);
 //!    - [`Output::PersistConsumerRecords`]: a consumer group's (KIP-848) records, from a
-//!      ConsumerGroupHeartbeat or from the tick's session and rebalance expiries: append them as
-//!      one batch ([`offsets_log::encode_consumer_batch`]) to the named partition, then call
-//!      [`Coordinator::consumer_records_persisted`] with the write id; only that call answers the
-//!      heartbeat, and a failed write rolls the group back (`consumer_coord.rs`).
+//!      ConsumerGroupHeartbeat, a classic member's JoinGroup or LeaveGroup in a consumer group,
+//!      an online upgrade or downgrade, or the tick's session and rebalance expiries: append
+//!      them as one batch ([`offsets_log::encode_consumer_batch`]) to the named partition, then
+//!      call [`Coordinator::consumer_records_persisted`] with the write id; only that call
+//!      answers the requests, and a failed write rolls the group back (`consumer_coord.rs`).
 //! 4. After an end-transaction marker was appended to a led `__consumer_offsets` partition and
 //!    replicated (the partition's WriteTxnMarkers), the driver calls
 //!    [`Coordinator::complete_transaction`]: a COMMIT makes the producer's pending offsets of
@@ -90,9 +91,12 @@
 //! - `txn_offsets.rs`: TxnOffsetCommit (KIP-447's fencing), the pending transactional offsets,
 //!   their completion by a marker (live or replayed), and their bound.
 //! - `admin.rs`: DescribeGroups, ListGroups.
-//! - `consumer_coord.rs`: ConsumerGroupHeartbeat and ConsumerGroupDescribe routed by group id
-//!   (a classic group's id is answered as Kafka 4.1.1 does with migration disabled), their
-//!   writes, one in flight per group, rolled back when they fail, and the expiries' writes.
+//! - `consumer_coord.rs`: ConsumerGroupHeartbeat and ConsumerGroupDescribe routed by group id,
+//!   their writes, one in flight per group, rolled back when they fail, and the expiries' writes.
+//! - `migration.rs`: classic and consumer groups under one id as Kafka 4.1.1 runs them with
+//!   `group.consumer.migration.policy`: the online upgrade and downgrade, an empty consumer group
+//!   replaced by a classic one, and classic JoinGroup/SyncGroup/Heartbeat/LeaveGroup served by a
+//!   consumer group through the consumer groups' write path.
 //! - `deletion.rs`: DeleteGroups and OffsetDelete (tombstones through
 //!   [`Output::PersistOffsetDeletes`], answered after [`Coordinator::deletes_persisted`]).
 //! - [`offsets_log`]: key/value bytes of one commit and their v2-batch wrapping (bounded decode);
@@ -101,21 +105,24 @@
 //! - [`consumer`]: KIP-848 consumer groups as Kafka 4.1.1 runs them, pure: `assignor` (uniform,
 //!   range), `reconcile` (a member's step towards its target), `regex` (topic patterns),
 //!   `records` (the `__consumer_offsets` records, byte-compatible), `group` (the heartbeat state
-//!   machine, deadlines, offset validation, describe). A group id names a classic group or a
-//!   consumer group; the driver routes it (`consumer/mod.rs`).
+//!   machine, deadlines, offset validation, describe), `classic` (classic members in a consumer
+//!   group, the conversions' consumer side), `embedded` (the consumer protocol inside classic
+//!   JoinGroup/SyncGroup bytes). A group id names a classic group or a consumer group; the
+//!   coordinator routes it (`consumer/mod.rs`).
 //! - `sim.rs` (tests only): a seeded simulation of many members checking the invariants, and
 //!   `sim/txn.rs` one of transactional producers, markers and restarts, `sim/consumer.rs` one of
 //!   KIP-848 clients heartbeating through the coordinator, revoking, crashing and pausing while
-//!   writes fail and the coordinator restarts by replaying only its durable records;
+//!   writes fail and the coordinator restarts by replaying only its durable records,
+//!   `sim/migration.rs` one of classic and consumer-protocol clients replacing each other so the
+//!   group is upgraded and downgraded again and again;
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
 //! until deleted), classic group metadata persistence (after a restart classic groups are empty
-//! and members rejoin; only offsets survive), and of the consumer-group (KIP-848) protocol: the
-//! broker's ConsumerGroupHeartbeat / ConsumerGroupDescribe handlers (the driver already persists
-//! the records), OffsetCommit/OffsetFetch v9 for consumer groups, ListGroups / DescribeGroups /
-//! DeleteGroups of consumer groups, classic members in a consumer group and migration between
-//! classic and consumer groups.
+//! and members rejoin; only offsets survive; a consumer group's classic members are in its
+//! records and survive), and of the migration between classic and consumer groups
+//! (`migration.rs`): the downgrade Kafka makes when a classic static member replaces a
+//! consumer-protocol one.
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.
@@ -135,6 +142,7 @@ mod coordinator;
 mod deletion;
 mod loading;
 mod membership;
+mod migration;
 mod offsets;
 mod txn_offsets;
 

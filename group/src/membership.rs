@@ -4,6 +4,10 @@
 //! arrive) → CompletingRebalance (new generation; wait for the leader's SyncGroup, or the sync
 //! deadline) → Stable.
 //!
+//! A group id held by a consumer group is not a classic group's: each handler first hands such
+//! requests to `migration.rs` (a non-empty consumer group serves classic members; a JoinGroup for
+//! an empty one replaces it by a classic group).
+//!
 //! Must never: answer a parked request twice or drop one (every path that removes a member or
 //! leaves a state answers what was parked), or let two generations be handed out at once.
 
@@ -44,6 +48,14 @@ impl Coordinator {
     pub fn handle_join_group(&mut self, now_ms: i64, meta: RequestMeta, request: JoinGroupRequest) {
         let member_id = request.member_id.as_str().to_owned();
         let group_id = request.group_id.0.as_str().to_owned();
+        if self.consumer_group_serves(&group_id, true) {
+            // A classic member of a consumer group (`migration.rs`).
+            return self.join_consumer_group(now_ms, meta, request);
+        }
+        if let Err(error) = self.replace_empty_consumer_group(&group_id) {
+            let response = join_error(meta.version, code(error), &member_id);
+            return self.reply(meta.request_id, meta.version, Response::JoinGroup(response));
+        }
         match self.join_group(now_ms, &meta, &group_id, &member_id, request) {
             Ok(()) => {}
             Err(error) => {
@@ -55,10 +67,10 @@ impl Coordinator {
     }
 
     /// Whether a JoinGroup for `group_id` may go on here: coordinated and loaded, a valid id,
-    /// not a consumer group's. Kafka 4.1.1 lets a classic member with the consumer protocol
-    /// join a consumer group (and turns an empty one into a classic group); Skiff does not, so
-    /// it answers as Kafka does for protocols the group does not support
-    /// (`throwIfClassicProtocolIsNotSupported`), and Kafka too checks the group's kind first.
+    /// not a consumer group's. A non-empty consumer group serves classic members and an empty
+    /// one is replaced by a classic group (`migration.rs`, both before this); what is left is a
+    /// consumer group not yet deleted, answered as Kafka answers protocols a group does not
+    /// support.
     fn check_join_target(&self, group_id: &str) -> Result<(), ErrorCode> {
         if let Some(error) = self.unavailable_for(group_id) {
             return Err(error);
@@ -505,6 +517,9 @@ impl Coordinator {
     /// SyncGroup, every version. Followers are parked until the leader's assignment arrives; the
     /// leader's SyncGroup completes the rebalance.
     pub fn handle_sync_group(&mut self, now_ms: i64, meta: RequestMeta, request: SyncGroupRequest) {
+        if self.consumer_group_serves(request.group_id.0.as_str(), false) {
+            return self.sync_consumer_group(now_ms, meta, &request);
+        }
         let parked = Parked {
             request_id: meta.request_id,
             version: meta.version,
@@ -607,6 +622,9 @@ impl Coordinator {
     /// Heartbeat, every version: keeps the session alive and tells the member whether it must
     /// rejoin (REBALANCE_IN_PROGRESS).
     pub fn handle_heartbeat(&mut self, now_ms: i64, meta: RequestMeta, request: HeartbeatRequest) {
+        if self.consumer_group_serves(request.group_id.0.as_str(), false) {
+            return self.heartbeat_consumer_group(now_ms, meta, &request);
+        }
         let error_code = match self.heartbeat(now_ms, meta.version, &request) {
             Ok(()) => 0,
             Err(error) => code(error),
@@ -669,6 +687,9 @@ impl Coordinator {
         } else {
             vec![(request.member_id.as_str().to_owned(), None)]
         };
+        if self.consumer_group_serves(&group_id, false) {
+            return self.leave_consumer_group(now_ms, meta, group_id, leaving);
+        }
         let mut response = LeaveGroupResponse::default();
         let group_error = if let Some(error) = self.unavailable_for(&group_id) {
             Some(error)

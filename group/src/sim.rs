@@ -29,6 +29,7 @@
 //! Must never: read a clock or sleep.
 
 mod consumer;
+mod migration;
 mod txn;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -18,6 +18,7 @@ use skiff_protocol::error_code::ErrorCode;
 use super::*;
 
 mod deletion;
+pub(crate) mod harness;
 mod txn;
 
 const SESSION_MS: i32 = 10_000;

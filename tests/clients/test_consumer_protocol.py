@@ -14,6 +14,13 @@ member, each printing what it reads, commits and owns as JSON lines) and conflue
   and client-side (`java.util.regex.Pattern`), pick up a topic created later.
 - A confluent-kafka member and a Java member share a group: both get partitions, every record is
   consumed once; once both left, DeleteGroups deletes the group.
+- Online upgrade (`group.consumer.migration.policy`, Kafka's default `bidirectional`): a classic
+  group of three Java members (`group.protocol=classic`, Kafka's default assignors) consuming while
+  records arrive is upgraded member by member (each stopped and started again with
+  `group.protocol=consumer`); the first consumer-protocol member turns the group into a consumer
+  group that keeps serving the classic members; then downgraded the same way (the last
+  consumer-protocol member's leave turns it back into a classic group); no record is lost or read
+  twice past its commit.
 
 The broker runs with the session timeout and its minimum at 10 s and the heartbeat interval at
 1 s, so a kill costs seconds."""
@@ -70,9 +77,9 @@ def now_ms():
 class Member:
     """One ConsumerProtocolMember JVM: its events as they arrive, and commands on its stdin."""
 
-    def __init__(self, classes, bootstrap, group, subscription, instance_id="-"):
+    def __init__(self, classes, bootstrap, group, subscription, instance_id="-", protocol="consumer"):
         args = ["java", *JVM_OPTIONS, "-cp", f"{classes}:{classpath()}", "skiff.ConsumerProtocolMember",
-                bootstrap, group, subscription, instance_id]
+                bootstrap, group, subscription, instance_id, protocol]
         self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         self.events = []
@@ -152,8 +159,8 @@ class Member:
 def members(java_classes, module_broker):
     started = []
 
-    def start(group, subscription, instance_id="-"):
-        member = Member(java_classes, module_broker.bootstrap, group, subscription, instance_id)
+    def start(group, subscription, instance_id="-", protocol="consumer"):
+        member = Member(java_classes, module_broker.bootstrap, group, subscription, instance_id, protocol)
         started.append(member)
         return member
 
@@ -419,3 +426,65 @@ def test_confluent_kafka_and_java_members_share_a_group_then_it_is_deleted(membe
         future.result(30)
     listed = admin.list_consumer_groups().result(30)
     assert group not in {listing.group_id for listing in listed.valid}
+
+
+def check_read_once_past_commits(readers):
+    """No record is read twice unless every earlier reader of it stopped without committing past
+    it (a member commits after each poll, so only a poll cut short by a revocation may repeat)."""
+    committed = {}
+    for member in readers:
+        for commit in member.of("commit"):
+            for t, p, offset in commit["parts"]:
+                key = (id(member), t, p)
+                committed[key] = max(committed.get(key, 0), offset)
+    reads = {}
+    for member in readers:
+        for t, p, o, ms in member.records():
+            reads.setdefault((t, p, o), []).append((ms, member))
+    for (t, p, o), seen in reads.items():
+        seen.sort(key=lambda read: read[0])
+        for _, earlier in seen[:-1]:
+            assert committed.get((id(earlier), t, p), 0) <= o, \
+                f"{t}-{p}@{o} read {len(seen)} times, the first reader had committed past it"
+
+
+def test_classic_group_upgrades_then_downgrades_online_member_by_member(members, module_broker):
+    topic, partitions, group = "kip848-upgrade", 12, "kip848-upgrade-g"
+    create_topic(module_broker.bootstrap, topic, partitions)
+    everything = {(topic, p) for p in range(partitions)}
+    current = [members(group, f"topics:{topic}", "-", "classic") for _ in range(3)]
+    covered = lambda: (all(m.assignment() for m in current)
+                       and disjoint_cover([m.assignment() for m in current], everything))
+    wait_all(current, covered, "three classic members owning all 12 partitions")
+    producer = SteadyProducer(module_broker.bootstrap, topic, partitions, per_second=200).start()
+    wait_all(current, lambda: all(m.of("commit") for m in current), "each classic member committing")
+    retired = []
+
+    def replace(step, protocol):
+        retired.append(current[step])
+        current[step].stop()
+        current[step] = members(group, f"topics:{topic}", "-", protocol)
+        wait_all(current, covered, f"{protocol} member {step + 1} in: the three owning all 12 partitions")
+
+    for step in range(3):
+        replace(step, "consumer")
+        if step == 0:
+            # The first consumer-protocol member converted the group; the classic members stay in it.
+            described = current[0].describe()
+            assert (described["type"], len(described["members"])) == ("Consumer", 3), described
+    # Every member owning partitions does not mean every one acknowledged its epoch yet.
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while (described := current[0].describe())["state"] != "Stable" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (described["type"], described["state"], len(described["members"])) == ("Consumer", "Stable", 3)
+    # Back: classic members join the consumer group; the last consumer member's leave downgrades it.
+    for step in range(3):
+        replace(step, "classic")
+    described = current[0].describe()
+    assert (described["type"], len(described["members"])) == ("Classic", 3), described
+    time.sleep(1)
+    delivered = producer.stop()
+    wanted = {(topic, p, o) for p, o in delivered}
+    read = lambda: {(t, p, o) for m in (*retired, *current) for t, p, o, _ in m.records()}
+    wait_all(current, lambda: wanted <= read(), "every delivered record read", timeout_s=CONSUME_TIMEOUT_S)
+    check_read_once_past_commits([*retired, *current])

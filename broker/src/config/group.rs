@@ -125,6 +125,61 @@ impl fmt::Debug for ConsumerAssignors {
     }
 }
 
+/// Kafka's `group.consumer.migration.policy`: whether a classic group is upgraded online to a
+/// consumer group when a consumer-protocol member joins it (`upgrade`), a consumer group
+/// downgraded when its last consumer-protocol member leaves (`downgrade`), both
+/// (`bidirectional`, Kafka 4.1.1's default) or neither (`disabled`); case-insensitive.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub enum ConsumerMigrationPolicy {
+    /// Neither.
+    Disabled,
+    /// Classic to consumer.
+    Upgrade,
+    /// Consumer to classic.
+    Downgrade,
+    /// Both.
+    #[default]
+    Bidirectional,
+}
+
+impl ConsumerMigrationPolicy {
+    const NAMES: [(&'static str, Self); 4] = [
+        ("bidirectional", Self::Bidirectional),
+        ("upgrade", Self::Upgrade),
+        ("downgrade", Self::Downgrade),
+        ("disabled", Self::Disabled),
+    ];
+
+    /// One of Kafka's names, in any case.
+    pub fn parse(key: &str, text: &str) -> Result<Self, ConfigError> {
+        Self::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(text.trim()))
+            .map(|(_, policy)| *policy)
+            .ok_or_else(|| {
+                invalid(
+                    key,
+                    format!("'{text}' is not one of bidirectional, upgrade, downgrade, disabled"),
+                )
+            })
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, policy)| *policy == self)
+            .map_or("bidirectional", |(name, _)| name)
+    }
+}
+
+/// Written as a config file writes it, as every config type's `Debug` must be.
+impl fmt::Debug for ConsumerMigrationPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 const _: () = assert!(SESSION_TIMEOUT_MS_MIN_DEFAULT <= SESSION_TIMEOUT_MS_MAX_DEFAULT);
 const _: () = assert!(
     CONSUMER_SESSION_TIMEOUT_MS_MIN_DEFAULT <= CONSUMER_SESSION_TIMEOUT_MS_DEFAULT

@@ -268,7 +268,8 @@ parsed_from_text!(
     SaslMechanisms,
     SslPrincipalMappingRules,
     SuperUsers,
-    group::ConsumerAssignors
+    group::ConsumerAssignors,
+    group::ConsumerMigrationPolicy
 );
 
 impl FromConfigValue for Option<ListenerList> {
@@ -731,6 +732,8 @@ config_keys! {
         "The server-side assignors of consumer groups (uniform, range, or Kafka's class names for them), comma-separated; the first is used when a group's members ask for none, and a member asking for another gets UNSUPPORTED_ASSIGNOR."
     "group.consumer.regex.refresh.interval.ms" => group_consumer_regex_refresh_interval_ms: i32 = group::CONSUMER_REGEX_REFRESH_INTERVAL_MS_DEFAULT, Bound::AtLeast(group::CONSUMER_REGEX_REFRESH_INTERVAL_MS_MIN as i128, Unit::Milliseconds);
         "How often a consumer group's topic patterns (SubscribedTopicRegex) are resolved again when no topic changed, so a change of the members' ACLs shows (a new topic is picked up within 10 s); each resolution keeps only the topics the refreshing member may Describe."
+    "group.consumer.migration.policy" => group_consumer_migration_policy: group::ConsumerMigrationPolicy = group::ConsumerMigrationPolicy::default();
+        "Online conversion between classic and consumer groups: upgrade (a consumer-protocol member joining a classic group of consumer-protocol members converts it), downgrade, bidirectional (Kafka's default) or disabled."
     "transaction.state.log.num.partitions" => transaction_state_log_num_partitions: i32 = txn::STATE_LOG_PARTITIONS_DEFAULT, Bound::Between(1, skiff_protocol::limits::PARTITIONS_PER_TOPIC_MAX as i128, Unit::Count);
         "Partitions of __transaction_state, created on the first FindCoordinator for a transactional id: the coordinator of a transactional id is the leader of its partition (Kafka's hash of the id). Fixed once the topic exists."
     "transaction.state.log.replication.factor" => transaction_state_log_replication_factor: i16 = 1, Bound::AtLeast(1, Unit::Count);

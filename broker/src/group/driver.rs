@@ -54,7 +54,7 @@ use crate::partition::topics::{read_batches, Partition, Topics};
 use skiff_cluster::replica::Acks;
 use skiff_group::consumer::{
     AssignorKind, ConsumerGroupConfig, ConsumerRecord,
-    HeartbeatRequest as ConsumerHeartbeatRequest, TopicId, TopicImage,
+    HeartbeatRequest as ConsumerHeartbeatRequest, MigrationPolicy, TopicId, TopicImage,
 };
 use skiff_group::offsets_log::{self, OffsetKey, OffsetLogEntry, OffsetValue};
 use skiff_group::{
@@ -1069,6 +1069,8 @@ fn consumer_group_config(config: &crate::config::Config) -> ConsumerGroupConfig 
             .filter_map(|name| AssignorKind::from_name(name))
             .collect(),
         regex_refresh_interval_ms: config.group_consumer_regex_refresh_interval_ms,
+        migration_policy: MigrationPolicy::parse(config.group_consumer_migration_policy.name())
+            .unwrap_or_default(),
     }
 }
 
@@ -1142,6 +1144,7 @@ mod tests {
             "group.consumer.heartbeat.interval.ms=6000",
             "group.consumer.max.size=7",
             "group.consumer.assignors=org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform",
+            "group.consumer.migration.policy=UPGRADE",
         ] {
             config.apply_override(setting).expect(setting);
         }
@@ -1159,6 +1162,12 @@ mod tests {
             consumer.assignors,
             vec![AssignorKind::Range, AssignorKind::Uniform]
         );
+        assert_eq!(consumer.migration_policy, MigrationPolicy::Upgrade);
+        let refused = config
+            .clone()
+            .apply_override("group.consumer.migration.policy=sideways")
+            .expect_err("not a policy");
+        assert!(refused.to_string().contains("sideways"), "{refused}");
         for refused in [
             "group.consumer.assignors=sticky",
             "group.consumer.assignors= , ",

@@ -21,6 +21,10 @@ use super::{Assignment, TopicId};
 #[path = "heartbeat.rs"]
 mod heartbeat;
 
+pub use heartbeat::classic::{
+    ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
+    ClassicTarget, Downgraded, CONSUMER_PROTOCOL_TYPE,
+};
 pub use heartbeat::{
     HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,
     CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION, REQUEST_STRING_BYTES_MAX,
@@ -56,6 +60,62 @@ pub struct ConsumerGroupConfig {
     /// `group.consumer.regex.refresh.interval.ms`: patterns are resolved again at least this
     /// often (a heartbeat after it brings the refresh), so changed ACLs show.
     pub regex_refresh_interval_ms: i32,
+    /// `group.consumer.migration.policy`: whether classic groups are upgraded and consumer
+    /// groups downgraded online.
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `group.consumer.migration.policy` (`ConsumerGroupMigrationPolicy`): which online
+/// conversions between a classic group and a consumer group are allowed. Kafka 4.1.1's default
+/// is [`MigrationPolicy::Bidirectional`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    /// Neither.
+    Disabled,
+    /// Classic to consumer only.
+    Upgrade,
+    /// Consumer to classic only.
+    Downgrade,
+    /// Both.
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// Every value, as Kafka lists them.
+    pub const ALL: [Self; 4] = [
+        Self::Bidirectional,
+        Self::Upgrade,
+        Self::Downgrade,
+        Self::Disabled,
+    ];
+
+    /// Kafka's name of the value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Upgrade => "upgrade",
+            Self::Downgrade => "downgrade",
+            Self::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// The value named `text`, case-insensitively (Kafka's `CaseInsensitiveValidString`).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|policy| policy.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether a classic group may become a consumer group.
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(self, Self::Upgrade | Self::Bidirectional)
+    }
+
+    /// Whether a consumer group may become a classic group.
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(self, Self::Downgrade | Self::Bidirectional)
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -66,6 +126,7 @@ impl Default for ConsumerGroupConfig {
             max_size: CONSUMER_GROUP_MAX_SIZE_DEFAULT,
             assignors: vec![AssignorKind::Uniform, AssignorKind::Range],
             regex_refresh_interval_ms: super::regex::REGEX_REFRESH_INTERVAL_MS_DEFAULT,
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }
@@ -215,6 +276,10 @@ pub enum OffsetValidationError {
     /// UNSUPPORTED_VERSION: a consumer-protocol member committing with OffsetCommit below v9.
     #[error("UNSUPPORTED_VERSION: {0}")]
     UnsupportedVersion(String),
+    /// ILLEGAL_GENERATION: a classic member of a consumer group committing with another
+    /// generation than its member epoch.
+    #[error("ILLEGAL_GENERATION: {0}")]
+    IllegalGeneration(String),
 }
 
 impl OffsetValidationError {
@@ -224,6 +289,7 @@ impl OffsetValidationError {
             Self::UnknownMemberId(_) => error_code::UNKNOWN_MEMBER_ID,
             Self::StaleMemberEpoch(_) => error_code::STALE_MEMBER_EPOCH,
             Self::UnsupportedVersion(_) => error_code::UNSUPPORTED_VERSION,
+            Self::IllegalGeneration(_) => error_code::ILLEGAL_GENERATION,
         }
     }
 }
@@ -261,6 +327,12 @@ pub struct ConsumerGroup {
     session_deadlines: BTreeMap<String, i64>,
     /// Member → (deadline, the member epoch it was set at).
     rebalance_deadlines: BTreeMap<String, (i64, i32)>,
+    /// Classic member → when it is fenced unless it rejoins (told REBALANCE_IN_PROGRESS; Kafka's
+    /// join timeout, its rebalance timeout).
+    join_deadlines: BTreeMap<String, i64>,
+    /// Classic member → when it is fenced unless it syncs (after its JoinGroup; Kafka's sync
+    /// timeout, its rebalance timeout).
+    sync_deadlines: BTreeMap<String, i64>,
 }
 
 /// A consumer group's state as Kafka names it (ConsumerGroupDescribe, ListGroups).

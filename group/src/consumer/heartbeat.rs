@@ -344,24 +344,37 @@ pub(super) fn fence_records(
     now_ms: i64,
 ) -> Vec<ConsumerRecord> {
     let _ = now_ms;
+    fence_many(group, &[member_id.to_owned()], topics)
+}
+
+/// The records removing `members` at once (Kafka's `consumerGroupFenceMembers`): each one's
+/// tombstones, then the unused patterns' and one group epoch bump.
+pub(super) fn fence_many(
+    group: &ConsumerGroup,
+    members: &[String],
+    topics: &TopicImage,
+) -> Vec<ConsumerRecord> {
     let name = group.group_id.clone();
-    let mut records = vec![
-        ConsumerRecord::CurrentMemberAssignment {
-            group: name.clone(),
-            member: member_id.to_owned(),
-            value: None,
-        },
-        ConsumerRecord::TargetAssignmentMember {
-            group: name.clone(),
-            member: member_id.to_owned(),
-            value: None,
-        },
-        ConsumerRecord::MemberMetadata {
-            group: name.clone(),
-            member: member_id.to_owned(),
-            value: None,
-        },
-    ];
+    let mut records = Vec::new();
+    for member_id in members {
+        records.extend([
+            ConsumerRecord::CurrentMemberAssignment {
+                group: name.clone(),
+                member: member_id.clone(),
+                value: None,
+            },
+            ConsumerRecord::TargetAssignmentMember {
+                group: name.clone(),
+                member: member_id.clone(),
+                value: None,
+            },
+            ConsumerRecord::MemberMetadata {
+                group: name.clone(),
+                member: member_id.clone(),
+                value: None,
+            },
+        ]);
+    }
     let mut remaining = group.clone();
     for record in &records {
         remaining.replay(record);
@@ -420,5 +433,8 @@ fn check_member_epoch(
 
 #[path = "heartbeat_join.rs"]
 mod join;
+
+#[path = "classic.rs"]
+pub(crate) mod classic;
 
 use join::join_or_heartbeat;

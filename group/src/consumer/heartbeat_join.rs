@@ -51,18 +51,8 @@ pub(super) fn join_or_heartbeat(
         };
         apply(group, &mut records, vec![record]);
     }
-    let resolved = group.resolve_regexes(
-        topics,
-        &request.topic_visibility,
-        config.regex_refresh_interval_ms,
-        now_ms,
-    );
-    apply(group, &mut records, resolved);
-    bump_epoch_if(group, bump, topics, &mut records);
-    if group.group_epoch > group.assignment_epoch {
-        let target = group.target_records(config, topics)?;
-        apply(group, &mut records, target);
-    }
+    let refresh = Some(&request.topic_visibility);
+    group.bump_and_assign(config, bump, refresh, topics, now_ms, &mut records)?;
     let before = member.assignment.assigned.clone();
     let after = group.reconcile_member(member_id, request, now_ms, &mut records)?;
     let session_ms = i64::from(config.session_timeout_ms);
@@ -81,28 +71,6 @@ pub(super) fn join_or_heartbeat(
         assignment: (full || after.assigned != before).then(|| after.assigned.clone()),
     };
     Ok(HeartbeatOutcome { response, records })
-}
-
-/// Bumps the group epoch when a member's subscription changed (`subscription_changed`) or the
-/// subscribed topics' metadata hash moved (topics created, grown, a pattern resolved anew).
-fn bump_epoch_if(
-    group: &mut ConsumerGroup,
-    subscription_changed: bool,
-    topics: &TopicImage,
-    records: &mut Vec<ConsumerRecord>,
-) {
-    let hash = group.metadata_hash_for(topics);
-    if subscription_changed || hash != group.metadata_hash {
-        let value = GroupMetadataValue {
-            epoch: group.group_epoch.saturating_add(1),
-            metadata_hash: hash,
-        };
-        let record = ConsumerRecord::GroupMetadata {
-            group: group.group_id.clone(),
-            value: Some(value),
-        };
-        apply(group, records, vec![record]);
-    }
 }
 
 /// The member the request speaks for: an existing one (its epoch checked), a new dynamic one, or
@@ -166,6 +134,17 @@ fn replace_static(
             old.member_id
         )));
     }
+    Ok(replace_member(group, old, member_id, records))
+}
+
+/// Kafka's `replaceMember`: the old member's records are deleted and `member_id` takes its
+/// metadata, target and assignment at epoch 0.
+pub(crate) fn replace_member(
+    group: &mut ConsumerGroup,
+    old: Member,
+    member_id: &str,
+    records: &mut Vec<ConsumerRecord>,
+) -> Member {
     let name = group.group_id.clone();
     let old_id = old.member_id.clone();
     let target = group.target.get(&old_id).cloned().unwrap_or_default();
@@ -208,11 +187,11 @@ fn replace_static(
     ];
     apply(group, records, replaced);
     group.forget_deadlines(&old_id);
-    Ok(Member {
+    Member {
         member_id: member_id.to_owned(),
         metadata: old.metadata,
         assignment,
-    })
+    }
 }
 
 /// Kafka's `ConsumerGroupMember.Builder.maybeUpdate*`: a field the request leaves unset keeps
@@ -243,10 +222,49 @@ fn updated_metadata(
     }
     updated.client_id.clone_from(&request.client_id);
     updated.client_host.clone_from(&request.client_host);
+    // A ConsumerGroupHeartbeat speaks the consumer protocol (Kafka sets no classic metadata).
+    updated.classic = None;
     updated
 }
 
 impl ConsumerGroup {
+    /// The group-wide steps after a member's metadata: patterns resolved, the group epoch bumped
+    /// when `bump` or the subscribed topics' metadata changed, and a new target assignment when
+    /// the epoch is ahead of it; their records applied and kept in `records`. Only a
+    /// ConsumerGroupHeartbeat brings a refresh of the patterns, seen through its member's
+    /// `refresh` visibility (Kafka's `maybeUpdateRegularExpressions` runs there alone); a classic
+    /// member's request passes `None` and only drops the patterns no member uses.
+    pub(crate) fn bump_and_assign(
+        &mut self,
+        config: &ConsumerGroupConfig,
+        bump: bool,
+        refresh: Option<&TopicVisibility>,
+        topics: &TopicImage,
+        now_ms: i64,
+        records: &mut Vec<ConsumerRecord>,
+    ) -> Result<(), HeartbeatError> {
+        let interval_ms = config.regex_refresh_interval_ms;
+        let resolved = self.resolve_regexes(topics, refresh, interval_ms, now_ms);
+        apply(self, records, resolved);
+        let hash = self.metadata_hash_for(topics);
+        if bump || hash != self.metadata_hash {
+            let value = GroupMetadataValue {
+                epoch: self.group_epoch.saturating_add(1),
+                metadata_hash: hash,
+            };
+            let record = ConsumerRecord::GroupMetadata {
+                group: self.group_id.clone(),
+                value: Some(value),
+            };
+            apply(self, records, vec![record]);
+        }
+        if self.group_epoch > self.assignment_epoch {
+            let target = self.target_records(config, topics)?;
+            apply(self, records, target);
+        }
+        Ok(())
+    }
+
     /// Compiles `regex` unless the group already has it; refuses an invalid pattern or one past
     /// [`GROUP_REGEXES_MAX`].
     fn compile_regex(&mut self, regex: &str) -> Result<(), HeartbeatError> {
@@ -282,18 +300,21 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Records resolving the patterns in use again when they are due ([`Self::regexes_due`]), each
-    /// to the topics it matches that `visibility` allows, and deleting those no member uses.
+    /// Records resolving the patterns in use again when `visibility` is given and they are due
+    /// ([`Self::regexes_due`]), each to the topics it matches that `visibility` allows, and
+    /// deleting those no member uses.
     fn resolve_regexes(
         &mut self,
         topics: &TopicImage,
-        visibility: &TopicVisibility,
+        visibility: Option<&TopicVisibility>,
         refresh_interval_ms: i32,
         now_ms: i64,
     ) -> Vec<ConsumerRecord> {
         let mut records = Vec::new();
         let in_use = self.regexes_in_use();
-        if self.regexes_due(&in_use, topics, refresh_interval_ms, now_ms) {
+        let visibility =
+            visibility.filter(|_| self.regexes_due(&in_use, topics, refresh_interval_ms, now_ms));
+        if let Some(visibility) = visibility {
             for regex in in_use {
                 if !self.compiled.contains_key(&regex) && self.compile_regex(&regex).is_err() {
                     continue;
@@ -427,7 +448,7 @@ impl ConsumerGroup {
 
     /// The records of a new target assignment at the group epoch: each member whose target
     /// changed, then the target assignment epoch.
-    fn target_records(
+    pub(crate) fn target_records(
         &self,
         config: &ConsumerGroupConfig,
         topics: &TopicImage,
@@ -487,7 +508,7 @@ impl ConsumerGroup {
 
     /// Reconciles `member_id` one step (Kafka's `maybeReconcile`), recording a change and setting
     /// or cancelling its rebalance deadline. Returns its current assignment.
-    fn reconcile_member(
+    pub(crate) fn reconcile_member(
         &mut self,
         member_id: &str,
         request: &HeartbeatRequest,
@@ -531,5 +552,7 @@ impl ConsumerGroup {
     pub(crate) fn forget_deadlines(&mut self, member_id: &str) {
         self.session_deadlines.remove(member_id);
         self.rebalance_deadlines.remove(member_id);
+        self.join_deadlines.remove(member_id);
+        self.sync_deadlines.remove(member_id);
     }
 }

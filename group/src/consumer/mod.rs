@@ -15,12 +15,13 @@
 //! A group id names either a classic group or a consumer group; the [`crate::Coordinator`] holds
 //! both kinds for its `__consumer_offsets` partitions (its classic groups, and a
 //! [`ConsumerGroups`] at [`crate::Coordinator::consumer_groups`], loaded and unloaded with the
-//! partitions). The coordinator (`consumer_coord.rs`) routes a group id to the kind that holds it
-//! and answers the other kind's APIs as Kafka does (GROUP_ID_NOT_FOUND /
-//! INCONSISTENT_GROUP_PROTOCOL), so the two state machines share the namespace without sharing
-//! code.
+//! partitions). The coordinator (`consumer_coord.rs`, `migration.rs`) routes a group id to the
+//! kind that holds it; a consumer group serves classic members too (`classic.rs`: their
+//! JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the conversions' consumer side), and the
+//! group converts between the kinds as `group.consumer.migration.policy` allows.
 
 pub mod assignor;
+pub mod embedded;
 pub mod group;
 pub mod reconcile;
 pub mod records;
@@ -29,6 +30,10 @@ pub mod regex;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use assignor::{AssignorError, AssignorKind};
+pub use group::{
+    ClassicError, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
+    ClassicTarget, Downgraded, MigrationPolicy, CONSUMER_PROTOCOL_TYPE,
+};
 pub use group::{
     ConsumerConfigError, ConsumerGroup, ConsumerGroupConfig, ConsumerGroups, DeleteGroupError,
     GroupDescription, HeartbeatError, HeartbeatOutcome, HeartbeatRequest, HeartbeatResponse,

@@ -14,9 +14,9 @@
 //! | 8    | ConsumerGroupCurrentMemberAssignment | group, member       | epochs, state, assigned, pending revocation |
 //! | 16   | ConsumerGroupRegularExpression      | group, regex         | topics, version, timestamp       |
 //!
-//! Tagged fields this code does not know (a member's classic-protocol metadata, tag 0 of type 5,
-//! written only for groups migrated from the classic protocol; later Kafka versions' additions)
-//! are skipped on read and not written.
+//! A member's classic-protocol metadata (tag 0 of type 5: its session timeout and the protocols
+//! of its JoinGroup, written for the classic members of a consumer group) is read and written;
+//! other tagged fields (later Kafka versions' additions) are skipped on read and not written.
 //!
 //! Must never: allocate for a count before checking it against the bytes that remain and
 //! [`RECORD_ELEMENTS_MAX`], or accept trailing bytes.
@@ -129,6 +129,17 @@ pub struct MemberMetadataValue {
     pub rebalance_timeout_ms: i32,
     /// The server assignor it asked for.
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// A classic member's JoinGroup facts inside a consumer group (Kafka's `ClassicMemberMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberMetadata {
+    /// The session timeout of its JoinGroup (its session, not the group's).
+    pub session_timeout_ms: i32,
+    /// The protocols of its JoinGroup, in its order: (name, ConsumerProtocol subscription).
+    pub supported_protocols: Vec<(String, Vec<u8>)>,
 }
 
 /// ConsumerGroupRegularExpression's value: what a pattern resolved to.
@@ -500,8 +511,65 @@ fn encode_member_metadata(
     put_compact_nullable_string(out, v.subscribed_topic_regex.as_deref())?;
     out.extend_from_slice(&v.rebalance_timeout_ms.to_be_bytes());
     put_compact_nullable_string(out, v.server_assignor.as_deref())?;
+    match &v.classic {
+        None => put_unsigned_varint(out, 0),
+        Some(classic) => {
+            // A nullable struct: a presence byte (1) before it.
+            let mut field = vec![1];
+            encode_classic_metadata(&mut field, classic)?;
+            put_unsigned_varint(out, 1);
+            put_unsigned_varint(out, 0);
+            put_len_raw(out, field.len())?;
+            out.extend_from_slice(&field);
+        }
+    }
+    Ok(())
+}
+
+fn encode_classic_metadata(
+    out: &mut Vec<u8>,
+    classic: &ClassicMemberMetadata,
+) -> Result<(), ConsumerRecordError> {
+    out.extend_from_slice(&classic.session_timeout_ms.to_be_bytes());
+    put_len(out, classic.supported_protocols.len())?;
+    for (name, metadata) in &classic.supported_protocols {
+        put_compact_string(out, name)?;
+        put_len(out, metadata.len())?;
+        out.extend_from_slice(metadata);
+        put_unsigned_varint(out, 0);
+    }
     put_unsigned_varint(out, 0);
     Ok(())
+}
+
+/// The tagged field's nullable struct: a presence byte (negative: null), then the struct.
+fn decode_classic_metadata(data: &[u8]) -> Result<Option<ClassicMemberMetadata>, DecodeError> {
+    let mut reader = Reader::new(data);
+    if reader.i8()? < 0 {
+        reader.expect_end()?;
+        return Ok(None);
+    }
+    let session_timeout_ms = reader.i32()?;
+    // Each protocol takes at least a name length, a metadata length and its tag count.
+    let count = reader
+        .compact_array_len(3, RECORD_ELEMENTS_MAX)?
+        .unwrap_or(0);
+    let mut supported_protocols = Vec::with_capacity(count.min(reader.remaining()));
+    for _ in 0..count {
+        let name = reader.compact_string()?.to_owned();
+        let metadata = reader
+            .compact_nullable_bytes()?
+            .unwrap_or_default()
+            .to_vec();
+        reader.tagged_fields(TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
+        supported_protocols.push((name, metadata));
+    }
+    reader.tagged_fields(TAGGED_FIELDS_MAX, |_, _| Ok(()))?;
+    reader.expect_end()?;
+    Ok(Some(ClassicMemberMetadata {
+        session_timeout_ms,
+        supported_protocols,
+    }))
 }
 
 fn decode_member_metadata(
@@ -515,7 +583,13 @@ fn decode_member_metadata(
     let subscribed_topic_regex = reader.compact_nullable_string()?.map(str::to_owned);
     let rebalance_timeout_ms = reader.i32()?;
     let server_assignor = reader.compact_nullable_string()?.map(str::to_owned);
-    skip_tags(reader)?;
+    let mut classic = None;
+    reader.tagged_fields(TAGGED_FIELDS_MAX, |tag, data| {
+        if tag == 0 {
+            classic = decode_classic_metadata(data)?;
+        }
+        Ok(())
+    })?;
     Ok(MemberMetadataValue {
         instance_id,
         rack_id,
@@ -525,6 +599,7 @@ fn decode_member_metadata(
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 
@@ -564,6 +639,13 @@ fn put_key_string(out: &mut Vec<u8>, text: &str) -> Result<(), ConsumerRecordErr
         i16::try_from(text.len()).map_err(|_| ConsumerRecordError::TooLong { len: text.len() })?;
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(text.as_bytes());
+    Ok(())
+}
+
+/// A tagged field's size (an unsigned varint, not +1).
+fn put_len_raw(out: &mut Vec<u8>, len: usize) -> Result<(), ConsumerRecordError> {
+    let len = u32::try_from(len).map_err(|_| ConsumerRecordError::TooLong { len })?;
+    put_unsigned_varint(out, len);
     Ok(())
 }
 

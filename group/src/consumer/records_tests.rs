@@ -125,6 +125,10 @@ fn record() -> impl Strategy<Value = ConsumerRecord> {
                         subscribed_topic_regex: regex,
                         rebalance_timeout_ms: timeout,
                         server_assignor: Some("uniform".into()),
+                        classic: (timeout % 2 == 0).then(|| ClassicMemberMetadata {
+                            session_timeout_ms: timeout,
+                            supported_protocols: vec![("range".into(), vec![0, 3, 1])],
+                        }),
                     }),
                 }
             }),
@@ -308,6 +312,7 @@ mod kafka_4_1_1 {
                 subscribed_topic_regex: None,
                 rebalance_timeout_ms: 45_000,
                 server_assignor: Some("uniform".into()),
+                classic: None,
             }),
         };
         check(
@@ -327,12 +332,42 @@ mod kafka_4_1_1 {
                 subscribed_topic_regex: Some("t.*".into()),
                 rebalance_timeout_ms: -1,
                 server_assignor: None,
+                classic: None,
             }),
         };
         check(
             regex,
             MEMBER_METADATA_KEY,
             "00000003723101052f3a3a310104742e2affffffff0000",
+        );
+    }
+
+    #[test]
+    fn member_metadata_with_classic_metadata() {
+        // Kafka 4.1.1's ConsumerGroupMemberMetadataValue with ClassicMemberMetadata (session
+        // 10 s, protocol "range" with metadata 00 03 01), from its generated writer.
+        let classic = ConsumerRecord::MemberMetadata {
+            group: "grp".into(),
+            member: "mem-1".into(),
+            value: Some(MemberMetadataValue {
+                instance_id: None,
+                rack_id: None,
+                client_id: "cli".into(),
+                client_host: "/127.0.0.1".into(),
+                subscribed_topic_names: vec!["t".into()],
+                subscribed_topic_regex: None,
+                rebalance_timeout_ms: 30_000,
+                server_assignor: None,
+                classic: Some(ClassicMemberMetadata {
+                    session_timeout_ms: 10_000,
+                    supported_protocols: vec![("range".into(), vec![0, 3, 1])],
+                }),
+            }),
+        };
+        check(
+            classic,
+            MEMBER_METADATA_KEY,
+            "0000000004636c690b2f3132372e302e302e310202740000007530000100120100002710020672616e6765040003010000",
         );
     }
 

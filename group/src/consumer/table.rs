@@ -39,6 +39,8 @@ pub struct MemberDescription {
     pub assignment: Assignment,
     /// Its target assignment.
     pub target_assignment: Assignment,
+    /// Whether it speaks the classic protocol (Kafka's member type CLASSIC).
+    pub classic: bool,
 }
 
 /// What ConsumerGroupDescribe shows of a group.
@@ -116,10 +118,13 @@ impl ConsumerGroups {
     /// already have deadlines keep them, so calling it again (a later partition's load) extends
     /// no live session.
     pub fn activate(&mut self, now_ms: i64) {
-        let session_ms = i64::from(self.config.session_timeout_ms);
         for group in self.groups.values_mut() {
             for member in group.members.values() {
                 let id = member.member_id.clone();
+                let session_ms = i64::from(super::heartbeat::classic::member_session_ms(
+                    member,
+                    &self.config,
+                ));
                 group
                     .session_deadlines
                     .entry(id.clone())
@@ -149,7 +154,11 @@ impl ConsumerGroups {
             .filter(|group| include(&group.group_id))
             .flat_map(|group| {
                 let sessions = group.session_deadlines.values().copied();
-                sessions.chain(
+                let classic = group
+                    .join_deadlines
+                    .values()
+                    .chain(group.sync_deadlines.values());
+                sessions.chain(classic.copied()).chain(
                     group
                         .rebalance_deadlines
                         .values()
@@ -210,6 +219,10 @@ impl ConsumerGroups {
             for (deadline, _) in group.rebalance_deadlines.values_mut() {
                 *deadline = (*deadline).max(until_ms);
             }
+            let classic = group.join_deadlines.values_mut();
+            for deadline in classic.chain(group.sync_deadlines.values_mut()) {
+                *deadline = (*deadline).max(until_ms);
+            }
         }
     }
 
@@ -249,6 +262,16 @@ impl ConsumerGroups {
             return Ok(());
         }
         let member = known_member(group, member_id)?;
+        if member.metadata.classic.is_some() && !is_transactional {
+            // A classic member commits with its member epoch as the generation (any version).
+            if member_epoch != member.assignment.member_epoch {
+                return Err(OffsetValidationError::IllegalGeneration(format!(
+                    "The received generation id {member_epoch} does not match the expected generation id {}.",
+                    member.assignment.member_epoch
+                )));
+            }
+            return Ok(());
+        }
         if !is_transactional && api_version < 9 {
             return Err(OffsetValidationError::UnsupportedVersion(
                 "OffsetCommit version 9 or above must be used by members using the modern group protocol"
@@ -315,6 +338,7 @@ impl ConsumerGroups {
                     .get(&member.member_id)
                     .cloned()
                     .unwrap_or_default(),
+                classic: member.metadata.classic.is_some(),
             })
             .collect();
         Some(GroupDescription {
@@ -349,12 +373,14 @@ impl DeleteGroupError {
     }
 }
 
-/// The members of `group` whose session, or whose rebalance deadline while still revoking at the
-/// epoch it was set at, has passed, by id.
-fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
+/// The members of `group` whose session, classic join or sync deadline, or rebalance deadline
+/// while still revoking at the epoch it was set at, has passed, by id.
+pub(super) fn expired_members(group: &ConsumerGroup, now_ms: i64) -> Vec<String> {
     let mut expired: Vec<String> = group
         .session_deadlines
         .iter()
+        .chain(&group.join_deadlines)
+        .chain(&group.sync_deadlines)
         .filter(|(_, deadline)| **deadline <= now_ms)
         .map(|(member, _)| member.clone())
         .collect();

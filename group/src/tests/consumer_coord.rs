@@ -3,60 +3,23 @@
 //! write, parking behind a write in flight and the parked heartbeats' combined writes, and the
 //! tick's expiry writes.
 
-use std::collections::BTreeMap;
-
 use kafka_protocol::messages::{GroupId, HeartbeatRequest as ClassicHeartbeat, JoinGroupRequest};
 use kafka_protocol::protocol::StrBytes;
 use skiff_protocol::error_code::ErrorCode;
 use skiff_protocol::responses::consumer_group::ConsumerGroupHeartbeatResponse;
 
-use crate::consumer::{epochs, Assignment, ConsumerRecord, HeartbeatRequest, TopicId, TopicImage};
-use crate::{Coordinator, GroupConfig, GroupKeys, Output, PersistError, RequestMeta, Response};
+use crate::consumer::{epochs, Assignment, ConsumerRecord, HeartbeatRequest};
+use crate::{Output, PersistError, Response};
 
-const TOPIC: TopicId = TopicId([7; 16]);
-
-struct H {
-    coordinator: Coordinator,
-    next_request: u64,
-    now_ms: i64,
-}
+use crate::tests::harness::{H, TOPIC};
 
 impl H {
-    fn new() -> Self {
-        let mut coordinator = Coordinator::new(GroupConfig::new(GroupKeys::KAFKA_DEFAULTS, 3));
-        coordinator.load_offsets([]);
-        coordinator.set_topic_image(TopicImage {
-            version: 1,
-            by_name: BTreeMap::from([("t".to_owned(), (TOPIC, 4))]),
-        });
-        assert_eq!(coordinator.next_deadline_ms(), None);
-        Self {
-            coordinator,
-            next_request: 0,
-            now_ms: 1_000,
-        }
-    }
-
-    fn meta(&mut self, version: i16) -> RequestMeta {
-        self.next_request += 1;
-        RequestMeta {
-            request_id: self.next_request,
-            version,
-            client_id: "c".into(),
-            client_host: "/127.0.0.1".into(),
-        }
-    }
-
     fn heartbeat(&mut self, request: HeartbeatRequest) -> u64 {
         let meta = self.meta(1);
         let id = meta.request_id;
         self.coordinator
             .handle_consumer_group_heartbeat(meta, request, self.now_ms);
         id
-    }
-
-    fn outputs(&mut self) -> Vec<Output> {
-        std::iter::from_fn(|| self.coordinator.poll_output()).collect()
     }
 
     /// The one output, a heartbeat reply to `id`.
@@ -297,7 +260,7 @@ fn session_expiry_is_written_and_rolled_back_when_the_write_fails() {
 
 #[test]
 fn a_consumer_heartbeat_on_a_classic_group_is_answered_as_kafka() {
-    let mut h = H::new();
+    let mut h = H::with_policy(crate::consumer::MigrationPolicy::Downgrade);
     classic_member(&mut h, "classic");
     let not_found = ErrorCode::GROUP_ID_NOT_FOUND.code();
     let cases = [

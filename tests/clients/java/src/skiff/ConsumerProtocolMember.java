@@ -25,9 +25,11 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 
 /**
- * One member of a KIP-848 consumer group ({@code group.protocol=consumer}) that runs until told to
+ * One member of a KIP-848 consumer group ({@code group.protocol=consumer}, or {@code classic} when
+ * the fifth argument says so: a classic member of the same group) that runs until told to
  * stop, for tests that kill, restart and watch members: it prints one JSON object per line on
  * stdout and takes commands on stdin. Each poll's records are printed ({@code rec}: topic,
  * partition, offset, the wall-clock millisecond they were returned), then committed with
@@ -36,7 +38,9 @@ import org.apache.kafka.common.TopicPartition;
  *
  * <p>Arguments: bootstrap, group id, subscription ({@code topics:a,b}, {@code pattern:RE2J} for a
  * broker-side {@link SubscriptionPattern}, {@code javapattern:regex} for the client-side
- * {@link Pattern}), the static instance id or {@code -}.
+ * {@link Pattern}), the static instance id or {@code -}, optionally the group protocol
+ * ({@code consumer}, the default, or {@code classic}: Kafka's default assignors, heartbeats every
+ * second and a 10 s session).
  *
  * <p>Commands, one per line: {@code stop} (commit, close: leave the group, exit 0), {@code restart}
  * (close, then a new consumer with the same settings joins: a static member comes back with its
@@ -54,6 +58,7 @@ public final class ConsumerProtocolMember {
         String group = args[1];
         String subscription = args[2];
         String instanceId = args[3].equals("-") ? null : args[3];
+        String protocol = args.length > 4 ? args[4] : "consumer";
         LinkedBlockingQueue<String> commands = new LinkedBlockingQueue<>();
         Thread reader = new Thread(() -> readCommands(commands));
         reader.setDaemon(true);
@@ -61,7 +66,7 @@ public final class ConsumerProtocolMember {
         try (Admin admin = Admin.create(Checks.common(bootstrap))) {
             boolean running = true;
             while (running) {
-                KafkaConsumer<String, String> consumer = consumer(bootstrap, group, instanceId);
+                KafkaConsumer<String, String> consumer = consumer(bootstrap, group, instanceId, protocol);
                 subscribe(consumer, subscription);
                 emit("{\"e\":\"start\"}");
                 String command = consume(consumer, commands, admin, group);
@@ -88,9 +93,14 @@ public final class ConsumerProtocolMember {
         commands.add("stop");
     }
 
-    private static KafkaConsumer<String, String> consumer(String bootstrap, String group, String instanceId) {
+    private static KafkaConsumer<String, String> consumer(
+            String bootstrap, String group, String instanceId, String protocol) {
         Properties props = Clients.classicGroupProps(bootstrap, group);
-        props.put("group.protocol", "consumer");
+        props.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {
+            props.put("session.timeout.ms", "10000");
+            props.put("heartbeat.interval.ms", "1000");
+        }
         // A client-side pattern sees new topics at the next metadata refresh: every second here.
         props.put("metadata.max.age.ms", "1000");
         if (instanceId != null) {
@@ -170,7 +180,8 @@ public final class ConsumerProtocolMember {
      * commit. Kafka's coordinator refuses a commit whose member epoch is not the member's current
      * one (STALE_MEMBER_EPOCH, which kafka-clients surfaces as a CommitFailedException): a commit
      * sent just before a heartbeat that moved the member to a new epoch. The epoch the client then
-     * holds is the new one, so the commit is sent again (bounded; each retry printed).
+     * holds is the new one, so the commit is sent again (bounded; each retry printed). A classic
+     * member's commit during a rebalance is refused likewise (REBALANCE_IN_PROGRESS) and retried.
      */
     private static void commit(KafkaConsumer<String, String> consumer, Map<TopicPartition, OffsetAndMetadata> offsets)
             throws InterruptedException {
@@ -178,7 +189,7 @@ public final class ConsumerProtocolMember {
             try {
                 consumer.commitSync(offsets);
                 return;
-            } catch (CommitFailedException error) {
+            } catch (CommitFailedException | RebalanceInProgressException error) {
                 if (attempt >= COMMIT_ATTEMPTS) {
                     throw error;
                 }
