@@ -31,8 +31,9 @@
 //! with the group id, as Kafka keeps them), and it upgrades a non-empty one when
 //! `validateOnlineUpgrade` allows (the policy, the consumer protocol type, the size; otherwise
 //! Kafka's message why not), the conversion's records going out in the heartbeat's write
-//! (`migration.rs`). A consumer-protocol member's leave that leaves only classic members
-//! downgrades the group when the policy allows. Classic requests on a consumer group are
+//! (`migration.rs`). A consumer-protocol member's leave that leaves only classic members, or a
+//! classic static member's JoinGroup taking the last one's place, downgrades the group when the
+//! policy allows. Classic requests on a consumer group are
 //! `migration.rs`'s and ride the same writes: the parked requests are of either kind.
 
 //! Must never: reply to a heartbeat before its records are durable, keep a change whose write

@@ -114,15 +114,13 @@
 //!   KIP-848 clients heartbeating through the coordinator, revoking, crashing and pausing while
 //!   writes fail and the coordinator restarts by replaying only its durable records,
 //!   `sim/migration.rs` one of classic and consumer-protocol clients replacing each other so the
-//!   group is upgraded and downgraded again and again;
+//!   group is upgraded and downgraded again and again (static clients among them);
 //!   `tests.rs` and `tests/` (tests only): the unit and property tests of each API.
 //!
 //! What is not done: offsets retention (`retention_time_ms` is accepted and ignored, offsets live
 //! until deleted), classic group metadata persistence (after a restart classic groups are empty
 //! and members rejoin; only offsets survive; a consumer group's classic members are in its
-//! records and survive), and of the migration between classic and consumer groups
-//! (`migration.rs`): the downgrade Kafka makes when a classic static member replaces a
-//! consumer-protocol one.
+//! records and survive).
 
 #![deny(missing_docs, unreachable_pub)]
 // The workspace's lint wall (root Cargo.toml) holds for library code; test code is exempt.

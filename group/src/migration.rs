@@ -5,11 +5,16 @@
 //! with their assignments), and the classic requests (JoinGroup, SyncGroup, Heartbeat,
 //! LeaveGroup) of classic members inside a consumer group, which go through the consumer
 //! groups' write path (`consumer_coord.rs`): one write in flight per group, parked behind it,
-//! answered once durable, rolled back when the write fails.
+//! answered once durable, rolled back when the write fails. The online downgrade
+//! (`convertToClassicGroup`) happens when the last consumer-protocol member goes (its leave, a
+//! LeaveGroup naming it, its session's end) or when a classic static member's JoinGroup takes
+//! its place (`validateOnlineDowngradeWithReplacedMember`; the join continues in the classic
+//! group, Stable unless its subscription changed).
 //!
 //! Classic membership stays in memory (no classic group record is written): an upgrade takes the
 //! members out of the classic entry (which keeps the group's committed offsets) and keeps a copy
-//! until its write has its result, to put them back if it fails.
+//! until its write has its result, to put them back if it fails; a downgrade fills the classic
+//! entry at once and empties it again if its write fails.
 //!
 //! Must never: answer a classic request before the records it produced are durable, or leave a
 //! group id with members in both kinds at once.
@@ -27,7 +32,8 @@ use skiff_protocol::error_code::ErrorCode;
 
 use super::consumer::{
     epochs, ClassicGroupSnapshot, ClassicJoin, ClassicJoinOutcome, ClassicMemberSnapshot,
-    ClassicTarget, ConsumerRecord, HeartbeatError, HeartbeatRequest, CONSUMER_PROTOCOL_TYPE,
+    ClassicTarget, ConsumerRecord, Downgraded, HeartbeatError, HeartbeatRequest,
+    CONSUMER_PROTOCOL_TYPE,
 };
 use super::consumer_coord::{ParkedHeartbeat, ParkedRequest, PARKED_HEARTBEATS_MAX};
 use super::coordinator::{Coordinator, RequestMeta, Response};
@@ -212,6 +218,29 @@ fn emptied(group: &mut Group) {
     group.initial_wait = None;
 }
 
+/// A downgraded member as a classic group's member, synced, its session starting at `now_ms`.
+fn classic_member(member: ClassicMemberSnapshot, now_ms: i64) -> crate::state::Member {
+    let session_ms = i64::from(member.session_timeout_ms);
+    crate::state::Member {
+        member_id: member.member_id,
+        group_instance_id: member.instance_id,
+        client_id: member.client_id,
+        client_host: member.client_host,
+        session_timeout_ms: member.session_timeout_ms,
+        rebalance_timeout_ms: member.rebalance_timeout_ms,
+        protocols: member
+            .protocols
+            .into_iter()
+            .map(|(name, metadata)| (name, Bytes::from(metadata)))
+            .collect(),
+        assignment: Bytes::from(member.assignment),
+        pending_join: None,
+        pending_sync: None,
+        session_deadline_ms: now_ms.saturating_add(session_ms),
+        synced: true,
+    }
+}
+
 impl Coordinator {
     /// A joining heartbeat for a non-empty classic group that passed `validateOnlineUpgrade`
     /// (`route_heartbeat`): the group becomes a consumer group (Kafka's `convertToConsumerGroup`).
@@ -319,7 +348,19 @@ impl Coordinator {
         let topics = std::mem::take(&mut self.consumer.topics);
         let downgraded = self.consumer_groups.downgrade(group_id, leaving, &topics);
         self.consumer.topics = topics;
-        let downgraded = downgraded?;
+        Some(self.install_classic(group_id, downgraded?, true, now_ms))
+    }
+
+    /// The classic entry of a downgraded consumer group (its offsets stay): its members at the
+    /// group epoch, Stable, each session starting now; a rebalance if `rebalance`. Returns the
+    /// downgrade's records, to write; until their result `undo_downgrade` can take it back.
+    fn install_classic(
+        &mut self,
+        group_id: &str,
+        downgraded: Downgraded,
+        rebalance: bool,
+        now_ms: i64,
+    ) -> Vec<ConsumerRecord> {
         let group = self
             .groups
             .entry(group_id.to_owned())
@@ -334,33 +375,16 @@ impl Coordinator {
                     .static_members
                     .insert(instance.clone(), member.member_id.clone());
             }
-            let session_ms = i64::from(member.session_timeout_ms);
-            group.members.insert(
-                member.member_id.clone(),
-                crate::state::Member {
-                    member_id: member.member_id,
-                    group_instance_id: member.instance_id,
-                    client_id: member.client_id,
-                    client_host: member.client_host,
-                    session_timeout_ms: member.session_timeout_ms,
-                    rebalance_timeout_ms: member.rebalance_timeout_ms,
-                    protocols: member
-                        .protocols
-                        .into_iter()
-                        .map(|(name, metadata)| (name, Bytes::from(metadata)))
-                        .collect(),
-                    assignment: Bytes::from(member.assignment),
-                    pending_join: None,
-                    pending_sync: None,
-                    session_deadline_ms: now_ms.saturating_add(session_ms),
-                    synced: true,
-                },
-            );
+            group
+                .members
+                .insert(member.member_id.clone(), classic_member(member, now_ms));
         }
         group.protocol_name = group.select_protocol();
-        self.prepare_rebalance(group_id, now_ms);
+        if rebalance {
+            self.prepare_rebalance(group_id, now_ms);
+        }
         self.consumer.downgraded.insert(group_id.to_owned());
-        Some(downgraded.records)
+        downgraded.records
     }
 
     /// A downgrade whose write failed: the classic membership goes again (the consumer group is
@@ -560,10 +584,11 @@ impl Coordinator {
                 } else {
                     String::new()
                 };
-                let outcome = self
-                    .consumer_groups
-                    .classic_join(join, topics, now_ms, &fresh)?;
-                Ok(join_outcome(meta.version, outcome))
+                let members_max = self.config.group_members_max;
+                let outcome =
+                    self.consumer_groups
+                        .classic_join(join, topics, now_ms, &fresh, members_max)?;
+                Ok(self.join_outcome(meta.version, &join.group_id, outcome, now_ms))
             }
             ClassicRequest::Sync(call, kind, name) => {
                 let protocol = (kind.as_deref(), name.as_deref());
@@ -605,32 +630,58 @@ impl Coordinator {
     }
 }
 
-/// The JoinGroup answer of a classic member in a consumer group: no leader (every member syncs
-/// as a follower), its member epoch as the generation, Kafka's protocol type and its first
-/// protocol.
-fn join_outcome(version: i16, outcome: ClassicJoinOutcome) -> (Vec<ConsumerRecord>, Response) {
-    match outcome {
-        ClassicJoinOutcome::MemberIdRequired(member_id) => {
-            let code = ErrorCode::MEMBER_ID_REQUIRED.code();
-            let response = super::membership::join_error(version, code, &member_id);
-            (Vec::new(), Response::JoinGroup(response))
-        }
-        ClassicJoinOutcome::Joined {
-            member_id,
-            generation_id,
-            protocol_name,
-            records,
-        } => {
-            let mut response = JoinGroupResponse::default();
-            response.member_id = str_bytes(&member_id);
-            response.generation_id = generation_id;
-            response.protocol_name = Some(str_bytes(&protocol_name));
-            if version >= 7 {
-                response.protocol_type = Some(str_bytes(CONSUMER_PROTOCOL_TYPE));
+impl Coordinator {
+    /// The JoinGroup answer of a classic member in a consumer group and its records; a join
+    /// that downgraded the group installs its classic entry first (the answer is the same).
+    fn join_outcome(
+        &mut self,
+        version: i16,
+        group_id: &str,
+        outcome: ClassicJoinOutcome,
+        now_ms: i64,
+    ) -> (Vec<ConsumerRecord>, Response) {
+        match outcome {
+            ClassicJoinOutcome::MemberIdRequired(member_id) => {
+                let code = ErrorCode::MEMBER_ID_REQUIRED.code();
+                let response = super::membership::join_error(version, code, &member_id);
+                (Vec::new(), Response::JoinGroup(response))
             }
-            (records, Response::JoinGroup(response))
+            ClassicJoinOutcome::Joined {
+                member_id,
+                generation_id,
+                protocol_name,
+                records,
+            } => {
+                let response = joined(version, &member_id, generation_id, &protocol_name);
+                (records, response)
+            }
+            ClassicJoinOutcome::Downgraded {
+                member_id,
+                generation_id,
+                protocol_name,
+                rebalance,
+                classic,
+            } => {
+                let records = self.install_classic(group_id, classic, rebalance, now_ms);
+                let response = joined(version, &member_id, generation_id, &protocol_name);
+                (records, response)
+            }
         }
     }
+}
+
+/// The JoinGroup answer of a classic member in a consumer group (Kafka's
+/// `classicGroupJoinToConsumerGroup`): no leader (every member syncs as a follower), its member
+/// epoch as the generation, Kafka's protocol type and its first protocol.
+fn joined(version: i16, member_id: &str, generation_id: i32, protocol_name: &str) -> Response {
+    let mut response = JoinGroupResponse::default();
+    response.member_id = str_bytes(member_id);
+    response.generation_id = generation_id;
+    response.protocol_name = Some(str_bytes(protocol_name));
+    if version >= 7 {
+        response.protocol_type = Some(str_bytes(CONSUMER_PROTOCOL_TYPE));
+    }
+    Response::JoinGroup(response)
 }
 
 /// LeaveGroup's answer: v3+ one entry per member, before that the one member's code on top.

@@ -6,7 +6,10 @@
 //! `classicGroupLeaveToConsumerGroup`). The server-side assignor decides for them too; a classic
 //! member's "generation" is its member epoch, its SyncGroup answer its current assignment in
 //! the consumer protocol's bytes, and its session its JoinGroup's session timeout (kept in the
-//! member's [`ClassicMemberMetadata`]).
+//! member's [`ClassicMemberMetadata`]). The consumer side of the online downgrade
+//! (`convertToClassicGroup`): whether it is allowed (a consumer-protocol member leaving, or a
+//! classic static member's JoinGroup replacing the last one), the group's tombstones and its
+//! members as classic members, each assigned its target.
 //!
 //! Must never: take a partition from a classic member before it has rejoined without it (the
 //! same reconciliation as a consumer-protocol member, its owned partitions read from its
@@ -100,6 +103,36 @@ pub enum ClassicJoinOutcome {
         /// The records.
         records: Vec<ConsumerRecord>,
     },
+    /// Joined in the place of the group's last consumer-protocol member (same instance id): the
+    /// group is a classic group now (Kafka's `convertToClassicGroup` with a joining member).
+    Downgraded {
+        /// Its member id.
+        member_id: String,
+        /// Its member epoch, sent as the generation.
+        generation_id: i32,
+        /// The first of its protocols.
+        protocol_name: String,
+        /// Its subscription changed: the classic group rebalances.
+        rebalance: bool,
+        /// The classic group, the joining member in the replaced member's place; its records
+        /// (the join's, then the whole group's tombstones) are applied: the group is gone.
+        classic: Downgraded,
+    },
+}
+
+/// A classic JoinGroup applied to a copy of its consumer group, before the rebalance or the
+/// downgrade that follows.
+struct Joining {
+    /// The member it speaks for.
+    member: Member,
+    /// The first of its protocols.
+    protocol_name: Option<String>,
+    /// Whether its subscription changed.
+    bump: bool,
+    /// The partitions its subscription says it owns.
+    owned: Assignment,
+    /// The records so far (applied to the copy).
+    records: Vec<ConsumerRecord>,
 }
 
 /// A classic request's refusal: a classic error code.
@@ -286,13 +319,16 @@ impl ConsumerGroups {
     }
 
     /// JoinGroup of a classic member for a non-empty consumer group (module doc). On success
-    /// the records are applied; the coordinator answers once they are durable.
+    /// the records are applied; the coordinator answers once they are durable. A static member
+    /// replacing the last consumer-protocol member downgrades the group (Kafka's
+    /// `validateOnlineDowngradeWithReplacedMember`, `classic_members_max` its classic size bound).
     pub fn classic_join(
         &mut self,
         join: &ClassicJoin,
         topics: &TopicImage,
         now_ms: i64,
         fresh_member_id: &str,
+        classic_members_max: usize,
     ) -> Result<ClassicJoinOutcome, ClassicError> {
         let existing = self
             .groups
@@ -315,6 +351,7 @@ impl ConsumerGroups {
         if unknown && join.api_version >= 4 && join.instance_id.is_none() {
             return Ok(ClassicJoinOutcome::MemberIdRequired(member_id));
         }
+        let downgrade = self.downgrade_replacing(existing, join, classic_members_max);
         let mut group = existing.clone();
         let mut records = Vec::new();
         let member = group.classic_member_for(join, &member_id, unknown, &mut records)?;
@@ -325,26 +362,112 @@ impl ConsumerGroups {
             .ok_or(code::INCONSISTENT_GROUP_PROTOCOL)?;
         let bump = group.update_classic_metadata(&member, join, &subscription, &mut records);
         let owned = by_id(&subscription.owned_partitions, topics);
+        let joined = Joining {
+            member,
+            protocol_name: join.protocols.first().map(|(name, _)| name.clone()),
+            bump,
+            owned,
+            records,
+        };
+        if downgrade {
+            return self.join_downgrading(group, joined, topics, now_ms);
+        }
+        self.join_rebalancing(group, joined, join.rebalance_timeout_ms, topics, now_ms)
+    }
+
+    /// The classic join goes on in the consumer group: a new target if its subscription changed
+    /// and one reconciliation step; its sync is due within its rebalance timeout.
+    fn join_rebalancing(
+        &mut self,
+        mut group: ConsumerGroup,
+        joined: Joining,
+        rebalance_timeout_ms: i32,
+        topics: &TopicImage,
+        now_ms: i64,
+    ) -> Result<ClassicJoinOutcome, ClassicError> {
+        let member_id = joined.member.member_id;
+        let (bump, owned) = (joined.bump, joined.owned);
         let after = group.classic_rebalance(&self.config, &member_id, bump, owned, topics, now_ms);
         let after = after.map_err(|error| error.code())?;
+        let mut records = joined.records;
         records.extend(after.1);
         group.refresh_session(&member_id, now_ms, &self.config);
         group.join_deadlines.remove(&member_id);
-        let sync_ms = i64::from(join.rebalance_timeout_ms.max(0));
+        let sync_ms = i64::from(rebalance_timeout_ms.max(0));
         group
             .sync_deadlines
             .insert(member_id.clone(), now_ms.saturating_add(sync_ms));
-        let protocol_name = join
-            .protocols
-            .first()
-            .map(|(name, _)| name.clone())
-            .unwrap_or_default();
-        self.groups.insert(join.group_id.clone(), group);
+        self.groups.insert(group.group_id.clone(), group);
         Ok(ClassicJoinOutcome::Joined {
             member_id,
             generation_id: after.0,
-            protocol_name,
+            protocol_name: joined.protocol_name.unwrap_or_default(),
             records,
+        })
+    }
+
+    /// Kafka's `validateOnlineDowngradeWithReplacedMember`: the join's instance id is held by a
+    /// consumer-protocol member, every other member is classic, the policy allows a downgrade
+    /// and the classic group would hold them all.
+    fn downgrade_replacing(
+        &self,
+        group: &ConsumerGroup,
+        join: &ClassicJoin,
+        classic_members_max: usize,
+    ) -> bool {
+        let Some(replaced) = join
+            .instance_id
+            .as_deref()
+            .and_then(|instance_id| group.static_member(instance_id))
+        else {
+            return false;
+        };
+        replaced.metadata.classic.is_none()
+            && group
+                .members
+                .values()
+                .filter(|member| member.member_id != replaced.member_id)
+                .all(|member| member.metadata.classic.is_some())
+            && self.config.migration_policy.downgrade_enabled()
+            && group.members.len() <= classic_members_max
+    }
+
+    /// Kafka's `classicGroupJoinToConsumerGroup` downgrading: no new target; unless its
+    /// subscription changed the joining member reconciles one step to the current one; then the
+    /// whole group goes (`convertToClassicGroup`), its members classic members at the group
+    /// epoch, the joining member in the replaced member's place.
+    fn join_downgrading(
+        &mut self,
+        mut group: ConsumerGroup,
+        joined: Joining,
+        topics: &TopicImage,
+        now_ms: i64,
+    ) -> Result<ClassicJoinOutcome, ClassicError> {
+        let mut records = joined.records;
+        let member_id = joined.member.member_id;
+        let generation_id = if joined.bump {
+            joined.member.assignment.member_epoch
+        } else {
+            let request = HeartbeatRequest {
+                topic_partitions: Some(joined.owned),
+                ..HeartbeatRequest::default()
+            };
+            let after = group.reconcile_member(&member_id, &request, now_ms, &mut records);
+            after.map_err(|error| error.code())?.member_epoch
+        };
+        let group_id = group.group_id.clone();
+        self.groups.insert(group_id.clone(), group);
+        let mut classic = self
+            .downgrade(&group_id, &BTreeSet::new(), topics)
+            .ok_or(code::UNKNOWN_MEMBER_ID)?;
+        records.append(&mut classic.records);
+        classic.records = records;
+        Ok(ClassicJoinOutcome::Downgraded {
+            member_id,
+            generation_id,
+            protocol_name: joined.protocol_name.unwrap_or_default(),
+            rebalance: joined.bump,
+            classic,
         })
     }
 
@@ -476,7 +599,7 @@ impl ConsumerGroups {
 pub struct Downgraded {
     /// The group epoch.
     pub generation_id: i32,
-    /// The members that stay, each with its current assignment in the consumer protocol's bytes.
+    /// The members that stay, each with its target assignment in the consumer protocol's bytes.
     pub members: Vec<ClassicMemberSnapshot>,
     /// The records deleting the consumer group (already applied: the group is gone).
     pub records: Vec<ConsumerRecord>,
@@ -509,8 +632,8 @@ impl ConsumerGroups {
     }
 
     /// Kafka's `convertToClassicGroup` (consumer side): the records deleting the whole group
-    /// (applied here) and its members other than `leaving` as classic members, each owning its
-    /// current assignment.
+    /// (applied here) and its members other than `leaving` as classic members, each assigned its
+    /// target.
     pub fn downgrade(
         &mut self,
         group_id: &str,
@@ -522,7 +645,7 @@ impl ConsumerGroups {
             .members
             .values()
             .filter(|member| !leaving.contains(&member.member_id))
-            .map(|member| downgraded_member(member, topics))
+            .map(|member| downgraded_member(member, group.target(&member.member_id), topics))
             .collect();
         let generation_id = group.group_epoch;
         let records = group.all_tombstones();
@@ -547,15 +670,21 @@ impl ConsumerGroups {
     }
 }
 
-/// A classic member of a consumer group as a classic group's member.
-fn downgraded_member(member: &Member, topics: &TopicImage) -> ClassicMemberSnapshot {
+/// A classic member of a consumer group as a classic group's member, its assignment its target
+/// (Kafka's `ClassicGroup.fromConsumerGroup`): what it gets when it syncs again without a
+/// rebalance.
+fn downgraded_member(
+    member: &Member,
+    target: Option<&Assignment>,
+    topics: &TopicImage,
+) -> ClassicMemberSnapshot {
     let classic = member.metadata.classic.clone().unwrap_or_default();
     let version = classic
         .supported_protocols
         .first()
         .and_then(|(_, metadata)| embedded::decode_version(metadata).ok())
         .unwrap_or(0);
-    let assigned = by_name(&member.assignment.assigned, topics);
+    let assigned = by_name(target.unwrap_or(&Assignment::new()), topics);
     ClassicMemberSnapshot {
         member_id: member.member_id.clone(),
         instance_id: member.metadata.instance_id.clone(),

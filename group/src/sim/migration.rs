@@ -3,8 +3,11 @@
 //! (ConsumerGroupHeartbeat), talking to a [`crate::Coordinator`] as the broker's driver does.
 //! Clients are replaced now and then by a client of the other protocol, so the group is upgraded
 //! to a consumer group (the first consumer-protocol client joining a classic group) and
-//! downgraded back (the last consumer-protocol client leaving a group of classic members) again
-//! and again; writes fail now and then (the coordinator rolls back, the client retries).
+//! downgraded back (the last consumer-protocol client leaving a group of classic members, or a
+//! static one restarting as a classic client with its instance id) again and again; writes fail
+//! now and then (the coordinator rolls back, the client retries). Some consumer-protocol clients
+//! are static: one replaced leaves with a static leave and its classic successor joins with its
+//! instance id, as a rolling restart does.
 //!
 //! Checked after every step:
 //! - no partition is held by two clients, and in the consumer group no partition is in two
@@ -12,7 +15,10 @@
 //! - epochs only grow: each client's generation or member epoch in every successful answer, and
 //!   the group's (the consumer group's epoch, or the classic group's generation while it is one);
 //! - the consumer group replayed from the records whose writes succeeded is the live one;
-//! - once replacements and faults stop, the clients end up holding every partition.
+//! - once replacements and faults stop and one more consumer-protocol client starts, the clients
+//!   end up holding every partition (the new client is needed: Kafka does not rebalance a group
+//!   a static member's join downgraded, so partitions that were in no member's target then, or
+//!   not yet released to theirs, wait for the next membership change; `Sim::scale_out`).
 //!
 //! A failure prints `SKIFF_SEED=<seed>`; `SKIFF_SEED=<seed> cargo test -p skiff-group
 //! migration_simulation` replays that seed.
@@ -77,6 +83,8 @@ struct Client {
     in_flight: bool,
     /// The highest generation or member epoch an answer gave it.
     seen: i32,
+    /// Its group.instance.id, for a static member.
+    instance_id: Option<String>,
 }
 
 impl Client {
@@ -92,6 +100,7 @@ impl Client {
             owned: BTreeSet::new(),
             in_flight: false,
             seen: 0,
+            instance_id: None,
         }
     }
 
@@ -120,8 +129,8 @@ struct Sim {
     /// Records of the writes that succeeded, in order.
     log: Vec<crate::consumer::ConsumerRecord>,
     group_level: i32,
-    /// (upgrades, downgrades, failed writes) seen.
-    stats: (usize, usize, usize),
+    /// (upgrades, downgrades, failed writes, static classic joins that downgraded) seen.
+    stats: (usize, usize, usize, usize),
     was_consumer: bool,
 }
 
@@ -177,7 +186,7 @@ impl Sim {
             faults: true,
             log: Vec::new(),
             group_level: 0,
-            stats: (0, 0, 0),
+            stats: (0, 0, 0, 0),
             was_consumer: false,
         }
     }
@@ -216,13 +225,34 @@ impl Sim {
         self.check();
     }
 
-    /// A random client leaves and one of the other protocol starts.
+    /// A random client leaves and one of the other protocol starts: a static consumer client's
+    /// successor keeps its instance id; half the new consumer clients are static.
     fn replace(&mut self) {
         let ids: Vec<usize> = self.clients.keys().copied().collect();
         let id = ids[self.rng.gen_range(0..ids.len())];
         let Some(old) = self.clients.remove(&id) else {
             return;
         };
+        self.leave(&old);
+        let mut client = match old.protocol {
+            Protocol::Classic => Client::new(Protocol::Consumer, self.next_client),
+            Protocol::Consumer => Client::new(Protocol::Classic, self.next_client),
+        };
+        client.instance_id = match old.protocol {
+            Protocol::Classic => self
+                .rng
+                .gen_bool(0.5)
+                .then(|| format!("instance-{}", self.next_client)),
+            Protocol::Consumer => old.instance_id,
+        };
+        self.clients.insert(self.next_client, client);
+        self.next_client += 1;
+        self.resolve();
+    }
+
+    /// A replaced client's goodbye: a classic client's LeaveGroup, a consumer client's leave
+    /// heartbeat (a static one's keeps its place for its successor).
+    fn leave(&mut self, old: &Client) {
         match old.protocol {
             Protocol::Classic if !old.member_id.is_empty() => {
                 let meta = self.meta(None, 3);
@@ -230,15 +260,21 @@ impl Sim {
                 request.group_id = GroupId(s(GROUP));
                 let mut member = MemberIdentity::default();
                 member.member_id = s(&old.member_id);
+                member.group_instance_id = old.instance_id.as_deref().map(s);
                 request.members = vec![member];
                 self.coord.handle_leave_group(self.now_ms, meta, request);
             }
             Protocol::Consumer if old.epoch > 0 => {
                 let meta = self.meta(None, 1);
+                let member_epoch = match old.instance_id {
+                    Some(_) => epochs::LEAVE_STATIC,
+                    None => epochs::LEAVE,
+                };
                 let request = HeartbeatRequest {
                     group_id: GROUP.into(),
                     member_id: old.member_id.clone(),
-                    member_epoch: epochs::LEAVE,
+                    member_epoch,
+                    instance_id: old.instance_id.clone(),
                     rebalance_timeout_ms: -1,
                     ..HeartbeatRequest::default()
                 };
@@ -247,14 +283,6 @@ impl Sim {
             }
             _ => {}
         }
-        let protocol = match old.protocol {
-            Protocol::Classic => Protocol::Consumer,
-            Protocol::Consumer => Protocol::Classic,
-        };
-        self.clients
-            .insert(self.next_client, Client::new(protocol, self.next_client));
-        self.next_client += 1;
-        self.resolve();
     }
 
     fn act(&mut self, id: usize) {
@@ -286,6 +314,7 @@ impl Sim {
             group_id: GROUP.into(),
             member_id: client.member_id.clone(),
             member_epoch: client.epoch,
+            instance_id: client.instance_id.clone(),
             rebalance_timeout_ms: REBALANCE_TIMEOUT_MS,
             subscribed_topic_names: Some(vec![TOPIC.to_owned()]),
             topic_partitions: Some(crate::consumer::normalized(owned)),
@@ -307,6 +336,7 @@ impl Sim {
         let mut request = JoinGroupRequest::default();
         request.group_id = GroupId(s(GROUP));
         request.member_id = s(&client.member_id);
+        request.group_instance_id = client.instance_id.as_deref().map(s);
         request.session_timeout_ms = SESSION_TIMEOUT_MS;
         request.rebalance_timeout_ms = REBALANCE_TIMEOUT_MS;
         request.protocol_type = s("consumer");
@@ -325,6 +355,7 @@ impl Sim {
         let mut request = SyncGroupRequest::default();
         request.group_id = GroupId(s(GROUP));
         request.member_id = s(&client.member_id);
+        request.group_instance_id = client.instance_id.as_deref().map(s);
         request.generation_id = generation;
         request.protocol_type = Some(s("consumer"));
         request.protocol_name = Some(s("range"));
@@ -348,6 +379,7 @@ impl Sim {
         let mut request = ClassicHeartbeat::default();
         request.group_id = GroupId(s(GROUP));
         request.member_id = s(&client.member_id);
+        request.group_instance_id = client.instance_id.as_deref().map(s);
         request.generation_id = generation;
         let meta = self.meta(Some(id), 3);
         self.coord.handle_heartbeat(self.now_ms, meta, request);
@@ -382,6 +414,7 @@ impl Sim {
         let Some(id) = self.requests.remove(&request_id) else {
             return;
         };
+        let downgraded = self.was_consumer && self.coord.consumer_groups().group(GROUP).is_none();
         let Some(client) = self.clients.get_mut(&id) else {
             return;
         };
@@ -394,6 +427,11 @@ impl Sim {
                     client.member_id = response.member_id.to_string();
                 } else if code == 0 {
                     client.saw(response.generation_id);
+                    // A static member joins with no id and learns its id here.
+                    client.member_id = response.member_id.to_string();
+                    if downgraded && client.instance_id.is_some() {
+                        self.stats.3 += 1;
+                    }
                     let leader = response.leader == response.member_id;
                     let members = leader.then(|| {
                         response
@@ -451,9 +489,10 @@ fn consumer_answer(
     }
 }
 
-/// A classic client told to rejoin (or that its id is unknown) gives up everything and rejoins.
+/// A classic client told to rejoin (or that its id is unknown, or its instance id another's)
+/// gives up everything and rejoins.
 fn classic_error(client: &mut Client, code: i16) {
-    if code == ErrorCode::UNKNOWN_MEMBER_ID.code() {
+    if code == ErrorCode::UNKNOWN_MEMBER_ID.code() || code == ErrorCode::FENCED_INSTANCE_ID.code() {
         client.member_id.clear();
     }
     client.owned.clear();
@@ -526,6 +565,17 @@ impl Sim {
         );
     }
 
+    /// One more consumer-protocol client starts. A group a static member's join downgraded is
+    /// left Stable as Kafka leaves it, every member with its target of the moment, which may be
+    /// stale (a member fenced since, its partitions in no target) or not yet reached: nothing
+    /// hands those partitions out until the membership changes, so the quiet steps start with
+    /// such a change.
+    fn scale_out(&mut self) {
+        let client = Client::new(Protocol::Consumer, self.next_client);
+        self.clients.insert(self.next_client, client);
+        self.next_client += 1;
+    }
+
     fn all_held(&self) -> bool {
         let held: BTreeSet<i32> = self
             .clients
@@ -536,13 +586,14 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64) -> (usize, usize, usize) {
+fn run_seed(seed: u64) -> (usize, usize, usize, usize) {
     let result = std::panic::catch_unwind(|| {
         let mut sim = Sim::new(seed);
         for _ in 0..STEPS {
             sim.step();
         }
         sim.faults = false;
+        sim.scale_out();
         let mut quiet = 0;
         while !sim.all_held() {
             assert!(
@@ -573,13 +624,20 @@ fn migration_simulation_keeps_its_invariants() {
         return;
     }
     let count = SEEDS.clone().count();
-    let (upgrades, downgrades, failed) = SEEDS
+    let (upgrades, downgrades, failed, replaced) = SEEDS
         .map(run_seed)
-        .fold((0, 0, 0), |(u, d, f), (a, b, c)| (u + a, d + b, f + c));
+        .fold((0, 0, 0, 0), |(u, d, f, r), (a, b, c, e)| {
+            (u + a, d + b, f + c, r + e)
+        });
+    eprintln!("static classic joins that downgraded: {replaced}");
     assert!(upgrades > count, "groups were seldom upgraded ({upgrades})");
     assert!(
         downgrades > count,
         "groups were seldom downgraded ({downgrades})"
     );
     assert!(failed > count, "writes seldom failed ({failed})");
+    assert!(
+        replaced > count / 10,
+        "static classic members seldom downgraded a group ({replaced})"
+    );
 }

@@ -203,6 +203,31 @@ impl H {
     }
 }
 
+/// The records of each write among `outputs`.
+fn writes(outputs: &[Output]) -> Vec<&Vec<ConsumerRecord>> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            Output::PersistConsumerRecords { records, .. } => Some(records),
+            _ => None,
+        })
+        .collect()
+}
+
+/// "g" is still a consumer group, of two classic members (no downgrade).
+fn assert_still_consumer_group_of_two_classic_members(h: &H) {
+    let group = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .expect("still a consumer group");
+    assert_eq!(group.members().len(), 2);
+    assert!(group
+        .members()
+        .values()
+        .all(|m| m.metadata.classic.is_some()));
+}
+
 fn upgraded(h: &mut H) -> (String, String) {
     let members = h.classic_group();
     let id = h.consumer_join();
@@ -211,13 +236,7 @@ fn upgraded(h: &mut H) -> (String, String) {
         H::reply_in(&outputs, id).is_none(),
         "answered before durable"
     );
-    let writes: Vec<&Vec<ConsumerRecord>> = outputs
-        .iter()
-        .filter_map(|output| match output {
-            Output::PersistConsumerRecords { records, .. } => Some(records),
-            _ => None,
-        })
-        .collect();
+    let writes = writes(&outputs);
     assert_eq!(writes.len(), 1, "one write");
     let classic_metadata = writes[0]
         .iter()
@@ -542,16 +561,7 @@ fn without_downgrade_the_classic_members_stay_in_the_consumer_group() {
     upgraded(&mut h);
     let (outputs, _) = h.consumer_leave();
     h.persist(&outputs, Ok(()));
-    let group = h
-        .coordinator
-        .consumer_groups()
-        .group("g")
-        .expect("still a consumer group");
-    assert_eq!(group.members().len(), 2);
-    assert!(group
-        .members()
-        .values()
-        .all(|m| m.metadata.classic.is_some()));
+    assert_still_consumer_group_of_two_classic_members(&h);
 }
 
 #[test]
@@ -687,4 +697,169 @@ fn a_classic_member_told_to_rejoin_that_never_does_is_fenced_after_its_rebalance
         !group.members().contains_key(&leader),
         "fenced by its join timeout"
     );
+}
+
+impl H {
+    /// Static consumer-protocol member `member` (instance `instance`) heartbeats at `epoch`,
+    /// owning what the group says it has; its write is persisted. Returns its request id.
+    fn static_heartbeat(&mut self, member: &str, instance: &str, epoch: i32) -> u64 {
+        let owned = self
+            .coordinator
+            .consumer_groups()
+            .group("g")
+            .and_then(|group| group.members().get(member).cloned())
+            .map(|member| member.assignment.assigned)
+            .unwrap_or_default();
+        let meta = self.meta(1);
+        let id = meta.request_id;
+        let request = HeartbeatRequest {
+            group_id: "g".into(),
+            member_id: member.into(),
+            member_epoch: epoch,
+            instance_id: Some(instance.into()),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: (epoch == epochs::JOIN).then(|| vec!["t".into()]),
+            topic_partitions: Some(owned),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            ..HeartbeatRequest::default()
+        };
+        self.coordinator
+            .handle_consumer_group_heartbeat(meta, request, self.now_ms);
+        let outputs = self.outputs();
+        self.persist(&outputs, Ok(()));
+        id
+    }
+
+    /// The epoch of consumer member `member` of "g".
+    fn member_epoch(&self, member: &str) -> i32 {
+        let group = self
+            .coordinator
+            .consumer_groups()
+            .group("g")
+            .expect("group");
+        group.members()[member].assignment.member_epoch
+    }
+
+    /// A static classic member (instance `instance`, JoinGroup v5) joins "g" with a new member
+    /// id, owning nothing; returns the outputs and the request id.
+    fn static_classic_join(&mut self, instance: &str) -> (Vec<Output>, u64) {
+        let meta = self.meta(5);
+        let id = meta.request_id;
+        let mut request = join_request("", Bytes::from(subscription(&[])));
+        request.group_instance_id = Some(s(instance));
+        self.coordinator
+            .handle_join_group(self.now_ms, meta, request);
+        (self.outputs(), id)
+    }
+}
+
+fn joined(outputs: &[Output], id: u64) -> JoinGroupResponse {
+    match H::reply_in(outputs, id) {
+        Some(Response::JoinGroup(response)) => response,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Two static consumer-protocol members s1 (instance i1) and s2 (i2) of "g" with two partitions
+/// each; then s1's client restarts with the classic protocol (a static leave, a JoinGroup of
+/// i1). Returns the classic member's JoinGroup answer and s2's partitions.
+fn first_restarted(h: &mut H) -> (JoinGroupResponse, Vec<i32>) {
+    h.static_heartbeat("s1", "i1", epochs::JOIN);
+    h.static_heartbeat("s2", "i2", epochs::JOIN);
+    for _ in 0..3 {
+        for (member, instance) in [("s1", "i1"), ("s2", "i2")] {
+            let epoch = h.member_epoch(member);
+            h.static_heartbeat(member, instance, epoch);
+        }
+    }
+    let group = h.coordinator.consumer_groups().group("g").expect("group");
+    let second: Vec<i32> = group.members()["s2"].assignment.assigned[&TOPIC]
+        .iter()
+        .copied()
+        .collect();
+    assert_eq!(second.len(), 2, "{group:?}");
+    h.static_heartbeat("s1", "i1", epochs::LEAVE_STATIC);
+    let (outputs, id) = h.static_classic_join("i1");
+    let after = h.persist(&outputs, Ok(()));
+    let first = joined(&after, id);
+    assert_eq!(first.error_code, 0, "{first:?}");
+    let group = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .expect("still consumer");
+    assert_eq!(group.members().len(), 2);
+    (first, second)
+}
+
+#[test]
+fn a_rolling_restart_of_static_members_into_the_classic_protocol_ends_in_a_classic_group() {
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
+    let (first, second) = first_restarted(&mut h);
+    let epoch = h
+        .coordinator
+        .consumer_groups()
+        .group("g")
+        .map(|group| group.group_epoch())
+        .expect("group");
+    h.static_heartbeat("s2", "i2", epochs::LEAVE_STATIC);
+    let (outputs, id) = h.static_classic_join("i2");
+    assert!(
+        H::reply_in(&outputs, id).is_none(),
+        "answered before durable"
+    );
+    let writes = writes(&outputs);
+    assert_eq!(writes.len(), 1, "one write");
+    assert!(
+        writes[0].last().is_some_and(ConsumerRecord::is_tombstone),
+        "the group's tombstones last: {:?}",
+        writes[0]
+    );
+    let after = h.persist(&outputs, Ok(()));
+    let replacing = joined(&after, id);
+    assert_eq!(replacing.error_code, 0, "{replacing:?}");
+    assert_eq!(replacing.generation_id, epoch);
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    // Same subscription: no rebalance; the replaced member's partitions are the new member's.
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Stable));
+    assert_eq!(h.coordinator.group_generation("g"), Some(epoch));
+    let member = replacing.member_id.to_string();
+    let sync = h.sync(&member, replacing.generation_id, &[]);
+    match H::reply_in(&h.outputs(), sync) {
+        Some(Response::SyncGroup(response)) => {
+            assert_eq!(response.error_code, 0, "{response:?}");
+            let expected = embedded::encode_assignment(&named(&second), 3);
+            assert_eq!(response.assignment.to_vec(), expected);
+        }
+        other => panic!("{other:?}"),
+    }
+    let first_member = first.member_id.to_string();
+    assert_eq!(h.classic_heartbeat(&first_member, first.generation_id), 0);
+}
+
+#[test]
+fn a_failed_write_of_a_downgrading_static_join_keeps_the_consumer_group() {
+    let mut h = H::with_policy(MigrationPolicy::Bidirectional);
+    first_restarted(&mut h);
+    h.static_heartbeat("s2", "i2", epochs::LEAVE_STATIC);
+    let (outputs, id) = h.static_classic_join("i2");
+    assert!(h.coordinator.consumer_groups().group("g").is_none());
+    let after = h.persist(&outputs, Err(PersistError::Unavailable));
+    assert_ne!(joined(&after, id).error_code, 0);
+    let group = h.coordinator.consumer_groups().group("g").expect("kept");
+    assert_eq!(group.members().len(), 2);
+    assert!(group.members().contains_key("s2"), "the replaced member");
+    assert_eq!(h.coordinator.group_state("g"), Some(GroupState::Empty));
+}
+
+#[test]
+fn without_downgrade_a_static_classic_member_replacing_the_last_consumer_member_joins_it() {
+    let mut h = H::with_policy(MigrationPolicy::Upgrade);
+    first_restarted(&mut h);
+    h.static_heartbeat("s2", "i2", epochs::LEAVE_STATIC);
+    let (outputs, id) = h.static_classic_join("i2");
+    let after = h.persist(&outputs, Ok(()));
+    assert_eq!(joined(&after, id).error_code, 0);
+    assert_still_consumer_group_of_two_classic_members(&h);
 }
