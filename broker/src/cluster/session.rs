@@ -40,6 +40,9 @@ enum HandOverSkipped {
     /// The image stopped following the store.
     #[error("the image is no longer followed")]
     ImageNotFollowed,
+    /// The `shutting_down` registration could not be written: the store is unreachable.
+    #[error("the metadata store is unreachable")]
+    StoreUnavailable,
 }
 
 impl Cluster {
@@ -365,8 +368,9 @@ impl Cluster {
     /// `shutting_down` (a Txn guarded on its own session), then waits until its image shows it
     /// leads no partition another running ISR member could lead (the controller moves them, at
     /// epoch + 1) or `timeout` passes. The broker keeps serving meanwhile. Returns at once when no
-    /// other broker runs (a cluster of one: nothing can move). Never fails: a shutdown goes on
-    /// regardless.
+    /// other broker runs (a cluster of one: nothing can move), and as soon as that write fails
+    /// (the store unreachable: its client has retried it already, and nothing can move without
+    /// the store). Never fails: a shutdown goes on regardless.
     pub async fn controlled_shutdown(&self, timeout: Duration) {
         let started = crate::clock::instant();
         let alone = self
@@ -410,14 +414,15 @@ impl Cluster {
             session.lease,
             session.broker_epoch,
         );
-        let written_at = loop {
-            match self.store.txn(txn.clone()).await {
-                Ok(response) if response.succeeded => break response.revision,
-                Ok(_) => return Err(HandOverSkipped::NotOurs),
-                Err(error) => {
-                    self.store_error("controlled shutdown", &error);
-                    tokio::time::sleep(RETRY_BACKOFF).await;
-                }
+        let written_at = match self.store.txn(txn).await {
+            Ok(response) if response.succeeded => response.revision,
+            Ok(_) => return Err(HandOverSkipped::NotOurs),
+            // The store's client already retried this guarded write for its retry timeout; the
+            // controller moves leaderships through the same store, so nothing can move now.
+            // Trying again until `skiff.controlled.shutdown.timeout.ms` only delayed the exit.
+            Err(error) => {
+                self.store_error("controlled shutdown", &error);
+                return Err(HandOverSkipped::StoreUnavailable);
             }
         };
         let mut revisions = self.image_revision.subscribe();
