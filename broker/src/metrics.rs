@@ -27,6 +27,21 @@ use traffic::TrafficCounters;
 /// the broker serves none of them).
 pub const API_KEY_SLOTS: usize = 76;
 
+/// What a handled request leaves for the connection to record once its response is written
+/// ([`Metrics::request_done`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Served {
+    /// Its API key.
+    pub(crate) api_key: i16,
+    /// Its frame's bytes.
+    pub(crate) bytes_in: usize,
+    /// Its response's bytes, as known when the response is laid out.
+    pub(crate) bytes_out: u64,
+    /// How long it waited on others (a Fetch's long poll, an acks=all Produce's wait for
+    /// followers): left out of its service time, as Kafka leaves `RemoteTimeMs` out.
+    pub(crate) remote: std::time::Duration,
+}
+
 /// Upper bounds of the request-latency histogram buckets, in milliseconds (Prometheus `le`).
 pub const LATENCY_BUCKETS_MS: [u64; 13] = [
     1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000,
@@ -385,27 +400,26 @@ impl Metrics {
         self.conversions.load(Ordering::Relaxed)
     }
 
-    /// One request answered: its API key, frame bytes in, response bytes out (known up front;
-    /// lazily converted bytes are counted by the conversion figures), and handling time.
-    pub(crate) fn request_done(&self, api_key: i16, bytes_in: usize, bytes_out: u64, ms: u64) {
-        if let Some(latency) = api_key_slot(&self.request_latency_ms, api_key) {
+    /// One request finished, `elapsed` from its frame received to its response's last byte
+    /// handed to the socket (or, with no response, to the end of its handling): its latency (the
+    /// whole of it), its service time (less its remote waits, in µs) and its bytes in and out
+    /// (response bytes known up front; lazily converted bytes are counted by the conversion
+    /// figures). One clock read, by the caller, serves both histograms.
+    pub(crate) fn request_done(&self, served: &Served, elapsed: std::time::Duration) {
+        let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        if let Some(latency) = api_key_slot(&self.request_latency_ms, served.api_key) {
             latency.observe(ms);
         }
+        let service = elapsed.saturating_sub(served.remote);
+        if let Some(histogram) = api_key_slot(&self.service_time_us, served.api_key) {
+            histogram.observe(u64::try_from(service.as_micros()).unwrap_or(u64::MAX));
+        }
         self.request_bytes_in.fetch_add(
-            u64::try_from(bytes_in).unwrap_or(u64::MAX),
+            u64::try_from(served.bytes_in).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
         self.response_bytes_out
-            .fetch_add(bytes_out, Ordering::Relaxed);
-    }
-
-    /// One request served: `service` is its time from the frame received to the response's last
-    /// byte handed to the socket (or, with no response, to the end of its handling), less its
-    /// remote waits.
-    pub(crate) fn request_served(&self, api_key: i16, service: std::time::Duration) {
-        if let Some(histogram) = api_key_slot(&self.service_time_us, api_key) {
-            histogram.observe(u64::try_from(service.as_micros()).unwrap_or(u64::MAX));
-        }
+            .fetch_add(served.bytes_out, Ordering::Relaxed);
     }
 
     /// One authorization refusal (a topic, group or cluster check that failed) for `api_key`.
@@ -586,7 +600,7 @@ impl Metrics {
     fn render_request_times(&self, out: &mut Exposition) {
         out.header(
             "skiff_request_latency_ms",
-            "Time from a request frame received to its planned response, waits included.",
+            "Time from a request frame received to its response written, waits included.",
             "histogram",
         );
         render_by_api(out, "skiff_request_latency_ms", &self.request_latency_ms);
@@ -783,11 +797,21 @@ impl Exposition {
 mod tests {
     use super::*;
 
+    fn served(api_key: i16, remote: std::time::Duration) -> Served {
+        Served {
+            api_key,
+            bytes_in: 100,
+            bytes_out: 50,
+            remote,
+        }
+    }
+
     #[test]
     fn histograms_accumulate_and_render_cumulative_buckets() {
         let metrics = Metrics::default();
-        metrics.request_done(1, 100, 50, 3);
-        metrics.request_done(1, 100, 50, 20_000);
+        let fetch = served(1, std::time::Duration::ZERO);
+        metrics.request_done(&fetch, std::time::Duration::from_millis(3));
+        metrics.request_done(&fetch, std::time::Duration::from_millis(20_000));
         metrics.conversion_done("orders", 10, 4_096, 2_000_000);
         metrics.conversion_done("orders", 5, 100, 1_000);
         assert_eq!(metrics.requests(1), 2);
@@ -809,13 +833,13 @@ mod tests {
     fn service_time_lands_in_microsecond_buckets_by_api() {
         use std::time::Duration;
         let metrics = Metrics::default();
-        metrics.request_served(0, Duration::from_micros(80));
-        metrics.request_served(0, Duration::from_micros(999));
-        metrics.request_served(0, Duration::from_micros(1_000));
-        metrics.request_served(0, Duration::from_micros(1_001));
-        metrics.request_served(0, Duration::from_secs(3));
+        metrics.request_done(&served(0, Duration::ZERO), Duration::from_micros(80));
+        metrics.request_done(&served(0, Duration::ZERO), Duration::from_micros(999));
+        metrics.request_done(&served(0, Duration::ZERO), Duration::from_micros(1_000));
+        metrics.request_done(&served(0, Duration::ZERO), Duration::from_micros(1_001));
+        metrics.request_done(&served(0, Duration::ZERO), Duration::from_secs(3));
         // A key past the known ones shares the last slot rather than being lost.
-        metrics.request_served(i16::MAX, Duration::from_micros(10));
+        metrics.request_done(&served(i16::MAX, Duration::ZERO), Duration::from_micros(10));
         let text = metrics.render_prometheus();
         for line in [
             "# TYPE skiff_request_service_time_us histogram",

@@ -65,8 +65,6 @@ mod list_transactions;
 mod txn_offset_commit;
 mod write_txn_markers;
 
-use std::time::{Duration, Instant};
-
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Encodable;
@@ -76,6 +74,7 @@ pub(crate) use skiff_protocol::error_code;
 use skiff_protocol::requests::{decode_request, Request};
 
 use crate::context::Ctx;
+use crate::metrics::Served;
 use crate::response::ResponsePart;
 use crate::security::sasl::Authenticator;
 use crate::security::session::Session;
@@ -154,12 +153,9 @@ pub(crate) struct Outcome {
     /// Milliseconds the connection reads nothing after writing the response: the client went
     /// over a quota (KIP-219; the response's `throttle_time_ms` says the same where it has one).
     pub(crate) throttle_ms: u64,
-    /// The request's API key, once decoded: the connection records the service time under it.
-    pub(crate) api_key: Option<i16>,
-    /// How long the request waited on others (a Fetch's long poll, an acks=all Produce's wait for
-    /// followers): left out of its service time, as Kafka leaves `RemoteTimeMs` out of the
-    /// broker's own share.
-    pub(crate) remote: Duration,
+    /// A decoded request's figures, which the connection records once the response is written
+    /// (one clock read for its latency and service time).
+    pub(crate) served: Option<Served>,
 }
 
 impl Outcome {
@@ -169,8 +165,7 @@ impl Outcome {
             close: false,
             authenticated: None,
             throttle_ms: 0,
-            api_key: None,
-            remote: Duration::ZERO,
+            served: None,
         }
     }
 
@@ -180,8 +175,7 @@ impl Outcome {
             close: true,
             authenticated: None,
             throttle_ms: 0,
-            api_key: None,
-            remote: Duration::ZERO,
+            served: None,
         }
     }
 
@@ -191,8 +185,7 @@ impl Outcome {
             close: false,
             authenticated: None,
             throttle_ms: 0,
-            api_key: None,
-            remote: Duration::ZERO,
+            served: None,
         }
     }
 
@@ -218,15 +211,15 @@ impl Outcome {
     }
 }
 
-/// Handles one frame body, `received` when its last byte was read. `sasl` is the connection's SASL
-/// exchange while it is not finished (on SASL listeners); until it is, only ApiVersions and the
-/// SASL APIs are served.
+/// Handles one frame body. `sasl` is the connection's SASL exchange while it is not finished (on
+/// SASL listeners); until it is, only ApiVersions and the SASL APIs are served. The request's
+/// timing is the connection's: it started the clock when the frame was in and reads it once the
+/// response is written (`Outcome::served`).
 pub(crate) async fn handle_frame(
     ctx: &Ctx,
     session: &Session,
     sasl: Option<&mut Authenticator>,
     frame: Bytes,
-    received: Instant,
 ) -> Outcome {
     let (header, request) = match decode_request(&frame) {
         Ok(decoded) => decoded,
@@ -260,8 +253,6 @@ pub(crate) async fn handle_frame(
         }
     };
     outcome.throttle_ms = turn.finish_request_time();
-    outcome.api_key = Some(api_key);
-    outcome.remote = remote.total();
     let bytes_out: u64 = outcome
         .response
         .iter()
@@ -270,9 +261,12 @@ pub(crate) async fn handle_frame(
         // which is exactly what is sent for it.
         .map(|part| part.wire_len() as u64)
         .sum();
-    let elapsed_ms = u64::try_from(received.elapsed().as_millis()).unwrap_or(u64::MAX);
-    ctx.metrics
-        .request_done(api_key, frame_bytes, bytes_out, elapsed_ms);
+    outcome.served = Some(Served {
+        api_key,
+        bytes_in: frame_bytes,
+        bytes_out,
+        remote: remote.total(),
+    });
     outcome
 }
 

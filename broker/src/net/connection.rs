@@ -211,7 +211,7 @@ async fn serve<S: Transport>(
                 if let Some(capture) = &state.capture {
                     capture.record(&body);
                 }
-                handlers::handle_frame(ctx, &state.session, sasl, body, received).await
+                handlers::handle_frame(ctx, &state.session, sasl, body).await
             }
         };
         if let Some(user) = &outcome.authenticated {
@@ -223,11 +223,9 @@ async fn serve<S: Transport>(
         if let Some(parts) = outcome.response {
             write_response(stream, parts, idle).await?;
         }
-        if let Some(api_key) = outcome.api_key {
-            // Written (or, with no response, handled): the service time ends here, less the
-            // request's waits on others.
-            let service = received.elapsed().saturating_sub(outcome.remote);
-            ctx.metrics.request_served(api_key, service);
+        if let Some(served) = &outcome.served {
+            // Written (or, with no response, handled): its latency and service time end here.
+            ctx.metrics.request_done(served, received.elapsed());
         }
         if outcome.close {
             if answered {

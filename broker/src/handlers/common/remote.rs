@@ -74,7 +74,13 @@ mod tests {
             .wait(tokio::time::sleep(Duration::from_millis(500)))
             .await;
         assert!(received.elapsed() >= Duration::from_millis(500));
-        metrics.request_served(1, received.elapsed().saturating_sub(remote.total()));
+        let served = crate::metrics::Served {
+            api_key: 1,
+            bytes_in: 0,
+            bytes_out: 0,
+            remote: remote.total(),
+        };
+        metrics.request_done(&served, received.elapsed());
         let text = metrics.render_prometheus();
         let sub_ms = "skiff_request_service_time_us_bucket{api=\"Fetch\",le=\"1000\"} 1";
         assert!(text.lines().any(|l| l == sub_ms), "{text}");
